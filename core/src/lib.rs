@@ -1,0 +1,2 @@
+//! fairq-core (under construction).
+#![no_std]
