@@ -27,6 +27,7 @@ use crate::job::{millis, Millis};
 /// ```
 /// assert!(fairq_core::health::Health::Healthy.is_healthy());
 /// ```
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Health {
     /// No job in error.
@@ -62,6 +63,7 @@ impl Health {
 /// let p = fairq_core::health::HealthPolicy::default();
 /// assert_eq!(p.allowed_error_time(), core::time::Duration::from_secs(15 * 60));
 /// ```
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HealthPolicy {
     allowed_error_time: Duration,
@@ -160,6 +162,7 @@ impl HealthPolicy {
 /// clock.success();
 /// assert_eq!(clock.since(), None);
 /// ```
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ErrorClock {
     since: Option<Millis>,

@@ -66,6 +66,7 @@ pub fn millis(duration: Duration) -> Millis {
 /// let second = job.claim(5_000, core::time::Duration::from_secs(1)).unwrap().token;
 /// assert!(second > first);
 /// ```
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct LeaseToken(pub u64);
 
@@ -82,6 +83,7 @@ impl fmt::Display for LeaseToken {
 /// let lease = job.claim(100, core::time::Duration::from_millis(50)).unwrap();
 /// assert_eq!((lease.deadline, lease.attempt), (150, 1));
 /// ```
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Lease {
     /// The fencing token to present on completion, failure or heartbeat.
@@ -98,6 +100,7 @@ pub struct Lease {
 /// use fairq_core::job::DeadReason;
 /// assert_eq!(DeadReason::RetriesExhausted.to_string(), "retries exhausted");
 /// ```
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DeadReason {
     /// The handler failed and the policy gave up.
@@ -124,6 +127,7 @@ impl fmt::Display for DeadReason {
 /// use fairq_core::job::{Lifecycle, State};
 /// assert_eq!(Lifecycle::scheduled(10).state(), &State::Scheduled { run_at: 10 });
 /// ```
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum State {
     /// Waiting for the job it depends on to succeed.
@@ -193,6 +197,7 @@ impl State {
 /// let out = job.fail(lease.token, 10, &fairq_core::retry::RetryPolicy::new(0), 0).unwrap();
 /// assert_eq!(out, Outcome::Dead);
 /// ```
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
     /// The job runs again at `run_at`.
@@ -286,6 +291,7 @@ impl core::error::Error for TransitionError {}
 /// job.dependency_succeeded().unwrap();
 /// assert!(job.is_claimable(0));
 /// ```
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Lifecycle {
     state: State,

@@ -40,6 +40,7 @@ type Delays = heapless::Vec<Duration, MAX_DELAYS>;
 /// use fairq_core::retry::{Decision, RetryPolicy};
 /// assert_eq!(RetryPolicy::new(0).decide(1), Decision::GiveUp);
 /// ```
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Decision {
     /// Run the job again once `after` has passed since the failure.
@@ -60,6 +61,7 @@ pub enum Decision {
 /// let p = RetryPolicy::new(3).with_backoff(Backoff::Fixed(Duration::from_millis(250)));
 /// assert_eq!(p.delay(3), Duration::from_millis(250));
 /// ```
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Backoff {
     /// Retry at once.
@@ -97,6 +99,7 @@ pub enum Backoff {
 /// let p = RetryPolicy::forever().with_exponential(Duration::from_secs(1), Duration::from_secs(60));
 /// assert_eq!(p.decide(1_000), Decision::Retry { after: Duration::from_secs(60) });
 /// ```
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RetryPolicy {
     max_retries: Option<u32>,

@@ -328,6 +328,7 @@ impl Histogram {
 /// let s = fairq_core::stats::Histogram::new().summary();
 /// assert_eq!(s.count, 0);
 /// ```
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Summary {
     /// Number of values.
@@ -359,6 +360,7 @@ pub struct Summary {
 /// assert_eq!((s.ok, s.retries, s.dead), (2, 2, 1));
 /// assert_eq!(s.retry_percentage(), 100.0);
 /// ```
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RetryStats {
     /// Jobs that succeeded.

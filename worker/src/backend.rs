@@ -1,0 +1,411 @@
+//! The store abstraction every backend implements.
+
+use std::error::Error as StdError;
+use std::future::Future;
+use std::time::Duration;
+
+use fairq_core::job::{Millis, Outcome, TransitionError};
+use fairq_core::stats::{RetryStats, Summary};
+use serde::{Deserialize, Serialize};
+
+use crate::job::{Claim, Failure, Job, JobId, JobInfo, JobStatus, NewJob};
+
+/// A boxed source error from a store's client library.
+pub type BoxError = Box<dyn StdError + Send + Sync + 'static>;
+
+/// What can go wrong talking to a store.
+///
+/// ```
+/// use fairq_worker::{BackendError, JobId};
+/// let err = BackendError::NotFound(JobId(9));
+/// assert_eq!(err.to_string(), "job 9 not found");
+/// assert!(!err.is_transient());
+/// ```
+#[derive(Debug, thiserror::Error)]
+pub enum BackendError {
+    /// No such job.
+    #[error("job {0} not found")]
+    NotFound(JobId),
+    /// The job's lifecycle refused the change (for example a stale lease after a rescue).
+    #[error("job {id}: {source}")]
+    Transition {
+        /// The job.
+        id: JobId,
+        /// What the lifecycle said.
+        #[source]
+        source: TransitionError,
+    },
+    /// A unique key is already taken by an unfinished job.
+    #[error("queue {queue:?} already has job {existing} with unique key {key:?}")]
+    Duplicate {
+        /// The queue.
+        queue: String,
+        /// The unique key.
+        key: String,
+        /// The job holding it.
+        existing: JobId,
+    },
+    /// The job depends on a job that does not exist.
+    #[error("dependency {0} does not exist")]
+    UnknownDependency(JobId),
+    /// The request is malformed (bad queue name, oversize payload, ...).
+    #[error("invalid request: {0}")]
+    Invalid(String),
+    /// The store refuses more jobs.
+    #[error("store is full: {0}")]
+    Full(String),
+    /// The store cannot be reached right now (connection refused or lost); retrying later may
+    /// work.
+    #[error("store unavailable: {0}")]
+    Unavailable(#[source] BoxError),
+    /// The store failed in another way (corrupt data, schema missing, script error, ...).
+    #[error("store error: {0}")]
+    Store(#[source] BoxError),
+}
+
+impl BackendError {
+    /// True when the same call may succeed later without any change (connection trouble).
+    ///
+    /// ```
+    /// use fairq_worker::BackendError;
+    /// let err = BackendError::Unavailable("connection refused".into());
+    /// assert!(err.is_transient());
+    /// ```
+    pub fn is_transient(&self) -> bool {
+        matches!(self, BackendError::Unavailable(_))
+    }
+
+    /// True when the caller's lease was superseded (the job was rescued and re-claimed).
+    ///
+    /// ```
+    /// use fairq_core::job::{LeaseToken, TransitionError};
+    /// use fairq_worker::{BackendError, JobId};
+    /// let err = BackendError::Transition {
+    ///     id: JobId(1),
+    ///     source: TransitionError::StaleLease { presented: LeaseToken(1), current: LeaseToken(2) },
+    /// };
+    /// assert!(err.is_stale_lease());
+    /// ```
+    pub fn is_stale_lease(&self) -> bool {
+        matches!(
+            self,
+            BackendError::Transition {
+                source: TransitionError::StaleLease { .. },
+                ..
+            }
+        )
+    }
+}
+
+/// Which jobs [`Backend::list`] returns.
+///
+/// ```
+/// use fairq_worker::{JobStatus, ListFilter};
+/// let f = ListFilter::default().queue("mail").status(JobStatus::Dead).limit(10);
+/// assert_eq!(f.limit, 10);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ListFilter {
+    /// Only this queue.
+    pub queue: Option<String>,
+    /// Only this status.
+    pub status: Option<JobStatus>,
+    /// Only ids greater than this (for paging).
+    pub after: Option<JobId>,
+    /// At most this many, ordered by id.
+    pub limit: usize,
+}
+
+impl Default for ListFilter {
+    fn default() -> Self {
+        ListFilter {
+            queue: None,
+            status: None,
+            after: None,
+            limit: 100,
+        }
+    }
+}
+
+impl ListFilter {
+    /// Restricts to one queue.
+    ///
+    /// ```
+    /// assert_eq!(fairq_worker::ListFilter::default().queue("q").queue.as_deref(), Some("q"));
+    /// ```
+    pub fn queue(mut self, queue: impl Into<String>) -> Self {
+        self.queue = Some(queue.into());
+        self
+    }
+
+    /// Restricts to one status.
+    ///
+    /// ```
+    /// use fairq_worker::{JobStatus, ListFilter};
+    /// assert_eq!(ListFilter::default().status(JobStatus::Dead).status, Some(JobStatus::Dead));
+    /// ```
+    pub fn status(mut self, status: JobStatus) -> Self {
+        self.status = Some(status);
+        self
+    }
+
+    /// Sets the page size.
+    ///
+    /// ```
+    /// assert_eq!(fairq_worker::ListFilter::default().limit(5).limit, 5);
+    /// ```
+    pub fn limit(mut self, limit: usize) -> Self {
+        self.limit = limit;
+        self
+    }
+}
+
+/// Which dead jobs [`Backend::retry`] revives.
+///
+/// ```
+/// use fairq_worker::{JobId, RetryTarget};
+/// let one = RetryTarget::One(JobId(4));
+/// let all = RetryTarget::AllDead { queue: Some("mail".into()) };
+/// assert_ne!(one, all);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RetryTarget {
+    /// One dead job.
+    One(JobId),
+    /// Every dead job, optionally of one queue.
+    AllDead {
+        /// Only this queue.
+        queue: Option<String>,
+    },
+}
+
+/// Which jobs [`Backend::purge`] deletes. Running jobs are never purged.
+///
+/// ```
+/// use fairq_worker::{JobStatus, Purge};
+/// let p = Purge { queue: Some("mail".into()), status: Some(JobStatus::Dead) };
+/// assert!(p.matches("mail", JobStatus::Dead));
+/// assert!(!p.matches("mail", JobStatus::Running));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Purge {
+    /// Only this queue.
+    pub queue: Option<String>,
+    /// Only this status (`None`: every status but running).
+    pub status: Option<JobStatus>,
+}
+
+impl Purge {
+    /// Whether a job of `queue` in `status` is purged.
+    ///
+    /// ```
+    /// use fairq_worker::{JobStatus, Purge};
+    /// assert!(Purge::default().matches("any", JobStatus::Scheduled));
+    /// ```
+    pub fn matches(&self, queue: &str, status: JobStatus) -> bool {
+        status != JobStatus::Running
+            && self.queue.as_deref().is_none_or(|q| q == queue)
+            && self.status.is_none_or(|s| s == status)
+    }
+}
+
+/// Jobs per status in one queue.
+///
+/// ```
+/// use fairq_worker::{JobStatus, StatusCounts};
+/// let mut c = StatusCounts::default();
+/// c.add(JobStatus::Dead, 2);
+/// assert_eq!(c.get(JobStatus::Dead), 2);
+/// assert_eq!(c.total(), 2);
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatusCounts {
+    /// Waiting for a dependency.
+    pub blocked: u64,
+    /// Waiting for a first run.
+    pub scheduled: u64,
+    /// Held by workers.
+    pub running: u64,
+    /// Waiting for a retry.
+    pub retrying: u64,
+    /// Finished successfully (and not yet pruned).
+    pub succeeded: u64,
+    /// Given up on (and not yet pruned).
+    pub dead: u64,
+}
+
+impl StatusCounts {
+    /// The count of one status.
+    ///
+    /// ```
+    /// assert_eq!(fairq_worker::StatusCounts::default().get(fairq_worker::JobStatus::Running), 0);
+    /// ```
+    pub fn get(&self, status: JobStatus) -> u64 {
+        match status {
+            JobStatus::Blocked => self.blocked,
+            JobStatus::Scheduled => self.scheduled,
+            JobStatus::Running => self.running,
+            JobStatus::Retrying => self.retrying,
+            JobStatus::Succeeded => self.succeeded,
+            JobStatus::Dead => self.dead,
+        }
+    }
+
+    /// Adds `n` to one status.
+    ///
+    /// ```
+    /// let mut c = fairq_worker::StatusCounts::default();
+    /// c.add(fairq_worker::JobStatus::Blocked, 1);
+    /// assert_eq!(c.blocked, 1);
+    /// ```
+    pub fn add(&mut self, status: JobStatus, n: u64) {
+        let slot = match status {
+            JobStatus::Blocked => &mut self.blocked,
+            JobStatus::Scheduled => &mut self.scheduled,
+            JobStatus::Running => &mut self.running,
+            JobStatus::Retrying => &mut self.retrying,
+            JobStatus::Succeeded => &mut self.succeeded,
+            JobStatus::Dead => &mut self.dead,
+        };
+        *slot += n;
+    }
+
+    /// All jobs counted.
+    ///
+    /// ```
+    /// assert_eq!(fairq_worker::StatusCounts::default().total(), 0);
+    /// ```
+    pub fn total(&self) -> u64 {
+        JobStatus::ALL.iter().map(|s| self.get(*s)).sum()
+    }
+
+    /// Jobs not yet finished.
+    ///
+    /// ```
+    /// let mut c = fairq_worker::StatusCounts::default();
+    /// c.add(fairq_worker::JobStatus::Succeeded, 3);
+    /// assert_eq!(c.pending(), 0);
+    /// ```
+    pub fn pending(&self) -> u64 {
+        self.blocked + self.scheduled + self.running + self.retrying
+    }
+}
+
+/// One queue's numbers, as [`Backend::stats`] reports them.
+///
+/// ```
+/// let s = fairq_worker::QueueStats::empty("mail");
+/// assert_eq!(s.counts.total(), 0);
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QueueStats {
+    /// The queue.
+    pub queue: String,
+    /// Jobs per status.
+    pub counts: StatusCounts,
+    /// Retry counters of finished jobs.
+    pub retries: RetryStats,
+    /// Run time of finished attempts (claim to completion), in milliseconds.
+    pub processing_ms: Summary,
+    /// When the oldest job now waiting for a retry first failed, if any (for health).
+    pub oldest_error_at: Option<Millis>,
+}
+
+impl QueueStats {
+    /// Zero counts for `queue`.
+    ///
+    /// ```
+    /// assert_eq!(fairq_worker::QueueStats::empty("q").queue, "q");
+    /// ```
+    pub fn empty(queue: impl Into<String>) -> Self {
+        QueueStats {
+            queue: queue.into(),
+            counts: StatusCounts::default(),
+            retries: RetryStats::default(),
+            processing_ms: Summary::default(),
+            oldest_error_at: None,
+        }
+    }
+}
+
+/// A job store: durable (or not) home of jobs, shared by producers, workers and operators.
+///
+/// Every state change follows [`fairq_core::job::Lifecycle`], and failures are decided by the
+/// job's [`RetryPolicy`](fairq_core::retry::RetryPolicy), so all stores agree on semantics; the
+/// [conformance suite](crate::conformance) checks that they do. Time comes from the store's
+/// [`Clock`](crate::Clock).
+///
+/// Claims are fair by key within a queue, with the snapshot-of-heads rule of
+/// [`fairq_core::fair`]: a key that has one ready job waits for at most `2 (K - 1)` claims of
+/// other keys' jobs, whatever their backlogs.
+pub trait Backend: Send + Sync + 'static {
+    /// Adds one job; returns its id (or, for a duplicate unique key under
+    /// [`OnConflict::Ignore`](crate::OnConflict::Ignore), the existing job's id).
+    fn enqueue(&self, job: NewJob) -> impl Future<Output = Result<JobId, BackendError>> + Send;
+
+    /// Adds many jobs at once, returning their ids in order. All or nothing where the store
+    /// allows it.
+    fn enqueue_many(
+        &self,
+        jobs: Vec<NewJob>,
+    ) -> impl Future<Output = Result<Vec<JobId>, BackendError>> + Send;
+
+    /// Claims up to `max` due jobs of `queue`, fairly by key, each under a lease of `lease`.
+    /// Returns fewer (or none) when fewer are due.
+    fn claim(
+        &self,
+        queue: &str,
+        max: usize,
+        lease: Duration,
+    ) -> impl Future<Output = Result<Vec<Job>, BackendError>> + Send;
+
+    /// Marks a claimed job succeeded. Refused with a stale-lease error when the lease was lost.
+    fn complete(&self, claim: Claim) -> impl Future<Output = Result<(), BackendError>> + Send;
+
+    /// Records a failed attempt; the job's policy decides between a retry and death.
+    fn fail(
+        &self,
+        claim: Claim,
+        failure: Failure,
+    ) -> impl Future<Output = Result<Outcome, BackendError>> + Send;
+
+    /// Extends a lease to `now + lease`; returns the new deadline.
+    fn heartbeat(
+        &self,
+        claim: Claim,
+        lease: Duration,
+    ) -> impl Future<Output = Result<Millis, BackendError>> + Send;
+
+    /// Takes back every job of `queue` whose lease has expired (each counts as a failed
+    /// attempt); returns how many.
+    fn rescue(&self, queue: &str) -> impl Future<Output = Result<u64, BackendError>> + Send;
+
+    /// Waits until `queue` may have new due jobs, or `timeout`. Stores that can push
+    /// notifications wake early; the default just sleeps, which makes the worker poll.
+    fn wait_for_jobs(&self, queue: &str, timeout: Duration) -> impl Future<Output = ()> + Send {
+        let _ = queue;
+        tokio::time::sleep(timeout)
+    }
+
+    /// Numbers per queue.
+    fn stats(&self) -> impl Future<Output = Result<Vec<QueueStats>, BackendError>> + Send;
+
+    /// Jobs matching `filter`, ordered by id.
+    fn list(
+        &self,
+        filter: ListFilter,
+    ) -> impl Future<Output = Result<Vec<JobInfo>, BackendError>> + Send;
+
+    /// One job, finished or not (`None` once pruned or purged).
+    fn get(&self, id: JobId) -> impl Future<Output = Result<Option<JobInfo>, BackendError>> + Send;
+
+    /// Revives dead jobs (fresh retry budget, due now); returns how many.
+    fn retry(&self, target: RetryTarget)
+        -> impl Future<Output = Result<u64, BackendError>> + Send;
+
+    /// Deletes matching jobs (never running ones); returns how many.
+    fn purge(&self, purge: Purge) -> impl Future<Output = Result<u64, BackendError>> + Send;
+
+    /// Deletes finished jobs that finished more than `older_than` ago; returns how many.
+    fn prune(&self, older_than: Duration) -> impl Future<Output = Result<u64, BackendError>> + Send;
+}

@@ -1,0 +1,584 @@
+//! The job model shared by every store: what is enqueued, what a worker claims, what an
+//! operator lists.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+use fairq_core::job::{LeaseToken, Millis, State};
+use fairq_core::retry::RetryPolicy;
+use serde::{Deserialize, Serialize};
+
+use crate::codec::{Codec, CodecError, JsonCodec};
+
+/// A job's identity within its store, assigned at enqueue.
+///
+/// ```
+/// assert_eq!(fairq_worker::JobId(7).to_string(), "7");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct JobId(pub u64);
+
+impl fmt::Display for JobId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// What to do when a job's unique key is already taken by a job that has not finished.
+///
+/// ```
+/// use fairq_worker::{NewJob, OnConflict};
+/// let job = NewJob::new("mail", "welcome", b"{}".to_vec()).unique("user-42", OnConflict::Ignore);
+/// assert_eq!(job.on_conflict, OnConflict::Ignore);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum OnConflict {
+    /// Fail the enqueue with [`BackendError::Duplicate`](crate::BackendError::Duplicate).
+    #[default]
+    Error,
+    /// Enqueue nothing and return the existing job's id.
+    Ignore,
+}
+
+/// A job to enqueue.
+///
+/// ```
+/// use std::time::Duration;
+/// use fairq_worker::NewJob;
+///
+/// let job = NewJob::json("email", "welcome", &serde_json::json!({"to": "a@example.com"}))
+///     .unwrap()
+///     .key("tenant-1")
+///     .delay(Duration::from_secs(30))
+///     .meta("trace_id", "abc123");
+/// assert_eq!(job.key.as_deref(), Some("tenant-1"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NewJob {
+    /// Which workers take it.
+    pub queue: String,
+    /// Which handler runs it.
+    pub kind: String,
+    /// The fairness key (tenant); `None` shares one key with every other keyless job.
+    pub key: Option<String>,
+    /// The encoded payload.
+    pub payload: Vec<u8>,
+    /// When it may first run: absolute time, or a delay from enqueue.
+    pub schedule: Schedule,
+    /// Its retry policy; `None` uses the store's default ([`RetryPolicy::default`]).
+    pub retry: Option<RetryPolicy>,
+    /// A key unique among the queue's unfinished jobs.
+    pub unique_key: Option<String>,
+    /// What a taken unique key means.
+    pub on_conflict: OnConflict,
+    /// A job that must succeed before this one runs.
+    pub depends_on: Option<JobId>,
+    /// Context captured at enqueue (a trace id, the enqueuing user, ...), handed to the handler.
+    pub metadata: BTreeMap<String, String>,
+}
+
+/// When a new job may first run.
+///
+/// ```
+/// use fairq_worker::Schedule;
+/// assert_eq!(Schedule::Now.run_at(100), 100);
+/// assert_eq!(Schedule::After(std::time::Duration::from_millis(5)).run_at(100), 105);
+/// assert_eq!(Schedule::At(7).run_at(100), 7);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum Schedule {
+    /// As soon as possible.
+    #[default]
+    Now,
+    /// After a delay from enqueue.
+    After(Duration),
+    /// At an absolute time (ms since the Unix epoch).
+    At(Millis),
+}
+
+impl Schedule {
+    /// The absolute time, given the enqueue time.
+    ///
+    /// ```
+    /// assert_eq!(fairq_worker::Schedule::Now.run_at(3), 3);
+    /// ```
+    pub fn run_at(&self, now: Millis) -> Millis {
+        match *self {
+            Schedule::Now => now,
+            Schedule::After(delay) => now.saturating_add(fairq_core::job::millis(delay)),
+            Schedule::At(at) => at,
+        }
+    }
+}
+
+impl NewJob {
+    /// A job with raw payload bytes.
+    ///
+    /// ```
+    /// let job = fairq_worker::NewJob::new("q", "kind", vec![1, 2, 3]);
+    /// assert_eq!(job.payload, [1, 2, 3]);
+    /// ```
+    pub fn new(queue: impl Into<String>, kind: impl Into<String>, payload: Vec<u8>) -> Self {
+        NewJob {
+            queue: queue.into(),
+            kind: kind.into(),
+            key: None,
+            payload,
+            schedule: Schedule::Now,
+            retry: None,
+            unique_key: None,
+            on_conflict: OnConflict::Error,
+            depends_on: None,
+            metadata: BTreeMap::new(),
+        }
+    }
+
+    /// A job whose payload is `value` encoded as JSON.
+    ///
+    /// ```
+    /// let job = fairq_worker::NewJob::json("q", "kind", &[1, 2]).unwrap();
+    /// assert_eq!(job.payload, b"[1,2]");
+    /// ```
+    pub fn json<T: Serialize + ?Sized>(
+        queue: impl Into<String>,
+        kind: impl Into<String>,
+        value: &T,
+    ) -> Result<Self, CodecError> {
+        Self::encoded(queue, kind, &JsonCodec, value)
+    }
+
+    /// A job whose payload is `value` encoded with `codec`.
+    ///
+    /// ```
+    /// use fairq_worker::{JsonCodec, NewJob};
+    /// let job = NewJob::encoded("q", "kind", &JsonCodec, &"hi").unwrap();
+    /// assert_eq!(job.payload, b"\"hi\"");
+    /// ```
+    pub fn encoded<C: Codec, T: Serialize + ?Sized>(
+        queue: impl Into<String>,
+        kind: impl Into<String>,
+        codec: &C,
+        value: &T,
+    ) -> Result<Self, CodecError> {
+        Ok(Self::new(queue, kind, codec.encode(value)?))
+    }
+
+    /// Sets the fairness key.
+    ///
+    /// ```
+    /// let job = fairq_worker::NewJob::new("q", "k", vec![]).key("tenant");
+    /// assert_eq!(job.key.as_deref(), Some("tenant"));
+    /// ```
+    pub fn key(mut self, key: impl Into<String>) -> Self {
+        self.key = Some(key.into());
+        self
+    }
+
+    /// Runs no earlier than `delay` after enqueue.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let job = fairq_worker::NewJob::new("q", "k", vec![]).delay(Duration::from_secs(1));
+    /// assert_eq!(job.schedule, fairq_worker::Schedule::After(Duration::from_secs(1)));
+    /// ```
+    pub fn delay(mut self, delay: Duration) -> Self {
+        self.schedule = Schedule::After(delay);
+        self
+    }
+
+    /// Runs no earlier than `at` (ms since the Unix epoch).
+    ///
+    /// ```
+    /// let job = fairq_worker::NewJob::new("q", "k", vec![]).run_at(99);
+    /// assert_eq!(job.schedule, fairq_worker::Schedule::At(99));
+    /// ```
+    pub fn run_at(mut self, at: Millis) -> Self {
+        self.schedule = Schedule::At(at);
+        self
+    }
+
+    /// Uses `policy` instead of the store's default.
+    ///
+    /// ```
+    /// use fairq_core::retry::RetryPolicy;
+    /// let job = fairq_worker::NewJob::new("q", "k", vec![]).retry(RetryPolicy::new(3));
+    /// assert_eq!(job.retry.unwrap().max_retries(), Some(3));
+    /// ```
+    pub fn retry(mut self, policy: RetryPolicy) -> Self {
+        self.retry = Some(policy);
+        self
+    }
+
+    /// Makes the job unique by `key` among its queue's unfinished jobs.
+    ///
+    /// ```
+    /// use fairq_worker::{NewJob, OnConflict};
+    /// let job = NewJob::new("q", "k", vec![]).unique("order-1", OnConflict::Error);
+    /// assert_eq!(job.unique_key.as_deref(), Some("order-1"));
+    /// ```
+    pub fn unique(mut self, key: impl Into<String>, on_conflict: OnConflict) -> Self {
+        self.unique_key = Some(key.into());
+        self.on_conflict = on_conflict;
+        self
+    }
+
+    /// Runs only after job `id` has succeeded.
+    ///
+    /// ```
+    /// use fairq_worker::{JobId, NewJob};
+    /// let job = NewJob::new("q", "k", vec![]).after(JobId(3));
+    /// assert_eq!(job.depends_on, Some(JobId(3)));
+    /// ```
+    pub fn after(mut self, id: JobId) -> Self {
+        self.depends_on = Some(id);
+        self
+    }
+
+    /// Attaches one metadata entry.
+    ///
+    /// ```
+    /// let job = fairq_worker::NewJob::new("q", "k", vec![]).meta("a", "b");
+    /// assert_eq!(job.metadata["a"], "b");
+    /// ```
+    pub fn meta(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.metadata.insert(name.into(), value.into());
+        self
+    }
+
+    /// The policy this job runs under.
+    ///
+    /// ```
+    /// let job = fairq_worker::NewJob::new("q", "k", vec![]);
+    /// assert_eq!(job.effective_retry(), fairq_core::retry::RetryPolicy::default());
+    /// ```
+    pub fn effective_retry(&self) -> RetryPolicy {
+        self.retry.clone().unwrap_or_default()
+    }
+}
+
+/// Proof of a claim: the job and the fencing token of its lease.
+///
+/// ```
+/// use fairq_core::job::LeaseToken;
+/// use fairq_worker::{Claim, JobId};
+/// let claim = Claim { id: JobId(1), token: LeaseToken(2) };
+/// assert_eq!(claim.to_string(), "job 1 (lease#2)");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Claim {
+    /// The claimed job.
+    pub id: JobId,
+    /// The lease's fencing token.
+    pub token: LeaseToken,
+}
+
+impl fmt::Display for Claim {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "job {} ({})", self.id, self.token)
+    }
+}
+
+/// A job claimed by a worker, under a lease.
+///
+/// ```
+/// # use fairq_worker::*;
+/// # use fairq_core::job::LeaseToken;
+/// let job = Job::example(serde_json::to_vec(&42).unwrap());
+/// let n: u32 = job.json().unwrap();
+/// assert_eq!(n, 42);
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Job {
+    /// Identity and fencing token; present it to complete, fail or heartbeat.
+    pub claim: Claim,
+    /// The queue it was claimed from.
+    pub queue: String,
+    /// Which handler runs it.
+    pub kind: String,
+    /// Its fairness key.
+    pub key: Option<String>,
+    /// The encoded payload.
+    pub payload: Vec<u8>,
+    /// The 1-based attempt this claim runs.
+    pub attempt: u32,
+    /// When the lease expires unless extended.
+    pub lease_deadline: Millis,
+    /// When it was enqueued.
+    pub enqueued_at: Millis,
+    /// When it became due (enqueue time, its scheduled time, or its retry time).
+    pub run_at: Millis,
+    /// Its retry policy.
+    pub retry: RetryPolicy,
+    /// Context captured at enqueue.
+    pub metadata: BTreeMap<String, String>,
+}
+
+impl Job {
+    /// Decodes the payload as JSON.
+    ///
+    /// ```
+    /// let job = fairq_worker::Job::example(b"\"x\"".to_vec());
+    /// assert_eq!(job.json::<String>().unwrap(), "x");
+    /// assert!(job.json::<u32>().is_err());
+    /// ```
+    pub fn json<T: serde::de::DeserializeOwned>(&self) -> Result<T, CodecError> {
+        self.decode(&JsonCodec)
+    }
+
+    /// Decodes the payload with `codec`.
+    ///
+    /// ```
+    /// use fairq_worker::{Job, JsonCodec};
+    /// let job = Job::example(b"[1]".to_vec());
+    /// assert_eq!(job.decode::<_, Vec<u8>>(&JsonCodec).unwrap(), [1]);
+    /// ```
+    pub fn decode<C: Codec, T: serde::de::DeserializeOwned>(
+        &self,
+        codec: &C,
+    ) -> Result<T, CodecError> {
+        codec.decode(&self.payload)
+    }
+
+    /// A job as a store would hand it out, for examples and handler unit tests.
+    ///
+    /// ```
+    /// let job = fairq_worker::Job::example(vec![]);
+    /// assert_eq!(job.attempt, 1);
+    /// ```
+    pub fn example(payload: Vec<u8>) -> Job {
+        Job {
+            claim: Claim {
+                id: JobId(1),
+                token: LeaseToken(1),
+            },
+            queue: "default".into(),
+            kind: "example".into(),
+            key: None,
+            payload,
+            attempt: 1,
+            lease_deadline: 30_000,
+            enqueued_at: 0,
+            run_at: 0,
+            retry: RetryPolicy::default(),
+            metadata: BTreeMap::new(),
+        }
+    }
+}
+
+/// Why an attempt failed.
+///
+/// ```
+/// let f = fairq_worker::Failure::retryable("timeout talking to smtp");
+/// assert!(!f.permanent);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Failure {
+    /// A message for operators (stored as the job's last error).
+    pub message: String,
+    /// True when retrying cannot help (an undecodable payload): the job dies at once.
+    pub permanent: bool,
+}
+
+impl Failure {
+    /// A failure the retry policy decides about.
+    ///
+    /// ```
+    /// assert_eq!(fairq_worker::Failure::retryable("x").message, "x");
+    /// ```
+    pub fn retryable(message: impl Into<String>) -> Self {
+        Failure {
+            message: message.into(),
+            permanent: false,
+        }
+    }
+
+    /// A failure that kills the job whatever its policy.
+    ///
+    /// ```
+    /// assert!(fairq_worker::Failure::permanent("bad payload").permanent);
+    /// ```
+    pub fn permanent(message: impl Into<String>) -> Self {
+        Failure {
+            message: message.into(),
+            permanent: true,
+        }
+    }
+}
+
+/// A job as operators see it.
+///
+/// ```
+/// use fairq_core::job::State;
+/// use fairq_worker::{JobId, JobInfo, JobStatus};
+/// let info = JobInfo::example(JobId(3), State::Scheduled { run_at: 0 });
+/// assert_eq!(info.status(), JobStatus::Scheduled);
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobInfo {
+    /// Its id.
+    pub id: JobId,
+    /// Its queue.
+    pub queue: String,
+    /// Its handler kind.
+    pub kind: String,
+    /// Its fairness key.
+    pub key: Option<String>,
+    /// Where it is in its life.
+    pub state: State,
+    /// Attempts started.
+    pub attempts: u32,
+    /// When it was enqueued.
+    pub enqueued_at: Millis,
+    /// The last failure message, if any.
+    pub last_error: Option<String>,
+    /// Its unique key, if any.
+    pub unique_key: Option<String>,
+    /// The job it waits for, if any.
+    pub depends_on: Option<JobId>,
+    /// Its payload.
+    pub payload: Vec<u8>,
+    /// Its metadata.
+    pub metadata: BTreeMap<String, String>,
+}
+
+impl JobInfo {
+    /// The state's name as an enum.
+    ///
+    /// ```
+    /// use fairq_core::job::State;
+    /// use fairq_worker::{JobId, JobInfo, JobStatus};
+    /// assert_eq!(JobInfo::example(JobId(1), State::Blocked).status(), JobStatus::Blocked);
+    /// ```
+    pub fn status(&self) -> JobStatus {
+        JobStatus::of(&self.state)
+    }
+
+    /// A minimal record, for examples and tests.
+    ///
+    /// ```
+    /// use fairq_core::job::State;
+    /// let info = fairq_worker::JobInfo::example(fairq_worker::JobId(1), State::Blocked);
+    /// assert_eq!(info.queue, "default");
+    /// ```
+    pub fn example(id: JobId, state: State) -> JobInfo {
+        JobInfo {
+            id,
+            queue: "default".into(),
+            kind: "example".into(),
+            key: None,
+            state,
+            attempts: 0,
+            enqueued_at: 0,
+            last_error: None,
+            unique_key: None,
+            depends_on: None,
+            payload: Vec::new(),
+            metadata: BTreeMap::new(),
+        }
+    }
+}
+
+/// The state of a job without its data, for filters and counts.
+///
+/// ```
+/// use fairq_worker::JobStatus;
+/// assert_eq!("dead".parse::<JobStatus>().unwrap(), JobStatus::Dead);
+/// assert_eq!(JobStatus::Retrying.as_str(), "retrying");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JobStatus {
+    /// Waiting for a dependency.
+    Blocked,
+    /// Waiting for its first run (ready or delayed).
+    Scheduled,
+    /// Held by a worker.
+    Running,
+    /// Waiting to run again after a failure.
+    Retrying,
+    /// Finished successfully.
+    Succeeded,
+    /// Given up on.
+    Dead,
+}
+
+impl JobStatus {
+    /// Every status, in lifecycle order.
+    pub const ALL: [JobStatus; 6] = [
+        JobStatus::Blocked,
+        JobStatus::Scheduled,
+        JobStatus::Running,
+        JobStatus::Retrying,
+        JobStatus::Succeeded,
+        JobStatus::Dead,
+    ];
+
+    /// The status of a lifecycle state.
+    ///
+    /// ```
+    /// use fairq_core::job::State;
+    /// assert_eq!(fairq_worker::JobStatus::of(&State::Blocked), fairq_worker::JobStatus::Blocked);
+    /// ```
+    pub fn of(state: &State) -> JobStatus {
+        match state {
+            State::Blocked => JobStatus::Blocked,
+            State::Scheduled { .. } => JobStatus::Scheduled,
+            State::Running { .. } => JobStatus::Running,
+            State::Retrying { .. } => JobStatus::Retrying,
+            State::Succeeded { .. } => JobStatus::Succeeded,
+            State::Dead { .. } => JobStatus::Dead,
+        }
+    }
+
+    /// The lower-case name (the same as [`State::name`]).
+    ///
+    /// ```
+    /// assert_eq!(fairq_worker::JobStatus::Dead.as_str(), "dead");
+    /// ```
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            JobStatus::Blocked => "blocked",
+            JobStatus::Scheduled => "scheduled",
+            JobStatus::Running => "running",
+            JobStatus::Retrying => "retrying",
+            JobStatus::Succeeded => "succeeded",
+            JobStatus::Dead => "dead",
+        }
+    }
+
+    /// True for `Succeeded` and `Dead`.
+    ///
+    /// ```
+    /// assert!(fairq_worker::JobStatus::Dead.is_final());
+    /// ```
+    pub fn is_final(&self) -> bool {
+        matches!(self, JobStatus::Succeeded | JobStatus::Dead)
+    }
+}
+
+impl fmt::Display for JobStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An unknown status name.
+///
+/// ```
+/// assert!("nope".parse::<fairq_worker::JobStatus>().is_err());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown job status {0:?} (expected blocked, scheduled, running, retrying, succeeded or dead)")]
+pub struct UnknownStatus(pub String);
+
+impl std::str::FromStr for JobStatus {
+    type Err = UnknownStatus;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        JobStatus::ALL
+            .into_iter()
+            .find(|status| status.as_str() == s)
+            .ok_or_else(|| UnknownStatus(s.to_string()))
+    }
+}
