@@ -1,0 +1,337 @@
+//! The hand-off engine shared by [`crate::WaitQueue`] and [`crate::FairWaitQueue`]: a store
+//! of items, a lock-free queue of waiting consumers, and the serialized drain pass that
+//! pairs the oldest live waiter with the next item.
+//!
+//! # The drain pass
+//!
+//! Only one thread at a time runs a drain pass, and nobody waits for it: a caller that
+//! wants a pass increments `pending`; the caller that moved it from 0 becomes the drainer
+//! and repeats passes until it can reset the counter from the value it last covered to 0.
+//! Everyone else returns at once, their request absorbed by the running drainer (the
+//! "pent-up hand-offs" counter). A producer therefore never blocks or spins on a
+//! consumer, and a burst of producers costs the drainer one extra pass, not one per push.
+//!
+//! A pass (1) delivers: it takes the oldest waiter, *claims* it (so it can no longer time
+//! out under our feet), then pops an item for it; with no item it releases the waiter and
+//! keeps it aside as the oldest; (2) evicts: on `close` or `evict_waiters` it resolves
+//! every waiter empty. Because a claimed waiter cannot vanish, an item leaves the store
+//! only when it is certain to be delivered. The single exception is a future dropped while
+//! claimed: its item stays with the drainer, goes to the next live waiter, or else back
+//! to the head of the store.
+//!
+//! # Who triggers a pass
+//!
+//! A consumer that starts waiting always triggers one. A producer triggers one only if
+//! waiters are registered; both sides publish first and check second, separated by
+//! `SeqCst` fences, so at least one of them sees the other (a consumer's pass then finds
+//! the item, or the producer sees the waiter).
+
+use core::future::Future;
+use core::pin::Pin;
+use core::task::{Context, Poll, Waker};
+
+use crossbeam_utils::CachePadded;
+
+use crate::deadline::Deadline;
+use crate::sync::{
+    current, fence, lock_uncontended, park, Arc, AtomicBool, AtomicUsize, Mutex, Ordering, SegQueue,
+};
+use crate::waiter::{Abandon, Expire, Release, Waiter};
+
+/// Where the items live. Implementations are linearizable and never block on a consumer.
+pub(crate) trait Store {
+    /// What a consumer receives.
+    type Item;
+    /// Takes the next item in delivery order.
+    fn pop(&self) -> Option<Self::Item>;
+    /// Puts an item back so it is served before every item that was never handed out.
+    fn put_back(&self, item: Self::Item);
+}
+
+struct DrainState<I> {
+    /// The oldest waiter, kept aside because the waiter queue has no "push front".
+    front: Option<Arc<Waiter<I>>>,
+    /// The eviction generation already acted on.
+    evictions_seen: usize,
+}
+
+/// Store + waiting consumers.
+pub(crate) struct Handoff<S: Store> {
+    pub(crate) store: S,
+    waiters: SegQueue<Arc<Waiter<S::Item>>>,
+    /// Waiters that are registered and not yet resolved.
+    live: CachePadded<AtomicUsize>,
+    /// Requested drain passes not yet covered by the running drainer.
+    pending: CachePadded<AtomicUsize>,
+    /// Only ever locked by the thread that owns the drain (see the module docs).
+    drain: Mutex<DrainState<S::Item>>,
+    closed: AtomicBool,
+    evictions: AtomicUsize,
+}
+
+impl<S: Store> Handoff<S> {
+    pub(crate) fn new(store: S) -> Self {
+        Handoff {
+            store,
+            waiters: SegQueue::new(),
+            live: CachePadded::new(AtomicUsize::new(0)),
+            pending: CachePadded::new(AtomicUsize::new(0)),
+            drain: Mutex::new(DrainState {
+                front: None,
+                evictions_seen: 0,
+            }),
+            closed: AtomicBool::new(false),
+            evictions: AtomicUsize::new(0),
+        }
+    }
+
+    pub(crate) fn waiter_count(&self) -> usize {
+        self.live.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// Call after an item entered the store: hands it over if anyone waits.
+    pub(crate) fn item_added(&self) {
+        fence(Ordering::SeqCst);
+        if self.live.load(Ordering::Acquire) > 0 {
+            self.drain();
+        }
+    }
+
+    /// Puts an item back at the head and hands it over if anyone waits.
+    pub(crate) fn put_back(&self, item: S::Item) {
+        self.store.put_back(item);
+        self.item_added();
+    }
+
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        self.drain();
+    }
+
+    pub(crate) fn evict_waiters(&self) {
+        self.evictions.fetch_add(1, Ordering::AcqRel);
+        self.drain();
+    }
+
+    /// The item a newly arriving consumer may take without queueing: only when nobody is
+    /// waiting (waiters are served first) or when the queue is closed.
+    fn take_without_waiting(&self) -> Option<S::Item> {
+        if self.is_closed() || self.live.load(Ordering::Acquire) == 0 {
+            self.store.pop()
+        } else {
+            None
+        }
+    }
+
+    fn register(&self, waiter: &Arc<Waiter<S::Item>>) {
+        self.live.fetch_add(1, Ordering::AcqRel);
+        self.waiters.push(Arc::clone(waiter));
+        fence(Ordering::SeqCst);
+        self.drain();
+    }
+
+    fn leave(&self) {
+        self.live.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// Requests a drain pass; runs it (and any requested meanwhile) if no one else is.
+    fn drain(&self) {
+        if self.pending.fetch_add(1, Ordering::AcqRel) != 0 {
+            return;
+        }
+        let mut covered = 1;
+        loop {
+            {
+                let mut state = lock_uncontended(&self.drain);
+                self.pass(&mut state);
+            }
+            match self
+                .pending
+                .compare_exchange(covered, 0, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return,
+                Err(now) => covered = now,
+            }
+        }
+    }
+
+    fn next_waiter(&self, state: &mut DrainState<S::Item>) -> Option<Arc<Waiter<S::Item>>> {
+        state.front.take().or_else(|| self.waiters.pop())
+    }
+
+    fn pass(&self, state: &mut DrainState<S::Item>) {
+        let mut carried: Option<S::Item> = None;
+        while let Some(waiter) = self.next_waiter(state) {
+            if !waiter.claim() {
+                continue; // resolved already (timed out, dropped, evicted)
+            }
+            let item = match carried.take().or_else(|| self.store.pop()) {
+                Some(item) => item,
+                None => {
+                    match waiter.release() {
+                        Release::Waiting => state.front = Some(waiter),
+                        Release::Resolved => self.leave(),
+                    }
+                    break;
+                }
+            };
+            self.leave();
+            if let Err(item) = waiter.fulfil(item) {
+                carried = Some(item); // its future was dropped: next waiter
+            }
+        }
+        if let Some(item) = carried {
+            // No live waiter is left for it (new ones trigger their own pass).
+            self.store.put_back(item);
+        }
+
+        let evictions = self.evictions.load(Ordering::Acquire);
+        if self.is_closed() || evictions != state.evictions_seen {
+            state.evictions_seen = evictions;
+            if let Some(waiter) = state.front.take() {
+                if waiter.cancel() {
+                    self.leave();
+                }
+            }
+            // Bounded by the waiters present now, so a consumer that keeps re-registering
+            // cannot hold the drainer here.
+            for _ in 0..self.waiters.len() {
+                match self.waiters.pop() {
+                    Some(waiter) => {
+                        if waiter.cancel() {
+                            self.leave();
+                        }
+                    }
+                    None => break,
+                }
+            }
+        }
+    }
+
+    /// Blocks the calling thread until an item is handed over, the deadline passes, or the
+    /// queue is closed / its waiters evicted.
+    pub(crate) fn pop_blocking<D: Deadline>(&self, deadline: &D) -> Option<S::Item> {
+        if let Some(item) = self.take_without_waiting() {
+            return Some(item);
+        }
+        if self.is_closed() || deadline.expired() {
+            return None;
+        }
+        let waiter = Arc::new(Waiter::for_thread(current()));
+        self.register(&waiter);
+        let mut expiring = false;
+        loop {
+            if let Some(outcome) = waiter.outcome() {
+                return outcome;
+            }
+            if expiring {
+                // The drainer holds the waiter; it settles it within its pass and unparks us.
+                park();
+            } else if deadline.expired() {
+                match waiter.expire() {
+                    Expire::Expired => {
+                        self.leave();
+                        return None;
+                    }
+                    Expire::Deferred => expiring = true,
+                    Expire::Done => {}
+                }
+            } else {
+                deadline.park();
+            }
+        }
+    }
+
+    /// Polls an asynchronous pop whose deadline is `signal`.
+    pub(crate) fn poll_pop<G>(
+        &self,
+        pop: &mut PopState<S::Item>,
+        signal: &mut G,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<S::Item>>
+    where
+        G: Future<Output = ()> + Unpin,
+    {
+        let waiter = match &pop.waiter {
+            Some(waiter) => Arc::clone(waiter),
+            None if pop.finished => return Poll::Ready(None),
+            None => {
+                if let Some(item) = self.take_without_waiting() {
+                    pop.finished = true;
+                    return Poll::Ready(Some(item));
+                }
+                if self.is_closed() {
+                    pop.finished = true;
+                    return Poll::Ready(None);
+                }
+                let waiter = Arc::new(Waiter::for_task(cx.waker()));
+                self.register(&waiter);
+                pop.waiter = Some(Arc::clone(&waiter));
+                pop.fresh = true;
+                waiter
+            }
+        };
+        loop {
+            if let Some(outcome) = waiter.outcome() {
+                pop.waiter = None;
+                pop.finished = true;
+                return Poll::Ready(outcome);
+            }
+            if !pop.expiring && Pin::new(&mut *signal).poll(cx).is_ready() {
+                match waiter.expire() {
+                    Expire::Expired => {
+                        self.leave();
+                        pop.waiter = None;
+                        pop.finished = true;
+                        return Poll::Ready(None);
+                    }
+                    Expire::Deferred => pop.expiring = true,
+                    Expire::Done => continue,
+                }
+            }
+            if core::mem::take(&mut pop.fresh) || register(&waiter, cx.waker()) {
+                return Poll::Pending;
+            }
+        }
+    }
+
+    /// The owner of a pending asynchronous pop went away.
+    pub(crate) fn drop_pop(&self, pop: &mut PopState<S::Item>) {
+        if let Some(waiter) = pop.waiter.take() {
+            match waiter.abandon() {
+                Abandon::Expired => self.leave(),
+                Abandon::Item(item) => self.put_back(item),
+                Abandon::Deferred | Abandon::Done => {}
+            }
+        }
+    }
+}
+
+fn register<I>(waiter: &Waiter<I>, waker: &Waker) -> bool {
+    waiter.register_waker(waker)
+}
+
+/// The state of one asynchronous pop.
+pub(crate) struct PopState<I> {
+    waiter: Option<Arc<Waiter<I>>>,
+    /// The waker given at registration is current: skip re-registering on that poll.
+    fresh: bool,
+    /// The deadline passed while the drainer held the waiter; waiting for it to settle.
+    expiring: bool,
+    finished: bool,
+}
+
+impl<I> PopState<I> {
+    pub(crate) fn new() -> Self {
+        PopState {
+            waiter: None,
+            fresh: false,
+            expiring: false,
+            finished: false,
+        }
+    }
+}

@@ -1,0 +1,27 @@
+//! Lock-free in-memory wait-queues.
+//!
+//! * [`WaitQueue`]: a FIFO (unbounded, or bounded with [`FullPolicy`]) whose consumers can
+//!   wait for items, blocking or asynchronously, with timeouts.
+//!
+//! Items live in a lock-free queue and waiting consumers in a second lock-free queue. A
+//! producer that finds consumers waiting hands its item directly to the oldest of them;
+//! the hand-off runs in a serialized pass that nobody ever waits for: concurrent requests
+//! for a pass are counted and carried out by whichever thread is already running it.
+//!
+//! Every atomic, lock and parking primitive goes through one internal `sync` module that
+//! switches to `loom` under `--cfg loom`; the models live in the `fairq-loom-tests` crate.
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+mod deadline;
+mod handoff;
+mod items;
+#[cfg(loom)]
+pub mod model;
+mod sync;
+mod wait_queue;
+mod waiter;
+
+pub use deadline::Timeout;
+pub use items::FullPolicy;
+pub use wait_queue::{Pop, WaitQueue};

@@ -1,0 +1,108 @@
+//! Every synchronisation primitive the crate uses, in one place.
+//!
+//! Normal builds use `std` atomics, `std::sync::{Arc, Mutex}`, `std` thread parking and
+//! `crossbeam_queue::SegQueue`. Under `--cfg loom` the same names resolve to `loom`'s
+//! instrumented types so that the model checker sees (and permutes) every access.
+//!
+//! `crossbeam-queue` is not instrumented for `loom`, so under `cfg(loom)` [`SegQueue`] is a
+//! stand-in with the same small interface: a `loom` mutex around a `VecDeque`, plus an
+//! atomic length that `is_empty`/`len` read without taking the lock. The stand-in is
+//! linearizable like the real queue, so the models check the protocol built *on top of*
+//! the queues (hand-off, claiming, cancellation, wake-ups, the bound); they do not check
+//! crossbeam's own memory orderings, which crossbeam verifies with its own loom suite.
+
+#[cfg(not(loom))]
+mod imp {
+    pub(crate) use crossbeam_queue::SegQueue;
+    pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
+    pub(crate) use std::sync::{Arc, Mutex, MutexGuard};
+    pub(crate) use std::thread::{current, park, Thread};
+
+    /// Parks the current thread for at most `dur` (spurious returns are allowed).
+    pub(crate) fn park_timeout(dur: std::time::Duration) {
+        std::thread::park_timeout(dur);
+    }
+
+    /// Locks a mutex that the protocol guarantees nobody else holds at this moment.
+    ///
+    /// A poisoned lock is still usable: the data behind these locks is a plain slot that a
+    /// panicking thread cannot leave half-written.
+    pub(crate) fn lock_uncontended<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+        m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Locks a mutex that may be contended for a short critical section.
+    pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+        m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+#[cfg(loom)]
+mod imp {
+    pub(crate) use loom::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
+    pub(crate) use loom::sync::{Arc, Mutex, MutexGuard};
+    pub(crate) use loom::thread::{current, park, Thread};
+
+    /// Under the model, time does not pass: a timed park is a plain park, and deadlines are
+    /// driven by explicit signals (see the crate's `model` module).
+    pub(crate) fn park_timeout(_dur: std::time::Duration) {
+        loom::thread::park();
+    }
+
+    /// Under the model, a contended "uncontended" lock is a protocol bug: fail loudly so
+    /// that the model checker reports the interleaving.
+    pub(crate) fn lock_uncontended<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+        match m.try_lock() {
+            Ok(guard) => guard,
+            Err(loom::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(loom::sync::TryLockError::WouldBlock) => {
+                panic!("protocol violation: a lock that must be uncontended was held")
+            }
+        }
+    }
+
+    /// Locks a mutex that may be contended for a short critical section.
+    pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+        m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Model stand-in for `crossbeam_queue::SegQueue` (see the module docs).
+    pub(crate) struct SegQueue<T> {
+        items: Mutex<std::collections::VecDeque<T>>,
+        len: AtomicUsize,
+    }
+
+    impl<T> SegQueue<T> {
+        pub(crate) fn new() -> Self {
+            SegQueue {
+                items: Mutex::new(std::collections::VecDeque::new()),
+                len: AtomicUsize::new(0),
+            }
+        }
+
+        pub(crate) fn push(&self, value: T) {
+            let mut items = lock(&self.items);
+            items.push_back(value);
+            self.len.fetch_add(1, Ordering::Release);
+        }
+
+        pub(crate) fn pop(&self) -> Option<T> {
+            let mut items = lock(&self.items);
+            let value = items.pop_front();
+            if value.is_some() {
+                self.len.fetch_sub(1, Ordering::Release);
+            }
+            value
+        }
+
+        pub(crate) fn len(&self) -> usize {
+            self.len.load(Ordering::Acquire)
+        }
+
+        pub(crate) fn is_empty(&self) -> bool {
+            self.len() == 0
+        }
+    }
+}
+
+pub(crate) use imp::*;

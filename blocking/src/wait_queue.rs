@@ -1,0 +1,347 @@
+//! [`WaitQueue`]: a lock-free FIFO whose consumers can wait for items.
+
+use core::fmt;
+use core::future::Future;
+use core::pin::Pin;
+use core::task::{Context, Poll};
+use std::time::Duration;
+
+use crate::deadline::{ClockDeadline, Timeout};
+use crate::handoff::{Handoff, PopState};
+use crate::items::{FullPolicy, Items};
+
+/// A multi-producer multi-consumer FIFO queue whose consumers can wait for items, blocking
+/// ([`pop_timeout`](Self::pop_timeout)) or asynchronously ([`pop_async`](Self::pop_async)).
+///
+/// Items sit in a lock-free queue and waiting consumers in a second one. A push that finds
+/// consumers waiting hands its item straight to the oldest of them (one unpark or one
+/// `Waker::wake` per item); no producer ever blocks or spins waiting for a consumer.
+///
+/// Ordering:
+/// * items are served FIFO, except that items given back with [`put_head`](Self::put_head)
+///   (or by a cancelled [`pop_async`](Self::pop_async) future that had already won one)
+///   are served before all others, in the order they were given back;
+/// * waiting consumers are served FIFO. A consumer that arrives while others wait queues
+///   behind them; only [`try_pop`](Self::try_pop) takes an item without queueing.
+///
+/// Share it between threads by reference or `Arc`.
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use fairq_blocking::WaitQueue;
+///
+/// let q = Arc::new(WaitQueue::unbounded());
+/// let consumer = {
+///     let q = Arc::clone(&q);
+///     std::thread::spawn(move || q.pop_timeout(Duration::from_secs(10)))
+/// };
+/// q.push(42).unwrap();
+/// assert_eq!(consumer.join().unwrap(), Some(42));
+/// ```
+pub struct WaitQueue<T> {
+    inner: Handoff<Items<T>>,
+}
+
+impl<T> Default for WaitQueue<T> {
+    fn default() -> Self {
+        Self::unbounded()
+    }
+}
+
+impl<T> fmt::Debug for WaitQueue<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WaitQueue")
+            .field("len", &self.len())
+            .field("capacity", &self.capacity())
+            .field("waiters", &self.waiter_count())
+            .field("closed", &self.is_closed())
+            .finish()
+    }
+}
+
+impl<T> WaitQueue<T> {
+    /// A queue without a bound.
+    ///
+    /// ```
+    /// let q = fairq_blocking::WaitQueue::unbounded();
+    /// q.push(1).unwrap();
+    /// assert_eq!(q.len(), 1);
+    /// ```
+    pub fn unbounded() -> Self {
+        WaitQueue {
+            inner: Handoff::new(Items::new(None)),
+        }
+    }
+
+    /// A queue holding at most `capacity` items; `policy` says what a push does when it
+    /// is full. The bound is exact under any concurrency: at no instant are more than
+    /// `capacity` pushed items held. Items given back with [`put_head`](Self::put_head)
+    /// are never refused, so they alone may exceed it. With a capacity of 0 nothing is
+    /// ever held: `Refuse` refuses every push and `DropOldest` drops every item.
+    ///
+    /// ```
+    /// use fairq_blocking::{FullPolicy, WaitQueue};
+    ///
+    /// let q = WaitQueue::bounded(2, FullPolicy::Refuse);
+    /// q.push('a').unwrap();
+    /// q.push('b').unwrap();
+    /// assert_eq!(q.push('c'), Err('c'));
+    /// ```
+    pub fn bounded(capacity: usize, policy: FullPolicy) -> Self {
+        WaitQueue {
+            inner: Handoff::new(Items::new(Some((capacity, policy)))),
+        }
+    }
+
+    /// Adds an item at the tail, or hands it to the oldest waiting consumer.
+    ///
+    /// Gives the item back if the queue is closed, or full under [`FullPolicy::Refuse`].
+    ///
+    /// ```
+    /// let q = fairq_blocking::WaitQueue::unbounded();
+    /// q.push("job").unwrap();
+    /// q.close();
+    /// assert_eq!(q.push("late"), Err("late"));
+    /// ```
+    pub fn push(&self, item: T) -> Result<(), T> {
+        if self.inner.is_closed() {
+            return Err(item);
+        }
+        self.inner.store.push(item)?;
+        self.inner.item_added();
+        Ok(())
+    }
+
+    /// Gives an item back: it is served before every normal item, after the items given
+    /// back earlier. Never refused, not even when closed or full, so nothing is lost.
+    ///
+    /// ```
+    /// let q = fairq_blocking::WaitQueue::unbounded();
+    /// q.push(3).unwrap();
+    /// q.put_head(1);
+    /// q.put_head(2);
+    /// assert_eq!(q.try_pop(), Some(1));
+    /// assert_eq!(q.try_pop(), Some(2));
+    /// assert_eq!(q.try_pop(), Some(3));
+    /// ```
+    pub fn put_head(&self, item: T) {
+        self.inner.put_back(item);
+    }
+
+    /// Takes the next item without waiting.
+    ///
+    /// ```
+    /// let q = fairq_blocking::WaitQueue::<u8>::unbounded();
+    /// assert_eq!(q.try_pop(), None);
+    /// ```
+    pub fn try_pop(&self) -> Option<T> {
+        use crate::handoff::Store;
+        self.inner.store.pop()
+    }
+
+    /// Takes the next item, waiting up to `timeout` for one (the thread parks). Returns
+    /// `None` at the deadline, or as soon as the queue is closed or its waiters evicted
+    /// with nothing to take. A consumer that times out never consumes an item.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let q = fairq_blocking::WaitQueue::<u8>::unbounded();
+    /// assert_eq!(q.pop_timeout(Duration::from_millis(1)), None);
+    /// q.push(7).unwrap();
+    /// assert_eq!(q.pop_timeout(Duration::from_millis(1)), Some(7));
+    /// ```
+    pub fn pop_timeout(&self, timeout: Duration) -> Option<T> {
+        self.inner.pop_blocking(&ClockDeadline::after(timeout))
+    }
+
+    /// Takes the next item, waiting asynchronously; with `Some(timeout)` the future
+    /// resolves to `None` at the deadline. Works under any executor: no runtime timer
+    /// is needed (see [`Timeout`]).
+    ///
+    /// Dropping the future is always safe: if an item had already been handed to it, the
+    /// item goes back to the head of the queue.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let q = fairq_blocking::WaitQueue::unbounded();
+    /// q.push(5).unwrap();
+    /// let got = futures::executor::block_on(q.pop_async(Some(Duration::from_secs(1))));
+    /// assert_eq!(got, Some(5));
+    /// let none = futures::executor::block_on(q.pop_async(Some(Duration::from_millis(1))));
+    /// assert_eq!(none, None);
+    /// ```
+    pub fn pop_async(&self, timeout: Option<Duration>) -> Pop<'_, T> {
+        self.pop_until(Timeout::after(timeout))
+    }
+
+    /// Takes the next item, waiting asynchronously until `signal` completes (then `None`).
+    /// Useful to tie a wait to a shutdown signal or a runtime's own timer.
+    ///
+    /// ```
+    /// let q = fairq_blocking::WaitQueue::<u8>::unbounded();
+    /// let got = futures::executor::block_on(q.pop_until(futures::future::ready(())));
+    /// assert_eq!(got, None);
+    /// ```
+    pub fn pop_until<S>(&self, signal: S) -> Pop<'_, T, S>
+    where
+        S: Future<Output = ()> + Unpin,
+    {
+        Pop {
+            queue: &self.inner,
+            state: PopState::new(),
+            signal,
+        }
+    }
+
+    /// Blocks until an item arrives or the model timer fires (loom models only).
+    #[cfg(loom)]
+    pub fn pop_blocking_until(&self, timer: &crate::model::ModelTimer) -> Option<T> {
+        self.inner.pop_blocking(timer)
+    }
+
+    /// Number of items held (including, for a bounded queue, pushes and pops in progress).
+    ///
+    /// ```
+    /// let q = fairq_blocking::WaitQueue::unbounded();
+    /// q.push(()).unwrap();
+    /// assert_eq!(q.len(), 1);
+    /// ```
+    pub fn len(&self) -> usize {
+        self.inner.store.len()
+    }
+
+    /// Whether [`len`](Self::len) is 0.
+    ///
+    /// ```
+    /// assert!(fairq_blocking::WaitQueue::<u8>::unbounded().is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The bound, if any.
+    ///
+    /// ```
+    /// use fairq_blocking::{FullPolicy, WaitQueue};
+    /// assert_eq!(WaitQueue::<u8>::bounded(4, FullPolicy::Refuse).capacity(), Some(4));
+    /// assert_eq!(WaitQueue::<u8>::unbounded().capacity(), None);
+    /// ```
+    pub fn capacity(&self) -> Option<usize> {
+        self.inner.store.capacity()
+    }
+
+    /// The policy of a bounded queue.
+    ///
+    /// ```
+    /// use fairq_blocking::{FullPolicy, WaitQueue};
+    /// let q = WaitQueue::<u8>::bounded(4, FullPolicy::DropOldest);
+    /// assert_eq!(q.full_policy(), Some(FullPolicy::DropOldest));
+    /// ```
+    pub fn full_policy(&self) -> Option<FullPolicy> {
+        self.inner.store.policy()
+    }
+
+    /// How many items [`FullPolicy::DropOldest`] has dropped so far.
+    ///
+    /// ```
+    /// use fairq_blocking::{FullPolicy, WaitQueue};
+    /// let q = WaitQueue::bounded(1, FullPolicy::DropOldest);
+    /// q.push(1).unwrap();
+    /// q.push(2).unwrap();
+    /// assert_eq!(q.dropped(), 1);
+    /// ```
+    pub fn dropped(&self) -> u64 {
+        self.inner.store.dropped()
+    }
+
+    /// Number of consumers currently waiting.
+    ///
+    /// ```
+    /// assert_eq!(fairq_blocking::WaitQueue::<u8>::unbounded().waiter_count(), 0);
+    /// ```
+    pub fn waiter_count(&self) -> usize {
+        self.inner.waiter_count()
+    }
+
+    /// Closes the queue: every waiting consumer resolves to `None`, later pushes are
+    /// refused, and items still queued can be drained (`try_pop`, and pops that find an
+    /// item return it at once).
+    ///
+    /// ```
+    /// let q = fairq_blocking::WaitQueue::unbounded();
+    /// q.push(1).unwrap();
+    /// q.close();
+    /// assert!(q.push(2).is_err());
+    /// assert_eq!(q.try_pop(), Some(1));
+    /// assert!(q.is_closed());
+    /// ```
+    pub fn close(&self) {
+        self.inner.close();
+    }
+
+    /// Whether [`close`](Self::close) was called.
+    ///
+    /// ```
+    /// assert!(!fairq_blocking::WaitQueue::<u8>::unbounded().is_closed());
+    /// ```
+    pub fn is_closed(&self) -> bool {
+        self.inner.is_closed()
+    }
+
+    /// Resolves every consumer waiting now with `None`; the queue stays open.
+    ///
+    /// The eviction is carried out by the serialized hand-off pass: by the caller itself,
+    /// or, if another thread is inside that pass at this moment, by that thread before it
+    /// leaves it. The caller never waits.
+    ///
+    /// ```
+    /// let q = fairq_blocking::WaitQueue::<u8>::unbounded();
+    /// q.evict_waiters();
+    /// assert_eq!(q.waiter_count(), 0);
+    /// ```
+    pub fn evict_waiters(&self) {
+        self.inner.evict_waiters();
+    }
+}
+
+/// The future of [`WaitQueue::pop_async`] and [`WaitQueue::pop_until`]: resolves to
+/// `Some(item)`, or `None` when its signal (by default a [`Timeout`]) completes first or
+/// the queue is closed. Dropping it never loses an item.
+///
+/// ```
+/// let q = fairq_blocking::WaitQueue::unbounded();
+/// let pop = q.pop_async(None);
+/// q.push('x').unwrap();
+/// assert_eq!(futures::executor::block_on(pop), Some('x'));
+/// ```
+#[must_use = "futures do nothing unless polled"]
+pub struct Pop<'a, T, S = Timeout> {
+    queue: &'a Handoff<Items<T>>,
+    state: PopState<T>,
+    signal: S,
+}
+
+impl<T, S> fmt::Debug for Pop<'_, T, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Pop").finish_non_exhaustive()
+    }
+}
+
+impl<T, S> Future for Pop<'_, T, S>
+where
+    S: Future<Output = ()> + Unpin,
+{
+    type Output = Option<T>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<T>> {
+        let this = self.get_mut();
+        this.queue.poll_pop(&mut this.state, &mut this.signal, cx)
+    }
+}
+
+impl<T, S> Drop for Pop<'_, T, S> {
+    fn drop(&mut self) {
+        self.queue.drop_pop(&mut self.state);
+    }
+}
