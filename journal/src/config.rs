@@ -1,0 +1,250 @@
+//! Configuration: sync policy, segment size, per-reader limits, the clock and the storage.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::sim::SimDisk;
+use crate::storage::{FsStorage, Storage};
+
+/// When a put is made durable before it returns.
+///
+/// ```
+/// use fairq_journal::SyncPolicy;
+/// assert_eq!(SyncPolicy::default(), SyncPolicy::Group);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SyncPolicy {
+    /// Every put runs its own `fdatasync` before returning.
+    Always,
+    /// Group commit: a put returns after an `fdatasync` that covers it; concurrent puts share
+    /// one `fdatasync` (the first waiting writer syncs for everyone waiting).
+    #[default]
+    Group,
+    /// A background thread syncs at this interval; a put returns once written to the OS.
+    Periodic(Duration),
+    /// Never sync on put (the OS writes back when it likes); `close` still syncs.
+    Never,
+}
+
+impl SyncPolicy {
+    /// Whether a put under this policy returns only once durable.
+    ///
+    /// ```
+    /// use fairq_journal::SyncPolicy;
+    /// assert!(SyncPolicy::Always.is_durable_on_put());
+    /// assert!(!SyncPolicy::Never.is_durable_on_put());
+    /// ```
+    pub fn is_durable_on_put(self) -> bool {
+        matches!(self, SyncPolicy::Always | SyncPolicy::Group)
+    }
+}
+
+/// What a reader does when a put would take it over one of its limits.
+///
+/// ```
+/// use fairq_journal::FullPolicy;
+/// assert_eq!(FullPolicy::default(), FullPolicy::Refuse);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FullPolicy {
+    /// The put fails with [`JournalError::Full`](crate::JournalError::Full).
+    #[default]
+    Refuse,
+    /// The reader drops its oldest waiting items (not its open reads) to make room.
+    DropOldest,
+}
+
+/// Limits of one reader. `None` means unlimited.
+///
+/// ```
+/// use fairq_journal::{FullPolicy, ReaderConfig};
+/// let cfg = ReaderConfig { max_items: Some(1000), full_policy: FullPolicy::DropOldest, ..Default::default() };
+/// assert_eq!(cfg.max_bytes, None);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ReaderConfig {
+    /// Most items waiting in the reader (open reads excluded).
+    pub max_items: Option<u64>,
+    /// Most payload bytes waiting in the reader (open reads excluded).
+    pub max_bytes: Option<u64>,
+    /// Items older than this (by add time) are skipped and committed when reached.
+    pub max_age: Option<Duration>,
+    /// What a put does when the reader is at `max_items` or `max_bytes`.
+    pub full_policy: FullPolicy,
+}
+
+/// A source of wall-clock time. The journal reads it for add times, expiry and
+/// checkpoint intervals, so tests can control time instead of sleeping.
+///
+/// ```
+/// use fairq_journal::{Clock, ManualClock};
+/// use std::time::{Duration, UNIX_EPOCH};
+/// let c = ManualClock::new(UNIX_EPOCH + Duration::from_secs(10));
+/// c.advance(Duration::from_secs(1));
+/// assert_eq!(c.now(), UNIX_EPOCH + Duration::from_secs(11));
+/// ```
+pub trait Clock: Send + Sync + fmt::Debug {
+    /// The current time.
+    fn now(&self) -> SystemTime;
+}
+
+/// The system's wall clock.
+///
+/// ```
+/// use fairq_journal::{Clock, SystemClock};
+/// assert!(SystemClock.now() > std::time::UNIX_EPOCH);
+/// ```
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> SystemTime {
+        SystemTime::now()
+    }
+}
+
+/// A clock that moves only when told to; clones share the same time.
+///
+/// ```
+/// use fairq_journal::{Clock, ManualClock};
+/// use std::time::{Duration, UNIX_EPOCH};
+/// let c = ManualClock::new(UNIX_EPOCH);
+/// let c2 = c.clone();
+/// c.set(UNIX_EPOCH + Duration::from_millis(5));
+/// assert_eq!(c2.now(), UNIX_EPOCH + Duration::from_millis(5));
+/// ```
+#[derive(Debug, Clone)]
+pub struct ManualClock {
+    ms: Arc<AtomicU64>,
+}
+
+impl ManualClock {
+    /// A clock standing at `start` (millisecond precision).
+    pub fn new(start: SystemTime) -> Self {
+        ManualClock {
+            ms: Arc::new(AtomicU64::new(to_ms(start))),
+        }
+    }
+
+    /// Moves the clock forward.
+    pub fn advance(&self, by: Duration) {
+        self.ms.fetch_add(
+            by.as_millis().min(u128::from(u64::MAX)) as u64,
+            Ordering::SeqCst,
+        );
+    }
+
+    /// Sets the clock.
+    pub fn set(&self, to: SystemTime) {
+        self.ms.store(to_ms(to), Ordering::SeqCst);
+    }
+}
+
+impl Clock for ManualClock {
+    fn now(&self) -> SystemTime {
+        from_ms(self.ms.load(Ordering::SeqCst))
+    }
+}
+
+/// Milliseconds since the Unix epoch (0 for earlier times).
+pub(crate) fn to_ms(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis().min(u128::from(u64::MAX)) as u64)
+        .unwrap_or(0)
+}
+
+pub(crate) fn from_ms(ms: u64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_millis(ms)
+}
+
+/// Configuration of a [`JournaledQueue`](crate::JournaledQueue).
+///
+/// ```
+/// use fairq_journal::{JournalConfig, SyncPolicy};
+/// let cfg = JournalConfig { segment_size: 1 << 20, sync: SyncPolicy::Always, ..Default::default() };
+/// assert_eq!(cfg.max_item_size, JournalConfig::default().max_item_size);
+/// ```
+#[derive(Clone)]
+pub struct JournalConfig {
+    /// A segment file is sealed and a new one started once it reaches this size
+    /// (default 16 MiB).
+    pub segment_size: u64,
+    /// When puts are made durable (default [`SyncPolicy::Group`]).
+    pub sync: SyncPolicy,
+    /// Largest accepted item payload in bytes (default 16 MiB).
+    pub max_item_size: usize,
+    /// A reader writes its checkpoint after a commit, abort or get once this much time passed
+    /// since its last one (default 1 s; `Duration::ZERO` checkpoints after every change).
+    pub checkpoint_interval: Duration,
+    /// Where finished segments are moved instead of being deleted (same file system).
+    pub archive_dir: Option<PathBuf>,
+    /// Limits of readers created without their own configuration.
+    pub reader: ReaderConfig,
+    /// The time source (default [`SystemClock`]).
+    pub clock: Arc<dyn Clock>,
+    /// The file system (default [`FsStorage`]).
+    pub storage: Arc<dyn Storage>,
+}
+
+impl JournalConfig {
+    /// A configuration that stores on a simulated disk (for tests).
+    ///
+    /// ```
+    /// use fairq_journal::{sim::SimDisk, JournalConfig};
+    /// let cfg = JournalConfig::on_sim(&SimDisk::new(1));
+    /// assert_eq!(cfg.segment_size, 16 << 20);
+    /// ```
+    pub fn on_sim(disk: &SimDisk) -> Self {
+        JournalConfig {
+            storage: Arc::new(disk.clone()),
+            ..JournalConfig::default()
+        }
+    }
+}
+
+impl Default for JournalConfig {
+    fn default() -> Self {
+        JournalConfig {
+            segment_size: 16 << 20,
+            sync: SyncPolicy::Group,
+            max_item_size: 16 << 20,
+            checkpoint_interval: Duration::from_secs(1),
+            archive_dir: None,
+            reader: ReaderConfig::default(),
+            clock: Arc::new(SystemClock),
+            storage: Arc::new(FsStorage),
+        }
+    }
+}
+
+impl fmt::Debug for JournalConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("JournalConfig")
+            .field("segment_size", &self.segment_size)
+            .field("sync", &self.sync)
+            .field("max_item_size", &self.max_item_size)
+            .field("checkpoint_interval", &self.checkpoint_interval)
+            .field("archive_dir", &self.archive_dir)
+            .field("reader", &self.reader)
+            .field("clock", &self.clock)
+            .field("storage", &self.storage)
+            .finish()
+    }
+}
+
+/// Options of a single put.
+///
+/// ```
+/// use fairq_journal::PutOptions;
+/// use std::time::{Duration, SystemTime};
+/// let opts = PutOptions { expires_at: Some(SystemTime::now() + Duration::from_secs(60)), ..Default::default() };
+/// assert!(opts.expires_at.is_some());
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PutOptions {
+    /// The item is skipped (and committed) by readers that reach it at or after this time.
+    pub expires_at: Option<SystemTime>,
+}

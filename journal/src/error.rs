@@ -1,0 +1,84 @@
+//! The error type of the journal.
+
+use std::io;
+use std::path::PathBuf;
+
+use crate::ItemId;
+
+/// Everything that can go wrong in a journaled queue.
+///
+/// ```
+/// use fairq_journal::JournalError;
+/// let e = JournalError::Closed;
+/// assert_eq!(e.to_string(), "the queue is closed");
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum JournalError {
+    /// A queue or reader name contains characters other than letters, digits, `_`, `-`, `:`.
+    #[error("invalid name {name:?}: {reason}")]
+    InvalidName {
+        /// The rejected name.
+        name: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// An I/O operation failed.
+    #[error("I/O error on {}: {source}", path.display())]
+    Io {
+        /// The file or directory involved.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+    /// A file holds bytes that are not valid, followed by valid data, or a sealed segment is
+    /// damaged. The journal refuses to skip it silently.
+    #[error("corrupt journal file {} at offset {offset}: {reason}", path.display())]
+    Corrupt {
+        /// The damaged file.
+        path: PathBuf,
+        /// Byte offset of the first invalid byte sequence.
+        offset: u64,
+        /// What was found there.
+        reason: String,
+    },
+    /// An earlier write or sync failed; nothing more is accepted until the queue is reopened.
+    #[error("the journal is poisoned by an earlier failure ({reason}); reopen the queue")]
+    Poisoned {
+        /// The failure that poisoned the journal.
+        reason: String,
+    },
+    /// The item is larger than `max_item_size`.
+    #[error("item of {size} bytes exceeds max_item_size of {max} bytes")]
+    ItemTooLarge {
+        /// Size of the refused item.
+        size: usize,
+        /// The configured limit.
+        max: usize,
+    },
+    /// A reader with [`FullPolicy::Refuse`](crate::FullPolicy::Refuse) is at its limit.
+    #[error("reader {reader:?} is full")]
+    Full {
+        /// The reader that is full (empty for the default reader).
+        reader: String,
+    },
+    /// The id is not an open read of this reader (never delivered, or already finished).
+    #[error("item {0} is not an open read of this reader")]
+    NotOpen(ItemId),
+    /// Named readers exist, so there is no default reader any more.
+    #[error("the queue has named readers; the default reader no longer exists")]
+    NoDefaultReader,
+    /// The queue was closed.
+    #[error("the queue is closed")]
+    Closed,
+}
+
+impl JournalError {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: io::Error) -> Self {
+        JournalError::Io {
+            path: path.into(),
+            source,
+        }
+    }
+}

@@ -1,0 +1,526 @@
+//! Behaviour of the queue and its readers on the real file system and the simulated disk.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, UNIX_EPOCH};
+
+use fairq_journal::sim::{SimDisk, SimFaults};
+use fairq_journal::storage::Storage;
+use fairq_journal::{
+    FullPolicy, ItemId, JournalConfig, JournalError, JournaledQueue, ManualClock, PutOptions,
+    ReaderConfig, SyncPolicy,
+};
+
+fn cfg() -> JournalConfig {
+    JournalConfig {
+        checkpoint_interval: Duration::ZERO,
+        ..JournalConfig::default()
+    }
+}
+
+fn drain(r: &fairq_journal::Reader) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    while let Some(item) = r.get().unwrap() {
+        r.commit(item.id).unwrap();
+        out.push(item.data);
+    }
+    out
+}
+
+fn segments(dir: &Path, queue: &str) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.starts_with(&format!("{queue}.")) && n.ends_with(".seg"))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn put_get_commit_in_order_and_persist_across_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let q = JournaledQueue::open(dir.path(), "q", cfg()).unwrap();
+    let ids: Vec<ItemId> = (0..10u8).map(|i| q.put(&[i]).unwrap()).collect();
+    assert!(ids.windows(2).all(|w| w[0] < w[1]));
+    let r = q.reader("").unwrap();
+    assert_eq!(r.len(), 10);
+    for i in 0..4u8 {
+        let item = r.get().unwrap().unwrap();
+        assert_eq!(item.data, vec![i]);
+        assert_eq!(item.error_count, 0);
+        r.commit(item.id).unwrap();
+    }
+    q.close().unwrap();
+    assert!(matches!(r.get(), Err(JournalError::Closed)));
+
+    let q = JournaledQueue::open(dir.path(), "q", cfg()).unwrap();
+    let r = q.reader("").unwrap();
+    assert_eq!(r.len(), 6);
+    let rest = drain(&r);
+    assert_eq!(rest, (4..10u8).map(|i| vec![i]).collect::<Vec<_>>());
+    let next = q.put(b"new").unwrap();
+    assert!(next > ids[9], "ids continue after reopen");
+}
+
+#[test]
+fn abort_returns_item_first_with_error_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let q = JournaledQueue::open(dir.path(), "q", cfg()).unwrap();
+    let r = q.reader("").unwrap();
+    q.put(b"a").unwrap();
+    q.put(b"b").unwrap();
+    let a = r.get().unwrap().unwrap();
+    let b = r.get().unwrap().unwrap();
+    assert_eq!(r.open_reads(), 2);
+    r.abort(b.id).unwrap();
+    r.abort(a.id).unwrap();
+    assert!(matches!(r.abort(a.id), Err(JournalError::NotOpen(_))));
+    let a2 = r.get().unwrap().unwrap();
+    assert_eq!(
+        (a2.id, a2.error_count, a2.data.as_slice()),
+        (a.id, 1, &b"a"[..])
+    );
+    r.abort(a2.id).unwrap();
+    let a3 = r.get().unwrap().unwrap();
+    assert_eq!((a3.id, a3.error_count), (a.id, 2));
+    let b2 = r.get().unwrap().unwrap();
+    assert_eq!((b2.id, b2.error_count), (b.id, 1));
+    assert!(r.get().unwrap().is_none());
+    assert!(matches!(
+        r.commit(ItemId(999)),
+        Err(JournalError::NotOpen(_))
+    ));
+}
+
+#[test]
+fn out_of_order_commits_are_remembered_across_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let q = JournaledQueue::open(dir.path(), "q", cfg()).unwrap();
+    let r = q.reader("w").unwrap();
+    for i in 0..5u8 {
+        q.put(&[i]).unwrap();
+    }
+    let items: Vec<_> = (0..5).map(|_| r.get().unwrap().unwrap()).collect();
+    // Commit 1 and 3; 0, 2 and 4 stay open when the process "dies" (no close).
+    r.commit(items[1].id).unwrap();
+    r.commit(items[3].id).unwrap();
+    drop((r, q));
+    let q = JournaledQueue::open(dir.path(), "q", cfg()).unwrap();
+    let r = q.reader("w").unwrap();
+    assert_eq!(drain(&r), vec![vec![0], vec![2], vec![4]]);
+}
+
+#[test]
+fn fan_out_readers_and_default_takeover() {
+    let dir = tempfile::tempdir().unwrap();
+    let q = JournaledQueue::open(dir.path(), "q", cfg()).unwrap();
+    let default = q.reader("").unwrap();
+    q.put(b"1").unwrap();
+    q.put(b"2").unwrap();
+    let first = default.get().unwrap().unwrap();
+    default.commit(first.id).unwrap();
+    // The first named reader takes over the default reader's position.
+    let a = q.reader("a").unwrap();
+    assert_eq!(a.len(), 1);
+    assert!(matches!(q.reader(""), Err(JournalError::NoDefaultReader)));
+    // A later reader starts at the tail.
+    let b = q.reader("b").unwrap();
+    assert_eq!(b.len(), 0);
+    q.put(b"3").unwrap();
+    assert_eq!(drain(&a), vec![b"2".to_vec(), b"3".to_vec()]);
+    assert_eq!(drain(&b), vec![b"3".to_vec()]);
+    assert_eq!(default.len(), 0, "the old default handle now reads as `a`");
+    let mut names = q.reader_names();
+    names.sort();
+    assert_eq!(names, vec!["a".to_string(), "b".to_string()]);
+    q.close().unwrap();
+
+    let q = JournaledQueue::open(dir.path(), "q", cfg()).unwrap();
+    let mut names = q.reader_names();
+    names.sort();
+    assert_eq!(names, vec!["a".to_string(), "b".to_string()]);
+    assert!(
+        !dir.path().join("q.cp").exists(),
+        "default checkpoint removed"
+    );
+    q.put(b"4").unwrap();
+    assert_eq!(drain(&q.reader("a").unwrap()), vec![b"4".to_vec()]);
+    assert_eq!(drain(&q.reader("b").unwrap()), vec![b"4".to_vec()]);
+}
+
+#[test]
+fn bad_names_are_rejected() {
+    let dir = tempfile::tempdir().unwrap();
+    for bad in ["", "a.b", "a/b", "with space", "ü"] {
+        assert!(matches!(
+            JournaledQueue::open(dir.path(), bad, cfg()),
+            Err(JournalError::InvalidName { .. })
+        ));
+    }
+    let q = JournaledQueue::open(dir.path(), "ok:name_1-2", cfg()).unwrap();
+    assert!(matches!(
+        q.reader("r.x"),
+        Err(JournalError::InvalidName { .. })
+    ));
+}
+
+#[test]
+fn oversized_items_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let q = JournaledQueue::open(
+        dir.path(),
+        "q",
+        JournalConfig {
+            max_item_size: 4,
+            ..cfg()
+        },
+    )
+    .unwrap();
+    assert!(q.put(b"1234").is_ok());
+    assert!(matches!(
+        q.put(b"12345"),
+        Err(JournalError::ItemTooLarge { size: 5, max: 4 })
+    ));
+}
+
+#[test]
+fn expired_and_aged_items_are_skipped_and_committed() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(UNIX_EPOCH + Duration::from_secs(1_000_000));
+    let config = JournalConfig {
+        clock: Arc::new(clock.clone()),
+        ..cfg()
+    };
+    let q = JournaledQueue::open(dir.path(), "q", config.clone()).unwrap();
+    let r = q.reader("").unwrap();
+    let soon = clock.now_plus(Duration::from_secs(10));
+    q.put_with(
+        b"expires",
+        PutOptions {
+            expires_at: Some(soon),
+        },
+    )
+    .unwrap();
+    q.put(b"stays").unwrap();
+    let item = r.get().unwrap().unwrap();
+    assert_eq!(item.expires_at, Some(soon));
+    r.abort(item.id).unwrap();
+    clock.advance(Duration::from_secs(10));
+    assert_eq!(r.get().unwrap().unwrap().data, b"stays");
+
+    // max_age on a reader.
+    let aged = q
+        .reader_with(
+            "aged",
+            ReaderConfig {
+                max_age: Some(Duration::from_secs(5)),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    q.put(b"old").unwrap();
+    clock.advance(Duration::from_secs(6));
+    q.put(b"fresh").unwrap();
+    assert_eq!(drain(&aged), vec![b"fresh".to_vec()]);
+}
+
+trait PlusExt {
+    fn now_plus(&self, d: Duration) -> std::time::SystemTime;
+}
+impl PlusExt for ManualClock {
+    fn now_plus(&self, d: Duration) -> std::time::SystemTime {
+        fairq_journal::Clock::now(self) + d
+    }
+}
+
+#[test]
+fn limits_refuse_or_drop_oldest() {
+    let dir = tempfile::tempdir().unwrap();
+    let q = JournaledQueue::open(dir.path(), "q", cfg()).unwrap();
+    let strict = q
+        .reader_with(
+            "strict",
+            ReaderConfig {
+                max_items: Some(2),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    q.put(b"1").unwrap();
+    q.put(b"2").unwrap();
+    assert!(matches!(q.put(b"3"), Err(JournalError::Full { reader }) if reader == "strict"));
+    let one = strict.get().unwrap().unwrap();
+    q.put(b"3").unwrap(); // an open read does not count
+    strict.commit(one.id).unwrap();
+    assert_eq!(drain(&strict), vec![b"2".to_vec(), b"3".to_vec()]);
+
+    let dir = tempfile::tempdir().unwrap();
+    let q = JournaledQueue::open(dir.path(), "q", cfg()).unwrap();
+    let lossy = q
+        .reader_with(
+            "lossy",
+            ReaderConfig {
+                max_bytes: Some(6),
+                full_policy: FullPolicy::DropOldest,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    for w in ["aa", "bb", "cc", "dd", "ee"] {
+        q.put(w.as_bytes()).unwrap();
+    }
+    assert_eq!(lossy.bytes(), 6);
+    let first = lossy.get().unwrap().unwrap();
+    lossy.abort(first.id).unwrap();
+    q.put(b"ff").unwrap(); // drops the aborted "cc" first
+    assert_eq!(
+        drain(&lossy),
+        vec![b"dd".to_vec(), b"ee".to_vec(), b"ff".to_vec()]
+    );
+}
+
+#[test]
+fn segments_rotate_and_are_deleted_only_after_every_reader_passed() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = JournalConfig {
+        segment_size: 200,
+        ..cfg()
+    };
+    let q = JournaledQueue::open(dir.path(), "q", config.clone()).unwrap();
+    let fast = q.reader("fast").unwrap();
+    let slow = q.reader("slow").unwrap();
+    for i in 0..20u8 {
+        q.put(&[i; 50]).unwrap();
+    }
+    let before = segments(dir.path(), "q");
+    assert!(before.len() >= 5, "{before:?}");
+    assert_eq!(drain(&fast).len(), 20);
+    fast.checkpoint().unwrap();
+    assert_eq!(segments(dir.path(), "q"), before, "slow still needs them");
+    for _ in 0..10 {
+        let it = slow.get().unwrap().unwrap();
+        slow.commit(it.id).unwrap();
+    }
+    slow.checkpoint().unwrap();
+    let mid = segments(dir.path(), "q");
+    assert!(mid.len() < before.len() && mid.len() > 1, "{mid:?}");
+    assert_eq!(drain(&slow).len(), 10);
+    q.close().unwrap();
+    assert_eq!(
+        segments(dir.path(), "q").len(),
+        1,
+        "only the writer's segment is left"
+    );
+
+    let q = JournaledQueue::open(dir.path(), "q", config).unwrap();
+    assert_eq!(q.reader("slow").unwrap().len(), 0);
+    assert_eq!(q.reader("fast").unwrap().len(), 0);
+}
+
+#[test]
+fn archived_segments_move_to_the_archive_dir() {
+    let dir = tempfile::tempdir().unwrap();
+    let archive = dir.path().join("archive");
+    let config = JournalConfig {
+        segment_size: 100,
+        archive_dir: Some(archive.clone()),
+        ..cfg()
+    };
+    let q = JournaledQueue::open(dir.path().join("live"), "q", config).unwrap();
+    let r = q.reader("").unwrap();
+    for i in 0..6u8 {
+        q.put(&[i; 70]).unwrap();
+    }
+    assert_eq!(drain(&r).len(), 6);
+    r.checkpoint().unwrap();
+    let archived = segments(&archive, "q");
+    assert_eq!(archived.len(), 6, "{archived:?}");
+    assert_eq!(segments(&dir.path().join("live"), "q").len(), 1);
+}
+
+#[test]
+fn missing_or_damaged_checkpoint_restarts_from_oldest_item() {
+    for damage in ["remove", "garble"] {
+        let dir = tempfile::tempdir().unwrap();
+        let q = JournaledQueue::open(dir.path(), "q", cfg()).unwrap();
+        let r = q.reader("r").unwrap();
+        for i in 0..5u8 {
+            q.put(&[i]).unwrap();
+        }
+        for _ in 0..3 {
+            let it = r.get().unwrap().unwrap();
+            r.commit(it.id).unwrap();
+        }
+        q.close().unwrap();
+        let cp = dir.path().join("q.cp.r");
+        if damage == "remove" {
+            std::fs::remove_file(&cp).unwrap();
+        } else {
+            std::fs::write(&cp, b"FAIRQCKP garbage").unwrap();
+        }
+        let q = JournaledQueue::open(dir.path(), "q", cfg()).unwrap();
+        let r = q.reader("r").unwrap();
+        assert_eq!(
+            r.len(),
+            5,
+            "{damage}: replays from the oldest item, not the tail"
+        );
+        assert_eq!(drain(&r)[0], vec![0]);
+    }
+}
+
+#[test]
+fn get_timeout_wakes_on_put_from_another_thread() {
+    let dir = tempfile::tempdir().unwrap();
+    let q = JournaledQueue::open(dir.path(), "q", cfg()).unwrap();
+    let r = q.reader("").unwrap();
+    assert!(r.get_timeout(Duration::ZERO).unwrap().is_none());
+    let q2 = q.clone();
+    let t = std::thread::spawn(move || q2.put(b"hi").unwrap());
+    let got = r.get_timeout(Duration::from_secs(60)).unwrap();
+    t.join().unwrap();
+    assert_eq!(got.unwrap().data, b"hi");
+}
+
+#[test]
+fn readers_and_writers_work_across_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    let q = JournaledQueue::open(dir.path(), "q", cfg()).unwrap();
+    let r = q.reader("").unwrap();
+    let writers: Vec<_> = (0..4u8)
+        .map(|t| {
+            let q = q.clone();
+            std::thread::spawn(move || {
+                for i in 0..50u8 {
+                    q.put(&[t, i]).unwrap();
+                }
+            })
+        })
+        .collect();
+    let consumers: Vec<_> = (0..2)
+        .map(|_| {
+            let r = r.clone();
+            std::thread::spawn(move || {
+                let mut got = Vec::new();
+                while let Some(item) = r.get_timeout(Duration::from_secs(5)).unwrap() {
+                    r.commit(item.id).unwrap();
+                    got.push(item.data);
+                    if got.len() == 200 {
+                        break;
+                    }
+                }
+                got
+            })
+        })
+        .collect();
+    for w in writers {
+        w.join().unwrap();
+    }
+    let mut all: Vec<Vec<u8>> = consumers
+        .into_iter()
+        .flat_map(|c| c.join().unwrap())
+        .collect();
+    all.sort();
+    let mut expected: Vec<Vec<u8>> = (0..4u8)
+        .flat_map(|t| (0..50u8).map(move |i| vec![t, i]))
+        .collect();
+    expected.sort();
+    assert_eq!(all, expected);
+}
+
+#[test]
+fn failed_sync_poisons_until_reopen() {
+    let disk = SimDisk::new(9);
+    let config = JournalConfig {
+        sync: SyncPolicy::Group,
+        ..JournalConfig::on_sim(&disk)
+    };
+    let q = JournaledQueue::open("/j", "q", config.clone()).unwrap();
+    let ok = q.put(b"durable").unwrap();
+    disk.set_faults(SimFaults {
+        sync_error_per_mille: 1000,
+        ..SimFaults::default()
+    });
+    assert!(matches!(q.put(b"lost"), Err(JournalError::Poisoned { .. })));
+    disk.set_faults(SimFaults::default());
+    assert!(matches!(
+        q.put(b"after"),
+        Err(JournalError::Poisoned { .. })
+    ));
+    drop(q);
+    disk.crash();
+    let q = JournaledQueue::open("/j", "q", config).unwrap();
+    let r = q.reader("").unwrap();
+    let first = r.get().unwrap().unwrap();
+    assert_eq!((first.id, first.data.as_slice()), (ok, &b"durable"[..]));
+    assert!(q.put(b"works again").is_ok());
+}
+
+#[test]
+fn enospc_fails_the_put_without_poisoning() {
+    let disk = SimDisk::new(2);
+    let config = JournalConfig::on_sim(&disk);
+    let q = JournaledQueue::open("/j", "q", config).unwrap();
+    q.put(b"a").unwrap();
+    let used: usize = disk
+        .read_all(Path::new("/j/q.00000000000000000001.seg"))
+        .unwrap()
+        .len();
+    disk.set_faults(SimFaults {
+        capacity: Some(used as u64 + 10),
+        ..SimFaults::default()
+    });
+    match q.put(&[7u8; 100]) {
+        Err(JournalError::Io { source, .. }) => {
+            assert_eq!(source.kind(), std::io::ErrorKind::StorageFull)
+        }
+        other => panic!("expected ENOSPC, got {other:?}"),
+    }
+    disk.set_faults(SimFaults::default());
+    q.put(b"b").unwrap();
+    let r = q.reader("").unwrap();
+    assert_eq!(drain(&r), vec![b"a".to_vec(), b"b".to_vec()]);
+}
+
+#[test]
+fn group_commit_shares_syncs_between_writers() {
+    let disk = SimDisk::new(3);
+    let q = JournaledQueue::open("/j", "q", JournalConfig::on_sim(&disk)).unwrap();
+    let before = disk.sync_count();
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            let q = q.clone();
+            std::thread::spawn(move || {
+                for _ in 0..100 {
+                    q.put(b"x").unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let syncs = disk.sync_count() - before;
+    // Every put is covered by some sync, and no put needs more than one.
+    assert!((1..=400).contains(&syncs), "{syncs}");
+    assert_eq!(q.reader("").unwrap().len(), 400);
+}
+
+#[test]
+fn periodic_and_never_policies_deliver_and_survive_clean_close() {
+    for sync in [
+        SyncPolicy::Never,
+        SyncPolicy::Periodic(Duration::from_millis(5)),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let config = JournalConfig { sync, ..cfg() };
+        let q = JournaledQueue::open(dir.path(), "q", config.clone()).unwrap();
+        for i in 0..10u8 {
+            q.put(&[i]).unwrap();
+        }
+        q.close().unwrap();
+        let q = JournaledQueue::open(dir.path(), "q", config).unwrap();
+        assert_eq!(q.reader("").unwrap().len(), 10, "{sync:?}");
+    }
+}
