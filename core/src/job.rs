@@ -238,8 +238,8 @@ pub enum TransitionError {
     StaleLease {
         /// The token presented.
         presented: LeaseToken,
-        /// The current lease's token.
-        current: LeaseToken,
+        /// The token of the lease held now, if the job is running again.
+        current: Option<LeaseToken>,
     },
     /// A rescue was attempted before the lease deadline.
     LeaseNotExpired {
@@ -264,9 +264,19 @@ impl fmt::Display for TransitionError {
             TransitionError::NotClaimable { state } => write!(f, "a {state} job cannot be claimed"),
             TransitionError::NotDue { run_at } => write!(f, "job is not due before {run_at} ms"),
             TransitionError::NotRunning { state } => write!(f, "job is {state}, not running"),
-            TransitionError::StaleLease { presented, current } => write!(
+            TransitionError::StaleLease {
+                presented,
+                current: Some(current),
+            } => write!(
                 f,
                 "stale lease: {presented} was superseded by {current} (the job was rescued)"
+            ),
+            TransitionError::StaleLease {
+                presented,
+                current: None,
+            } => write!(
+                f,
+                "stale lease: {presented} is no longer held (the job was rescued)"
             ),
             TransitionError::LeaseNotExpired { deadline } => {
                 write!(f, "lease is valid until {deadline} ms")
@@ -581,12 +591,18 @@ impl Lifecycle {
             State::Running { lease } if lease.token == token => Ok(lease),
             State::Running { lease } => Err(TransitionError::StaleLease {
                 presented: token,
-                current: lease.token,
+                current: Some(lease.token),
             }),
-            // A token older than the last one issued was fenced off, whatever happened since.
-            _ if token.0 < self.last_token => Err(TransitionError::StaleLease {
+            // The holder of the last lease asking again after the job finished.
+            _ if self.state.is_final() && token.0 == self.last_token => {
+                Err(TransitionError::NotRunning {
+                    state: self.state.name(),
+                })
+            }
+            // Any token issued before was fenced off by a rescue or a newer claim.
+            _ if token.0 != 0 && token.0 <= self.last_token => Err(TransitionError::StaleLease {
                 presented: token,
-                current: LeaseToken(self.last_token),
+                current: None,
             }),
             _ => Err(TransitionError::NotRunning {
                 state: self.state.name(),

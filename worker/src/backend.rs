@@ -82,7 +82,7 @@ impl BackendError {
     /// use fairq_worker::{BackendError, JobId};
     /// let err = BackendError::Transition {
     ///     id: JobId(1),
-    ///     source: TransitionError::StaleLease { presented: LeaseToken(1), current: LeaseToken(2) },
+    ///     source: TransitionError::StaleLease { presented: LeaseToken(1), current: Some(LeaseToken(2)) },
     /// };
     /// assert!(err.is_stale_lease());
     /// ```

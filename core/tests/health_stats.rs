@@ -1,0 +1,123 @@
+//! Health verdicts, the sweep breaker and histogram accuracy.
+
+use std::time::Duration;
+
+use fairq_core::health::{ErrorClock, Health, HealthPolicy, SweepBreaker};
+use fairq_core::stats::{Histogram, RetryStats, MAX_RELATIVE_ERROR};
+use proptest::prelude::*;
+
+const MIN: u64 = 60_000;
+
+#[test]
+fn default_allowed_error_time_is_fifteen_minutes() {
+    let p = HealthPolicy::default().with_startup_grace(Duration::ZERO);
+    assert_eq!(p.evaluate(0, None, 100 * MIN), Health::Healthy);
+    assert_eq!(p.evaluate(0, Some(10 * MIN), 24 * MIN), Health::Degraded { since: 10 * MIN });
+    assert_eq!(p.evaluate(0, Some(10 * MIN), 25 * MIN), Health::Unhealthy { since: 10 * MIN });
+}
+
+#[test]
+fn startup_grace_keeps_a_new_process_healthy() {
+    let p = HealthPolicy::default().with_allowed_error_time(Duration::ZERO);
+    let started = 1_000 * MIN;
+    assert!(p.evaluate(started, Some(0), started + 9 * MIN).is_healthy());
+    assert!(!p.evaluate(started, Some(0), started + 10 * MIN).is_healthy());
+}
+
+#[test]
+fn error_clock_remembers_the_start_of_the_run() {
+    let p = HealthPolicy::default().with_startup_grace(Duration::ZERO);
+    let mut clock = ErrorClock::default();
+    clock.failure(MIN);
+    clock.failure(5 * MIN);
+    assert_eq!(p.evaluate(0, clock.since(), 16 * MIN), Health::Unhealthy { since: MIN });
+    clock.success();
+    assert_eq!(p.evaluate(0, clock.since(), 16 * MIN), Health::Healthy);
+}
+
+#[test]
+fn breaker_stops_the_sweep_at_the_first_failure() {
+    let outcomes = [true, false, true, true];
+    let mut breaker = SweepBreaker::new();
+    let mut tried = Vec::new();
+    for (i, ok) in outcomes.iter().enumerate() {
+        if !breaker.allows() {
+            break;
+        }
+        tried.push(i);
+        breaker.record(*ok);
+    }
+    assert_eq!(tried, [0, 1]);
+    assert!(breaker.tripped());
+    assert_eq!(breaker.attempted(), 2);
+}
+
+#[test]
+fn retry_stats_count_retries_of_finished_jobs() {
+    let mut s = RetryStats::default();
+    for attempt in [1, 1, 2, 4] {
+        s.succeeded(attempt);
+    }
+    s.failed();
+    s.died();
+    assert_eq!((s.ok, s.retries, s.dead, s.failures), (4, 4, 1, 1));
+    assert_eq!(s.retry_percentage(), 100.0);
+}
+
+fn exact_quantile(sorted: &[u64], q: f64) -> u64 {
+    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1]
+}
+
+proptest! {
+    /// Every reported quantile is within 1/128 of the exact order statistic.
+    #[test]
+    fn quantiles_are_within_the_documented_error(
+        values in proptest::collection::vec(
+            prop_oneof![0u64..200, 0u64..100_000, any::<u64>()], 1..500),
+        q in 0.0f64..=1.0,
+    ) {
+        let mut h = Histogram::new();
+        for v in &values {
+            h.record(*v);
+        }
+        let mut sorted = values.clone();
+        sorted.sort_unstable();
+        let exact = exact_quantile(&sorted, q) as f64;
+        let got = h.quantile(q) as f64;
+        prop_assert!((got - exact).abs() <= exact * MAX_RELATIVE_ERROR,
+            "q={} exact={} got={}", q, exact, got);
+        prop_assert_eq!(h.max(), *sorted.last().unwrap());
+        prop_assert_eq!(h.min(), sorted[0]);
+        prop_assert_eq!(h.count(), values.len() as u64);
+    }
+
+    /// Merging two histograms equals recording everything into one.
+    #[test]
+    fn merge_is_recording_both(a in proptest::collection::vec(any::<u64>(), 0..100),
+                               b in proptest::collection::vec(any::<u64>(), 0..100)) {
+        let mut ha = Histogram::new();
+        let mut hb = Histogram::new();
+        let mut all = Histogram::new();
+        a.iter().for_each(|v| { ha.record(*v); all.record(*v); });
+        b.iter().for_each(|v| { hb.record(*v); all.record(*v); });
+        ha.merge(&hb);
+        prop_assert_eq!(ha, all);
+    }
+}
+
+#[test]
+fn percentiles_of_a_uniform_range() {
+    let mut h = Histogram::new();
+    for v in 1..=100_000u64 {
+        h.record(v);
+    }
+    let s = h.summary();
+    for (got, want) in [(s.p50, 50_000.0), (s.p90, 90_000.0), (s.p95, 95_000.0), (s.p99, 99_000.0)] {
+        assert!((got as f64 - want).abs() / want <= MAX_RELATIVE_ERROR, "{got} vs {want}");
+    }
+    assert_eq!(s.max, 100_000);
+    assert_eq!(s.min, 1);
+    assert_eq!(s.mean, 50_000);
+    assert!(MAX_RELATIVE_ERROR <= 0.01);
+}
