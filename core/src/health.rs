@@ -136,7 +136,12 @@ impl HealthPolicy {
     /// // Within the startup grace an old error only degrades.
     /// assert_eq!(p.evaluate(0, Some(0), 60_000 * 9), Health::Degraded { since: 0 });
     /// ```
-    pub fn evaluate(&self, started_at: Millis, oldest_error: Option<Millis>, now: Millis) -> Health {
+    pub fn evaluate(
+        &self,
+        started_at: Millis,
+        oldest_error: Option<Millis>,
+        now: Millis,
+    ) -> Health {
         let Some(since) = oldest_error else {
             return Health::Healthy;
         };

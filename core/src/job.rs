@@ -493,7 +493,13 @@ impl Lifecycle {
         random: u64,
     ) -> Result<Outcome, TransitionError> {
         let lease = self.running_lease(token)?;
-        Ok(self.after_failure(lease.attempt, now, policy, random, DeadReason::RetriesExhausted))
+        Ok(self.after_failure(
+            lease.attempt,
+            now,
+            policy,
+            random,
+            DeadReason::RetriesExhausted,
+        ))
     }
 
     /// Marks a running job dead at once, whatever its policy (for a job the handler knows

@@ -323,8 +323,8 @@ impl RetryPolicy {
     /// use fairq_core::retry::{Decision, RetryPolicy};
     /// let p = RetryPolicy::new(1).with_delays([Duration::from_secs(8)]).with_jitter(1000);
     /// assert_eq!(p.decide_with_random(1, 0), Decision::Retry { after: Duration::ZERO });
-/// let Decision::Retry { after } = p.decide_with_random(1, u64::MAX / 2) else { panic!() };
-/// assert!(after > Duration::from_millis(3_999) && after <= Duration::from_secs(4));
+    /// let Decision::Retry { after } = p.decide_with_random(1, u64::MAX / 2) else { panic!() };
+    /// assert!(after > Duration::from_millis(3_999) && after <= Duration::from_secs(4));
     /// ```
     pub fn decide_with_random(&self, attempt: u32, random: u64) -> Decision {
         match self.decide(attempt) {

@@ -27,7 +27,10 @@ impl Model {
             return Err(self.len());
         }
         self.seq += 1;
-        self.fifos.entry(key).or_default().push_back((item, self.seq));
+        self.fifos
+            .entry(key)
+            .or_default()
+            .push_back((item, self.seq));
         Ok(())
     }
 
@@ -211,7 +214,7 @@ proptest! {
         queued.insert(0, heavy);
         // item -> (deliveries allowed, deliveries so far)
         let mut watched: BTreeMap<u32, (usize, usize)> = BTreeMap::new();
-        let mut deliver = |got: Option<(u8, u32)>,
+        let deliver = |got: Option<(u8, u32)>,
                            queued: &mut BTreeMap<u8, usize>,
                            watched: &mut BTreeMap<u32, (usize, usize)>|
          -> Result<(), TestCaseError> {

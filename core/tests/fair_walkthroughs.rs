@@ -24,7 +24,10 @@ fn first_walkthrough_heads_are_delivered_first() {
     q.push("alice", "3").unwrap();
     q.push("bob", "x").unwrap();
     assert_eq!(snapshot(&q), []);
-    assert_eq!(backlog(&q), [("alice", vec!["1", "2", "3"]), ("bob", vec!["x"])]);
+    assert_eq!(
+        backlog(&q),
+        [("alice", vec!["1", "2", "3"]), ("bob", vec!["x"])]
+    );
 
     assert_eq!(q.pop_with_key(), Some(("alice", "1")));
     assert_eq!(snapshot(&q), [("bob", "x")]);
@@ -85,7 +88,10 @@ fn third_walkthrough_matches_every_internal_state() {
     assert_eq!(backlog(&q), [("alice", vec!["2", "3", "4"])]);
     // alice: 2, 3, 4; bob: y
     q.push("bob", "y").unwrap();
-    assert_eq!(backlog(&q), [("alice", vec!["2", "3", "4"]), ("bob", vec!["y"])]);
+    assert_eq!(
+        backlog(&q),
+        [("alice", vec!["2", "3", "4"]), ("bob", vec!["y"])]
+    );
     // SNAPSHOT: bob/y; alice: 3, 4  -> returned alice/2
     assert_eq!(q.pop_with_key(), Some(("alice", "2")));
     assert_eq!(snapshot(&q), [("bob", "y")]);
@@ -157,7 +163,13 @@ fn remove_key_drops_snapshot_and_backlog_items_and_keeps_order_for_others() {
     let rest: Vec<_> = std::iter::from_fn(|| q.pop_with_key()).collect();
     assert_eq!(
         rest,
-        [("other", 200), ("heavy", 1), ("heavy", 2), ("heavy", 3), ("heavy", 4)]
+        [
+            ("other", 200),
+            ("heavy", 1),
+            ("heavy", 2),
+            ("heavy", 3),
+            ("heavy", 4)
+        ]
     );
     assert!(q.remove_key(&"nobody").is_empty());
 }
@@ -188,12 +200,14 @@ fn weights_give_w_items_per_round_and_weight_one_is_the_snapshot_rule() {
     for i in 0..3 {
         q.push("free", 100 + i).unwrap();
     }
-    let keys: Vec<_> = std::iter::from_fn(|| q.pop_with_key()).map(|(k, _)| k).collect();
+    let keys: Vec<_> = std::iter::from_fn(|| q.pop_with_key())
+        .map(|(k, _)| k)
+        .collect();
     assert_eq!(
         keys,
         [
-            "gold", "gold", "gold", "free", "gold", "gold", "gold", "free", "gold", "gold",
-            "gold", "free"
+            "gold", "gold", "gold", "free", "gold", "gold", "gold", "free", "gold", "gold", "gold",
+            "free"
         ]
     );
     q.set_weight(&"gold", 0);

@@ -3,9 +3,7 @@
 
 use std::time::Duration;
 
-use fairq_core::job::{
-    DeadReason, LeaseToken, Lifecycle, Outcome, State, TransitionError,
-};
+use fairq_core::job::{DeadReason, LeaseToken, Lifecycle, Outcome, State, TransitionError};
 use fairq_core::retry::RetryPolicy;
 use proptest::prelude::*;
 
@@ -14,7 +12,10 @@ const LEASE: Duration = Duration::from_millis(1_000);
 #[test]
 fn happy_path() {
     let mut job = Lifecycle::scheduled(100);
-    assert_eq!(job.claim(99, LEASE), Err(TransitionError::NotDue { run_at: 100 }));
+    assert_eq!(
+        job.claim(99, LEASE),
+        Err(TransitionError::NotDue { run_at: 100 })
+    );
     let lease = job.claim(100, LEASE).unwrap();
     assert_eq!(lease.attempt, 1);
     assert_eq!(lease.deadline, 1_100);
@@ -34,16 +35,25 @@ fn failures_follow_the_policy_then_the_job_dies() {
     let policy = RetryPolicy::new(2).with_delays([Duration::from_secs(1), Duration::from_secs(10)]);
     let mut job = Lifecycle::ready();
     let l1 = job.claim(0, LEASE).unwrap();
-    assert_eq!(job.fail(l1.token, 5, &policy, 0), Ok(Outcome::Retry { run_at: 1_005 }));
+    assert_eq!(
+        job.fail(l1.token, 5, &policy, 0),
+        Ok(Outcome::Retry { run_at: 1_005 })
+    );
     assert_eq!(job.state(), &State::Retrying { run_at: 1_005 });
     let l2 = job.claim(1_005, LEASE).unwrap();
     assert_eq!(l2.attempt, 2);
-    assert_eq!(job.fail(l2.token, 2_000, &policy, 0), Ok(Outcome::Retry { run_at: 12_000 }));
+    assert_eq!(
+        job.fail(l2.token, 2_000, &policy, 0),
+        Ok(Outcome::Retry { run_at: 12_000 })
+    );
     let l3 = job.claim(12_000, LEASE).unwrap();
     assert_eq!(job.fail(l3.token, 12_500, &policy, 0), Ok(Outcome::Dead));
     assert_eq!(
         job.state(),
-        &State::Dead { at: 12_500, reason: DeadReason::RetriesExhausted }
+        &State::Dead {
+            at: 12_500,
+            reason: DeadReason::RetriesExhausted
+        }
     );
     assert_eq!(job.attempts(), 3);
 }
@@ -57,20 +67,35 @@ fn rescue_counts_an_attempt_and_fences_the_old_worker() {
         job.rescue(999, &policy, 0),
         Err(TransitionError::LeaseNotExpired { deadline: 1_000 })
     );
-    assert_eq!(job.rescue(1_000, &policy, 0), Ok(Outcome::Retry { run_at: 1_000 }));
+    assert_eq!(
+        job.rescue(1_000, &policy, 0),
+        Ok(Outcome::Retry { run_at: 1_000 })
+    );
     // The old worker's late messages are refused, before and after a new claim.
-    let stale = TransitionError::StaleLease { presented: old.token, current: None };
+    let stale = TransitionError::StaleLease {
+        presented: old.token,
+        current: None,
+    };
     assert_eq!(job.complete(old.token, 1_001), Err(stale));
     let new = job.claim(1_001, LEASE).unwrap();
     assert_eq!(new.attempt, 2);
     assert!(new.token > old.token);
-    let stale = TransitionError::StaleLease { presented: old.token, current: Some(new.token) };
+    let stale = TransitionError::StaleLease {
+        presented: old.token,
+        current: Some(new.token),
+    };
     assert_eq!(job.complete(old.token, 1_002), Err(stale));
     assert_eq!(job.heartbeat(old.token, 1_002, LEASE), Err(stale));
     assert_eq!(job.fail(old.token, 1_002, &policy, 0), Err(stale));
     // The second rescue exhausts the single retry.
     assert_eq!(job.rescue(2_001, &policy, 0), Ok(Outcome::Dead));
-    assert_eq!(job.state(), &State::Dead { at: 2_001, reason: DeadReason::LeaseExpired });
+    assert_eq!(
+        job.state(),
+        &State::Dead {
+            at: 2_001,
+            reason: DeadReason::LeaseExpired
+        }
+    );
 }
 
 #[test]
@@ -78,27 +103,44 @@ fn a_completion_after_the_deadline_but_before_any_rescue_is_accepted() {
     let mut job = Lifecycle::ready();
     let lease = job.claim(0, LEASE).unwrap();
     job.complete(lease.token, 5_000).unwrap();
-    assert_eq!(job.rescue(6_000, &RetryPolicy::new(1), 0),
-        Err(TransitionError::NotRunning { state: "succeeded" }));
+    assert_eq!(
+        job.rescue(6_000, &RetryPolicy::new(1), 0),
+        Err(TransitionError::NotRunning { state: "succeeded" })
+    );
 }
 
 #[test]
 fn dependencies_block_until_released() {
     let mut job = Lifecycle::blocked();
     assert!(!job.is_claimable(u64::MAX));
-    assert_eq!(job.claim(0, LEASE), Err(TransitionError::NotClaimable { state: "blocked" }));
+    assert_eq!(
+        job.claim(0, LEASE),
+        Err(TransitionError::NotClaimable { state: "blocked" })
+    );
     job.dependency_succeeded().unwrap();
-    assert_eq!(job.dependency_succeeded(), Err(TransitionError::NotBlocked { state: "scheduled" }));
+    assert_eq!(
+        job.dependency_succeeded(),
+        Err(TransitionError::NotBlocked { state: "scheduled" })
+    );
     assert!(job.claim(0, LEASE).is_ok());
 }
 
 #[test]
 fn discard_and_revive() {
     let mut job = Lifecycle::ready();
-    assert_eq!(job.revive(0), Err(TransitionError::NotDead { state: "scheduled" }));
+    assert_eq!(
+        job.revive(0),
+        Err(TransitionError::NotDead { state: "scheduled" })
+    );
     let lease = job.claim(0, LEASE).unwrap();
     job.discard(lease.token, 3).unwrap();
-    assert_eq!(job.state(), &State::Dead { at: 3, reason: DeadReason::Discarded });
+    assert_eq!(
+        job.state(),
+        &State::Dead {
+            at: 3,
+            reason: DeadReason::Discarded
+        }
+    );
     job.revive(10).unwrap();
     assert_eq!(job.state(), &State::Scheduled { run_at: 10 });
     let again = job.claim(10, LEASE).unwrap();

@@ -90,17 +90,25 @@ fn default_policy_follows_river_and_sidekiq() {
     assert!((20 * 86_400..25 * 86_400).contains(&total), "total {total}");
     // ±10% jitter.
     assert_eq!(p.jitter_permille(), 100);
-    assert_eq!(p.decide_with_random(2, 0), retry(Duration::from_millis(14_400)));
+    assert_eq!(
+        p.decide_with_random(2, 0),
+        retry(Duration::from_millis(14_400))
+    );
     assert_eq!(p.decide_with_random(2, u64::MAX), retry(secs(16)));
 }
 
 #[test]
 fn jitter_needs_the_random_number_and_gives_up_the_same() {
-    let p = RetryPolicy::new(1).with_delays([secs(10)]).with_jitter(1000);
+    let p = RetryPolicy::new(1)
+        .with_delays([secs(10)])
+        .with_jitter(1000);
     assert_eq!(p.decide(1), retry(secs(10)));
     assert_eq!(p.decide_with_random(1, 0), retry(Duration::ZERO));
     assert_eq!(p.decide_with_random(2, 0), Decision::GiveUp);
-    assert_eq!(RetryPolicy::new(1).with_jitter(5_000).jitter_permille(), 1000);
+    assert_eq!(
+        RetryPolicy::new(1).with_jitter(5_000).jitter_permille(),
+        1000
+    );
 }
 
 proptest! {
