@@ -15,7 +15,7 @@ pub(crate) trait Deadline {
 }
 
 /// A deadline on the monotonic clock; `None` never expires.
-pub(crate) struct ClockDeadline(Option<Instant>);
+pub(crate) struct ClockDeadline(#[cfg_attr(loom, allow(dead_code))] Option<Instant>);
 
 impl ClockDeadline {
     pub(crate) fn after(timeout: Duration) -> Self {
@@ -68,6 +68,7 @@ impl Deadline for ClockDeadline {
 /// ```
 #[derive(Debug)]
 pub struct Timeout {
+    #[cfg_attr(loom, allow(dead_code))]
     at: Option<Instant>,
     #[cfg(not(loom))]
     delay: Option<futures_timer::Delay>,

@@ -53,9 +53,9 @@ impl ModelTimer {
         self.waker.wake();
     }
 
-    /// A future completing once the timer fired (for `pop_until`).
-    pub fn signal(self: &Arc<Self>) -> ModelSignal {
-        ModelSignal(Arc::clone(self))
+    /// A future completing once `timer` fired (for `pop_until`).
+    pub fn signal(timer: &Arc<Self>) -> ModelSignal {
+        ModelSignal(Arc::clone(timer))
     }
 }
 

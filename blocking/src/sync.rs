@@ -6,7 +6,7 @@
 //!
 //! `crossbeam-queue` is not instrumented for `loom`, so under `cfg(loom)` [`SegQueue`] is a
 //! stand-in with the same small interface: a `loom` mutex around a `VecDeque`, plus an
-//! atomic length that `is_empty`/`len` read without taking the lock. The stand-in is
+//! atomic length that `len` reads without taking the lock. The stand-in is
 //! linearizable like the real queue, so the models check the protocol built *on top of*
 //! the queues (hand-off, claiming, cancellation, wake-ups, the bound); they do not check
 //! crossbeam's own memory orderings, which crossbeam verifies with its own loom suite.
@@ -43,19 +43,13 @@ mod imp {
     pub(crate) use loom::sync::{Arc, Mutex, MutexGuard};
     pub(crate) use loom::thread::{current, park, Thread};
 
-    /// Under the model, time does not pass: a timed park is a plain park, and deadlines are
-    /// driven by explicit signals (see the crate's `model` module).
-    pub(crate) fn park_timeout(_dur: std::time::Duration) {
-        loom::thread::park();
-    }
-
     /// Under the model, a contended "uncontended" lock is a protocol bug: fail loudly so
     /// that the model checker reports the interleaving.
     pub(crate) fn lock_uncontended<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
         match m.try_lock() {
             Ok(guard) => guard,
-            Err(loom::sync::TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(loom::sync::TryLockError::WouldBlock) => {
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => {
                 panic!("protocol violation: a lock that must be uncontended was held")
             }
         }
@@ -97,10 +91,6 @@ mod imp {
 
         pub(crate) fn len(&self) -> usize {
             self.len.load(Ordering::Acquire)
-        }
-
-        pub(crate) fn is_empty(&self) -> bool {
-            self.len() == 0
         }
     }
 }
