@@ -121,7 +121,11 @@ fn two_waiters_one_push_oldest_wins() {
             thread::spawn(move || q.push(1).unwrap())
         };
         pusher.join().unwrap();
-        assert_eq!(loom::future::block_on(&mut a), Some(1), "not the oldest waiter");
+        assert_eq!(
+            loom::future::block_on(&mut a),
+            Some(1),
+            "not the oldest waiter"
+        );
         drop(a);
         q.close();
         assert_eq!(b.join().unwrap(), None);
@@ -168,7 +172,11 @@ fn future_dropped_after_it_won_an_item() {
         };
         drop(f);
         pusher.join().unwrap();
-        assert_eq!(q.try_pop(), Some(1), "lost, or the given-back item is not first");
+        assert_eq!(
+            q.try_pop(),
+            Some(1),
+            "lost, or the given-back item is not first"
+        );
         assert_eq!(q.try_pop(), Some(2));
         assert_eq!(q.try_pop(), None);
         assert_eq!(q.waiter_count(), 0);
