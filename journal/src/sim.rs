@@ -6,6 +6,8 @@
 //! (or renames revert), and each file keeps its durable content plus a random prefix of what
 //! was appended after the last sync, sometimes followed by a few garbage bytes (a torn sector).
 //! Handles opened before the crash fail afterwards, like those of a dead process.
+//! [`SimDisk::schedule_crash`] makes the power fail in the middle of whatever operation runs
+//! after a given number of storage operations.
 //!
 //! Faults ([`SimFaults`]) inject short writes, `EIO` on writes and syncs, and `ENOSPC` once a
 //! capacity is reached. All randomness comes from a seed, so every run is reproducible.
@@ -64,6 +66,10 @@ struct State {
     rng: u64,
     faults: SimFaults,
     syncs: u64,
+    /// Mutating operations left before a scheduled crash.
+    countdown: Option<u64>,
+    /// After a scheduled crash, every operation fails until `restart`.
+    dead: bool,
 }
 
 impl State {
@@ -96,6 +102,69 @@ impl State {
             .filter_map(|ino| self.inodes.get(ino))
             .map(|i| i.data.len() as u64)
             .sum()
+    }
+
+    /// Fails if the disk is dead; for mutating operations, counts down to a scheduled crash.
+    fn step(&mut self, mutating: bool) -> io::Result<()> {
+        if self.dead {
+            return Err(eio("a disk that lost power"));
+        }
+        if mutating {
+            match self.countdown {
+                Some(0) => {
+                    self.countdown = None;
+                    self.crash();
+                    self.dead = true;
+                    return Err(eio("a disk that just lost power"));
+                }
+                Some(n) => self.countdown = Some(n - 1),
+                None => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn crash(&mut self) {
+        self.generation += 1;
+        let keep: BTreeSet<u64> = self.durable.values().copied().collect();
+        let mut inos: Vec<u64> = self.inodes.keys().copied().collect();
+        inos.sort_unstable();
+        for ino in inos {
+            let Some(inode) = self.inodes.remove(&ino) else {
+                continue;
+            };
+            if !keep.contains(&ino) {
+                continue;
+            }
+            let new_data = if inode.data.starts_with(&inode.synced) {
+                let extra = &inode.data[inode.synced.len()..];
+                let kept = self.below(extra.len() as u64 + 1) as usize;
+                let mut d = inode.synced.clone();
+                d.extend_from_slice(&extra[..kept]);
+                if kept < extra.len() && self.below(4) == 0 {
+                    // A torn sector: a few bytes of garbage (or zeros) after the cut.
+                    let n = 1 + self.below(16) as usize;
+                    let zeros = self.below(2) == 0;
+                    for _ in 0..n {
+                        let b = if zeros { 0 } else { self.next_u64() as u8 };
+                        d.push(b);
+                    }
+                }
+                d
+            } else if self.below(2) == 0 {
+                inode.synced.clone()
+            } else {
+                inode.data.clone()
+            };
+            self.inodes.insert(
+                ino,
+                Inode {
+                    synced: new_data.clone(),
+                    data: new_data,
+                },
+            );
+        }
+        self.live = self.durable.clone();
     }
 
     fn check_dir(&self, path: &Path) -> io::Result<()> {
@@ -146,6 +215,8 @@ impl SimDisk {
                 rng: seed ^ 0x005E_ED0F_D15C,
                 faults: SimFaults::default(),
                 syncs: 0,
+                countdown: None,
+                dead: false,
             })),
         }
     }
@@ -202,47 +273,51 @@ impl SimDisk {
     /// ```
     pub fn crash(&self) {
         let mut s = self.lock();
-        s.generation += 1;
-        let keep: BTreeSet<u64> = s.durable.values().copied().collect();
-        let mut inos: Vec<u64> = s.inodes.keys().copied().collect();
-        inos.sort_unstable();
-        for ino in inos {
-            if !keep.contains(&ino) {
-                s.inodes.remove(&ino);
-                continue;
-            }
-            let Some(inode) = s.inodes.remove(&ino) else {
-                continue;
-            };
-            let new_data = if inode.data.starts_with(&inode.synced) {
-                let extra = &inode.data[inode.synced.len()..];
-                let kept = s.below(extra.len() as u64 + 1) as usize;
-                let mut d = inode.synced.clone();
-                d.extend_from_slice(&extra[..kept]);
-                if kept < extra.len() && s.below(4) == 0 {
-                    // A torn sector: a few bytes of garbage (or zeros) after the cut.
-                    let n = 1 + s.below(16) as usize;
-                    let zeros = s.below(2) == 0;
-                    for _ in 0..n {
-                        let b = if zeros { 0 } else { s.next_u64() as u8 };
-                        d.push(b);
-                    }
-                }
-                d
-            } else if s.below(2) == 0 {
-                inode.synced.clone()
-            } else {
-                inode.data.clone()
-            };
-            s.inodes.insert(
-                ino,
-                Inode {
-                    synced: new_data.clone(),
-                    data: new_data,
-                },
-            );
-        }
-        s.live = s.durable.clone();
+        s.countdown = None;
+        s.crash();
+    }
+
+    /// Schedules a power loss: the next `after_ops` mutating operations (writes, syncs,
+    /// creations, renames, removals) succeed, the one after that crashes the disk as
+    /// [`SimDisk::crash`] does, and every operation then fails until [`SimDisk::restart`].
+    ///
+    /// ```
+    /// use fairq_journal::sim::SimDisk;
+    /// use fairq_journal::storage::Storage;
+    /// use std::path::Path;
+    /// let disk = SimDisk::new(1);
+    /// disk.schedule_crash(1);
+    /// assert!(disk.create(Path::new("/a")).is_ok());
+    /// assert!(disk.create(Path::new("/b")).is_err());
+    /// assert!(disk.is_dead());
+    /// disk.restart();
+    /// assert!(disk.read_all(Path::new("/a")).is_err(), "never synced into the directory");
+    /// ```
+    pub fn schedule_crash(&self, after_ops: u64) {
+        self.lock().countdown = Some(after_ops);
+    }
+
+    /// Whether a scheduled crash has happened and the disk awaits [`SimDisk::restart`].
+    ///
+    /// ```
+    /// assert!(!fairq_journal::sim::SimDisk::new(1).is_dead());
+    /// ```
+    pub fn is_dead(&self) -> bool {
+        self.lock().dead
+    }
+
+    /// Powers the disk back on after a scheduled crash and cancels any pending one.
+    ///
+    /// ```
+    /// let disk = fairq_journal::sim::SimDisk::new(1);
+    /// disk.schedule_crash(5);
+    /// disk.restart();
+    /// assert!(!disk.is_dead());
+    /// ```
+    pub fn restart(&self) {
+        let mut s = self.lock();
+        s.dead = false;
+        s.countdown = None;
     }
 
     fn handle(&self, path: &Path, ino: u64, generation: u64) -> SimFile {
@@ -258,6 +333,7 @@ impl SimDisk {
 impl Storage for SimDisk {
     fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
         let mut s = self.lock();
+        s.step(true)?;
         for anc in dir.ancestors() {
             if !anc.as_os_str().is_empty() {
                 s.dirs.insert(anc.to_path_buf());
@@ -267,7 +343,8 @@ impl Storage for SimDisk {
     }
 
     fn list_dir(&self, dir: &Path) -> io::Result<Vec<String>> {
-        let s = self.lock();
+        let mut s = self.lock();
+        s.step(false)?;
         if !s.dirs.contains(dir) {
             return Err(not_found(dir));
         }
@@ -279,7 +356,8 @@ impl Storage for SimDisk {
     }
 
     fn read_all(&self, path: &Path) -> io::Result<Vec<u8>> {
-        let s = self.lock();
+        let mut s = self.lock();
+        s.step(false)?;
         let ino = s.live.get(path).ok_or_else(|| not_found(path))?;
         Ok(s.inodes
             .get(ino)
@@ -289,6 +367,7 @@ impl Storage for SimDisk {
 
     fn create(&self, path: &Path) -> io::Result<Box<dyn WriteFile>> {
         let mut s = self.lock();
+        s.step(true)?;
         s.check_dir(path)?;
         let ino = s.next_ino;
         s.next_ino += 1;
@@ -300,7 +379,8 @@ impl Storage for SimDisk {
     }
 
     fn open_append(&self, path: &Path) -> io::Result<Box<dyn WriteFile>> {
-        let s = self.lock();
+        let mut s = self.lock();
+        s.step(false)?;
         let ino = *s.live.get(path).ok_or_else(|| not_found(path))?;
         let generation = s.generation;
         drop(s);
@@ -308,7 +388,8 @@ impl Storage for SimDisk {
     }
 
     fn open_read(&self, path: &Path) -> io::Result<Box<dyn ReadFile>> {
-        let s = self.lock();
+        let mut s = self.lock();
+        s.step(false)?;
         let ino = *s.live.get(path).ok_or_else(|| not_found(path))?;
         let generation = s.generation;
         drop(s);
@@ -317,6 +398,7 @@ impl Storage for SimDisk {
 
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
         let mut s = self.lock();
+        s.step(true)?;
         s.check_dir(to)?;
         let ino = s.live.remove(from).ok_or_else(|| not_found(from))?;
         s.live.insert(to.to_path_buf(), ino);
@@ -325,12 +407,14 @@ impl Storage for SimDisk {
 
     fn remove_file(&self, path: &Path) -> io::Result<()> {
         let mut s = self.lock();
+        s.step(true)?;
         s.live.remove(path).ok_or_else(|| not_found(path))?;
         Ok(())
     }
 
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
         let mut s = self.lock();
+        s.step(true)?;
         if !s.dirs.contains(dir) {
             return Err(not_found(dir));
         }
@@ -359,8 +443,9 @@ struct SimFile {
 }
 
 impl SimFile {
-    fn state(&self) -> io::Result<MutexGuard<'_, State>> {
-        let s = self.disk.lock();
+    fn state(&self, mutating: bool) -> io::Result<MutexGuard<'_, State>> {
+        let mut s = self.disk.lock();
+        s.step(mutating)?;
         if s.generation != self.generation {
             return Err(eio("a handle opened before a simulated crash"));
         }
@@ -373,7 +458,7 @@ impl SimFile {
 
 impl WriteFile for SimFile {
     fn write(&self, buf: &[u8]) -> io::Result<usize> {
-        let mut s = self.state()?;
+        let mut s = self.state(true)?;
         if buf.is_empty() {
             return Ok(0);
         }
@@ -411,7 +496,7 @@ impl WriteFile for SimFile {
     }
 
     fn sync_data(&self) -> io::Result<()> {
-        let mut s = self.state()?;
+        let mut s = self.state(true)?;
         let rate = s.faults.sync_error_per_mille;
         if s.chance(rate) {
             return Err(eio("sync_data"));
@@ -426,7 +511,7 @@ impl WriteFile for SimFile {
     }
 
     fn set_len(&self, len: u64) -> io::Result<()> {
-        let mut s = self.state()?;
+        let mut s = self.state(true)?;
         let inode = s
             .inodes
             .get_mut(&self.ino)
@@ -438,7 +523,7 @@ impl WriteFile for SimFile {
 
 impl ReadFile for SimFile {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-        let s = self.state()?;
+        let s = self.state(false)?;
         let inode = s
             .inodes
             .get(&self.ino)

@@ -1,0 +1,412 @@
+//! Random operation sequences, with power losses and I/O faults on the simulated disk,
+//! checked against a reference model of what the journal promises:
+//!
+//! - no item whose put returned `Ok` under `Always` or `Group` is ever lost;
+//! - nothing is delivered that was never put;
+//! - an item committed and then covered by a checkpoint is never delivered again;
+//! - each reader delivers fresh items in increasing id order, aborted items first;
+//! - `len()` counts exactly the items a reader still delivers.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use fairq_journal::sim::{SimDisk, SimFaults};
+use fairq_journal::{ItemId, JournalConfig, JournalError, JournaledQueue, Reader, SyncPolicy};
+use proptest::prelude::*;
+
+const DIR: &str = "/data/q";
+const READERS: [&str; 2] = ["a", "b"];
+
+#[derive(Debug, Clone)]
+enum Op {
+    Put(usize),
+    Get(usize),
+    Commit(usize, usize),
+    Abort(usize, usize),
+    Checkpoint(usize),
+    /// Power loss between operations.
+    Crash,
+    /// Power loss after this many more storage operations (in the middle of whatever runs).
+    CrashSoon(u8),
+    /// Clean close and reopen.
+    Reopen,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        30 => (0usize..120).prop_map(Op::Put),
+        25 => (0usize..2).prop_map(Op::Get),
+        18 => (0usize..2, 0usize..8).prop_map(|(r, k)| Op::Commit(r, k)),
+        6 => (0usize..2, 0usize..8).prop_map(|(r, k)| Op::Abort(r, k)),
+        6 => (0usize..2).prop_map(Op::Checkpoint),
+        3 => Just(Op::Crash),
+        3 => (0u8..12).prop_map(Op::CrashSoon),
+        3 => Just(Op::Reopen),
+    ]
+}
+
+#[derive(Default)]
+struct ReaderModel {
+    /// Open reads: id → payload key.
+    open: BTreeMap<ItemId, u64>,
+    /// Aborted in this session, to be delivered again before anything fresh.
+    aborted: BTreeSet<ItemId>,
+    /// Committed in this session: must not come back before a crash.
+    committed_session: BTreeSet<u64>,
+    /// Committed and covered by a checkpoint that returned Ok: must never come back.
+    committed_durable: BTreeSet<u64>,
+    /// Committed at any time (for the final no-loss check).
+    ever_committed: BTreeSet<u64>,
+    /// Highest id delivered fresh in this session.
+    last_fresh: Option<ItemId>,
+}
+
+struct World {
+    disk: SimDisk,
+    config: JournalConfig,
+    faults: SimFaults,
+    q: Option<JournaledQueue>,
+    readers: Vec<Reader>,
+    /// Payload keys whose put returned Ok (durable under Always/Group).
+    acked: BTreeSet<u64>,
+    /// Payload keys whose put failed or was not durable: may or may not exist.
+    maybe: BTreeSet<u64>,
+    max_acked_id: Option<ItemId>,
+    next_key: u64,
+    models: Vec<ReaderModel>,
+}
+
+fn payload(key: u64, len: usize) -> Vec<u8> {
+    let mut p = key.to_le_bytes().to_vec();
+    p.extend((0..len).map(|i| (key as usize + i) as u8));
+    p
+}
+
+fn key_of(data: &[u8]) -> u64 {
+    assert!(data.len() >= 8, "payload too short: {data:?}");
+    let key = u64::from_le_bytes(data[..8].try_into().unwrap());
+    assert_eq!(
+        data,
+        payload(key, data.len() - 8).as_slice(),
+        "payload damaged"
+    );
+    key
+}
+
+impl World {
+    fn open(&mut self) {
+        self.disk.set_faults(SimFaults::default());
+        let q = JournaledQueue::open(DIR, "q", self.config.clone())
+            .unwrap_or_else(|e| panic!("reopen after crash failed: {e}"));
+        self.readers = READERS.iter().map(|n| q.reader(n).unwrap()).collect();
+        self.q = Some(q);
+        self.disk.set_faults(self.faults);
+        for m in &mut self.models {
+            m.open.clear();
+            m.aborted.clear();
+            m.last_fresh = None;
+        }
+    }
+
+    /// The process dies (or the power fails): forget everything not durable.
+    fn crash(&mut self) {
+        self.q = None;
+        self.readers.clear();
+        if self.disk.is_dead() {
+            self.disk.restart();
+        } else {
+            self.disk.crash();
+        }
+        for m in &mut self.models {
+            m.committed_session.clear();
+        }
+        self.open();
+    }
+
+    fn reopen_clean(&mut self) {
+        let Some(q) = self.q.take() else { return };
+        self.readers.clear();
+        match q.close() {
+            Ok(()) => {
+                for m in &mut self.models {
+                    let done: Vec<u64> = m.committed_session.iter().copied().collect();
+                    m.committed_durable.extend(done);
+                    m.committed_session.clear();
+                }
+                drop(q);
+                self.disk.restart();
+                self.open();
+            }
+            Err(_) => {
+                drop(q);
+                self.crash();
+            }
+        }
+    }
+
+    fn deliver(&mut self, r: usize, item: fairq_journal::Item) {
+        let key = key_of(&item.data);
+        let m = &mut self.models[r];
+        assert!(
+            self.acked.contains(&key) || self.maybe.contains(&key),
+            "reader {r} got item {key} that was never put"
+        );
+        assert!(
+            !m.committed_durable.contains(&key),
+            "reader {r}: checkpointed commit of {key} delivered again"
+        );
+        assert!(
+            !m.committed_session.contains(&key),
+            "reader {r}: {key} delivered again after commit"
+        );
+        assert!(
+            !m.open.contains_key(&item.id),
+            "reader {r}: open read {} delivered twice",
+            item.id
+        );
+        if let Some(&first) = m.aborted.first() {
+            assert_eq!(
+                item.id, first,
+                "reader {r}: aborted items come back first, in order"
+            );
+            assert!(item.error_count >= 1);
+            m.aborted.remove(&first);
+        } else {
+            assert_eq!(item.error_count, 0);
+            assert!(
+                m.last_fresh.is_none_or(|l| item.id > l),
+                "reader {r}: order broken at {}",
+                item.id
+            );
+            m.last_fresh = Some(item.id);
+        }
+        m.open.insert(item.id, key);
+    }
+
+    fn step(&mut self, op: &Op) {
+        if self.q.is_none() {
+            self.open();
+        }
+        let failed = match *op {
+            Op::Put(len) => {
+                let key = self.next_key;
+                self.next_key += 1;
+                let q = self.q.as_ref().unwrap();
+                match q.put(&payload(key, len)) {
+                    Ok(id) => {
+                        assert!(
+                            self.max_acked_id.is_none_or(|m| id > m),
+                            "ids must increase"
+                        );
+                        if self.config.sync.is_durable_on_put() {
+                            self.acked.insert(key);
+                            self.max_acked_id = Some(id);
+                        } else {
+                            self.maybe.insert(key);
+                        }
+                        false
+                    }
+                    Err(_) => {
+                        self.maybe.insert(key);
+                        true
+                    }
+                }
+            }
+            Op::Get(r) => match self.readers[r].get() {
+                Ok(Some(item)) => {
+                    self.deliver(r, item);
+                    false
+                }
+                Ok(None) => {
+                    assert!(self.models[r].aborted.is_empty(), "aborted items vanished");
+                    false
+                }
+                Err(_) => true,
+            },
+            Op::Commit(r, k) => {
+                let Some((&id, &key)) = self.models[r]
+                    .open
+                    .iter()
+                    .nth(k % self.models[r].open.len().max(1))
+                else {
+                    return;
+                };
+                let res = self.readers[r].commit(id);
+                if !matches!(res, Err(JournalError::NotOpen(_))) {
+                    let m = &mut self.models[r];
+                    m.open.remove(&id);
+                    m.committed_session.insert(key);
+                    m.ever_committed.insert(key);
+                }
+                assert!(
+                    !matches!(res, Err(JournalError::NotOpen(_))),
+                    "open read refused"
+                );
+                res.is_err()
+            }
+            Op::Abort(r, k) => {
+                let Some((&id, _)) = self.models[r]
+                    .open
+                    .iter()
+                    .nth(k % self.models[r].open.len().max(1))
+                else {
+                    return;
+                };
+                let res = self.readers[r].abort(id);
+                assert!(
+                    !matches!(res, Err(JournalError::NotOpen(_))),
+                    "open read refused"
+                );
+                let m = &mut self.models[r];
+                m.open.remove(&id);
+                m.aborted.insert(id);
+                res.is_err()
+            }
+            Op::Checkpoint(r) => match self.readers[r].checkpoint() {
+                Ok(()) => {
+                    let m = &mut self.models[r];
+                    let done: Vec<u64> = m.committed_session.iter().copied().collect();
+                    m.committed_durable.extend(done);
+                    false
+                }
+                Err(_) => true,
+            },
+            Op::Crash => {
+                self.crash();
+                false
+            }
+            Op::CrashSoon(n) => {
+                self.disk.schedule_crash(u64::from(n));
+                false
+            }
+            Op::Reopen => {
+                self.reopen_clean();
+                false
+            }
+        };
+        if failed || self.disk.is_dead() {
+            // Any failure is treated as the death of the process.
+            self.crash();
+        }
+    }
+
+    fn finish(mut self) {
+        self.disk.set_faults(SimFaults::default());
+        self.faults = SimFaults::default();
+        if self.disk.is_dead() || self.q.is_none() {
+            self.crash();
+        } else {
+            self.reopen_clean();
+        }
+        for r in 0..READERS.len() {
+            let reader = self.readers[r].clone();
+            let waiting = reader.len();
+            let mut drained = BTreeSet::new();
+            let mut count = 0u64;
+            while let Some(item) = reader.get().unwrap() {
+                let id = item.id;
+                let key = key_of(&item.data);
+                self.deliver(r, item);
+                reader.commit(id).unwrap();
+                drained.insert(key);
+                count += 1;
+            }
+            assert_eq!(
+                waiting, count,
+                "reader {r}: len() disagrees with what get() delivers"
+            );
+            assert_eq!(reader.len(), 0);
+            let m = &self.models[r];
+            for key in &self.acked {
+                assert!(
+                    m.ever_committed.contains(key) || drained.contains(key),
+                    "reader {r}: acknowledged item {key} lost"
+                );
+            }
+        }
+    }
+}
+
+fn run(ops: Vec<Op>, seed: u64, sync: SyncPolicy, faults: SimFaults, segment_size: u64) {
+    let disk = SimDisk::new(seed);
+    let config = JournalConfig {
+        sync,
+        segment_size,
+        checkpoint_interval: Duration::from_secs(3600),
+        ..JournalConfig::on_sim(&disk)
+    };
+    let mut world = World {
+        disk,
+        config,
+        faults,
+        q: None,
+        readers: Vec::new(),
+        acked: BTreeSet::new(),
+        maybe: BTreeSet::new(),
+        max_acked_id: None,
+        next_key: 1,
+        models: READERS.iter().map(|_| ReaderModel::default()).collect(),
+    };
+    world.open();
+    for op in &ops {
+        world.step(op);
+    }
+    world.finish();
+}
+
+fn sync_policy() -> impl Strategy<Value = SyncPolicy> {
+    prop_oneof![
+        Just(SyncPolicy::Always),
+        Just(SyncPolicy::Group),
+        Just(SyncPolicy::Never)
+    ]
+}
+
+fn faults() -> impl Strategy<Value = SimFaults> {
+    prop_oneof![
+        3 => Just(SimFaults::default()),
+        1 => (any::<bool>(), 0u32..40, 0u32..40).prop_map(|(short, w, s)| SimFaults {
+            short_writes: short,
+            write_error_per_mille: w,
+            sync_error_per_mille: s,
+            capacity: None,
+        }),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 160, ..ProptestConfig::default() })]
+
+    #[test]
+    fn journal_matches_model_under_crashes_and_faults(
+        ops in proptest::collection::vec(op(), 1..90),
+        seed in any::<u64>(),
+        sync in sync_policy(),
+        faults in faults(),
+        segment_size in prop_oneof![Just(150u64), Just(400), Just(1 << 20)],
+    ) {
+        run(ops, seed, sync, faults, segment_size);
+    }
+}
+
+#[test]
+fn crash_in_the_middle_of_every_storage_operation_of_a_busy_run() {
+    // Power loss after each possible number of storage operations of one fixed workload.
+    for after in 0..120 {
+        let mut ops = vec![Op::CrashSoon(0)];
+        ops.clear();
+        for i in 0..6 {
+            ops.push(Op::Put(10 * i));
+            ops.push(Op::Get(i % 2));
+            ops.push(Op::Commit(i % 2, 0));
+        }
+        ops.insert(0, Op::CrashSoon(after.min(255) as u8));
+        run(
+            ops,
+            after as u64,
+            SyncPolicy::Group,
+            SimFaults::default(),
+            150,
+        );
+    }
+}
