@@ -68,6 +68,19 @@ impl KeyState {
         weight: 1,
     };
 
+    /// Places one more item of this key while round `current` is being delivered, returning
+    /// its round: the key's last round while it has places left there, else the next one, and
+    /// never earlier than the round after `current` (the pending snapshot is closed).
+    fn place(&mut self, current: u64) -> u64 {
+        if self.tail_round > current && self.used < self.weight {
+            self.used += 1;
+        } else {
+            self.tail_round = (self.tail_round + 1).max(current + 1);
+            self.used = 1;
+        }
+        self.tail_round
+    }
+
     /// True when the entry carries information beyond what a fresh entry would.
     fn is_live(&self, current: u64) -> bool {
         self.tail_round > current || self.weight != 1
@@ -166,15 +179,19 @@ where
     }
 
     pub(crate) fn push(&mut self, key: K, item: T) -> Result<(), Full<K, T>> {
-        if self.is_full() {
+        // Below the bound every other resource has room: rounds are never empty, so there are
+        // at most `len` of them, and the slab holds `len` items plus free slots. Only the key
+        // table (fixed variant) or the u32 slot index space can still refuse.
+        if self.is_full() || (self.free == NIL && self.slots.slots().len() >= NIL as usize) {
             return Err(Full {
                 key,
                 item,
                 len: self.len,
             });
         }
-        let state = match self.keys.get(&key) {
-            Some(state) => *state,
+        let current = self.current;
+        let round = match self.keys.get_mut(&key) {
+            Some(state) => state.place(current),
             None => {
                 if !self.make_room_for_key() {
                     return Err(Full {
@@ -183,61 +200,29 @@ where
                         len: self.len,
                     });
                 }
-                KeyState::FRESH
+                let mut state = KeyState::FRESH;
+                let round = state.place(current);
+                let inserted = self.keys.insert(key.clone(), state);
+                debug_assert!(inserted, "make_room_for_key guaranteed a free entry");
+                round
             }
-        };
-        let (round, used) = if state.tail_round > self.current && state.used < state.weight {
-            (state.tail_round, state.used + 1)
-        } else {
-            ((state.tail_round + 1).max(self.current + 1), 1)
         };
         // Rounds are contiguous, so the target is an existing round or the next new one.
-        let index = usize::try_from(round - self.base()).unwrap_or(usize::MAX);
-        if index == self.rounds.len() && !self.rounds.push_back_empty() {
-            return Err(Full {
-                key,
-                item,
-                len: self.len,
-            });
+        let index = (round - self.base()) as usize;
+        if index == self.rounds.len() {
+            let pushed = self.rounds.push_back_empty();
+            debug_assert!(pushed, "at most `len` rounds exist below the bound");
         }
-        let slot = match self.alloc_slot(key.clone(), item) {
-            Ok(slot) => slot,
-            Err((key, item)) => {
-                if index + 1 == self.rounds.len() && self.rounds.get(index).len == 0 {
-                    self.rounds.pop_back();
-                }
-                return Err(Full {
-                    key,
-                    item,
-                    len: self.len,
-                });
-            }
-        };
-        let new_state = KeyState {
-            tail_round: round,
-            used,
-            weight: state.weight,
-        };
-        match self.keys.get_mut(&key) {
-            Some(entry) => *entry = new_state,
-            None => {
-                // `make_room_for_key` guaranteed space for this insert.
-                let inserted = self.keys.insert(key, new_state);
-                debug_assert!(inserted);
-            }
+        let slot = self.alloc_slot(key, item);
+        let r = self.rounds.get_mut(index);
+        let old_tail = r.tail;
+        if r.head == NIL {
+            r.head = slot;
         }
-        let tail = {
-            let r = self.rounds.get_mut(index);
-            let old_tail = r.tail;
-            if r.head == NIL {
-                r.head = slot;
-            }
-            r.tail = slot;
-            r.len += 1;
-            old_tail
-        };
-        if tail != NIL {
-            self.set_next(tail, slot);
+        r.tail = slot;
+        r.len += 1;
+        if old_tail != NIL {
+            self.set_next(old_tail, slot);
         }
         self.len += 1;
         Ok(())
@@ -397,7 +382,8 @@ where
         !self.keys.is_full()
     }
 
-    fn alloc_slot(&mut self, key: K, item: T) -> Result<u32, (K, T)> {
+    /// Stores an item in a free slot; `push` checked that one exists or can be appended.
+    fn alloc_slot(&mut self, key: K, item: T) -> u32 {
         let occupied = Slot::Occupied {
             key,
             item,
@@ -410,19 +396,12 @@ where
                 self.free = next_free;
             }
             *slot = occupied;
-            return Ok(index);
+            return index;
         }
-        let index = self.slots.slots().len();
-        let Ok(index32) = u32::try_from(index) else {
-            return Err(into_parts(occupied));
-        };
-        if index32 == NIL {
-            return Err(into_parts(occupied));
-        }
-        match self.slots.push_slot(occupied) {
-            Ok(()) => Ok(index32),
-            Err(slot) => Err(into_parts(slot)),
-        }
+        let index = self.slots.slots().len() as u32;
+        let pushed = self.slots.push_slot(occupied).is_ok();
+        debug_assert!(pushed, "the bound keeps the slab within its capacity");
+        index
     }
 
     fn take_slot(&mut self, index: u32) -> (K, T, u32) {
@@ -443,13 +422,6 @@ where
         if let Slot::Occupied { next, .. } = &mut self.slots.slots_mut()[index as usize] {
             *next = value;
         }
-    }
-}
-
-fn into_parts<K, T>(slot: Slot<K, T>) -> (K, T) {
-    match slot {
-        Slot::Occupied { key, item, .. } => (key, item),
-        Slot::Vacant { .. } => unreachable!("only occupied slots are handed back"),
     }
 }
 
