@@ -68,6 +68,17 @@ pub(crate) fn open(
         Err(e) if e.kind() == io::ErrorKind::NotFound => vec![String::new()],
         Err(e) => return Err(JournalError::io(&reg_path, e)),
     };
+    if names.is_empty()
+        || names
+            .iter()
+            .any(|n| (!n.is_empty() || names.len() > 1) && validate_name(n).is_err())
+    {
+        return Err(corrupt(
+            &reg_path,
+            0,
+            "reader registry lists an invalid reader name",
+        ));
+    }
     let mut restored = Vec::with_capacity(names.len());
     for reader in &names {
         let path = checkpoint_path(dir, name, reader);
