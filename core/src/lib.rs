@@ -11,6 +11,37 @@
 //! inside a loom model or a property test, and behind every storage backend, so backends
 //! cannot disagree about semantics.
 //!
+//! ## The snapshot rule, step by step
+//!
+//! Items are pushed with a key; each key has its own FIFO. A pop serves from the current
+//! *snapshot*; when it is empty, a new snapshot is taken: the head item of every key with
+//! queued items, oldest first. Items pushed while a snapshot is pending wait for the next one.
+//!
+//! ```
+//! # #[cfg(feature = "alloc")] {
+//! use fairq_core::fair::FairQueue;
+//!
+//! let mut q = FairQueue::new();
+//! q.push("alice", "a1").unwrap();
+//! q.push("bob", "b1").unwrap();
+//! q.push("alice", "a2").unwrap();
+//! // alice: [a1, a2], bob: [b1]. The first pop takes the snapshot [a1, b1].
+//! assert_eq!(q.pop(), Some("a1"));
+//! // Pushed while [b1] is pending: waits in alice's FIFO behind a2.
+//! q.push("alice", "a3").unwrap();
+//! q.push("alice", "a4").unwrap();
+//! assert_eq!(q.pop(), Some("b1"));
+//! q.push("bob", "b2").unwrap();
+//! // Next snapshot: the heads [a2, b2]; bob's new item overtakes alice's backlog.
+//! assert_eq!(q.pop(), Some("a2"));
+//! assert_eq!(q.pop(), Some("b2"));
+//! assert_eq!(q.pop(), Some("a3"));
+//! assert_eq!(q.pop(), Some("a4"));
+//! # }
+//! ```
+//!
+//! See [`fair`] for the bound, weights, complexity and how the engine avoids sorting.
+//!
 //! ## Features
 //!
 //! * `alloc` (default): the heap-backed [`fair::FairQueue`] and growable retry schedules.

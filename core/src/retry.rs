@@ -27,6 +27,10 @@
 use core::time::Duration;
 
 /// Longest delay schedule kept without the `alloc` feature; extra entries are ignored.
+///
+/// ```
+/// assert_eq!(fairq_core::retry::MAX_DELAYS, 32);
+/// ```
 pub const MAX_DELAYS: usize = 32;
 
 #[cfg(feature = "alloc")]
