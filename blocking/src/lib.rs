@@ -2,6 +2,8 @@
 //!
 //! * [`WaitQueue`]: a FIFO (unbounded, or bounded with [`FullPolicy`]) whose consumers can
 //!   wait for items, blocking or asynchronously, with timeouts.
+//! * [`FairWaitQueue`]: the fair-by-key schedule of [`fairq_core::fair::FairQueue`] with
+//!   the same waiting consumers.
 //!
 //! Items live in a lock-free queue and waiting consumers in a second lock-free queue. A
 //! producer that finds consumers waiting hands its item directly to the oldest of them;
@@ -14,14 +16,18 @@
 #![forbid(unsafe_code)]
 
 mod deadline;
+mod fair_items;
+mod fair_wait_queue;
 mod handoff;
 mod items;
 #[cfg(loom)]
 pub mod model;
+mod pop;
 mod sync;
 mod wait_queue;
 mod waiter;
 
 pub use deadline::Timeout;
+pub use fair_wait_queue::{FairPop, FairPopWithKey, FairPushError, FairWaitQueue};
 pub use items::FullPolicy;
 pub use wait_queue::{Pop, WaitQueue};

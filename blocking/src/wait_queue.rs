@@ -7,8 +7,9 @@ use core::task::{Context, Poll};
 use std::time::Duration;
 
 use crate::deadline::{ClockDeadline, Timeout};
-use crate::handoff::{Handoff, PopState};
+use crate::handoff::Handoff;
 use crate::items::{FullPolicy, Items};
+use crate::pop::RawPop;
 
 /// A multi-producer multi-consumer FIFO queue whose consumers can wait for items, blocking
 /// ([`pop_timeout`](Self::pop_timeout)) or asynchronously ([`pop_async`](Self::pop_async)).
@@ -187,11 +188,7 @@ impl<T> WaitQueue<T> {
     where
         S: Future<Output = ()> + Unpin,
     {
-        Pop {
-            queue: &self.inner,
-            state: PopState::new(),
-            signal,
-        }
+        Pop(RawPop::new(&self.inner, signal))
     }
 
     /// Blocks until an item arrives or the model timer fires (loom models only).
@@ -316,11 +313,7 @@ impl<T> WaitQueue<T> {
 /// assert_eq!(futures::executor::block_on(pop), Some('x'));
 /// ```
 #[must_use = "futures do nothing unless polled"]
-pub struct Pop<'a, T, S = Timeout> {
-    queue: &'a Handoff<Items<T>>,
-    state: PopState<T>,
-    signal: S,
-}
+pub struct Pop<'a, T, S = Timeout>(RawPop<'a, Items<T>, S>);
 
 impl<T, S> fmt::Debug for Pop<'_, T, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -335,13 +328,6 @@ where
     type Output = Option<T>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<T>> {
-        let this = self.get_mut();
-        this.queue.poll_pop(&mut this.state, &mut this.signal, cx)
-    }
-}
-
-impl<T, S> Drop for Pop<'_, T, S> {
-    fn drop(&mut self) {
-        self.queue.drop_pop(&mut self.state);
+        Pin::new(&mut self.get_mut().0).poll(cx)
     }
 }

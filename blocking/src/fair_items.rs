@@ -1,0 +1,78 @@
+//! The item store of [`crate::FairWaitQueue`]: a [`FairQueue`] plus the items given back,
+//! behind one short critical section.
+
+use std::collections::VecDeque;
+use std::hash::Hash;
+
+use fairq_core::fair::{FairQueue, Full};
+
+use crate::fair_wait_queue::FairPushError;
+use crate::handoff::Store;
+use crate::sync::{lock, Mutex, MutexGuard};
+
+pub(crate) struct FairState<K, T> {
+    pub(crate) fair: FairQueue<K, T>,
+    /// Items given back (`put_head`, dropped futures): served before the fair schedule.
+    pub(crate) returned: VecDeque<(K, T)>,
+}
+
+pub(crate) struct FairItems<K, T> {
+    state: Mutex<FairState<K, T>>,
+}
+
+impl<K, T> FairItems<K, T> {
+    pub(crate) fn new(fair: FairQueue<K, T>) -> Self {
+        FairItems {
+            state: Mutex::new(FairState {
+                fair,
+                returned: VecDeque::new(),
+            }),
+        }
+    }
+
+    /// The critical section: held for one queue operation, never while waking anyone.
+    pub(crate) fn lock(&self) -> MutexGuard<'_, FairState<K, T>> {
+        lock(&self.state)
+    }
+}
+
+impl<K: Eq + Hash + Clone, T> FairItems<K, T> {
+    /// Pushes under the bound, which counts the given-back items too (like the held
+    /// slots of `WaitQueue`): they are never refused, but while they are held they take
+    /// room from new pushes.
+    pub(crate) fn push(&self, key: K, item: T) -> Result<(), FairPushError<K, T>> {
+        let mut state = self.lock();
+        let held = state.fair.len() + state.returned.len();
+        if state
+            .fair
+            .capacity()
+            .is_some_and(|capacity| held >= capacity)
+        {
+            return Err(FairPushError::Full {
+                key,
+                item,
+                len: held,
+            });
+        }
+        state
+            .fair
+            .push(key, item)
+            .map_err(|Full { key, item, len }| FairPushError::Full { key, item, len })
+    }
+}
+
+impl<K: Eq + Hash + Clone, T> Store for FairItems<K, T> {
+    type Item = (K, T);
+
+    fn pop(&self) -> Option<(K, T)> {
+        let mut state = self.lock();
+        match state.returned.pop_front() {
+            Some(entry) => Some(entry),
+            None => state.fair.pop_with_key(),
+        }
+    }
+
+    fn put_back(&self, entry: (K, T)) {
+        self.lock().returned.push_back(entry);
+    }
+}

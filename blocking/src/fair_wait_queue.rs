@@ -1,0 +1,472 @@
+//! [`FairWaitQueue`]: the fair-by-key queue of `fairq-core` with waiting consumers.
+
+use core::fmt;
+use core::future::Future;
+use core::pin::Pin;
+use core::task::{Context, Poll};
+use std::hash::Hash;
+use std::time::Duration;
+
+use fairq_core::fair::FairQueue;
+
+use crate::deadline::{ClockDeadline, Timeout};
+use crate::fair_items::FairItems;
+use crate::handoff::{Handoff, Store};
+use crate::pop::RawPop;
+
+/// Why [`FairWaitQueue::push`] gave an item back.
+///
+/// ```
+/// use fairq_blocking::{FairPushError, FairWaitQueue};
+///
+/// let q = FairWaitQueue::with_capacity(1);
+/// q.push("alice", 1).unwrap();
+/// let err = q.push("bob", 2).unwrap_err();
+/// assert!(matches!(err, FairPushError::Full { len: 1, .. }));
+/// assert_eq!(err.into_inner(), ("bob", 2));
+/// ```
+#[derive(thiserror::Error)]
+pub enum FairPushError<K, T> {
+    /// The queue held `len` items, its capacity.
+    #[error("the fair wait-queue is full ({len} items)")]
+    Full {
+        /// The refused key.
+        key: K,
+        /// The refused item.
+        item: T,
+        /// Items held when the push was refused.
+        len: usize,
+    },
+    /// The queue was closed.
+    #[error("the fair wait-queue is closed")]
+    Closed {
+        /// The refused key.
+        key: K,
+        /// The refused item.
+        item: T,
+    },
+}
+
+impl<K, T> FairPushError<K, T> {
+    /// The refused key and item.
+    ///
+    /// ```
+    /// let q = fairq_blocking::FairWaitQueue::new();
+    /// q.close();
+    /// assert_eq!(q.push('k', 1).unwrap_err().into_inner(), ('k', 1));
+    /// ```
+    pub fn into_inner(self) -> (K, T) {
+        match self {
+            FairPushError::Full { key, item, .. } | FairPushError::Closed { key, item } => {
+                (key, item)
+            }
+        }
+    }
+}
+
+impl<K, T> fmt::Debug for FairPushError<K, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FairPushError::Full { len, .. } => f
+                .debug_struct("Full")
+                .field("len", len)
+                .finish_non_exhaustive(),
+            FairPushError::Closed { .. } => f.debug_struct("Closed").finish_non_exhaustive(),
+        }
+    }
+}
+
+/// A fair-by-key queue (the snapshot-of-heads schedule of
+/// [`fairq_core::fair::FairQueue`], with its bound and weights) whose consumers can wait
+/// for items, blocking or asynchronously, exactly like [`WaitQueue`](crate::WaitQueue)'s.
+///
+/// The fair schedule is a sequential structure, so it sits behind a short critical section:
+/// a mutex held for one `FairQueue` operation (O(1)) and never while parking, waking, or
+/// waiting for anyone. Waiting consumers use the same lock-free waiter queue and direct
+/// hand-off as `WaitQueue`: the oldest live waiter receives the next item in fair order,
+/// with one unpark or wake per item, and no producer ever waits for a consumer to act.
+///
+/// Items given back with [`put_head`](Self::put_head) (or by a dropped
+/// [`pop_async`](Self::pop_async) future that had already won one) are served before the
+/// fair schedule, in the order they were given back. They are never refused, but they
+/// count towards [`len`](Self::len) and the bound while held.
+///
+/// ```
+/// use fairq_blocking::FairWaitQueue;
+///
+/// let q = FairWaitQueue::new();
+/// for i in 0..3 {
+///     q.push("heavy", i).unwrap();
+/// }
+/// q.push("light", 100).unwrap();
+/// // The light user's single item is served after one heavy item, not after all three.
+/// assert_eq!(q.try_pop(), Some(0));
+/// assert_eq!(q.try_pop(), Some(100));
+/// ```
+pub struct FairWaitQueue<K: Eq + Hash + Clone, T> {
+    inner: Handoff<FairItems<K, T>>,
+}
+
+impl<K: Eq + Hash + Clone, T> fmt::Debug for FairWaitQueue<K, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FairWaitQueue")
+            .field("waiters", &self.inner.waiter_count())
+            .field("closed", &self.inner.is_closed())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K: Eq + Hash + Clone, T> Default for FairWaitQueue<K, T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<K: Eq + Hash + Clone, T> FairWaitQueue<K, T> {
+    /// A queue with the default bound of [`FairQueue::new`] (128 items).
+    ///
+    /// ```
+    /// let q = fairq_blocking::FairWaitQueue::<&str, u32>::new();
+    /// assert_eq!(q.capacity(), Some(128));
+    /// ```
+    pub fn new() -> Self {
+        Self::from_queue(FairQueue::new())
+    }
+
+    /// A queue holding at most `capacity` items.
+    ///
+    /// ```
+    /// let q = fairq_blocking::FairWaitQueue::<&str, u32>::with_capacity(4);
+    /// assert_eq!(q.capacity(), Some(4));
+    /// ```
+    pub fn with_capacity(capacity: usize) -> Self {
+        Self::from_queue(FairQueue::with_capacity(capacity))
+    }
+
+    /// A queue without a bound.
+    ///
+    /// ```
+    /// let q = fairq_blocking::FairWaitQueue::<&str, u32>::unbounded();
+    /// assert_eq!(q.capacity(), None);
+    /// ```
+    pub fn unbounded() -> Self {
+        Self::from_queue(FairQueue::unbounded())
+    }
+
+    /// Wraps an existing fair queue (its items, weights and bound are kept).
+    ///
+    /// ```
+    /// use fairq_core::fair::FairQueue;
+    ///
+    /// let mut fair = FairQueue::new();
+    /// fair.push("a", 1).unwrap();
+    /// let q = fairq_blocking::FairWaitQueue::from_queue(fair);
+    /// assert_eq!(q.len(), 1);
+    /// ```
+    pub fn from_queue(queue: FairQueue<K, T>) -> Self {
+        FairWaitQueue {
+            inner: Handoff::new(FairItems::new(queue)),
+        }
+    }
+
+    /// Number of items held (including items given back).
+    ///
+    /// ```
+    /// let q = fairq_blocking::FairWaitQueue::new();
+    /// q.push("a", 1).unwrap();
+    /// assert_eq!(q.len(), 1);
+    /// ```
+    pub fn len(&self) -> usize {
+        let state = self.inner.store.lock();
+        state.fair.len() + state.returned.len()
+    }
+
+    /// Whether [`len`](Self::len) is 0.
+    ///
+    /// ```
+    /// assert!(fairq_blocking::FairWaitQueue::<u8, u8>::new().is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The bound, if any.
+    ///
+    /// ```
+    /// assert_eq!(fairq_blocking::FairWaitQueue::<u8, u8>::new().capacity(), Some(128));
+    /// ```
+    pub fn capacity(&self) -> Option<usize> {
+        self.inner.store.lock().fair.capacity()
+    }
+
+    /// Number of consumers currently waiting.
+    ///
+    /// ```
+    /// assert_eq!(fairq_blocking::FairWaitQueue::<u8, u8>::new().waiter_count(), 0);
+    /// ```
+    pub fn waiter_count(&self) -> usize {
+        self.inner.waiter_count()
+    }
+
+    /// Closes the queue: every waiting consumer resolves to `None`, later pushes are
+    /// refused, and the items still queued can be drained.
+    ///
+    /// ```
+    /// let q = fairq_blocking::FairWaitQueue::new();
+    /// q.push("a", 1).unwrap();
+    /// q.close();
+    /// assert!(q.push("a", 2).is_err());
+    /// assert_eq!(q.try_pop(), Some(1));
+    /// ```
+    pub fn close(&self) {
+        self.inner.close();
+    }
+
+    /// Whether [`close`](Self::close) was called.
+    ///
+    /// ```
+    /// assert!(!fairq_blocking::FairWaitQueue::<u8, u8>::new().is_closed());
+    /// ```
+    pub fn is_closed(&self) -> bool {
+        self.inner.is_closed()
+    }
+
+    /// Resolves every consumer waiting now with `None`; the queue stays open.
+    ///
+    /// ```
+    /// let q = fairq_blocking::FairWaitQueue::<u8, u8>::new();
+    /// q.evict_waiters();
+    /// assert_eq!(q.waiter_count(), 0);
+    /// ```
+    pub fn evict_waiters(&self) {
+        self.inner.evict_waiters();
+    }
+
+    /// Runs `f` on the fair queue, for monitoring (its snapshot, backlogs, weights). The
+    /// queue is locked while `f` runs, so keep it short. Items given back and not yet
+    /// served are not in the fair queue.
+    ///
+    /// ```
+    /// let q = fairq_blocking::FairWaitQueue::new();
+    /// q.push("a", 1).unwrap();
+    /// q.push("b", 2).unwrap();
+    /// let backlog = q.inspect(|fair| fair.iter().count());
+    /// assert_eq!(backlog, 2);
+    /// ```
+    pub fn inspect<R>(&self, f: impl FnOnce(&FairQueue<K, T>) -> R) -> R {
+        f(&self.inner.store.lock().fair)
+    }
+
+    /// Queues `item` at the back of `key`'s FIFO, or hands it to the oldest waiting
+    /// consumer (in fair order). Gives it back when full or closed.
+    ///
+    /// ```
+    /// let q = fairq_blocking::FairWaitQueue::new();
+    /// q.push("alice", "report").unwrap();
+    /// assert_eq!(q.try_pop_with_key(), Some(("alice", "report")));
+    /// ```
+    pub fn push(&self, key: K, item: T) -> Result<(), FairPushError<K, T>> {
+        if self.inner.is_closed() {
+            return Err(FairPushError::Closed { key, item });
+        }
+        self.inner.store.push(key, item)?;
+        self.inner.item_added();
+        Ok(())
+    }
+
+    /// Gives an item back: served before the fair schedule, after the items given back
+    /// earlier. Never refused.
+    ///
+    /// ```
+    /// let q = fairq_blocking::FairWaitQueue::new();
+    /// q.push("a", 1).unwrap();
+    /// q.put_head("b", 0);
+    /// assert_eq!(q.try_pop(), Some(0));
+    /// ```
+    pub fn put_head(&self, key: K, item: T) {
+        self.inner.put_back((key, item));
+    }
+
+    /// Takes the next item without waiting.
+    ///
+    /// ```
+    /// assert_eq!(fairq_blocking::FairWaitQueue::<u8, u8>::new().try_pop(), None);
+    /// ```
+    pub fn try_pop(&self) -> Option<T> {
+        self.try_pop_with_key().map(|(_, item)| item)
+    }
+
+    /// Takes the next item and its key without waiting.
+    ///
+    /// ```
+    /// let q = fairq_blocking::FairWaitQueue::new();
+    /// q.push(7u8, 'x').unwrap();
+    /// assert_eq!(q.try_pop_with_key(), Some((7, 'x')));
+    /// ```
+    pub fn try_pop_with_key(&self) -> Option<(K, T)> {
+        self.inner.store.pop()
+    }
+
+    /// Takes the next item, waiting up to `timeout` (the thread parks). `None` at the
+    /// deadline or when the queue is closed or its waiters evicted with nothing to take.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let q = fairq_blocking::FairWaitQueue::<u8, u8>::new();
+    /// assert_eq!(q.pop_timeout(Duration::from_millis(1)), None);
+    /// ```
+    pub fn pop_timeout(&self, timeout: Duration) -> Option<T> {
+        self.pop_timeout_with_key(timeout).map(|(_, item)| item)
+    }
+
+    /// Like [`pop_timeout`](Self::pop_timeout), also returning the key.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let q = fairq_blocking::FairWaitQueue::new();
+    /// q.push("k", 1).unwrap();
+    /// assert_eq!(q.pop_timeout_with_key(Duration::from_secs(1)), Some(("k", 1)));
+    /// ```
+    pub fn pop_timeout_with_key(&self, timeout: Duration) -> Option<(K, T)> {
+        self.inner.pop_blocking(&ClockDeadline::after(timeout))
+    }
+
+    /// Takes the next item asynchronously; with `Some(timeout)` the future resolves to
+    /// `None` at the deadline. No async runtime is needed. Dropping the future never
+    /// loses an item.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let q = fairq_blocking::FairWaitQueue::new();
+    /// q.push("k", 1).unwrap();
+    /// assert_eq!(futures::executor::block_on(q.pop_async(Some(Duration::from_secs(1)))), Some(1));
+    /// ```
+    pub fn pop_async(&self, timeout: Option<Duration>) -> FairPop<'_, K, T> {
+        self.pop_until(Timeout::after(timeout))
+    }
+
+    /// Like [`pop_async`](Self::pop_async), resolving to the key and the item.
+    ///
+    /// ```
+    /// let q = fairq_blocking::FairWaitQueue::new();
+    /// q.push("k", 1).unwrap();
+    /// assert_eq!(futures::executor::block_on(q.pop_async_with_key(None)), Some(("k", 1)));
+    /// ```
+    pub fn pop_async_with_key(&self, timeout: Option<Duration>) -> FairPopWithKey<'_, K, T> {
+        FairPopWithKey(RawPop::new(&self.inner, Timeout::after(timeout)))
+    }
+
+    /// Takes the next item asynchronously, giving up (`None`) when `signal` completes.
+    ///
+    /// ```
+    /// let q = fairq_blocking::FairWaitQueue::<u8, u8>::new();
+    /// assert_eq!(futures::executor::block_on(q.pop_until(futures::future::ready(()))), None);
+    /// ```
+    pub fn pop_until<S>(&self, signal: S) -> FairPop<'_, K, T, S>
+    where
+        S: Future<Output = ()> + Unpin,
+    {
+        FairPop(RawPop::new(&self.inner, signal))
+    }
+
+    /// Sets how many items `key` receives per round while it has a backlog (see
+    /// [`FairQueue::set_weight`]).
+    ///
+    /// ```
+    /// let q = fairq_blocking::FairWaitQueue::new();
+    /// q.set_weight(&"vip", 2);
+    /// for i in 0..3 {
+    ///     q.push("vip", i).unwrap();
+    ///     q.push("std", 10 + i).unwrap();
+    /// }
+    /// let order: Vec<_> = std::iter::from_fn(|| q.try_pop()).collect();
+    /// assert_eq!(&order[..3], &[0, 10, 1]);
+    /// ```
+    pub fn set_weight(&self, key: &K, weight: u32) {
+        self.inner.store.lock().fair.set_weight(key, weight);
+    }
+
+    /// Removes `key`'s whole backlog, including its items given back, and returns it in
+    /// delivery order (given-back items first).
+    ///
+    /// ```
+    /// let q = fairq_blocking::FairWaitQueue::new();
+    /// q.push("spam", 1).unwrap();
+    /// q.push("ok", 2).unwrap();
+    /// q.push("spam", 3).unwrap();
+    /// assert_eq!(q.remove_key(&"spam"), vec![1, 3]);
+    /// assert_eq!(q.try_pop(), Some(2));
+    /// ```
+    pub fn remove_key(&self, key: &K) -> Vec<T> {
+        let mut state = self.inner.store.lock();
+        let mut removed = Vec::new();
+        let returned = core::mem::take(&mut state.returned);
+        for (k, item) in returned {
+            if &k == key {
+                removed.push(item);
+            } else {
+                state.returned.push_back((k, item));
+            }
+        }
+        removed.extend(state.fair.remove_key(key));
+        removed
+    }
+}
+
+/// The future of [`FairWaitQueue::pop_async`] and [`FairWaitQueue::pop_until`].
+///
+/// ```
+/// let q = fairq_blocking::FairWaitQueue::new();
+/// let pop = q.pop_async(None);
+/// q.push("k", 'x').unwrap();
+/// assert_eq!(futures::executor::block_on(pop), Some('x'));
+/// ```
+#[must_use = "futures do nothing unless polled"]
+pub struct FairPop<'a, K: Eq + Hash + Clone, T, S = Timeout>(RawPop<'a, FairItems<K, T>, S>);
+
+/// The future of [`FairWaitQueue::pop_async_with_key`].
+///
+/// ```
+/// let q = fairq_blocking::FairWaitQueue::new();
+/// let pop = q.pop_async_with_key(None);
+/// q.push("k", 'x').unwrap();
+/// assert_eq!(futures::executor::block_on(pop), Some(("k", 'x')));
+/// ```
+#[must_use = "futures do nothing unless polled"]
+pub struct FairPopWithKey<'a, K: Eq + Hash + Clone, T, S = Timeout>(RawPop<'a, FairItems<K, T>, S>);
+
+impl<K: Eq + Hash + Clone, T, S> fmt::Debug for FairPop<'_, K, T, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FairPop").finish_non_exhaustive()
+    }
+}
+
+impl<K: Eq + Hash + Clone, T, S> fmt::Debug for FairPopWithKey<'_, K, T, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FairPopWithKey").finish_non_exhaustive()
+    }
+}
+
+impl<K: Eq + Hash + Clone, T, S> Future for FairPop<'_, K, T, S>
+where
+    S: Future<Output = ()> + Unpin,
+{
+    type Output = Option<T>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<T>> {
+        Pin::new(&mut self.get_mut().0)
+            .poll(cx)
+            .map(|popped| popped.map(|(_, item)| item))
+    }
+}
+
+impl<K: Eq + Hash + Clone, T, S> Future for FairPopWithKey<'_, K, T, S>
+where
+    S: Future<Output = ()> + Unpin,
+{
+    type Output = Option<(K, T)>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<(K, T)>> {
+        Pin::new(&mut self.get_mut().0).poll(cx)
+    }
+}

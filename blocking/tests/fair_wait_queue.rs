@@ -1,0 +1,127 @@
+//! Behaviour of `FairWaitQueue` beyond the model test: threads, fairness under waiting
+//! consumers, and the error type.
+
+mod common;
+
+use std::sync::Arc;
+use std::task::Poll;
+use std::thread;
+use std::time::Duration;
+
+use common::{poll_once, wait_until, CountingWaker};
+use fairq_blocking::{FairPushError, FairWaitQueue};
+
+#[test]
+fn fair_queue_is_send_and_sync() {
+    fn assert_send_sync<X: Send + Sync>() {}
+    assert_send_sync::<FairWaitQueue<String, Vec<u8>>>();
+}
+
+#[test]
+fn waiting_consumers_receive_items_in_fair_order() {
+    let q = FairWaitQueue::unbounded();
+    let wakers: Vec<_> = (0..4).map(|_| CountingWaker::new()).collect();
+    let mut pops: Vec<_> = (0..4).map(|_| q.pop_async_with_key(None)).collect();
+    for (pop, waker) in pops.iter_mut().zip(&wakers) {
+        assert_eq!(poll_once(pop, waker), Poll::Pending);
+    }
+    // With everyone waiting, each push is handed over at once, in push order.
+    q.push("heavy", 1).unwrap();
+    q.push("heavy", 2).unwrap();
+    q.push("light", 3).unwrap();
+    q.push("heavy", 4).unwrap();
+    let got: Vec<_> = pops
+        .iter_mut()
+        .zip(&wakers)
+        .map(|(pop, waker)| match poll_once(pop, waker) {
+            Poll::Ready(got) => got,
+            Poll::Pending => panic!("a waiter was skipped"),
+        })
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            Some(("heavy", 1)),
+            Some(("heavy", 2)),
+            Some(("light", 3)),
+            Some(("heavy", 4))
+        ]
+    );
+    assert!(wakers.iter().all(|w| w.count() == 1));
+}
+
+#[test]
+fn a_light_key_overtakes_a_heavy_backlog() {
+    let q = Arc::new(FairWaitQueue::unbounded());
+    for i in 0..100 {
+        q.push("heavy", i).unwrap();
+    }
+    q.push("light", 1000).unwrap();
+    let consumer = {
+        let q = Arc::clone(&q);
+        thread::spawn(move || {
+            (0..3)
+                .map(|_| q.pop_timeout(Duration::from_secs(60)).unwrap())
+                .collect::<Vec<_>>()
+        })
+    };
+    assert_eq!(consumer.join().unwrap(), vec![0, 1000, 1]);
+}
+
+#[test]
+fn blocking_consumer_gets_a_later_push_and_close_releases_the_rest() {
+    let q = Arc::new(FairWaitQueue::new());
+    let consumers: Vec<_> = (0..2)
+        .map(|_| {
+            let q = Arc::clone(&q);
+            thread::spawn(move || q.pop_timeout_with_key(Duration::from_secs(60)))
+        })
+        .collect();
+    wait_until(|| q.waiter_count() == 2);
+    q.push("k", 1).unwrap();
+    wait_until(|| q.waiter_count() == 1);
+    q.close();
+    let mut got: Vec<_> = consumers.into_iter().map(|c| c.join().unwrap()).collect();
+    got.sort();
+    assert_eq!(got, vec![None, Some(("k", 1))]);
+    assert!(matches!(q.push("k", 2), Err(FairPushError::Closed { .. })));
+}
+
+#[test]
+fn dropped_future_gives_its_item_back_with_its_key() {
+    let q = FairWaitQueue::unbounded();
+    let w = CountingWaker::new();
+    let mut f = q.pop_async(None);
+    assert_eq!(poll_once(&mut f, &w), Poll::Pending);
+    q.push("a", 1).unwrap();
+    q.push("b", 2).unwrap();
+    drop(f);
+    assert_eq!(q.try_pop_with_key(), Some(("a", 1)));
+    assert_eq!(q.try_pop_with_key(), Some(("b", 2)));
+}
+
+#[test]
+fn full_error_reports_the_length_and_displays() {
+    let q = FairWaitQueue::with_capacity(2);
+    q.push(1, 'a').unwrap();
+    q.put_head(2, 'b'); // given back: never refused, but counts
+    let err = q.push(3, 'c').unwrap_err();
+    assert_eq!(err.to_string(), "the fair wait-queue is full (2 items)");
+    assert!(matches!(err, FairPushError::Full { len: 2, .. }));
+    assert_eq!(err.into_inner(), (3, 'c'));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn async_pop_under_tokio() {
+    let q = Arc::new(FairWaitQueue::new());
+    let consumer = {
+        let q = Arc::clone(&q);
+        tokio::spawn(async move { q.pop_async(Some(Duration::from_secs(60))).await })
+    };
+    while q.waiter_count() == 0 {
+        tokio::task::yield_now().await;
+    }
+    q.push("k", 5).unwrap();
+    assert_eq!(consumer.await.unwrap(), Some(5));
+    assert_eq!(q.pop_async(Some(Duration::from_millis(2))).await, None);
+}

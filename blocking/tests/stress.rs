@@ -1,0 +1,186 @@
+//! Stress tests outside loom: many producers and consumers with random timeouts and
+//! dropped futures. Every item must be delivered exactly once and each producer's items
+//! must reach every consumer in push order, except for items given back by dropped
+//! futures (at most one per drop), which are served again ahead of the rest.
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::Poll;
+use std::thread;
+use std::time::Duration;
+
+use common::{poll_once, CountingWaker};
+use fairq_blocking::{FairWaitQueue, FullPolicy, WaitQueue};
+
+const PRODUCERS: usize = 4;
+const CONSUMERS: usize = 4;
+
+/// What one consumer saw.
+#[derive(Default)]
+struct Seen {
+    items: Vec<(usize, usize)>,
+    drops: usize,
+}
+
+/// One consumer step with a randomly chosen way of popping. `pop` abstracts the queue.
+trait Consume: Sync {
+    fn try_pop(&self) -> Option<(usize, usize)>;
+    fn pop_timeout(&self, d: Duration) -> Option<(usize, usize)>;
+    fn pop_async_block_on(&self, d: Duration) -> Option<(usize, usize)>;
+    /// Polls a fresh async pop once, then drops it if it is still pending.
+    fn poll_once_then_drop(&self, waker: &Arc<CountingWaker>) -> Poll<Option<(usize, usize)>>;
+}
+
+impl Consume for WaitQueue<(usize, usize)> {
+    fn try_pop(&self) -> Option<(usize, usize)> {
+        WaitQueue::try_pop(self)
+    }
+    fn pop_timeout(&self, d: Duration) -> Option<(usize, usize)> {
+        WaitQueue::pop_timeout(self, d)
+    }
+    fn pop_async_block_on(&self, d: Duration) -> Option<(usize, usize)> {
+        futures::executor::block_on(self.pop_async(Some(d)))
+    }
+    fn poll_once_then_drop(&self, waker: &Arc<CountingWaker>) -> Poll<Option<(usize, usize)>> {
+        let mut fut = self.pop_async(None);
+        poll_once(&mut fut, waker)
+    }
+}
+
+impl Consume for FairWaitQueue<usize, usize> {
+    fn try_pop(&self) -> Option<(usize, usize)> {
+        self.try_pop_with_key()
+    }
+    fn pop_timeout(&self, d: Duration) -> Option<(usize, usize)> {
+        self.pop_timeout_with_key(d)
+    }
+    fn pop_async_block_on(&self, d: Duration) -> Option<(usize, usize)> {
+        futures::executor::block_on(self.pop_async_with_key(Some(d)))
+    }
+    fn poll_once_then_drop(&self, waker: &Arc<CountingWaker>) -> Poll<Option<(usize, usize)>> {
+        let mut fut = self.pop_async_with_key(None);
+        poll_once(&mut fut, waker)
+    }
+}
+
+fn consume<Q: Consume>(q: &Q, received: &AtomicUsize, total: usize, seed: u64) -> Seen {
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let waker = CountingWaker::new();
+    let mut seen = Seen::default();
+    while received.load(Ordering::SeqCst) < total {
+        let timeout = Duration::from_micros(rng.u64(0..2_000));
+        let got = match rng.u8(0..8) {
+            0 => q.try_pop(),
+            1..=3 => q.pop_timeout(timeout),
+            4..=5 => q.pop_async_block_on(timeout),
+            _ => match q.poll_once_then_drop(&waker) {
+                Poll::Ready(got) => got,
+                Poll::Pending => {
+                    seen.drops += 1;
+                    None
+                }
+            },
+        };
+        if let Some(item) = got {
+            seen.items.push(item);
+            received.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    seen
+}
+
+fn check(seen: Vec<Seen>, per_producer: usize) {
+    let mut delivered = vec![vec![0u8; per_producer]; PRODUCERS];
+    let mut inversions = 0;
+    let mut drops = 0;
+    for consumer in &seen {
+        drops += consumer.drops;
+        let mut max = [None::<usize>; PRODUCERS];
+        for &(p, i) in &consumer.items {
+            delivered[p][i] += 1;
+            if max[p].is_some_and(|m| i < m) {
+                inversions += 1;
+            } else {
+                max[p] = Some(i);
+            }
+        }
+    }
+    eprintln!("inversions {inversions}, dropped futures {drops}");
+    for (p, counts) in delivered.iter().enumerate() {
+        for (i, &n) in counts.iter().enumerate() {
+            assert_eq!(n, 1, "item {i} of producer {p} delivered {n} times");
+        }
+    }
+    assert!(
+        inversions <= drops,
+        "{inversions} out-of-order deliveries but only {drops} dropped futures"
+    );
+}
+
+fn run<Q, P>(q: Arc<Q>, per_producer: usize, push: P)
+where
+    Q: Consume + Send + 'static,
+    P: Fn(&Q, usize, usize) + Send + Sync + Copy + 'static,
+{
+    let total = PRODUCERS * per_producer;
+    let received = Arc::new(AtomicUsize::new(0));
+    let producers: Vec<_> = (0..PRODUCERS)
+        .map(|p| {
+            let q = Arc::clone(&q);
+            thread::spawn(move || {
+                // Bursts separated by short pauses, so consumers keep running dry and
+                // waiting (load shaping only; nothing synchronises on these pauses).
+                let mut rng = fastrand::Rng::with_seed(p as u64);
+                for i in 0..per_producer {
+                    push(&q, p, i);
+                    if rng.u8(0..64) == 0 {
+                        thread::sleep(Duration::from_micros(rng.u64(0..200)));
+                    }
+                }
+            })
+        })
+        .collect();
+    let consumers: Vec<_> = (0..CONSUMERS)
+        .map(|c| {
+            let (q, received) = (Arc::clone(&q), Arc::clone(&received));
+            thread::spawn(move || consume(&*q, &received, total, 0x5eed + c as u64))
+        })
+        .collect();
+    for p in producers {
+        p.join().unwrap();
+    }
+    let seen: Vec<Seen> = consumers.into_iter().map(|c| c.join().unwrap()).collect();
+    check(seen, per_producer);
+}
+
+#[test]
+fn unbounded_wait_queue_delivers_every_item_exactly_once_in_order() {
+    let q = Arc::new(WaitQueue::unbounded());
+    run(q, 200_000 / PRODUCERS, |q, p, i| q.push((p, i)).unwrap());
+}
+
+#[test]
+fn bounded_wait_queue_under_pressure_delivers_every_accepted_item_once() {
+    let q = Arc::new(WaitQueue::bounded(16, FullPolicy::Refuse));
+    run(q, 25_000, |q, p, i| {
+        let mut item = (p, i);
+        while let Err(back) = q.push(item) {
+            item = back;
+            thread::yield_now();
+        }
+    });
+}
+
+#[test]
+fn fair_wait_queue_delivers_every_item_exactly_once_in_key_order() {
+    let q = Arc::new(FairWaitQueue::with_capacity(64));
+    run(q, 25_000, |q, p, i| {
+        let mut item = i;
+        while let Err(err) = q.push(p, item) {
+            item = err.into_inner().1;
+            thread::yield_now();
+        }
+    });
+}
