@@ -400,12 +400,12 @@ pub trait Backend: Send + Sync + 'static {
     fn get(&self, id: JobId) -> impl Future<Output = Result<Option<JobInfo>, BackendError>> + Send;
 
     /// Revives dead jobs (fresh retry budget, due now); returns how many.
-    fn retry(&self, target: RetryTarget)
-        -> impl Future<Output = Result<u64, BackendError>> + Send;
+    fn retry(&self, target: RetryTarget) -> impl Future<Output = Result<u64, BackendError>> + Send;
 
     /// Deletes matching jobs (never running ones); returns how many.
     fn purge(&self, purge: Purge) -> impl Future<Output = Result<u64, BackendError>> + Send;
 
     /// Deletes finished jobs that finished more than `older_than` ago; returns how many.
-    fn prune(&self, older_than: Duration) -> impl Future<Output = Result<u64, BackendError>> + Send;
+    fn prune(&self, older_than: Duration)
+        -> impl Future<Output = Result<u64, BackendError>> + Send;
 }

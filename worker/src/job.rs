@@ -569,7 +569,9 @@ impl fmt::Display for JobStatus {
 /// assert!("nope".parse::<fairq_worker::JobStatus>().is_err());
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown job status {0:?} (expected blocked, scheduled, running, retrying, succeeded or dead)")]
+#[error(
+    "unknown job status {0:?} (expected blocked, scheduled, running, retrying, succeeded or dead)"
+)]
 pub struct UnknownStatus(pub String);
 
 impl std::str::FromStr for JobStatus {

@@ -9,8 +9,11 @@
 mod backend;
 mod clock;
 mod codec;
+mod handler;
 mod job;
+mod memory;
 mod random;
+mod testing;
 
 #[cfg(any(test, feature = "conformance"))]
 pub mod conformance;
@@ -20,10 +23,13 @@ pub use backend::{
 };
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use codec::{Codec, CodecError, JsonCodec};
+pub use handler::{Handlers, PermanentExt};
 pub use job::{
     Claim, Failure, Job, JobId, JobInfo, JobStatus, NewJob, OnConflict, Schedule, UnknownStatus,
 };
+pub use memory::MemoryBackend;
 pub use random::random_u64;
+pub use testing::{RunOutcome, RunResult, TestQueue, TestQueueError};
 
 /// Re-exported so stores and users name one version of the core types.
 pub use fairq_core;

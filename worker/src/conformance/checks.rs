@@ -1,0 +1,1103 @@
+//! The checks of the conformance suite, one public async function each.
+//!
+//! Every check takes a fresh, empty store whose time comes from `clock` (reading
+//! [`START`](super::START) at first) and panics with a message naming the broken rule.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use fairq_core::job::{DeadReason, Outcome, State};
+use fairq_core::retry::RetryPolicy;
+
+use crate::backend::{Backend, BackendError, ListFilter, Purge, RetryTarget};
+use crate::clock::{Clock, ManualClock};
+use crate::job::{Failure, Job, JobId, JobStatus, NewJob, OnConflict};
+
+use super::PATIENCE;
+
+const LEASE: Duration = Duration::from_secs(30);
+const MS: Duration = Duration::from_millis(1);
+
+fn new_job(queue: &str) -> NewJob {
+    NewJob::new(queue, "test", b"{}".to_vec())
+}
+
+async fn claim_one<B: Backend>(store: &B, queue: &str) -> Job {
+    let mut jobs = store.claim(queue, 1, LEASE).await.expect("claim");
+    assert_eq!(jobs.len(), 1, "expected one due job in {queue:?}");
+    jobs.remove(0)
+}
+
+async fn assert_nothing_due<B: Backend>(store: &B, queue: &str, why: &str) {
+    let jobs = store.claim(queue, 10, LEASE).await.expect("claim");
+    assert!(
+        jobs.is_empty(),
+        "{why}: claimed {:?}",
+        jobs.iter().map(|j| j.claim.id).collect::<Vec<_>>()
+    );
+}
+
+async fn state<B: Backend>(store: &B, id: JobId) -> State {
+    store
+        .get(id)
+        .await
+        .expect("get")
+        .unwrap_or_else(|| panic!("job {id} vanished"))
+        .state
+}
+
+async fn status<B: Backend>(store: &B, id: JobId) -> JobStatus {
+    JobStatus::of(&state(store, id).await)
+}
+
+/// A job's fields survive the round trip enqueue → claim → get, and completion finishes it.
+pub async fn enqueue_claim_complete_round_trip<B: Backend>(store: &B, clock: &ManualClock) {
+    let payload = vec![0, 159, 146, 150, 255, b'{'];
+    let new = NewJob::new("rt", "resize", payload.clone())
+        .key("tenant-1")
+        .meta("trace_id", "abc-123")
+        .meta("user", "u7");
+    let enqueued_at = clock.now();
+    let id = store.enqueue(new).await.expect("enqueue");
+    assert_eq!(status(store, id).await, JobStatus::Scheduled);
+
+    clock.advance(Duration::from_secs(1));
+    let job = claim_one(store, "rt").await;
+    assert_eq!(job.claim.id, id);
+    assert_eq!(job.queue, "rt");
+    assert_eq!(job.kind, "resize");
+    assert_eq!(job.key.as_deref(), Some("tenant-1"));
+    assert_eq!(
+        job.payload, payload,
+        "payload bytes must round-trip exactly"
+    );
+    assert_eq!(job.attempt, 1);
+    assert_eq!(job.enqueued_at, enqueued_at);
+    assert_eq!(job.run_at, enqueued_at);
+    assert_eq!(job.lease_deadline, clock.now() + 30_000);
+    assert_eq!(
+        job.metadata.get("trace_id").map(String::as_str),
+        Some("abc-123")
+    );
+    assert_eq!(job.metadata.len(), 2);
+    assert_eq!(job.retry, RetryPolicy::default());
+
+    let info = store.get(id).await.expect("get").expect("job exists");
+    assert!(matches!(info.state, State::Running { lease } if lease.token == job.claim.token));
+    assert_eq!(info.attempts, 1);
+    assert_eq!(info.payload, payload);
+    assert_eq!(info.metadata, job.metadata);
+
+    assert_nothing_due(store, "rt", "a running job must not be claimed again").await;
+    clock.advance(Duration::from_secs(2));
+    store.complete(job.claim).await.expect("complete");
+    assert_eq!(state(store, id).await, State::Succeeded { at: clock.now() });
+    assert_nothing_due(store, "rt", "a succeeded job must not run again").await;
+    assert!(store.get(JobId(u64::MAX - 7)).await.expect("get").is_none());
+}
+
+/// `enqueue_many` returns one id per job, in order, each naming that job.
+pub async fn enqueue_many_returns_ids_in_order<B: Backend>(store: &B, _clock: &ManualClock) {
+    let jobs: Vec<NewJob> = (0..20)
+        .map(|i| NewJob::new("many", format!("kind-{i}"), vec![i as u8]).key(format!("k{}", i % 3)))
+        .collect();
+    let ids = store.enqueue_many(jobs).await.expect("enqueue_many");
+    assert_eq!(ids.len(), 20);
+    let mut distinct = ids.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(distinct.len(), 20, "ids must be distinct");
+    for (i, id) in ids.iter().enumerate() {
+        let info = store.get(*id).await.expect("get").expect("job exists");
+        assert_eq!(info.kind, format!("kind-{i}"));
+        assert_eq!(info.payload, vec![i as u8]);
+    }
+    assert!(store
+        .enqueue_many(Vec::new())
+        .await
+        .expect("empty batch")
+        .is_empty());
+}
+
+/// Malformed jobs get a typed error, not a panic, and nothing is stored.
+pub async fn invalid_jobs_are_refused<B: Backend>(store: &B, _clock: &ManualClock) {
+    let err = store
+        .enqueue(NewJob::new("", "k", vec![]))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, BackendError::Invalid(_)),
+        "empty queue name: {err}"
+    );
+    let err = store
+        .enqueue(NewJob::new("q", "", vec![]))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, BackendError::Invalid(_)), "empty kind: {err}");
+    let listed = store.list(ListFilter::default()).await.expect("list");
+    assert!(listed.is_empty(), "refused jobs must not be stored");
+}
+
+/// A claim returns at most `max` jobs, only of its queue.
+pub async fn claims_respect_max_and_queue<B: Backend>(store: &B, _clock: &ManualClock) {
+    let a: Vec<NewJob> = (0..5).map(|_| new_job("qa")).collect();
+    let b: Vec<NewJob> = (0..2).map(|_| new_job("qb")).collect();
+    let a_ids = store.enqueue_many(a).await.expect("enqueue");
+    let b_ids = store.enqueue_many(b).await.expect("enqueue");
+    assert!(store
+        .claim("qa", 0, LEASE)
+        .await
+        .expect("claim 0")
+        .is_empty());
+    let first = store.claim("qa", 3, LEASE).await.expect("claim");
+    assert_eq!(first.len(), 3);
+    let rest = store.claim("qa", 10, LEASE).await.expect("claim");
+    assert_eq!(rest.len(), 2);
+    let mut got: Vec<JobId> = first.iter().chain(&rest).map(|j| j.claim.id).collect();
+    got.sort();
+    assert_eq!(got, a_ids);
+    assert!(first.iter().chain(&rest).all(|j| j.queue == "qa"));
+    assert_nothing_due(store, "qa", "queue qa is drained").await;
+    assert_nothing_due(store, "nowhere", "an unknown queue has no jobs").await;
+    let b_jobs = store.claim("qb", 10, LEASE).await.expect("claim");
+    let mut got: Vec<JobId> = b_jobs.iter().map(|j| j.claim.id).collect();
+    got.sort();
+    assert_eq!(got, b_ids);
+}
+
+/// Concurrent claimers get every job exactly once.
+pub async fn each_job_runs_exactly_once<B: Backend>(store: &B, _clock: &ManualClock) {
+    const N: usize = 300;
+    let mut ids = Vec::new();
+    for i in 0..50 {
+        ids.push(
+            store
+                .enqueue(new_job("once").key(format!("t{}", i % 7)))
+                .await
+                .expect("enqueue"),
+        );
+    }
+    let batch: Vec<NewJob> = (50..N)
+        .map(|i| new_job("once").key(format!("t{}", i % 7)))
+        .collect();
+    ids.extend(store.enqueue_many(batch).await.expect("enqueue_many"));
+
+    let seen: Mutex<HashMap<JobId, u32>> = Mutex::new(HashMap::new());
+    let done = AtomicUsize::new(0);
+    let claimer = || async {
+        while done.load(Ordering::SeqCst) < N {
+            let jobs = store.claim("once", 5, LEASE).await.expect("claim");
+            if jobs.is_empty() {
+                tokio::task::yield_now().await;
+                continue;
+            }
+            for job in jobs {
+                *seen.lock().expect("lock").entry(job.claim.id).or_default() += 1;
+                store.complete(job.claim).await.expect("complete");
+                done.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+    };
+    tokio::time::timeout(
+        PATIENCE,
+        futures::future::join4(claimer(), claimer(), claimer(), claimer()),
+    )
+    .await
+    .expect("all jobs claimed in time");
+
+    let seen = seen.into_inner().expect("lock");
+    assert_eq!(seen.len(), N, "every job must be claimed");
+    for id in &ids {
+        assert_eq!(
+            seen.get(id),
+            Some(&1),
+            "job {id} must be claimed exactly once"
+        );
+    }
+    let succeeded = store
+        .list(
+            ListFilter::default()
+                .queue("once")
+                .status(JobStatus::Succeeded)
+                .limit(N + 10),
+        )
+        .await
+        .expect("list");
+    assert_eq!(succeeded.len(), N);
+    assert!(succeeded.iter().all(|j| j.attempts == 1));
+}
+
+/// Failed jobs come back exactly when the policy says: not 1 ms before, and at the delay.
+pub async fn retries_follow_the_policy_schedule<B: Backend>(store: &B, clock: &ManualClock) {
+    let delays = [
+        Duration::from_secs(1),
+        Duration::from_secs(5),
+        Duration::from_secs(30),
+    ];
+    let policy = RetryPolicy::new(4).with_delays(delays);
+    let id = store
+        .enqueue(new_job("retry").retry(policy.clone()))
+        .await
+        .expect("enqueue");
+
+    // Delays 1 s, 5 s, 30 s, then the last entry repeats.
+    for (attempt, delay) in (1..=4).zip(delays.iter().chain([&delays[2]])) {
+        let job = claim_one(store, "retry").await;
+        assert_eq!(job.attempt, attempt);
+        assert_eq!(job.retry, policy);
+        let failed_at = clock.now();
+        let outcome = store
+            .fail(job.claim, Failure::retryable(format!("failure {attempt}")))
+            .await
+            .expect("fail");
+        let run_at = failed_at + delay.as_millis() as u64;
+        assert_eq!(outcome, Outcome::Retry { run_at }, "attempt {attempt}");
+        let info = store.get(id).await.expect("get").expect("exists");
+        assert_eq!(info.state, State::Retrying { run_at });
+        assert_eq!(info.attempts, attempt);
+        assert_eq!(
+            info.last_error.as_deref(),
+            Some(format!("failure {attempt}").as_str())
+        );
+
+        clock.advance(*delay - MS);
+        assert_nothing_due(store, "retry", "a retry must wait for its full delay").await;
+        clock.advance(MS);
+        if attempt == 4 {
+            break;
+        }
+    }
+    let last = claim_one(store, "retry").await;
+    assert_eq!(last.attempt, 5);
+    assert_eq!(last.run_at, clock.now());
+    store.complete(last.claim).await.expect("complete");
+    assert!(matches!(state(store, id).await, State::Succeeded { .. }));
+}
+
+/// The job dies when the policy gives up, and is not claimed again.
+pub async fn dead_after_the_policy_gives_up<B: Backend>(store: &B, clock: &ManualClock) {
+    let id = store
+        .enqueue(new_job("dead").retry(RetryPolicy::new(2)))
+        .await
+        .expect("enqueue");
+    for attempt in 1..=3 {
+        let job = claim_one(store, "dead").await;
+        assert_eq!(job.attempt, attempt);
+        clock.advance(Duration::from_millis(10));
+        let outcome = store
+            .fail(job.claim, Failure::retryable("boom"))
+            .await
+            .expect("fail");
+        if attempt < 3 {
+            assert_eq!(
+                outcome,
+                Outcome::Retry {
+                    run_at: clock.now()
+                }
+            );
+        } else {
+            assert_eq!(outcome, Outcome::Dead);
+        }
+    }
+    assert_eq!(
+        state(store, id).await,
+        State::Dead {
+            at: clock.now(),
+            reason: DeadReason::RetriesExhausted
+        }
+    );
+    clock.advance(Duration::from_secs(3600));
+    assert_nothing_due(store, "dead", "a dead job must not run").await;
+    let info = store
+        .get(id)
+        .await
+        .expect("get")
+        .expect("dead jobs are kept");
+    assert_eq!(info.attempts, 3);
+    assert_eq!(info.last_error.as_deref(), Some("boom"));
+}
+
+/// A permanent failure kills the job at once, whatever retries it had left.
+pub async fn permanent_failure_kills_at_once<B: Backend>(store: &B, clock: &ManualClock) {
+    let id = store
+        .enqueue(new_job("perm").retry(RetryPolicy::forever()))
+        .await
+        .expect("enqueue");
+    let job = claim_one(store, "perm").await;
+    let outcome = store
+        .fail(job.claim, Failure::permanent("cannot decode payload: eof"))
+        .await
+        .expect("fail");
+    assert_eq!(outcome, Outcome::Dead);
+    assert_eq!(
+        state(store, id).await,
+        State::Dead {
+            at: clock.now(),
+            reason: DeadReason::Discarded
+        }
+    );
+    let info = store.get(id).await.expect("get").expect("exists");
+    assert_eq!(
+        info.last_error.as_deref(),
+        Some("cannot decode payload: eof")
+    );
+    assert_nothing_due(store, "perm", "a discarded job must not run").await;
+}
+
+/// Delayed and scheduled jobs are not claimable before their time, and are at it.
+pub async fn delayed_jobs_wait<B: Backend>(store: &B, clock: &ManualClock) {
+    let start = clock.now();
+    let delayed = store
+        .enqueue(new_job("later").delay(Duration::from_secs(10)))
+        .await
+        .expect("enqueue");
+    let at = store
+        .enqueue(new_job("later").run_at(start + 20_000))
+        .await
+        .expect("enqueue");
+    assert_eq!(
+        state(store, delayed).await,
+        State::Scheduled {
+            run_at: start + 10_000
+        }
+    );
+    assert_eq!(
+        state(store, at).await,
+        State::Scheduled {
+            run_at: start + 20_000
+        }
+    );
+
+    clock.advance(Duration::from_secs(10) - MS);
+    assert_nothing_due(store, "later", "a delayed job must wait").await;
+    clock.advance(MS);
+    let job = claim_one(store, "later").await;
+    assert_eq!(job.claim.id, delayed);
+    assert_eq!(job.run_at, start + 10_000);
+    store.complete(job.claim).await.expect("complete");
+
+    clock.set(start + 20_000 - 1);
+    assert_nothing_due(store, "later", "a job scheduled at a time must wait").await;
+    clock.set(start + 20_000);
+    assert_eq!(claim_one(store, "later").await.claim.id, at);
+
+    // A time in the past is due at once.
+    let past = store
+        .enqueue(new_job("later").run_at(start))
+        .await
+        .expect("enqueue");
+    assert_eq!(claim_one(store, "later").await.claim.id, past);
+}
+
+/// A light key's job is claimed within `2 (K - 1)` claims, however deep another key's
+/// backlog is.
+pub async fn fair_by_key<B: Backend>(store: &B, _clock: &ManualClock) {
+    let heavy: Vec<NewJob> = (0..1_000).map(|_| new_job("fair").key("heavy")).collect();
+    store.enqueue_many(heavy).await.expect("enqueue heavy");
+    for key in ["m1", "m2", "m3"] {
+        let batch: Vec<NewJob> = (0..5).map(|_| new_job("fair").key(key)).collect();
+        store.enqueue_many(batch).await.expect("enqueue medium");
+    }
+    // Work a little, so a snapshot may be pending when the light job arrives.
+    for _ in 0..3 {
+        let job = claim_one(store, "fair").await;
+        store.complete(job.claim).await.expect("complete");
+    }
+    let light = store
+        .enqueue(new_job("fair").key("light"))
+        .await
+        .expect("enqueue light");
+    let keys = 5;
+    let bound = 2 * (keys - 1);
+    let mut others = 0;
+    loop {
+        let job = claim_one(store, "fair").await;
+        store.complete(job.claim).await.expect("complete");
+        if job.claim.id == light {
+            break;
+        }
+        others += 1;
+        assert!(
+            others <= bound,
+            "the light key's job waited for more than 2(K-1) = {bound} claims"
+        );
+    }
+    let heavy_left = store
+        .list(
+            ListFilter::default()
+                .queue("fair")
+                .status(JobStatus::Scheduled)
+                .limit(2_000),
+        )
+        .await
+        .expect("list")
+        .into_iter()
+        .filter(|j| j.key.as_deref() == Some("heavy"))
+        .count();
+    assert!(
+        heavy_left > 900,
+        "the light job must finish before the heavy backlog drains"
+    );
+
+    // Batch claims are fair too: a new key's job is in the next batches, not after the backlog.
+    let late = store
+        .enqueue(new_job("fair").key("late"))
+        .await
+        .expect("enqueue");
+    let mut claimed = 0;
+    let mut found = false;
+    while claimed <= bound && !found {
+        let jobs = store.claim("fair", 4, LEASE).await.expect("claim");
+        assert!(!jobs.is_empty());
+        for job in jobs {
+            found |= job.claim.id == late;
+            claimed += 1;
+            store.complete(job.claim).await.expect("complete");
+        }
+    }
+    assert!(
+        found,
+        "a new key's job must come within 2(K-1) claims in batches too"
+    );
+}
+
+/// Jobs without a key share one key: a keyed job is not stuck behind their backlog.
+pub async fn keyless_jobs_share_one_key<B: Backend>(store: &B, _clock: &ManualClock) {
+    let keyless: Vec<NewJob> = (0..50).map(|_| new_job("nokey")).collect();
+    store.enqueue_many(keyless).await.expect("enqueue");
+    let keyed = store
+        .enqueue(new_job("nokey").key("vip"))
+        .await
+        .expect("enqueue");
+    let mut order = Vec::new();
+    for _ in 0..3 {
+        let job = claim_one(store, "nokey").await;
+        order.push(job.claim.id);
+        store.complete(job.claim).await.expect("complete");
+    }
+    assert!(
+        order.contains(&keyed),
+        "two keys: the keyed job must be among the first 3 claims"
+    );
+}
+
+/// An expired lease is rescued; the old worker's complete, fail and heartbeat are refused as
+/// stale, and the new worker's complete counts.
+pub async fn lease_expiry_rescues_and_fences_the_stale_worker<B: Backend>(
+    store: &B,
+    clock: &ManualClock,
+) {
+    let id = store
+        .enqueue(new_job("lease").retry(RetryPolicy::new(3)))
+        .await
+        .expect("enqueue");
+    let stale = claim_one(store, "lease").await;
+    assert_eq!(
+        store.rescue("lease").await.expect("rescue"),
+        0,
+        "lease still valid"
+    );
+
+    clock.advance(LEASE - MS);
+    assert_eq!(
+        store.rescue("lease").await.expect("rescue"),
+        0,
+        "lease valid 1 ms before its end"
+    );
+    clock.advance(MS);
+    assert_eq!(
+        store.rescue("lease").await.expect("rescue"),
+        1,
+        "expired lease is rescued"
+    );
+    assert_eq!(
+        state(store, id).await,
+        State::Retrying {
+            run_at: clock.now()
+        }
+    );
+    let info = store.get(id).await.expect("get").expect("exists");
+    assert!(
+        info.last_error.is_some(),
+        "a rescue records why the attempt failed"
+    );
+
+    let fresh = claim_one(store, "lease").await;
+    assert_eq!(fresh.claim.id, id);
+    assert_eq!(fresh.attempt, 2, "the lost attempt counts");
+    assert!(
+        fresh.claim.token > stale.claim.token,
+        "a new claim gets a newer token"
+    );
+
+    let err = store.complete(stale.claim).await.unwrap_err();
+    assert!(
+        err.is_stale_lease(),
+        "stale completion must be refused as stale: {err}"
+    );
+    let err = store
+        .fail(stale.claim, Failure::retryable("late"))
+        .await
+        .unwrap_err();
+    assert!(
+        err.is_stale_lease(),
+        "stale failure must be refused as stale: {err}"
+    );
+    let err = store.heartbeat(stale.claim, LEASE).await.unwrap_err();
+    assert!(
+        err.is_stale_lease(),
+        "stale heartbeat must be refused as stale: {err}"
+    );
+
+    store
+        .complete(fresh.claim)
+        .await
+        .expect("the current lease completes");
+    assert!(matches!(state(store, id).await, State::Succeeded { .. }));
+    let err = store.complete(stale.claim).await.unwrap_err();
+    assert!(
+        err.is_stale_lease(),
+        "stale completion after success is still stale: {err}"
+    );
+}
+
+/// A heartbeat moves the lease deadline, so the job is not rescued while its worker lives.
+pub async fn heartbeat_extends_the_lease<B: Backend>(store: &B, clock: &ManualClock) {
+    let id = store.enqueue(new_job("hb")).await.expect("enqueue");
+    let job = claim_one(store, "hb").await;
+    clock.advance(Duration::from_secs(20));
+    let deadline = store.heartbeat(job.claim, LEASE).await.expect("heartbeat");
+    assert_eq!(deadline, clock.now() + 30_000);
+    clock.advance(Duration::from_secs(20)); // 40 s after the claim, 20 s after the heartbeat
+    assert_eq!(
+        store.rescue("hb").await.expect("rescue"),
+        0,
+        "extended lease is valid"
+    );
+    assert!(matches!(state(store, id).await, State::Running { .. }));
+    clock.advance(Duration::from_secs(10));
+    assert_eq!(store.rescue("hb").await.expect("rescue"), 1);
+    assert!(matches!(state(store, id).await, State::Retrying { .. }));
+}
+
+/// A rescue is a failed attempt under the policy: with no retries left the job dies.
+pub async fn rescue_counts_an_attempt<B: Backend>(store: &B, clock: &ManualClock) {
+    let id = store
+        .enqueue(new_job("rsc").retry(RetryPolicy::new(0)))
+        .await
+        .expect("enqueue");
+    let other = store.enqueue(new_job("rsc-other")).await.expect("enqueue");
+    claim_one(store, "rsc").await;
+    let other_job = claim_one(store, "rsc-other").await;
+    clock.advance(LEASE);
+    assert_eq!(store.rescue("rsc").await.expect("rescue"), 1);
+    assert_eq!(
+        state(store, id).await,
+        State::Dead {
+            at: clock.now(),
+            reason: DeadReason::LeaseExpired
+        }
+    );
+    assert!(
+        matches!(state(store, other).await, State::Running { .. }),
+        "a rescue touches only its queue"
+    );
+    store
+        .complete(other_job.claim)
+        .await
+        .expect("the other queue's lease is intact");
+    let stats = store.stats().await.expect("stats");
+    let rsc = stats
+        .iter()
+        .find(|s| s.queue == "rsc")
+        .expect("queue rsc in stats");
+    assert_eq!(rsc.counts.dead, 1);
+    assert_eq!(rsc.retries.dead, 1);
+    assert_eq!(rsc.retries.failures, 1);
+}
+
+/// Completing twice, or completing an unknown job, is an error, never a panic.
+pub async fn finishing_twice_is_refused<B: Backend>(store: &B, _clock: &ManualClock) {
+    store.enqueue(new_job("twice")).await.expect("enqueue");
+    let job = claim_one(store, "twice").await;
+    store.complete(job.claim).await.expect("complete");
+    let err = store.complete(job.claim).await.unwrap_err();
+    assert!(!err.is_transient(), "a second completion is refused: {err}");
+    let err = store
+        .fail(job.claim, Failure::retryable("x"))
+        .await
+        .unwrap_err();
+    assert!(
+        !err.is_transient(),
+        "failing a finished job is refused: {err}"
+    );
+    let mut ghost = job.claim;
+    ghost.id = JobId(u64::MAX - 3);
+    let err = store.complete(ghost).await.unwrap_err();
+    assert!(
+        matches!(err, BackendError::NotFound(id) if id == ghost.id),
+        "unknown job: {err}"
+    );
+}
+
+/// A job that depends on another waits until that one succeeds, through its failures.
+pub async fn dependencies_wait_for_success<B: Backend>(store: &B, _clock: &ManualClock) {
+    let first = store
+        .enqueue(new_job("dep").retry(RetryPolicy::new(1)))
+        .await
+        .expect("enqueue");
+    let second = store
+        .enqueue(new_job("dep-b").after(first))
+        .await
+        .expect("enqueue");
+    assert_eq!(status(store, second).await, JobStatus::Blocked);
+    assert_nothing_due(store, "dep-b", "a blocked job must wait").await;
+
+    let claimed = claim_one(store, "dep").await;
+    store
+        .fail(claimed.claim, Failure::retryable("not yet"))
+        .await
+        .expect("fail");
+    assert_eq!(
+        status(store, second).await,
+        JobStatus::Blocked,
+        "a failure does not release"
+    );
+    assert_nothing_due(store, "dep-b", "a failed dependency does not release").await;
+
+    let claimed = claim_one(store, "dep").await;
+    store.complete(claimed.claim).await.expect("complete");
+    assert_eq!(status(store, second).await, JobStatus::Scheduled);
+    let released = claim_one(store, "dep-b").await;
+    assert_eq!(released.claim.id, second);
+    let info = store.get(second).await.expect("get").expect("exists");
+    assert_eq!(info.depends_on, Some(first));
+
+    // A dependency that already succeeded does not block.
+    let third = store
+        .enqueue(new_job("dep-b").after(first))
+        .await
+        .expect("enqueue");
+    assert_eq!(status(store, third).await, JobStatus::Scheduled);
+}
+
+/// When a dependency dies its dependents stay blocked; reviving it and its success release
+/// them.
+pub async fn dependents_of_a_dead_job_wait_for_its_revival<B: Backend>(
+    store: &B,
+    _clock: &ManualClock,
+) {
+    let first = store
+        .enqueue(new_job("dd").retry(RetryPolicy::new(0)))
+        .await
+        .expect("enqueue");
+    let second = store
+        .enqueue(new_job("dd-b").after(first))
+        .await
+        .expect("enqueue");
+    let job = claim_one(store, "dd").await;
+    assert_eq!(
+        store
+            .fail(job.claim, Failure::retryable("x"))
+            .await
+            .expect("fail"),
+        Outcome::Dead
+    );
+    assert_eq!(status(store, second).await, JobStatus::Blocked);
+    assert_nothing_due(store, "dd-b", "dependents of a dead job stay blocked").await;
+
+    assert_eq!(
+        store.retry(RetryTarget::One(first)).await.expect("retry"),
+        1
+    );
+    assert_eq!(status(store, second).await, JobStatus::Blocked);
+    let job = claim_one(store, "dd").await;
+    store.complete(job.claim).await.expect("complete");
+    assert_eq!(claim_one(store, "dd-b").await.claim.id, second);
+}
+
+/// A dependency on a job that does not exist is refused.
+pub async fn unknown_dependency_is_refused<B: Backend>(store: &B, _clock: &ManualClock) {
+    let missing = JobId(u64::MAX - 11);
+    let err = store
+        .enqueue(new_job("ud").after(missing))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, BackendError::UnknownDependency(id) if id == missing),
+        "expected UnknownDependency, got {err}"
+    );
+    assert!(store
+        .list(ListFilter::default())
+        .await
+        .expect("list")
+        .is_empty());
+}
+
+/// Unique keys hold among a queue's unfinished jobs.
+pub async fn unique_keys<B: Backend>(store: &B, _clock: &ManualClock) {
+    let first = store
+        .enqueue(new_job("uq").unique("order-1", OnConflict::Error))
+        .await
+        .expect("enqueue");
+    let err = store
+        .enqueue(new_job("uq").unique("order-1", OnConflict::Error))
+        .await
+        .unwrap_err();
+    match err {
+        BackendError::Duplicate {
+            queue,
+            key,
+            existing,
+        } => {
+            assert_eq!(
+                (queue.as_str(), key.as_str(), existing),
+                ("uq", "order-1", first)
+            );
+        }
+        other => panic!("expected Duplicate, got {other}"),
+    }
+    let ignored = store
+        .enqueue(new_job("uq").unique("order-1", OnConflict::Ignore))
+        .await
+        .expect("enqueue ignore");
+    assert_eq!(ignored, first, "Ignore returns the existing job");
+    let other_queue = store
+        .enqueue(new_job("uq-other").unique("order-1", OnConflict::Error))
+        .await
+        .expect("the key is per queue");
+    assert_ne!(other_queue, first);
+    let listed = store
+        .list(ListFilter::default().queue("uq"))
+        .await
+        .expect("list");
+    assert_eq!(listed.len(), 1, "duplicates are not stored");
+    assert_eq!(listed[0].unique_key.as_deref(), Some("order-1"));
+
+    let job = claim_one(store, "uq").await;
+    let err = store.enqueue(job_with_key("order-1")).await.unwrap_err();
+    assert!(
+        matches!(err, BackendError::Duplicate { .. }),
+        "a running job holds its key"
+    );
+    store.complete(job.claim).await.expect("complete");
+    let again = store
+        .enqueue(job_with_key("order-1"))
+        .await
+        .expect("a finished job frees its key");
+    assert_ne!(again, first);
+
+    // Within one batch, a repeated key resolves to the batch's first job.
+    let ids = store
+        .enqueue_many(vec![
+            NewJob::new("uq-batch", "test", vec![]).unique("b", OnConflict::Ignore),
+            NewJob::new("uq-batch", "test", vec![]).unique("b", OnConflict::Ignore),
+        ])
+        .await
+        .expect("enqueue_many");
+    assert_eq!(ids[0], ids[1]);
+}
+
+fn job_with_key(key: &str) -> NewJob {
+    new_job("uq").unique(key, OnConflict::Error)
+}
+
+/// `list` filters by queue and status, pages by id, and `get` sees every state.
+pub async fn list_and_get<B: Backend>(store: &B, clock: &ManualClock) {
+    let ids = store
+        .enqueue_many(
+            (0..6)
+                .map(|i| new_job(if i % 2 == 0 { "la" } else { "lb" }))
+                .collect(),
+        )
+        .await
+        .expect("enqueue");
+    let running = claim_one(store, "la").await;
+    let all = store.list(ListFilter::default()).await.expect("list");
+    assert_eq!(
+        all.iter().map(|j| j.id).collect::<Vec<_>>(),
+        ids,
+        "ordered by id"
+    );
+    let la = store
+        .list(ListFilter::default().queue("la"))
+        .await
+        .expect("list");
+    assert_eq!(la.len(), 3);
+    assert!(la.iter().all(|j| j.queue == "la"));
+    let running_list = store
+        .list(ListFilter::default().status(JobStatus::Running))
+        .await
+        .expect("list");
+    assert_eq!(running_list.len(), 1);
+    assert_eq!(running_list[0].id, running.claim.id);
+
+    let page1 = store
+        .list(ListFilter::default().limit(4))
+        .await
+        .expect("list");
+    assert_eq!(page1.len(), 4);
+    let mut next = ListFilter::default().limit(4);
+    next.after = Some(page1[3].id);
+    let page2 = store.list(next).await.expect("list");
+    assert_eq!(
+        page1.iter().chain(&page2).map(|j| j.id).collect::<Vec<_>>(),
+        ids,
+        "pages cover every job once"
+    );
+    clock.advance(Duration::from_secs(1));
+    let info = store.get(ids[1]).await.expect("get").expect("exists");
+    assert_eq!(info.status(), JobStatus::Scheduled);
+    assert_eq!(info.queue, "lb");
+}
+
+/// Stats count jobs per queue and status, retries, processing time and the oldest error.
+pub async fn stats_count_and_time<B: Backend>(store: &B, clock: &ManualClock) {
+    let policy = RetryPolicy::new(1).with_delays([Duration::from_secs(60)]);
+    let ok = store.enqueue(new_job("st")).await.expect("enqueue");
+    let flaky = store
+        .enqueue(new_job("st").retry(policy))
+        .await
+        .expect("enqueue");
+    store
+        .enqueue(new_job("st").delay(Duration::from_secs(3600)))
+        .await
+        .expect("enqueue");
+    store.enqueue(new_job("st-other")).await.expect("enqueue");
+
+    let mut jobs = store.claim("st", 2, LEASE).await.expect("claim");
+    assert_eq!(jobs.len(), 2);
+    jobs.sort_by_key(|j| j.claim.id);
+    clock.advance(Duration::from_secs(2));
+    store.complete(jobs[0].claim).await.expect("complete");
+    let failed_at = clock.now();
+    store
+        .fail(jobs[1].claim, Failure::retryable("flaky"))
+        .await
+        .expect("fail");
+    assert_eq!((jobs[0].claim.id, jobs[1].claim.id), (ok, flaky));
+
+    let stats = store.stats().await.expect("stats");
+    let st = stats.iter().find(|s| s.queue == "st").expect("queue st");
+    assert_eq!(st.counts.succeeded, 1);
+    assert_eq!(st.counts.retrying, 1);
+    assert_eq!(st.counts.scheduled, 1);
+    assert_eq!(st.counts.total(), 3);
+    assert_eq!(st.retries.ok, 1);
+    assert_eq!(st.retries.failures, 1);
+    assert_eq!(st.oldest_error_at, Some(failed_at));
+    assert_eq!(
+        st.processing_ms.count, 2,
+        "both finished attempts are timed"
+    );
+    let max = st.processing_ms.max as f64;
+    assert!(
+        (max - 2_000.0).abs() <= 20.0,
+        "processing time ~2000 ms, got {max}"
+    );
+    let other = stats
+        .iter()
+        .find(|s| s.queue == "st-other")
+        .expect("queue st-other");
+    assert_eq!(other.counts.scheduled, 1);
+    assert_eq!(other.oldest_error_at, None);
+
+    clock.advance(Duration::from_secs(60));
+    let retry = claim_one(store, "st").await;
+    assert_eq!(retry.claim.id, flaky);
+    store.complete(retry.claim).await.expect("complete");
+    let stats = store.stats().await.expect("stats");
+    let st = stats.iter().find(|s| s.queue == "st").expect("queue st");
+    assert_eq!(st.counts.succeeded, 2);
+    assert_eq!(st.retries.ok, 2);
+    assert_eq!(st.retries.retries, 1, "one retry ran");
+    assert_eq!(st.oldest_error_at, None, "a success ends the error");
+}
+
+/// Operators revive dead jobs, one or all, with a fresh retry budget.
+pub async fn operator_retry_revives_dead_jobs<B: Backend>(store: &B, clock: &ManualClock) {
+    let mut dead = Vec::new();
+    for queue in ["rv", "rv", "rv-other"] {
+        let id = store
+            .enqueue(new_job(queue).retry(RetryPolicy::new(0)))
+            .await
+            .expect("enqueue");
+        let job = claim_one(store, queue).await;
+        store
+            .fail(job.claim, Failure::retryable("down"))
+            .await
+            .expect("fail");
+        dead.push(id);
+    }
+    let alive = store.enqueue(new_job("rv")).await.expect("enqueue");
+    let err = store.retry(RetryTarget::One(alive)).await.unwrap_err();
+    assert!(!err.is_transient(), "only dead jobs can be retried: {err}");
+    let err = store
+        .retry(RetryTarget::One(JobId(u64::MAX - 5)))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, BackendError::NotFound(_)),
+        "unknown job: {err}"
+    );
+
+    clock.advance(Duration::from_secs(5));
+    assert_eq!(
+        store.retry(RetryTarget::One(dead[0])).await.expect("retry"),
+        1
+    );
+    assert_eq!(
+        state(store, dead[0]).await,
+        State::Scheduled {
+            run_at: clock.now()
+        }
+    );
+    assert_eq!(
+        store
+            .get(dead[0])
+            .await
+            .expect("get")
+            .expect("exists")
+            .attempts,
+        0
+    );
+    let revived = store
+        .retry(RetryTarget::AllDead {
+            queue: Some("rv".into()),
+        })
+        .await
+        .expect("retry all");
+    assert_eq!(revived, 1, "only rv's remaining dead job");
+    assert_eq!(
+        status(store, dead[2]).await,
+        JobStatus::Dead,
+        "other queues untouched"
+    );
+    assert_eq!(
+        store
+            .retry(RetryTarget::AllDead { queue: None })
+            .await
+            .expect("retry all"),
+        1
+    );
+    let mut claimed: Vec<JobId> = store
+        .claim("rv", 10, LEASE)
+        .await
+        .expect("claim")
+        .iter()
+        .map(|j| {
+            assert_eq!(j.attempt, 1, "a revived job starts over");
+            j.claim.id
+        })
+        .collect();
+    claimed.sort();
+    assert_eq!(claimed, vec![dead[0], dead[1], alive]);
+}
+
+/// Purge deletes matching jobs but never running ones.
+pub async fn purge_spares_running_jobs<B: Backend>(store: &B, _clock: &ManualClock) {
+    let ids = store
+        .enqueue_many((0..4).map(|_| new_job("pg")).collect())
+        .await
+        .expect("enqueue");
+    store.enqueue(new_job("pg-keep")).await.expect("enqueue");
+    let running = claim_one(store, "pg").await;
+    let purged = store
+        .purge(Purge {
+            queue: Some("pg".into()),
+            status: None,
+        })
+        .await
+        .expect("purge");
+    assert_eq!(purged, 3, "every job of pg but the running one");
+    assert!(matches!(
+        state(store, running.claim.id).await,
+        State::Running { .. }
+    ));
+    for id in ids.iter().filter(|id| **id != running.claim.id) {
+        assert!(
+            store.get(*id).await.expect("get").is_none(),
+            "job {id} purged"
+        );
+    }
+    assert_nothing_due(store, "pg", "purged jobs are not claimed").await;
+    store
+        .complete(running.claim)
+        .await
+        .expect("a running job survives purge");
+    let purged = store
+        .purge(Purge {
+            queue: None,
+            status: Some(JobStatus::Succeeded),
+        })
+        .await
+        .expect("purge");
+    assert_eq!(purged, 1);
+    let left = store.list(ListFilter::default()).await.expect("list");
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0].queue, "pg-keep");
+}
+
+/// Prune deletes finished jobs that finished long enough ago, and nothing else.
+pub async fn prune_deletes_old_finished_jobs<B: Backend>(store: &B, clock: &ManualClock) {
+    let old_ok = store.enqueue(new_job("pr")).await.expect("enqueue");
+    let old_dead = store
+        .enqueue(new_job("pr").retry(RetryPolicy::new(0)))
+        .await
+        .expect("enqueue");
+    let mut jobs = store.claim("pr", 2, LEASE).await.expect("claim");
+    jobs.sort_by_key(|j| j.claim.id);
+    store.complete(jobs[0].claim).await.expect("complete");
+    store
+        .fail(jobs[1].claim, Failure::retryable("x"))
+        .await
+        .expect("fail");
+
+    clock.advance(Duration::from_secs(1800));
+    let young = store.enqueue(new_job("pr")).await.expect("enqueue");
+    let claimed = claim_one(store, "pr").await;
+    store.complete(claimed.claim).await.expect("complete");
+    let waiting = store.enqueue(job_named("pr")).await.expect("enqueue");
+    let old_waiting = store
+        .enqueue(new_job("pr").delay(Duration::from_secs(86_400)))
+        .await
+        .expect("enqueue");
+
+    clock.advance(Duration::from_secs(1800) + MS);
+    let pruned = store.prune(Duration::from_secs(3600)).await.expect("prune");
+    assert_eq!(pruned, 2, "the two jobs finished over an hour ago");
+    assert!(store.get(old_ok).await.expect("get").is_none());
+    assert!(store.get(old_dead).await.expect("get").is_none());
+    for id in [young, waiting, old_waiting] {
+        assert!(store.get(id).await.expect("get").is_some(), "job {id} kept");
+    }
+    clock.advance(Duration::from_secs(1800));
+    assert_eq!(
+        store.prune(Duration::from_secs(3600)).await.expect("prune"),
+        1
+    );
+    assert!(store.get(young).await.expect("get").is_none());
+}
+
+fn job_named(queue: &str) -> NewJob {
+    NewJob::new(queue, "named", b"1".to_vec())
+}
+
+/// `wait_for_jobs` returns (early or at its timeout), never hangs.
+pub async fn wait_for_jobs_returns<B: Backend>(store: &B, _clock: &ManualClock) {
+    tokio::time::timeout(
+        PATIENCE,
+        store.wait_for_jobs("wq", Duration::from_millis(20)),
+    )
+    .await
+    .expect("wait_for_jobs with nothing due returns by its timeout");
+    store.enqueue(new_job("wq")).await.expect("enqueue");
+    tokio::time::timeout(
+        PATIENCE,
+        store.wait_for_jobs("wq", Duration::from_millis(20)),
+    )
+    .await
+    .expect("wait_for_jobs with a due job returns");
+}

@@ -1,0 +1,750 @@
+//! The in-memory store's state: plain data and functions of `(state, request, now)`.
+//!
+//! [`MemoryBackend`](super::MemoryBackend) wraps one [`Store`] in a mutex and reads the time
+//! from its clock; everything that decides lives here, so it can be driven step by step.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::Duration;
+
+use fairq_core::fair::FairQueue;
+use fairq_core::job::{millis, Lifecycle, Millis, Outcome, State, TransitionError};
+use fairq_core::retry::RetryPolicy;
+use fairq_core::stats::{Histogram, RetryStats};
+
+use crate::backend::{BackendError, ListFilter, Purge, QueueStats, RetryTarget, StatusCounts};
+use crate::job::{Claim, Failure, Job, JobId, JobInfo, JobStatus, NewJob, OnConflict};
+
+/// The message recorded when a job's lease expires.
+pub(crate) const LEASE_EXPIRED: &str = "lease expired: the worker stopped renewing it";
+
+/// One stored job.
+#[derive(Debug, Clone)]
+struct Record {
+    queue: String,
+    kind: String,
+    key: Option<String>,
+    payload: Vec<u8>,
+    retry: RetryPolicy,
+    unique_key: Option<String>,
+    depends_on: Option<JobId>,
+    metadata: BTreeMap<String, String>,
+    enqueued_at: Millis,
+    life: Lifecycle,
+    last_error: Option<String>,
+    /// When the job's current run of failures began (cleared by success or revival).
+    error_since: Option<Millis>,
+    /// When the current or last attempt was claimed.
+    claimed_at: Millis,
+    /// When the job last became due (schedule, retry time, release or revival).
+    due_at: Millis,
+    /// Generation of the job's live entry in the ready queue; older entries are stale.
+    ready_gen: u64,
+}
+
+impl Record {
+    fn info(&self, id: JobId) -> JobInfo {
+        JobInfo {
+            id,
+            queue: self.queue.clone(),
+            kind: self.kind.clone(),
+            key: self.key.clone(),
+            state: *self.life.state(),
+            attempts: self.life.attempts(),
+            enqueued_at: self.enqueued_at,
+            last_error: self.last_error.clone(),
+            unique_key: self.unique_key.clone(),
+            depends_on: self.depends_on,
+            payload: self.payload.clone(),
+            metadata: self.metadata.clone(),
+        }
+    }
+
+    fn job(&self, id: JobId) -> Option<Job> {
+        let State::Running { lease } = *self.life.state() else {
+            return None;
+        };
+        Some(Job {
+            claim: Claim {
+                id,
+                token: lease.token,
+            },
+            queue: self.queue.clone(),
+            kind: self.kind.clone(),
+            key: self.key.clone(),
+            payload: self.payload.clone(),
+            attempt: lease.attempt,
+            lease_deadline: lease.deadline,
+            enqueued_at: self.enqueued_at,
+            run_at: self.due_at,
+            retry: self.retry.clone(),
+            metadata: self.metadata.clone(),
+        })
+    }
+
+    fn status(&self) -> JobStatus {
+        JobStatus::of(self.life.state())
+    }
+
+    fn finished_at(&self) -> Option<Millis> {
+        match *self.life.state() {
+            State::Succeeded { at } | State::Dead { at, .. } => Some(at),
+            _ => None,
+        }
+    }
+}
+
+/// One queue's scheduling structures and counters.
+#[derive(Debug)]
+struct QueueState {
+    /// Due jobs, fair by key. Entries whose generation is no longer the job's are skipped.
+    ready: FairQueue<Option<String>, (JobId, u64)>,
+    /// Jobs waiting for time (scheduled or retrying), by due time then id.
+    timed: BTreeSet<(Millis, JobId)>,
+    /// Jobs held by workers.
+    running: BTreeSet<JobId>,
+    retries: RetryStats,
+    /// Claim-to-finish time of attempts, in milliseconds.
+    processing: Box<Histogram>,
+}
+
+impl QueueState {
+    fn new() -> Self {
+        QueueState {
+            ready: FairQueue::unbounded(),
+            timed: BTreeSet::new(),
+            running: BTreeSet::new(),
+            retries: RetryStats::default(),
+            processing: Box::new(Histogram::new()),
+        }
+    }
+}
+
+/// How one job of an `enqueue_many` batch resolves.
+enum Plan {
+    /// A new job gets this id.
+    New(JobId),
+    /// A duplicate unique key under [`OnConflict::Ignore`]: the existing job's id.
+    Existing(JobId),
+}
+
+/// Every job and queue of an in-memory store.
+#[derive(Debug, Default)]
+pub(crate) struct Store {
+    next_id: u64,
+    jobs: BTreeMap<JobId, Record>,
+    queues: BTreeMap<String, QueueState>,
+    /// `(queue, unique key)` of unfinished jobs.
+    unique: HashMap<(String, String), JobId>,
+    /// Blocked jobs per dependency.
+    dependents: HashMap<JobId, Vec<JobId>>,
+    /// Queues that gained due jobs since the last [`Store::take_woken`].
+    woken: BTreeSet<String>,
+}
+
+fn transition(id: JobId) -> impl FnOnce(TransitionError) -> BackendError {
+    move |source| BackendError::Transition { id, source }
+}
+
+impl Store {
+    /// Queues that may have new due jobs since the last call.
+    pub(crate) fn take_woken(&mut self) -> BTreeSet<String> {
+        std::mem::take(&mut self.woken)
+    }
+
+    /// Adds jobs, all or nothing.
+    pub(crate) fn enqueue_many(
+        &mut self,
+        jobs: Vec<NewJob>,
+        now: Millis,
+    ) -> Result<Vec<JobId>, BackendError> {
+        // Validate the whole batch before changing anything.
+        let mut plans = Vec::with_capacity(jobs.len());
+        let mut batch_unique: HashMap<(String, String), JobId> = HashMap::new();
+        let mut next = self.next_id;
+        for job in &jobs {
+            if job.queue.is_empty() {
+                return Err(BackendError::Invalid("queue name is empty".into()));
+            }
+            if job.kind.is_empty() {
+                return Err(BackendError::Invalid("job kind is empty".into()));
+            }
+            if let Some(dep) = job.depends_on {
+                if !self.jobs.contains_key(&dep) {
+                    return Err(BackendError::UnknownDependency(dep));
+                }
+            }
+            if let Some(unique) = &job.unique_key {
+                let slot = (job.queue.clone(), unique.clone());
+                let taken = self
+                    .unique
+                    .get(&slot)
+                    .or_else(|| batch_unique.get(&slot))
+                    .copied();
+                if let Some(existing) = taken {
+                    match job.on_conflict {
+                        OnConflict::Error => {
+                            return Err(BackendError::Duplicate {
+                                queue: job.queue.clone(),
+                                key: unique.clone(),
+                                existing,
+                            })
+                        }
+                        OnConflict::Ignore => {
+                            plans.push(Plan::Existing(existing));
+                            continue;
+                        }
+                    }
+                }
+                next += 1;
+                batch_unique.insert(slot, JobId(next));
+                plans.push(Plan::New(JobId(next)));
+                continue;
+            }
+            next += 1;
+            plans.push(Plan::New(JobId(next)));
+        }
+
+        let mut ids = Vec::with_capacity(plans.len());
+        for (job, plan) in jobs.into_iter().zip(plans) {
+            match plan {
+                Plan::Existing(id) => ids.push(id),
+                Plan::New(id) => {
+                    self.insert(id, job, now);
+                    ids.push(id);
+                }
+            }
+        }
+        self.next_id = next;
+        Ok(ids)
+    }
+
+    fn insert(&mut self, id: JobId, job: NewJob, now: Millis) {
+        let run_at = job.schedule.run_at(now);
+        let blocked = job.depends_on.is_some_and(|dep| {
+            !matches!(
+                self.jobs.get(&dep).map(|r| r.life.state()),
+                Some(State::Succeeded { .. })
+            )
+        });
+        let life = if blocked {
+            Lifecycle::blocked()
+        } else {
+            Lifecycle::scheduled(run_at)
+        };
+        let retry = job.effective_retry();
+        if let Some(unique) = &job.unique_key {
+            self.unique.insert((job.queue.clone(), unique.clone()), id);
+        }
+        if let (true, Some(dep)) = (blocked, job.depends_on) {
+            self.dependents.entry(dep).or_default().push(id);
+        }
+        self.queues
+            .entry(job.queue.clone())
+            .or_insert_with(QueueState::new);
+        self.jobs.insert(
+            id,
+            Record {
+                queue: job.queue,
+                kind: job.kind,
+                key: job.key,
+                payload: job.payload,
+                retry,
+                unique_key: job.unique_key,
+                depends_on: job.depends_on,
+                metadata: job.metadata,
+                enqueued_at: now,
+                life,
+                last_error: None,
+                error_since: None,
+                claimed_at: 0,
+                due_at: run_at,
+                ready_gen: 0,
+            },
+        );
+        if !blocked {
+            self.schedule(id, run_at, now);
+        }
+    }
+
+    /// Files a job that waits for time only: ready now, or in the timed set.
+    fn schedule(&mut self, id: JobId, run_at: Millis, now: Millis) {
+        let Some(record) = self.jobs.get_mut(&id) else {
+            return;
+        };
+        record.due_at = run_at;
+        let queue = self
+            .queues
+            .entry(record.queue.clone())
+            .or_insert_with(QueueState::new);
+        if run_at <= now {
+            // Jobs that became due earlier go first.
+            Self::promote_into(queue, &mut self.jobs, now);
+            let Some(record) = self.jobs.get_mut(&id) else {
+                return;
+            };
+            record.ready_gen += 1;
+            queue
+                .ready
+                .push(record.key.clone(), (id, record.ready_gen))
+                .ok();
+            self.woken.insert(record.queue.clone());
+        } else {
+            queue.timed.insert((run_at, id));
+        }
+    }
+
+    /// Moves every job of `queue` whose time has come into the fair ready queue, oldest due
+    /// time first.
+    fn promote_into(queue: &mut QueueState, jobs: &mut BTreeMap<JobId, Record>, now: Millis) {
+        while let Some(&(at, id)) = queue.timed.first() {
+            if at > now {
+                break;
+            }
+            queue.timed.pop_first();
+            if let Some(record) = jobs.get_mut(&id) {
+                if record.life.due_at() == Some(at) {
+                    record.ready_gen += 1;
+                    // An unbounded queue never refuses a push.
+                    queue
+                        .ready
+                        .push(record.key.clone(), (id, record.ready_gen))
+                        .ok();
+                }
+            }
+        }
+    }
+
+    /// Claims up to `max` due jobs of `queue`, fairly by key.
+    pub(crate) fn claim(
+        &mut self,
+        queue_name: &str,
+        max: usize,
+        lease: Duration,
+        now: Millis,
+    ) -> Vec<Job> {
+        let Some(queue) = self.queues.get_mut(queue_name) else {
+            return Vec::new();
+        };
+        Self::promote_into(queue, &mut self.jobs, now);
+        let mut claimed = Vec::new();
+        while claimed.len() < max {
+            let Some((id, generation)) = queue.ready.pop() else {
+                break;
+            };
+            let Some(record) = self.jobs.get_mut(&id) else {
+                continue; // purged
+            };
+            if record.ready_gen != generation || !record.life.is_claimable(now) {
+                continue; // superseded entry
+            }
+            if record.life.claim(now, lease).is_err() {
+                continue;
+            }
+            record.claimed_at = now;
+            queue.running.insert(id);
+            if let Some(job) = record.job(id) {
+                claimed.push(job);
+            }
+        }
+        claimed
+    }
+
+    /// Claims one particular job, making it due first if it waits for time (test helpers).
+    pub(crate) fn claim_id(
+        &mut self,
+        id: JobId,
+        lease: Duration,
+        now: Millis,
+    ) -> Result<Job, BackendError> {
+        let record = self.jobs.get_mut(&id).ok_or(BackendError::NotFound(id))?;
+        if let Some(at) = record.life.due_at() {
+            if at > now {
+                if let Some(queue) = self.queues.get_mut(&record.queue) {
+                    queue.timed.remove(&(at, id));
+                }
+                let attempts = record.life.attempts();
+                let last_token = record.life.last_token();
+                let state = match *record.life.state() {
+                    State::Retrying { .. } => State::Retrying { run_at: now },
+                    _ => State::Scheduled { run_at: now },
+                };
+                record.life = Lifecycle::restore(state, attempts, last_token);
+            }
+        }
+        record.life.claim(now, lease).map_err(transition(id))?;
+        // Any ready-queue entry of the job is now stale.
+        record.ready_gen += 1;
+        record.claimed_at = now;
+        if let Some(queue) = self.queues.get_mut(&record.queue) {
+            queue.running.insert(id);
+        }
+        record.job(id).ok_or(BackendError::NotFound(id))
+    }
+
+    /// A job as a worker would receive it, without changing it (test helpers).
+    pub(crate) fn peek(&self, id: JobId) -> Option<Job> {
+        let record = self.jobs.get(&id)?;
+        let mut job = Job::example(record.payload.clone());
+        job.claim = Claim {
+            id,
+            token: fairq_core::job::LeaseToken(record.life.last_token()),
+        };
+        job.queue = record.queue.clone();
+        job.kind = record.kind.clone();
+        job.key = record.key.clone();
+        job.attempt = record.life.attempts().saturating_add(1);
+        job.lease_deadline = 0;
+        job.enqueued_at = record.enqueued_at;
+        job.run_at = record.due_at;
+        job.retry = record.retry.clone();
+        job.metadata = record.metadata.clone();
+        Some(job)
+    }
+
+    /// Marks a claimed job succeeded.
+    pub(crate) fn complete(&mut self, claim: Claim, now: Millis) -> Result<(), BackendError> {
+        let id = claim.id;
+        let record = self.jobs.get_mut(&id).ok_or(BackendError::NotFound(id))?;
+        let attempt = record.life.attempts();
+        record
+            .life
+            .complete(claim.token, now)
+            .map_err(transition(id))?;
+        record.error_since = None;
+        let elapsed = now.saturating_sub(record.claimed_at);
+        let queue_name = record.queue.clone();
+        if let Some(queue) = self.queues.get_mut(&queue_name) {
+            queue.running.remove(&id);
+            queue.retries.succeeded(attempt);
+            queue.processing.record(elapsed);
+        }
+        self.release_unique(id);
+        self.release_dependents(id, now);
+        Ok(())
+    }
+
+    /// Records a failed attempt.
+    pub(crate) fn fail(
+        &mut self,
+        claim: Claim,
+        failure: Failure,
+        now: Millis,
+        random: u64,
+    ) -> Result<Outcome, BackendError> {
+        let id = claim.id;
+        let record = self.jobs.get_mut(&id).ok_or(BackendError::NotFound(id))?;
+        let attempt = record.life.attempts();
+        let outcome = if failure.permanent {
+            record
+                .life
+                .discard(claim.token, now)
+                .map_err(transition(id))?;
+            Outcome::Dead
+        } else {
+            let policy = record.retry.clone();
+            record
+                .life
+                .fail(claim.token, now, &policy, random)
+                .map_err(transition(id))?;
+            match *record.life.state() {
+                State::Retrying { run_at } => Outcome::Retry { run_at },
+                _ => Outcome::Dead,
+            }
+        };
+        record.last_error = Some(failure.message);
+        let elapsed = now.saturating_sub(record.claimed_at);
+        if let Some(queue) = self.queues.get_mut(&record.queue) {
+            queue.processing.record(elapsed);
+        }
+        self.after_failure(id, attempt, outcome, now);
+        Ok(outcome)
+    }
+
+    /// Shared bookkeeping of a failed or rescued attempt.
+    fn after_failure(&mut self, id: JobId, attempt: u32, outcome: Outcome, now: Millis) {
+        let Some(record) = self.jobs.get_mut(&id) else {
+            return;
+        };
+        record.error_since.get_or_insert(now);
+        let queue_name = record.queue.clone();
+        if let Some(queue) = self.queues.get_mut(&queue_name) {
+            queue.running.remove(&id);
+            queue.retries.failed();
+            if outcome == Outcome::Dead {
+                queue.retries.died();
+                queue.retries.retries += u64::from(attempt.saturating_sub(1));
+            }
+        }
+        match outcome {
+            Outcome::Retry { run_at } => self.schedule(id, run_at, now),
+            Outcome::Dead => self.release_unique(id),
+        }
+    }
+
+    /// Extends a lease.
+    pub(crate) fn heartbeat(
+        &mut self,
+        claim: Claim,
+        lease: Duration,
+        now: Millis,
+    ) -> Result<Millis, BackendError> {
+        let record = self
+            .jobs
+            .get_mut(&claim.id)
+            .ok_or(BackendError::NotFound(claim.id))?;
+        record
+            .life
+            .heartbeat(claim.token, now, lease)
+            .map_err(transition(claim.id))
+    }
+
+    /// Takes back every job of `queue` whose lease has expired.
+    pub(crate) fn rescue(
+        &mut self,
+        queue_name: &str,
+        now: Millis,
+        random: &mut dyn FnMut() -> u64,
+    ) -> u64 {
+        let Some(queue) = self.queues.get(queue_name) else {
+            return 0;
+        };
+        let expired: Vec<JobId> = queue
+            .running
+            .iter()
+            .copied()
+            .filter(|id| {
+                self.jobs.get(id).is_some_and(
+                    |r| matches!(r.life.state(), State::Running { lease } if lease.deadline <= now),
+                )
+            })
+            .collect();
+        let mut rescued = 0;
+        for id in expired {
+            let Some(record) = self.jobs.get_mut(&id) else {
+                continue;
+            };
+            let attempt = record.life.attempts();
+            let policy = record.retry.clone();
+            let Ok(outcome) = record.life.rescue(now, &policy, random()) else {
+                continue;
+            };
+            record.last_error = Some(LEASE_EXPIRED.to_string());
+            self.after_failure(id, attempt, outcome, now);
+            rescued += 1;
+        }
+        rescued
+    }
+
+    /// True when `queue` has a job that can be claimed at `now`; else the next due time.
+    pub(crate) fn due(&self, queue_name: &str, now: Millis) -> Result<(), Option<Millis>> {
+        let Some(queue) = self.queues.get(queue_name) else {
+            return Err(None);
+        };
+        let next = queue.timed.first().map(|&(at, _)| at);
+        if !queue.ready.is_empty() || next.is_some_and(|at| at <= now) {
+            Ok(())
+        } else {
+            Err(next)
+        }
+    }
+
+    /// Earliest time any waiting job of `queue` becomes due.
+    pub(crate) fn next_due(&self, queue_name: &str) -> Option<Millis> {
+        self.queues
+            .get(queue_name)?
+            .timed
+            .first()
+            .map(|&(at, _)| at)
+    }
+
+    /// Numbers per queue, by queue name.
+    pub(crate) fn stats(&self) -> Vec<QueueStats> {
+        let mut out: BTreeMap<&str, QueueStats> = self
+            .queues
+            .iter()
+            .map(|(name, q)| {
+                let mut stats = QueueStats::empty(name.clone());
+                stats.retries = q.retries;
+                stats.processing_ms = q.processing.summary();
+                (name.as_str(), stats)
+            })
+            .collect();
+        for record in self.jobs.values() {
+            let Some(stats) = out.get_mut(record.queue.as_str()) else {
+                continue;
+            };
+            stats.counts.add(record.status(), 1);
+            if !record.life.state().is_final() {
+                if let Some(since) = record.error_since {
+                    stats.oldest_error_at =
+                        Some(stats.oldest_error_at.map_or(since, |o| o.min(since)));
+                }
+            }
+        }
+        out.into_values().collect()
+    }
+
+    /// Counts per status of one queue (zero for an unknown queue).
+    pub(crate) fn counts(&self, queue_name: &str) -> StatusCounts {
+        let mut counts = StatusCounts::default();
+        for record in self.jobs.values().filter(|r| r.queue == queue_name) {
+            counts.add(record.status(), 1);
+        }
+        counts
+    }
+
+    /// Jobs matching `filter`, by id.
+    pub(crate) fn list(&self, filter: &ListFilter) -> Vec<JobInfo> {
+        let start = filter.after.map_or(0, |id| id.0.saturating_add(1));
+        self.jobs
+            .range(JobId(start)..)
+            .filter(|(_, r)| filter.queue.as_deref().is_none_or(|q| q == r.queue))
+            .filter(|(_, r)| filter.status.is_none_or(|s| s == r.status()))
+            .take(filter.limit)
+            .map(|(id, r)| r.info(*id))
+            .collect()
+    }
+
+    /// One job.
+    pub(crate) fn get(&self, id: JobId) -> Option<JobInfo> {
+        self.jobs.get(&id).map(|r| r.info(id))
+    }
+
+    /// Revives dead jobs.
+    pub(crate) fn retry(&mut self, target: RetryTarget, now: Millis) -> Result<u64, BackendError> {
+        match target {
+            RetryTarget::One(id) => {
+                self.revive(id, now)?;
+                Ok(1)
+            }
+            RetryTarget::AllDead { queue } => {
+                let dead: Vec<JobId> = self
+                    .jobs
+                    .iter()
+                    .filter(|(_, r)| r.status() == JobStatus::Dead)
+                    .filter(|(_, r)| queue.as_deref().is_none_or(|q| q == r.queue))
+                    .map(|(id, _)| *id)
+                    .collect();
+                let mut revived = 0;
+                for id in dead {
+                    // A job whose unique key was taken meanwhile stays dead.
+                    if self.revive(id, now).is_ok() {
+                        revived += 1;
+                    }
+                }
+                Ok(revived)
+            }
+        }
+    }
+
+    fn revive(&mut self, id: JobId, now: Millis) -> Result<(), BackendError> {
+        let record = self.jobs.get(&id).ok_or(BackendError::NotFound(id))?;
+        if !matches!(record.life.state(), State::Dead { .. }) {
+            return Err(BackendError::Transition {
+                id,
+                source: TransitionError::NotDead {
+                    state: record.life.state().name(),
+                },
+            });
+        }
+        if let Some(unique) = &record.unique_key {
+            let slot = (record.queue.clone(), unique.clone());
+            if let Some(&existing) = self.unique.get(&slot) {
+                return Err(BackendError::Duplicate {
+                    queue: slot.0,
+                    key: slot.1,
+                    existing,
+                });
+            }
+            self.unique.insert(slot, id);
+        }
+        let record = self.jobs.get_mut(&id).ok_or(BackendError::NotFound(id))?;
+        record.life.revive(now).map_err(transition(id))?;
+        record.error_since = None;
+        self.schedule(id, now, now);
+        Ok(())
+    }
+
+    /// Deletes matching jobs that are not running.
+    pub(crate) fn purge(&mut self, purge: &Purge) -> u64 {
+        let doomed: Vec<JobId> = self
+            .jobs
+            .iter()
+            .filter(|(_, r)| purge.matches(&r.queue, r.status()))
+            .map(|(id, _)| *id)
+            .collect();
+        let n = doomed.len() as u64;
+        for id in doomed {
+            self.remove(id);
+        }
+        n
+    }
+
+    /// Deletes jobs that finished at least `older_than` before `now`.
+    pub(crate) fn prune(&mut self, older_than: Duration, now: Millis) -> u64 {
+        let cutoff = now.saturating_sub(millis(older_than));
+        let doomed: Vec<JobId> = self
+            .jobs
+            .iter()
+            .filter(|(_, r)| r.finished_at().is_some_and(|at| at <= cutoff))
+            .map(|(id, _)| *id)
+            .collect();
+        let n = doomed.len() as u64;
+        for id in doomed {
+            self.remove(id);
+        }
+        n
+    }
+
+    fn remove(&mut self, id: JobId) {
+        self.release_unique(id);
+        let Some(record) = self.jobs.remove(&id) else {
+            return;
+        };
+        if let Some(queue) = self.queues.get_mut(&record.queue) {
+            if let Some(at) = record.life.due_at() {
+                queue.timed.remove(&(at, id));
+            }
+            queue.running.remove(&id);
+            // Its ready entry, if any, is skipped when reached.
+        }
+        if let (State::Blocked, Some(dep)) = (record.life.state(), record.depends_on) {
+            if let Some(waiting) = self.dependents.get_mut(&dep) {
+                waiting.retain(|w| *w != id);
+            }
+        }
+        // Jobs blocked on this one keep waiting (see the module docs); the list goes.
+        self.dependents.remove(&id);
+    }
+
+    fn release_unique(&mut self, id: JobId) {
+        let Some(record) = self.jobs.get(&id) else {
+            return;
+        };
+        if let Some(unique) = &record.unique_key {
+            let slot = (record.queue.clone(), unique.clone());
+            if self.unique.get(&slot) == Some(&id) {
+                self.unique.remove(&slot);
+            }
+        }
+    }
+
+    fn release_dependents(&mut self, id: JobId, now: Millis) {
+        let Some(waiting) = self.dependents.remove(&id) else {
+            return;
+        };
+        for dependent in waiting {
+            let Some(record) = self.jobs.get_mut(&dependent) else {
+                continue;
+            };
+            if record.life.dependency_succeeded().is_ok() {
+                self.schedule(dependent, now, now);
+            }
+        }
+    }
+
+    /// Number of jobs stored (finished ones included).
+    pub(crate) fn len(&self) -> usize {
+        self.jobs.len()
+    }
+}

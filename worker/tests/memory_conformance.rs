@@ -1,0 +1,21 @@
+//! The conformance suite against the in-memory reference store.
+
+use fairq_worker::conformance::Harness;
+use fairq_worker::{ManualClock, MemoryBackend};
+
+/// Fresh in-memory stores on the suite's manual clock.
+struct Memory;
+
+impl Harness for Memory {
+    type Backend = MemoryBackend;
+
+    async fn create(&self, clock: ManualClock) -> MemoryBackend {
+        MemoryBackend::with_clock(clock)
+    }
+
+    async fn cleanup(&self, backend: MemoryBackend) {
+        assert!(backend.len() < 10_000, "a check left a runaway store");
+    }
+}
+
+fairq_worker::conformance_tests!(Memory);
