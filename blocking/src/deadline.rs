@@ -53,7 +53,8 @@ impl Deadline for ClockDeadline {
 }
 
 /// The deadline of [`WaitQueue::pop_async`](crate::WaitQueue::pop_async): a future that
-/// completes once the timeout has elapsed, or never for `None`.
+/// completes once the timeout has elapsed, counted from its first poll, or never for
+/// `None`.
 ///
 /// It works under any executor (tokio, `futures::executor::block_on`, ...): the waiting is
 /// done by one process-wide timer thread shared by all timeouts (from `futures-timer`),
@@ -69,16 +70,20 @@ impl Deadline for ClockDeadline {
 #[derive(Debug)]
 pub struct Timeout {
     #[cfg_attr(loom, allow(dead_code))]
-    at: Option<Instant>,
+    timeout: Option<Duration>,
+    /// Computed at the first poll (`Some(None)`: too far away to represent, never).
+    #[cfg_attr(loom, allow(dead_code))]
+    at: Option<Option<Instant>>,
     #[cfg(not(loom))]
     delay: Option<futures_timer::Delay>,
 }
 
 impl Timeout {
-    /// A deadline `timeout` from now; `None` never completes.
+    /// A deadline `timeout` after the first poll; `None` never completes.
     pub fn after(timeout: Option<Duration>) -> Self {
         Timeout {
-            at: timeout.and_then(|t| Instant::now().checked_add(t)),
+            timeout,
+            at: None,
             #[cfg(not(loom))]
             delay: None,
         }
@@ -91,8 +96,14 @@ impl Future for Timeout {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.get_mut();
-        let Some(at) = this.at else {
+        let Some(timeout) = this.timeout else {
             return Poll::Pending;
+        };
+        let Some(at) = *this
+            .at
+            .get_or_insert_with(|| Instant::now().checked_add(timeout))
+        else {
+            return Poll::Pending; // too far in the future to represent: never
         };
         loop {
             let now = Instant::now();

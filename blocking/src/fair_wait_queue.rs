@@ -328,7 +328,7 @@ impl<K: Eq + Hash + Clone, T> FairWaitQueue<K, T> {
     /// assert_eq!(q.pop_timeout_with_key(Duration::from_secs(1)), Some(("k", 1)));
     /// ```
     pub fn pop_timeout_with_key(&self, timeout: Duration) -> Option<(K, T)> {
-        self.inner.pop_blocking(&ClockDeadline::after(timeout))
+        self.inner.pop_blocking(|| ClockDeadline::after(timeout))
     }
 
     /// Takes the next item asynchronously; with `Some(timeout)` the future resolves to

@@ -214,10 +214,17 @@ impl<S: Store> Handoff<S> {
 
     /// Blocks the calling thread until an item is handed over, the deadline passes, or the
     /// queue is closed / its waiters evicted.
-    pub(crate) fn pop_blocking<D: Deadline>(&self, deadline: &D) -> Option<S::Item> {
+    ///
+    /// The deadline is only computed (`deadline()`) if the pop has to wait, so the fast
+    /// path does not read the clock.
+    pub(crate) fn pop_blocking<D: Deadline>(
+        &self,
+        deadline: impl FnOnce() -> D,
+    ) -> Option<S::Item> {
         if let Some(item) = self.take_without_waiting() {
             return Some(item);
         }
+        let deadline = deadline();
         if self.is_closed() || deadline.expired() {
             return None;
         }

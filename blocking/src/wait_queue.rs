@@ -153,7 +153,7 @@ impl<T> WaitQueue<T> {
     /// assert_eq!(q.pop_timeout(Duration::from_millis(1)), Some(7));
     /// ```
     pub fn pop_timeout(&self, timeout: Duration) -> Option<T> {
-        self.inner.pop_blocking(&ClockDeadline::after(timeout))
+        self.inner.pop_blocking(|| ClockDeadline::after(timeout))
     }
 
     /// Takes the next item, waiting asynchronously; with `Some(timeout)` the future
@@ -194,7 +194,7 @@ impl<T> WaitQueue<T> {
     /// Blocks until an item arrives or the model timer fires (loom models only).
     #[cfg(loom)]
     pub fn pop_blocking_until(&self, timer: &crate::model::ModelTimer) -> Option<T> {
-        self.inner.pop_blocking(timer)
+        self.inner.pop_blocking(|| timer)
     }
 
     /// Number of items held (including, for a bounded queue, pushes and pops in progress).
