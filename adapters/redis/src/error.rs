@@ -1,0 +1,104 @@
+//! Redis failures, turned into [`BackendError`]s with a message that says what went wrong.
+
+use fairq_worker::BackendError;
+use redis::{ErrorKind, RedisError};
+
+/// What went wrong talking to Redis; carried inside [`BackendError::Unavailable`] or
+/// [`BackendError::Store`].
+///
+/// ```
+/// use fairq_redis::RedisStoreError;
+/// let err = RedisStoreError::Corrupt { what: "job 3".into(), detail: "no state".into() };
+/// assert_eq!(err.to_string(), "corrupt record (job 3): no state");
+/// ```
+#[derive(Debug, thiserror::Error)]
+pub enum RedisStoreError {
+    /// The server could not be reached (refused, timed out, unknown host).
+    #[error("cannot connect to Redis at {addr}: {source}")]
+    Connect {
+        /// Host and port (never the password).
+        addr: String,
+        /// The client's error.
+        #[source]
+        source: RedisError,
+    },
+    /// The connection broke or timed out during an operation.
+    #[error("Redis connection lost during {op}: {source}")]
+    Connection {
+        /// The operation.
+        op: &'static str,
+        /// The client's error.
+        #[source]
+        source: RedisError,
+    },
+    /// A Lua script raised an error.
+    #[error("Lua script `{script}` failed: {source}")]
+    Script {
+        /// The script's name.
+        script: &'static str,
+        /// The server's error.
+        #[source]
+        source: RedisError,
+    },
+    /// Another command failed.
+    #[error("Redis refused {op}: {source}")]
+    Command {
+        /// The operation.
+        op: &'static str,
+        /// The server's error.
+        #[source]
+        source: RedisError,
+    },
+    /// Stored data did not have the expected shape.
+    #[error("corrupt record ({what}): {detail}")]
+    Corrupt {
+        /// Which record.
+        what: String,
+        /// What was wrong.
+        detail: String,
+    },
+}
+
+/// True for errors that a retry on a fresh connection may cure.
+pub(crate) fn is_transient(err: &RedisError) -> bool {
+    err.is_io_error()
+        || err.is_connection_refusal()
+        || err.is_connection_dropped()
+        || err.is_timeout()
+        || matches!(
+            err.kind(),
+            ErrorKind::BusyLoadingError | ErrorKind::TryAgain | ErrorKind::ClusterDown
+        )
+}
+
+/// Wraps a failed command of `op`.
+pub(crate) fn command(op: &'static str, err: RedisError) -> BackendError {
+    if is_transient(&err) {
+        BackendError::Unavailable(Box::new(RedisStoreError::Connection { op, source: err }))
+    } else {
+        BackendError::Store(Box::new(RedisStoreError::Command { op, source: err }))
+    }
+}
+
+/// Wraps a failed script call.
+pub(crate) fn script(name: &'static str, err: RedisError) -> BackendError {
+    if is_transient(&err) {
+        BackendError::Unavailable(Box::new(RedisStoreError::Connection {
+            op: name,
+            source: err,
+        }))
+    } else {
+        BackendError::Store(Box::new(RedisStoreError::Script {
+            script: name,
+            source: err,
+        }))
+    }
+}
+
+/// A record that does not parse.
+pub(crate) fn corrupt(what: impl Into<String>, detail: impl Into<String>) -> BackendError {
+    BackendError::Store(Box::new(RedisStoreError::Corrupt {
+        what: what.into(),
+        detail: detail.into(),
+    }))
+}

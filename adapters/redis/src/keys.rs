@@ -1,0 +1,175 @@
+//! The key layout: where a deployment's and a queue's data live in Redis.
+//!
+//! Every key of a deployment starts with its prefix. The keys of one queue share a hash tag,
+//! `<prefix>:{<queue>}:`, so Redis Cluster keeps a whole queue in one slot and every script
+//! that changes the queue runs on one node. Three deployment-wide keys sit outside any queue:
+//! the job id counter, the id → queue index and the set of queue names.
+//!
+//! | key (after `<prefix>:{<queue>}:`) | type | holds |
+//! |---|---|---|
+//! | `job:<id>` | hash | one job: its data, state, attempts and lease |
+//! | `ready` | sorted set | claimable jobs, scored by fair round, members `<push seq>:<id>` |
+//! | `keys` | hash | per fairness key: its last round (`t…`) and queued count (`c…`) |
+//! | `meta` | hash | the round being served (`current`) and the push sequence |
+//! | `delayed` | sorted set | scheduled and retrying jobs not yet due, by run time |
+//! | `leased` | sorted set | running jobs, by lease deadline |
+//! | `st:<status>` | sorted set | jobs per status, by id (listing, counts) |
+//! | `all` | sorted set | every job of the queue, by id |
+//! | `finished` | sorted set | succeeded and dead jobs, by finish time (pruning) |
+//! | `errs` | sorted set | retrying jobs, by first failure time (health) |
+//! | `uniq` | hash | unique key → id of the unfinished job holding it |
+//! | `deps:<id>`, `xdeps:<id>` | set | jobs blocked on `<id>` (same queue, other queues) |
+//! | `hist`, `pstat`, `rstat` | hash | run-time buckets, run-time totals, retry counters |
+//! | `signal` | list | wake-up tokens for blocked waiters |
+
+use fairq_worker::BackendError;
+
+/// The key names of one deployment (one prefix).
+///
+/// ```
+/// use fairq_redis::KeySpace;
+/// let keys = KeySpace::new("app").unwrap();
+/// assert_eq!(keys.queue_base("mail"), "app:{mail}:");
+/// assert_eq!(keys.queue_base("a{b}"), "app:{a%7Bb%7D}:");
+/// assert!(KeySpace::new("bad{prefix}").is_err());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeySpace {
+    prefix: String,
+}
+
+impl KeySpace {
+    /// The layout under `prefix`, which must be non-empty and free of `{`, `}`, `*`, `?`, `[`,
+    /// `]` and whitespace (it appears in hash tags and scan patterns).
+    ///
+    /// ```
+    /// assert!(fairq_redis::KeySpace::new("").is_err());
+    /// ```
+    pub fn new(prefix: impl Into<String>) -> Result<Self, BackendError> {
+        let prefix = prefix.into();
+        let bad = |c: char| "{}*?[]\\".contains(c) || c.is_whitespace();
+        if prefix.is_empty() || prefix.chars().any(bad) {
+            return Err(BackendError::Invalid(format!(
+                "key prefix {prefix:?} must be non-empty and free of braces, glob characters \
+                 and whitespace"
+            )));
+        }
+        Ok(KeySpace { prefix })
+    }
+
+    /// The prefix.
+    ///
+    /// ```
+    /// assert_eq!(fairq_redis::KeySpace::new("p").unwrap().prefix(), "p");
+    /// ```
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// The common start of every key of `queue`, hash tag included. Braces and `%` in the
+    /// queue name are percent-encoded so the tag always covers the whole name.
+    ///
+    /// ```
+    /// let keys = fairq_redis::KeySpace::new("p").unwrap();
+    /// assert_eq!(keys.queue_base("100%"), "p:{100%25}:");
+    /// ```
+    pub fn queue_base(&self, queue: &str) -> String {
+        let mut base = String::with_capacity(self.prefix.len() + queue.len() + 4);
+        base.push_str(&self.prefix);
+        base.push_str(":{");
+        for c in queue.chars() {
+            match c {
+                '%' => base.push_str("%25"),
+                '{' => base.push_str("%7B"),
+                '}' => base.push_str("%7D"),
+                c => base.push(c),
+            }
+        }
+        base.push_str("}:");
+        base
+    }
+
+    /// The key of one job's hash.
+    ///
+    /// ```
+    /// let keys = fairq_redis::KeySpace::new("p").unwrap();
+    /// assert_eq!(keys.job("q", 7), "p:{q}:job:7");
+    /// ```
+    pub fn job(&self, queue: &str, id: u64) -> String {
+        format!("{}job:{id}", self.queue_base(queue))
+    }
+
+    /// The job id counter.
+    ///
+    /// ```
+    /// assert_eq!(fairq_redis::KeySpace::new("p").unwrap().ids(), "p:ids");
+    /// ```
+    pub fn ids(&self) -> String {
+        format!("{}:ids", self.prefix)
+    }
+
+    /// The hash from job id to queue name.
+    ///
+    /// ```
+    /// assert_eq!(fairq_redis::KeySpace::new("p").unwrap().index(), "p:index");
+    /// ```
+    pub fn index(&self) -> String {
+        format!("{}:index", self.prefix)
+    }
+
+    /// The set of queue names.
+    ///
+    /// ```
+    /// assert_eq!(fairq_redis::KeySpace::new("p").unwrap().queues(), "p:queues");
+    /// ```
+    pub fn queues(&self) -> String {
+        format!("{}:queues", self.prefix)
+    }
+
+    /// A `SCAN` pattern matching every key of the deployment.
+    ///
+    /// ```
+    /// assert_eq!(fairq_redis::KeySpace::new("p").unwrap().pattern(), "p:*");
+    /// ```
+    pub fn pattern(&self) -> String {
+        format!("{}:*", self.prefix)
+    }
+}
+
+/// Encodes a fairness key for storage: `-` for none, `+key` otherwise.
+pub(crate) fn encode_fkey(key: Option<&str>) -> String {
+    match key {
+        None => "-".to_string(),
+        Some(key) => format!("+{key}"),
+    }
+}
+
+/// Decodes [`encode_fkey`]'s form.
+pub(crate) fn decode_fkey(raw: &str) -> Option<String> {
+    raw.strip_prefix('+').map(str::to_string)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queue_names_cannot_escape_their_hash_tag() {
+        let keys = KeySpace::new("p").unwrap();
+        for queue in ["a}b", "{x}", "}", "%7B", ""] {
+            let base = keys.queue_base(queue);
+            let open = base.find('{').unwrap();
+            let close = base[open..].find('}').unwrap() + open;
+            assert_eq!(close, base.len() - 2, "{queue:?} -> {base}");
+        }
+        assert_ne!(keys.queue_base("%7B"), keys.queue_base("{"));
+    }
+
+    #[test]
+    fn fairness_keys_round_trip_and_none_differs_from_empty() {
+        assert_eq!(decode_fkey(&encode_fkey(None)), None);
+        assert_eq!(decode_fkey(&encode_fkey(Some(""))), Some(String::new()));
+        assert_ne!(encode_fkey(None), encode_fkey(Some("")));
+        assert_eq!(decode_fkey(&encode_fkey(Some("-"))), Some("-".to_string()));
+    }
+}

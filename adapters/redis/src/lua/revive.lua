@@ -1,0 +1,44 @@
+-- Operator retry: dead jobs become claimable now with a fresh retry budget. A job whose
+-- unique key is held by another job meanwhile stays dead.
+-- ARGV: now, 'one', id  -> {'ok', 1}, {'dup', key, holder}, {'notdead', state}, {'notfound'}
+-- ARGV: now, 'all', limit, after -> {'ok', revived, last id looked at (or ''), looked at}
+local now, mode = tonumber(ARGV[1]), ARGV[2]
+
+-- Returns nil when revived, or the id holding the job's unique key.
+local function revive(id)
+  local h = jk(id)
+  local u = redis.call('HGET', h, 'uniq')
+  if u then
+    local holder = redis.call('HGET', k('uniq'), u)
+    if holder and holder ~= id then return holder end
+    redis.call('HSET', k('uniq'), u, id)
+  end
+  redis.call('HSET', h, 'state', 'scheduled', 'run_at', now, 'attempts', 0)
+  redis.call('HDEL', h, 'at', 'reason', 'first_error_at')
+  set_status(id, 'dead', 'scheduled')
+  redis.call('ZREM', k('finished'), id)
+  make_due(id, redis.call('HGET', h, 'fkey'), now, now)
+  return nil
+end
+
+if mode == 'one' then
+  local id = ARGV[3]
+  local h = jk(id)
+  local state = redis.call('HGET', h, 'state')
+  if not state then return {'notfound'} end
+  if state ~= 'dead' then return {'notdead', state} end
+  local holder = revive(id)
+  if holder then return {'dup', string.sub(redis.call('HGET', h, 'uniq'), 2), holder} end
+  signal(1)
+  return {'ok', 1}
+end
+
+local from = '-inf'
+if ARGV[4] ~= '' then from = '(' .. ARGV[4] end
+local ids = redis.call('ZRANGEBYSCORE', k('st:dead'), from, '+inf', 'LIMIT', 0, tonumber(ARGV[3]))
+local revived = 0
+for _, id in ipairs(ids) do
+  if not revive(id) then revived = revived + 1 end
+end
+signal(revived)
+return {'ok', revived, ids[#ids] or '', #ids}

@@ -1,0 +1,132 @@
+//! Connection and behaviour settings.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use fairq_worker::{Clock, SystemClock};
+
+/// Settings of a [`RedisBackend`](crate::RedisBackend).
+///
+/// ```
+/// use std::time::Duration;
+/// use fairq_redis::RedisOptions;
+/// let options = RedisOptions::new()
+///     .prefix("billing")
+///     .connect_timeout(Duration::from_secs(2));
+/// assert_eq!(options.prefix, "billing");
+/// ```
+#[derive(Clone)]
+pub struct RedisOptions {
+    /// Key prefix of the deployment (default `fairq`): deployments with different prefixes
+    /// share a server without seeing each other's jobs.
+    pub prefix: String,
+    /// Where "now" comes from (default: the system clock). Every timestamp a script stores
+    /// (run times, lease deadlines, finish times) is read here and passed in, never taken
+    /// from the Redis server's clock.
+    pub clock: Arc<dyn Clock>,
+    /// How long to wait for a TCP connection (default 5 s).
+    pub connect_timeout: Duration,
+    /// How long to wait for a reply before the connection counts as broken (default 10 s).
+    pub response_timeout: Duration,
+    /// Reconnection attempts of the connection manager before an operation fails (default 3).
+    pub reconnect_retries: usize,
+    /// How many times an operation is repeated after its connection broke (default 3).
+    /// Every script is safe to repeat (see the crate docs).
+    pub retries: u32,
+    /// Most delayed jobs one claim promotes into the fair order (default 10 000).
+    pub promote_limit: usize,
+    /// Jobs per script call for batch enqueues, purges, prunes and revivals (default 500).
+    pub batch: usize,
+    /// Job ids reserved from the shared counter at a time (default 64).
+    pub id_block: u64,
+}
+
+impl RedisOptions {
+    /// The defaults.
+    ///
+    /// ```
+    /// assert_eq!(fairq_redis::RedisOptions::new().prefix, "fairq");
+    /// ```
+    pub fn new() -> Self {
+        RedisOptions {
+            prefix: "fairq".to_string(),
+            clock: Arc::new(SystemClock),
+            connect_timeout: Duration::from_secs(5),
+            response_timeout: Duration::from_secs(10),
+            reconnect_retries: 3,
+            retries: 3,
+            promote_limit: 10_000,
+            batch: 500,
+            id_block: 64,
+        }
+    }
+
+    /// Sets the key prefix.
+    ///
+    /// ```
+    /// assert_eq!(fairq_redis::RedisOptions::new().prefix("x").prefix, "x");
+    /// ```
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// Sets the clock.
+    ///
+    /// ```
+    /// use fairq_worker::{Clock, ManualClock};
+    /// let options = fairq_redis::RedisOptions::new().clock(ManualClock::new(5));
+    /// assert_eq!(options.clock.now(), 5);
+    /// ```
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Arc::new(clock);
+        self
+    }
+
+    /// Sets the connect timeout.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let o = fairq_redis::RedisOptions::new().connect_timeout(Duration::from_millis(50));
+    /// assert_eq!(o.connect_timeout, Duration::from_millis(50));
+    /// ```
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// Sets the response timeout.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let o = fairq_redis::RedisOptions::new().response_timeout(Duration::from_secs(1));
+    /// assert_eq!(o.response_timeout, Duration::from_secs(1));
+    /// ```
+    pub fn response_timeout(mut self, timeout: Duration) -> Self {
+        self.response_timeout = timeout;
+        self
+    }
+}
+
+impl Default for RedisOptions {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Debug for RedisOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisOptions")
+            .field("prefix", &self.prefix)
+            .field("now", &self.clock.now())
+            .field("connect_timeout", &self.connect_timeout)
+            .field("response_timeout", &self.response_timeout)
+            .field("reconnect_retries", &self.reconnect_retries)
+            .field("retries", &self.retries)
+            .field("promote_limit", &self.promote_limit)
+            .field("batch", &self.batch)
+            .field("id_block", &self.id_block)
+            .finish()
+    }
+}

@@ -1,0 +1,65 @@
+//! Wake-ups without polling: a blocking pop on the queue's signal list.
+//!
+//! Every script that makes jobs claimable pushes one token per job (at most 64 pending) onto
+//! `<queue base>signal`. An idle worker blocks in `BLPOP` on that list on a connection of its
+//! own, so it wakes within a round trip of the enqueue. The wait is cut short when a delayed
+//! job falls due before the timeout. A token is only a hint: the worker claims after waking,
+//! and a spurious wake-up costs one empty claim.
+
+use std::time::Duration;
+
+use redis::Value;
+
+use crate::backend::RedisBackend;
+use crate::record::number;
+
+impl RedisBackend {
+    pub(crate) async fn wait(&self, queue: &str, timeout: Duration) {
+        let base = self.inner.keys.queue_base(queue);
+        let mut wait = timeout;
+        let next: Result<Vec<(String, u64)>, _> = self
+            .cmd_query(
+                "reading the next due job",
+                redis::cmd("ZRANGE")
+                    .arg(format!("{base}delayed"))
+                    .arg(0)
+                    .arg(0)
+                    .arg("WITHSCORES"),
+            )
+            .await;
+        if let Some((_, due)) = next.ok().and_then(|v| v.into_iter().next()) {
+            let until = Duration::from_millis(due.saturating_sub(self.now()));
+            wait = wait.min(until);
+        }
+        if wait < Duration::from_millis(1) {
+            return;
+        }
+        let mut conn = match self.waiter_connection().await {
+            Ok(conn) => conn,
+            Err(err) => {
+                // The server is down: wait out the timeout rather than spin.
+                tracing::debug!(error = %err, "no connection for waiting; sleeping");
+                tokio::time::sleep(wait).await;
+                return;
+            }
+        };
+        let seconds = wait.as_secs_f64();
+        let mut blpop = redis::cmd("BLPOP");
+        blpop
+            .arg(format!("{base}signal"))
+            .arg(format!("{seconds:.3}"));
+        let pop = blpop.query_async::<Value>(&mut conn);
+        // The server answers by its own timeout; the local one only guards a hung connection.
+        match tokio::time::timeout(wait + Duration::from_secs(2), pop).await {
+            Ok(Ok(value)) => {
+                let _ = number(&value);
+                self.return_waiter(conn);
+            }
+            Ok(Err(err)) => {
+                tracing::debug!(error = %err, "blocking wait failed");
+                tokio::time::sleep(wait.min(Duration::from_millis(100))).await;
+            }
+            Err(_) => tracing::debug!("blocking wait timed out locally"),
+        }
+    }
+}
