@@ -409,3 +409,96 @@ pub trait Backend: Send + Sync + 'static {
     fn prune(&self, older_than: Duration)
         -> impl Future<Output = Result<u64, BackendError>> + Send;
 }
+
+/// A shared store is a store: lets a [`Worker`](crate::Worker) and other code use one
+/// `Arc`-wrapped backend.
+///
+/// ```
+/// use std::sync::Arc;
+/// use fairq_worker::{Backend, MemoryBackend, NewJob};
+///
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let store = Arc::new(MemoryBackend::new());
+/// let id = Backend::enqueue(&store, NewJob::new("q", "k", vec![])).await.unwrap();
+/// assert!(store.get(id).await.unwrap().is_some());
+/// # });
+/// ```
+impl<B: Backend> Backend for std::sync::Arc<B> {
+    fn enqueue(&self, job: NewJob) -> impl Future<Output = Result<JobId, BackendError>> + Send {
+        (**self).enqueue(job)
+    }
+
+    fn enqueue_many(
+        &self,
+        jobs: Vec<NewJob>,
+    ) -> impl Future<Output = Result<Vec<JobId>, BackendError>> + Send {
+        (**self).enqueue_many(jobs)
+    }
+
+    fn claim(
+        &self,
+        queue: &str,
+        max: usize,
+        lease: Duration,
+    ) -> impl Future<Output = Result<Vec<Job>, BackendError>> + Send {
+        (**self).claim(queue, max, lease)
+    }
+
+    fn complete(&self, claim: Claim) -> impl Future<Output = Result<(), BackendError>> + Send {
+        (**self).complete(claim)
+    }
+
+    fn fail(
+        &self,
+        claim: Claim,
+        failure: Failure,
+    ) -> impl Future<Output = Result<Outcome, BackendError>> + Send {
+        (**self).fail(claim, failure)
+    }
+
+    fn heartbeat(
+        &self,
+        claim: Claim,
+        lease: Duration,
+    ) -> impl Future<Output = Result<Millis, BackendError>> + Send {
+        (**self).heartbeat(claim, lease)
+    }
+
+    fn rescue(&self, queue: &str) -> impl Future<Output = Result<u64, BackendError>> + Send {
+        (**self).rescue(queue)
+    }
+
+    fn wait_for_jobs(&self, queue: &str, timeout: Duration) -> impl Future<Output = ()> + Send {
+        (**self).wait_for_jobs(queue, timeout)
+    }
+
+    fn stats(&self) -> impl Future<Output = Result<Vec<QueueStats>, BackendError>> + Send {
+        (**self).stats()
+    }
+
+    fn list(
+        &self,
+        filter: ListFilter,
+    ) -> impl Future<Output = Result<Vec<JobInfo>, BackendError>> + Send {
+        (**self).list(filter)
+    }
+
+    fn get(&self, id: JobId) -> impl Future<Output = Result<Option<JobInfo>, BackendError>> + Send {
+        (**self).get(id)
+    }
+
+    fn retry(&self, target: RetryTarget) -> impl Future<Output = Result<u64, BackendError>> + Send {
+        (**self).retry(target)
+    }
+
+    fn purge(&self, purge: Purge) -> impl Future<Output = Result<u64, BackendError>> + Send {
+        (**self).purge(purge)
+    }
+
+    fn prune(
+        &self,
+        older_than: Duration,
+    ) -> impl Future<Output = Result<u64, BackendError>> + Send {
+        (**self).prune(older_than)
+    }
+}

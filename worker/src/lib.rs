@@ -14,6 +14,7 @@ mod job;
 mod memory;
 mod random;
 mod testing;
+mod worker;
 
 #[cfg(any(test, feature = "conformance"))]
 pub mod conformance;
@@ -30,6 +31,10 @@ pub use job::{
 pub use memory::MemoryBackend;
 pub use random::random_u64;
 pub use testing::{RunOutcome, RunResult, TestQueue, TestQueueError};
+pub use worker::{
+    DeadJob, JobOutcome, JobReport, Operation, QueueConfig, ShutdownReport, SlowJob, Worker,
+    WorkerBuilder, WorkerConfigError, WorkerError, WorkerHandle,
+};
 
 /// Re-exported so stores and users name one version of the core types.
 pub use fairq_core;

@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fairq_core::job::{DeadReason, Outcome, State};
@@ -13,7 +13,10 @@ use fairq_core::retry::RetryPolicy;
 
 use crate::backend::{Backend, BackendError, ListFilter, Purge, RetryTarget};
 use crate::clock::{Clock, ManualClock};
+use crate::handler::Handlers;
 use crate::job::{Failure, Job, JobId, JobStatus, NewJob, OnConflict};
+use crate::worker::{DeadJob, JobOutcome, JobReport, QueueConfig, Worker, WorkerHandle};
+use tokio::sync::mpsc;
 
 use super::PATIENCE;
 
@@ -1100,4 +1103,375 @@ pub async fn wait_for_jobs_returns<B: Backend>(store: &B, _clock: &ManualClock) 
     )
     .await
     .expect("wait_for_jobs with a due job returns");
+}
+
+/// A worker on the store: concurrency 4, quick polling, the given handlers, and every
+/// finished attempt reported on the returned channel.
+fn start_worker<B: Backend>(
+    store: &Arc<B>,
+    handlers: Handlers,
+) -> (WorkerHandle<Arc<B>>, mpsc::UnboundedReceiver<JobReport>) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let worker = Worker::builder(Arc::clone(store))
+        .queue(
+            "work",
+            QueueConfig::default()
+                .concurrency(4)
+                .poll_interval(Duration::from_millis(10))
+                .rescue_interval(Duration::from_millis(20)),
+        )
+        .handlers(handlers)
+        .on_finished(move |report| {
+            tx.send(report.clone()).ok();
+        })
+        .error_backoff(Duration::from_millis(5), Duration::from_millis(50))
+        .build()
+        .expect("valid worker settings")
+        .start()
+        .expect("inside a runtime");
+    (worker, rx)
+}
+
+/// Waits for `n` reports of recorded outcomes.
+async fn reports(rx: &mut mpsc::UnboundedReceiver<JobReport>, n: usize) -> Vec<JobReport> {
+    let mut out = Vec::with_capacity(n);
+    tokio::time::timeout(PATIENCE, async {
+        while out.len() < n {
+            match rx.recv().await {
+                Some(report) => out.push(report),
+                None => break,
+            }
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("only {} of {n} jobs finished in time", out.len()));
+    assert_eq!(out.len(), n, "the worker stopped reporting");
+    out
+}
+
+/// The worker runs every job once and the store records every success.
+pub async fn worker_runs_each_job_once<B: Backend>(store: &Arc<B>, _clock: &ManualClock) {
+    const N: usize = 100;
+    let runs: Arc<Mutex<HashMap<JobId, u32>>> = Arc::default();
+    let seen = Arc::clone(&runs);
+    let handlers = Handlers::new().on("count", move |job: Job| {
+        *seen.lock().expect("lock").entry(job.claim.id).or_default() += 1;
+        async { Ok::<_, String>(()) }
+    });
+    let (worker, mut rx) = start_worker(store, handlers);
+    let ids = store
+        .enqueue_many(
+            (0..N)
+                .map(|i| NewJob::new("work", "count", vec![]).key(format!("t{}", i % 5)))
+                .collect(),
+        )
+        .await
+        .expect("enqueue");
+    let done = reports(&mut rx, N).await;
+    assert!(done.iter().all(|r| r.outcome == JobOutcome::Succeeded));
+    assert!(worker.shutdown(PATIENCE).await.is_clean());
+    let runs = runs.lock().expect("lock").clone();
+    for id in &ids {
+        assert_eq!(runs.get(id), Some(&1), "job {id} must run exactly once");
+        assert_eq!(status(store.as_ref(), *id).await, JobStatus::Succeeded);
+    }
+}
+
+/// Failing and panicking handlers go through the retry policy; dead jobs reach `on_dead`,
+/// and other jobs are unharmed.
+pub async fn worker_retries_and_reports_dead_jobs<B: Backend>(
+    store: &Arc<B>,
+    _clock: &ManualClock,
+) {
+    let (dead_tx, mut dead_rx) = mpsc::unbounded_channel();
+    let handlers = Handlers::new()
+        .on("fails", |_job: Job| async {
+            Err::<(), _>("downstream said no")
+        })
+        .on("panics", |job: Job| async move {
+            if job.attempt > 0 {
+                panic!("handler bug");
+            }
+            Ok::<_, String>(())
+        })
+        .on("fine", |_job: Job| async { Ok::<_, String>(()) });
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let worker = Worker::builder(Arc::clone(store))
+        .queue(
+            "work",
+            QueueConfig::default()
+                .concurrency(2)
+                .poll_interval(Duration::from_millis(10)),
+        )
+        .handlers(handlers)
+        .on_dead(move |dead| {
+            dead_tx.send(dead.clone()).ok();
+        })
+        .on_finished(move |report| {
+            tx.send(report.clone()).ok();
+        })
+        .build()
+        .expect("valid")
+        .start()
+        .expect("runtime");
+    let fails = store
+        .enqueue(NewJob::new("work", "fails", vec![]).retry(RetryPolicy::new(2)))
+        .await
+        .expect("enqueue");
+    let panics = store
+        .enqueue(NewJob::new("work", "panics", vec![]).retry(RetryPolicy::new(0)))
+        .await
+        .expect("enqueue");
+    let fine = store
+        .enqueue(NewJob::new("work", "fine", vec![]))
+        .await
+        .expect("enqueue");
+    // 3 attempts of `fails`, 1 of `panics`, 1 of `fine`.
+    let done = reports(&mut rx, 5).await;
+    assert!(worker.shutdown(PATIENCE).await.is_clean());
+
+    let mut dead: Vec<DeadJob> = Vec::new();
+    while let Ok(d) = dead_rx.try_recv() {
+        dead.push(d);
+    }
+    dead.sort_by_key(|d| d.job.claim.id);
+    assert_eq!(dead.len(), 2, "two jobs died");
+    assert_eq!(dead[0].job.claim.id, fails);
+    assert_eq!(dead[0].job.attempt, 3);
+    assert_eq!(dead[0].failure.message, "downstream said no");
+    assert_eq!(dead[1].job.claim.id, panics);
+    assert_eq!(dead[1].failure.message, "handler panicked: handler bug");
+    // Reports of consecutive attempts come from different tasks, in any order.
+    let mut attempts: Vec<u32> = done
+        .iter()
+        .filter(|r| r.job.claim.id == fails)
+        .map(|r| r.job.attempt)
+        .collect();
+    attempts.sort();
+    assert_eq!(attempts, [1, 2, 3]);
+    assert_eq!(status(store.as_ref(), fails).await, JobStatus::Dead);
+    assert_eq!(status(store.as_ref(), panics).await, JobStatus::Dead);
+    assert_eq!(status(store.as_ref(), fine).await, JobStatus::Succeeded);
+    let info = store.get(panics).await.expect("get").expect("exists");
+    assert_eq!(
+        info.last_error.as_deref(),
+        Some("handler panicked: handler bug")
+    );
+}
+
+/// A payload that does not decode kills that job at once with a clear message; the jobs
+/// around it run normally.
+pub async fn undecodable_payload_fails_only_that_job<B: Backend>(
+    store: &Arc<B>,
+    _clock: &ManualClock,
+) {
+    #[derive(serde::Deserialize)]
+    struct Order {
+        id: u64,
+    }
+    let handlers = Handlers::new().on_json("order", |order: Order, _job: Job| async move {
+        if order.id == 0 {
+            return Err("order 0 is invalid".to_string());
+        }
+        Ok(())
+    });
+    let (worker, mut rx) = start_worker(store, handlers);
+    let good = store
+        .enqueue(NewJob::json("work", "order", &serde_json::json!({"id": 1})).expect("json"))
+        .await
+        .expect("enqueue");
+    let bad = store
+        .enqueue(
+            NewJob::new("work", "order", b"{\"id\": oops".to_vec()).retry(RetryPolicy::forever()),
+        )
+        .await
+        .expect("enqueue");
+    let also_good = store
+        .enqueue(NewJob::json("work", "order", &serde_json::json!({"id": 2})).expect("json"))
+        .await
+        .expect("enqueue");
+    let done = reports(&mut rx, 3).await;
+    assert!(worker.shutdown(PATIENCE).await.is_clean());
+    let bad_report = done
+        .iter()
+        .find(|r| r.job.claim.id == bad)
+        .expect("bad job ran");
+    assert_eq!(
+        bad_report.outcome,
+        JobOutcome::Dead,
+        "no retries for an undecodable payload"
+    );
+    let failure = bad_report.result.clone().expect_err("decoding failed");
+    assert!(failure.permanent);
+    assert!(
+        failure.message.contains("cannot decode payload")
+            && failure.message.contains(&bad.to_string()),
+        "the message names the job and the cause: {}",
+        failure.message
+    );
+    assert_eq!(status(store.as_ref(), bad).await, JobStatus::Dead);
+    let info = store.get(bad).await.expect("get").expect("exists");
+    assert!(info
+        .last_error
+        .unwrap_or_default()
+        .contains("cannot decode payload"));
+    assert_eq!(info.attempts, 1);
+    for id in [good, also_good] {
+        assert_eq!(status(store.as_ref(), id).await, JobStatus::Succeeded);
+    }
+}
+
+/// Shutdown stops claiming, lets running jobs finish until its deadline and leaves the rest
+/// claimed; once their leases expire another worker rescues and finishes them. No job is
+/// lost and no finished job runs again.
+pub async fn graceful_shutdown_loses_nothing<B: Backend>(store: &Arc<B>, clock: &ManualClock) {
+    let runs: Arc<Mutex<HashMap<JobId, u32>>> = Arc::default();
+    let (started_tx, mut started_rx) = mpsc::unbounded_channel();
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let handlers = |first_life: bool| {
+        let (runs_a, runs_b, runs_c) = (Arc::clone(&runs), Arc::clone(&runs), Arc::clone(&runs));
+        let started = started_tx.clone();
+        let gate = Arc::clone(&gate);
+        Handlers::new()
+            .on("fast", move |job: Job| {
+                *runs_a
+                    .lock()
+                    .expect("lock")
+                    .entry(job.claim.id)
+                    .or_default() += 1;
+                async { Ok::<_, String>(()) }
+            })
+            .on("finishes-late", move |job: Job| {
+                *runs_b
+                    .lock()
+                    .expect("lock")
+                    .entry(job.claim.id)
+                    .or_default() += 1;
+                started.send(job.claim.id).ok();
+                let gate = Arc::clone(&gate);
+                async move {
+                    if first_life {
+                        gate.acquire().await.map_err(|e| e.to_string())?.forget();
+                    }
+                    Ok::<_, String>(())
+                }
+            })
+            .on("stuck", move |job: Job| {
+                *runs_c
+                    .lock()
+                    .expect("lock")
+                    .entry(job.claim.id)
+                    .or_default() += 1;
+                async move {
+                    if first_life {
+                        std::future::pending::<()>().await;
+                    }
+                    Ok::<_, String>(())
+                }
+            })
+    };
+    let immediate = RetryPolicy::new(3);
+    let (worker, mut rx) = start_worker(store, handlers(true));
+    let mut fast = Vec::new();
+    for _ in 0..20 {
+        fast.push(
+            store
+                .enqueue(NewJob::new("work", "fast", vec![]))
+                .await
+                .expect("enqueue"),
+        );
+    }
+    let late = store
+        .enqueue(NewJob::new("work", "finishes-late", vec![]))
+        .await
+        .expect("enqueue");
+    let stuck = vec![
+        store
+            .enqueue(NewJob::new("work", "stuck", vec![]).retry(immediate.clone()))
+            .await
+            .expect("enqueue"),
+        store
+            .enqueue(NewJob::new("work", "stuck", vec![]).retry(immediate.clone()))
+            .await
+            .expect("enqueue"),
+    ];
+    reports(&mut rx, 20).await;
+    tokio::time::timeout(PATIENCE, started_rx.recv())
+        .await
+        .expect("the late job started")
+        .expect("channel open");
+    // Wait until both stuck jobs are claimed.
+    tokio::time::timeout(PATIENCE, async {
+        loop {
+            let running = store
+                .list(
+                    ListFilter::default()
+                        .queue("work")
+                        .status(JobStatus::Running),
+                )
+                .await
+                .expect("list");
+            if running.len() == 3 {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("the stuck jobs were claimed");
+
+    // Shut down; the late job is let go now and finishes within the deadline.
+    gate.add_permits(1);
+    let report = worker.shutdown(Duration::from_millis(500)).await;
+    let mut abandoned = report.abandoned.clone();
+    abandoned.sort();
+    assert_eq!(abandoned, stuck, "exactly the stuck jobs are abandoned");
+    let late_report = reports(&mut rx, 1).await;
+    assert_eq!(late_report[0].job.claim.id, late);
+    assert_eq!(status(store.as_ref(), late).await, JobStatus::Succeeded);
+    for id in &stuck {
+        assert_eq!(
+            status(store.as_ref(), *id).await,
+            JobStatus::Running,
+            "left claimed"
+        );
+    }
+    let after: Vec<JobId> = store
+        .enqueue_many(
+            (0..5)
+                .map(|_| NewJob::new("work", "fast", vec![]))
+                .collect(),
+        )
+        .await
+        .expect("enqueue");
+    for id in &after {
+        assert_eq!(
+            status(store.as_ref(), *id).await,
+            JobStatus::Scheduled,
+            "nobody claims after shutdown"
+        );
+    }
+
+    // The leases expire; a new worker rescues the stuck jobs and finishes everything.
+    clock.advance(LEASE);
+    let (worker, mut rx) = start_worker(store, handlers(false));
+    let done = reports(&mut rx, stuck.len() + after.len()).await;
+    assert!(worker.shutdown(PATIENCE).await.is_clean());
+    for report in &done {
+        assert_eq!(report.outcome, JobOutcome::Succeeded);
+        if stuck.contains(&report.job.claim.id) {
+            assert_eq!(report.job.attempt, 2, "the abandoned attempt counts");
+        }
+    }
+    let runs = runs.lock().expect("lock").clone();
+    for id in fast.iter().chain(&after).chain([&late]) {
+        assert_eq!(runs.get(id), Some(&1), "job {id} ran exactly once");
+    }
+    for id in fast.iter().chain(&after).chain(&stuck).chain([&late]) {
+        assert_eq!(
+            status(store.as_ref(), *id).await,
+            JobStatus::Succeeded,
+            "job {id} finished"
+        );
+    }
 }

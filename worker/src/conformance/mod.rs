@@ -26,6 +26,7 @@
 pub mod checks;
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use fairq_core::job::Millis;
@@ -68,6 +69,8 @@ pub const PATIENCE: Duration = Duration::from_secs(30);
 
 /// Runs `check` against a fresh store from `harness` on a new multi-threaded runtime, then
 /// cleans the store up, whether the check passed or panicked (the panic is then resumed).
+/// The check gets the store in an [`Arc`] (itself a [`Backend`]) so it can hand it to a
+/// [`Worker`](crate::Worker).
 /// [`conformance_tests!`](crate::conformance_tests) calls this once per check.
 ///
 /// ```
@@ -87,7 +90,7 @@ pub fn run<H, F>(harness: H, check: F)
 where
     H: Harness,
     F: for<'a> FnOnce(
-        &'a H::Backend,
+        &'a Arc<H::Backend>,
         &'a ManualClock,
     ) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send + 'a>>,
 {
@@ -101,9 +104,30 @@ where
         .unwrap_or_else(|e| panic!("cannot start a tokio runtime: {e}"));
     runtime.block_on(async move {
         let clock = ManualClock::new(START);
-        let store = harness.create(clock.clone()).await;
+        let store = Arc::new(harness.create(clock.clone()).await);
         let outcome = AssertUnwindSafe(check(&store, &clock)).catch_unwind().await;
-        harness.cleanup(store).await;
+        // Tasks a check started may still be letting go of the store.
+        let mut store = store;
+        let mut tries = 0;
+        loop {
+            match Arc::try_unwrap(store) {
+                Ok(owned) => {
+                    harness.cleanup(owned).await;
+                    break;
+                }
+                Err(shared) if tries < 1_000 => {
+                    store = shared;
+                    tries += 1;
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                Err(_) => {
+                    eprintln!(
+                        "conformance: the store is still shared after the check; not cleaned up"
+                    );
+                    break;
+                }
+            }
+        }
         if let Err(panic) = outcome {
             std::panic::resume_unwind(panic);
         }
@@ -145,6 +169,10 @@ macro_rules! conformance_tests {
             purge_spares_running_jobs,
             prune_deletes_old_finished_jobs,
             wait_for_jobs_returns,
+            worker_runs_each_job_once,
+            worker_retries_and_reports_dead_jobs,
+            undecodable_payload_fails_only_that_job,
+            graceful_shutdown_loses_nothing,
         );
     };
     (@each $harness:expr; $($check:ident),* $(,)?) => {

@@ -1,0 +1,670 @@
+//! The worker: claims jobs fairly, runs their handlers, renews leases, records outcomes,
+//! rescues jobs of dead workers and shuts down without losing anything.
+
+mod config;
+mod hooks;
+mod run;
+
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use fairq_core::health::{Health, HealthPolicy};
+use fairq_core::stats::Summary;
+use serde::de::DeserializeOwned;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::backend::Backend;
+use crate::clock::{Clock, SystemClock};
+use crate::handler::Handlers;
+use crate::job::{Failure, Job, JobId};
+
+pub use config::QueueConfig;
+pub use hooks::{DeadJob, JobOutcome, JobReport, Operation, SlowJob, WorkerError};
+use run::{lock, QueueRuntime, Shared};
+
+/// A worker whose settings cannot work.
+///
+/// ```
+/// use fairq_worker::{MemoryBackend, Worker, WorkerConfigError};
+/// let err = Worker::builder(MemoryBackend::new()).build().unwrap_err();
+/// assert!(matches!(err, WorkerConfigError::NoQueues));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WorkerConfigError {
+    /// No queue was added.
+    #[error("the worker serves no queue: add one with WorkerBuilder::queue")]
+    NoQueues,
+    /// No handler was registered.
+    #[error("the worker has no handler: register one with WorkerBuilder::handle")]
+    NoHandlers,
+    /// A queue's settings are unusable.
+    #[error("queue {queue:?}: {problem}")]
+    Queue {
+        /// The queue.
+        queue: String,
+        /// What is wrong.
+        problem: &'static str,
+    },
+    /// [`Worker::start`] was called outside a tokio runtime.
+    #[error("a worker must be started inside a tokio runtime")]
+    NoRuntime,
+}
+
+/// Builds a [`Worker`]: queues to serve, handlers per job kind, hooks.
+///
+/// ```
+/// use std::time::Duration;
+/// use fairq_worker::{Failure, Job, MemoryBackend, QueueConfig, Worker};
+///
+/// let worker = Worker::builder(MemoryBackend::new())
+///     .queue("mail", QueueConfig::default().concurrency(8))
+///     .queue("reports", QueueConfig::default().concurrency(1).lease(Duration::from_secs(300)))
+///     .handle_json("welcome", |address: String, _job: Job| async move {
+///         if address.contains('@') { Ok(()) } else { Err(Failure::permanent("no @ in address")) }
+///     })
+///     .handle("monthly", |_job: Job| async { Ok::<_, std::io::Error>(()) })
+///     .on_dead(|dead| eprintln!("job {} died: {}", dead.job.claim.id, dead.failure.message))
+///     .on_error(|err| eprintln!("{err}"))
+///     .slow_after(Duration::from_secs(120))
+///     .build()
+///     .unwrap();
+/// assert_eq!(worker.queues().collect::<Vec<_>>(), ["mail", "reports"]);
+/// ```
+#[must_use = "a builder does nothing until `build` is called"]
+pub struct WorkerBuilder<B> {
+    backend: Arc<B>,
+    queues: BTreeMap<String, QueueConfig>,
+    handlers: Handlers,
+    hooks: hooks::Hooks,
+    clock: Arc<dyn Clock>,
+    health: HealthPolicy,
+    slow_after: Option<Duration>,
+    error_backoff: (Duration, Duration),
+    shutdown_timeout: Duration,
+}
+
+impl<B: Backend> WorkerBuilder<B> {
+    /// Serves `queue` with `config` (replacing an earlier config of the same queue).
+    ///
+    /// ```
+    /// use fairq_worker::{MemoryBackend, QueueConfig, Worker};
+    /// let b = Worker::builder(MemoryBackend::new()).queue("q", QueueConfig::default());
+    /// # drop(b);
+    /// ```
+    pub fn queue(mut self, queue: impl Into<String>, config: QueueConfig) -> Self {
+        self.queues.insert(queue.into(), config);
+        self
+    }
+
+    /// Uses `handlers`, replacing those registered so far.
+    ///
+    /// ```
+    /// use fairq_worker::{Handlers, Job, MemoryBackend, QueueConfig, Worker};
+    /// let handlers = Handlers::new().on("k", |_job: Job| async { Ok::<_, String>(()) });
+    /// let worker = Worker::builder(MemoryBackend::new())
+    ///     .queue("q", QueueConfig::default())
+    ///     .handlers(handlers)
+    ///     .build()
+    ///     .unwrap();
+    /// # drop(worker);
+    /// ```
+    pub fn handlers(mut self, handlers: Handlers) -> Self {
+        self.handlers = handlers;
+        self
+    }
+
+    /// Registers a handler for jobs of `kind` (see [`Handlers::on`]).
+    ///
+    /// ```
+    /// use fairq_worker::{Job, MemoryBackend, Worker};
+    /// let b = Worker::builder(MemoryBackend::new())
+    ///     .handle("k", |job: Job| async move { Ok::<_, String>(drop(job)) });
+    /// # drop(b);
+    /// ```
+    pub fn handle<F, Fut, E>(mut self, kind: impl Into<String>, handler: F) -> Self
+    where
+        F: Fn(Job) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), E>> + Send + 'static,
+        E: Into<Failure> + 'static,
+    {
+        self.handlers = self.handlers.on(kind, handler);
+        self
+    }
+
+    /// Registers a handler for jobs of `kind` whose payload is JSON (see
+    /// [`Handlers::on_json`]): a payload that does not decode kills the job with a clear
+    /// message.
+    ///
+    /// ```
+    /// use fairq_worker::{Job, MemoryBackend, Worker};
+    /// let b = Worker::builder(MemoryBackend::new())
+    ///     .handle_json("sum", |xs: Vec<i64>, _job: Job| async move { Ok::<_, String>(drop(xs)) });
+    /// # drop(b);
+    /// ```
+    pub fn handle_json<T, F, Fut, E>(mut self, kind: impl Into<String>, handler: F) -> Self
+    where
+        T: DeserializeOwned + Send + 'static,
+        F: Fn(T, Job) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), E>> + Send + 'static,
+        E: Into<Failure> + 'static,
+    {
+        self.handlers = self.handlers.on_json(kind, handler);
+        self
+    }
+
+    /// Called when a job fails for good (its policy gave up, or the failure was permanent).
+    ///
+    /// ```
+    /// use fairq_worker::{MemoryBackend, Worker};
+    /// let b = Worker::builder(MemoryBackend::new()).on_dead(|dead| eprintln!("{:?}", dead.failure));
+    /// # drop(b);
+    /// ```
+    pub fn on_dead(mut self, hook: impl Fn(&DeadJob) + Send + Sync + 'static) -> Self {
+        self.hooks.dead = Some(Arc::new(hook));
+        self
+    }
+
+    /// Called when a store call of the worker fails (claim, complete, heartbeat, ...).
+    ///
+    /// ```
+    /// use fairq_worker::{MemoryBackend, Worker};
+    /// let b = Worker::builder(MemoryBackend::new()).on_error(|err| eprintln!("{err}"));
+    /// # drop(b);
+    /// ```
+    pub fn on_error(mut self, hook: impl Fn(&WorkerError) + Send + Sync + 'static) -> Self {
+        self.hooks.error = Some(Arc::new(hook));
+        self
+    }
+
+    /// Called once per job whose handler runs longer than [`slow_after`](Self::slow_after).
+    ///
+    /// ```
+    /// use fairq_worker::{MemoryBackend, Worker};
+    /// let b = Worker::builder(MemoryBackend::new()).on_slow(|slow| eprintln!("{:?}", slow.running_for));
+    /// # drop(b);
+    /// ```
+    pub fn on_slow(mut self, hook: impl Fn(&SlowJob) + Send + Sync + 'static) -> Self {
+        self.hooks.slow = Some(Arc::new(hook));
+        self
+    }
+
+    /// Called after every attempt, once the store was told its outcome.
+    ///
+    /// ```
+    /// use fairq_worker::{MemoryBackend, Worker};
+    /// let b = Worker::builder(MemoryBackend::new()).on_finished(|report| eprintln!("{:?}", report.outcome));
+    /// # drop(b);
+    /// ```
+    pub fn on_finished(mut self, hook: impl Fn(&JobReport) + Send + Sync + 'static) -> Self {
+        self.hooks.finished = Some(Arc::new(hook));
+        self
+    }
+
+    /// Warns (a `tracing` warning and [`on_slow`](Self::on_slow)) about handlers running longer
+    /// than `after` (default: 5 minutes).
+    ///
+    /// ```
+    /// use fairq_worker::{MemoryBackend, Worker};
+    /// let b = Worker::builder(MemoryBackend::new()).slow_after(std::time::Duration::from_secs(10));
+    /// # drop(b);
+    /// ```
+    pub fn slow_after(mut self, after: Duration) -> Self {
+        self.slow_after = Some(after);
+        self
+    }
+
+    /// Judges queue health with `policy` (see [`WorkerHandle::health`]).
+    ///
+    /// ```
+    /// use fairq_core::health::HealthPolicy;
+    /// use fairq_worker::{MemoryBackend, Worker};
+    /// let b = Worker::builder(MemoryBackend::new()).health_policy(HealthPolicy::default());
+    /// # drop(b);
+    /// ```
+    pub fn health_policy(mut self, policy: HealthPolicy) -> Self {
+        self.health = policy;
+        self
+    }
+
+    /// Reads time for health from `clock` (default: the system clock).
+    ///
+    /// ```
+    /// use fairq_worker::{ManualClock, MemoryBackend, Worker};
+    /// let b = Worker::builder(MemoryBackend::new()).clock(ManualClock::new(0));
+    /// # drop(b);
+    /// ```
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Arc::new(clock);
+        self
+    }
+
+    /// After a failed store call, waits `min`, doubling up to `max` while failures go on
+    /// (default 100 ms to 30 s), so a store that is down is not hammered.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use fairq_worker::{MemoryBackend, Worker};
+    /// let b = Worker::builder(MemoryBackend::new())
+    ///     .error_backoff(Duration::from_millis(10), Duration::from_secs(1));
+    /// # drop(b);
+    /// ```
+    pub fn error_backoff(mut self, min: Duration, max: Duration) -> Self {
+        self.error_backoff = (min, max);
+        self
+    }
+
+    /// How long [`Worker::run_until`] lets running jobs finish after its signal (default 30 s).
+    ///
+    /// ```
+    /// use fairq_worker::{MemoryBackend, Worker};
+    /// let b = Worker::builder(MemoryBackend::new()).shutdown_timeout(std::time::Duration::from_secs(5));
+    /// # drop(b);
+    /// ```
+    pub fn shutdown_timeout(mut self, timeout: Duration) -> Self {
+        self.shutdown_timeout = timeout;
+        self
+    }
+
+    /// Checks the settings and makes the worker.
+    ///
+    /// ```
+    /// use fairq_worker::{Job, MemoryBackend, QueueConfig, Worker, WorkerConfigError};
+    /// let err = Worker::builder(MemoryBackend::new())
+    ///     .queue("q", QueueConfig::default().concurrency(0))
+    ///     .handle("k", |_job: Job| async { Ok::<_, String>(()) })
+    ///     .build()
+    ///     .unwrap_err();
+    /// assert!(matches!(err, WorkerConfigError::Queue { .. }));
+    /// ```
+    pub fn build(self) -> Result<Worker<B>, WorkerConfigError> {
+        if self.queues.is_empty() {
+            return Err(WorkerConfigError::NoQueues);
+        }
+        if self.handlers.kinds().next().is_none() {
+            return Err(WorkerConfigError::NoHandlers);
+        }
+        for (queue, config) in &self.queues {
+            if let Some(problem) = config.problem() {
+                return Err(WorkerConfigError::Queue {
+                    queue: queue.clone(),
+                    problem,
+                });
+            }
+        }
+        Ok(Worker { config: self })
+    }
+}
+
+/// Runs jobs from a [`Backend`]: per-queue concurrency, fair claims, lease heartbeats,
+/// panics caught as failures, rescue of expired leases, health, and graceful shutdown.
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use fairq_worker::{Backend, Job, JobStatus, MemoryBackend, NewJob, QueueConfig, Worker};
+///
+/// # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
+/// let store = Arc::new(MemoryBackend::new());
+/// let (done_tx, mut done_rx) = tokio::sync::mpsc::unbounded_channel();
+/// let worker = Worker::builder(Arc::clone(&store))
+///     .queue("greetings", QueueConfig::default().concurrency(2))
+///     .handle_json("hello", move |name: String, _job: Job| {
+///         let done = done_tx.clone();
+///         async move {
+///             done.send(format!("hello, {name}")).ok();
+///             Ok::<_, String>(())
+///         }
+///     })
+///     .build()
+///     .unwrap()
+///     .start()
+///     .unwrap();
+///
+/// let id = store.enqueue(NewJob::json("greetings", "hello", "Ada").unwrap()).await.unwrap();
+/// assert_eq!(done_rx.recv().await.unwrap(), "hello, Ada");
+///
+/// let report = worker.shutdown(Duration::from_secs(5)).await;
+/// assert!(report.is_clean());
+/// assert_eq!(store.get(id).await.unwrap().unwrap().status(), JobStatus::Succeeded);
+/// # });
+/// ```
+pub struct Worker<B> {
+    config: WorkerBuilder<B>,
+}
+
+impl<B> std::fmt::Debug for Worker<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Worker")
+            .field("queues", &self.config.queues)
+            .field("handlers", &self.config.handlers)
+            .field("hooks", &self.config.hooks)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<B: Backend> Worker<B> {
+    /// Starts building a worker on `backend`.
+    ///
+    /// ```
+    /// let builder = fairq_worker::Worker::builder(fairq_worker::MemoryBackend::new());
+    /// # drop(builder);
+    /// ```
+    pub fn builder(backend: B) -> WorkerBuilder<B> {
+        WorkerBuilder {
+            backend: Arc::new(backend),
+            queues: BTreeMap::new(),
+            handlers: Handlers::new(),
+            hooks: hooks::Hooks::default(),
+            clock: Arc::new(SystemClock),
+            health: HealthPolicy::default(),
+            slow_after: Some(Duration::from_secs(300)),
+            error_backoff: (Duration::from_millis(100), Duration::from_secs(30)),
+            shutdown_timeout: Duration::from_secs(30),
+        }
+    }
+
+    /// The served queues, sorted.
+    ///
+    /// ```
+    /// use fairq_worker::{Job, MemoryBackend, QueueConfig, Worker};
+    /// let w = Worker::builder(MemoryBackend::new())
+    ///     .queue("b", QueueConfig::default())
+    ///     .queue("a", QueueConfig::default())
+    ///     .handle("k", |_job: Job| async { Ok::<_, String>(()) })
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(w.queues().collect::<Vec<_>>(), ["a", "b"]);
+    /// ```
+    pub fn queues(&self) -> impl Iterator<Item = &str> {
+        self.config.queues.keys().map(String::as_str)
+    }
+
+    /// Starts the worker's tasks on the current tokio runtime and returns its handle.
+    /// Dropping the handle leaves the worker running; call [`WorkerHandle::shutdown`] to stop.
+    ///
+    /// ```
+    /// use fairq_worker::{Job, MemoryBackend, QueueConfig, Worker, WorkerConfigError};
+    /// let w = Worker::builder(MemoryBackend::new())
+    ///     .queue("q", QueueConfig::default())
+    ///     .handle("k", |_job: Job| async { Ok::<_, String>(()) })
+    ///     .build()
+    ///     .unwrap();
+    /// // Outside a runtime:
+    /// assert!(matches!(w.start(), Err(WorkerConfigError::NoRuntime)));
+    /// ```
+    pub fn start(self) -> Result<WorkerHandle<B>, WorkerConfigError> {
+        let runtime =
+            tokio::runtime::Handle::try_current().map_err(|_| WorkerConfigError::NoRuntime)?;
+        let config = self.config;
+        let (stop, _) = watch::channel(false);
+        let queues: Vec<Arc<QueueRuntime>> = config
+            .queues
+            .into_iter()
+            .map(|(name, cfg)| Arc::new(QueueRuntime::new(name, cfg)))
+            .collect();
+        let shared = Arc::new(Shared {
+            backend: config.backend,
+            handlers: config.handlers,
+            hooks: config.hooks,
+            started_at: config.clock.now(),
+            clock: config.clock,
+            health: config.health,
+            slow_after: config.slow_after,
+            error_backoff: config.error_backoff,
+            queues,
+            stop,
+            tasks: Mutex::new(HashMap::new()),
+            next_task: AtomicU64::new(0),
+        });
+        let mut loops = Vec::new();
+        for queue in &shared.queues {
+            loops.push(runtime.spawn(run::serve_queue(Arc::clone(&shared), Arc::clone(queue))));
+            loops.push(runtime.spawn(run::rescue_loop(Arc::clone(&shared), Arc::clone(queue))));
+        }
+        Ok(WorkerHandle {
+            shared,
+            loops,
+            shutdown_timeout: config.shutdown_timeout,
+        })
+    }
+
+    /// Starts the worker, runs until `signal` completes (for example `tokio::signal::ctrl_c()`),
+    /// then shuts down gracefully within the configured
+    /// [`shutdown_timeout`](WorkerBuilder::shutdown_timeout).
+    ///
+    /// ```
+    /// use fairq_worker::{Job, MemoryBackend, QueueConfig, Worker};
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let w = Worker::builder(MemoryBackend::new())
+    ///     .queue("q", QueueConfig::default())
+    ///     .handle("k", |_job: Job| async { Ok::<_, String>(()) })
+    ///     .build()
+    ///     .unwrap();
+    /// let report = w.run_until(async {}).await.unwrap();
+    /// assert!(report.is_clean());
+    /// # });
+    /// ```
+    pub async fn run_until(
+        self,
+        signal: impl Future<Output = ()>,
+    ) -> Result<ShutdownReport, WorkerConfigError> {
+        let handle = self.start()?;
+        signal.await;
+        let timeout = handle.shutdown_timeout;
+        Ok(handle.shutdown(timeout).await)
+    }
+}
+
+/// What a shutdown left behind.
+///
+/// ```
+/// let report = fairq_worker::ShutdownReport::default();
+/// assert!(report.is_clean());
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ShutdownReport {
+    /// Jobs still running at the deadline: their tasks were stopped and the store will
+    /// rescue them once their leases expire.
+    pub abandoned: Vec<JobId>,
+}
+
+impl ShutdownReport {
+    /// True when every running job finished before the deadline.
+    ///
+    /// ```
+    /// let report = fairq_worker::ShutdownReport { abandoned: vec![fairq_worker::JobId(1)] };
+    /// assert!(!report.is_clean());
+    /// ```
+    pub fn is_clean(&self) -> bool {
+        self.abandoned.is_empty()
+    }
+}
+
+/// A running worker: health, timings, and shutdown.
+pub struct WorkerHandle<B> {
+    shared: Arc<Shared<B>>,
+    loops: Vec<JoinHandle<()>>,
+    shutdown_timeout: Duration,
+}
+
+impl<B> std::fmt::Debug for WorkerHandle<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkerHandle")
+            .field(
+                "queues",
+                &self
+                    .shared
+                    .queues
+                    .iter()
+                    .map(|q| &q.name)
+                    .collect::<Vec<_>>(),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+impl<B: Backend> WorkerHandle<B> {
+    /// The store the worker uses.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// use fairq_worker::{Job, MemoryBackend, QueueConfig, Worker};
+    /// let handle = Worker::builder(MemoryBackend::new())
+    ///     .queue("q", QueueConfig::default())
+    ///     .handle("k", |_job: Job| async { Ok::<_, String>(()) })
+    ///     .build().unwrap().start().unwrap();
+    /// assert!(handle.backend().is_empty());
+    /// handle.shutdown(std::time::Duration::from_secs(1)).await;
+    /// # });
+    /// ```
+    pub fn backend(&self) -> &Arc<B> {
+        &self.shared.backend
+    }
+
+    /// The health of `queue` (`None` if the worker does not serve it): unhealthy once its
+    /// handlers have been failing, with no success since, for longer than the health
+    /// policy's allowed error time (after the startup grace).
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// use fairq_core::health::Health;
+    /// use fairq_worker::{Job, MemoryBackend, QueueConfig, Worker};
+    /// let handle = Worker::builder(MemoryBackend::new())
+    ///     .queue("q", QueueConfig::default())
+    ///     .handle("k", |_job: Job| async { Ok::<_, String>(()) })
+    ///     .build().unwrap().start().unwrap();
+    /// assert_eq!(handle.health("q"), Some(Health::Healthy));
+    /// assert_eq!(handle.health("other"), None);
+    /// handle.shutdown(std::time::Duration::from_secs(1)).await;
+    /// # });
+    /// ```
+    pub fn health(&self, queue: &str) -> Option<Health> {
+        let q = self.shared.queues.iter().find(|q| q.name == queue)?;
+        let since = lock(&q.errors).since();
+        Some(
+            self.shared
+                .health
+                .evaluate(self.shared.started_at, since, self.shared.clock.now()),
+        )
+    }
+
+    /// True when every served queue is healthy.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// use fairq_worker::{Job, MemoryBackend, QueueConfig, Worker};
+    /// let handle = Worker::builder(MemoryBackend::new())
+    ///     .queue("q", QueueConfig::default())
+    ///     .handle("k", |_job: Job| async { Ok::<_, String>(()) })
+    ///     .build().unwrap().start().unwrap();
+    /// assert!(handle.is_healthy());
+    /// handle.shutdown(std::time::Duration::from_secs(1)).await;
+    /// # });
+    /// ```
+    pub fn is_healthy(&self) -> bool {
+        self.shared
+            .queues
+            .iter()
+            .all(|q| self.health(&q.name).is_none_or(|h| h.is_healthy()))
+    }
+
+    /// Handler run times of `queue` in microseconds (`None` if the worker does not serve it).
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// use fairq_worker::{Job, MemoryBackend, QueueConfig, Worker};
+    /// let handle = Worker::builder(MemoryBackend::new())
+    ///     .queue("q", QueueConfig::default())
+    ///     .handle("k", |_job: Job| async { Ok::<_, String>(()) })
+    ///     .build().unwrap().start().unwrap();
+    /// assert_eq!(handle.processing_time("q").unwrap().count, 0);
+    /// handle.shutdown(std::time::Duration::from_secs(1)).await;
+    /// # });
+    /// ```
+    pub fn processing_time(&self, queue: &str) -> Option<Summary> {
+        let q = self.shared.queues.iter().find(|q| q.name == queue)?;
+        let summary = lock(&q.timings).summary();
+        Some(summary)
+    }
+
+    /// Jobs running now.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// use fairq_worker::{Job, MemoryBackend, QueueConfig, Worker};
+    /// let handle = Worker::builder(MemoryBackend::new())
+    ///     .queue("q", QueueConfig::default())
+    ///     .handle("k", |_job: Job| async { Ok::<_, String>(()) })
+    ///     .build().unwrap().start().unwrap();
+    /// assert_eq!(handle.running(), 0);
+    /// handle.shutdown(std::time::Duration::from_secs(1)).await;
+    /// # });
+    /// ```
+    pub fn running(&self) -> usize {
+        lock(&self.shared.tasks).len()
+    }
+
+    /// Stops claiming, lets running jobs finish for up to `deadline`, then stops the rest.
+    /// Stopped jobs stay claimed in the store until their leases expire and a rescue hands
+    /// them to another worker, so nothing is lost; their ids are in the report.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// use fairq_worker::{Job, MemoryBackend, QueueConfig, Worker};
+    /// let handle = Worker::builder(MemoryBackend::new())
+    ///     .queue("q", QueueConfig::default())
+    ///     .handle("k", |_job: Job| async { Ok::<_, String>(()) })
+    ///     .build().unwrap().start().unwrap();
+    /// let report = handle.shutdown(std::time::Duration::from_secs(1)).await;
+    /// assert!(report.is_clean());
+    /// # });
+    /// ```
+    pub async fn shutdown(self, deadline: Duration) -> ShutdownReport {
+        let shared = self.shared;
+        shared.stop.send_replace(true);
+        let until = tokio::time::Instant::now() + deadline;
+        let mut loops = self.loops;
+        let stopped = tokio::time::timeout_at(until, async {
+            for handle in &mut loops {
+                // A loop that panicked has nothing left to stop.
+                let _ = handle.await;
+            }
+            all_slots_free(&shared).await;
+        })
+        .await;
+        if stopped.is_ok() {
+            return ShutdownReport::default();
+        }
+        for handle in &loops {
+            handle.abort();
+        }
+        let running: Vec<(JobId, tokio::task::AbortHandle)> =
+            lock(&shared.tasks).values().cloned().collect();
+        let mut abandoned = Vec::with_capacity(running.len());
+        for (id, abort) in running {
+            abort.abort();
+            abandoned.push(id);
+        }
+        abandoned.sort();
+        for id in &abandoned {
+            tracing::warn!(job.id = %id, "shutdown deadline passed; job left to be rescued");
+        }
+        // Aborted tasks release their slots once dropped; wait briefly so the store handle is
+        // no longer shared when this returns.
+        let _ = tokio::time::timeout(Duration::from_secs(5), all_slots_free(&shared)).await;
+        ShutdownReport { abandoned }
+    }
+}
+
+/// Resolves once no job of any queue runs.
+async fn all_slots_free<B>(shared: &Shared<B>) {
+    for queue in &shared.queues {
+        let all = u32::try_from(queue.config.get_concurrency()).unwrap_or(u32::MAX);
+        // The semaphore is never closed, so this only waits.
+        let _ = queue.slots.acquire_many(all).await;
+    }
+}
