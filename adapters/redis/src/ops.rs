@@ -676,29 +676,78 @@ impl RedisBackend {
     }
 }
 
-/// Run-time percentiles from the stored buckets and exact totals.
+/// The lowest value of `value`'s bucket, as `record_time` in the scripts computes it (the
+/// bucketing of fairq-core's `Histogram`: exact below 128, then 64 buckets per power of two).
+fn bucket_low(value: u64) -> u64 {
+    if value < 128 {
+        return value;
+    }
+    let shift = 63 - value.leading_zeros() - 6;
+    (value >> shift) << shift
+}
+
+/// Run-time percentiles from the stored buckets and exact totals: the buckets are replayed
+/// into a core `Histogram` (one sample of the min and of the max bucket at the exact value,
+/// so the histogram's clamping matches one that saw every value).
 fn summary(hist: &HashMap<u64, u64>, pstat: &HashMap<String, u64>) -> Summary {
     let get = |k: &str| pstat.get(k).copied().unwrap_or(0);
     let count = get("count");
     if count == 0 {
         return Summary::default();
     }
-    let mut histogram = Histogram::new();
-    for (&low, &n) in hist {
-        histogram.record_n(low, n);
-    }
     let (min, max) = (get("min"), get("max"));
-    let clamp = |v: u64| v.clamp(min, max);
-    let s = histogram.summary();
+    let mut histogram = Histogram::new();
+    if min == max {
+        histogram.record_n(min, count);
+    } else {
+        for (&low, &n) in hist {
+            let mut n = n;
+            for exact in [min, max] {
+                if n > 0 && bucket_low(exact) == low {
+                    histogram.record(exact);
+                    n -= 1;
+                }
+            }
+            histogram.record_n(low, n);
+        }
+    }
     Summary {
-        count,
-        min,
         mean: get("sum") / count,
-        p50: clamp(s.p50),
-        p90: clamp(s.p90),
-        p95: clamp(s.p95),
-        p99: clamp(s.p99),
-        max,
+        ..histogram.summary()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_replay_into_the_same_summary() {
+        let values = [
+            1_000u64, 1_000, 1_001, 5, 127, 128, 0, 65_535, 2_000_000, 2_000_001,
+        ];
+        let mut reference = Histogram::new();
+        let mut hist = HashMap::new();
+        let mut pstat = HashMap::from([("min".to_string(), u64::MAX), ("max".to_string(), 0)]);
+        for (i, &v) in values.iter().enumerate() {
+            reference.record(v);
+            *hist.entry(bucket_low(v)).or_insert(0) += 1;
+            pstat.insert("count".into(), i as u64 + 1);
+            *pstat.entry("sum".into()).or_insert(0) += v;
+            let min = pstat["min"].min(v);
+            let max = pstat["max"].max(v);
+            pstat.insert("min".into(), min);
+            pstat.insert("max".into(), max);
+            assert_eq!(summary(&hist, &pstat), reference.summary(), "after {v}");
+        }
+    }
+
+    #[test]
+    fn bucket_low_is_within_one_part_in_64() {
+        for v in [128u64, 200, 4_095, 1 << 40, u64::MAX] {
+            let low = bucket_low(v);
+            assert!(low <= v && v - low <= v / 64, "{v} -> {low}");
+        }
     }
 }
 

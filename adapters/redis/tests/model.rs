@@ -28,12 +28,25 @@ enum Op {
         after: Option<usize>,
     },
     /// Enqueue several keyed jobs at once.
-    EnqueueMany { keys: Vec<u8> },
-    Claim { max: usize },
-    Complete { pick: usize },
-    Fail { pick: usize, permanent: bool },
-    Heartbeat { pick: usize },
-    Advance { ms: u64 },
+    EnqueueMany {
+        keys: Vec<u8>,
+    },
+    Claim {
+        max: usize,
+    },
+    Complete {
+        pick: usize,
+    },
+    Fail {
+        pick: usize,
+        permanent: bool,
+    },
+    Heartbeat {
+        pick: usize,
+    },
+    Advance {
+        ms: u64,
+    },
     Rescue,
     ReviveAll,
 }
@@ -76,10 +89,7 @@ struct Side<B> {
 
 impl<B: Backend> Side<B> {
     fn position(&self, id: JobId) -> usize {
-        self.ids
-            .iter()
-            .position(|i| *i == id)
-            .expect("known job")
+        self.ids.iter().position(|i| *i == id).expect("known job")
     }
 
     /// A claim as positions and the numbers that must agree.
@@ -99,7 +109,10 @@ fn shape<T: std::fmt::Debug>(result: &Result<T, BackendError>) -> String {
     match result {
         Ok(value) => format!("ok {value:?}"),
         Err(BackendError::Transition { source, .. }) => format!("refused {source:?}"),
-        Err(other) => format!("error {}", other.to_string().split(':').next().unwrap_or("")),
+        Err(other) => format!(
+            "error {}",
+            other.to_string().split(':').next().unwrap_or("")
+        ),
     }
 }
 
@@ -154,7 +167,11 @@ async fn run_ops(ops: Vec<Op>) {
             }
             Op::Claim { max } => {
                 let a = r.store.claim(QUEUE, max, LEASE).await.expect("redis claim");
-                let b = m.store.claim(QUEUE, max, LEASE).await.expect("memory claim");
+                let b = m
+                    .store
+                    .claim(QUEUE, max, LEASE)
+                    .await
+                    .expect("memory claim");
                 let va: Vec<_> = a.iter().map(|j| r.view(j)).collect();
                 let vb: Vec<_> = b.iter().map(|j| m.view(j)).collect();
                 assert_eq!(va, vb, "{ctx}: claims differ");
