@@ -717,40 +717,6 @@ fn summary(hist: &HashMap<u64, u64>, pstat: &HashMap<String, u64>) -> Summary {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn buckets_replay_into_the_same_summary() {
-        let values = [
-            1_000u64, 1_000, 1_001, 5, 127, 128, 0, 65_535, 2_000_000, 2_000_001,
-        ];
-        let mut reference = Histogram::new();
-        let mut hist = HashMap::new();
-        let mut pstat = HashMap::from([("min".to_string(), u64::MAX), ("max".to_string(), 0)]);
-        for (i, &v) in values.iter().enumerate() {
-            reference.record(v);
-            *hist.entry(bucket_low(v)).or_insert(0) += 1;
-            pstat.insert("count".into(), i as u64 + 1);
-            *pstat.entry("sum".into()).or_insert(0) += v;
-            let min = pstat["min"].min(v);
-            let max = pstat["max"].max(v);
-            pstat.insert("min".into(), min);
-            pstat.insert("max".into(), max);
-            assert_eq!(summary(&hist, &pstat), reference.summary(), "after {v}");
-        }
-    }
-
-    #[test]
-    fn bucket_low_is_within_one_part_in_64() {
-        for v in [128u64, 200, 4_095, 1 << 40, u64::MAX] {
-            let low = bucket_low(v);
-            assert!(low <= v && v - low <= v / 64, "{v} -> {low}");
-        }
-    }
-}
-
 impl Backend for RedisBackend {
     async fn enqueue(&self, job: NewJob) -> Result<JobId, BackendError> {
         let ids = self.enqueue_batch(vec![job]).await?;
@@ -856,5 +822,39 @@ impl Backend for RedisBackend {
                 .await?;
         }
         Ok(deleted)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_replay_into_the_same_summary() {
+        let values = [
+            1_000u64, 1_000, 1_001, 5, 127, 128, 0, 65_535, 2_000_000, 2_000_001,
+        ];
+        let mut reference = Histogram::new();
+        let mut hist = HashMap::new();
+        let mut pstat = HashMap::from([("min".to_string(), u64::MAX), ("max".to_string(), 0)]);
+        for (i, &v) in values.iter().enumerate() {
+            reference.record(v);
+            *hist.entry(bucket_low(v)).or_insert(0) += 1;
+            pstat.insert("count".into(), i as u64 + 1);
+            *pstat.entry("sum".into()).or_insert(0) += v;
+            let min = pstat["min"].min(v);
+            let max = pstat["max"].max(v);
+            pstat.insert("min".into(), min);
+            pstat.insert("max".into(), max);
+            assert_eq!(summary(&hist, &pstat), reference.summary(), "after {v}");
+        }
+    }
+
+    #[test]
+    fn bucket_low_is_within_one_part_in_64() {
+        for v in [128u64, 200, 4_095, 1 << 40, u64::MAX] {
+            let low = bucket_low(v);
+            assert!(low <= v && v - low <= v / 64, "{v} -> {low}");
+        }
     }
 }
