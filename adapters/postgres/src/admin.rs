@@ -1,0 +1,211 @@
+//! Operator calls: statistics, listing, revival of dead jobs, purge and prune.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use fairq_core::job::{millis, State, TransitionError};
+use fairq_core::stats::Histogram;
+use fairq_worker::{
+    BackendError, JobId, JobInfo, JobStatus, ListFilter, Purge, QueueStats, RetryTarget,
+};
+use tokio_postgres::types::ToSql;
+
+use crate::backend::Core;
+use crate::exec::Exec;
+use crate::rows::{self, from_db, to_db};
+
+/// One queue's numbers while they are being added up.
+struct Tally {
+    stats: QueueStats,
+    runs: Box<Histogram>,
+}
+
+impl Tally {
+    fn new(queue: &str) -> Tally {
+        Tally {
+            stats: QueueStats::empty(queue),
+            runs: Box::new(Histogram::new()),
+        }
+    }
+}
+
+fn status_of(name: &str) -> Option<JobStatus> {
+    name.parse().ok()
+}
+
+impl Core {
+    pub(crate) async fn stats(&self) -> Result<Vec<QueueStats>, BackendError> {
+        let client = self.client().await?;
+        let conn: &dyn Exec = &*client;
+        let no: [&(dyn ToSql + Sync); 0] = [];
+        let (live, done, base, runs) = tokio::join!(
+            conn.rows(&self.sql.stats_live, &no),
+            conn.rows(&self.sql.stats_done, &no),
+            conn.rows(&self.sql.stats_base, &no),
+            conn.rows(&self.sql.stats_runs, &no),
+        );
+        let (live, done, base, runs) = (
+            live.map_err(|e| self.err(e))?,
+            done.map_err(|e| self.err(e))?,
+            base.map_err(|e| self.err(e))?,
+            runs.map_err(|e| self.err(e))?,
+        );
+        let mut queues: BTreeMap<String, Tally> = BTreeMap::new();
+        fn tally<'a>(queues: &'a mut BTreeMap<String, Tally>, queue: &str) -> &'a mut Tally {
+            queues
+                .entry(queue.to_string())
+                .or_insert_with(|| Tally::new(queue))
+        }
+        for row in &live {
+            let t = tally(&mut queues, row.get(0));
+            let state: &str = row.get(1);
+            if let Some(status) = status_of(state) {
+                t.stats.counts.add(status, from_db(row.get(2)));
+            }
+            t.stats.retries.failures += from_db(row.get(3));
+            if let Some(since) = row.get::<_, Option<i64>>(4).map(from_db) {
+                t.stats.oldest_error_at =
+                    Some(t.stats.oldest_error_at.map_or(since, |o| o.min(since)));
+            }
+        }
+        for row in &done {
+            let t = tally(&mut queues, row.get(0));
+            let state: &str = row.get(1);
+            let n = from_db(row.get(2));
+            if let Some(status) = status_of(state) {
+                t.stats.counts.add(status, n);
+                match status {
+                    JobStatus::Succeeded => t.stats.retries.ok += n,
+                    JobStatus::Dead => t.stats.retries.dead += n,
+                    _ => {}
+                }
+            }
+            t.stats.retries.retries += from_db(row.get(3));
+            t.stats.retries.failures += from_db(row.get(4));
+        }
+        for row in &base {
+            let t = tally(&mut queues, row.get(0));
+            t.stats.retries.ok += from_db(row.get(1));
+            t.stats.retries.retries += from_db(row.get(2));
+            t.stats.retries.dead += from_db(row.get(3));
+            t.stats.retries.failures += from_db(row.get(4));
+        }
+        for row in &runs {
+            let t = tally(&mut queues, row.get(0));
+            t.runs.record_n(from_db(row.get(1)), from_db(row.get(2)));
+        }
+        Ok(queues
+            .into_values()
+            .map(|mut t| {
+                t.stats.processing_ms = t.runs.summary();
+                t.stats
+            })
+            .collect())
+    }
+
+    pub(crate) async fn list(&self, filter: ListFilter) -> Result<Vec<JobInfo>, BackendError> {
+        if filter.limit == 0 {
+            return Ok(Vec::new());
+        }
+        let client = self.client().await?;
+        let conn: &dyn Exec = &*client;
+        let queue = filter.queue.as_deref();
+        let state = filter.status.map(|s| s.as_str());
+        let after = filter.after.map_or(0, |id| to_db(id.0));
+        let limit = i64::try_from(filter.limit).unwrap_or(i64::MAX);
+        let rows = conn
+            .rows(&self.sql.list, &[&queue, &state, &after, &limit])
+            .await
+            .map_err(|e| self.err(e))?;
+        rows.iter()
+            .map(|row| rows::info(row).map(|(info, _)| info))
+            .collect()
+    }
+
+    pub(crate) async fn retry(&self, target: RetryTarget) -> Result<u64, BackendError> {
+        let client = self.client().await?;
+        let conn: &dyn Exec = &*client;
+        let now = self.now();
+        let (queue, id) = match &target {
+            RetryTarget::One(id) => {
+                let Some((info, life)) = self.get_with(conn, *id).await? else {
+                    return Err(BackendError::NotFound(*id));
+                };
+                if !matches!(life.state(), State::Dead { .. }) {
+                    return Err(BackendError::Transition {
+                        id: *id,
+                        source: TransitionError::NotDead {
+                            state: life.state().name(),
+                        },
+                    });
+                }
+                if let Some(unique) = &info.unique_key {
+                    let holders = conn
+                        .rows(
+                            &self.sql.unique_holders,
+                            &[&vec![info.queue.as_str()], &vec![unique.as_str()]],
+                        )
+                        .await
+                        .map_err(|e| self.err(e))?;
+                    if let Some(row) = holders.first() {
+                        return Err(BackendError::Duplicate {
+                            queue: info.queue.clone(),
+                            key: unique.clone(),
+                            existing: JobId(from_db(row.get(2))),
+                        });
+                    }
+                }
+                (None, Some(to_db(id.0)))
+            }
+            RetryTarget::AllDead { queue } => (queue.clone(), None),
+        };
+        let rows = conn
+            .rows(&self.sql.revive, &[&queue, &id, &to_db(now)])
+            .await
+            .map_err(|e| self.err(e))?;
+        let mut revived = 0;
+        let mut queues = BTreeSet::new();
+        for row in &rows {
+            queues.insert(row.get::<_, String>(0));
+            revived += from_db(row.get(1));
+        }
+        for queue in queues {
+            self.promote(conn, &queue, now).await?;
+        }
+        Ok(revived)
+    }
+
+    pub(crate) async fn purge(&self, purge: Purge) -> Result<u64, BackendError> {
+        let (live, done) = match purge.status {
+            None => (true, true),
+            Some(JobStatus::Running) => return Ok(0),
+            Some(status) => (!status.is_final(), status.is_final()),
+        };
+        let client = self.client().await?;
+        let conn: &dyn Exec = &*client;
+        let queue = purge.queue.as_deref();
+        let state = purge.status.map(|s| s.as_str());
+        let mut purged = 0;
+        for (wanted, sql) in [(live, &self.sql.purge_live), (done, &self.sql.purge_done)] {
+            if wanted {
+                let rows = conn
+                    .rows(sql, &[&queue, &state])
+                    .await
+                    .map_err(|e| self.err(e))?;
+                purged += rows.first().map_or(0, |r| from_db(r.get(0)));
+            }
+        }
+        Ok(purged)
+    }
+
+    pub(crate) async fn prune(&self, older_than: Duration) -> Result<u64, BackendError> {
+        let client = self.client().await?;
+        let conn: &dyn Exec = &*client;
+        let cutoff = self.now().saturating_sub(millis(older_than));
+        let rows = conn
+            .rows(&self.sql.prune, &[&to_db(cutoff)])
+            .await
+            .map_err(|e| self.err(e))?;
+        Ok(rows.first().map_or(0, |r| from_db(r.get(0))))
+    }
+}

@@ -1,0 +1,375 @@
+//! Enqueueing, on a pooled connection or inside the caller's own transaction (outbox).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+use fairq_core::job::Millis;
+use fairq_worker::{BackendError, Clock, JobId, NewJob, OnConflict, SystemClock};
+use serde_json::Value;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::GenericClient;
+
+use crate::error::{corrupt, db, PgError};
+use crate::exec::{Exec, Plain};
+use crate::rows::{from_db, metadata_to_db, policy_to_db, to_db};
+use crate::schema::{SchemaName, DEFAULT_SCHEMA};
+use crate::sql::Sql;
+
+/// Enqueues jobs through any `tokio_postgres` client or transaction, so a job commits or
+/// rolls back with the caller's own writes (the outbox pattern): rolled back, the job never
+/// existed; committed, it runs; never visible to workers before the commit.
+///
+/// A `Producer` needs no pool: it is the schema name and a clock. Get one from
+/// [`PgBackend::producer`](crate::PgBackend::producer) or build it with [`Producer::new`].
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// use fairq_postgres::Producer;
+/// use fairq_worker::NewJob;
+///
+/// let (mut client, connection) =
+///     tokio_postgres::connect("postgres://postgres@127.0.0.1/test", tokio_postgres::NoTls).await?;
+/// tokio::spawn(connection);
+/// let producer = Producer::new("fairq")?;
+/// let tx = client.transaction().await?;
+/// tx.execute("CREATE TEMP TABLE IF NOT EXISTS signups (email text)", &[]).await?;
+/// tx.execute("INSERT INTO signups VALUES ('a@example.com')", &[]).await?;
+/// producer.enqueue(&tx, NewJob::json("mail", "welcome", &"a@example.com")?).await?;
+/// tx.commit().await?; // the signup and its welcome mail, together
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Producer {
+    sql: Arc<Sql>,
+    clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for Producer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Producer")
+            .field("schema", &self.sql.schema.as_str())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Producer {
+    /// A producer for the jobs of `schema`, on the system clock.
+    ///
+    /// ```
+    /// let p = fairq_postgres::Producer::new("fairq").unwrap();
+    /// assert_eq!(p.schema(), "fairq");
+    /// assert!(fairq_postgres::Producer::new("no way").is_err());
+    /// ```
+    pub fn new(schema: &str) -> Result<Producer, PgError> {
+        Ok(Producer {
+            sql: Arc::new(Sql::new(SchemaName::new(schema)?)),
+            clock: Arc::new(SystemClock),
+        })
+    }
+
+    pub(crate) fn from_parts(sql: Arc<Sql>, clock: Arc<dyn Clock>) -> Producer {
+        Producer { sql, clock }
+    }
+
+    /// Reads enqueue times from `clock` instead of the system clock.
+    ///
+    /// ```
+    /// let p = fairq_postgres::Producer::new("fairq").unwrap()
+    ///     .with_clock(fairq_worker::ManualClock::new(5));
+    /// assert_eq!(p.schema(), "fairq");
+    /// ```
+    pub fn with_clock(mut self, clock: impl Clock) -> Producer {
+        self.clock = Arc::new(clock);
+        self
+    }
+
+    /// The schema the jobs go to.
+    ///
+    /// ```
+    /// assert_eq!(fairq_postgres::Producer::default().schema(), "fairq");
+    /// ```
+    pub fn schema(&self) -> &str {
+        self.sql.schema.as_str()
+    }
+
+    /// Adds one job on `client` (a `tokio_postgres::Client`, or a `Transaction` to join it);
+    /// returns its id. With a deadpool connection pass `&**object`, or its transaction.
+    /// Errors are those of [`Backend::enqueue`](fairq_worker::Backend::enqueue).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: &tokio_postgres::Client) -> Result<(), fairq_worker::BackendError> {
+    /// let producer = fairq_postgres::Producer::default();
+    /// let id = producer.enqueue(client, fairq_worker::NewJob::new("q", "kind", vec![])).await?;
+    /// # let _ = id; Ok(()) }
+    /// ```
+    pub async fn enqueue<C: GenericClient + Sync>(
+        &self,
+        client: &C,
+        job: NewJob,
+    ) -> Result<JobId, BackendError> {
+        let ids = self.enqueue_many(client, vec![job]).await?;
+        ids.into_iter()
+            .next()
+            .ok_or_else(|| corrupt("the insert returned no id"))
+    }
+
+    /// Adds many jobs in one batched statement; returns their ids in order. Pass a
+    /// transaction to make the batch all or nothing (on a bare client a batch that hits a
+    /// duplicate unique key is undone, but a worker may briefly see it).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: &tokio_postgres::Client) -> Result<(), fairq_worker::BackendError> {
+    /// use fairq_worker::NewJob;
+    /// let jobs = (0..100).map(|i| NewJob::new("q", "kind", vec![i]).key(format!("t{}", i % 7)));
+    /// let ids = fairq_postgres::Producer::default().enqueue_many(client, jobs.collect()).await?;
+    /// assert_eq!(ids.len(), 100);
+    /// # Ok(()) }
+    /// ```
+    pub async fn enqueue_many<C: GenericClient + Sync>(
+        &self,
+        client: &C,
+        jobs: Vec<NewJob>,
+    ) -> Result<Vec<JobId>, BackendError> {
+        enqueue_batch(&Plain(client), &self.sql, jobs, self.clock.now()).await
+    }
+}
+
+impl Default for Producer {
+    /// A producer for the default schema on the system clock.
+    fn default() -> Self {
+        Producer {
+            sql: Arc::new(Sql::new(
+                SchemaName::new(DEFAULT_SCHEMA).expect("the default schema name is valid"),
+            )),
+            clock: Arc::new(SystemClock),
+        }
+    }
+}
+
+/// Rejects what the store cannot hold, with the same messages as every store.
+pub(crate) fn validate(job: &NewJob) -> Result<(), BackendError> {
+    if job.queue.is_empty() {
+        return Err(BackendError::Invalid("queue name is empty".into()));
+    }
+    if job.kind.is_empty() {
+        return Err(BackendError::Invalid("job kind is empty".into()));
+    }
+    let texts = [
+        Some(job.queue.as_str()),
+        Some(job.kind.as_str()),
+        job.key.as_deref(),
+        job.unique_key.as_deref(),
+    ];
+    let has_nul = texts.iter().flatten().any(|s| s.contains('\0'))
+        || job
+            .metadata
+            .iter()
+            .any(|(k, v)| k.contains('\0') || v.contains('\0'));
+    if has_nul {
+        return Err(BackendError::Invalid(
+            "text fields (queue, kind, key, unique key, metadata) cannot contain NUL characters"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Which dependencies block: `true` for an unfinished or dead dependency, `false` for one
+/// that succeeded. Marks each dependency so its finish releases its dependents (and waits
+/// for a concurrent finish, so none is missed).
+async fn resolve_dependencies(
+    db_: &dyn Exec,
+    sql: &Sql,
+    jobs: &[NewJob],
+) -> Result<HashMap<i64, bool>, BackendError> {
+    let schema = sql.schema.as_str();
+    let wanted: Vec<i64> = jobs
+        .iter()
+        .filter_map(|j| j.depends_on)
+        .map(|id| to_db(id.0))
+        .collect::<HashSet<_>>()
+        .into_iter()
+        .collect();
+    let mut blocking = HashMap::new();
+    if wanted.is_empty() {
+        return Ok(blocking);
+    }
+    for row in db_
+        .rows(&sql.deps_live, &[&wanted])
+        .await
+        .map_err(|e| db(e, schema))?
+    {
+        blocking.insert(row.try_get::<_, i64>(0).map_err(|e| corrupt(e.to_string()))?, true);
+    }
+    let rest: Vec<i64> = wanted
+        .iter()
+        .copied()
+        .filter(|id| !blocking.contains_key(id))
+        .collect();
+    if !rest.is_empty() {
+        for row in db_
+            .rows(&sql.deps_archived, &[&rest])
+            .await
+            .map_err(|e| db(e, schema))?
+        {
+            let id: i64 = row.try_get(0).map_err(|e| corrupt(e.to_string()))?;
+            let state: String = row.try_get(1).map_err(|e| corrupt(e.to_string()))?;
+            blocking.insert(id, state != "succeeded");
+        }
+    }
+    if let Some(missing) = jobs
+        .iter()
+        .filter_map(|j| j.depends_on)
+        .find(|id| !blocking.contains_key(&to_db(id.0)))
+    {
+        return Err(BackendError::UnknownDependency(missing));
+    }
+    Ok(blocking)
+}
+
+/// Inserts a batch (see the `ENQUEUE` statement); ids in order.
+pub(crate) async fn enqueue_batch(
+    db_: &dyn Exec,
+    sql: &Sql,
+    jobs: Vec<NewJob>,
+    now: Millis,
+) -> Result<Vec<JobId>, BackendError> {
+    if jobs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let schema = sql.schema.as_str();
+    for job in &jobs {
+        validate(job)?;
+    }
+    let blocking = resolve_dependencies(db_, sql, &jobs).await?;
+
+    let n = jobs.len();
+    let mut queue = Vec::with_capacity(n);
+    let mut kind = Vec::with_capacity(n);
+    let mut key = Vec::with_capacity(n);
+    let mut payload = Vec::with_capacity(n);
+    let mut metadata: Vec<Value> = Vec::with_capacity(n);
+    let mut retry: Vec<Option<Value>> = Vec::with_capacity(n);
+    let mut unique = Vec::with_capacity(n);
+    let mut depends = Vec::with_capacity(n);
+    let mut blocked = Vec::with_capacity(n);
+    let mut run_at = Vec::with_capacity(n);
+    for job in &jobs {
+        queue.push(job.queue.as_str());
+        kind.push(job.kind.as_str());
+        key.push(job.key.as_deref());
+        payload.push(job.payload.as_slice());
+        metadata.push(metadata_to_db(&job.metadata));
+        retry.push(policy_to_db(job.retry.as_ref())?);
+        unique.push(job.unique_key.as_deref());
+        let dep = job.depends_on.map(|d| to_db(d.0));
+        depends.push(dep);
+        blocked.push(dep.is_some_and(|d| blocking.get(&d).copied().unwrap_or(true)));
+        run_at.push(to_db(job.schedule.run_at(now)));
+    }
+    let now_db = to_db(now);
+    let params: [&(dyn ToSql + Sync); 12] = [
+        &queue,
+        &kind,
+        &key,
+        &payload,
+        &metadata,
+        &retry,
+        &unique,
+        &depends,
+        &blocked,
+        &run_at,
+        &now_db,
+        &sql.channel,
+    ];
+    let rows = db_
+        .rows(&sql.enqueue, &params)
+        .await
+        .map_err(|e| db(e, schema))?;
+    if rows.len() != n {
+        return Err(corrupt(format!("enqueue returned {} rows for {n} jobs", rows.len())));
+    }
+
+    let mut ids: Vec<Option<JobId>> = Vec::with_capacity(n);
+    let mut inserted = Vec::new();
+    let mut unresolved = Vec::new();
+    let mut duplicate: Option<usize> = None;
+    let mut existing_of: BTreeMap<usize, JobId> = BTreeMap::new();
+    for (i, row) in rows.iter().enumerate() {
+        let new: Option<i64> = row.try_get(1).map_err(|e| corrupt(e.to_string()))?;
+        let existing: Option<i64> = row.try_get(2).map_err(|e| corrupt(e.to_string()))?;
+        match (new, existing) {
+            (Some(id), _) => {
+                inserted.push(id);
+                ids.push(Some(JobId(from_db(id))));
+            }
+            (None, Some(id)) => {
+                existing_of.insert(i, JobId(from_db(id)));
+                ids.push(Some(JobId(from_db(id))));
+            }
+            (None, None) => {
+                unresolved.push(i);
+                ids.push(None);
+            }
+        }
+    }
+    // Keys taken by a concurrent transaction that committed while the insert ran.
+    if !unresolved.is_empty() {
+        let queues: Vec<&str> = unresolved.iter().map(|&i| jobs[i].queue.as_str()).collect();
+        let keys: Vec<Option<&str>> = unresolved
+            .iter()
+            .map(|&i| jobs[i].unique_key.as_deref())
+            .collect();
+        let holders = db_
+            .rows(&sql.unique_holders, &[&queues, &keys])
+            .await
+            .map_err(|e| db(e, schema))?;
+        for &i in &unresolved {
+            let holder = holders.iter().find_map(|row| {
+                let q: &str = row.get(0);
+                let k: &str = row.get(1);
+                (q == jobs[i].queue && Some(k) == jobs[i].unique_key.as_deref())
+                    .then(|| JobId(from_db(row.get(2))))
+            });
+            match holder {
+                Some(id) => {
+                    existing_of.insert(i, id);
+                    ids[i] = Some(id);
+                }
+                None => {
+                    undo(db_, sql, &inserted).await?;
+                    return Err(BackendError::Unavailable(
+                        "a unique key was taken and released while enqueueing; retry".into(),
+                    ));
+                }
+            }
+        }
+    }
+    for (&i, _) in existing_of.iter() {
+        if jobs[i].on_conflict == OnConflict::Error {
+            duplicate = Some(i);
+            break;
+        }
+    }
+    if let Some(i) = duplicate {
+        undo(db_, sql, &inserted).await?;
+        return Err(BackendError::Duplicate {
+            queue: jobs[i].queue.clone(),
+            key: jobs[i].unique_key.clone().unwrap_or_default(),
+            existing: existing_of[&i],
+        });
+    }
+    ids.into_iter()
+        .map(|id| id.ok_or_else(|| corrupt("a job got no id")))
+        .collect()
+}
+
+async fn undo(db_: &dyn Exec, sql: &Sql, inserted: &[i64]) -> Result<(), BackendError> {
+    if inserted.is_empty() {
+        return Ok(());
+    }
+    db_.rows(&sql.undo, &[&inserted])
+        .await
+        .map(|_| ())
+        .map_err(|e| db(e, sql.schema.as_str()))
+}

@@ -1,0 +1,108 @@
+//! LISTEN/NOTIFY wake-ups: one dedicated connection per store listens on the schema's
+//! channel and wakes the tasks waiting for the queue named in each notification.
+//!
+//! The connection is re-established with backoff when it drops; every (re)start wakes all
+//! waiters, since notifications sent meanwhile are lost. Waiters also sleep no longer than
+//! the polling interval while the listener is down, so nothing waits forever.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::Duration;
+
+use futures::StreamExt;
+use tokio::sync::{mpsc, Notify};
+use tokio_postgres::AsyncMessage;
+
+/// Per-queue wake-up signals shared by the store and its listener.
+#[derive(Debug, Default)]
+pub(crate) struct Signals {
+    queues: Mutex<HashMap<String, Arc<Notify>>>,
+    listening: AtomicBool,
+}
+
+impl Signals {
+    /// The signal of `queue`.
+    pub(crate) fn of(&self, queue: &str) -> Arc<Notify> {
+        let mut queues = self.queues.lock().unwrap_or_else(PoisonError::into_inner);
+        queues
+            .entry(queue.to_string())
+            .or_insert_with(|| Arc::new(Notify::new()))
+            .clone()
+    }
+
+    /// Wakes the tasks waiting for `queue`.
+    pub(crate) fn wake(&self, queue: &str) {
+        let queues = self.queues.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(notify) = queues.get(queue) {
+            notify.notify_waiters();
+        }
+    }
+
+    /// Wakes every waiting task.
+    pub(crate) fn wake_all(&self) {
+        let queues = self.queues.lock().unwrap_or_else(PoisonError::into_inner);
+        for notify in queues.values() {
+            notify.notify_waiters();
+        }
+    }
+
+    /// Whether notifications are being received right now.
+    pub(crate) fn listening(&self) -> bool {
+        self.listening.load(Ordering::Acquire)
+    }
+
+    fn set_listening(&self, on: bool) {
+        self.listening.store(on, Ordering::Release);
+    }
+}
+
+/// Listens on `channel` until `signals` is dropped, reconnecting with backoff.
+pub(crate) async fn run(config: tokio_postgres::Config, channel: String, signals: Weak<Signals>) {
+    let mut backoff = Duration::from_millis(50);
+    loop {
+        if signals.strong_count() == 0 {
+            return;
+        }
+        if let Ok((client, mut connection)) = config.connect(tokio_postgres::NoTls).await {
+            let (tx, mut rx) = mpsc::unbounded_channel::<String>();
+            let driver = tokio::spawn(async move {
+                let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
+                while let Some(message) = messages.next().await {
+                    match message {
+                        Ok(AsyncMessage::Notification(n)) => {
+                            if tx.send(n.payload().to_string()).is_err() {
+                                break;
+                            }
+                        }
+                        Ok(_) => {}
+                        Err(_) => break,
+                    }
+                }
+            });
+            let listen = format!("LISTEN \"{}\"", channel.replace('"', "\"\""));
+            if client.batch_execute(&listen).await.is_ok() {
+                backoff = Duration::from_millis(50);
+                if let Some(s) = signals.upgrade() {
+                    s.set_listening(true);
+                    s.wake_all();
+                }
+                while let Some(queue) = rx.recv().await {
+                    match signals.upgrade() {
+                        Some(s) => s.wake(&queue),
+                        None => break,
+                    }
+                }
+            }
+            if let Some(s) = signals.upgrade() {
+                s.set_listening(false);
+                // Whatever was sent while the connection was dying is lost: look again.
+                s.wake_all();
+            }
+            driver.abort();
+            drop(client);
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(5));
+    }
+}

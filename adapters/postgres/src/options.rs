@@ -1,0 +1,210 @@
+//! Settings of a [`PgBackend`](crate::PgBackend).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use fairq_worker::{Clock, SystemClock};
+
+use crate::schema::DEFAULT_SCHEMA;
+
+/// Settings of a [`PgBackend`](crate::PgBackend), built with chained setters.
+///
+/// ```
+/// use std::time::Duration;
+/// use fairq_postgres::PgOptions;
+/// let options = PgOptions::default()
+///     .schema("billing_jobs")
+///     .pool_size(8)
+///     .migrate(true)
+///     .poll_interval(Duration::from_millis(500));
+/// assert_eq!(options.schema_name(), "billing_jobs");
+/// ```
+#[derive(Clone)]
+pub struct PgOptions {
+    pub(crate) schema: String,
+    pub(crate) pool_size: usize,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) wait_timeout: Duration,
+    pub(crate) listen: bool,
+    pub(crate) poll_interval: Duration,
+    pub(crate) migrate: bool,
+    pub(crate) promote_batch: i64,
+    pub(crate) rescue_batch: i64,
+    pub(crate) complete_batch: usize,
+    pub(crate) clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for PgOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgOptions")
+            .field("schema", &self.schema)
+            .field("pool_size", &self.pool_size)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("wait_timeout", &self.wait_timeout)
+            .field("listen", &self.listen)
+            .field("poll_interval", &self.poll_interval)
+            .field("migrate", &self.migrate)
+            .field("promote_batch", &self.promote_batch)
+            .field("rescue_batch", &self.rescue_batch)
+            .field("complete_batch", &self.complete_batch)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for PgOptions {
+    /// Schema `fairq`, 16 pooled connections, 5 s connect and 30 s pool timeouts,
+    /// LISTEN/NOTIFY on with a 1 s polling fallback, no automatic migration, the system clock.
+    fn default() -> Self {
+        PgOptions {
+            schema: DEFAULT_SCHEMA.to_string(),
+            pool_size: 16,
+            connect_timeout: Duration::from_secs(5),
+            wait_timeout: Duration::from_secs(30),
+            listen: true,
+            poll_interval: Duration::from_secs(1),
+            migrate: false,
+            promote_batch: 10_000,
+            rescue_batch: 1_000,
+            complete_batch: 1_000,
+            clock: Arc::new(SystemClock),
+        }
+    }
+}
+
+impl PgOptions {
+    /// The schema holding the store's tables (default `fairq`).
+    ///
+    /// ```
+    /// assert_eq!(fairq_postgres::PgOptions::default().schema("x").schema_name(), "x");
+    /// ```
+    pub fn schema(mut self, schema: impl Into<String>) -> Self {
+        self.schema = schema.into();
+        self
+    }
+
+    /// The configured schema name.
+    ///
+    /// ```
+    /// assert_eq!(fairq_postgres::PgOptions::default().schema_name(), "fairq");
+    /// ```
+    pub fn schema_name(&self) -> &str {
+        &self.schema
+    }
+
+    /// Most pooled connections (default 16; at least 1).
+    ///
+    /// ```
+    /// let o = fairq_postgres::PgOptions::default().pool_size(4);
+    /// # let _ = o;
+    /// ```
+    pub fn pool_size(mut self, size: usize) -> Self {
+        self.pool_size = size.max(1);
+        self
+    }
+
+    /// How long to wait for a new connection (default 5 s).
+    ///
+    /// ```
+    /// let o = fairq_postgres::PgOptions::default().connect_timeout(std::time::Duration::from_secs(1));
+    /// # let _ = o;
+    /// ```
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// How long a call waits for a free pooled connection (default 30 s).
+    ///
+    /// ```
+    /// let o = fairq_postgres::PgOptions::default().wait_timeout(std::time::Duration::from_secs(2));
+    /// # let _ = o;
+    /// ```
+    pub fn wait_timeout(mut self, timeout: Duration) -> Self {
+        self.wait_timeout = timeout;
+        self
+    }
+
+    /// Whether idle workers are woken by LISTEN/NOTIFY (default on). Off, they poll every
+    /// [`poll_interval`](Self::poll_interval).
+    ///
+    /// ```
+    /// let o = fairq_postgres::PgOptions::default().listen(false);
+    /// # let _ = o;
+    /// ```
+    pub fn listen(mut self, listen: bool) -> Self {
+        self.listen = listen;
+        self
+    }
+
+    /// The longest an idle worker sleeps while notifications are unavailable (default 1 s).
+    ///
+    /// ```
+    /// let o = fairq_postgres::PgOptions::default().poll_interval(std::time::Duration::from_millis(200));
+    /// # let _ = o;
+    /// ```
+    pub fn poll_interval(mut self, interval: Duration) -> Self {
+        self.poll_interval = interval;
+        self
+    }
+
+    /// Whether [`PgBackend::connect`](crate::PgBackend::connect) creates or upgrades the
+    /// schema (default off: a missing schema is an error that says to migrate).
+    ///
+    /// ```
+    /// let o = fairq_postgres::PgOptions::default().migrate(true);
+    /// # let _ = o;
+    /// ```
+    pub fn migrate(mut self, migrate: bool) -> Self {
+        self.migrate = migrate;
+        self
+    }
+
+    /// The store's clock (default: the system clock). Tests pass a
+    /// [`ManualClock`](fairq_worker::ManualClock).
+    ///
+    /// ```
+    /// let o = fairq_postgres::PgOptions::default().clock(fairq_worker::ManualClock::new(0));
+    /// # let _ = o;
+    /// ```
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Arc::new(clock);
+        self
+    }
+
+    /// The store's clock, shared.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// let clock: Arc<dyn fairq_worker::Clock> = Arc::new(fairq_worker::SystemClock);
+    /// let o = fairq_postgres::PgOptions::default().shared_clock(clock);
+    /// # let _ = o;
+    /// ```
+    pub fn shared_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Most delayed or retried jobs given a place in the fair order per claim (default
+    /// 10,000; at least 1).
+    ///
+    /// ```
+    /// let o = fairq_postgres::PgOptions::default().promote_batch(500);
+    /// # let _ = o;
+    /// ```
+    pub fn promote_batch(mut self, n: usize) -> Self {
+        self.promote_batch = i64::try_from(n.max(1)).unwrap_or(i64::MAX);
+        self
+    }
+
+    /// Most completions written by one statement (default 1,000; at least 1). Completions
+    /// that arrive together are written together.
+    ///
+    /// ```
+    /// let o = fairq_postgres::PgOptions::default().complete_batch(100);
+    /// # let _ = o;
+    /// ```
+    pub fn complete_batch(mut self, n: usize) -> Self {
+        self.complete_batch = n.max(1);
+        self
+    }
+}

@@ -1,0 +1,177 @@
+//! Conversions between rows and the job model.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use fairq_core::job::{DeadReason, Lease, LeaseToken, Lifecycle, Millis, State};
+use fairq_core::retry::RetryPolicy;
+use fairq_worker::{BackendError, Claim, Job, JobId, JobInfo};
+use serde_json::Value;
+use tokio_postgres::Row;
+
+use crate::error::corrupt;
+
+/// Milliseconds as stored (bigint), saturating.
+pub(crate) fn to_db(ms: Millis) -> i64 {
+    i64::try_from(ms).unwrap_or(i64::MAX)
+}
+
+/// Stored milliseconds back (negative values read as 0).
+pub(crate) fn from_db(ms: i64) -> Millis {
+    u64::try_from(ms).unwrap_or(0)
+}
+
+/// `now + lease`, as stored.
+pub(crate) fn deadline(now: Millis, lease: Duration) -> i64 {
+    to_db(now.saturating_add(fairq_core::job::millis(lease)))
+}
+
+/// A stored counter as `u32`, saturating.
+fn count32(value: i64) -> u32 {
+    u32::try_from(value.max(0)).unwrap_or(u32::MAX)
+}
+
+/// A retry policy as stored (`None` for the default policy).
+pub(crate) fn policy_to_db(policy: Option<&RetryPolicy>) -> Result<Option<Value>, BackendError> {
+    policy
+        .map(|p| {
+            serde_json::to_value(p)
+                .map_err(|e| BackendError::Invalid(format!("retry policy: {e}")))
+        })
+        .transpose()
+}
+
+/// A stored retry policy (`NULL` is the default policy).
+pub(crate) fn policy_from_db(value: Option<Value>) -> Result<RetryPolicy, BackendError> {
+    match value {
+        None => Ok(RetryPolicy::default()),
+        Some(v) => serde_json::from_value(v).map_err(|e| corrupt(format!("retry policy: {e}"))),
+    }
+}
+
+/// Metadata as stored.
+pub(crate) fn metadata_to_db(metadata: &BTreeMap<String, String>) -> Value {
+    Value::Object(
+        metadata
+            .iter()
+            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+            .collect(),
+    )
+}
+
+/// Stored metadata back.
+pub(crate) fn metadata_from_db(value: Value) -> Result<BTreeMap<String, String>, BackendError> {
+    serde_json::from_value(value).map_err(|e| corrupt(format!("metadata: {e}")))
+}
+
+fn get<'a, T: tokio_postgres::types::FromSql<'a>>(
+    row: &'a Row,
+    index: usize,
+) -> Result<T, BackendError> {
+    row.try_get(index)
+        .map_err(|e| corrupt(format!("column {index}: {e}")))
+}
+
+/// A claimed job (columns of the claim statement).
+pub(crate) fn job(row: &Row, queue: &str) -> Result<Job, BackendError> {
+    Ok(Job {
+        claim: Claim {
+            id: JobId(from_db(get(row, 0)?)),
+            token: LeaseToken(from_db(get(row, 1)?)),
+        },
+        attempt: count32(get(row, 2)?),
+        lease_deadline: from_db(get::<Option<i64>>(row, 3)?.unwrap_or(0)),
+        queue: queue.to_string(),
+        kind: get(row, 4)?,
+        key: get(row, 5)?,
+        payload: get(row, 6)?,
+        enqueued_at: from_db(get(row, 7)?),
+        run_at: from_db(get(row, 8)?),
+        retry: policy_from_db(get(row, 9)?)?,
+        metadata: metadata_from_db(get(row, 10)?)?,
+    })
+}
+
+/// A job as operators see it, and its lifecycle (the info columns).
+pub(crate) fn info(row: &Row) -> Result<(JobInfo, Lifecycle), BackendError> {
+    let state_name: String = get(row, 4)?;
+    let run_at = from_db(get(row, 5)?);
+    let attempts = count32(get(row, 6)?);
+    let token = from_db(get(row, 7)?);
+    let lease_deadline: Option<i64> = get(row, 8)?;
+    let finished_at: Option<i64> = get(row, 9)?;
+    let dead_reason: Option<String> = get(row, 10)?;
+    let state = match state_name.as_str() {
+        "blocked" => State::Blocked,
+        "scheduled" => State::Scheduled { run_at },
+        "retrying" => State::Retrying { run_at },
+        "running" => State::Running {
+            lease: Lease {
+                token: LeaseToken(token),
+                deadline: from_db(lease_deadline.unwrap_or(0)),
+                attempt: attempts,
+            },
+        },
+        "succeeded" => State::Succeeded {
+            at: from_db(finished_at.unwrap_or(0)),
+        },
+        "dead" => State::Dead {
+            at: from_db(finished_at.unwrap_or(0)),
+            reason: match dead_reason.as_deref() {
+                Some("lease_expired") => DeadReason::LeaseExpired,
+                Some("discarded") => DeadReason::Discarded,
+                _ => DeadReason::RetriesExhausted,
+            },
+        },
+        other => return Err(corrupt(format!("unknown job state {other:?}"))),
+    };
+    let info = JobInfo {
+        id: JobId(from_db(get(row, 0)?)),
+        queue: get(row, 1)?,
+        kind: get(row, 2)?,
+        key: get(row, 3)?,
+        state,
+        attempts,
+        enqueued_at: from_db(get(row, 11)?),
+        last_error: get(row, 12)?,
+        unique_key: get(row, 13)?,
+        depends_on: get::<Option<i64>>(row, 14)?.map(|d| JobId(from_db(d))),
+        payload: get(row, 15)?,
+        metadata: metadata_from_db(get(row, 16)?)?,
+    };
+    Ok((info, Lifecycle::restore(state, attempts, token)))
+}
+
+/// The stored name of a dead reason.
+pub(crate) fn reason_name(reason: DeadReason) -> &'static str {
+    match reason {
+        DeadReason::RetriesExhausted => "retries_exhausted",
+        DeadReason::LeaseExpired => "lease_expired",
+        DeadReason::Discarded => "discarded",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_saturate_instead_of_wrapping() {
+        assert_eq!(to_db(u64::MAX), i64::MAX);
+        assert_eq!(from_db(-5), 0);
+        assert_eq!(from_db(to_db(123)), 123);
+        assert_eq!(deadline(u64::MAX - 1, Duration::from_secs(5)), i64::MAX);
+    }
+
+    #[test]
+    fn policies_and_metadata_round_trip() {
+        let policy = RetryPolicy::new(3).with_delays([Duration::from_secs(2)]);
+        let stored = policy_to_db(Some(&policy)).unwrap();
+        assert_eq!(policy_from_db(stored).unwrap(), policy);
+        assert_eq!(policy_from_db(None).unwrap(), RetryPolicy::default());
+        let mut meta = BTreeMap::new();
+        meta.insert("trace".to_string(), "abc".to_string());
+        assert_eq!(metadata_from_db(metadata_to_db(&meta)).unwrap(), meta);
+        assert!(metadata_from_db(Value::from(3)).is_err());
+    }
+}
