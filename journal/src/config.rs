@@ -176,8 +176,10 @@ pub struct JournalConfig {
     pub sync: SyncPolicy,
     /// Largest accepted item payload in bytes (default 16 MiB).
     pub max_item_size: usize,
-    /// A reader writes its checkpoint after a commit, abort or get once this much time passed
-    /// since its last one (default 1 s; `Duration::ZERO` checkpoints after every change).
+    /// A reader whose position changed (by a commit, or by skipping expired items) writes its
+    /// checkpoint on its next call once this much time passed since its last checkpoint
+    /// (default 1 s; `Duration::ZERO` checkpoints after every change). Readers also checkpoint
+    /// on [`Reader::checkpoint`](crate::Reader::checkpoint) and on close.
     pub checkpoint_interval: Duration,
     /// Where finished segments are moved instead of being deleted (same file system).
     pub archive_dir: Option<PathBuf>,

@@ -29,7 +29,9 @@ pub const SEGMENT_MAGIC: [u8; 8] = *b"FAIRQJNL";
 /// The segment format version written by this crate.
 pub const FORMAT_VERSION: u32 = 1;
 /// Size in bytes of a segment header.
-pub const SEGMENT_HEADER_LEN: usize = 24;
+pub const SEGMENT_HEADER_LEN: usize = 28;
+/// Header flag: the previous segment was sealed without being synced.
+const HEADER_FLAG_PREV_UNSYNCED: u32 = 0b1;
 /// Size in bytes of a record's fixed part (everything but the payload).
 pub const RECORD_HEADER_LEN: usize = 36;
 /// Size of the length and checksum prefix of a record.
@@ -81,6 +83,9 @@ pub enum DecodeError {
 pub struct SegmentHeader {
     /// The segment's sequence number (also part of its file name).
     pub segment_id: u64,
+    /// The previous segment was sealed without a sync (under `Never` or `Periodic`), so after
+    /// a power loss its tail may be torn like the tail of the last segment.
+    pub prev_unsynced: bool,
 }
 
 /// Appends the encoding of `header` to `out` (exactly [`SEGMENT_HEADER_LEN`] bytes).
@@ -88,7 +93,7 @@ pub struct SegmentHeader {
 /// ```
 /// use fairq_journal::format::{decode_segment_header, encode_segment_header, SegmentHeader};
 /// let mut buf = Vec::new();
-/// encode_segment_header(&SegmentHeader { segment_id: 3 }, &mut buf);
+/// encode_segment_header(&SegmentHeader { segment_id: 3, prev_unsynced: false }, &mut buf);
 /// assert_eq!(decode_segment_header(&buf).unwrap().segment_id, 3);
 /// ```
 pub fn encode_segment_header(header: &SegmentHeader, out: &mut Vec<u8>) {
@@ -96,6 +101,12 @@ pub fn encode_segment_header(header: &SegmentHeader, out: &mut Vec<u8>) {
     out.extend_from_slice(&SEGMENT_MAGIC);
     out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
     out.extend_from_slice(&header.segment_id.to_le_bytes());
+    let flags = if header.prev_unsynced {
+        HEADER_FLAG_PREV_UNSYNCED
+    } else {
+        0
+    };
+    out.extend_from_slice(&flags.to_le_bytes());
     let crc = crc32c::crc32c(&out[start..]);
     out.extend_from_slice(&crc.to_le_bytes());
 }
@@ -121,8 +132,8 @@ pub fn decode_segment_header(buf: &[u8]) -> Result<SegmentHeader, DecodeError> {
     if buf[..8] != SEGMENT_MAGIC {
         return Err(DecodeError::BadMagic);
     }
-    let stored = u32_at(buf, 20);
-    let computed = crc32c::crc32c(&buf[..20]);
+    let stored = u32_at(buf, 24);
+    let computed = crc32c::crc32c(&buf[..24]);
     if stored != computed {
         return Err(DecodeError::BadChecksum { stored, computed });
     }
@@ -130,8 +141,13 @@ pub fn decode_segment_header(buf: &[u8]) -> Result<SegmentHeader, DecodeError> {
     if version != FORMAT_VERSION {
         return Err(DecodeError::BadVersion(version));
     }
+    let flags = u32_at(buf, 20);
+    if flags & !HEADER_FLAG_PREV_UNSYNCED != 0 {
+        return Err(DecodeError::BadFlags);
+    }
     Ok(SegmentHeader {
         segment_id: u64_at(buf, 12),
+        prev_unsynced: flags & HEADER_FLAG_PREV_UNSYNCED != 0,
     })
 }
 
@@ -342,9 +358,16 @@ mod tests {
     #[test]
     fn header_round_trips_and_rejects_damage() {
         let mut buf = Vec::new();
-        encode_segment_header(&SegmentHeader { segment_id: 9 }, &mut buf);
+        encode_segment_header(
+            &SegmentHeader {
+                segment_id: 9,
+                prev_unsynced: true,
+            },
+            &mut buf,
+        );
         assert_eq!(buf.len(), SEGMENT_HEADER_LEN);
-        assert_eq!(decode_segment_header(&buf).unwrap().segment_id, 9);
+        let h = decode_segment_header(&buf).unwrap();
+        assert_eq!((h.segment_id, h.prev_unsynced), (9, true));
         for i in 0..buf.len() {
             let mut b = buf.clone();
             b[i] ^= 0x10;

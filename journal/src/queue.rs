@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -44,6 +44,8 @@ pub(crate) struct Writer {
     pub(crate) offset: u64,
     pub(crate) next_id: u64,
     pub(crate) buf: Vec<u8>,
+    /// Sealed segments not synced yet (rotation under `Never` and `Periodic` does not wait).
+    pub(crate) unsynced_sealed: Vec<Arc<dyn WriteFile>>,
 }
 
 impl Writer {
@@ -90,6 +92,10 @@ pub(crate) struct Inner {
     pub(crate) registry: Mutex<()>,
     pub(crate) signal: Mutex<u64>,
     pub(crate) signal_cv: Condvar,
+    /// Threads inside `Reader::get_timeout`; puts skip the wake-up when there are none.
+    pub(crate) waiters: AtomicUsize,
+    /// Set together with `SyncState::poisoned`, for a lock-free check on every put.
+    pub(crate) poisoned: AtomicBool,
     pub(crate) closed: AtomicBool,
     pub(crate) stop: StopSignal,
     pub(crate) flusher: Mutex<Option<JoinHandle<()>>>,
@@ -121,6 +127,9 @@ impl Inner {
     }
 
     fn check_poisoned(&self) -> Result<(), JournalError> {
+        if !self.poisoned.load(Ordering::Acquire) {
+            return Ok(());
+        }
         match &lock(&self.sync).poisoned {
             Some(reason) => Err(JournalError::Poisoned {
                 reason: reason.clone(),
@@ -135,6 +144,7 @@ impl Inner {
         if s.poisoned.is_none() {
             s.poisoned = Some(reason.clone());
         }
+        self.poisoned.store(true, Ordering::Release);
         self.sync_cv.notify_all();
         JournalError::Poisoned { reason }
     }
@@ -177,7 +187,18 @@ impl Inner {
         self.sync_cv.notify_all();
     }
 
+    /// Wakes the threads waiting in `get_timeout`, if there are any.
+    ///
+    /// A waiter registers in `waiters` before it looks for an item, and an item is published
+    /// (under the index lock) before this check, so a waiter that found nothing is counted.
     pub(crate) fn notify(&self) {
+        if self.waiters.load(Ordering::SeqCst) == 0 {
+            return;
+        }
+        self.force_notify();
+    }
+
+    pub(crate) fn force_notify(&self) {
         let mut g = lock(&self.signal);
         *g = g.wrapping_add(1);
         self.signal_cv.notify_all();
@@ -288,12 +309,22 @@ impl Inner {
     fn rotate(&self, w: &mut Writer) -> Result<(), JournalError> {
         let old = w.seg_id;
         let old_path = self.segment_path(old);
-        w.file
-            .sync_data()
-            .map_err(|e| JournalError::io(&old_path, e))?;
+        // Under Always and Group the sealed segment must be complete on disk before the next
+        // one exists. Under Never and Periodic it is synced later, and the next segment's
+        // header says so, which lets recovery treat a torn end of it as a torn tail.
+        let sync_now = self.config.sync.is_durable_on_put();
+        if sync_now {
+            w.file
+                .sync_data()
+                .map_err(|e| JournalError::io(&old_path, e))?;
+        }
         let new = old + 1;
         let path = self.segment_path(new);
-        let file = create_segment(self.storage(), &self.dir, &path, new)?;
+        let file = create_segment(self.storage(), &self.dir, &path, new, !sync_now)?;
+        if !sync_now {
+            let sealed = std::mem::replace(&mut w.file, file.clone());
+            w.unsynced_sealed.push(sealed);
+        }
         {
             let mut idx = lock(&self.index);
             idx.segs.insert(
@@ -309,7 +340,9 @@ impl Inner {
         w.file = file;
         w.offset = crate::format::SEGMENT_HEADER_LEN as u64;
         let start = w.end();
-        self.mark_synced(start);
+        if sync_now {
+            self.mark_synced(start);
+        }
         self.publish(start);
         Ok(())
     }
@@ -345,11 +378,19 @@ impl Inner {
 
     /// Syncs the writer's current segment and publishes what it covers.
     fn sync_writer(&self) -> Result<(), JournalError> {
-        let (file, upto) = {
-            let w = lock(&self.writer);
-            (w.file.clone(), w.end())
+        let (file, upto, sealed) = {
+            let mut w = lock(&self.writer);
+            (
+                w.file.clone(),
+                w.end(),
+                std::mem::take(&mut w.unsynced_sealed),
+            )
         };
-        match file.sync_data() {
+        let result = sealed
+            .iter()
+            .try_for_each(|f| f.sync_data())
+            .and_then(|()| file.sync_data());
+        match result {
             Ok(()) => {
                 self.mark_synced(upto);
                 self.publish(upto);
@@ -491,7 +532,7 @@ impl Inner {
             return Ok(());
         }
         self.stop_flusher();
-        self.notify();
+        self.force_notify();
         let mut first_err = None;
         if let Err(e) = self.check_poisoned().and_then(|()| self.sync_writer()) {
             first_err.get_or_insert(e);
@@ -538,11 +579,18 @@ pub(crate) fn create_segment(
     dir: &Path,
     path: &Path,
     seg_id: u64,
+    prev_unsynced: bool,
 ) -> Result<Arc<dyn WriteFile>, JournalError> {
     let io = |e| JournalError::io(path, e);
     let file: Arc<dyn WriteFile> = Arc::from(storage.create(path).map_err(io)?);
     let mut header = Vec::new();
-    encode_segment_header(&SegmentHeader { segment_id: seg_id }, &mut header);
+    encode_segment_header(
+        &SegmentHeader {
+            segment_id: seg_id,
+            prev_unsynced,
+        },
+        &mut header,
+    );
     write_all(file.as_ref(), &header).map_err(io)?;
     file.sync_data().map_err(io)?;
     storage

@@ -238,6 +238,7 @@ impl Reader {
     /// ```
     pub fn get_timeout(&self, timeout: Duration) -> Result<Option<Item>, JournalError> {
         let deadline = Instant::now().checked_add(timeout);
+        let _waiting = WaiterGuard::new(&self.inner);
         loop {
             let seen = self.inner.signal_generation();
             if let Some(item) = self.get()? {
@@ -302,7 +303,6 @@ impl Reader {
             st.items += 1;
             st.bytes += loc.len;
             st.returned.insert(id.0, loc);
-            st.dirty = true;
         }
         self.inner.notify();
         self.maybe_checkpoint(now)
@@ -444,9 +444,24 @@ impl Reader {
                     error_count: 0,
                 },
             );
-            st.dirty = true;
             return Ok(Some(to_item(rec, 0)));
         }
+    }
+}
+
+/// Counts a thread in `Inner::waiters` for as long as it lives.
+struct WaiterGuard<'a>(&'a Inner);
+
+impl<'a> WaiterGuard<'a> {
+    fn new(inner: &'a Inner) -> Self {
+        inner.waiters.fetch_add(1, Ordering::SeqCst);
+        WaiterGuard(inner)
+    }
+}
+
+impl Drop for WaiterGuard<'_> {
+    fn drop(&mut self) {
+        self.0.waiters.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -578,14 +593,15 @@ pub(crate) fn read_record_at(
     st: &mut ReaderState,
     pos: Pos,
 ) -> Result<ReadRecord, JournalError> {
-    let mut refilled = false;
+    // How many bytes were requested by a read made at exactly `pos` during this call.
+    let mut fresh: Option<usize> = None;
     loop {
         let b = &st.buf;
         let in_buf = b.file.is_some()
             && b.seg_id == pos.seg
             && pos.off >= b.start
             && pos.off <= b.start + b.data.len() as u64;
-        if in_buf {
+        let wanted = if in_buf {
             let from = (pos.off - b.start) as usize;
             match decode_record(&b.data[from..]) {
                 Ok((rec, _)) => {
@@ -597,24 +613,21 @@ pub(crate) fn read_record_at(
                         data: rec.payload.to_vec(),
                     })
                 }
-                Err(DecodeError::Incomplete { needed, .. }) if !refilled => {
-                    fill(inner, st, pos, needed)?;
-                    refilled = true;
-                    continue;
+                // The buffer may end inside the record, or hold bytes read while the record
+                // was being appended: read again from the record's start before judging.
+                Err(DecodeError::Incomplete { needed, .. }) if fresh.is_none_or(|n| n < needed) => {
+                    needed
                 }
-                Err(_) if !refilled => {
-                    fill(inner, st, pos, RECORD_HEADER_LEN)?;
-                    refilled = true;
-                    continue;
-                }
+                Err(_) if fresh.is_none() => RECORD_HEADER_LEN,
                 Err(e) => return Err(inner.corrupt(pos, &e.to_string())),
             }
-        }
-        if refilled {
+        } else if fresh.is_none() {
+            RECORD_HEADER_LEN
+        } else {
             return Err(inner.corrupt(pos, "record lies beyond the end of the file"));
-        }
-        fill(inner, st, pos, RECORD_HEADER_LEN)?;
-        refilled = true;
+        };
+        fill(inner, st, pos, wanted)?;
+        fresh = Some(wanted.max(READ_AHEAD));
     }
 }
 

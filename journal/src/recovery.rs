@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 
 use crate::checkpoint::{decode_checkpoint, decode_registry, Checkpoint};
@@ -198,7 +198,18 @@ pub(crate) fn open(
                     ))
                 }
                 Err(e) => {
-                    if is_last && !valid_record_after(&data, off + 1, prev_id) {
+                    // The last segment's end may be torn by a crash; so may the end of a
+                    // segment that was sealed without a sync (the next header says so).
+                    let may_be_torn = is_last
+                        || seg_ids.get(i + 1).is_some_and(|&next| {
+                            let p = dir.join(segment_name(name, next));
+                            storage
+                                .read_all(&p)
+                                .ok()
+                                .and_then(|d| decode_segment_header(&d).ok())
+                                .is_some_and(|h| h.prev_unsynced)
+                        });
+                    if may_be_torn && !valid_record_after(&data, off + 1, prev_id) {
                         tracing::warn!(path = %path.display(), offset = off, error = %e, "truncating a torn tail");
                         truncate_at = Some(off);
                         break;
@@ -207,18 +218,18 @@ pub(crate) fn open(
                 }
             }
         }
+        if let Some(at) = truncate_at {
+            let f = storage.open_append(&path).map_err(io_err(&path))?;
+            f.set_len(at as u64).map_err(io_err(&path))?;
+            f.sync_data().map_err(io_err(&path))?;
+        }
         if is_last {
-            if let Some(at) = truncate_at {
-                let f = storage.open_append(&path).map_err(io_err(&path))?;
-                f.set_len(at as u64).map_err(io_err(&path))?;
-                f.sync_data().map_err(io_err(&path))?;
-            }
             last = Some((seg, off as u64, has_records));
         } else {
             sealed.insert(
                 seg,
                 Sealed {
-                    len: data.len() as u64,
+                    len: off as u64,
                     end_id: prev_id.map_or(0, |p| p + 1),
                 },
             );
@@ -265,7 +276,7 @@ pub(crate) fn open(
                 .max(removed_last)
                 .map_or(1, |s| s + 1);
             let path = dir.join(segment_name(name, new));
-            let f = create_segment(storage.as_ref(), dir, &path, new)?;
+            let f = create_segment(storage.as_ref(), dir, &path, new, false)?;
             (new, f, SEGMENT_HEADER_LEN as u64)
         }
     };
@@ -301,6 +312,7 @@ pub(crate) fn open(
             offset,
             next_id,
             buf: Vec::new(),
+            unsynced_sealed: Vec::new(),
         }),
         sync: Mutex::new(SyncState {
             synced: end,
@@ -313,6 +325,8 @@ pub(crate) fn open(
         registry: Mutex::new(()),
         signal: Mutex::new(0),
         signal_cv: Condvar::new(),
+        waiters: AtomicUsize::new(0),
+        poisoned: AtomicBool::new(false),
         closed: AtomicBool::new(false),
         stop: Arc::new((Mutex::new(false), Condvar::new())),
         flusher: Mutex::new(None),

@@ -27,9 +27,25 @@ fn golden(name: &str) -> Vec<u8> {
 #[test]
 fn segment_header_matches_golden_vector() {
     let mut buf = Vec::new();
-    encode_segment_header(&SegmentHeader { segment_id: 1 }, &mut buf);
+    encode_segment_header(
+        &SegmentHeader {
+            segment_id: 1,
+            prev_unsynced: false,
+        },
+        &mut buf,
+    );
     assert_eq!(buf, golden("header"));
     assert_eq!(decode_segment_header(&buf).unwrap().segment_id, 1);
+    let mut flagged = Vec::new();
+    encode_segment_header(
+        &SegmentHeader {
+            segment_id: 2,
+            prev_unsynced: true,
+        },
+        &mut flagged,
+    );
+    assert_eq!(flagged, golden("header-flagged"));
+    assert!(decode_segment_header(&flagged).unwrap().prev_unsynced);
 }
 
 #[test]
