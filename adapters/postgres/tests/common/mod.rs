@@ -116,3 +116,42 @@ macro_rules! store_or_skip {
         }
     };
 }
+
+/// Whether the server answers (sync, for test bodies that are not async). Panics instead of
+/// returning `false` when `FAIRQ_REQUIRE_SERVICES=1`.
+pub fn available() -> bool {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    runtime.block_on(async { admin().await.is_some() })
+}
+
+/// Makes each conformance check a store in its own schema, dropped afterwards.
+pub struct PgHarness;
+
+impl fairq_worker::conformance::Harness for PgHarness {
+    type Backend = PgBackend;
+
+    async fn create(&self, clock: ManualClock) -> PgBackend {
+        let schema = unique_schema("conf");
+        PgBackend::connect(
+            &url(),
+            PgOptions::default()
+                .schema(&schema)
+                .pool_size(8)
+                .clock(clock)
+                .migrate(true),
+        )
+        .await
+        .expect("connect and migrate")
+    }
+
+    async fn cleanup(&self, backend: PgBackend) {
+        let schema = backend.schema().to_string();
+        drop(backend);
+        if let Some(admin) = admin().await {
+            drop_schema(&admin, &schema).await;
+        }
+    }
+}
