@@ -407,7 +407,7 @@ pub trait Backend: Send + Sync + 'static {
 
     /// Deletes finished jobs that finished more than `older_than` ago; returns how many.
     fn prune(&self, older_than: Duration)
-        -> impl Future<Output = Result<u64, BackendError>> + Send;
+    -> impl Future<Output = Result<u64, BackendError>> + Send;
 }
 
 /// A shared store is a store: lets a [`Worker`](crate::Worker) and other code use one

@@ -1,10 +1,10 @@
 //! Time as a service: every store reads "now" from a [`Clock`], so tests can drive time.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use fairq_core::job::{millis, Millis};
+use fairq_core::job::{Millis, millis};
 
 /// A source of the current time in milliseconds since the Unix epoch.
 ///

@@ -1,7 +1,7 @@
 //! Payload codecs: how values become job payload bytes and back.
 
-use serde::de::DeserializeOwned;
 use serde::Serialize;
+use serde::de::DeserializeOwned;
 
 /// A payload that could not be encoded or decoded.
 ///

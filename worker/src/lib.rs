@@ -1,8 +1,134 @@
 //! # fairq-worker
 //!
-//! The job runtime of fairq: a [`Backend`] trait that every store implements (in memory, the
-//! file journal, PostgreSQL, Redis), the job model they share, and the worker that claims,
-//! runs, retries and rescues jobs.
+//! The job runtime of fairq: the job model every store shares, the [`Backend`] trait that
+//! every store implements (in memory here; the file journal, PostgreSQL and Redis in their
+//! own crates), the [`Worker`] that claims, runs, retries and rescues jobs, step-by-step
+//! test helpers ([`TestQueue`]) and a conformance suite for stores.
+//!
+//! ## Jobs
+//!
+//! A job ([`NewJob`]) goes to a **queue** (which workers take it) and has a **kind** (which
+//! handler runs it), an optional **fairness key** (the tenant it is fair between: a key with
+//! one job waits for at most `2 (K - 1)` claims of other keys' jobs, however deep their
+//! backlogs), a payload (bytes; JSON through [`NewJob::json`] or any [`Codec`]), a schedule
+//! (now, after a delay, at a time), a [retry policy](fairq_core::retry::RetryPolicy), an
+//! optional unique key and dependency, and metadata captured at enqueue (a trace id, say)
+//! that the handler sees.
+//!
+//! Every store moves jobs through the same [state machine](fairq_core::job::Lifecycle):
+//! scheduled or blocked, running under a lease, then succeeded, retrying or dead. A worker
+//! that stops renewing its lease loses the job to a rescue, and its late completion is
+//! refused (fencing), so delivery is *at least once*: write handlers that tolerate running
+//! twice.
+//!
+//! ## A worker
+//!
+//! ```
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use fairq_core::retry::RetryPolicy;
+//! use fairq_worker::{
+//!     Backend, Failure, Job, JobOutcome, JobStatus, MemoryBackend, NewJob, QueueConfig, Worker,
+//! };
+//! use serde::{Deserialize, Serialize};
+//!
+//! #[derive(Serialize, Deserialize)]
+//! struct Thumbnail {
+//!     image: String,
+//!     width: u32,
+//! }
+//!
+//! # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
+//! let store = Arc::new(MemoryBackend::new());
+//! let (finished_tx, mut finished) = tokio::sync::mpsc::unbounded_channel();
+//!
+//! let worker = Worker::builder(Arc::clone(&store))
+//!     .queue("images", QueueConfig::default().concurrency(4).lease(Duration::from_secs(60)))
+//!     .handle_json("thumbnail", |t: Thumbnail, job: Job| async move {
+//!         if t.width == 0 {
+//!             // Retrying cannot fix this: the job dies at once.
+//!             return Err(Failure::permanent("width must be positive"));
+//!         }
+//!         let _trace = job.metadata.get("trace_id"); // captured at enqueue
+//!         // ... resize t.image; any Display error is a retryable failure ...
+//!         Ok(())
+//!     })
+//!     .on_dead(|dead| eprintln!("job {} died: {}", dead.job.claim.id, dead.failure.message))
+//!     .on_finished(move |report| {
+//!         finished_tx.send((report.job.claim.id, report.outcome)).ok();
+//!     })
+//!     .build()?
+//!     .start()?;
+//!
+//! // A heavy tenant's backlog does not hold back a light tenant.
+//! let mut jobs = Vec::new();
+//! for i in 0..20 {
+//!     let t = Thumbnail { image: format!("big-{i}.png"), width: 128 };
+//!     jobs.push(NewJob::json("images", "thumbnail", &t)?.key("tenant-heavy"));
+//! }
+//! let bad = Thumbnail { image: "x.png".into(), width: 0 };
+//! jobs.push(
+//!     NewJob::json("images", "thumbnail", &bad)?
+//!         .key("tenant-light")
+//!         .retry(RetryPolicy::new(3).with_delays([Duration::from_secs(10)]))
+//!         .meta("trace_id", "4bf92f3577b34da6"),
+//! );
+//! let ids = store.enqueue_many(jobs).await?;
+//!
+//! let mut outcomes = std::collections::HashMap::new();
+//! while outcomes.len() < ids.len() {
+//!     let (id, outcome) = finished.recv().await.expect("worker running");
+//!     outcomes.insert(id, outcome);
+//! }
+//! assert_eq!(outcomes[&ids[20]], JobOutcome::Dead);
+//! assert_eq!(outcomes.values().filter(|o| **o == JobOutcome::Succeeded).count(), 20);
+//!
+//! let stats = store.stats().await?;
+//! assert_eq!(stats[0].counts.succeeded, 20);
+//! assert_eq!(stats[0].counts.dead, 1);
+//! assert!(worker.is_healthy());
+//!
+//! // Stop claiming, let running jobs finish for up to 10 s, leave the rest to be rescued.
+//! let report = worker.shutdown(Duration::from_secs(10)).await;
+//! assert!(report.is_clean());
+//! assert_eq!(store.get(ids[0]).await?.unwrap().status(), JobStatus::Succeeded);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # }).unwrap();
+//! ```
+//!
+//! ## Testing handlers
+//!
+//! [`TestQueue`] runs jobs one at a time on a [`ManualClock`], with no background tasks:
+//!
+//! ```
+//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+//! use std::time::Duration;
+//! use fairq_core::retry::RetryPolicy;
+//! use fairq_worker::{Handlers, Job, NewJob, RunOutcome, TestQueue};
+//!
+//! let tq = TestQueue::new(Handlers::new().on("sync", |job: Job| async move {
+//!     if job.attempt == 1 { Err("upstream timeout") } else { Ok(()) }
+//! }));
+//! let policy = RetryPolicy::new(3).with_delays([Duration::from_secs(30)]);
+//! let id = tq.enqueue(NewJob::new("crm", "sync", vec![]).retry(policy)).await.unwrap();
+//!
+//! assert!(matches!(tq.run_one("crm").await.unwrap().unwrap().outcome, RunOutcome::Retry { .. }));
+//! tq.advance(Duration::from_secs(30));
+//! assert_eq!(tq.run_one("crm").await.unwrap().unwrap().outcome, RunOutcome::Succeeded);
+//! // Run the finished job again to check the handler is idempotent.
+//! assert!(tq.force_retry(id).await.unwrap().result.is_ok());
+//! # });
+//! ```
+//!
+//! ## Writing a store
+//!
+//! Implement [`Backend`], then turn on the `conformance` feature in your dev-dependencies
+//! and run the shared suite with one line: `fairq_worker::conformance_tests!(MyHarness)`
+//! (see the `conformance` module). [`MemoryBackend`] is the reference it is written against.
+//!
+//! ## Features
+//!
+//! * `conformance`: the `conformance` module and the `conformance_tests!` macro.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
@@ -38,3 +164,8 @@ pub use worker::{
 
 /// Re-exported so stores and users name one version of the core types.
 pub use fairq_core;
+
+/// The README's examples, compiled and run as doctests.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

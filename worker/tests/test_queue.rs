@@ -1,7 +1,7 @@
 //! The step-by-step test helpers and MemoryBackend edge cases.
 
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use fairq_core::job::State;
@@ -284,11 +284,13 @@ async fn clock_going_backwards_does_not_break_the_store() {
         .await
         .unwrap();
     clock.set(0);
-    assert!(store
-        .claim("q", 1, Duration::from_secs(1))
-        .await
-        .unwrap()
-        .is_empty());
+    assert!(
+        store
+            .claim("q", 1, Duration::from_secs(1))
+            .await
+            .unwrap()
+            .is_empty()
+    );
     assert_eq!(store.rescue("q").await.unwrap(), 0);
     clock.set(15_000);
     assert_eq!(

@@ -14,7 +14,7 @@ use fairq_worker::{
     JobReport, JobStatus, ListFilter, ManualClock, MemoryBackend, NewJob, Operation, Purge,
     QueueConfig, QueueStats, RetryTarget, Worker, WorkerConfigError, WorkerError,
 };
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::{Semaphore, mpsc};
 use tokio::time::Instant;
 
 const START: Millis = 1_700_000_000_000;
@@ -286,11 +286,12 @@ async fn survives_transient_store_errors_and_backs_off() {
         (6..=12).contains(&calls),
         "claims while the store is down: {calls}"
     );
-    assert!(seen
-        .lock()
-        .unwrap()
-        .iter()
-        .all(|(op, transient, _)| *op == Operation::Claim && *transient));
+    assert!(
+        seen.lock()
+            .unwrap()
+            .iter()
+            .all(|(op, transient, _)| *op == Operation::Claim && *transient)
+    );
 
     // The store comes back; one completion still fails once and is retried.
     flaky.fail_completes.store(1, Ordering::SeqCst);
@@ -299,11 +300,12 @@ async fn survives_transient_store_errors_and_backs_off() {
     let report = rx.recv().await.unwrap();
     assert_eq!(report.job.claim.id, id);
     assert_eq!(report.outcome, JobOutcome::Succeeded);
-    assert!(seen
-        .lock()
-        .unwrap()
-        .iter()
-        .any(|(op, transient, _)| *op == Operation::Complete && *transient));
+    assert!(
+        seen.lock()
+            .unwrap()
+            .iter()
+            .any(|(op, transient, _)| *op == Operation::Complete && *transient)
+    );
     assert_eq!(
         flaky.get(id).await.unwrap().unwrap().status(),
         JobStatus::Succeeded

@@ -117,11 +117,13 @@ pub async fn enqueue_many_returns_ids_in_order<B: Backend>(store: &B, _clock: &M
         assert_eq!(info.kind, format!("kind-{i}"));
         assert_eq!(info.payload, vec![i as u8]);
     }
-    assert!(store
-        .enqueue_many(Vec::new())
-        .await
-        .expect("empty batch")
-        .is_empty());
+    assert!(
+        store
+            .enqueue_many(Vec::new())
+            .await
+            .expect("empty batch")
+            .is_empty()
+    );
 }
 
 /// Malformed jobs get a typed error, not a panic, and nothing is stored.
@@ -149,11 +151,13 @@ pub async fn claims_respect_max_and_queue<B: Backend>(store: &B, _clock: &Manual
     let b: Vec<NewJob> = (0..2).map(|_| new_job("qb")).collect();
     let a_ids = store.enqueue_many(a).await.expect("enqueue");
     let b_ids = store.enqueue_many(b).await.expect("enqueue");
-    assert!(store
-        .claim("qa", 0, LEASE)
-        .await
-        .expect("claim 0")
-        .is_empty());
+    assert!(
+        store
+            .claim("qa", 0, LEASE)
+            .await
+            .expect("claim 0")
+            .is_empty()
+    );
     let first = store.claim("qa", 3, LEASE).await.expect("claim");
     assert_eq!(first.len(), 3);
     let rest = store.claim("qa", 10, LEASE).await.expect("claim");
@@ -732,11 +736,13 @@ pub async fn unknown_dependency_is_refused<B: Backend>(store: &B, _clock: &Manua
         matches!(err, BackendError::UnknownDependency(id) if id == missing),
         "expected UnknownDependency, got {err}"
     );
-    assert!(store
-        .list(ListFilter::default())
-        .await
-        .expect("list")
-        .is_empty());
+    assert!(
+        store
+            .list(ListFilter::default())
+            .await
+            .expect("list")
+            .is_empty()
+    );
 }
 
 /// Unique keys hold among a queue's unfinished jobs.
@@ -1311,10 +1317,11 @@ pub async fn undecodable_payload_fails_only_that_job<B: Backend>(
     );
     assert_eq!(status(store.as_ref(), bad).await, JobStatus::Dead);
     let info = store.get(bad).await.expect("get").expect("exists");
-    assert!(info
-        .last_error
-        .unwrap_or_default()
-        .contains("cannot decode payload"));
+    assert!(
+        info.last_error
+            .unwrap_or_default()
+            .contains("cannot decode payload")
+    );
     assert_eq!(info.attempts, 1);
     for id in [good, also_good] {
         assert_eq!(status(store.as_ref(), id).await, JobStatus::Succeeded);

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
 use fairq_core::fair::FairQueue;
-use fairq_core::job::{millis, Lifecycle, Millis, Outcome, State, TransitionError};
+use fairq_core::job::{Lifecycle, Millis, Outcome, State, TransitionError, millis};
 use fairq_core::retry::RetryPolicy;
 use fairq_core::stats::{Histogram, RetryStats};
 
@@ -187,7 +187,7 @@ impl Store {
                                 queue: job.queue.clone(),
                                 key: unique.clone(),
                                 existing,
-                            })
+                            });
                         }
                         OnConflict::Ignore => {
                             plans.push(Plan::Existing(existing));

@@ -223,13 +223,17 @@ mod tests {
         assert!(QueueConfig::new().problem().is_none());
         assert!(QueueConfig::new().concurrency(0).problem().is_some());
         assert!(QueueConfig::new().lease(Duration::ZERO).problem().is_some());
-        assert!(QueueConfig::new()
-            .poll_interval(Duration::ZERO)
-            .problem()
-            .is_some());
-        assert!(QueueConfig::new()
-            .heartbeat_interval(Duration::ZERO)
-            .problem()
-            .is_some());
+        assert!(
+            QueueConfig::new()
+                .poll_interval(Duration::ZERO)
+                .problem()
+                .is_some()
+        );
+        assert!(
+            QueueConfig::new()
+                .heartbeat_interval(Duration::ZERO)
+                .problem()
+                .is_some()
+        );
     }
 }

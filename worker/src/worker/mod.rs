@@ -24,7 +24,7 @@ use crate::job::{Failure, Job, JobId};
 
 pub use config::QueueConfig;
 pub use hooks::{DeadJob, JobOutcome, JobReport, Operation, SlowJob, WorkerError};
-use run::{lock, QueueRuntime, Shared};
+use run::{QueueRuntime, Shared, lock};
 
 /// A worker whose settings cannot work.
 ///

@@ -8,7 +8,7 @@ use std::time::Duration;
 use fairq_core::health::{ErrorClock, HealthPolicy};
 use fairq_core::job::{Millis, Outcome};
 use fairq_core::stats::Histogram;
-use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 use tracing::Instrument;
