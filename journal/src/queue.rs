@@ -61,6 +61,8 @@ pub(crate) struct SyncState {
     /// Everything before this position is durable.
     pub(crate) synced: Pos,
     pub(crate) syncing: bool,
+    /// Threads blocked on `sync_cv`.
+    pub(crate) waiting: usize,
     pub(crate) poisoned: Option<String>,
 }
 
@@ -184,7 +186,9 @@ impl Inner {
         if upto > s.synced {
             s.synced = upto;
         }
-        self.sync_cv.notify_all();
+        if s.waiting > 0 {
+            self.sync_cv.notify_all();
+        }
     }
 
     /// Wakes the threads waiting in `get_timeout`, if there are any.
@@ -360,7 +364,9 @@ impl Inner {
                 return Ok(());
             }
             if s.syncing {
+                s.waiting += 1;
                 s = self.sync_cv.wait(s).unwrap_or_else(|p| p.into_inner());
+                s.waiting -= 1;
                 continue;
             }
             s.syncing = true;
@@ -368,7 +374,9 @@ impl Inner {
             let result = self.sync_writer();
             s = lock(&self.sync);
             s.syncing = false;
-            self.sync_cv.notify_all();
+            if s.waiting > 0 {
+                self.sync_cv.notify_all();
+            }
             if let Err(e) = result {
                 drop(s);
                 return Err(e);

@@ -317,6 +317,7 @@ pub(crate) fn open(
         sync: Mutex::new(SyncState {
             synced: end,
             syncing: false,
+            waiting: 0,
             poisoned: None,
         }),
         sync_cv: Condvar::new(),
