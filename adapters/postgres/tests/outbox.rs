@@ -1,0 +1,138 @@
+//! Enqueueing inside the caller's transaction, and the wake-ups that follow a commit.
+
+mod common;
+
+use std::time::Duration;
+
+use fairq_postgres::Producer;
+use fairq_worker::{Backend, BackendError, ListFilter, NewJob, OnConflict};
+
+const LEASE: Duration = Duration::from_secs(30);
+
+async fn own_connection() -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(&common::url(), tokio_postgres::NoTls)
+        .await
+        .expect("connect");
+    tokio::spawn(connection);
+    client
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_committed_job_runs_and_is_invisible_until_the_commit() {
+    let t = store_or_skip!("commit");
+    let mut client = own_connection().await;
+    let producer = t.store.producer();
+    let tx = client.transaction().await.unwrap();
+    tx.batch_execute("CREATE TEMP TABLE orders (id int)").await.unwrap();
+    tx.execute("INSERT INTO orders VALUES (1)", &[]).await.unwrap();
+    let id = producer
+        .enqueue(&tx, NewJob::new("mail", "receipt", b"1".to_vec()))
+        .await
+        .unwrap();
+    // Other sessions see nothing yet.
+    assert!(t.store.get(id).await.unwrap().is_none());
+    assert!(t.store.claim("mail", 10, LEASE).await.unwrap().is_empty());
+    tx.commit().await.unwrap();
+    let jobs = t.store.claim("mail", 10, LEASE).await.unwrap();
+    assert_eq!(jobs.len(), 1);
+    assert_eq!(jobs[0].claim.id, id);
+    assert_eq!(jobs[0].payload, b"1");
+    t.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rolled_back_job_never_existed() {
+    let t = store_or_skip!("rollback");
+    let mut client = own_connection().await;
+    let tx = client.transaction().await.unwrap();
+    let ids = t
+        .store
+        .enqueue_many_in(
+            &tx,
+            (0..3).map(|i| NewJob::new("mail", "k", vec![i])).collect(),
+        )
+        .await
+        .unwrap();
+    tx.rollback().await.unwrap();
+    for id in ids {
+        assert!(t.store.get(id).await.unwrap().is_none());
+    }
+    assert!(t.store.claim("mail", 10, LEASE).await.unwrap().is_empty());
+    assert!(t.store.list(ListFilter::default()).await.unwrap().is_empty());
+    t.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_duplicate_inside_a_transaction_undoes_the_batch_but_not_the_transaction() {
+    let t = store_or_skip!("txdup");
+    t.store
+        .enqueue(NewJob::new("q", "k", vec![]).unique("u1", OnConflict::Error))
+        .await
+        .unwrap();
+    let mut client = own_connection().await;
+    let tx = client.transaction().await.unwrap();
+    tx.batch_execute("CREATE TEMP TABLE notes (t text); INSERT INTO notes VALUES ('kept')")
+        .await
+        .unwrap();
+    let err = t
+        .store
+        .enqueue_many_in(
+            &tx,
+            vec![
+                NewJob::new("q", "k", vec![]),
+                NewJob::new("q", "k", vec![]).unique("u1", OnConflict::Error),
+            ],
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, BackendError::Duplicate { .. }));
+    // The caller's transaction is still usable and its own work commits.
+    let kept: String = tx.query_one("SELECT t FROM notes", &[]).await.unwrap().get(0);
+    assert_eq!(kept, "kept");
+    tx.commit().await.unwrap();
+    assert_eq!(t.store.list(ListFilter::default()).await.unwrap().len(), 1);
+    t.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standalone_producer_needs_no_pool() {
+    let t = store_or_skip!("producer");
+    let client = own_connection().await;
+    let producer = Producer::new(&t.schema).unwrap().with_clock(t.clock.clone());
+    let id = producer
+        .enqueue(&client, NewJob::new("q", "k", vec![7]).key("a"))
+        .await
+        .unwrap();
+    let job = t.store.claim("q", 1, LEASE).await.unwrap().remove(0);
+    assert_eq!(job.claim.id, id);
+    assert_eq!(job.enqueued_at, 1_000_000);
+    t.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_notification_wakes_an_idle_waiter() {
+    let t = store_or_skip!("notify");
+    let store = t.store.clone();
+    // The listener's (re)start wakes everyone once; let that happen first.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !store.is_listening() {
+        assert!(tokio::time::Instant::now() < deadline, "the listener never started");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Polled once, the waiter has registered and looked: nothing is due, so it parks.
+    let wait = store.wait_for_jobs("mail", Duration::from_secs(600));
+    tokio::pin!(wait);
+    assert!(futures::poll!(wait.as_mut()).is_pending());
+    let mut client = own_connection().await;
+    let tx = client.transaction().await.unwrap();
+    store
+        .enqueue_in(&tx, NewJob::new("mail", "k", vec![]))
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    // Only the commit's notification can end a 600 s wait this early.
+    tokio::time::timeout(Duration::from_secs(30), wait)
+        .await
+        .expect("the commit's notification woke the waiter");
+    t.cleanup().await;
+}
