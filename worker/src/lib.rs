@@ -137,7 +137,7 @@ mod clock;
 mod codec;
 mod handler;
 mod job;
-mod memory;
+pub mod memory;
 mod random;
 mod testing;
 mod worker;

@@ -477,12 +477,18 @@ async fn health_follows_failures() {
         Some(Health::Unhealthy { since: failed_at })
     );
     assert!(!worker.is_healthy());
+    assert_eq!(
+        worker.store_health("q").await.unwrap(),
+        Health::Unhealthy { since: failed_at },
+        "the store saw the same failure"
+    );
 
     fail.store(false, Ordering::SeqCst);
     store.wake_all();
     let report = rx.recv().await.unwrap();
     assert_eq!(report.outcome, JobOutcome::Succeeded);
     assert_eq!(worker.health("q"), Some(Health::Healthy));
+    assert_eq!(worker.store_health("q").await.unwrap(), Health::Healthy);
     assert!(worker.shutdown(Duration::from_secs(1)).await.is_clean());
 }
 

@@ -40,7 +40,7 @@
 //! # }).unwrap();
 //! ```
 
-mod store;
+pub mod store;
 
 use std::collections::HashMap;
 use std::future::Future;

@@ -2,6 +2,25 @@
 //!
 //! [`MemoryBackend`](super::MemoryBackend) wraps one [`Store`] in a mutex and reads the time
 //! from its clock; everything that decides lives here, so it can be driven step by step.
+//!
+//! Durable stores reuse it as their state machine: they apply each request to a [`Store`],
+//! ask it which jobs changed ([`Store::take_changed`]), persist those jobs' [`Record`]s (which
+//! are `serde` types), and after a restart rebuild the store with [`Store::restore`].
+//!
+//! ```
+//! use fairq_worker::memory::store::Store;
+//! use fairq_worker::NewJob;
+//!
+//! let mut store = Store::default();
+//! store.track_changes();
+//! let ids = store.enqueue_many(vec![NewJob::new("mail", "welcome", vec![])], 1_000).unwrap();
+//! assert_eq!(store.take_changed().into_iter().collect::<Vec<_>>(), ids);
+//!
+//! // Persist the records, then rebuild an equal store from them.
+//! let saved: Vec<_> = ids.iter().map(|id| (*id, store.record(*id).unwrap().clone())).collect();
+//! let mut again = Store::restore(saved, store.next_id(), 1_000);
+//! assert_eq!(again.claim("mail", 1, std::time::Duration::from_secs(30), 1_000).len(), 1);
+//! ```
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
@@ -10,6 +29,7 @@ use fairq_core::fair::FairQueue;
 use fairq_core::job::{Lifecycle, Millis, Outcome, State, TransitionError, millis};
 use fairq_core::retry::RetryPolicy;
 use fairq_core::stats::{Histogram, RetryStats};
+use serde::{Deserialize, Serialize};
 
 use crate::backend::{BackendError, ListFilter, Purge, QueueStats, RetryTarget, StatusCounts};
 use crate::job::{Claim, Failure, Job, JobId, JobInfo, JobStatus, NewJob, OnConflict};
@@ -17,9 +37,18 @@ use crate::job::{Claim, Failure, Job, JobId, JobInfo, JobStatus, NewJob, OnConfl
 /// The message recorded when a job's lease expires.
 pub(crate) const LEASE_EXPIRED: &str = "lease expired: the worker stopped renewing it";
 
-/// One stored job.
-#[derive(Debug, Clone)]
-struct Record {
+/// One stored job: everything a store must persist to rebuild it with [`Store::restore`].
+///
+/// ```
+/// use fairq_worker::memory::store::Store;
+/// use fairq_worker::{JobStatus, NewJob};
+/// let mut store = Store::default();
+/// let id = store.enqueue_many(vec![NewJob::new("q", "k", vec![])], 5).unwrap()[0];
+/// let record = store.record(id).unwrap();
+/// assert_eq!((record.queue(), record.status()), ("q", JobStatus::Scheduled));
+/// ```
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Record {
     queue: String,
     kind: String,
     key: Option<String>,
@@ -38,11 +67,21 @@ struct Record {
     /// When the job last became due (schedule, retry time, release or revival).
     due_at: Millis,
     /// Generation of the job's live entry in the ready queue; older entries are stale.
+    #[serde(skip)]
     ready_gen: u64,
 }
 
 impl Record {
-    fn info(&self, id: JobId) -> JobInfo {
+    /// The job as operators see it.
+    ///
+    /// ```
+    /// use fairq_worker::memory::store::Store;
+    /// use fairq_worker::NewJob;
+    /// let mut store = Store::default();
+    /// let id = store.enqueue_many(vec![NewJob::new("q", "kind", vec![])], 0).unwrap()[0];
+    /// assert_eq!(store.record(id).unwrap().info(id).kind, "kind");
+    /// ```
+    pub fn info(&self, id: JobId) -> JobInfo {
         JobInfo {
             id,
             queue: self.queue.clone(),
@@ -81,8 +120,85 @@ impl Record {
         })
     }
 
-    fn status(&self) -> JobStatus {
+    /// The job's status.
+    ///
+    /// ```
+    /// use fairq_worker::memory::store::Store;
+    /// use fairq_worker::{JobStatus, NewJob};
+    /// let mut store = Store::default();
+    /// let id = store.enqueue_many(vec![NewJob::new("q", "k", vec![])], 0).unwrap()[0];
+    /// assert_eq!(store.record(id).unwrap().status(), JobStatus::Scheduled);
+    /// ```
+    pub fn status(&self) -> JobStatus {
         JobStatus::of(self.life.state())
+    }
+
+    /// The job's queue.
+    ///
+    /// ```
+    /// use fairq_worker::memory::store::Store;
+    /// use fairq_worker::NewJob;
+    /// let mut store = Store::default();
+    /// let id = store.enqueue_many(vec![NewJob::new("mail", "k", vec![])], 0).unwrap()[0];
+    /// assert_eq!(store.record(id).unwrap().queue(), "mail");
+    /// ```
+    pub fn queue(&self) -> &str {
+        &self.queue
+    }
+
+    /// The job's lifecycle (state, attempts, last lease token).
+    ///
+    /// ```
+    /// use fairq_worker::memory::store::Store;
+    /// use fairq_worker::NewJob;
+    /// let mut store = Store::default();
+    /// let id = store.enqueue_many(vec![NewJob::new("q", "k", vec![])], 0).unwrap()[0];
+    /// assert_eq!(store.record(id).unwrap().lifecycle().attempts(), 0);
+    /// ```
+    pub fn lifecycle(&self) -> &Lifecycle {
+        &self.life
+    }
+
+    /// When the current or last attempt was claimed (0: never).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use fairq_worker::memory::store::Store;
+    /// use fairq_worker::NewJob;
+    /// let mut store = Store::default();
+    /// let id = store.enqueue_many(vec![NewJob::new("q", "k", vec![])], 0).unwrap()[0];
+    /// store.claim("q", 1, Duration::from_secs(1), 7);
+    /// assert_eq!(store.record(id).unwrap().claimed_at(), 7);
+    /// ```
+    pub fn claimed_at(&self) -> Millis {
+        self.claimed_at
+    }
+
+    /// Ends a running job's lease at `now` at the latest, so that [`Store::rescue`] takes it
+    /// back. For a store reopened after its process died: no worker holding a lease survived.
+    /// Other states are left alone.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use fairq_worker::memory::store::Store;
+    /// use fairq_worker::NewJob;
+    /// let mut store = Store::default();
+    /// let id = store.enqueue_many(vec![NewJob::new("q", "k", vec![])], 0).unwrap()[0];
+    /// store.claim("q", 1, Duration::from_secs(60), 0);
+    /// let mut record = store.record(id).unwrap().clone();
+    /// record.expire_lease(10);
+    /// let mut reopened = Store::restore(vec![(id, record)], store.next_id(), 10);
+    /// assert_eq!(reopened.rescue("q", 10, &mut || 0), 1);
+    /// ```
+    pub fn expire_lease(&mut self, now: Millis) {
+        if let State::Running { mut lease } = *self.life.state() {
+            lease.deadline = lease.deadline.min(now);
+            self.life = Lifecycle::restore(
+                State::Running { lease },
+                self.life.attempts(),
+                self.life.last_token(),
+            );
+        }
     }
 
     fn finished_at(&self) -> Option<Millis> {
@@ -127,9 +243,21 @@ enum Plan {
     Existing(JobId),
 }
 
-/// Every job and queue of an in-memory store.
+/// Every job and queue of an in-memory store: the reference state machine of fairq's job
+/// semantics, with time passed in.
+///
+/// ```
+/// use std::time::Duration;
+/// use fairq_worker::memory::store::Store;
+/// use fairq_worker::NewJob;
+/// let mut store = Store::default();
+/// store.enqueue_many(vec![NewJob::new("q", "k", vec![])], 0).unwrap();
+/// let jobs = store.claim("q", 10, Duration::from_secs(30), 0);
+/// store.complete(jobs[0].claim, 5).unwrap();
+/// assert_eq!(store.counts("q").succeeded, 1);
+/// ```
 #[derive(Debug, Default)]
-pub(crate) struct Store {
+pub struct Store {
     next_id: u64,
     jobs: BTreeMap<JobId, Record>,
     queues: BTreeMap<String, QueueState>,
@@ -139,6 +267,15 @@ pub(crate) struct Store {
     dependents: HashMap<JobId, Vec<JobId>>,
     /// Queues that gained due jobs since the last [`Store::take_woken`].
     woken: BTreeSet<String>,
+    /// Jobs changed since the last [`Store::take_changed`], once tracking is on.
+    changed: Option<BTreeSet<JobId>>,
+}
+
+/// Notes that job `id` changed, if changes are tracked.
+fn touch(changed: &mut Option<BTreeSet<JobId>>, id: JobId) {
+    if let Some(set) = changed {
+        set.insert(id);
+    }
 }
 
 fn transition(id: JobId) -> impl FnOnce(TransitionError) -> BackendError {
@@ -146,13 +283,200 @@ fn transition(id: JobId) -> impl FnOnce(TransitionError) -> BackendError {
 }
 
 impl Store {
+    /// Rebuilds a store from persisted records (in any order) and the id counter
+    /// ([`Store::next_id`]) at the time they were saved; new jobs get ids above both.
+    ///
+    /// Jobs waiting for time go back to the time-ordered set; jobs already due join their
+    /// queue's fair queue ordered by the time they became due (then by id), which is the order
+    /// in which the store pushed them, so a restored queue serves the same per-key order and
+    /// starts a fresh fair round. Blocked jobs wait for their dependency again, running jobs
+    /// keep their leases, and unique keys of unfinished jobs are taken again. Queue counters
+    /// start from zero unless set with [`Store::set_retry_stats`].
+    ///
+    /// ```
+    /// use fairq_worker::memory::store::Store;
+    /// use fairq_worker::{JobStatus, NewJob};
+    /// let mut store = Store::default();
+    /// let id = store.enqueue_many(vec![NewJob::new("q", "k", vec![])], 0).unwrap()[0];
+    /// let record = store.record(id).unwrap().clone();
+    /// let mut restored = Store::restore(vec![(id, record)], store.next_id(), 0);
+    /// assert_eq!(restored.counts("q").get(JobStatus::Scheduled), 1);
+    /// let new = restored.enqueue_many(vec![NewJob::new("q", "k", vec![])], 0).unwrap()[0];
+    /// assert!(new > id);
+    /// ```
+    pub fn restore(
+        records: impl IntoIterator<Item = (JobId, Record)>,
+        next_id: u64,
+        now: Millis,
+    ) -> Store {
+        let mut store = Store {
+            next_id,
+            ..Store::default()
+        };
+        let records: BTreeMap<JobId, Record> = records.into_iter().collect();
+        let mut due: Vec<(Millis, JobId)> = Vec::new();
+        for (&id, record) in &records {
+            store.next_id = store.next_id.max(id.0);
+            let queue = store
+                .queues
+                .entry(record.queue.clone())
+                .or_insert_with(QueueState::new);
+            match *record.life.state() {
+                State::Running { .. } => {
+                    queue.running.insert(id);
+                }
+                State::Blocked => {
+                    if let Some(dep) = record.depends_on.filter(|d| records.contains_key(d)) {
+                        store.dependents.entry(dep).or_default().push(id);
+                    }
+                }
+                _ => match record.life.due_at() {
+                    Some(at) if at > now => {
+                        queue.timed.insert((at, id));
+                    }
+                    Some(_) => due.push((record.due_at, id)),
+                    None => {}
+                },
+            }
+            if !record.life.state().is_final() {
+                if let Some(unique) = &record.unique_key {
+                    store
+                        .unique
+                        .insert((record.queue.clone(), unique.clone()), id);
+                }
+            }
+        }
+        store.jobs = records;
+        due.sort_unstable();
+        for (_, id) in due {
+            let Some(record) = store.jobs.get_mut(&id) else {
+                continue;
+            };
+            record.ready_gen = 1;
+            if let Some(queue) = store.queues.get_mut(&record.queue) {
+                // An unbounded queue never refuses a push.
+                queue.ready.push(record.key.clone(), (id, 1)).ok();
+            }
+        }
+        store
+    }
+
+    /// Starts recording which jobs change, for [`Store::take_changed`]. Off by default, so a
+    /// store that persists nothing pays nothing.
+    ///
+    /// ```
+    /// use fairq_worker::memory::store::Store;
+    /// use fairq_worker::NewJob;
+    /// let mut store = Store::default();
+    /// store.enqueue_many(vec![NewJob::new("q", "k", vec![])], 0).unwrap();
+    /// assert!(store.take_changed().is_empty()); // not tracked yet
+    /// store.track_changes();
+    /// store.enqueue_many(vec![NewJob::new("q", "k", vec![])], 0).unwrap();
+    /// assert_eq!(store.take_changed().len(), 1);
+    /// ```
+    pub fn track_changes(&mut self) {
+        self.changed.get_or_insert_with(BTreeSet::new);
+    }
+
+    /// The jobs whose [`Record`] changed (or that were deleted) since the last call, once
+    /// [`Store::track_changes`] is on. A job in the set without a record was deleted.
+    ///
+    /// ```
+    /// use fairq_worker::memory::store::Store;
+    /// use fairq_worker::{NewJob, Purge};
+    /// let mut store = Store::default();
+    /// store.track_changes();
+    /// let id = store.enqueue_many(vec![NewJob::new("q", "k", vec![])], 0).unwrap()[0];
+    /// store.take_changed();
+    /// store.purge(&Purge::default());
+    /// assert!(store.take_changed().contains(&id));
+    /// assert!(store.record(id).is_none());
+    /// ```
+    pub fn take_changed(&mut self) -> BTreeSet<JobId> {
+        self.changed
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
+    }
+
+    /// The stored record of job `id`.
+    ///
+    /// ```
+    /// use fairq_worker::memory::store::Store;
+    /// assert!(Store::default().record(fairq_worker::JobId(1)).is_none());
+    /// ```
+    pub fn record(&self, id: JobId) -> Option<&Record> {
+        self.jobs.get(&id)
+    }
+
+    /// The highest id handed out so far (0 when none): the counter to persist next to the
+    /// records for [`Store::restore`].
+    ///
+    /// ```
+    /// use fairq_worker::memory::store::Store;
+    /// use fairq_worker::NewJob;
+    /// let mut store = Store::default();
+    /// store.enqueue_many(vec![NewJob::new("q", "k", vec![]); 3], 0).unwrap();
+    /// assert_eq!(store.next_id(), 3);
+    /// ```
+    pub fn next_id(&self) -> u64 {
+        self.next_id
+    }
+
+    /// The retry counters of `queue`, if the queue exists.
+    ///
+    /// ```
+    /// use fairq_worker::memory::store::Store;
+    /// use fairq_worker::NewJob;
+    /// let mut store = Store::default();
+    /// store.enqueue_many(vec![NewJob::new("q", "k", vec![])], 0).unwrap();
+    /// assert_eq!(store.retry_stats("q").unwrap().ok, 0);
+    /// assert!(store.retry_stats("other").is_none());
+    /// ```
+    pub fn retry_stats(&self, queue: &str) -> Option<RetryStats> {
+        self.queues.get(queue).map(|q| q.retries)
+    }
+
+    /// Sets the retry counters of `queue` (creating the queue), to restore persisted ones.
+    ///
+    /// ```
+    /// use fairq_core::stats::RetryStats;
+    /// use fairq_worker::memory::store::Store;
+    /// let mut store = Store::default();
+    /// store.set_retry_stats("q", RetryStats { ok: 4, ..Default::default() });
+    /// assert_eq!(store.stats()[0].retries.ok, 4);
+    /// ```
+    pub fn set_retry_stats(&mut self, queue: &str, retries: RetryStats) {
+        self.queues
+            .entry(queue.to_string())
+            .or_insert_with(QueueState::new)
+            .retries = retries;
+    }
+
     /// Queues that may have new due jobs since the last call.
-    pub(crate) fn take_woken(&mut self) -> BTreeSet<String> {
+    ///
+    /// ```
+    /// use fairq_worker::memory::store::Store;
+    /// use fairq_worker::NewJob;
+    /// let mut store = Store::default();
+    /// store.enqueue_many(vec![NewJob::new("q", "k", vec![])], 0).unwrap();
+    /// assert!(store.take_woken().contains("q"));
+    /// ```
+    pub fn take_woken(&mut self) -> BTreeSet<String> {
         std::mem::take(&mut self.woken)
     }
 
     /// Adds jobs, all or nothing.
-    pub(crate) fn enqueue_many(
+    ///
+    /// ```
+    /// use fairq_worker::memory::store::Store;
+    /// use fairq_worker::NewJob;
+    /// let mut store = Store::default();
+    /// let ids = store.enqueue_many(vec![NewJob::new("q", "k", vec![]); 2], 0).unwrap();
+    /// assert_eq!(ids.len(), 2);
+    /// assert!(store.enqueue_many(vec![NewJob::new("", "k", vec![])], 0).is_err());
+    /// ```
+    pub fn enqueue_many(
         &mut self,
         jobs: Vec<NewJob>,
         now: Millis,
@@ -238,6 +562,7 @@ impl Store {
         if let (true, Some(dep)) = (blocked, job.depends_on) {
             self.dependents.entry(dep).or_default().push(id);
         }
+        touch(&mut self.changed, id);
         self.queues
             .entry(job.queue.clone())
             .or_insert_with(QueueState::new);
@@ -272,6 +597,7 @@ impl Store {
             return;
         };
         record.due_at = run_at;
+        touch(&mut self.changed, id);
         let queue = self
             .queues
             .entry(record.queue.clone())
@@ -315,7 +641,16 @@ impl Store {
     }
 
     /// Claims up to `max` due jobs of `queue`, fairly by key.
-    pub(crate) fn claim(
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use fairq_worker::memory::store::Store;
+    /// use fairq_worker::NewJob;
+    /// let mut store = Store::default();
+    /// store.enqueue_many(vec![NewJob::new("q", "k", vec![]); 3], 0).unwrap();
+    /// assert_eq!(store.claim("q", 2, Duration::from_secs(30), 0).len(), 2);
+    /// ```
+    pub fn claim(
         &mut self,
         queue_name: &str,
         max: usize,
@@ -342,6 +677,7 @@ impl Store {
             }
             record.claimed_at = now;
             queue.running.insert(id);
+            touch(&mut self.changed, id);
             if let Some(job) = record.job(id) {
                 claimed.push(job);
             }
@@ -350,7 +686,17 @@ impl Store {
     }
 
     /// Claims one particular job, making it due first if it waits for time (test helpers).
-    pub(crate) fn claim_id(
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use fairq_worker::memory::store::Store;
+    /// use fairq_worker::NewJob;
+    /// let mut store = Store::default();
+    /// let job = NewJob::new("q", "k", vec![]).run_at(1_000);
+    /// let id = store.enqueue_many(vec![job], 0).unwrap()[0];
+    /// assert_eq!(store.claim_id(id, Duration::from_secs(1), 0).unwrap().claim.id, id);
+    /// ```
+    pub fn claim_id(
         &mut self,
         id: JobId,
         lease: Duration,
@@ -378,11 +724,20 @@ impl Store {
         if let Some(queue) = self.queues.get_mut(&record.queue) {
             queue.running.insert(id);
         }
+        touch(&mut self.changed, id);
         record.job(id).ok_or(BackendError::NotFound(id))
     }
 
     /// A job as a worker would receive it, without changing it (test helpers).
-    pub(crate) fn peek(&self, id: JobId) -> Option<Job> {
+    ///
+    /// ```
+    /// use fairq_worker::memory::store::Store;
+    /// use fairq_worker::NewJob;
+    /// let mut store = Store::default();
+    /// let id = store.enqueue_many(vec![NewJob::new("q", "kind", vec![])], 0).unwrap()[0];
+    /// assert_eq!(store.peek(id).unwrap().attempt, 1);
+    /// ```
+    pub fn peek(&self, id: JobId) -> Option<Job> {
         let record = self.jobs.get(&id)?;
         let mut job = Job::example(record.payload.clone());
         job.claim = Claim {
@@ -402,7 +757,18 @@ impl Store {
     }
 
     /// Marks a claimed job succeeded.
-    pub(crate) fn complete(&mut self, claim: Claim, now: Millis) -> Result<(), BackendError> {
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use fairq_worker::memory::store::Store;
+    /// use fairq_worker::NewJob;
+    /// let mut store = Store::default();
+    /// store.enqueue_many(vec![NewJob::new("q", "k", vec![])], 0).unwrap();
+    /// let job = store.claim("q", 1, Duration::from_secs(30), 0).remove(0);
+    /// store.complete(job.claim, 1).unwrap();
+    /// assert!(store.complete(job.claim, 2).is_err());
+    /// ```
+    pub fn complete(&mut self, claim: Claim, now: Millis) -> Result<(), BackendError> {
         let id = claim.id;
         let record = self.jobs.get_mut(&id).ok_or(BackendError::NotFound(id))?;
         let attempt = record.life.attempts();
@@ -410,6 +776,7 @@ impl Store {
             .life
             .complete(claim.token, now)
             .map_err(transition(id))?;
+        touch(&mut self.changed, id);
         record.error_since = None;
         let elapsed = now.saturating_sub(record.claimed_at);
         let queue_name = record.queue.clone();
@@ -423,8 +790,22 @@ impl Store {
         Ok(())
     }
 
-    /// Records a failed attempt.
-    pub(crate) fn fail(
+    /// Records a failed attempt (`random` drives the policy's jitter).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use fairq_core::job::Outcome;
+    /// use fairq_core::retry::RetryPolicy;
+    /// use fairq_worker::memory::store::Store;
+    /// use fairq_worker::{Failure, NewJob};
+    /// let mut store = Store::default();
+    /// let job = NewJob::new("q", "k", vec![]).retry(RetryPolicy::new(0));
+    /// store.enqueue_many(vec![job], 0).unwrap();
+    /// let job = store.claim("q", 1, Duration::from_secs(30), 0).remove(0);
+    /// let outcome = store.fail(job.claim, Failure::retryable("boom"), 1, 0).unwrap();
+    /// assert_eq!(outcome, Outcome::Dead);
+    /// ```
+    pub fn fail(
         &mut self,
         claim: Claim,
         failure: Failure,
@@ -452,6 +833,7 @@ impl Store {
             }
         };
         record.last_error = Some(failure.message);
+        touch(&mut self.changed, id);
         let elapsed = now.saturating_sub(record.claimed_at);
         if let Some(queue) = self.queues.get_mut(&record.queue) {
             queue.processing.record(elapsed);
@@ -482,7 +864,17 @@ impl Store {
     }
 
     /// Extends a lease.
-    pub(crate) fn heartbeat(
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use fairq_worker::memory::store::Store;
+    /// use fairq_worker::NewJob;
+    /// let mut store = Store::default();
+    /// store.enqueue_many(vec![NewJob::new("q", "k", vec![])], 0).unwrap();
+    /// let job = store.claim("q", 1, Duration::from_millis(10), 0).remove(0);
+    /// assert_eq!(store.heartbeat(job.claim, Duration::from_millis(10), 5).unwrap(), 15);
+    /// ```
+    pub fn heartbeat(
         &mut self,
         claim: Claim,
         lease: Duration,
@@ -492,14 +884,28 @@ impl Store {
             .jobs
             .get_mut(&claim.id)
             .ok_or(BackendError::NotFound(claim.id))?;
-        record
+        let deadline = record
             .life
             .heartbeat(claim.token, now, lease)
-            .map_err(transition(claim.id))
+            .map_err(transition(claim.id))?;
+        touch(&mut self.changed, claim.id);
+        Ok(deadline)
     }
 
-    /// Takes back every job of `queue` whose lease has expired.
-    pub(crate) fn rescue(
+    /// Takes back every job of `queue` whose lease has expired (`random` drives the jitter of
+    /// each retry).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use fairq_worker::memory::store::Store;
+    /// use fairq_worker::NewJob;
+    /// let mut store = Store::default();
+    /// store.enqueue_many(vec![NewJob::new("q", "k", vec![])], 0).unwrap();
+    /// store.claim("q", 1, Duration::from_millis(10), 0);
+    /// assert_eq!(store.rescue("q", 9, &mut || 0), 0);
+    /// assert_eq!(store.rescue("q", 10, &mut || 0), 1);
+    /// ```
+    pub fn rescue(
         &mut self,
         queue_name: &str,
         now: Millis,
@@ -529,6 +935,7 @@ impl Store {
                 continue;
             };
             record.last_error = Some(LEASE_EXPIRED.to_string());
+            touch(&mut self.changed, id);
             self.after_failure(id, attempt, outcome, now);
             rescued += 1;
         }
@@ -536,7 +943,16 @@ impl Store {
     }
 
     /// True when `queue` has a job that can be claimed at `now`; else the next due time.
-    pub(crate) fn due(&self, queue_name: &str, now: Millis) -> Result<(), Option<Millis>> {
+    ///
+    /// ```
+    /// use fairq_worker::memory::store::Store;
+    /// use fairq_worker::NewJob;
+    /// let mut store = Store::default();
+    /// store.enqueue_many(vec![NewJob::new("q", "k", vec![]).run_at(50)], 0).unwrap();
+    /// assert_eq!(store.due("q", 0), Err(Some(50)));
+    /// assert_eq!(store.due("q", 50), Ok(()));
+    /// ```
+    pub fn due(&self, queue_name: &str, now: Millis) -> Result<(), Option<Millis>> {
         let Some(queue) = self.queues.get(queue_name) else {
             return Err(None);
         };
@@ -549,7 +965,15 @@ impl Store {
     }
 
     /// Earliest time any waiting job of `queue` becomes due.
-    pub(crate) fn next_due(&self, queue_name: &str) -> Option<Millis> {
+    ///
+    /// ```
+    /// use fairq_worker::memory::store::Store;
+    /// use fairq_worker::NewJob;
+    /// let mut store = Store::default();
+    /// store.enqueue_many(vec![NewJob::new("q", "k", vec![]).run_at(50)], 0).unwrap();
+    /// assert_eq!(store.next_due("q"), Some(50));
+    /// ```
+    pub fn next_due(&self, queue_name: &str) -> Option<Millis> {
         self.queues
             .get(queue_name)?
             .timed
@@ -558,7 +982,15 @@ impl Store {
     }
 
     /// Numbers per queue, by queue name.
-    pub(crate) fn stats(&self) -> Vec<QueueStats> {
+    ///
+    /// ```
+    /// use fairq_worker::memory::store::Store;
+    /// use fairq_worker::NewJob;
+    /// let mut store = Store::default();
+    /// store.enqueue_many(vec![NewJob::new("q", "k", vec![])], 0).unwrap();
+    /// assert_eq!(store.stats()[0].counts.scheduled, 1);
+    /// ```
+    pub fn stats(&self) -> Vec<QueueStats> {
         let mut out: BTreeMap<&str, QueueStats> = self
             .queues
             .iter()
@@ -585,7 +1017,12 @@ impl Store {
     }
 
     /// Counts per status of one queue (zero for an unknown queue).
-    pub(crate) fn counts(&self, queue_name: &str) -> StatusCounts {
+    ///
+    /// ```
+    /// use fairq_worker::memory::store::Store;
+    /// assert_eq!(Store::default().counts("q").total(), 0);
+    /// ```
+    pub fn counts(&self, queue_name: &str) -> StatusCounts {
         let mut counts = StatusCounts::default();
         for record in self.jobs.values().filter(|r| r.queue == queue_name) {
             counts.add(record.status(), 1);
@@ -594,7 +1031,15 @@ impl Store {
     }
 
     /// Jobs matching `filter`, by id.
-    pub(crate) fn list(&self, filter: &ListFilter) -> Vec<JobInfo> {
+    ///
+    /// ```
+    /// use fairq_worker::memory::store::Store;
+    /// use fairq_worker::{ListFilter, NewJob};
+    /// let mut store = Store::default();
+    /// store.enqueue_many(vec![NewJob::new("q", "k", vec![]); 3], 0).unwrap();
+    /// assert_eq!(store.list(&ListFilter::default().limit(2)).len(), 2);
+    /// ```
+    pub fn list(&self, filter: &ListFilter) -> Vec<JobInfo> {
         let start = filter.after.map_or(0, |id| id.0.saturating_add(1));
         self.jobs
             .range(JobId(start)..)
@@ -606,12 +1051,24 @@ impl Store {
     }
 
     /// One job.
-    pub(crate) fn get(&self, id: JobId) -> Option<JobInfo> {
+    ///
+    /// ```
+    /// use fairq_worker::memory::store::Store;
+    /// assert!(Store::default().get(fairq_worker::JobId(1)).is_none());
+    /// ```
+    pub fn get(&self, id: JobId) -> Option<JobInfo> {
         self.jobs.get(&id).map(|r| r.info(id))
     }
 
     /// Revives dead jobs.
-    pub(crate) fn retry(&mut self, target: RetryTarget, now: Millis) -> Result<u64, BackendError> {
+    ///
+    /// ```
+    /// use fairq_worker::memory::store::Store;
+    /// use fairq_worker::RetryTarget;
+    /// let mut store = Store::default();
+    /// assert_eq!(store.retry(RetryTarget::AllDead { queue: None }, 0).unwrap(), 0);
+    /// ```
+    pub fn retry(&mut self, target: RetryTarget, now: Millis) -> Result<u64, BackendError> {
         match target {
             RetryTarget::One(id) => {
                 self.revive(id, now)?;
@@ -661,12 +1118,21 @@ impl Store {
         let record = self.jobs.get_mut(&id).ok_or(BackendError::NotFound(id))?;
         record.life.revive(now).map_err(transition(id))?;
         record.error_since = None;
+        touch(&mut self.changed, id);
         self.schedule(id, now, now);
         Ok(())
     }
 
     /// Deletes matching jobs that are not running.
-    pub(crate) fn purge(&mut self, purge: &Purge) -> u64 {
+    ///
+    /// ```
+    /// use fairq_worker::memory::store::Store;
+    /// use fairq_worker::{NewJob, Purge};
+    /// let mut store = Store::default();
+    /// store.enqueue_many(vec![NewJob::new("q", "k", vec![])], 0).unwrap();
+    /// assert_eq!(store.purge(&Purge::default()), 1);
+    /// ```
+    pub fn purge(&mut self, purge: &Purge) -> u64 {
         let doomed: Vec<JobId> = self
             .jobs
             .iter()
@@ -681,7 +1147,14 @@ impl Store {
     }
 
     /// Deletes jobs that finished at least `older_than` before `now`.
-    pub(crate) fn prune(&mut self, older_than: Duration, now: Millis) -> u64 {
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use fairq_worker::memory::store::Store;
+    /// let mut store = Store::default();
+    /// assert_eq!(store.prune(Duration::from_secs(60), 0), 0);
+    /// ```
+    pub fn prune(&mut self, older_than: Duration, now: Millis) -> u64 {
         let cutoff = now.saturating_sub(millis(older_than));
         let doomed: Vec<JobId> = self
             .jobs
@@ -701,6 +1174,7 @@ impl Store {
         let Some(record) = self.jobs.remove(&id) else {
             return;
         };
+        touch(&mut self.changed, id);
         if let Some(queue) = self.queues.get_mut(&record.queue) {
             if let Some(at) = record.life.due_at() {
                 queue.timed.remove(&(at, id));
@@ -744,7 +1218,20 @@ impl Store {
     }
 
     /// Number of jobs stored (finished ones included).
-    pub(crate) fn len(&self) -> usize {
+    ///
+    /// ```
+    /// assert_eq!(fairq_worker::memory::store::Store::default().len(), 0);
+    /// ```
+    pub fn len(&self) -> usize {
         self.jobs.len()
+    }
+
+    /// True when no job is stored.
+    ///
+    /// ```
+    /// assert!(fairq_worker::memory::store::Store::default().is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.jobs.is_empty()
     }
 }

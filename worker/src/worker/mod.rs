@@ -552,6 +552,36 @@ impl<B: Backend> WorkerHandle<B> {
         )
     }
 
+    /// The health of `queue` as the store sees it: judged from the time the oldest job of
+    /// the queue that is still retrying first failed ([`QueueStats::oldest_error_at`]), so
+    /// it covers failures seen by every worker of the queue, not only this one.
+    ///
+    /// [`QueueStats::oldest_error_at`]: crate::QueueStats::oldest_error_at
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// use fairq_core::health::Health;
+    /// use fairq_worker::{Job, MemoryBackend, QueueConfig, Worker};
+    /// let handle = Worker::builder(MemoryBackend::new())
+    ///     .queue("q", QueueConfig::default())
+    ///     .handle("k", |_job: Job| async { Ok::<_, String>(()) })
+    ///     .build().unwrap().start().unwrap();
+    /// assert_eq!(handle.store_health("q").await.unwrap(), Health::Healthy);
+    /// handle.shutdown(std::time::Duration::from_secs(1)).await;
+    /// # });
+    /// ```
+    pub async fn store_health(&self, queue: &str) -> Result<Health, crate::BackendError> {
+        let stats = self.shared.backend.stats().await?;
+        let since = stats
+            .iter()
+            .find(|s| s.queue == queue)
+            .and_then(|s| s.oldest_error_at);
+        Ok(self
+            .shared
+            .health
+            .evaluate(self.shared.started_at, since, self.shared.clock.now()))
+    }
+
     /// True when every served queue is healthy.
     ///
     /// ```
