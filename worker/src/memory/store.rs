@@ -1040,9 +1040,10 @@ impl Store {
     /// assert_eq!(store.list(&ListFilter::default().limit(2)).len(), 2);
     /// ```
     pub fn list(&self, filter: &ListFilter) -> Vec<JobInfo> {
-        let start = filter.after.map_or(0, |id| id.0.saturating_add(1));
+        use std::ops::Bound;
+        let from = filter.after.map_or(Bound::Unbounded, Bound::Excluded);
         self.jobs
-            .range(JobId(start)..)
+            .range((from, Bound::Unbounded))
             .filter(|(_, r)| filter.queue.as_deref().is_none_or(|q| q == r.queue))
             .filter(|(_, r)| filter.status.is_none_or(|s| s == r.status()))
             .take(filter.limit)
