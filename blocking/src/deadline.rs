@@ -14,6 +14,16 @@ pub(crate) trait Deadline {
     fn park(&self);
 }
 
+impl<D: Deadline + ?Sized> Deadline for &D {
+    fn expired(&self) -> bool {
+        (**self).expired()
+    }
+
+    fn park(&self) {
+        (**self).park()
+    }
+}
+
 /// A deadline on the monotonic clock; `None` never expires.
 pub(crate) struct ClockDeadline(#[cfg_attr(loom, allow(dead_code))] Option<Instant>);
 

@@ -37,24 +37,10 @@ impl<K, T> FairItems<K, T> {
 }
 
 impl<K: Eq + Hash + Clone, T> FairItems<K, T> {
-    /// Pushes under the bound, which counts the given-back items too (like the held
-    /// slots of `WaitQueue`): they are never refused, but while they are held they take
-    /// room from new pushes.
+    /// Pushes under the fair queue's bound (given-back items are held apart and don't
+    /// count against it, as in `WaitQueue`).
     pub(crate) fn push(&self, key: K, item: T) -> Result<(), FairPushError<K, T>> {
-        let mut state = self.lock();
-        let held = state.fair.len() + state.returned.len();
-        if state
-            .fair
-            .capacity()
-            .is_some_and(|capacity| held >= capacity)
-        {
-            return Err(FairPushError::Full {
-                key,
-                item,
-                len: held,
-            });
-        }
-        state
+        self.lock()
             .fair
             .push(key, item)
             .map_err(|Full { key, item, len }| FairPushError::Full { key, item, len })

@@ -27,7 +27,7 @@ use crate::pop::RawPop;
 /// ```
 #[derive(thiserror::Error)]
 pub enum FairPushError<K, T> {
-    /// The queue held `len` items, its capacity.
+    /// The fair queue held `len` items, its capacity.
     #[error("the fair wait-queue is full ({len} items)")]
     Full {
         /// The refused key.
@@ -88,8 +88,9 @@ impl<K, T> fmt::Debug for FairPushError<K, T> {
 ///
 /// Items given back with [`put_head`](Self::put_head) (or by a dropped
 /// [`pop_async`](Self::pop_async) future that had already won one) are served before the
-/// fair schedule, in the order they were given back. They are never refused, but they
-/// count towards [`len`](Self::len) and the bound while held.
+/// fair schedule, in the order they were given back. They count towards
+/// [`len`](Self::len) but are held apart from the fair queue: never refused, and not
+/// counted against its bound.
 ///
 /// ```
 /// use fairq_blocking::FairWaitQueue;

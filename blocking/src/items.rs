@@ -1,23 +1,23 @@
-//! The item store of [`crate::WaitQueue`]: two lock-free FIFOs (items given back first,
-//! then normal items) and the optional bound.
+//! The item store of [`crate::WaitQueue`]: items given back first, then normal items.
 //!
-//! # How the bound stays exact under `Refuse`
+//! # How the bound stays exact
 //!
-//! A bounded queue keeps a counter of *held slots*. A push first reserves a slot with a
-//! compare-and-swap that only succeeds while the counter is below the capacity, and only
-//! then enqueues its item; a pop dequeues first and frees the slot afterwards. Every slot
-//! change is a read-modify-write on that one counter, so they are totally ordered and
-//! two pushes can never both take the last slot. Hence, at every instant,
-//! `items in the queue <= held slots <= capacity`, and a push is refused only when all
-//! `capacity` slots are held (by queued items, or by pushes/pops caught in the middle).
-//! Items given back with `put_head` are never refused (refusing would lose them): they
-//! take a slot unconditionally and may hold the counter above the capacity, in which case
-//! pushes are refused until it falls back below.
+//! Normal items of a bounded queue live in a fixed-capacity lock-free ring
+//! (`crossbeam_queue::ArrayQueue`). The ring itself refuses a push exactly when it holds
+//! `capacity` items (each slot carries a stamp that a push claims with a compare-and-swap,
+//! so two pushes can never both take the last slot), and `DropOldest` uses its
+//! `force_push`, which atomically replaces the oldest item when full. The bound is thus
+//! enforced by one linearizable structure and no interleaving can exceed it; there is no
+//! separate counter that could drift from the contents.
+//!
+//! Items given back with `put_head` live in a separate unbounded queue that is served
+//! first. They are never refused (that would lose them) and do not take room in the
+//! ring.
 
 use crossbeam_utils::CachePadded;
 
 use crate::handoff::Store;
-use crate::sync::{AtomicU64, AtomicUsize, Ordering, SegQueue};
+use crate::sync::{ArrayQueue, AtomicU64, AtomicUsize, Ordering, SegQueue};
 
 /// What a bounded [`WaitQueue`](crate::WaitQueue) does with a push when it is full.
 ///
@@ -39,88 +39,77 @@ pub enum FullPolicy {
     DropOldest,
 }
 
-struct Bound {
-    capacity: usize,
-    policy: FullPolicy,
-    held: CachePadded<AtomicUsize>,
-    dropped: AtomicU64,
+enum Main<T> {
+    Unbounded(SegQueue<T>),
+    Ring(ArrayQueue<T>, FullPolicy),
+    /// Capacity 0: nothing is ever held.
+    Nothing(FullPolicy),
 }
 
 pub(crate) struct Items<T> {
     returned: SegQueue<T>,
     /// Upper bound on `returned.len()`: lets `pop` skip the returned queue cheaply.
     returned_hint: CachePadded<AtomicUsize>,
-    main: SegQueue<T>,
-    bound: Option<Bound>,
+    main: Main<T>,
+    capacity: Option<usize>,
+    dropped: AtomicU64,
 }
 
 impl<T> Items<T> {
     pub(crate) fn new(bound: Option<(usize, FullPolicy)>) -> Self {
+        let main = match bound {
+            None => Main::Unbounded(SegQueue::new()),
+            Some((0, policy)) => Main::Nothing(policy),
+            Some((capacity, policy)) => Main::Ring(ArrayQueue::new(capacity), policy),
+        };
         Items {
             returned: SegQueue::new(),
             returned_hint: CachePadded::new(AtomicUsize::new(0)),
-            main: SegQueue::new(),
-            bound: bound.map(|(capacity, policy)| Bound {
-                capacity,
-                policy,
-                held: CachePadded::new(AtomicUsize::new(0)),
-                dropped: AtomicU64::new(0),
-            }),
+            main,
+            capacity: bound.map(|(capacity, _)| capacity),
+            dropped: AtomicU64::new(0),
         }
     }
 
     pub(crate) fn capacity(&self) -> Option<usize> {
-        self.bound.as_ref().map(|b| b.capacity)
+        self.capacity
     }
 
     pub(crate) fn policy(&self) -> Option<FullPolicy> {
-        self.bound.as_ref().map(|b| b.policy)
+        match &self.main {
+            Main::Unbounded(_) => None,
+            Main::Ring(_, policy) | Main::Nothing(policy) => Some(*policy),
+        }
     }
 
     pub(crate) fn dropped(&self) -> u64 {
-        self.bound
-            .as_ref()
-            .map_or(0, |b| b.dropped.load(Ordering::Relaxed))
+        self.dropped.load(Ordering::Relaxed)
     }
 
     pub(crate) fn len(&self) -> usize {
-        match &self.bound {
-            Some(b) => b.held.load(Ordering::Acquire),
-            None => self.returned.len() + self.main.len(),
-        }
+        let normal = match &self.main {
+            Main::Unbounded(queue) => queue.len(),
+            Main::Ring(ring, _) => ring.len(),
+            Main::Nothing(_) => 0,
+        };
+        self.returned.len() + normal
     }
 
     /// Enqueues a normal item, applying the bound. `Err` gives it back (full, `Refuse`).
     pub(crate) fn push(&self, item: T) -> Result<(), T> {
-        let Some(bound) = &self.bound else {
-            self.main.push(item);
-            return Ok(());
-        };
-        match bound.policy {
-            FullPolicy::Refuse => {
-                let reserved =
-                    bound
-                        .held
-                        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| {
-                            (held < bound.capacity).then_some(held + 1)
-                        });
-                if reserved.is_err() {
-                    return Err(item);
+        match &self.main {
+            Main::Unbounded(queue) => queue.push(item),
+            Main::Ring(ring, FullPolicy::Refuse) => ring.push(item)?,
+            Main::Ring(ring, FullPolicy::DropOldest) => {
+                if let Some(oldest) = ring.force_push(item) {
+                    self.dropped.fetch_add(1, Ordering::Relaxed);
+                    drop(oldest);
                 }
-                self.main.push(item);
             }
-            FullPolicy::DropOldest => {
-                let before = bound.held.fetch_add(1, Ordering::AcqRel);
-                self.main.push(item);
-                if before >= bound.capacity {
-                    // Over the bound: the oldest normal item makes room. If consumers
-                    // emptied the queue meanwhile, their pops already freed the slots.
-                    if let Some(oldest) = self.main.pop() {
-                        bound.held.fetch_sub(1, Ordering::AcqRel);
-                        bound.dropped.fetch_add(1, Ordering::Relaxed);
-                        drop(oldest);
-                    }
-                }
+            Main::Nothing(FullPolicy::Refuse) => return Err(item),
+            Main::Nothing(FullPolicy::DropOldest) => {
+                self.dropped.fetch_add(1, Ordering::Relaxed);
+                drop(item);
             }
         }
         Ok(())
@@ -131,24 +120,20 @@ impl<T> Store for Items<T> {
     type Item = T;
 
     fn pop(&self) -> Option<T> {
-        let mut item = None;
         if self.returned_hint.load(Ordering::Acquire) != 0 {
-            item = self.returned.pop();
-            if item.is_some() {
+            if let Some(item) = self.returned.pop() {
                 self.returned_hint.fetch_sub(1, Ordering::AcqRel);
+                return Some(item);
             }
         }
-        let item = item.or_else(|| self.main.pop())?;
-        if let Some(bound) = &self.bound {
-            bound.held.fetch_sub(1, Ordering::AcqRel);
+        match &self.main {
+            Main::Unbounded(queue) => queue.pop(),
+            Main::Ring(ring, _) => ring.pop(),
+            Main::Nothing(_) => None,
         }
-        Some(item)
     }
 
     fn put_back(&self, item: T) {
-        if let Some(bound) = &self.bound {
-            bound.held.fetch_add(1, Ordering::AcqRel);
-        }
         // Counted before it is visible, so the hint never underflows.
         self.returned_hint.fetch_add(1, Ordering::AcqRel);
         self.returned.push(item);

@@ -4,16 +4,16 @@
 //! `crossbeam_queue::SegQueue`. Under `--cfg loom` the same names resolve to `loom`'s
 //! instrumented types so that the model checker sees (and permutes) every access.
 //!
-//! `crossbeam-queue` is not instrumented for `loom`, so under `cfg(loom)` [`SegQueue`] is a
-//! stand-in with the same small interface: a `loom` mutex around a `VecDeque`, plus an
-//! atomic length that `len` reads without taking the lock. The stand-in is
+//! `crossbeam-queue` is not instrumented for `loom`, so under `cfg(loom)` `SegQueue` and
+//! `ArrayQueue` are stand-ins with the same small interface: a `loom` mutex around a
+//! `VecDeque` (plus, for `SegQueue`, an atomic length that `len` reads without the lock). The stand-in is
 //! linearizable like the real queue, so the models check the protocol built *on top of*
 //! the queues (hand-off, claiming, cancellation, wake-ups, the bound); they do not check
 //! crossbeam's own memory orderings, which crossbeam verifies with its own loom suite.
 
 #[cfg(not(loom))]
 mod imp {
-    pub(crate) use crossbeam_queue::SegQueue;
+    pub(crate) use crossbeam_queue::{ArrayQueue, SegQueue};
     pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
     pub(crate) use std::sync::{Arc, Mutex, MutexGuard};
     pub(crate) use std::thread::{current, park, Thread};
@@ -91,6 +91,49 @@ mod imp {
 
         pub(crate) fn len(&self) -> usize {
             self.len.load(Ordering::Acquire)
+        }
+    }
+
+    /// Model stand-in for `crossbeam_queue::ArrayQueue` (see the module docs).
+    pub(crate) struct ArrayQueue<T> {
+        items: Mutex<std::collections::VecDeque<T>>,
+        capacity: usize,
+    }
+
+    impl<T> ArrayQueue<T> {
+        pub(crate) fn new(capacity: usize) -> Self {
+            ArrayQueue {
+                items: Mutex::new(std::collections::VecDeque::new()),
+                capacity,
+            }
+        }
+
+        pub(crate) fn push(&self, value: T) -> Result<(), T> {
+            let mut items = lock(&self.items);
+            if items.len() >= self.capacity {
+                return Err(value);
+            }
+            items.push_back(value);
+            Ok(())
+        }
+
+        pub(crate) fn force_push(&self, value: T) -> Option<T> {
+            let mut items = lock(&self.items);
+            let oldest = if items.len() >= self.capacity {
+                items.pop_front()
+            } else {
+                None
+            };
+            items.push_back(value);
+            oldest
+        }
+
+        pub(crate) fn pop(&self) -> Option<T> {
+            lock(&self.items).pop_front()
+        }
+
+        pub(crate) fn len(&self) -> usize {
+            lock(&self.items).len()
         }
     }
 }

@@ -75,11 +75,13 @@ impl<T> WaitQueue<T> {
         }
     }
 
-    /// A queue holding at most `capacity` items; `policy` says what a push does when it
-    /// is full. The bound is exact under any concurrency: at no instant are more than
-    /// `capacity` pushed items held. Items given back with [`put_head`](Self::put_head)
-    /// are never refused, so they alone may exceed it. With a capacity of 0 nothing is
-    /// ever held: `Refuse` refuses every push and `DropOldest` drops every item.
+    /// A queue holding at most `capacity` pushed items; `policy` says what a push does
+    /// when it is full. The bound is exact under any concurrency: the items live in a
+    /// fixed-capacity lock-free ring that refuses (or, for `DropOldest`, atomically
+    /// replaces its oldest item) exactly when full. Items given back with
+    /// [`put_head`](Self::put_head) are held apart, never refused, and not counted
+    /// against the bound. With a capacity of 0 nothing is ever held: `Refuse` refuses
+    /// every push and `DropOldest` drops every item.
     ///
     /// ```
     /// use fairq_blocking::{FullPolicy, WaitQueue};
@@ -115,7 +117,8 @@ impl<T> WaitQueue<T> {
     }
 
     /// Gives an item back: it is served before every normal item, after the items given
-    /// back earlier. Never refused, not even when closed or full, so nothing is lost.
+    /// back earlier. Never refused, not even when closed or full, so nothing is lost;
+    /// given-back items don't count against the bound.
     ///
     /// ```
     /// let q = fairq_blocking::WaitQueue::unbounded();
@@ -197,7 +200,7 @@ impl<T> WaitQueue<T> {
         self.inner.pop_blocking(|| timer)
     }
 
-    /// Number of items held (including, for a bounded queue, pushes and pops in progress).
+    /// Number of items held (given-back items included).
     ///
     /// ```
     /// let q = fairq_blocking::WaitQueue::unbounded();

@@ -104,7 +104,9 @@ fn dropped_future_gives_its_item_back_with_its_key() {
 fn full_error_reports_the_length_and_displays() {
     let q = FairWaitQueue::with_capacity(2);
     q.push(1, 'a').unwrap();
-    q.put_head(2, 'b'); // given back: never refused, but counts
+    q.put_head(2, 'b'); // given back: held apart, never refused, not counted
+    q.push(1, 'x').unwrap();
+    assert_eq!(q.len(), 3);
     let err = q.push(3, 'c').unwrap_err();
     assert_eq!(err.to_string(), "the fair wait-queue is full (2 items)");
     assert!(matches!(err, FairPushError::Full { len: 2, .. }));

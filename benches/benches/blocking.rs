@@ -1,0 +1,786 @@
+//! fairq-blocking against its peers, in one run, with at most two busy threads (the
+//! machine has two cores):
+//!
+//! * throughput in ns/item: spsc (one producer thread, one consumer thread), mpsc (a
+//!   producer thread, plus a thread that both produces and consumes; unbounded only),
+//!   mpmc (two threads that each push then pop), unbounded and bounded (1,024; a full
+//!   `WaitQueue` refuses, so its producer yields and retries, while the peers block in
+//!   `send`);
+//! * ping-pong one-way hand-off latency (two queues, an echo thread);
+//! * wake latency of a parked consumer (push to receive, consumer idle before each push);
+//! * timeout accuracy (actual minus requested wait, 1 ms timeouts, nothing arrives);
+//! * async: `pop_async` against tokio mpsc inside a two-worker tokio runtime;
+//! * `FairWaitQueue` against `Mutex<FairQueue>` + `Condvar`.
+//!
+//! Peers: crossbeam-channel, flume, `std::sync::mpsc` (no mpmc: its receiver can't be
+//! shared), `Mutex<VecDeque>` + `Condvar`, tokio mpsc (async only).
+//! Criterion's statistics come first, then the ratio tables (ours / peer, lower is better).
+//! Targets (benchmark only): unbounded throughput <= 1.0x crossbeam-channel and <= 0.5x
+//! flume; ping-pong <= 1.0x crossbeam-channel; async <= 1.0x tokio mpsc; <= 0.33x
+//! `Mutex<VecDeque>` + `Condvar` under contention (mpmc).
+
+use std::collections::VecDeque;
+use std::hint::black_box;
+use std::sync::{mpsc, Arc, Condvar, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, Criterion, Throughput};
+use fairq_benches::{print_ratio_table, Ratio};
+use fairq_blocking::{FairWaitQueue, FullPolicy, WaitQueue};
+use fairq_core::fair::FairQueue;
+
+const BOUND: usize = 1_024;
+const LONG: Duration = Duration::from_secs(3_600);
+
+/// A channel-like contender: a sending half, a receiving half, blocking operations.
+trait Contender: 'static {
+    const NAME: &'static str;
+    type Tx: Clone + Send + 'static;
+    type Rx: Send + 'static;
+    fn channel(bound: Option<usize>) -> (Self::Tx, Self::Rx);
+    fn send(tx: &Self::Tx, v: u64);
+    fn recv(rx: &Self::Rx) -> u64;
+    fn recv_timeout(rx: &Self::Rx, d: Duration) -> Option<u64>;
+}
+
+/// A contender whose receiving half can be shared (mpmc).
+trait Shared: Contender<Rx: Clone> {}
+
+struct Fairq;
+impl Contender for Fairq {
+    const NAME: &'static str = "fairq";
+    type Tx = Arc<WaitQueue<u64>>;
+    type Rx = Arc<WaitQueue<u64>>;
+    fn channel(bound: Option<usize>) -> (Self::Tx, Self::Rx) {
+        let q = Arc::new(match bound {
+            Some(n) => WaitQueue::bounded(n, FullPolicy::Refuse),
+            None => WaitQueue::unbounded(),
+        });
+        (Arc::clone(&q), q)
+    }
+    fn send(tx: &Self::Tx, mut v: u64) {
+        while let Err(back) = tx.push(v) {
+            v = back;
+            thread::yield_now();
+        }
+    }
+    fn recv(rx: &Self::Rx) -> u64 {
+        loop {
+            if let Some(v) = rx.pop_timeout(LONG) {
+                return v;
+            }
+        }
+    }
+    fn recv_timeout(rx: &Self::Rx, d: Duration) -> Option<u64> {
+        rx.pop_timeout(d)
+    }
+}
+impl Shared for Fairq {}
+
+struct Crossbeam;
+impl Contender for Crossbeam {
+    const NAME: &'static str = "crossbeam";
+    type Tx = crossbeam_channel::Sender<u64>;
+    type Rx = crossbeam_channel::Receiver<u64>;
+    fn channel(bound: Option<usize>) -> (Self::Tx, Self::Rx) {
+        match bound {
+            Some(n) => crossbeam_channel::bounded(n),
+            None => crossbeam_channel::unbounded(),
+        }
+    }
+    fn send(tx: &Self::Tx, v: u64) {
+        tx.send(v).expect("receiver alive");
+    }
+    fn recv(rx: &Self::Rx) -> u64 {
+        rx.recv().expect("sender alive")
+    }
+    fn recv_timeout(rx: &Self::Rx, d: Duration) -> Option<u64> {
+        rx.recv_timeout(d).ok()
+    }
+}
+impl Shared for Crossbeam {}
+
+struct Flume;
+impl Contender for Flume {
+    const NAME: &'static str = "flume";
+    type Tx = flume::Sender<u64>;
+    type Rx = flume::Receiver<u64>;
+    fn channel(bound: Option<usize>) -> (Self::Tx, Self::Rx) {
+        match bound {
+            Some(n) => flume::bounded(n),
+            None => flume::unbounded(),
+        }
+    }
+    fn send(tx: &Self::Tx, v: u64) {
+        tx.send(v).expect("receiver alive");
+    }
+    fn recv(rx: &Self::Rx) -> u64 {
+        rx.recv().expect("sender alive")
+    }
+    fn recv_timeout(rx: &Self::Rx, d: Duration) -> Option<u64> {
+        rx.recv_timeout(d).ok()
+    }
+}
+impl Shared for Flume {}
+
+struct StdMpsc;
+#[derive(Clone)]
+enum StdTx {
+    Unbounded(mpsc::Sender<u64>),
+    Bounded(mpsc::SyncSender<u64>),
+}
+impl Contender for StdMpsc {
+    const NAME: &'static str = "std mpsc";
+    type Tx = StdTx;
+    type Rx = mpsc::Receiver<u64>;
+    fn channel(bound: Option<usize>) -> (Self::Tx, Self::Rx) {
+        match bound {
+            Some(n) => {
+                let (tx, rx) = mpsc::sync_channel(n);
+                (StdTx::Bounded(tx), rx)
+            }
+            None => {
+                let (tx, rx) = mpsc::channel();
+                (StdTx::Unbounded(tx), rx)
+            }
+        }
+    }
+    fn send(tx: &Self::Tx, v: u64) {
+        match tx {
+            StdTx::Unbounded(tx) => tx.send(v).expect("receiver alive"),
+            StdTx::Bounded(tx) => tx.send(v).expect("receiver alive"),
+        }
+    }
+    fn recv(rx: &Self::Rx) -> u64 {
+        rx.recv().expect("sender alive")
+    }
+    fn recv_timeout(rx: &Self::Rx, d: Duration) -> Option<u64> {
+        rx.recv_timeout(d).ok()
+    }
+}
+
+/// The textbook blocking queue.
+struct CondvarQueue {
+    items: Mutex<VecDeque<u64>>,
+    not_empty: Condvar,
+    not_full: Condvar,
+    bound: Option<usize>,
+}
+struct MutexCondvar;
+impl Contender for MutexCondvar {
+    const NAME: &'static str = "Mutex+Condvar";
+    type Tx = Arc<CondvarQueue>;
+    type Rx = Arc<CondvarQueue>;
+    fn channel(bound: Option<usize>) -> (Self::Tx, Self::Rx) {
+        let q = Arc::new(CondvarQueue {
+            items: Mutex::new(VecDeque::new()),
+            not_empty: Condvar::new(),
+            not_full: Condvar::new(),
+            bound,
+        });
+        (Arc::clone(&q), q)
+    }
+    fn send(tx: &Self::Tx, v: u64) {
+        let mut items = tx.items.lock().expect("not poisoned");
+        while tx.bound.is_some_and(|b| items.len() >= b) {
+            items = tx.not_full.wait(items).expect("not poisoned");
+        }
+        items.push_back(v);
+        drop(items);
+        tx.not_empty.notify_one();
+    }
+    fn recv(rx: &Self::Rx) -> u64 {
+        let mut items = rx.items.lock().expect("not poisoned");
+        loop {
+            if let Some(v) = items.pop_front() {
+                drop(items);
+                if rx.bound.is_some() {
+                    rx.not_full.notify_one();
+                }
+                return v;
+            }
+            items = rx.not_empty.wait(items).expect("not poisoned");
+        }
+    }
+    fn recv_timeout(rx: &Self::Rx, d: Duration) -> Option<u64> {
+        let deadline = Instant::now() + d;
+        let mut items = rx.items.lock().expect("not poisoned");
+        loop {
+            if let Some(v) = items.pop_front() {
+                return Some(v);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return None;
+            }
+            items = rx
+                .not_empty
+                .wait_timeout(items, deadline - now)
+                .expect("ok")
+                .0;
+        }
+    }
+}
+impl Shared for MutexCondvar {}
+
+// ----- scenarios (each returns the total time for `n` items) ------------------------------
+
+fn spsc<C: Contender>(bound: Option<usize>, n: u64) -> Duration {
+    let (tx, rx) = C::channel(bound);
+    let start = Instant::now();
+    let producer = thread::spawn(move || {
+        for i in 0..n {
+            C::send(&tx, i);
+        }
+    });
+    for _ in 0..n {
+        black_box(C::recv(&rx));
+    }
+    let took = start.elapsed();
+    producer.join().expect("producer");
+    took
+}
+
+/// Two producers, one consumer, two threads: the consumer thread also produces. Only
+/// unbounded: with a bound, the consuming producer could block on a full queue that only
+/// it drains.
+fn mpsc_two_threads<C: Contender>(bound: Option<usize>, n: u64) -> Duration {
+    let (tx, rx) = C::channel(bound);
+    let half = n / 2;
+    let start = Instant::now();
+    let producer = {
+        let tx = tx.clone();
+        thread::spawn(move || {
+            for i in 0..half {
+                C::send(&tx, i);
+            }
+        })
+    };
+    for i in 0..half {
+        C::send(&tx, i);
+        black_box(C::recv(&rx));
+        black_box(C::recv(&rx));
+    }
+    let took = start.elapsed();
+    producer.join().expect("producer");
+    took
+}
+
+/// Two threads that each push and pop (two producers, two consumers).
+fn mpmc_two_threads<C: Shared>(bound: Option<usize>, n: u64) -> Duration
+where
+    C::Rx: Clone,
+{
+    let (tx, rx) = C::channel(bound);
+    let half = n / 2;
+    let start = Instant::now();
+    let other = {
+        let (tx, rx) = (tx.clone(), rx.clone());
+        thread::spawn(move || {
+            for i in 0..half {
+                C::send(&tx, i);
+                black_box(C::recv(&rx));
+            }
+        })
+    };
+    for i in 0..half {
+        C::send(&tx, i);
+        black_box(C::recv(&rx));
+    }
+    other.join().expect("other");
+    start.elapsed()
+}
+
+/// `n` round trips; returns the time of 2n one-way hand-offs.
+fn ping_pong<C: Contender>(n: u64) -> Duration {
+    let (ping_tx, ping_rx) = C::channel(None);
+    let (pong_tx, pong_rx) = C::channel(None);
+    let echo = thread::spawn(move || {
+        for _ in 0..n {
+            let v = C::recv(&ping_rx);
+            C::send(&pong_tx, v);
+        }
+    });
+    let start = Instant::now();
+    for i in 0..n {
+        C::send(&ping_tx, i);
+        black_box(C::recv(&pong_rx));
+    }
+    let took = start.elapsed();
+    echo.join().expect("echo");
+    took
+}
+
+/// Push-to-receive latency of a consumer that was idle (parked) before each push.
+fn wake_latency<C: Contender>(n: u64) -> Duration {
+    let (tx, rx) = C::channel(None);
+    let (ack_tx, ack_rx) = C::channel(None);
+    let base = Instant::now();
+    let consumer = thread::spawn(move || {
+        let mut total = Duration::ZERO;
+        for _ in 0..n {
+            let sent_at = C::recv(&rx);
+            total += base.elapsed() - Duration::from_nanos(sent_at);
+            C::send(&ack_tx, 0);
+        }
+        total
+    });
+    for _ in 0..n {
+        thread::sleep(Duration::from_micros(200)); // the consumer parks meanwhile
+        C::send(&tx, base.elapsed().as_nanos() as u64);
+        C::recv(&ack_rx);
+    }
+    consumer.join().expect("consumer")
+}
+
+/// Mean overshoot of a 1 ms timeout on an empty queue.
+fn timeout_overshoot<C: Contender>(n: u64) -> Duration {
+    let (_tx, rx) = C::channel(None);
+    let requested = Duration::from_millis(1);
+    let mut total = Duration::ZERO;
+    for _ in 0..n {
+        let start = Instant::now();
+        assert!(C::recv_timeout(&rx, requested).is_none());
+        total += start.elapsed().saturating_sub(requested);
+    }
+    total / n as u32
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_time()
+        .build()
+        .expect("tokio runtime")
+}
+
+fn async_fairq(rt: &tokio::runtime::Runtime, bound: Option<usize>, n: u64) -> Duration {
+    let (tx, rx) = Fairq::channel(bound);
+    rt.block_on(async move {
+        let start = Instant::now();
+        let producer = tokio::spawn(async move {
+            for i in 0..n {
+                let mut v = i;
+                while let Err(back) = tx.push(v) {
+                    v = back;
+                    tokio::task::yield_now().await;
+                }
+            }
+        });
+        let consumer = tokio::spawn(async move {
+            for _ in 0..n {
+                black_box(rx.pop_async(None).await);
+            }
+        });
+        producer.await.expect("producer");
+        consumer.await.expect("consumer");
+        start.elapsed()
+    })
+}
+
+fn async_tokio(rt: &tokio::runtime::Runtime, bound: Option<usize>, n: u64) -> Duration {
+    rt.block_on(async move {
+        let start = Instant::now();
+        let (producer, consumer) = match bound {
+            Some(b) => {
+                let (tx, mut rx) = tokio::sync::mpsc::channel(b);
+                (
+                    tokio::spawn(async move {
+                        for i in 0..n {
+                            tx.send(i).await.expect("receiver alive");
+                        }
+                    }),
+                    tokio::spawn(async move {
+                        for _ in 0..n {
+                            black_box(rx.recv().await);
+                        }
+                    }),
+                )
+            }
+            None => {
+                let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+                (
+                    tokio::spawn(async move {
+                        for i in 0..n {
+                            tx.send(i).expect("receiver alive");
+                        }
+                    }),
+                    tokio::spawn(async move {
+                        for _ in 0..n {
+                            black_box(rx.recv().await);
+                        }
+                    }),
+                )
+            }
+        };
+        producer.await.expect("producer");
+        consumer.await.expect("consumer");
+        start.elapsed()
+    })
+}
+
+fn async_timeout_fairq(n: u64) -> Duration {
+    let q = WaitQueue::<u64>::unbounded();
+    let requested = Duration::from_millis(1);
+    let mut total = Duration::ZERO;
+    for _ in 0..n {
+        let start = Instant::now();
+        assert!(futures::executor::block_on(q.pop_async(Some(requested))).is_none());
+        total += start.elapsed().saturating_sub(requested);
+    }
+    total / n as u32
+}
+
+fn async_timeout_tokio(rt: &tokio::runtime::Runtime, n: u64) -> Duration {
+    let (_tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<u64>();
+    let requested = Duration::from_millis(1);
+    rt.block_on(async move {
+        let mut total = Duration::ZERO;
+        for _ in 0..n {
+            let start = Instant::now();
+            assert!(tokio::time::timeout(requested, rx.recv()).await.is_err());
+            total += start.elapsed().saturating_sub(requested);
+        }
+        total / n as u32
+    })
+}
+
+/// Keyed items (16 keys) through a fair queue: producer thread, consumer thread.
+fn fair_spsc<F: FairContender>(n: u64) -> Duration {
+    let q = Arc::new(F::new());
+    let start = Instant::now();
+    let producer = {
+        let q = Arc::clone(&q);
+        thread::spawn(move || {
+            for i in 0..n {
+                F::push(&q, (i % 16) as u32, i);
+            }
+        })
+    };
+    for _ in 0..n {
+        black_box(F::pop(&q));
+    }
+    let took = start.elapsed();
+    producer.join().expect("producer");
+    took
+}
+
+/// Keyed items through a fair queue: two threads that each push and pop.
+fn fair_mpmc<F: FairContender>(n: u64) -> Duration {
+    let q = Arc::new(F::new());
+    let half = n / 2;
+    let start = Instant::now();
+    let other = {
+        let q = Arc::clone(&q);
+        thread::spawn(move || {
+            for i in 0..half {
+                F::push(&q, (i % 16) as u32, i);
+                black_box(F::pop(&q));
+            }
+        })
+    };
+    for i in 0..half {
+        F::push(&q, (i % 16) as u32 + 16, i);
+        black_box(F::pop(&q));
+    }
+    other.join().expect("other");
+    start.elapsed()
+}
+
+trait FairContender: Send + Sync + 'static {
+    fn new() -> Self;
+    fn push(&self, key: u32, v: u64);
+    fn pop(&self) -> u64;
+}
+
+impl FairContender for FairWaitQueue<u32, u64> {
+    fn new() -> Self {
+        FairWaitQueue::unbounded()
+    }
+    fn push(&self, key: u32, v: u64) {
+        FairWaitQueue::push(self, key, v).expect("unbounded");
+    }
+    fn pop(&self) -> u64 {
+        loop {
+            if let Some(v) = self.pop_timeout(LONG) {
+                return v;
+            }
+        }
+    }
+}
+
+struct CondvarFair {
+    q: Mutex<FairQueue<u32, u64>>,
+    not_empty: Condvar,
+}
+
+impl FairContender for CondvarFair {
+    fn new() -> Self {
+        CondvarFair {
+            q: Mutex::new(FairQueue::unbounded()),
+            not_empty: Condvar::new(),
+        }
+    }
+    fn push(&self, key: u32, v: u64) {
+        self.q
+            .lock()
+            .expect("not poisoned")
+            .push(key, v)
+            .expect("unbounded");
+        self.not_empty.notify_one();
+    }
+    fn pop(&self) -> u64 {
+        let mut q = self.q.lock().expect("not poisoned");
+        loop {
+            if let Some(v) = q.pop() {
+                return v;
+            }
+            q = self.not_empty.wait(q).expect("not poisoned");
+        }
+    }
+}
+
+// ----- criterion ------------------------------------------------------------------------
+
+fn throughput_group<C: Contender>(
+    c: &mut Criterion,
+    shared: Option<fn(Option<usize>, u64) -> Duration>,
+) {
+    let mut group = c.benchmark_group(format!("blocking/{}", C::NAME));
+    group.throughput(Throughput::Elements(1));
+    for (label, bound) in [("unbounded", None), ("bounded", Some(BOUND))] {
+        group.bench_function(format!("spsc {label}"), |b| {
+            b.iter_custom(|iters| spsc::<C>(bound, iters.max(2)))
+        });
+        if bound.is_none() {
+            group.bench_function(format!("mpsc {label}"), |b| {
+                b.iter_custom(|iters| mpsc_two_threads::<C>(bound, iters.max(2)))
+            });
+        }
+        if let Some(mpmc) = shared {
+            group.bench_function(format!("mpmc {label}"), |b| {
+                b.iter_custom(|iters| mpmc(bound, iters.max(2)))
+            });
+        }
+    }
+    group.bench_function("ping-pong one-way", |b| {
+        b.iter_custom(|iters| ping_pong::<C>(iters.div_ceil(2).max(1)))
+    });
+    group.finish();
+}
+
+fn criterion_benches(c: &mut Criterion) {
+    throughput_group::<Fairq>(c, Some(mpmc_two_threads::<Fairq>));
+    throughput_group::<Crossbeam>(c, Some(mpmc_two_threads::<Crossbeam>));
+    throughput_group::<Flume>(c, Some(mpmc_two_threads::<Flume>));
+    throughput_group::<StdMpsc>(c, None);
+    throughput_group::<MutexCondvar>(c, Some(mpmc_two_threads::<MutexCondvar>));
+
+    let rt = runtime();
+    let mut group = c.benchmark_group("blocking/async spsc");
+    group.throughput(Throughput::Elements(1));
+    for (label, bound) in [("unbounded", None), ("bounded", Some(BOUND))] {
+        group.bench_function(format!("fairq pop_async {label}"), |b| {
+            b.iter_custom(|iters| async_fairq(&rt, bound, iters.max(2)))
+        });
+        group.bench_function(format!("tokio mpsc {label}"), |b| {
+            b.iter_custom(|iters| async_tokio(&rt, bound, iters.max(2)))
+        });
+    }
+    group.finish();
+
+    let mut group = c.benchmark_group("blocking/fair");
+    group.throughput(Throughput::Elements(1));
+    group.bench_function("FairWaitQueue spsc", |b| {
+        b.iter_custom(|iters| fair_spsc::<FairWaitQueue<u32, u64>>(iters.max(2)))
+    });
+    group.bench_function("Mutex<FairQueue>+Condvar spsc", |b| {
+        b.iter_custom(|iters| fair_spsc::<CondvarFair>(iters.max(2)))
+    });
+    group.bench_function("FairWaitQueue mpmc", |b| {
+        b.iter_custom(|iters| fair_mpmc::<FairWaitQueue<u32, u64>>(iters.max(2)))
+    });
+    group.bench_function("Mutex<FairQueue>+Condvar mpmc", |b| {
+        b.iter_custom(|iters| fair_mpmc::<CondvarFair>(iters.max(2)))
+    });
+    group.finish();
+}
+
+// ----- ratio tables ---------------------------------------------------------------------
+
+/// Median over `runs` of `f(n)`, in ns per item.
+fn ns_per_item(runs: usize, n: u64, mut f: impl FnMut(u64) -> Duration) -> f64 {
+    let mut times: Vec<f64> = (0..runs)
+        .map(|_| f(n).as_nanos() as f64 / n as f64)
+        .collect();
+    times.sort_by(f64::total_cmp);
+    times[times.len() / 2]
+}
+
+/// Median over `runs` of a per-event duration, in ns.
+fn ns_median(runs: usize, mut f: impl FnMut() -> Duration) -> f64 {
+    let mut times: Vec<f64> = (0..runs).map(|_| f().as_nanos() as f64).collect();
+    times.sort_by(f64::total_cmp);
+    times[times.len() / 2]
+}
+
+struct Row {
+    label: String,
+    ours: f64,
+    peers: Vec<(&'static str, f64)>,
+}
+
+fn measure_all<C: Contender>(
+    n: u64,
+    mpmc: Option<fn(Option<usize>, u64) -> Duration>,
+) -> Vec<(String, f64)> {
+    const RUNS: usize = 5;
+    let mut out = Vec::new();
+    for (label, bound) in [("unbounded", None), ("bounded", Some(BOUND))] {
+        out.push((
+            format!("spsc {label}"),
+            ns_per_item(RUNS, n, |n| spsc::<C>(bound, n)),
+        ));
+        if bound.is_none() {
+            out.push((
+                format!("mpsc {label}"),
+                ns_per_item(RUNS, n, |n| mpsc_two_threads::<C>(bound, n)),
+            ));
+        }
+        if let Some(mpmc) = mpmc {
+            out.push((
+                format!("mpmc {label}"),
+                ns_per_item(RUNS, n, |n| mpmc(bound, n)),
+            ));
+        }
+    }
+    out.push((
+        "ping-pong one-way".to_string(),
+        ns_per_item(RUNS, 20_000, ping_pong::<C>) / 2.0,
+    ));
+    out.push((
+        "wake latency (parked consumer)".to_string(),
+        ns_per_item(3, 500, wake_latency::<C>),
+    ));
+    out.push((
+        "timeout overshoot (1 ms)".to_string(),
+        ns_median(3, || timeout_overshoot::<C>(100)),
+    ));
+    out
+}
+
+fn ratio_tables() {
+    let n = 200_000;
+    let ours = measure_all::<Fairq>(n, Some(mpmc_two_threads::<Fairq>));
+    let peers: Vec<(&'static str, Vec<(String, f64)>)> = vec![
+        (
+            Crossbeam::NAME,
+            measure_all::<Crossbeam>(n, Some(mpmc_two_threads::<Crossbeam>)),
+        ),
+        (
+            Flume::NAME,
+            measure_all::<Flume>(n, Some(mpmc_two_threads::<Flume>)),
+        ),
+        (StdMpsc::NAME, measure_all::<StdMpsc>(n, None)),
+        (
+            MutexCondvar::NAME,
+            measure_all::<MutexCondvar>(n, Some(mpmc_two_threads::<MutexCondvar>)),
+        ),
+    ];
+    let mut rows: Vec<Row> = ours
+        .iter()
+        .map(|(label, ns)| Row {
+            label: label.clone(),
+            ours: *ns,
+            peers: Vec::new(),
+        })
+        .collect();
+    for (name, results) in &peers {
+        for (label, ns) in results {
+            if let Some(row) = rows.iter_mut().find(|r| &r.label == label) {
+                row.peers.push((name, *ns));
+            }
+        }
+    }
+
+    for (name, _) in &peers {
+        let table: Vec<Ratio> = rows
+            .iter()
+            .filter_map(|row| {
+                let baseline = row.peers.iter().find(|(p, _)| p == name)?.1;
+                let target = match (*name, row.label.as_str()) {
+                    ("crossbeam", l) if l.ends_with(" unbounded") => Some(1.0),
+                    ("crossbeam", "ping-pong one-way") => Some(1.0),
+                    ("flume", l) if l.ends_with(" unbounded") => Some(0.5),
+                    ("Mutex+Condvar", l) if l.starts_with("mpmc") => Some(0.34),
+                    _ => None,
+                };
+                Some(Ratio {
+                    label: row.label.clone(),
+                    ours: row.ours,
+                    baseline,
+                    target,
+                })
+            })
+            .collect();
+        print_ratio_table(
+            &format!("WaitQueue vs {name} (ns/item; latency/overshoot in ns)"),
+            name,
+            &table,
+        );
+    }
+
+    let rt = runtime();
+    let mut table = Vec::new();
+    for (label, bound) in [("unbounded", None), ("bounded", Some(BOUND))] {
+        table.push(Ratio {
+            label: format!("async spsc {label}"),
+            ours: ns_per_item(5, n, |n| async_fairq(&rt, bound, n)),
+            baseline: ns_per_item(5, n, |n| async_tokio(&rt, bound, n)),
+            target: Some(1.0),
+        });
+    }
+    table.push(Ratio {
+        label: "async timeout overshoot (1 ms)".to_string(),
+        ours: ns_median(3, || async_timeout_fairq(100)),
+        baseline: ns_median(3, || async_timeout_tokio(&rt, 100)),
+        target: None,
+    });
+    print_ratio_table("pop_async vs tokio mpsc", "tokio mpsc", &table);
+
+    let fair = vec![
+        Ratio {
+            label: "fair spsc, 16 keys".to_string(),
+            ours: ns_per_item(5, n, fair_spsc::<FairWaitQueue<u32, u64>>),
+            baseline: ns_per_item(5, n, fair_spsc::<CondvarFair>),
+            target: None,
+        },
+        Ratio {
+            label: "fair mpmc, 32 keys".to_string(),
+            ours: ns_per_item(5, n, fair_mpmc::<FairWaitQueue<u32, u64>>),
+            baseline: ns_per_item(5, n, fair_mpmc::<CondvarFair>),
+            target: None,
+        },
+    ];
+    print_ratio_table(
+        "FairWaitQueue vs Mutex<FairQueue>+Condvar",
+        "Mutex+Condvar",
+        &fair,
+    );
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default()
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(200))
+        .measurement_time(Duration::from_millis(800));
+    targets = criterion_benches
+}
+
+fn main() {
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+    ratio_tables();
+}
