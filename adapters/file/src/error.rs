@@ -1,0 +1,133 @@
+//! The error type of the file store.
+
+use std::io;
+use std::path::PathBuf;
+
+use fairq_journal::JournalError;
+use fairq_worker::BackendError;
+
+/// Everything that can go wrong opening or running a file store.
+///
+/// ```
+/// use fairq_file::FileError;
+/// let err = FileError::Locked { path: "/data/q".into() };
+/// assert!(err.to_string().contains("in use by another process"));
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FileError {
+    /// The store folder (or its lock file) cannot be created, opened or read.
+    #[error("cannot use {} as a store folder: {source}", path.display())]
+    Io {
+        /// The file or folder involved.
+        path: PathBuf,
+        /// What the operating system said.
+        #[source]
+        source: io::Error,
+    },
+    /// The path exists and is not a folder.
+    #[error("{} is not a folder", path.display())]
+    NotAFolder {
+        /// The path given.
+        path: PathBuf,
+    },
+    /// Another process (or another open store in this process) holds the folder's lock.
+    #[error("store folder {} is in use by another process (its lock file is held)", path.display())]
+    Locked {
+        /// The store folder.
+        path: PathBuf,
+    },
+    /// A journal file is damaged before its end, or a sealed segment is damaged.
+    #[error("corrupt journal file {} at offset {offset}: {reason}", path.display())]
+    CorruptJournal {
+        /// The damaged file.
+        path: PathBuf,
+        /// Where the damage starts.
+        offset: u64,
+        /// What was found there.
+        reason: String,
+    },
+    /// A journal record passed its checksum but does not hold a valid store record.
+    #[error("corrupt store record {item} in {}: {reason}", path.display())]
+    CorruptRecord {
+        /// The store folder.
+        path: PathBuf,
+        /// The journal item id of the record.
+        item: u64,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The folder was written by a newer version of this crate.
+    #[error("store record {item} has format version {found}; this build reads version {supported}")]
+    UnsupportedVersion {
+        /// The journal item id of the record.
+        item: u64,
+        /// The version found.
+        found: u8,
+        /// The version this build writes and reads.
+        supported: u8,
+    },
+    /// Any other journal failure.
+    #[error("journal error: {0}")]
+    Journal(#[source] JournalError),
+    /// An earlier write failed; the state on disk is behind memory, so the store refuses
+    /// every call until it is reopened (reopening replays what is durable).
+    #[error("the store failed earlier ({reason}); reopen it")]
+    Poisoned {
+        /// The failure.
+        reason: String,
+    },
+    /// The store was closed.
+    #[error("the store is closed")]
+    Closed,
+}
+
+impl FileError {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: io::Error) -> Self {
+        FileError::Io {
+            path: path.into(),
+            source,
+        }
+    }
+
+    /// True for damage found on disk ([`FileError::CorruptJournal`],
+    /// [`FileError::CorruptRecord`]).
+    ///
+    /// ```
+    /// use fairq_file::FileError;
+    /// let err = FileError::CorruptRecord { path: "d".into(), item: 3, reason: "x".into() };
+    /// assert!(err.is_corrupt());
+    /// assert!(!FileError::Closed.is_corrupt());
+    /// ```
+    pub fn is_corrupt(&self) -> bool {
+        matches!(
+            self,
+            FileError::CorruptJournal { .. } | FileError::CorruptRecord { .. }
+        )
+    }
+}
+
+impl From<JournalError> for FileError {
+    fn from(e: JournalError) -> Self {
+        match e {
+            JournalError::Corrupt {
+                path,
+                offset,
+                reason,
+            } => FileError::CorruptJournal {
+                path,
+                offset,
+                reason,
+            },
+            JournalError::Io { path, source } => FileError::Io { path, source },
+            JournalError::Closed => FileError::Closed,
+            other => FileError::Journal(other),
+        }
+    }
+}
+
+impl From<FileError> for BackendError {
+    fn from(e: FileError) -> Self {
+        BackendError::Store(Box::new(e))
+    }
+}

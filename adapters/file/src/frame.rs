@@ -1,0 +1,183 @@
+//! The payload of one journal item: a *frame* of store changes.
+//!
+//! ```text
+//! byte 0        format version (1)
+//! then          postcard: the store's id counter (u64) when the frame was written
+//! then, to end  postcard entries, each one of
+//!                 Job(id, record)      the job's full record after the change
+//!                 Deleted(id)          the job was deleted (a tombstone)
+//!                 Queue(name, totals)  the queue's retry counters and run-time histogram
+//! ```
+//!
+//! A frame holds the changes of one or more requests, in the order they were made; the
+//! journal's checksum covers the whole frame, so a frame is on disk entirely or not at all.
+
+use fairq_worker::JobId;
+use fairq_worker::memory::store::Record;
+use serde::{Deserialize, Serialize};
+
+use crate::ledger::Touch;
+use crate::totals::QueueTotals;
+
+/// The version of the frame layout this build writes and reads.
+pub(crate) const FORMAT_VERSION: u8 = 1;
+
+/// An entry as decoded.
+#[derive(Debug, Deserialize)]
+pub(crate) enum Entry {
+    Job(JobId, Box<Record>),
+    Deleted(JobId),
+    Queue(String, QueueTotals),
+}
+
+/// An entry as encoded, borrowing from the store (same layout as [`Entry`]).
+#[derive(Serialize)]
+enum EntryRef<'a> {
+    Job(JobId, &'a Record),
+    Deleted(JobId),
+    Queue(&'a str, &'a QueueTotals),
+}
+
+/// The encoded changes of one request, and which records they are.
+#[derive(Debug, Default)]
+pub(crate) struct Batch {
+    pub(crate) bytes: Vec<u8>,
+    pub(crate) touches: Vec<Touch>,
+}
+
+impl Batch {
+    fn push(&mut self, entry: &EntryRef<'_>, touch: Touch) -> Result<(), postcard::Error> {
+        let bytes = std::mem::take(&mut self.bytes);
+        self.bytes = postcard::to_extend(entry, bytes)?;
+        self.touches.push(touch);
+        Ok(())
+    }
+
+    /// Adds a job's current record.
+    pub(crate) fn job(&mut self, id: JobId, record: &Record) -> Result<(), postcard::Error> {
+        self.push(&EntryRef::Job(id, record), Touch::Job(id))
+    }
+
+    /// Adds a tombstone.
+    pub(crate) fn deleted(&mut self, id: JobId) -> Result<(), postcard::Error> {
+        self.push(&EntryRef::Deleted(id), Touch::Deleted(id))
+    }
+
+    /// Adds a queue's counters.
+    pub(crate) fn queue(
+        &mut self,
+        name: &str,
+        totals: &QueueTotals,
+    ) -> Result<(), postcard::Error> {
+        self.push(
+            &EntryRef::Queue(name, totals),
+            Touch::Queue(name.to_string()),
+        )
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.touches.is_empty()
+    }
+}
+
+/// Starts a frame whose entries are then appended as raw batch bytes.
+pub(crate) fn frame_header(next_id: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(11);
+    out.push(FORMAT_VERSION);
+    // A u64 takes at most 10 bytes as a varint, so this cannot fail.
+    let mut buf = [0u8; 10];
+    if let Ok(used) = postcard::to_slice(&next_id, &mut buf) {
+        out.extend_from_slice(used);
+    }
+    out
+}
+
+/// A decoded frame.
+#[derive(Debug)]
+pub(crate) struct Frame {
+    pub(crate) next_id: u64,
+    pub(crate) entries: Vec<Entry>,
+}
+
+/// Why a frame cannot be decoded.
+#[derive(Debug)]
+pub(crate) enum DecodeError {
+    Version(u8),
+    Invalid(String),
+}
+
+/// Decodes a frame.
+pub(crate) fn decode_frame(bytes: &[u8]) -> Result<Frame, DecodeError> {
+    let (&version, rest) = bytes
+        .split_first()
+        .ok_or_else(|| DecodeError::Invalid("empty record".into()))?;
+    if version != FORMAT_VERSION {
+        return Err(DecodeError::Version(version));
+    }
+    let invalid = |e: postcard::Error| DecodeError::Invalid(e.to_string());
+    let (next_id, mut rest) = postcard::take_from_bytes::<u64>(rest).map_err(invalid)?;
+    let mut entries = Vec::new();
+    while !rest.is_empty() {
+        let (entry, tail) = postcard::take_from_bytes::<Entry>(rest).map_err(invalid)?;
+        entries.push(entry);
+        rest = tail;
+    }
+    Ok(Frame { next_id, entries })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fairq_worker::NewJob;
+    use fairq_worker::memory::store::Store;
+
+    #[test]
+    fn frames_round_trip() {
+        let mut store = Store::default();
+        let ids = store
+            .enqueue_many(
+                vec![
+                    NewJob::new("q", "k", b"payload".to_vec())
+                        .key("t")
+                        .meta("a", "b"),
+                ],
+                7,
+            )
+            .unwrap();
+        let mut batch = Batch::default();
+        batch.job(ids[0], store.record(ids[0]).unwrap()).unwrap();
+        batch.deleted(JobId(99)).unwrap();
+        let mut totals = QueueTotals::default();
+        totals.record(12);
+        batch.queue("q", &totals).unwrap();
+        let mut bytes = frame_header(42);
+        bytes.extend_from_slice(&batch.bytes);
+        let frame = decode_frame(&bytes).unwrap();
+        assert_eq!(frame.next_id, 42);
+        assert_eq!(frame.entries.len(), 3);
+        match &frame.entries[0] {
+            Entry::Job(id, record) => {
+                assert_eq!(*id, ids[0]);
+                assert_eq!(record.info(*id), store.record(ids[0]).unwrap().info(*id));
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        assert!(matches!(frame.entries[1], Entry::Deleted(JobId(99))));
+        assert!(matches!(&frame.entries[2], Entry::Queue(name, t) if name == "q" && *t == totals));
+    }
+
+    #[test]
+    fn damage_is_reported_not_skipped() {
+        assert!(matches!(decode_frame(&[]), Err(DecodeError::Invalid(_))));
+        assert!(matches!(
+            decode_frame(&[9, 0]),
+            Err(DecodeError::Version(9))
+        ));
+        let mut bytes = frame_header(1);
+        bytes.push(0); // Job variant with nothing after it
+        assert!(matches!(decode_frame(&bytes), Err(DecodeError::Invalid(_))));
+        let mut bytes = frame_header(1);
+        bytes.push(200); // unknown variant
+        assert!(matches!(decode_frame(&bytes), Err(DecodeError::Invalid(_))));
+    }
+}

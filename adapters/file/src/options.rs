@@ -1,0 +1,96 @@
+//! How a file store is opened.
+
+use std::fmt;
+use std::sync::Arc;
+
+use fairq_worker::{Clock, SystemClock};
+
+/// When a change is on disk before the call that made it returns. Both modes make every
+/// acknowledged change survive a crash of the process or of the machine.
+///
+/// ```
+/// assert_eq!(fairq_file::SyncMode::default(), fairq_file::SyncMode::Group);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SyncMode {
+    /// Group commit: changes made while a sync is running share the next one.
+    #[default]
+    Group,
+    /// One journal sync per write, even if other changes are waiting (slower; for
+    /// comparisons).
+    Always,
+}
+
+/// Options of [`FileBackend::open`](crate::FileBackend::open).
+///
+/// ```
+/// use fairq_file::{FileOptions, SyncMode};
+/// use fairq_worker::ManualClock;
+/// let options = FileOptions::default().clock(ManualClock::new(0)).sync(SyncMode::Always);
+/// assert_eq!(options.sync, SyncMode::Always);
+/// ```
+#[derive(Clone)]
+pub struct FileOptions {
+    /// Where the store reads "now" (the system clock by default; a manual clock in tests).
+    pub clock: Arc<dyn Clock>,
+    /// When changes are made durable.
+    pub sync: SyncMode,
+    /// Size at which a journal segment file is sealed and a new one started (default 16 MiB).
+    /// Space comes back a segment at a time.
+    pub segment_size: u64,
+}
+
+impl Default for FileOptions {
+    fn default() -> Self {
+        FileOptions {
+            clock: Arc::new(SystemClock),
+            sync: SyncMode::Group,
+            segment_size: 16 << 20,
+        }
+    }
+}
+
+impl fmt::Debug for FileOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FileOptions")
+            .field("now", &self.clock.now())
+            .field("sync", &self.sync)
+            .field("segment_size", &self.segment_size)
+            .finish()
+    }
+}
+
+impl FileOptions {
+    /// Reads time from `clock`.
+    ///
+    /// ```
+    /// use fairq_worker::{Clock, ManualClock};
+    /// let options = fairq_file::FileOptions::default().clock(ManualClock::new(5));
+    /// assert_eq!(options.clock.now(), 5);
+    /// ```
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Arc::new(clock);
+        self
+    }
+
+    /// Sets the sync mode.
+    ///
+    /// ```
+    /// use fairq_file::{FileOptions, SyncMode};
+    /// assert_eq!(FileOptions::default().sync(SyncMode::Always).sync, SyncMode::Always);
+    /// ```
+    pub fn sync(mut self, sync: SyncMode) -> Self {
+        self.sync = sync;
+        self
+    }
+
+    /// Sets the journal segment size (at least 64 KiB is used).
+    ///
+    /// ```
+    /// assert_eq!(fairq_file::FileOptions::default().segment_size(1 << 20).segment_size, 1 << 20);
+    /// ```
+    pub fn segment_size(mut self, bytes: u64) -> Self {
+        self.segment_size = bytes;
+        self
+    }
+}

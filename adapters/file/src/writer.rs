@@ -1,0 +1,384 @@
+//! The journal writer: one thread that turns queued change batches into durable frames,
+//! reads them back and commits what the [`Ledger`] no longer needs.
+//!
+//! Requests apply their change to the in-memory [`Store`](fairq_worker::memory::store::Store)
+//! and queue its encoded records while still holding the store's lock, so the queue's order
+//! is the order of the changes. The writer takes everything queued since its last write and
+//! puts it into one journal item (group commit: one sync for every request that waited
+//! meanwhile), then acknowledges those requests. A failed write poisons the store: nothing
+//! later is written, and every request fails until the store is reopened.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::PathBuf;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+
+use fairq_core::job::Millis;
+use fairq_journal::{ItemId, JournaledQueue, Reader};
+use fairq_worker::memory::store::Store;
+use fairq_worker::{BackendError, Clock, JobId};
+use tokio::sync::{Notify, oneshot};
+
+use crate::error::FileError;
+use crate::frame::{Batch, frame_header};
+use crate::ledger::{Entity, Ledger, Touch};
+use crate::totals::QueueTotals;
+
+/// Frames are cut at batch boundaries once they reach this size.
+const FRAME_TARGET: usize = 8 << 20;
+/// Records moved per relocation round.
+const RELOCATE_BUDGET: usize = 512;
+
+/// Locks a mutex, recovering the data if a thread panicked while holding it.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The store's state behind one lock.
+#[derive(Debug)]
+pub(crate) struct State {
+    pub(crate) store: Store,
+    pub(crate) totals: BTreeMap<String, QueueTotals>,
+    /// Queues whose run-time histogram changed since their last persisted totals.
+    pub(crate) hist_dirty: BTreeSet<String>,
+    pub(crate) poisoned: Option<String>,
+    pub(crate) closed: bool,
+}
+
+impl State {
+    /// Fails when the store cannot take requests.
+    pub(crate) fn usable(&self) -> Result<(), FileError> {
+        if self.closed {
+            return Err(FileError::Closed);
+        }
+        match &self.poisoned {
+            Some(reason) => Err(FileError::Poisoned {
+                reason: reason.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The acknowledgement a request waits for.
+pub(crate) type Ack = oneshot::Receiver<Result<(), String>>;
+
+struct Queued {
+    batch: Batch,
+    next_id: u64,
+    ack: Option<oneshot::Sender<Result<(), String>>>,
+}
+
+#[derive(Default)]
+struct Pending {
+    batches: Vec<Queued>,
+    stop: bool,
+}
+
+/// What request handlers and the writer thread share.
+pub(crate) struct Shared {
+    pub(crate) dir: PathBuf,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) state: Mutex<State>,
+    pending: Mutex<Pending>,
+    pending_cv: Condvar,
+    wakers: Mutex<HashMap<String, Arc<Notify>>>,
+    /// One frame per batch (no group commit).
+    pub(crate) one_per_frame: bool,
+}
+
+impl Shared {
+    pub(crate) fn new(
+        dir: PathBuf,
+        clock: Arc<dyn Clock>,
+        state: State,
+        one_per_frame: bool,
+    ) -> Self {
+        Shared {
+            dir,
+            clock,
+            state: Mutex::new(state),
+            pending: Mutex::new(Pending::default()),
+            pending_cv: Condvar::new(),
+            wakers: Mutex::new(HashMap::new()),
+            one_per_frame,
+        }
+    }
+
+    pub(crate) fn now(&self) -> Millis {
+        self.clock.now()
+    }
+
+    /// Encodes the changed jobs (and the counters of their queues, where they changed) and
+    /// queues them for the writer. Must be called with the state locked, right after the
+    /// change, so that batches queue in the order of the changes.
+    pub(crate) fn submit(
+        &self,
+        st: &mut State,
+        changed: BTreeSet<JobId>,
+        want_ack: bool,
+    ) -> Result<Option<Ack>, FileError> {
+        match encode_changes(st, changed) {
+            Ok(batch) if batch.is_empty() => Ok(None),
+            Ok(batch) => {
+                let (tx, rx) = if want_ack {
+                    let (tx, rx) = oneshot::channel();
+                    (Some(tx), Some(rx))
+                } else {
+                    (None, None)
+                };
+                let next_id = st.store.next_id();
+                let mut pending = lock(&self.pending);
+                pending.batches.push(Queued {
+                    batch,
+                    next_id,
+                    ack: tx,
+                });
+                self.pending_cv.notify_one();
+                Ok(rx)
+            }
+            Err(e) => {
+                let reason = format!("cannot encode a record: {e}");
+                st.poisoned = Some(reason.clone());
+                Err(FileError::Poisoned { reason })
+            }
+        }
+    }
+
+    /// The notifier of `queue`'s waiters.
+    pub(crate) fn waker(&self, queue: &str) -> Arc<Notify> {
+        lock(&self.wakers)
+            .entry(queue.to_string())
+            .or_insert_with(|| Arc::new(Notify::new()))
+            .clone()
+    }
+
+    /// Wakes the waiters of these queues.
+    pub(crate) fn wake(&self, queues: BTreeSet<String>) {
+        if queues.is_empty() {
+            return;
+        }
+        let wakers = lock(&self.wakers);
+        for queue in queues {
+            if let Some(notify) = wakers.get(&queue) {
+                notify.notify_waiters();
+            }
+        }
+    }
+
+    /// Wakes every waiter.
+    pub(crate) fn wake_all(&self) {
+        for notify in lock(&self.wakers).values() {
+            notify.notify_waiters();
+        }
+    }
+
+    /// Asks the writer to finish what is queued and stop.
+    pub(crate) fn stop(&self) {
+        lock(&self.pending).stop = true;
+        self.pending_cv.notify_all();
+    }
+}
+
+/// Waits for a request's acknowledgement.
+pub(crate) async fn acknowledged(ack: Option<Ack>) -> Result<(), BackendError> {
+    let Some(ack) = ack else { return Ok(()) };
+    match ack.await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(reason)) => Err(FileError::Poisoned { reason }.into()),
+        Err(_) => Err(FileError::Closed.into()),
+    }
+}
+
+fn encode_changes(st: &mut State, changed: BTreeSet<JobId>) -> Result<Batch, postcard::Error> {
+    let mut batch = Batch::default();
+    let mut queues = BTreeSet::new();
+    for id in changed {
+        match st.store.record(id) {
+            Some(record) => {
+                batch.job(id, record)?;
+                if !queues.contains(record.queue()) {
+                    queues.insert(record.queue().to_string());
+                }
+            }
+            None => batch.deleted(id)?,
+        }
+    }
+    for queue in queues {
+        let retries = st.store.retry_stats(&queue).unwrap_or_default();
+        let hist_changed = st.hist_dirty.remove(&queue);
+        let totals = st.totals.entry(queue.clone()).or_default();
+        if hist_changed || totals.retries != retries {
+            totals.retries = retries;
+            batch.queue(&queue, totals)?;
+        }
+    }
+    Ok(batch)
+}
+
+/// The writer thread's own state: the journal, its reader and the ledger.
+pub(crate) struct Writer {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) journal: JournaledQueue,
+    pub(crate) reader: Reader,
+    pub(crate) ledger: Ledger,
+    failed: Option<String>,
+}
+
+impl Writer {
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        journal: JournaledQueue,
+        reader: Reader,
+        ledger: Ledger,
+    ) -> Self {
+        Writer {
+            shared,
+            journal,
+            reader,
+            ledger,
+            failed: None,
+        }
+    }
+
+    /// Writes queued batches until asked to stop, then closes the journal.
+    pub(crate) fn run(mut self) -> Result<(), FileError> {
+        loop {
+            let (batches, stop) = self.take();
+            if !batches.is_empty() {
+                self.write_batches(batches);
+                self.relocate();
+                continue;
+            }
+            if stop {
+                break;
+            }
+        }
+        let closed = self.journal.close().map_err(FileError::from);
+        match self.failed {
+            Some(reason) => Err(FileError::Poisoned { reason }),
+            None => closed,
+        }
+    }
+
+    fn take(&self) -> (Vec<Queued>, bool) {
+        let mut pending = lock(&self.shared.pending);
+        while pending.batches.is_empty() && !pending.stop {
+            pending = self
+                .shared
+                .pending_cv
+                .wait(pending)
+                .unwrap_or_else(|p| p.into_inner());
+        }
+        (std::mem::take(&mut pending.batches), pending.stop)
+    }
+
+    fn write_batches(&mut self, batches: Vec<Queued>) {
+        let mut frame: Vec<Queued> = Vec::new();
+        let mut size = 0;
+        for queued in batches {
+            if !frame.is_empty()
+                && (self.shared.one_per_frame || size + queued.batch.bytes.len() > FRAME_TARGET)
+            {
+                self.write_frame(std::mem::take(&mut frame));
+                size = 0;
+            }
+            size += queued.batch.bytes.len();
+            frame.push(queued);
+        }
+        if !frame.is_empty() {
+            self.write_frame(frame);
+        }
+    }
+
+    fn write_frame(&mut self, frame: Vec<Queued>) {
+        let result = match &self.failed {
+            Some(reason) => Err(reason.clone()),
+            None => {
+                let next_id = frame.iter().map(|q| q.next_id).max().unwrap_or(0);
+                let mut bytes = frame_header(next_id);
+                let mut touches = Vec::new();
+                for queued in &frame {
+                    bytes.extend_from_slice(&queued.batch.bytes);
+                    touches.extend(queued.batch.touches.iter().cloned());
+                }
+                self.write(&bytes, &touches).map_err(|e| {
+                    let reason = format!("writing to the journal failed: {e}");
+                    tracing::error!(dir = %self.shared.dir.display(), %reason, "file store poisoned");
+                    self.failed = Some(reason.clone());
+                    lock(&self.shared.state).poisoned = Some(reason.clone());
+                    reason
+                })
+            }
+        };
+        for queued in frame {
+            if let Some(ack) = queued.ack {
+                // The requester may have gone away; nothing to tell then.
+                let _ = ack.send(result.clone());
+            }
+        }
+    }
+
+    /// Puts one frame, reads it back and commits what it superseded.
+    pub(crate) fn write(&mut self, bytes: &[u8], touches: &[Touch]) -> Result<(), FileError> {
+        let item = self.journal.put(bytes)?;
+        self.ledger.written(item.0, touches);
+        while let Some(read) = self.reader.get()? {
+            self.ledger.read(read.id.0);
+        }
+        self.commit();
+        Ok(())
+    }
+
+    /// Commits every item the ledger no longer needs.
+    pub(crate) fn commit(&mut self) {
+        for id in self.ledger.take_committable() {
+            if let Err(e) = self.reader.commit(ItemId(id)) {
+                tracing::warn!(dir = %self.shared.dir.display(), item = id, error = %e, "could not commit a superseded journal item");
+            }
+        }
+    }
+
+    /// Rewrites the live records of the oldest items when they hold back a lot of garbage.
+    fn relocate(&mut self) {
+        if self.failed.is_some() {
+            return;
+        }
+        let entities = self.ledger.relocation(RELOCATE_BUDGET);
+        if entities.is_empty() {
+            return;
+        }
+        let st = lock(&self.shared.state);
+        let mut batch = Batch::default();
+        let mut encoded = Ok(());
+        for entity in entities {
+            encoded = match &entity {
+                // A job deleted meanwhile has its tombstone queued already.
+                Entity::Job(id) => match st.store.record(*id) {
+                    Some(record) => batch.job(*id, record),
+                    None => Ok(()),
+                },
+                Entity::Queue(name) => match st.totals.get(name) {
+                    Some(totals) => batch.queue(name, totals),
+                    None => Ok(()),
+                },
+            };
+            if encoded.is_err() {
+                break;
+            }
+        }
+        if let Err(e) = encoded {
+            tracing::warn!(error = %e, "could not encode records to relocate");
+            return;
+        }
+        if batch.is_empty() {
+            return;
+        }
+        let next_id = st.store.next_id();
+        lock(&self.shared.pending).batches.push(Queued {
+            batch,
+            next_id,
+            ack: None,
+        });
+        drop(st);
+    }
+}
