@@ -230,6 +230,7 @@ impl<S: Store> Handoff<S> {
         }
         let waiter = Arc::new(Waiter::for_thread(current()));
         self.register(&waiter);
+        spin_briefly(|| waiter.is_resolved());
         let mut expiring = false;
         loop {
             if let Some(outcome) = waiter.outcome() {
@@ -317,6 +318,23 @@ impl<S: Store> Handoff<S> {
         }
     }
 }
+
+/// Before parking, spins and yields for a few microseconds in case the item is about to
+/// arrive: a ping-pong or a busy producer then costs no park/unpark round trip. This is
+/// a consumer waiting for producers, never the reverse. Not under loom (no time there).
+#[cfg(not(loom))]
+fn spin_briefly(mut done: impl FnMut() -> bool) {
+    let backoff = crossbeam_utils::Backoff::new();
+    while !backoff.is_completed() {
+        if done() {
+            return;
+        }
+        backoff.snooze();
+    }
+}
+
+#[cfg(loom)]
+fn spin_briefly(_done: impl FnMut() -> bool) {}
 
 fn register<I>(waiter: &Waiter<I>, waker: &Waker) -> bool {
     waiter.register_waker(waker)
