@@ -244,8 +244,9 @@ impl<K: Eq + Hash + Clone, T> FairWaitQueue<K, T> {
     }
 
     /// Runs `f` on the fair queue, for monitoring (its snapshot, backlogs, weights). The
-    /// queue is locked while `f` runs, so keep it short. Items given back and not yet
-    /// served are not in the fair queue.
+    /// queue is locked while `f` runs, so keep it short and don't call back into this
+    /// queue from `f` (that would deadlock). Items given back and not yet served are not
+    /// in the fair queue.
     ///
     /// ```
     /// let q = fairq_blocking::FairWaitQueue::new();
