@@ -306,10 +306,7 @@ impl PgBackend {
     /// # Ok(()) }
     /// ```
     pub fn producer(&self) -> Producer {
-        Producer::from_parts(
-            self.inner.core.sql.clone(),
-            self.inner.core.clock.clone(),
-        )
+        Producer::from_parts(self.inner.core.sql.clone(), self.inner.core.clock.clone())
     }
 
     /// Enqueues one job on `client` (joining its transaction); shorthand for
@@ -385,7 +382,10 @@ impl PgBackend {
         let tx = client.transaction().await.map_err(|e| db(e, schema))?;
         let now = core.now();
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let text = format!("EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) {}", core.sql.claim_text());
+        let text = format!(
+            "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) {}",
+            core.sql.claim_text()
+        );
         let params: [&(dyn ToSql + Sync); 4] = [
             &queue,
             &limit,
@@ -465,7 +465,10 @@ impl PgBackend {
     }
 }
 
-async fn check_version(client: &tokio_postgres::Client, schema: &SchemaName) -> Result<(), PgError> {
+async fn check_version(
+    client: &tokio_postgres::Client,
+    schema: &SchemaName,
+) -> Result<(), PgError> {
     match schema::version(client, schema).await? {
         0 => Err(PgError::SchemaMissing {
             schema: schema.as_str().to_string(),
@@ -670,7 +673,11 @@ impl Core {
                     let rows = conn
                         .rows(
                             &self.sql.complete,
-                            &[&vec![to_db(claim.id.0)], &vec![to_db(claim.token.0)], &to_db(now)],
+                            &[
+                                &vec![to_db(claim.id.0)],
+                                &vec![to_db(claim.token.0)],
+                                &to_db(now),
+                            ],
                         )
                         .await
                         .map_err(|e| self.err(e))?;
@@ -689,7 +696,12 @@ impl Core {
     }
 
     /// Releases the jobs blocked on `parents` and gives them a place in the fair order.
-    async fn release(&self, conn: &dyn Exec, parents: &[i64], now: Millis) -> Result<(), BackendError> {
+    async fn release(
+        &self,
+        conn: &dyn Exec,
+        parents: &[i64],
+        now: Millis,
+    ) -> Result<(), BackendError> {
         let rows = conn
             .rows(&self.sql.release, &[&parents, &to_db(now)])
             .await
@@ -701,7 +713,12 @@ impl Core {
         Ok(())
     }
 
-    async fn claim(&self, queue: &str, max: usize, lease: Duration) -> Result<Vec<Job>, BackendError> {
+    async fn claim(
+        &self,
+        queue: &str,
+        max: usize,
+        lease: Duration,
+    ) -> Result<Vec<Job>, BackendError> {
         if max == 0 {
             return Ok(Vec::new());
         }
@@ -782,19 +799,31 @@ impl Core {
             );
             let (outcome, reason) = if failure.permanent {
                 life.discard(claim.token, now)
-                    .map_err(|source| BackendError::Transition { id: claim.id, source })?;
+                    .map_err(|source| BackendError::Transition {
+                        id: claim.id,
+                        source,
+                    })?;
                 (Outcome::Dead, fairq_core::job::DeadReason::Discarded)
             } else {
-                let outcome = life
-                    .fail(claim.token, now, &policy, random_u64())
-                    .map_err(|source| BackendError::Transition { id: claim.id, source })?;
+                let outcome =
+                    life.fail(claim.token, now, &policy, random_u64())
+                        .map_err(|source| BackendError::Transition {
+                            id: claim.id,
+                            source,
+                        })?;
                 (outcome, fairq_core::job::DeadReason::RetriesExhausted)
             };
             let elapsed = to_db(now.saturating_sub(from_db(claimed_at.unwrap_or(0))));
             let applied = match outcome {
                 Outcome::Retry { run_at } => {
                     let n = self
-                        .retry_many(conn, &[(claim, run_at)], Some(elapsed), &failure.message, now)
+                        .retry_many(
+                            conn,
+                            &[(claim, run_at)],
+                            Some(elapsed),
+                            &failure.message,
+                            now,
+                        )
                         .await?;
                     if n > 0 && run_at <= now {
                         self.promote(conn, &queue, now).await?;
@@ -802,8 +831,14 @@ impl Core {
                     n
                 }
                 Outcome::Dead => {
-                    self.bury_many(conn, &[(claim, reason)], Some(elapsed), &failure.message, now)
-                        .await?
+                    self.bury_many(
+                        conn,
+                        &[(claim, reason)],
+                        Some(elapsed),
+                        &failure.message,
+                        now,
+                    )
+                    .await?
                 }
             };
             if applied > 0 {
@@ -875,14 +910,21 @@ impl Core {
             let rows = conn
                 .rows(
                     &self.sql.heartbeat,
-                    &[&to_db(claim.id.0), &to_db(claim.token.0), &deadline(now, lease)],
+                    &[
+                        &to_db(claim.id.0),
+                        &to_db(claim.token.0),
+                        &deadline(now, lease),
+                    ],
                 )
                 .await
                 .map_err(|e| self.err(e))?;
             if let Some(row) = rows.first() {
                 return Ok(from_db(row.get::<_, Option<i64>>(0).unwrap_or(0)));
             }
-            match self.diagnose(conn, claim, Op::Heartbeat(lease), now).await? {
+            match self
+                .diagnose(conn, claim, Op::Heartbeat(lease), now)
+                .await?
+            {
                 Diagnosis::Error(e) => return Err(e),
                 Diagnosis::Retry => continue,
             }
@@ -980,9 +1022,7 @@ impl Core {
         if row.get::<_, bool>(0) {
             return Ok(None);
         }
-        Ok(Some(
-            row.get::<_, Option<i64>>(1).map_or(u64::MAX, from_db),
-        ))
+        Ok(Some(row.get::<_, Option<i64>>(1).map_or(u64::MAX, from_db)))
     }
 
     async fn enqueue_many(&self, jobs: Vec<NewJob>) -> Result<Vec<JobId>, BackendError> {
@@ -997,7 +1037,8 @@ impl Core {
         // Jobs that came due earlier take their place in the fair order before these.
         let ready_queues: BTreeSet<&str> = jobs
             .iter()
-            .filter(|j| j.depends_on.is_none() && j.schedule.run_at(now) <= now)
+            // A job with a dependency may be ready too (its dependency may have succeeded).
+            .filter(|j| j.schedule.run_at(now) <= now)
             .map(|j| j.queue.as_str())
             .collect();
         for queue in &ready_queues {
@@ -1005,8 +1046,7 @@ impl Core {
         }
         let woken: BTreeSet<String> = ready_queues.iter().map(|q| q.to_string()).collect();
         let needs_tx = jobs.iter().any(|j| {
-            j.depends_on.is_some()
-                || (j.unique_key.is_some() && j.on_conflict == OnConflict::Error)
+            j.depends_on.is_some() || (j.unique_key.is_some() && j.on_conflict == OnConflict::Error)
         });
         let ids = if needs_tx {
             let tx = client.transaction().await.map_err(|e| self.err(e))?;
@@ -1046,7 +1086,12 @@ impl Backend for PgBackend {
         self.inner.core.enqueue_many(jobs).await
     }
 
-    async fn claim(&self, queue: &str, max: usize, lease: Duration) -> Result<Vec<Job>, BackendError> {
+    async fn claim(
+        &self,
+        queue: &str,
+        max: usize,
+        lease: Duration,
+    ) -> Result<Vec<Job>, BackendError> {
         match self.inner.core.claim(queue, max, lease).await {
             // A pooled connection that died since its last use: one more try on a fresh one
             // (a claim whose reply was lost is recovered by lease expiry).

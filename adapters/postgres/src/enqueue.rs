@@ -199,7 +199,11 @@ async fn resolve_dependencies(
         .await
         .map_err(|e| db(e, schema))?
     {
-        blocking.insert(row.try_get::<_, i64>(0).map_err(|e| corrupt(e.to_string()))?, true);
+        blocking.insert(
+            row.try_get::<_, i64>(0)
+                .map_err(|e| corrupt(e.to_string()))?,
+            true,
+        );
     }
     let rest: Vec<i64> = wanted
         .iter()
@@ -287,7 +291,10 @@ pub(crate) async fn enqueue_batch(
         .await
         .map_err(|e| db(e, schema))?;
     if rows.len() != n {
-        return Err(corrupt(format!("enqueue returned {} rows for {n} jobs", rows.len())));
+        return Err(corrupt(format!(
+            "enqueue returned {} rows for {n} jobs",
+            rows.len()
+        )));
     }
 
     let mut ids: Vec<Option<JobId>> = Vec::with_capacity(n);

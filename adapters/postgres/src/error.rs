@@ -156,10 +156,7 @@ mod tests {
     fn unavailable_is_transient_and_others_are_not() {
         let down: BackendError = PgError::Unavailable("refused".into()).into();
         assert!(down.is_transient());
-        let missing: BackendError = PgError::SchemaMissing {
-            schema: "s".into(),
-        }
-        .into();
+        let missing: BackendError = PgError::SchemaMissing { schema: "s".into() }.into();
         assert!(!missing.is_transient());
         assert!(missing.to_string().contains("migrate"));
     }

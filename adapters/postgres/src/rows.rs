@@ -35,8 +35,7 @@ fn count32(value: i64) -> u32 {
 pub(crate) fn policy_to_db(policy: Option<&RetryPolicy>) -> Result<Option<Value>, BackendError> {
     policy
         .map(|p| {
-            serde_json::to_value(p)
-                .map_err(|e| BackendError::Invalid(format!("retry policy: {e}")))
+            serde_json::to_value(p).map_err(|e| BackendError::Invalid(format!("retry policy: {e}")))
         })
         .transpose()
 }

@@ -28,9 +28,7 @@ impl SchemaName {
     pub(crate) fn new(name: &str) -> Result<SchemaName, PgError> {
         let ok = !name.is_empty()
             && name.len() <= 48
-            && name
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'_')
+            && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
             && !name.as_bytes()[0].is_ascii_digit();
         if ok {
             Ok(SchemaName(name.to_string()))
@@ -172,7 +170,10 @@ mod tests {
         let name = SchemaName::new("other_schema").unwrap();
         for (_, sql) in MIGRATIONS {
             let rendered = name.render(sql);
-            assert!(!rendered.contains("fairq"), "default name left in:\n{rendered}");
+            assert!(
+                !rendered.contains("fairq"),
+                "default name left in:\n{rendered}"
+            );
             assert!(rendered.contains("\"other_schema\".jobs"));
         }
     }

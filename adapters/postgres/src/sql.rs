@@ -567,7 +567,10 @@ mod tests {
             &sql.get,
         ] {
             assert!(!text.contains("fairq."), "unrendered: {text}");
-            assert!(!text.contains("FOLD") && !text.contains("LIVE_INFO"), "{text}");
+            assert!(
+                !text.contains("FOLD") && !text.contains("LIVE_INFO"),
+                "{text}"
+            );
             assert!(text.contains("\"s1\"."));
         }
     }

@@ -30,7 +30,13 @@ async fn four_concurrent_claimers_never_share_a_job() {
     let jobs: Vec<NewJob> = (0..2_000)
         .map(|i| NewJob::new("q", "k", vec![]).key(format!("tenant{}", i % 37)))
         .collect();
-    let all: HashSet<JobId> = t.store.enqueue_many(jobs).await.unwrap().into_iter().collect();
+    let all: HashSet<JobId> = t
+        .store
+        .enqueue_many(jobs)
+        .await
+        .unwrap()
+        .into_iter()
+        .collect();
     let mut claimers = Vec::new();
     for _ in 0..4 {
         let store = another_store(&t, 2).await;
@@ -123,10 +129,12 @@ async fn ten_thousand_jobs_over_eight_workers_each_complete_exactly_once() {
     for handle in handles {
         assert!(handle.shutdown(Duration::from_secs(30)).await.is_clean());
     }
-    let runs = runs.lock().unwrap();
-    assert_eq!(runs.len(), N);
-    assert!(runs.values().all(|&n| n == 1), "a job ran twice");
-    assert!(ids.iter().all(|id| runs.contains_key(id)));
+    {
+        let runs = runs.lock().unwrap();
+        assert_eq!(runs.len(), N);
+        assert!(runs.values().all(|&n| n == 1), "a job ran twice");
+        assert!(ids.iter().all(|id| runs.contains_key(id)));
+    }
     let stats = t.store.stats().await.unwrap();
     assert_eq!(stats[0].counts.get(JobStatus::Succeeded), N as u64);
     assert_eq!(stats[0].counts.pending(), 0);

@@ -159,7 +159,10 @@ impl Pair<'_> {
                         pg_job = pg_job.after(self.to_pg[&dep]);
                     }
                 }
-                let (m, p) = (self.mem.enqueue(mem_job).await, self.pg.enqueue(pg_job).await);
+                let (m, p) = (
+                    self.mem.enqueue(mem_job).await,
+                    self.pg.enqueue(pg_job).await,
+                );
                 match (m, p) {
                     (Ok(m), Ok(p)) => self.record(m, p),
                     (Err(m), Err(p)) => {
@@ -178,11 +181,27 @@ impl Pair<'_> {
                 }
             }
             Op::Claim { max } => {
-                let m = self.mem.claim(&self.queue, *max, LEASE).await.expect("memory");
-                let p = self.pg.claim(&self.queue, *max, LEASE).await.expect("postgres");
+                let m = self
+                    .mem
+                    .claim(&self.queue, *max, LEASE)
+                    .await
+                    .expect("memory");
+                let p = self
+                    .pg
+                    .claim(&self.queue, *max, LEASE)
+                    .await
+                    .expect("postgres");
                 let m_view: Vec<_> = m
                     .iter()
-                    .map(|j| (j.claim.id, j.claim.token, j.attempt, j.lease_deadline, j.run_at))
+                    .map(|j| {
+                        (
+                            j.claim.id,
+                            j.claim.token,
+                            j.attempt,
+                            j.lease_deadline,
+                            j.run_at,
+                        )
+                    })
                     .collect();
                 let p_view: Vec<_> = p
                     .iter()
@@ -220,7 +239,10 @@ impl Pair<'_> {
                                 .fail(m_job.claim, failure.clone())
                                 .await
                                 .map(|o| format!("{o:?}")),
-                            self.pg.fail(p_job.claim, failure).await.map(|o| format!("{o:?}")),
+                            self.pg
+                                .fail(p_job.claim, failure)
+                                .await
+                                .map(|o| format!("{o:?}")),
                         )
                     }
                     _ => {
@@ -261,7 +283,9 @@ impl Pair<'_> {
     }
 
     async fn compare_final(&self) -> Result<(), TestCaseError> {
-        let filter = ListFilter::default().queue(self.queue.clone()).limit(10_000);
+        let filter = ListFilter::default()
+            .queue(self.queue.clone())
+            .limit(10_000);
         let m = self.mem.list(filter.clone()).await.expect("memory");
         let p = self.pg.list(filter).await.expect("postgres");
         prop_assert_eq!(m.len(), p.len());

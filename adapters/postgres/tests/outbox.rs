@@ -23,8 +23,12 @@ async fn a_committed_job_runs_and_is_invisible_until_the_commit() {
     let mut client = own_connection().await;
     let producer = t.store.producer();
     let tx = client.transaction().await.unwrap();
-    tx.batch_execute("CREATE TEMP TABLE orders (id int)").await.unwrap();
-    tx.execute("INSERT INTO orders VALUES (1)", &[]).await.unwrap();
+    tx.batch_execute("CREATE TEMP TABLE orders (id int)")
+        .await
+        .unwrap();
+    tx.execute("INSERT INTO orders VALUES (1)", &[])
+        .await
+        .unwrap();
     let id = producer
         .enqueue(&tx, NewJob::new("mail", "receipt", b"1".to_vec()))
         .await
@@ -58,7 +62,12 @@ async fn a_rolled_back_job_never_existed() {
         assert!(t.store.get(id).await.unwrap().is_none());
     }
     assert!(t.store.claim("mail", 10, LEASE).await.unwrap().is_empty());
-    assert!(t.store.list(ListFilter::default()).await.unwrap().is_empty());
+    assert!(t
+        .store
+        .list(ListFilter::default())
+        .await
+        .unwrap()
+        .is_empty());
     t.cleanup().await;
 }
 
@@ -87,7 +96,11 @@ async fn a_duplicate_inside_a_transaction_undoes_the_batch_but_not_the_transacti
         .unwrap_err();
     assert!(matches!(err, BackendError::Duplicate { .. }));
     // The caller's transaction is still usable and its own work commits.
-    let kept: String = tx.query_one("SELECT t FROM notes", &[]).await.unwrap().get(0);
+    let kept: String = tx
+        .query_one("SELECT t FROM notes", &[])
+        .await
+        .unwrap()
+        .get(0);
     assert_eq!(kept, "kept");
     tx.commit().await.unwrap();
     assert_eq!(t.store.list(ListFilter::default()).await.unwrap().len(), 1);
@@ -98,7 +111,9 @@ async fn a_duplicate_inside_a_transaction_undoes_the_batch_but_not_the_transacti
 async fn a_standalone_producer_needs_no_pool() {
     let t = store_or_skip!("producer");
     let client = own_connection().await;
-    let producer = Producer::new(&t.schema).unwrap().with_clock(t.clock.clone());
+    let producer = Producer::new(&t.schema)
+        .unwrap()
+        .with_clock(t.clock.clone());
     let id = producer
         .enqueue(&client, NewJob::new("q", "k", vec![7]).key("a"))
         .await
@@ -116,7 +131,10 @@ async fn a_notification_wakes_an_idle_waiter() {
     // The listener's (re)start wakes everyone once; let that happen first.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     while !store.is_listening() {
-        assert!(tokio::time::Instant::now() < deadline, "the listener never started");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the listener never started"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     // Polled once, the waiter has registered and looked: nothing is due, so it parks.

@@ -8,8 +8,7 @@ use std::time::Duration;
 use fairq_core::job::{DeadReason, Outcome, State, TransitionError};
 use fairq_core::retry::RetryPolicy;
 use fairq_worker::{
-    Backend, BackendError, Failure, JobStatus, ListFilter, NewJob, OnConflict, Purge,
-    RetryTarget,
+    Backend, BackendError, Failure, JobStatus, ListFilter, NewJob, OnConflict, Purge, RetryTarget,
 };
 
 const LEASE: Duration = Duration::from_secs(30);
@@ -115,6 +114,30 @@ async fn a_job_that_came_due_goes_before_a_later_enqueue_of_its_key() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_that_came_due_goes_before_a_later_job_whose_dependency_succeeded() {
+    let t = store_or_skip!("duedep");
+    let s = &t.store;
+    let parent = s.enqueue(job("q")).await.unwrap();
+    let p = s.claim("q", 1, LEASE).await.unwrap().remove(0);
+    s.complete(p.claim).await.unwrap();
+    let delayed = s
+        .enqueue(job("q").delay(Duration::from_millis(10)))
+        .await
+        .unwrap();
+    t.clock.advance(Duration::from_millis(10));
+    let child = s.enqueue(job("q").after(parent)).await.unwrap();
+    let order: Vec<_> = s
+        .claim("q", 5, LEASE)
+        .await
+        .unwrap()
+        .iter()
+        .map(|j| j.claim.id)
+        .collect();
+    assert_eq!(order, [delayed, child]);
+    t.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failures_retry_on_the_policy_schedule_then_die() {
     let t = store_or_skip!("retry");
     let s = &t.store;
@@ -173,9 +196,15 @@ async fn failures_retry_on_the_policy_schedule_then_die() {
 async fn a_permanent_failure_discards_at_once() {
     let t = store_or_skip!("discard");
     let s = &t.store;
-    let id = s.enqueue(job("q").retry(RetryPolicy::forever())).await.unwrap();
+    let id = s
+        .enqueue(job("q").retry(RetryPolicy::forever()))
+        .await
+        .unwrap();
     let j = s.claim("q", 1, LEASE).await.unwrap().remove(0);
-    let outcome = s.fail(j.claim, Failure::permanent("bad payload")).await.unwrap();
+    let outcome = s
+        .fail(j.claim, Failure::permanent("bad payload"))
+        .await
+        .unwrap();
     assert_eq!(outcome, Outcome::Dead);
     let info = s.get(id).await.unwrap().unwrap();
     assert!(matches!(
@@ -192,7 +221,10 @@ async fn a_permanent_failure_discards_at_once() {
 async fn expired_leases_are_rescued_and_the_stale_worker_is_fenced_off() {
     let t = store_or_skip!("rescue");
     let s = &t.store;
-    let id = s.enqueue(job("q").retry(RetryPolicy::new(3))).await.unwrap();
+    let id = s
+        .enqueue(job("q").retry(RetryPolicy::new(3)))
+        .await
+        .unwrap();
     let lease = Duration::from_secs(10);
     let stale = s.claim("q", 1, lease).await.unwrap().remove(0);
     t.clock.advance(Duration::from_secs(4));
@@ -213,7 +245,9 @@ async fn expired_leases_are_rescued_and_the_stale_worker_is_fenced_off() {
     for err in [
         s.complete(stale.claim).await.unwrap_err(),
         s.heartbeat(stale.claim, lease).await.unwrap_err(),
-        s.fail(stale.claim, Failure::retryable("late")).await.unwrap_err(),
+        s.fail(stale.claim, Failure::retryable("late"))
+            .await
+            .unwrap_err(),
     ] {
         assert!(err.is_stale_lease(), "{err}");
     }
@@ -227,10 +261,15 @@ async fn expired_leases_are_rescued_and_the_stale_worker_is_fenced_off() {
 async fn dependencies_hold_a_job_until_its_parent_succeeds() {
     let t = store_or_skip!("deps");
     let s = &t.store;
-    let parent = s.enqueue(job("q").retry(RetryPolicy::new(0))).await.unwrap();
+    let parent = s
+        .enqueue(job("q").retry(RetryPolicy::new(0)))
+        .await
+        .unwrap();
     let child = s.enqueue(job("q").after(parent)).await.unwrap();
     assert_eq!(s.get(child).await.unwrap().unwrap().state, State::Blocked);
-    let unknown = s.enqueue(job("q").after(fairq_worker::JobId(9_999_999))).await;
+    let unknown = s
+        .enqueue(job("q").after(fairq_worker::JobId(9_999_999)))
+        .await;
     assert!(matches!(unknown, Err(BackendError::UnknownDependency(_))));
     // The parent dies: the child stays blocked.
     let p = s.claim("q", 5, LEASE).await.unwrap();
@@ -330,10 +369,7 @@ async fn operators_list_purge_and_prune() {
     assert_eq!(ids, ids_sorted, "ids follow batch order");
     let claimed = s.claim("q", 2, LEASE).await.unwrap();
     s.complete(claimed[0].claim).await.unwrap();
-    let page = s
-        .list(ListFilter::default().limit(2))
-        .await
-        .unwrap();
+    let page = s.list(ListFilter::default().limit(2)).await.unwrap();
     assert_eq!(page.iter().map(|i| i.id).collect::<Vec<_>>(), ids[..2]);
     let next = s
         .list(ListFilter {

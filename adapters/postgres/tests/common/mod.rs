@@ -36,7 +36,10 @@ pub async fn admin() -> Option<tokio_postgres::Client> {
 
 fn unreachable_server(why: &str) -> Option<tokio_postgres::Client> {
     if required() {
-        panic!("PostgreSQL at {} is required (FAIRQ_REQUIRE_SERVICES=1) but unreachable: {why}", url());
+        panic!(
+            "PostgreSQL at {} is required (FAIRQ_REQUIRE_SERVICES=1) but unreachable: {why}",
+            url()
+        );
     }
     eprintln!("skipping: PostgreSQL at {} is unreachable ({why})", url());
     None
@@ -61,6 +64,30 @@ pub struct TestStore {
     pub clock: ManualClock,
     pub schema: String,
     pub admin: tokio_postgres::Client,
+    cleaned: bool,
+}
+
+impl Drop for TestStore {
+    /// A test that panicked never reached `cleanup`: drop its schema from another thread
+    /// (this one may be inside a runtime).
+    fn drop(&mut self) {
+        if self.cleaned {
+            return;
+        }
+        let schema = self.schema.clone();
+        let _ = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a tokio runtime");
+            runtime.block_on(async {
+                if let Some(admin) = admin().await {
+                    drop_schema(&admin, &schema).await;
+                }
+            });
+        })
+        .join();
+    }
 }
 
 impl TestStore {
@@ -84,12 +111,14 @@ impl TestStore {
             clock,
             schema,
             admin,
+            cleaned: false,
         })
     }
 
     /// Drops the schema.
-    pub async fn cleanup(self) {
+    pub async fn cleanup(mut self) {
         drop_schema(&self.admin, &self.schema).await;
+        self.cleaned = true;
     }
 }
 

@@ -1,0 +1,244 @@
+//! Crashes: a worker process killed with SIGKILL mid-job, and connections terminated by the
+//! server mid-run. Nothing is lost and a rescued job completes exactly once.
+
+mod common;
+
+use std::collections::HashMap;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use fairq_core::job::State;
+use fairq_core::retry::RetryPolicy;
+use fairq_postgres::{PgBackend, PgOptions};
+use fairq_worker::{Backend, Job, JobId, NewJob, QueueConfig, Worker};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+const CHILD_SCHEMA: &str = "FAIRQ_PG_TEST_CHILD_SCHEMA";
+
+/// Not a test of its own: the worker process that the kill test starts (this binary run
+/// again with `CHILD_SCHEMA` set). Its handler announces the job on stdout and never ends.
+#[test]
+fn child_worker_process() {
+    let Ok(schema) = std::env::var(CHILD_SCHEMA) else {
+        return;
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async move {
+        let store = PgBackend::connect(
+            &common::url(),
+            PgOptions::default().schema(&schema).pool_size(2),
+        )
+        .await
+        .expect("child connects");
+        let _worker = Worker::builder(store)
+            .queue(
+                "crash",
+                QueueConfig::default()
+                    .concurrency(1)
+                    .lease(Duration::from_secs(3))
+                    .poll_interval(Duration::from_millis(100)),
+            )
+            .handle("hang", |job: Job| async move {
+                println!("RUNNING {} {}", job.claim.id, job.claim.token.0);
+                std::future::pending::<()>().await;
+                Ok::<_, String>(())
+            })
+            .build()
+            .expect("worker")
+            .start()
+            .expect("start");
+        std::future::pending::<()>().await;
+    });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_workers_job_completes_exactly_once_after_rescue() {
+    let t = store_or_skip!("kill9");
+    let id = t
+        .store
+        .enqueue(NewJob::new("crash", "hang", vec![]).retry(RetryPolicy::new(3)))
+        .await
+        .unwrap();
+    let mut child = tokio::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "child_worker_process",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD_SCHEMA, &t.schema)
+        .env("FAIRQ_PG_URL", common::url())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start the worker process");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let announced = tokio::time::timeout(Duration::from_secs(60), async {
+        while let Some(line) = lines.next_line().await.expect("read the child") {
+            // The test harness prints "test <name> ... " on the same line first.
+            if let Some(at) = line.find("RUNNING ") {
+                return line[at + "RUNNING ".len()..].to_string();
+            }
+        }
+        panic!("the worker process exited without running the job");
+    })
+    .await
+    .expect("the worker process picked the job up");
+    let mut parts = announced.split_whitespace();
+    assert_eq!(parts.next(), Some(id.to_string().as_str()));
+    let child_token: u64 = parts.next().unwrap().parse().unwrap();
+    child.start_kill().expect("SIGKILL");
+    child.wait().await.expect("reap the child");
+
+    // The lease is as the dead worker last renewed it; once it passes, a rescue frees the job.
+    let info = t.store.get(id).await.unwrap().unwrap();
+    let State::Running { lease } = info.state else {
+        panic!(
+            "the job should still be held by the dead worker: {:?}",
+            info.state
+        );
+    };
+    assert_eq!(lease.token.0, child_token);
+    t.clock.set(lease.deadline - 1);
+    assert_eq!(t.store.rescue("crash").await.unwrap(), 0);
+    t.clock.set(lease.deadline);
+    assert_eq!(t.store.rescue("crash").await.unwrap(), 1);
+    let job = t
+        .store
+        .claim("crash", 10, Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert_eq!(job.len(), 1);
+    assert_eq!(job[0].attempt, 2);
+    t.store.complete(job[0].claim).await.unwrap();
+    // Had the dead worker come back, its completion would be refused.
+    let stale = fairq_worker::Claim {
+        id,
+        token: lease.token,
+    };
+    assert!(t.store.complete(stale).await.unwrap_err().is_stale_lease());
+    let stats = t.store.stats().await.unwrap();
+    assert_eq!(stats[0].counts.succeeded, 1);
+    assert_eq!(stats[0].retries.ok, 1);
+    assert_eq!(stats[0].retries.failures, 1, "the lost attempt counts once");
+    t.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terminated_connections_lose_nothing() {
+    let Some(admin) = common::admin().await else {
+        return;
+    };
+    const N: usize = 1_500;
+    let schema = common::unique_schema("term");
+    let app = format!("fq_{}", &schema[4..]);
+    let base = common::url();
+    let sep = if base.contains('?') { '&' } else { '?' };
+    let url = format!("{base}{sep}application_name={app}");
+    // Real time here: lost claims must come back by lease expiry.
+    let store = PgBackend::connect(
+        &url,
+        PgOptions::default()
+            .schema(&schema)
+            .pool_size(4)
+            .migrate(true),
+    )
+    .await
+    .unwrap();
+    let ids = store
+        .enqueue_many(
+            (0..N)
+                .map(|i| NewJob::new("q", "work", vec![]).key(format!("t{}", i % 20)))
+                .collect(),
+        )
+        .await
+        .unwrap();
+    let runs: Arc<Mutex<HashMap<JobId, u32>>> = Arc::default();
+    let (progress_tx, mut progress) = tokio::sync::watch::channel(0usize);
+    let progress_tx = Arc::new(progress_tx);
+    let handler_runs = runs.clone();
+    let worker = Worker::builder(store.clone())
+        .queue(
+            "q",
+            QueueConfig::default()
+                .concurrency(8)
+                .lease(Duration::from_secs(1))
+                .rescue_interval(Duration::from_millis(300))
+                .poll_interval(Duration::from_millis(100)),
+        )
+        .error_backoff(Duration::from_millis(10), Duration::from_millis(200))
+        .handle("work", move |job: Job| {
+            let runs = handler_runs.clone();
+            let progress_tx = progress_tx.clone();
+            async move {
+                let distinct = {
+                    let mut runs = runs.lock().unwrap();
+                    *runs.entry(job.claim.id).or_insert(0) += 1;
+                    runs.len()
+                };
+                progress_tx.send_replace(distinct);
+                Ok::<_, String>(())
+            }
+        })
+        .build()
+        .unwrap()
+        .start()
+        .unwrap();
+
+    // Three times during the run, the server kills every connection of the store.
+    let mut terminated = 0;
+    for step in 1..=3 {
+        tokio::time::timeout(
+            Duration::from_secs(60),
+            progress.wait_for(|n| *n >= step * N / 4),
+        )
+        .await
+        .expect("progress")
+        .unwrap();
+        let rows = admin
+            .query(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
+                &[&app],
+            )
+            .await
+            .unwrap();
+        terminated += rows.len();
+    }
+    assert!(
+        terminated >= 3,
+        "connections were terminated ({terminated})"
+    );
+
+    // Everything finishes: lost replies come back through lease expiry and rescue.
+    let finished = tokio::time::timeout(Duration::from_secs(120), async {
+        loop {
+            if let Ok(stats) = store.stats().await {
+                if stats
+                    .first()
+                    .is_some_and(|s| s.counts.succeeded == N as u64)
+                {
+                    return stats;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("every job succeeded");
+    assert_eq!(finished[0].counts.pending(), 0);
+    worker.shutdown(Duration::from_secs(10)).await;
+    {
+        let runs = runs.lock().unwrap();
+        assert!(
+            ids.iter().all(|id| runs.contains_key(id)),
+            "a job never ran"
+        );
+    }
+    drop(store);
+    common::drop_schema(&admin, &schema).await;
+}

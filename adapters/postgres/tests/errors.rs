@@ -1,0 +1,211 @@
+//! Clear errors: a bad URL, a dead server, a missing schema, a schema from the future; and
+//! `migrate` run by many processes at once.
+
+mod common;
+
+use std::time::Duration;
+
+use fairq_postgres::{PgBackend, PgError, PgOptions, SCHEMA_VERSION};
+use fairq_worker::{Backend, BackendError, NewJob};
+
+#[tokio::test]
+async fn a_bad_url_is_reported_as_such() {
+    for url in [
+        "postgres://user@host:notaport/db",
+        "postgres://[::1/db",
+        "host=a port=x",
+    ] {
+        let err = PgBackend::connect(url, PgOptions::default())
+            .await
+            .unwrap_err();
+        assert!(matches!(err, PgError::BadUrl(_)), "{url}: {err}");
+        assert!(err
+            .to_string()
+            .contains("invalid PostgreSQL connection string"));
+    }
+    let err = PgBackend::connect(
+        "postgres://postgres@127.0.0.1/test",
+        PgOptions::default().schema("bad-name"),
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(err, PgError::BadSchemaName(_)), "{err}");
+}
+
+#[tokio::test]
+async fn a_dead_server_is_unavailable_and_transient() {
+    // Nothing listens on port 1.
+    let url = "postgres://postgres@127.0.0.1:1/test";
+    let err = PgBackend::connect(
+        url,
+        PgOptions::default().connect_timeout(Duration::from_secs(2)),
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(err, PgError::Unavailable(_)), "{err}");
+    assert!(err.to_string().contains("unavailable"));
+    let as_backend: BackendError = err.into();
+    assert!(as_backend.is_transient());
+
+    // A store built on a pool keeps failing the same way, call after call.
+    let config: tokio_postgres::Config = url.parse().unwrap();
+    let pool = deadpool_postgres::Pool::builder(deadpool_postgres::Manager::new(
+        config,
+        tokio_postgres::NoTls,
+    ))
+    .runtime(deadpool_postgres::Runtime::Tokio1)
+    .create_timeout(Some(Duration::from_secs(2)))
+    .build()
+    .unwrap();
+    let store = PgBackend::from_pool(pool, PgOptions::default()).unwrap();
+    for _ in 0..2 {
+        let err = store
+            .enqueue(NewJob::new("q", "k", vec![]))
+            .await
+            .unwrap_err();
+        assert!(err.is_transient(), "{err}");
+        let err = store
+            .claim("q", 1, Duration::from_secs(1))
+            .await
+            .unwrap_err();
+        assert!(err.is_transient(), "{err}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_schema_says_to_migrate() {
+    let Some(admin) = common::admin().await else {
+        return;
+    };
+    let schema = common::unique_schema("missing");
+    let err = PgBackend::connect(&common::url(), PgOptions::default().schema(&schema))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, PgError::SchemaMissing { .. }), "{err}");
+    assert!(err.to_string().contains("run migrate()"), "{err}");
+
+    // A store whose schema disappears under it says the same on every call.
+    let store = PgBackend::connect(
+        &common::url(),
+        PgOptions::default().schema(&schema).migrate(true),
+    )
+    .await
+    .unwrap();
+    common::drop_schema(&admin, &schema).await;
+    let err = store
+        .enqueue(NewJob::new("q", "k", vec![]))
+        .await
+        .unwrap_err();
+    assert!(!err.is_transient());
+    assert!(err.to_string().contains("run migrate()"), "{err}");
+    let err = store
+        .claim("q", 1, Duration::from_secs(1))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("run migrate()"), "{err}");
+    assert!(store
+        .stats()
+        .await
+        .unwrap_err()
+        .to_string()
+        .contains("run migrate()"));
+    // Migrating brings it back.
+    assert_eq!(store.migrate().await.unwrap(), 1);
+    store.enqueue(NewJob::new("q", "k", vec![])).await.unwrap();
+    common::drop_schema(&admin, &schema).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn migrate_is_idempotent_and_safe_to_run_concurrently() {
+    let Some(admin) = common::admin().await else {
+        return;
+    };
+    let schema = common::unique_schema("migrate");
+    let mut runs = Vec::new();
+    for _ in 0..4 {
+        let schema = schema.clone();
+        runs.push(tokio::spawn(async move {
+            let store = PgBackend::from_pool(
+                deadpool_postgres::Pool::builder(deadpool_postgres::Manager::new(
+                    common::url().parse().unwrap(),
+                    tokio_postgres::NoTls,
+                ))
+                .build()
+                .unwrap(),
+                PgOptions::default().schema(&schema),
+            )
+            .unwrap();
+            store.migrate().await.unwrap()
+        }));
+    }
+    let mut applied = 0;
+    for run in runs {
+        applied += run.await.unwrap();
+    }
+    assert_eq!(
+        applied, SCHEMA_VERSION as usize,
+        "exactly one run applied each migration"
+    );
+    let version: i32 = admin
+        .query_one(
+            &format!("SELECT max(version) FROM \"{schema}\".schema_version"),
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(version, SCHEMA_VERSION);
+
+    // A schema from a newer release is refused rather than misused.
+    admin
+        .batch_execute(&format!(
+            "INSERT INTO \"{schema}\".schema_version (version) VALUES (99)"
+        ))
+        .await
+        .unwrap();
+    let err = PgBackend::connect(&common::url(), PgOptions::default().schema(&schema))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, PgError::SchemaTooNew { found: 99, .. }),
+        "{err}"
+    );
+    common::drop_schema(&admin, &schema).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shipped_sql_file_creates_a_working_schema() {
+    let sql = include_str!("../sql/v1.sql");
+    assert_eq!(sql, fairq_postgres::MIGRATIONS[0].1);
+    let Some(mut admin) = common::admin().await else {
+        return;
+    };
+    let taken: bool = admin
+        .query_one("SELECT to_regnamespace('fairq') IS NOT NULL", &[])
+        .await
+        .unwrap()
+        .get(0);
+    if taken {
+        eprintln!("skipping: a schema named fairq already exists on the test server");
+        return;
+    }
+    // What a user's own migration tool would run: the file as shipped, in a transaction that
+    // is rolled back so the shared server is left as it was.
+    let tx = admin.transaction().await.unwrap();
+    tx.batch_execute(sql).await.unwrap();
+    let producer = fairq_postgres::Producer::default();
+    let id = producer
+        .enqueue(&tx, NewJob::new("q", "k", vec![1]).key("a"))
+        .await
+        .unwrap();
+    let round: Option<i64> = tx
+        .query_one(
+            "SELECT round FROM fairq.jobs WHERE id = $1",
+            &[&(id.0 as i64)],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(round, Some(1), "a ready job gets the first round");
+    tx.rollback().await.unwrap();
+}
