@@ -50,7 +50,7 @@ struct ItemState {
 
 /// When the span of uncommitted items exceeds twice their number by this much, live records
 /// of the oldest items are rewritten so that the oldest items can be committed.
-const RELOCATE_SLACK: u64 = 1024;
+const RELOCATE_SLACK: u64 = 64;
 
 /// The live-record accounting of the journal items of one store.
 #[derive(Debug, Default)]

@@ -1,0 +1,149 @@
+//! Opening a store reports unusable folders, held locks and damaged files as typed errors.
+
+mod common;
+
+use std::io::{Read, Seek, SeekFrom, Write};
+
+use common::{START, open, runtime, segments};
+use fairq_file::{FileBackend, FileError, FileOptions};
+use fairq_journal::{JournalConfig, JournaledQueue};
+use fairq_worker::{Backend, ManualClock, NewJob};
+
+#[test]
+fn a_file_is_not_a_store_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("plain");
+    std::fs::write(&file, b"x").unwrap();
+    let err = FileBackend::open(&file, FileOptions::default()).unwrap_err();
+    assert!(matches!(err, FileError::NotAFolder { .. }), "{err:?}");
+    assert!(err.to_string().contains("is not a folder"));
+    let err = FileBackend::open(file.join("below"), FileOptions::default()).unwrap_err();
+    assert!(matches!(err, FileError::Io { .. }), "{err:?}");
+    assert!(err.to_string().contains("cannot use"), "{err}");
+}
+
+#[test]
+fn a_missing_folder_is_created() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("a").join("b");
+    let store = FileBackend::open(&path, FileOptions::default()).unwrap();
+    assert!(path.is_dir());
+    store.close().unwrap();
+}
+
+#[test]
+fn one_open_store_per_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileBackend::open(dir.path(), FileOptions::default()).unwrap();
+    let err = FileBackend::open(dir.path(), FileOptions::default()).unwrap_err();
+    assert!(matches!(err, FileError::Locked { .. }), "{err:?}");
+    assert!(err.to_string().contains("in use"));
+    // Closing releases the folder even while clones of the handle live on.
+    let clone = store.clone();
+    store.close().unwrap();
+    let again = FileBackend::open(dir.path(), FileOptions::default()).unwrap();
+    runtime().block_on(async {
+        let err = clone
+            .enqueue(NewJob::new("q", "k", vec![]))
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("closed"), "{err}");
+    });
+    drop(again);
+}
+
+/// A store with three jobs, closed; returns the path of its only segment.
+fn store_with_jobs(dir: &std::path::Path) -> std::path::PathBuf {
+    let clock = ManualClock::new(START);
+    runtime().block_on(async {
+        let store = open(dir, &clock);
+        for i in 0..3 {
+            store
+                .enqueue(NewJob::new("q", "k", vec![i; 100]))
+                .await
+                .unwrap();
+        }
+        store.close().unwrap();
+    });
+    let segs = segments(dir);
+    assert_eq!(segs.len(), 1);
+    dir.join(&segs[0])
+}
+
+#[test]
+fn damage_inside_the_journal_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let segment = store_with_jobs(dir.path());
+    // Flip a payload byte of the first record; valid records follow it.
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&segment)
+        .unwrap();
+    let offset = 28 + 36 + 40;
+    file.seek(SeekFrom::Start(offset)).unwrap();
+    let mut byte = [0u8];
+    file.read_exact(&mut byte).unwrap();
+    file.seek(SeekFrom::Start(offset)).unwrap();
+    file.write_all(&[byte[0] ^ 0x40]).unwrap();
+    drop(file);
+    let err = FileBackend::open(dir.path(), FileOptions::default()).unwrap_err();
+    assert!(matches!(err, FileError::CorruptJournal { .. }), "{err:?}");
+    assert!(err.is_corrupt());
+    assert!(err.to_string().contains("corrupt journal file"), "{err}");
+    // The failed open let go of the folder: the same error again, not "locked".
+    let err = FileBackend::open(dir.path(), FileOptions::default()).unwrap_err();
+    assert!(matches!(err, FileError::CorruptJournal { .. }), "{err:?}");
+}
+
+#[test]
+fn a_torn_tail_loses_only_the_unacknowledged_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let segment = store_with_jobs(dir.path());
+    // Half of a last record, as a crash in the middle of an append leaves it.
+    let len = std::fs::metadata(&segment).unwrap().len();
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&segment)
+        .unwrap();
+    file.set_len(len - 50).unwrap();
+    drop(file);
+    let store = FileBackend::open(dir.path(), FileOptions::default()).unwrap();
+    assert_eq!(store.counts("q").scheduled, 2);
+}
+
+fn journal_with(dir: &std::path::Path, payload: &[u8]) {
+    let journal = JournaledQueue::open(dir, "jobs", JournalConfig::default()).unwrap();
+    journal.put(payload).unwrap();
+    journal.close().unwrap();
+}
+
+#[test]
+fn a_record_that_is_not_a_store_record_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    journal_with(dir.path(), b"\x01\x05\x07garbage that is no entry");
+    let err = FileBackend::open(dir.path(), FileOptions::default()).unwrap_err();
+    assert!(
+        matches!(err, FileError::CorruptRecord { item: 1, .. }),
+        "{err:?}"
+    );
+    assert!(err.is_corrupt());
+}
+
+#[test]
+fn a_newer_format_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    journal_with(dir.path(), b"\x07\x00");
+    let err = FileBackend::open(dir.path(), FileOptions::default()).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            FileError::UnsupportedVersion {
+                found: 7,
+                supported: 1,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+}

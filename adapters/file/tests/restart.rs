@@ -1,0 +1,343 @@
+//! State, fairness order, counters and operator calls survive closing and reopening a store.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{LEASE, START, all_jobs, open, runtime, segments, stats};
+use fairq_core::job::State;
+use fairq_core::retry::RetryPolicy;
+use fairq_worker::{
+    Backend, Failure, JobId, JobStatus, ListFilter, ManualClock, MemoryBackend, NewJob, OnConflict,
+    Purge, RetryTarget,
+};
+
+fn job(queue: &str) -> NewJob {
+    NewJob::new(queue, "kind", b"{}".to_vec()).retry(
+        RetryPolicy::new(2)
+            .with_backoff(fairq_core::retry::Backoff::Fixed(Duration::from_secs(10))),
+    )
+}
+
+#[test]
+fn every_state_and_the_counters_survive_a_reopen() {
+    runtime().block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = ManualClock::new(START);
+        let store = open(dir.path(), &clock);
+        let done = store.enqueue(job("q").key("a")).await.unwrap();
+        let failing = store.enqueue(job("q").key("b")).await.unwrap();
+        let doomed = store
+            .enqueue(job("q").key("c").retry(RetryPolicy::new(0)))
+            .await
+            .unwrap();
+        let _waiting = store
+            .enqueue(job("q").key("d").meta("trace", "t-1"))
+            .await
+            .unwrap();
+        let _delayed = store
+            .enqueue(job("q").delay(Duration::from_secs(300)))
+            .await
+            .unwrap();
+        let _blocked = store.enqueue(job("q").after(failing)).await.unwrap();
+        let _unique = store
+            .enqueue(job("other").unique("u-1", OnConflict::Error))
+            .await
+            .unwrap();
+        let jobs = store.claim("q", 3, LEASE).await.unwrap();
+        let ids: Vec<JobId> = jobs.iter().map(|j| j.claim.id).collect();
+        assert_eq!(ids, vec![done, failing, doomed]);
+        clock.advance(Duration::from_millis(40));
+        store.complete(jobs[0].claim).await.unwrap();
+        clock.advance(Duration::from_millis(60));
+        store
+            .fail(jobs[1].claim, Failure::retryable("smtp down"))
+            .await
+            .unwrap();
+        store
+            .fail(jobs[2].claim, Failure::retryable("bad"))
+            .await
+            .unwrap();
+        let before_jobs = all_jobs(&store).await;
+        let before_stats = stats(&store).await;
+        assert_eq!(before_stats[1].processing_ms.count, 3);
+        store.close().unwrap();
+
+        let store = open(dir.path(), &clock);
+        assert_eq!(all_jobs(&store).await, before_jobs);
+        assert_eq!(stats(&store).await, before_stats);
+        // Unique keys and dependencies hold again.
+        assert!(
+            store
+                .enqueue(job("other").unique("u-1", OnConflict::Error))
+                .await
+                .is_err()
+        );
+        // The retrying job comes back after its backoff, then releases its dependent.
+        clock.advance(Duration::from_secs(10));
+        let again = store.claim("q", 10, LEASE).await.unwrap();
+        let again_ids: Vec<JobId> = again.iter().map(|j| j.claim.id).collect();
+        assert!(again_ids.contains(&failing), "{again_ids:?}");
+        let retry = again.iter().find(|j| j.claim.id == failing).unwrap();
+        assert_eq!(retry.attempt, 2);
+        store.complete(retry.claim).await.unwrap();
+        let dependents = store.claim("q", 10, LEASE).await.unwrap();
+        assert_eq!(dependents.len(), 1);
+        assert_eq!(dependents[0].claim.id, _blocked);
+        // New ids continue above the old ones.
+        let fresh = store.enqueue(job("q")).await.unwrap();
+        assert!(fresh > _unique);
+    });
+}
+
+/// The id of the only job with key `light`.
+async fn remaining_light<B: Backend>(store: &B) -> JobId {
+    all_jobs(store)
+        .await
+        .into_iter()
+        .find(|j| j.key.as_deref() == Some("light"))
+        .unwrap()
+        .id
+}
+
+/// Claims every job of `queue` one at a time and returns their ids.
+async fn drain<B: Backend>(store: &B, queue: &str) -> Vec<JobId> {
+    let mut order = Vec::new();
+    loop {
+        let jobs = store.claim(queue, 1, LEASE).await.unwrap();
+        let Some(job) = jobs.into_iter().next() else {
+            return order;
+        };
+        store.complete(job.claim).await.unwrap();
+        order.push(job.claim.id);
+    }
+}
+
+#[test]
+fn fair_order_survives_a_reopen() {
+    runtime().block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = ManualClock::new(START);
+        let reference = MemoryBackend::with_clock(clock.clone());
+        let store = open(dir.path(), &clock);
+        let mut batch: Vec<NewJob> = (0..40).map(|_| job("f").key("heavy")).collect();
+        batch.extend((0..4).map(|_| job("f").key("medium")));
+        batch.push(job("f").key("light"));
+        batch.extend((0..10).map(|_| job("f").key("heavy")));
+        batch.push(job("f"));
+        reference.enqueue_many(batch.clone()).await.unwrap();
+        store.enqueue_many(batch).await.unwrap();
+        store.close().unwrap();
+
+        // Nothing was claimed before the restart: the order is exactly the reference's.
+        let store = open(dir.path(), &clock);
+        let expected = drain(&reference, "f").await;
+        let first: Vec<JobId> = {
+            let mut order = Vec::new();
+            for _ in 0..7 {
+                let job = store.claim("f", 1, LEASE).await.unwrap().remove(0);
+                store.complete(job.claim).await.unwrap();
+                order.push(job.claim.id);
+            }
+            order
+        };
+        assert_eq!(first, expected[..7]);
+        store.close().unwrap();
+
+        // Mid-round, a reopen starts a fresh round over the same per-key queues: the same order
+        // as a reference store holding the remaining jobs in their enqueue order.
+        let store = open(dir.path(), &clock);
+        let remaining = all_jobs(&store).await;
+        let fresh = MemoryBackend::with_clock(clock.clone());
+        let mut map = std::collections::HashMap::new();
+        for info in remaining
+            .iter()
+            .filter(|j| j.status() == JobStatus::Scheduled)
+        {
+            let mut new = job("f");
+            new.key = info.key.clone();
+            let id = fresh.enqueue(new).await.unwrap();
+            map.insert(id, info.id);
+        }
+        let expected_rest: Vec<JobId> = drain(&fresh, "f").await.iter().map(|id| map[id]).collect();
+        let rest = drain(&store, "f").await;
+        assert_eq!(rest, expected_rest);
+        // Every job ran once, and the light key's job came within 2(K-1) claims of the start.
+        let mut all: Vec<JobId> = first.iter().chain(&rest).copied().collect();
+        assert_eq!(all.len(), expected.len());
+        let light = remaining_light(&reference).await;
+        let light_at = all.iter().position(|id| *id == light).unwrap();
+        assert!(light_at <= 2 * (4 - 1), "light job claimed at {light_at}");
+        all.sort();
+        all.dedup();
+        assert_eq!(all.len(), expected.len());
+    });
+}
+
+#[test]
+fn running_jobs_are_rescued_when_the_store_is_reopened() {
+    runtime().block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = ManualClock::new(START);
+        let store = open(dir.path(), &clock);
+        let id = store
+            .enqueue(job("r").retry(RetryPolicy::new(3)))
+            .await
+            .unwrap();
+        let held = store
+            .claim("r", 1, Duration::from_secs(3600))
+            .await
+            .unwrap()
+            .remove(0);
+        store.close().unwrap();
+
+        let store = open(dir.path(), &clock);
+        let info = store.get(id).await.unwrap().unwrap();
+        assert_eq!(info.status(), JobStatus::Retrying);
+        assert_eq!(info.attempts, 1);
+        assert!(
+            info.last_error
+                .as_deref()
+                .unwrap()
+                .contains("lease expired")
+        );
+        // The old lease is fenced off; the job runs again under a new token.
+        assert!(
+            store
+                .complete(held.claim)
+                .await
+                .unwrap_err()
+                .is_stale_lease()
+        );
+        let again = store.claim("r", 1, LEASE).await.unwrap().remove(0);
+        assert_eq!(again.attempt, 2);
+        assert_ne!(again.claim.token, held.claim.token);
+        store.complete(again.claim).await.unwrap();
+        assert_eq!(stats(&store).await[0].retries.failures, 1);
+        store.close().unwrap();
+        let store = open(dir.path(), &clock);
+        assert_eq!(
+            store.get(id).await.unwrap().unwrap().status(),
+            JobStatus::Succeeded
+        );
+    });
+}
+
+#[test]
+fn operator_calls_survive_a_reopen() {
+    runtime().block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = ManualClock::new(START);
+        let store = open(dir.path(), &clock);
+        let ids = store
+            .enqueue_many(
+                (0..6)
+                    .map(|i| job("o").key(format!("k{i}")).retry(RetryPolicy::new(0)))
+                    .collect(),
+            )
+            .await
+            .unwrap();
+        let jobs = store.claim("o", 4, LEASE).await.unwrap();
+        store.complete(jobs[0].claim).await.unwrap();
+        store.complete(jobs[1].claim).await.unwrap();
+        store
+            .fail(jobs[2].claim, Failure::permanent("x"))
+            .await
+            .unwrap();
+        store
+            .fail(jobs[3].claim, Failure::permanent("y"))
+            .await
+            .unwrap();
+        assert_eq!(
+            store
+                .retry(RetryTarget::One(jobs[2].claim.id))
+                .await
+                .unwrap(),
+            1
+        );
+        clock.advance(Duration::from_secs(120));
+        assert_eq!(store.prune(Duration::from_secs(60)).await.unwrap(), 3);
+        let newest = ids[5];
+        assert_eq!(
+            store
+                .purge(Purge {
+                    queue: Some("o".into()),
+                    status: Some(JobStatus::Scheduled)
+                })
+                .await
+                .unwrap(),
+            3
+        );
+        let before = all_jobs(&store).await;
+        assert!(before.is_empty(), "{before:?}");
+        let before_stats = stats(&store).await;
+        store.close().unwrap();
+
+        let store = open(dir.path(), &clock);
+        assert!(all_jobs(&store).await.is_empty(), "deleted jobs came back");
+        assert_eq!(stats(&store).await, before_stats);
+        assert_eq!(before_stats[0].retries.dead, 2);
+        // The purged newest id is not handed out again.
+        assert!(store.enqueue(job("o")).await.unwrap() > newest);
+        assert_eq!(
+            store
+                .list(ListFilter::default().status(JobStatus::Dead))
+                .await
+                .unwrap()
+                .len(),
+            0
+        );
+    });
+}
+
+#[test]
+fn space_is_reclaimed_even_behind_a_long_lived_job() {
+    runtime().block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = ManualClock::new(START);
+        let options = fairq_file::FileOptions::default()
+            .clock(clock.clone())
+            .segment_size(64 << 10);
+        let store = fairq_file::FileBackend::open(dir.path(), options.clone()).unwrap();
+        // Scheduled far ahead: its record sits in the first segment for the whole test.
+        let late = store
+            .enqueue(job("s").delay(Duration::from_secs(86_400)))
+            .await
+            .unwrap();
+        let payload = vec![7u8; 2048];
+        for _round in 0..150 {
+            let batch: Vec<NewJob> = (0..8)
+                .map(|i| NewJob::new("s", "kind", payload.clone()).key(format!("k{i}")))
+                .collect();
+            store.enqueue_many(batch).await.unwrap();
+            let jobs = store.claim("s", 8, LEASE).await.unwrap();
+            let done = futures_complete(&store, jobs).await;
+            assert_eq!(done, 8);
+            store.prune(Duration::ZERO).await.unwrap();
+        }
+        store.close().unwrap();
+        // About 150 rounds x 8 jobs x 3 records x 2 KiB went through: ~7 MiB, 110+ segments.
+        let left = segments(dir.path());
+        assert!(left.len() <= 8, "{} segments left: {left:?}", left.len());
+
+        let store = fairq_file::FileBackend::open(dir.path(), options).unwrap();
+        let jobs = all_jobs(&store).await;
+        assert_eq!(jobs.len(), 1);
+        assert_eq!(jobs[0].id, late);
+        assert!(matches!(jobs[0].state, State::Scheduled { .. }));
+    });
+}
+
+async fn futures_complete(store: &fairq_file::FileBackend, jobs: Vec<fairq_worker::Job>) -> usize {
+    let mut tasks = Vec::new();
+    for job in jobs {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move { store.complete(job.claim).await }));
+    }
+    let mut ok = 0;
+    for task in tasks {
+        task.await.unwrap().unwrap();
+        ok += 1;
+    }
+    ok
+}
