@@ -206,8 +206,10 @@ fn encode_changes(st: &mut State, changed: BTreeSet<JobId>) -> Result<Batch, pos
     for queue in queues {
         let retries = st.store.retry_stats(&queue).unwrap_or_default();
         let hist_changed = st.hist_dirty.remove(&queue);
+        // A queue is recorded when it first appears: queues outlive their jobs.
+        let first_seen = !st.totals.contains_key(&queue);
         let totals = st.totals.entry(queue.clone()).or_default();
-        if hist_changed || totals.retries != retries {
+        if first_seen || hist_changed || totals.retries != retries {
             totals.retries = retries;
             batch.queue(&queue, totals)?;
         }
