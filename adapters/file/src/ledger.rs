@@ -42,6 +42,8 @@ pub(crate) enum Touch {
 struct ItemState {
     /// Reasons to keep the item.
     refs: u32,
+    /// Latest records of jobs or queues it holds (part of `refs`).
+    live: u32,
     /// Delivered to the reader as an open read (only open reads can be committed).
     read: bool,
     /// Entities whose record the item held when written (some may have moved on).
@@ -63,6 +65,8 @@ pub(crate) struct Ledger {
     newest: Option<u64>,
     /// Items with no reason left and already read: ready to commit.
     ready: BTreeSet<u64>,
+    /// Items holding at least one latest record.
+    live_items: u64,
 }
 
 impl Ledger {
@@ -90,7 +94,7 @@ impl Ledger {
                 Touch::Deleted(id) => {
                     let old = self.latest.remove(&Entity::Job(*id));
                     if let Some(old) = old {
-                        self.release(old);
+                        self.drop_member(old);
                     }
                     let wait_for = if old == Some(item) {
                         before.get(id).copied().flatten()
@@ -114,13 +118,28 @@ impl Ledger {
             return None;
         }
         if let Some(old) = old {
-            self.release(old);
+            self.drop_member(old);
         }
         self.acquire(item);
         if let Some(state) = self.items.get_mut(&item) {
+            state.live += 1;
+            if state.live == 1 {
+                self.live_items += 1;
+            }
             state.members.push(entity);
         }
         Some(old)
+    }
+
+    /// `item` no longer holds the latest record of one of its members.
+    fn drop_member(&mut self, item: u64) {
+        if let Some(state) = self.items.get_mut(&item) {
+            state.live = state.live.saturating_sub(1);
+            if state.live == 0 {
+                self.live_items = self.live_items.saturating_sub(1);
+            }
+        }
+        self.release(item);
     }
 
     fn acquire(&mut self, item: u64) {
@@ -175,21 +194,25 @@ impl Ledger {
     }
 
     /// Live entities whose records should be written again so that the oldest items can be
-    /// committed, when committed-but-unreclaimable items outnumber the live ones (at most
-    /// about `budget`); empty when there is nothing worth moving.
+    /// committed, when the items the journal must keep (from the oldest uncommitted one on)
+    /// are mostly not holding any latest record (at most about `budget`); empty when there is
+    /// nothing worth moving. Items kept only for tombstones do not count as live: they go as
+    /// soon as the oldest live items are moved out of the way.
     pub(crate) fn relocation(&self, budget: usize) -> Vec<Entity> {
         let (Some(&oldest), Some(newest)) = (self.items.keys().next(), self.newest) else {
             return Vec::new();
         };
         let span = newest.saturating_sub(oldest) + 1;
-        let pending = self.items.len() as u64;
-        if span <= 2 * pending + RELOCATE_SLACK {
+        if span <= 2 * self.live_items + RELOCATE_SLACK {
             return Vec::new();
         }
         let mut out = Vec::new();
         for (&item, state) in &self.items {
             if item == newest || out.len() >= budget {
                 break;
+            }
+            if state.live == 0 {
+                continue;
             }
             out.extend(
                 state
@@ -396,6 +419,29 @@ mod tests {
             pos(1) < pos(3),
             "tombstone committed before the record it hides: {committed:?}"
         );
+    }
+
+    #[test]
+    fn items_kept_for_tombstones_do_not_hold_off_relocation() {
+        let mut ledger = Ledger::default();
+        ledger.written(1, &[Touch::Job(JobId(1))]);
+        ledger.read(1);
+        let mut item = 2;
+        for job in 2..400 {
+            ledger.written(item, &[Touch::Job(JobId(job))]);
+            ledger.read(item);
+            ledger.written(item + 1, &[Touch::Deleted(JobId(job))]);
+            ledger.read(item + 1);
+            ledger.take_committable();
+            item += 2;
+        }
+        // Every tombstone waits behind item 1; moving job 1 lets them all go.
+        assert!(ledger.pending() > 300);
+        assert_eq!(ledger.relocation(10), vec![Entity::Job(JobId(1))]);
+        ledger.written(item, &[Touch::Job(JobId(1))]);
+        ledger.read(item);
+        ledger.take_committable();
+        assert!(ledger.pending() <= 2, "{} items left", ledger.pending());
     }
 
     #[test]

@@ -116,3 +116,8 @@ pub use options::{FileOptions, SyncMode};
 /// assert_eq!(fairq_file::DEFAULT_FOLDER, "./fairq-data");
 /// ```
 pub const DEFAULT_FOLDER: &str = "./fairq-data";
+
+/// The README's example, compiled as a doctest.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
