@@ -1,0 +1,793 @@
+//! Operator commands: enqueue, stats, list, retry, purge, prune. Each works on any
+//! [`Backend`], so it is tested on the in-memory store and runs unchanged on the others.
+
+use std::io::Read;
+
+use fairq_core::job::{Millis, State as LifeState};
+use fairq_core::retry::RetryPolicy;
+use fairq_worker::{
+    Backend, JobId, JobInfo, JobStatus, ListFilter, NewJob, OnConflict, Purge, QueueStats,
+    RetryTarget,
+};
+use serde::Serialize;
+
+use crate::args::{EnqueueArgs, ListArgs, PruneArgs, PurgeArgs, RetryArgs, StatsArgs};
+use crate::error::CliError;
+use crate::output::{self, Output};
+
+/// Builds the job `fairq enqueue` adds; `stdin` is read when the payload is `-`.
+///
+/// ```
+/// use clap::Parser;
+/// let cli = fairq_cli::Cli::try_parse_from([
+///     "fairq", "enqueue", "-q", "mail", "-k", "welcome", "--key", "t1",
+///     "--payload", r#"{"to":"a@example.com"}"#, "--retries", "3",
+/// ]).unwrap();
+/// let fairq_cli::Command::Enqueue(args) = cli.command else { unreachable!() };
+/// let job = fairq_cli::admin::build_job(&args, std::io::empty()).unwrap();
+/// assert_eq!(job.key.as_deref(), Some("t1"));
+/// assert_eq!(job.payload, br#"{"to":"a@example.com"}"#);
+/// assert_eq!(job.retry.unwrap().max_retries(), Some(3));
+/// ```
+pub fn build_job(args: &EnqueueArgs, mut stdin: impl Read) -> Result<NewJob, CliError> {
+    let text = if args.payload == "-" {
+        let mut text = String::new();
+        stdin
+            .read_to_string(&mut text)
+            .map_err(|e| CliError::io("reading the payload from stdin", e))?;
+        text
+    } else {
+        args.payload.clone()
+    };
+    let value: serde_json::Value = serde_json::from_str(&text).map_err(CliError::BadPayload)?;
+    // Re-encoding normalises whitespace; the handler sees compact JSON.
+    let mut job = NewJob::json(&args.queue, &args.kind, &value)
+        .map_err(|e| CliError::Usage(e.to_string()))?;
+    if args.queue.is_empty() || args.kind.is_empty() {
+        return Err(CliError::Usage(
+            "the queue and the kind must not be empty".into(),
+        ));
+    }
+    if let Some(key) = &args.key {
+        job = job.key(key);
+    }
+    if let Some(delay) = args.delay {
+        job = job.delay(delay);
+    }
+    if let Some(policy) = retry_policy(args.retries, &args.backoff) {
+        job = job.retry(policy);
+    }
+    if let Some(unique) = &args.unique {
+        let on_conflict = if args.if_absent {
+            OnConflict::Ignore
+        } else {
+            OnConflict::Error
+        };
+        job = job.unique(unique, on_conflict);
+    }
+    if let Some(after) = args.after {
+        job = job.after(JobId(after));
+    }
+    for (name, value) in &args.meta {
+        job = job.meta(name, value);
+    }
+    Ok(job)
+}
+
+/// The policy for `--retries` and `--backoff`, or `None` for the store's default.
+fn retry_policy(retries: Option<u32>, backoff: &[std::time::Duration]) -> Option<RetryPolicy> {
+    if retries.is_none() && backoff.is_empty() {
+        return None;
+    }
+    let default = RetryPolicy::default();
+    let max = retries.or(default.max_retries()).unwrap_or(24);
+    let policy = RetryPolicy::new(max);
+    Some(if backoff.is_empty() {
+        policy
+            .with_backoff(default.backoff().clone())
+            .with_jitter(default.jitter_permille())
+    } else {
+        policy.with_delays(backoff.iter().copied())
+    })
+}
+
+#[derive(Serialize)]
+struct Enqueued<'a> {
+    id: u64,
+    queue: &'a str,
+    kind: &'a str,
+    key: Option<&'a str>,
+}
+
+/// `fairq enqueue`.
+pub(crate) async fn enqueue<B: Backend>(
+    store: &B,
+    args: &EnqueueArgs,
+    out: &mut Output,
+) -> Result<(), CliError> {
+    let job = build_job(args, std::io::stdin().lock())?;
+    let id = store.enqueue(job).await?;
+    if out.is_json() {
+        out.json(&Enqueued {
+            id: id.0,
+            queue: &args.queue,
+            kind: &args.kind,
+            key: args.key.as_deref(),
+        })
+    } else {
+        out.line(format!(
+            "enqueued job {id} on queue {} (kind {}{})",
+            args.queue,
+            args.kind,
+            args.key
+                .as_deref()
+                .map(|k| format!(", key {k}"))
+                .unwrap_or_default()
+        ))
+    }
+}
+
+/// Fails with [`CliError::UnknownQueue`] unless `queue` has jobs in `store`.
+async fn check_queue<B: Backend>(store: &B, queue: &str) -> Result<(), CliError> {
+    let stats = store.stats().await?;
+    if stats.iter().any(|s| s.queue == queue) {
+        Ok(())
+    } else {
+        Err(CliError::UnknownQueue {
+            queue: queue.to_string(),
+            known: stats.into_iter().map(|s| s.queue).collect(),
+        })
+    }
+}
+
+#[derive(Serialize)]
+struct StatsRow<'a> {
+    #[serde(flatten)]
+    stats: &'a QueueStats,
+    pending: u64,
+    retry_percentage: f64,
+}
+
+/// `fairq stats`; ages are relative to `now` (ms since the Unix epoch).
+pub(crate) async fn stats<B: Backend>(
+    store: &B,
+    args: &StatsArgs,
+    now: Millis,
+    out: &mut Output,
+) -> Result<(), CliError> {
+    let mut all = store.stats().await?;
+    if let Some(queue) = &args.queue {
+        if !all.iter().any(|s| &s.queue == queue) {
+            return Err(CliError::UnknownQueue {
+                queue: queue.clone(),
+                known: all.into_iter().map(|s| s.queue).collect(),
+            });
+        }
+        all.retain(|s| &s.queue == queue);
+    }
+    all.sort_by(|a, b| a.queue.cmp(&b.queue));
+    if out.is_json() {
+        let rows: Vec<StatsRow<'_>> = all
+            .iter()
+            .map(|stats| StatsRow {
+                stats,
+                pending: stats.counts.pending(),
+                retry_percentage: stats.retries.retry_percentage(),
+            })
+            .collect();
+        return out.json(&rows);
+    }
+    if all.is_empty() {
+        return out.line("no jobs");
+    }
+    let mut table = output::table([
+        "queue",
+        "blocked",
+        "scheduled",
+        "running",
+        "retrying",
+        "succeeded",
+        "dead",
+        "retries",
+        "run p50",
+        "run p95",
+        "run p99",
+        "oldest error",
+    ]);
+    for s in &all {
+        let c = &s.counts;
+        let ms = |v: u64| {
+            if s.processing_ms.count == 0 {
+                "-".to_string()
+            } else {
+                output::short_duration(std::time::Duration::from_millis(v))
+            }
+        };
+        table.add_row(vec![
+            s.queue.clone(),
+            c.blocked.to_string(),
+            c.scheduled.to_string(),
+            c.running.to_string(),
+            c.retrying.to_string(),
+            c.succeeded.to_string(),
+            c.dead.to_string(),
+            format!("{:.1}%", s.retries.retry_percentage()),
+            ms(s.processing_ms.p50),
+            ms(s.processing_ms.p95),
+            ms(s.processing_ms.p99),
+            s.oldest_error_at
+                .map(|at| output::age(at, now))
+                .unwrap_or_else(|| "-".into()),
+        ]);
+    }
+    output::right_align(&mut table, &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+    out.table(&table)
+}
+
+/// A job as `fairq list --json` prints it.
+#[derive(Serialize)]
+struct JobRow {
+    id: u64,
+    queue: String,
+    kind: String,
+    key: Option<String>,
+    state: JobStatus,
+    attempts: u32,
+    enqueued_at: String,
+    /// When it becomes due (scheduled, retrying), its lease deadline (running), or when it
+    /// finished.
+    at: Option<String>,
+    dead_reason: Option<String>,
+    last_error: Option<String>,
+    unique_key: Option<String>,
+    depends_on: Option<u64>,
+    payload: serde_json::Value,
+    metadata: std::collections::BTreeMap<String, String>,
+}
+
+/// The time that matters for a job in its state.
+fn state_time(state: &LifeState) -> Option<u64> {
+    match state {
+        LifeState::Blocked => None,
+        LifeState::Scheduled { run_at } | LifeState::Retrying { run_at } => Some(*run_at),
+        LifeState::Running { lease } => Some(lease.deadline),
+        LifeState::Succeeded { at } | LifeState::Dead { at, .. } => Some(*at),
+    }
+}
+
+fn job_row(info: JobInfo) -> JobRow {
+    let payload = serde_json::from_slice(&info.payload).unwrap_or_else(|_| {
+        serde_json::Value::String(String::from_utf8_lossy(&info.payload).into_owned())
+    });
+    JobRow {
+        id: info.id.0,
+        state: info.status(),
+        at: state_time(&info.state).map(output::timestamp),
+        dead_reason: match &info.state {
+            LifeState::Dead { reason, .. } => Some(reason.to_string()),
+            _ => None,
+        },
+        queue: info.queue,
+        kind: info.kind,
+        key: info.key,
+        attempts: info.attempts,
+        enqueued_at: output::timestamp(info.enqueued_at),
+        last_error: info.last_error,
+        unique_key: info.unique_key,
+        depends_on: info.depends_on.map(|d| d.0),
+        payload,
+        metadata: info.metadata,
+    }
+}
+
+/// A short description of when, for the table.
+fn when(state: &LifeState, now: u64) -> String {
+    match state {
+        LifeState::Blocked => "waits for its dependency".into(),
+        LifeState::Scheduled { run_at } | LifeState::Retrying { run_at } => {
+            if *run_at <= now {
+                "due".into()
+            } else {
+                format!("due {}", output::age(*run_at, now))
+            }
+        }
+        LifeState::Running { lease } => format!("lease ends {}", output::age(lease.deadline, now)),
+        LifeState::Succeeded { at } => format!("finished {}", output::age(*at, now)),
+        LifeState::Dead { at, reason } => format!("died {} ({reason})", output::age(*at, now)),
+    }
+}
+
+/// Cuts `text` to at most `max` characters, marking the cut.
+fn clip(text: &str, max: usize) -> String {
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.chars().count() <= max {
+        flat
+    } else {
+        let cut: String = flat.chars().take(max.saturating_sub(1)).collect();
+        format!("{cut}…")
+    }
+}
+
+/// `fairq list`; ages are relative to `now` (ms since the Unix epoch).
+pub(crate) async fn list<B: Backend>(
+    store: &B,
+    args: &ListArgs,
+    now: Millis,
+    out: &mut Output,
+) -> Result<(), CliError> {
+    if let Some(queue) = &args.queue {
+        check_queue(store, queue).await?;
+    }
+    let filter = ListFilter {
+        queue: args.queue.clone(),
+        status: args.state.map(JobStatus::from),
+        after: args.after.map(JobId),
+        limit: args.limit,
+    };
+    let jobs = store.list(filter).await?;
+    if out.is_json() {
+        let rows: Vec<JobRow> = jobs.into_iter().map(job_row).collect();
+        return out.json(&rows);
+    }
+    if jobs.is_empty() {
+        return out.line("no jobs");
+    }
+    let mut table = output::table([
+        "id",
+        "queue",
+        "kind",
+        "key",
+        "state",
+        "attempts",
+        "enqueued",
+        "when",
+        "last error",
+    ]);
+    let shown = jobs.len();
+    let last = jobs.last().map(|j| j.id);
+    for job in &jobs {
+        table.add_row(vec![
+            job.id.to_string(),
+            job.queue.clone(),
+            job.kind.clone(),
+            job.key.clone().unwrap_or_else(|| "-".into()),
+            job.status().to_string(),
+            job.attempts.to_string(),
+            output::age(job.enqueued_at, now),
+            when(&job.state, now),
+            job.last_error
+                .as_deref()
+                .map(|e| clip(e, 60))
+                .unwrap_or_else(|| "-".into()),
+        ]);
+    }
+    output::right_align(&mut table, &[0, 5]);
+    out.table(&table)?;
+    if shown == args.limit {
+        if let Some(last) = last {
+            out.line(format!(
+                "showing the first {shown}; the next page: --after {last}"
+            ))?;
+        }
+    }
+    Ok(())
+}
+
+#[derive(Serialize)]
+struct Count<'a> {
+    action: &'a str,
+    count: u64,
+}
+
+fn report(out: &mut Output, action: &str, count: u64, sentence: String) -> Result<(), CliError> {
+    if out.is_json() {
+        out.json(&Count { action, count })
+    } else {
+        out.line(sentence)
+    }
+}
+
+fn jobs(n: u64) -> String {
+    if n == 1 {
+        "1 job".into()
+    } else {
+        format!("{n} jobs")
+    }
+}
+
+/// `fairq retry`.
+pub(crate) async fn retry<B: Backend>(
+    store: &B,
+    args: &RetryArgs,
+    out: &mut Output,
+) -> Result<(), CliError> {
+    let target = match (args.id, args.all) {
+        (Some(id), false) => {
+            let info = store
+                .get(JobId(id))
+                .await?
+                .ok_or(CliError::UnknownJob(id))?;
+            if info.status() != JobStatus::Dead {
+                return Err(CliError::Usage(format!(
+                    "job {id} is {}, not dead: only dead jobs can be retried",
+                    info.status()
+                )));
+            }
+            RetryTarget::One(JobId(id))
+        }
+        (None, true) => {
+            if let Some(queue) = &args.queue {
+                check_queue(store, queue).await?;
+            }
+            RetryTarget::AllDead {
+                queue: args.queue.clone(),
+            }
+        }
+        _ => return Err(CliError::Usage("give either a job id or --all".to_string())),
+    };
+    let n = store.retry(target).await?;
+    report(out, "retried", n, format!("revived {}", jobs(n)))
+}
+
+/// `fairq purge`.
+pub(crate) async fn purge<B: Backend>(
+    store: &B,
+    args: &PurgeArgs,
+    out: &mut Output,
+) -> Result<(), CliError> {
+    if !args.all && args.queue.is_none() && args.state.is_none() {
+        return Err(CliError::Usage(
+            "purge needs --queue, --state or both (or --all to delete every job that is not \
+             running)"
+                .to_string(),
+        ));
+    }
+    if let Some(queue) = &args.queue {
+        check_queue(store, queue).await?;
+    }
+    let n = store
+        .purge(Purge {
+            queue: args.queue.clone(),
+            status: args.state.map(JobStatus::from),
+        })
+        .await?;
+    report(out, "purged", n, format!("deleted {}", jobs(n)))
+}
+
+/// `fairq prune`.
+pub(crate) async fn prune<B: Backend>(
+    store: &B,
+    args: &PruneArgs,
+    out: &mut Output,
+) -> Result<(), CliError> {
+    let n = store.prune(args.older_than).await?;
+    report(
+        out,
+        "pruned",
+        n,
+        format!(
+            "deleted {} that finished more than {} ago",
+            jobs(n),
+            humantime::format_duration(args.older_than)
+        ),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use clap::Parser;
+    use fairq_worker::{Clock, Failure, ManualClock, MemoryBackend};
+
+    use super::*;
+    use crate::args::{Cli, Command};
+    use crate::output::Format;
+
+    fn parse(args: &[&str]) -> Command {
+        let mut all = vec!["fairq"];
+        all.extend_from_slice(args);
+        Cli::try_parse_from(all).unwrap().command
+    }
+
+    fn enqueue_args(args: &[&str]) -> EnqueueArgs {
+        let mut all = vec!["enqueue"];
+        all.extend_from_slice(args);
+        match parse(&all) {
+            Command::Enqueue(e) => e,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// A store with one dead job on "mail", one succeeded on "mail", one scheduled on "web".
+    async fn fixture() -> (MemoryBackend, ManualClock, JobId) {
+        let clock = ManualClock::new(1_000_000);
+        let store = MemoryBackend::with_clock(clock.clone());
+        let dead = store
+            .enqueue(NewJob::new("mail", "send", b"1".to_vec()).retry(RetryPolicy::new(0)))
+            .await
+            .unwrap();
+        store
+            .enqueue(NewJob::new("mail", "send", b"2".to_vec()))
+            .await
+            .unwrap();
+        store
+            .enqueue(NewJob::new("web", "hook", b"3".to_vec()).delay(Duration::from_secs(60)))
+            .await
+            .unwrap();
+        let claimed = store
+            .claim("mail", 2, Duration::from_secs(30))
+            .await
+            .unwrap();
+        assert_eq!(claimed.len(), 2);
+        for job in claimed {
+            if job.claim.id == dead {
+                store
+                    .fail(job.claim, Failure::retryable("smtp said no"))
+                    .await
+                    .unwrap();
+            } else {
+                store.complete(job.claim).await.unwrap();
+            }
+        }
+        (store, clock, dead)
+    }
+
+    #[test]
+    fn payloads_must_be_json() {
+        let err =
+            build_job(&enqueue_args(&["-k", "x", "-p", "{oops"]), std::io::empty()).unwrap_err();
+        assert!(err.to_string().starts_with("invalid JSON payload"), "{err}");
+        let job = build_job(
+            &enqueue_args(&["-k", "x", "-p", "-"]),
+            &b" {\"a\": [1, 2]} "[..],
+        )
+        .unwrap();
+        assert_eq!(job.payload, br#"{"a":[1,2]}"#);
+        let job = build_job(&enqueue_args(&["-k", "x"]), std::io::empty()).unwrap();
+        assert_eq!(job.payload, b"null");
+    }
+
+    #[test]
+    fn enqueue_flags_reach_the_job() {
+        let args = enqueue_args(&[
+            "-q",
+            "mail",
+            "-k",
+            "welcome",
+            "--key",
+            "t",
+            "--delay",
+            "30s",
+            "--unique",
+            "u",
+            "--if-absent",
+            "--after",
+            "4",
+            "--meta",
+            "trace=abc",
+            "--backoff",
+            "1s,5s",
+        ]);
+        let job = build_job(&args, std::io::empty()).unwrap();
+        assert_eq!(job.queue, "mail");
+        assert_eq!(job.kind, "welcome");
+        assert_eq!(
+            job.schedule,
+            fairq_worker::Schedule::After(Duration::from_secs(30))
+        );
+        assert_eq!(job.unique_key.as_deref(), Some("u"));
+        assert_eq!(job.on_conflict, OnConflict::Ignore);
+        assert_eq!(job.depends_on, Some(JobId(4)));
+        assert_eq!(job.metadata["trace"], "abc");
+        let policy = job.retry.unwrap();
+        assert_eq!(policy.max_retries(), Some(24));
+        assert_eq!(policy.delay(1), Duration::from_secs(1));
+        assert_eq!(policy.delay(5), Duration::from_secs(5));
+        let job = build_job(&enqueue_args(&["-k", "x"]), std::io::empty()).unwrap();
+        assert_eq!(job.retry, None);
+        let policy = retry_policy(Some(2), &[]).unwrap();
+        assert_eq!(policy.max_retries(), Some(2));
+        assert_eq!(policy.backoff(), RetryPolicy::default().backoff());
+    }
+
+    #[tokio::test]
+    async fn enqueue_adds_a_job_and_reports_its_id() {
+        let store = MemoryBackend::new();
+        let mut out = Output::buffer(Format::Json);
+        let args = enqueue_args(&["-q", "mail", "-k", "welcome", "--key", "t1", "-p", "[1]"]);
+        enqueue(&store, &args, &mut out).await.unwrap();
+        let printed: serde_json::Value = serde_json::from_str(&out.contents()).unwrap();
+        let id = JobId(printed["id"].as_u64().unwrap());
+        let info = store.get(id).await.unwrap().unwrap();
+        assert_eq!(info.key.as_deref(), Some("t1"));
+        assert_eq!(info.payload, b"[1]");
+        assert_eq!(printed["queue"], "mail");
+    }
+
+    #[tokio::test]
+    async fn stats_count_per_queue_and_refuse_unknown_queues() {
+        let (store, clock, _) = fixture().await;
+        let mut out = Output::buffer(Format::Json);
+        stats(&store, &StatsArgs { queue: None }, clock.now(), &mut out)
+            .await
+            .unwrap();
+        let rows: serde_json::Value = serde_json::from_str(&out.contents()).unwrap();
+        assert_eq!(rows.as_array().unwrap().len(), 2);
+        assert_eq!(rows[0]["queue"], "mail");
+        assert_eq!(rows[0]["counts"]["dead"], 1);
+        assert_eq!(rows[0]["counts"]["succeeded"], 1);
+        assert_eq!(rows[1]["counts"]["scheduled"], 1);
+        assert_eq!(rows[1]["pending"], 1);
+
+        let mut out = Output::buffer(Format::Table);
+        let args = StatsArgs {
+            queue: Some("web".into()),
+        };
+        stats(&store, &args, clock.now(), &mut out).await.unwrap();
+        assert!(out.contents().contains("web"));
+        assert!(!out.contents().contains("mail"));
+
+        let args = StatsArgs {
+            queue: Some("nope".into()),
+        };
+        let err = stats(&store, &args, clock.now(), &mut out)
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "unknown queue \"nope\" (queues with jobs: mail, web)"
+        );
+    }
+
+    #[tokio::test]
+    async fn list_filters_by_state_and_queue() {
+        let (store, clock, dead) = fixture().await;
+        let mut out = Output::buffer(Format::Json);
+        let Command::List(args) = parse(&["list", "--state", "dead"]) else {
+            unreachable!()
+        };
+        list(&store, &args, clock.now(), &mut out).await.unwrap();
+        let rows: serde_json::Value = serde_json::from_str(&out.contents()).unwrap();
+        assert_eq!(rows.as_array().unwrap().len(), 1);
+        assert_eq!(rows[0]["id"], dead.0);
+        assert_eq!(rows[0]["state"], "dead");
+        assert_eq!(rows[0]["last_error"], "smtp said no");
+        assert_eq!(rows[0]["dead_reason"], "retries exhausted");
+        assert_eq!(rows[0]["payload"], 1);
+
+        let mut out = Output::buffer(Format::Table);
+        let Command::List(args) = parse(&["list", "-q", "web"]) else {
+            unreachable!()
+        };
+        list(&store, &args, clock.now(), &mut out).await.unwrap();
+        let text = out.contents();
+        assert!(
+            text.contains("hook") && text.contains("due in 1m"),
+            "{text}"
+        );
+        assert!(!text.contains("send"));
+
+        let Command::List(args) = parse(&["list", "-q", "none"]) else {
+            unreachable!()
+        };
+        assert!(matches!(
+            list(&store, &args, clock.now(), &mut out).await,
+            Err(CliError::UnknownQueue { .. })
+        ));
+    }
+
+    #[tokio::test]
+    async fn list_pages_with_after() {
+        let clock = ManualClock::new(0);
+        let store = MemoryBackend::with_clock(clock.clone());
+        for i in 0..5 {
+            store
+                .enqueue(NewJob::new("q", "k", format!("{i}").into_bytes()))
+                .await
+                .unwrap();
+        }
+        let mut out = Output::buffer(Format::Table);
+        let Command::List(args) = parse(&["list", "--limit", "2"]) else {
+            unreachable!()
+        };
+        list(&store, &args, clock.now(), &mut out).await.unwrap();
+        let text = out.contents();
+        let next = text
+            .lines()
+            .last()
+            .and_then(|l| l.strip_prefix("showing the first 2; the next page: --after "))
+            .unwrap()
+            .to_string();
+        let Command::List(args) = parse(&["list", "--after", &next, "--json"]) else {
+            unreachable!()
+        };
+        let mut out = Output::buffer(Format::Json);
+        list(&store, &args, clock.now(), &mut out).await.unwrap();
+        let rows: serde_json::Value = serde_json::from_str(&out.contents()).unwrap();
+        assert_eq!(rows.as_array().unwrap().len(), 3);
+    }
+
+    #[tokio::test]
+    async fn retry_revives_one_or_all_dead_jobs() {
+        let (store, _, dead) = fixture().await;
+        let mut out = Output::buffer(Format::Json);
+        let Command::Retry(args) = parse(&["retry", &dead.0.to_string()]) else {
+            unreachable!()
+        };
+        retry(&store, &args, &mut out).await.unwrap();
+        assert_eq!(out.contents(), "{\"action\":\"retried\",\"count\":1}\n");
+        assert_eq!(
+            store.get(dead).await.unwrap().unwrap().status(),
+            JobStatus::Scheduled
+        );
+        // No longer dead: retrying it again is refused, and so is an unknown id.
+        let err = retry(&store, &args, &mut out).await.unwrap_err();
+        assert!(err.to_string().contains("not dead"), "{err}");
+        let Command::Retry(args) = parse(&["retry", "999"]) else {
+            unreachable!()
+        };
+        assert!(matches!(
+            retry(&store, &args, &mut out).await,
+            Err(CliError::UnknownJob(999))
+        ));
+
+        let (store, _, dead) = fixture().await;
+        let mut out = Output::buffer(Format::Table);
+        let Command::Retry(args) = parse(&["retry", "--all", "-q", "mail"]) else {
+            unreachable!()
+        };
+        retry(&store, &args, &mut out).await.unwrap();
+        assert_eq!(out.contents(), "revived 1 job\n");
+        assert_eq!(
+            store.get(dead).await.unwrap().unwrap().status(),
+            JobStatus::Scheduled
+        );
+    }
+
+    #[tokio::test]
+    async fn purge_needs_a_filter_and_spares_other_queues() {
+        let (store, _, _) = fixture().await;
+        let mut out = Output::buffer(Format::Table);
+        let Command::Purge(args) = parse(&["purge"]) else {
+            unreachable!()
+        };
+        assert!(matches!(
+            purge(&store, &args, &mut out).await,
+            Err(CliError::Usage(_))
+        ));
+        let Command::Purge(args) = parse(&["purge", "-q", "mail"]) else {
+            unreachable!()
+        };
+        purge(&store, &args, &mut out).await.unwrap();
+        assert_eq!(out.contents(), "deleted 2 jobs\n");
+        let left = store.list(ListFilter::default()).await.unwrap();
+        assert_eq!(left.len(), 1);
+        assert_eq!(left[0].queue, "web");
+    }
+
+    #[tokio::test]
+    async fn prune_deletes_only_old_finished_jobs() {
+        let (store, clock, _) = fixture().await;
+        let mut out = Output::buffer(Format::Json);
+        let Command::Prune(args) = parse(&["prune", "--older-than", "1h"]) else {
+            unreachable!()
+        };
+        prune(&store, &args, &mut out).await.unwrap();
+        assert_eq!(out.contents(), "{\"action\":\"pruned\",\"count\":0}\n");
+        clock.advance(Duration::from_secs(3_601));
+        let mut out = Output::buffer(Format::Table);
+        prune(&store, &args, &mut out).await.unwrap();
+        assert_eq!(
+            out.contents(),
+            "deleted 2 jobs that finished more than 1h ago\n"
+        );
+        assert_eq!(store.list(ListFilter::default()).await.unwrap().len(), 1);
+    }
+
+    #[test]
+    fn clipping_marks_the_cut() {
+        assert_eq!(clip("a\nb", 10), "a b");
+        assert_eq!(clip("abcdef", 4), "abc…");
+    }
+}

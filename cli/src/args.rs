@@ -1,0 +1,365 @@
+//! The command line, as `clap` parses it.
+
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use fairq_worker::JobStatus;
+
+/// fairq: fair-by-key job queues on a file, PostgreSQL or Redis store.
+///
+/// ```
+/// use clap::Parser;
+/// let cli = fairq_cli::Cli::try_parse_from(["fairq", "--json", "stats"]).unwrap();
+/// assert!(cli.json);
+/// assert!(matches!(cli.command, fairq_cli::Command::Stats(_)));
+/// ```
+#[derive(Debug, Parser)]
+#[command(name = "fairq", version, about, long_about = None)]
+pub struct Cli {
+    /// Job store: file:PATH, postgres://..., redis://... or memory: [default: file:./fairq-data;
+    /// `demo` uses a fresh temporary folder]
+    #[arg(long, global = true, env = "FAIRQ_STORE", value_name = "URL")]
+    pub store: Option<String>,
+    /// Print JSON instead of tables.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// Hide progress bars.
+    #[arg(long, global = true)]
+    pub quiet: bool,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Show fair-by-key scheduling against a plain FIFO on the same jobs.
+    Demo(DemoArgs),
+    /// Burn-down load test: enqueue N jobs, run them, report rates and latencies.
+    Bench(BenchArgs),
+    /// Add a job.
+    Enqueue(EnqueueArgs),
+    /// Run jobs of one or more queues with a command (payload on stdin).
+    Work(WorkArgs),
+    /// Jobs per queue and state, retry counts, processing times.
+    Stats(StatsArgs),
+    /// List jobs.
+    List(ListArgs),
+    /// Revive dead jobs: one by id, or all of them.
+    Retry(RetryArgs),
+    /// Delete jobs that are not running.
+    Purge(PurgeArgs),
+    /// Delete finished jobs older than an age.
+    Prune(PruneArgs),
+}
+
+/// `fairq demo`.
+#[derive(Debug, Clone, Args)]
+pub struct DemoArgs {
+    /// Jobs in the heavy tenant's backlog.
+    #[arg(long, default_value_t = 2_000)]
+    pub heavy_jobs: usize,
+    /// Light tenants.
+    #[arg(long, default_value_t = 4)]
+    pub light_tenants: usize,
+    /// Jobs per light tenant, arriving one at a time while the backlog drains.
+    #[arg(long, default_value_t = 10)]
+    pub light_jobs: usize,
+    /// Simulated work per job.
+    #[arg(long, default_value = "2ms", value_parser = parse_duration)]
+    pub work: Duration,
+    /// Worker instances (each a `fairq_worker::Worker` on the same store).
+    #[arg(long, default_value_t = 2)]
+    pub workers: usize,
+    /// Jobs each worker runs at once.
+    #[arg(long, default_value_t = 4)]
+    pub concurrency: usize,
+}
+
+/// `fairq bench`.
+#[derive(Debug, Clone, Args)]
+pub struct BenchArgs {
+    /// Jobs to enqueue and run.
+    #[arg(long, short = 'n', default_value_t = 10_000)]
+    pub jobs: usize,
+    /// Jobs run at once.
+    #[arg(long, short = 'c', default_value_t = 16)]
+    pub concurrency: usize,
+    /// Payload bytes per job.
+    #[arg(long, default_value_t = 128)]
+    pub payload_size: usize,
+    /// Fairness keys the jobs are spread over (round robin).
+    #[arg(long, default_value_t = 16)]
+    pub keys: usize,
+    /// Simulated work per job.
+    #[arg(long, default_value = "0s", value_parser = parse_duration)]
+    pub work: Duration,
+    /// Jobs per enqueue batch.
+    #[arg(long, default_value_t = 500)]
+    pub batch: usize,
+    /// Queue name [default: a fresh `bench-...` name, purged afterwards].
+    #[arg(long)]
+    pub queue: Option<String>,
+    /// Keep the finished jobs instead of purging the queue.
+    #[arg(long)]
+    pub keep: bool,
+}
+
+/// `fairq enqueue`.
+#[derive(Debug, Clone, Args)]
+pub struct EnqueueArgs {
+    /// Queue (the workers that take it).
+    #[arg(long, short, default_value = "default")]
+    pub queue: String,
+    /// Job kind (the handler that runs it).
+    #[arg(long, short)]
+    pub kind: String,
+    /// Fairness key (tenant); jobs without one share a single key.
+    #[arg(long)]
+    pub key: Option<String>,
+    /// JSON payload, or `-` to read it from stdin.
+    #[arg(long, short, default_value = "null", allow_hyphen_values = true)]
+    pub payload: String,
+    /// Run no earlier than this long from now (for example 30s, 5m, 1h30m).
+    #[arg(long, value_parser = parse_duration)]
+    pub delay: Option<Duration>,
+    /// Retries after the first failure before the job is dead [default: the store's policy,
+    /// 24 retries with growing delays].
+    #[arg(long)]
+    pub retries: Option<u32>,
+    /// Delays between retries, the last one repeating (for example 1s,10s,1m).
+    #[arg(long, value_delimiter = ',', value_parser = parse_duration)]
+    pub backoff: Vec<Duration>,
+    /// A key unique among the queue's unfinished jobs.
+    #[arg(long)]
+    pub unique: Option<String>,
+    /// With --unique, return the existing job instead of failing.
+    #[arg(long, requires = "unique")]
+    pub if_absent: bool,
+    /// Run only after this job has succeeded.
+    #[arg(long, value_name = "ID")]
+    pub after: Option<u64>,
+    /// Metadata handed to the handler, NAME=VALUE (repeatable).
+    #[arg(long = "meta", value_name = "NAME=VALUE", value_parser = parse_meta)]
+    pub meta: Vec<(String, String)>,
+}
+
+/// `fairq work`.
+#[derive(Debug, Clone, Args)]
+pub struct WorkArgs {
+    /// Queue to serve (repeatable).
+    #[arg(long, short, required = true)]
+    pub queue: Vec<String>,
+    /// Jobs run at once per queue.
+    #[arg(long, short, default_value_t = 4)]
+    pub concurrency: usize,
+    /// Lease per claim; renewed while the command runs.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub lease: Duration,
+    /// Look for due jobs at least this often when the store sends no wake-up.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    pub poll: Duration,
+    /// Kill a command that runs longer than this (a failed attempt).
+    #[arg(long, value_parser = parse_duration)]
+    pub job_timeout: Option<Duration>,
+    /// After SIGTERM or Ctrl-C, how long running jobs may take to finish.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub shutdown_timeout: Duration,
+    /// Exit once the served queues have no unfinished jobs left.
+    #[arg(long)]
+    pub until_idle: bool,
+    /// The command run per job, with its arguments; must come last. The payload is on its
+    /// stdin, and FAIRQ_JOB_ID, FAIRQ_QUEUE, FAIRQ_KIND, FAIRQ_KEY and FAIRQ_ATTEMPT are set.
+    /// Exit code 0 is success; anything else is a failed attempt.
+    #[arg(
+        long,
+        required = true,
+        num_args = 1..,
+        allow_hyphen_values = true,
+        value_name = "CMD"
+    )]
+    pub exec: Vec<String>,
+}
+
+/// `fairq stats`.
+#[derive(Debug, Clone, Args)]
+pub struct StatsArgs {
+    /// Only this queue.
+    #[arg(long, short)]
+    pub queue: Option<String>,
+}
+
+/// `fairq list`.
+#[derive(Debug, Clone, Args)]
+pub struct ListArgs {
+    /// Only jobs in this state.
+    #[arg(long, short, value_enum)]
+    pub state: Option<State>,
+    /// Only this queue.
+    #[arg(long, short)]
+    pub queue: Option<String>,
+    /// At most this many jobs.
+    #[arg(long, short, default_value_t = 50)]
+    pub limit: usize,
+    /// Only ids greater than this (the next page).
+    #[arg(long, value_name = "ID")]
+    pub after: Option<u64>,
+}
+
+/// `fairq retry`.
+#[derive(Debug, Clone, Args)]
+pub struct RetryArgs {
+    /// The dead job to revive.
+    #[arg(required_unless_present = "all", conflicts_with = "all")]
+    pub id: Option<u64>,
+    /// Revive every dead job (of --queue, if given).
+    #[arg(long)]
+    pub all: bool,
+    /// With --all, only this queue.
+    #[arg(long, short, requires = "all")]
+    pub queue: Option<String>,
+}
+
+/// `fairq purge`.
+#[derive(Debug, Clone, Args)]
+pub struct PurgeArgs {
+    /// Only this queue.
+    #[arg(long, short)]
+    pub queue: Option<String>,
+    /// Only jobs in this state (running jobs are never purged).
+    #[arg(long, short, value_enum)]
+    pub state: Option<State>,
+    /// Purge every job that is not running, of every queue.
+    #[arg(long, conflicts_with_all = ["queue", "state"])]
+    pub all: bool,
+}
+
+/// `fairq prune`.
+#[derive(Debug, Clone, Args)]
+pub struct PruneArgs {
+    /// Delete succeeded and dead jobs that finished longer ago than this (for example 7d).
+    #[arg(long, value_parser = parse_duration)]
+    pub older_than: Duration,
+}
+
+/// A job state on the command line.
+///
+/// ```
+/// use fairq_cli::State;
+/// assert_eq!(fairq_worker::JobStatus::from(State::Dead), fairq_worker::JobStatus::Dead);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum State {
+    /// Waiting for a dependency.
+    Blocked,
+    /// Waiting for a first run.
+    Scheduled,
+    /// Held by a worker.
+    Running,
+    /// Waiting to run again.
+    Retrying,
+    /// Finished successfully.
+    Succeeded,
+    /// Given up on.
+    Dead,
+}
+
+impl From<State> for JobStatus {
+    fn from(state: State) -> JobStatus {
+        match state {
+            State::Blocked => JobStatus::Blocked,
+            State::Scheduled => JobStatus::Scheduled,
+            State::Running => JobStatus::Running,
+            State::Retrying => JobStatus::Retrying,
+            State::Succeeded => JobStatus::Succeeded,
+            State::Dead => JobStatus::Dead,
+        }
+    }
+}
+
+/// Parses a duration such as `250ms`, `30s`, `5m`, `1h30m` or `7d`.
+///
+/// ```
+/// use std::time::Duration;
+/// assert_eq!(fairq_cli::parse_duration("1m30s"), Ok(Duration::from_secs(90)));
+/// assert!(fairq_cli::parse_duration("soon").is_err());
+/// assert!(fairq_cli::parse_duration("30").is_err());
+/// ```
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s.trim())
+        .map_err(|e| format!("{e} (write a number and a unit, for example 500ms, 30s, 5m, 2h, 7d)"))
+}
+
+/// Parses `NAME=VALUE`.
+///
+/// ```
+/// assert_eq!(fairq_cli::args::parse_meta("a=b=c"), Ok(("a".to_string(), "b=c".to_string())));
+/// assert!(fairq_cli::args::parse_meta("novalue").is_err());
+/// ```
+pub fn parse_meta(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((name, value)) if !name.is_empty() => Ok((name.to_string(), value.to_string())),
+        _ => Err("expected NAME=VALUE".to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn exec_takes_the_rest_of_the_line() {
+        let cli = Cli::try_parse_from([
+            "fairq",
+            "work",
+            "-q",
+            "a",
+            "--exec",
+            "sh",
+            "-c",
+            "cat >> out",
+        ])
+        .unwrap();
+        let Command::Work(work) = cli.command else {
+            panic!("not work")
+        };
+        assert_eq!(work.exec, ["sh", "-c", "cat >> out"]);
+        assert_eq!(work.queue, ["a"]);
+    }
+
+    #[test]
+    fn retry_needs_an_id_or_all() {
+        assert!(Cli::try_parse_from(["fairq", "retry"]).is_err());
+        assert!(Cli::try_parse_from(["fairq", "retry", "3", "--all"]).is_err());
+        assert!(Cli::try_parse_from(["fairq", "retry", "--all", "-q", "mail"]).is_ok());
+        assert!(Cli::try_parse_from(["fairq", "retry", "7"]).is_ok());
+    }
+
+    #[test]
+    fn bad_states_and_durations_are_refused() {
+        assert!(Cli::try_parse_from(["fairq", "list", "--state", "zombie"]).is_err());
+        assert!(Cli::try_parse_from(["fairq", "prune", "--older-than", "7x"]).is_err());
+        let cli = Cli::try_parse_from(["fairq", "prune", "--older-than", "7d"]).unwrap();
+        let Command::Prune(prune) = cli.command else {
+            panic!("not prune")
+        };
+        assert_eq!(prune.older_than, Duration::from_secs(7 * 86_400));
+    }
+
+    #[test]
+    fn backoff_lists_split_on_commas() {
+        let cli =
+            Cli::try_parse_from(["fairq", "enqueue", "-k", "x", "--backoff", "1s,1m"]).unwrap();
+        let Command::Enqueue(e) = cli.command else {
+            panic!("not enqueue")
+        };
+        assert_eq!(e.backoff, [Duration::from_secs(1), Duration::from_secs(60)]);
+    }
+}

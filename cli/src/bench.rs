@@ -1,0 +1,431 @@
+//! `fairq bench`: a burn-down load test. Enqueue N jobs in batches, then run them all with a
+//! [`Worker`] at a given concurrency, and report enqueue and processing rates with the
+//! enqueue-to-start and run latency percentiles.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use fairq_core::retry::RetryPolicy;
+use fairq_core::stats::{Histogram, Summary};
+use fairq_worker::{
+    random_u64, Backend, Job, JobId, JobOutcome, NewJob, Purge, QueueConfig, Worker,
+};
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+
+use crate::args::BenchArgs;
+use crate::error::CliError;
+use crate::output::{self, Output};
+use crate::progress;
+
+const KIND: &str = "bench";
+
+/// The load to generate.
+///
+/// ```
+/// let config = fairq_cli::bench::BenchConfig::default();
+/// assert_eq!((config.jobs, config.concurrency, config.payload_size), (10_000, 16, 128));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BenchConfig {
+    /// Jobs to enqueue and run.
+    pub jobs: usize,
+    /// Jobs run at once.
+    pub concurrency: usize,
+    /// Payload bytes per job.
+    pub payload_size: usize,
+    /// Fairness keys, assigned round robin.
+    pub keys: usize,
+    /// Simulated work per job, in ms.
+    #[serde(rename = "work_ms", serialize_with = "as_millis")]
+    pub work: Duration,
+    /// Jobs per enqueue batch.
+    pub batch: usize,
+    /// The queue (a fresh name when `None`).
+    pub queue: Option<String>,
+}
+
+fn as_millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64() * 1e3)
+}
+
+impl Default for BenchConfig {
+    fn default() -> Self {
+        BenchConfig {
+            jobs: 10_000,
+            concurrency: 16,
+            payload_size: 128,
+            keys: 16,
+            work: Duration::ZERO,
+            batch: 500,
+            queue: None,
+        }
+    }
+}
+
+impl From<&BenchArgs> for BenchConfig {
+    fn from(args: &BenchArgs) -> Self {
+        BenchConfig {
+            jobs: args.jobs,
+            concurrency: args.concurrency,
+            payload_size: args.payload_size,
+            keys: args.keys,
+            work: args.work,
+            batch: args.batch,
+            queue: args.queue.clone(),
+        }
+    }
+}
+
+impl BenchConfig {
+    /// Why the settings cannot run, if they cannot.
+    ///
+    /// ```
+    /// let mut c = fairq_cli::bench::BenchConfig::default();
+    /// assert!(c.problem().is_none());
+    /// c.batch = 0;
+    /// assert!(c.problem().is_some());
+    /// ```
+    pub fn problem(&self) -> Option<&'static str> {
+        if self.jobs == 0 {
+            Some("--jobs must be at least 1")
+        } else if self.concurrency == 0 {
+            Some("--concurrency must be at least 1")
+        } else if self.keys == 0 {
+            Some("--keys must be at least 1")
+        } else if self.batch == 0 {
+            Some("--batch must be at least 1")
+        } else if self.payload_size > 64 << 20 {
+            Some("--payload-size must be at most 64 MiB")
+        } else {
+            None
+        }
+    }
+}
+
+/// What one bench job carries: when it was enqueued and padding up to the payload size.
+#[derive(Debug, Serialize, Deserialize)]
+struct Payload {
+    t_us: u64,
+    pad: String,
+}
+
+/// Bytes of the JSON around the padding (`{"t_us":…,"pad":""}` with a 12-digit time), so a
+/// payload is at most the requested size (a few bytes less while times are short).
+const FRAME: usize = 30;
+
+/// The results.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BenchReport {
+    /// The store, as displayed.
+    pub store: String,
+    /// The load.
+    pub config: BenchConfig,
+    /// The queue used.
+    pub queue: String,
+    /// Seconds to enqueue every job.
+    pub enqueue_seconds: f64,
+    /// Jobs enqueued per second.
+    pub enqueue_per_sec: f64,
+    /// Seconds from the worker's start to the last completion.
+    pub run_seconds: f64,
+    /// Jobs completed per second.
+    pub run_per_sec: f64,
+    /// Enqueue to handler start, in microseconds.
+    pub wait_us: Summary,
+    /// Handler start to the store recording the completion, in microseconds.
+    pub run_us: Summary,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
+struct Shared {
+    origin: Instant,
+    wait: Mutex<Histogram>,
+    run: Mutex<Histogram>,
+    started: Mutex<HashMap<JobId, Instant>>,
+    finished: watch::Sender<usize>,
+    failures: Mutex<Vec<String>>,
+}
+
+/// Runs the load test on `store`. `cleanup` purges the queue afterwards.
+///
+/// ```
+/// # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
+/// use std::sync::Arc;
+/// use fairq_cli::bench::{run_bench, BenchConfig};
+/// let config = BenchConfig { jobs: 200, concurrency: 4, ..BenchConfig::default() };
+/// let report = run_bench(Arc::new(fairq_worker::MemoryBackend::new()), "memory:", &config, true, true)
+///     .await
+///     .unwrap();
+/// assert_eq!((report.wait_us.count, report.run_us.count), (200, 200));
+/// assert!(report.run_per_sec > 0.0);
+/// # });
+/// ```
+pub async fn run_bench<B: Backend>(
+    store: Arc<B>,
+    store_name: &str,
+    config: &BenchConfig,
+    quiet: bool,
+    cleanup: bool,
+) -> Result<BenchReport, CliError> {
+    if let Some(problem) = config.problem() {
+        return Err(CliError::Usage(problem.to_string()));
+    }
+    let queue = config
+        .queue
+        .clone()
+        .unwrap_or_else(|| format!("bench-{:08x}", random_u64() as u32));
+    let shared = Arc::new(Shared {
+        origin: Instant::now(),
+        wait: Mutex::new(Histogram::new()),
+        run: Mutex::new(Histogram::new()),
+        started: Mutex::new(HashMap::with_capacity(config.jobs)),
+        finished: watch::Sender::new(0),
+        failures: Mutex::new(Vec::new()),
+    });
+    let pad = "x".repeat(config.payload_size.saturating_sub(FRAME));
+
+    // Phase 1: enqueue everything.
+    let bar = progress::bar(config.jobs as u64, "enqueue", quiet);
+    let enqueue_start = Instant::now();
+    let mut next = 0;
+    while next < config.jobs {
+        let n = config.batch.min(config.jobs - next);
+        let mut batch = Vec::with_capacity(n);
+        for i in next..next + n {
+            let payload = Payload {
+                t_us: micros(shared.origin.elapsed()),
+                pad: pad.clone(),
+            };
+            let job = NewJob::json(&queue, KIND, &payload)
+                .map_err(|e| CliError::Usage(e.to_string()))?
+                .key(format!("key-{}", i % config.keys))
+                .retry(RetryPolicy::new(0));
+            batch.push(job);
+        }
+        store.enqueue_many(batch).await?;
+        next += n;
+        bar.inc(n as u64);
+    }
+    let enqueue_elapsed = enqueue_start.elapsed();
+    bar.finish_and_clear();
+
+    // Phase 2: burn it down.
+    let bar = progress::bar(config.jobs as u64, "run", quiet);
+    let on_job = Arc::clone(&shared);
+    let on_done = Arc::clone(&shared);
+    let work = config.work;
+    let bar_done = bar.clone();
+    let worker = Worker::builder(Arc::clone(&store))
+        .queue(
+            queue.clone(),
+            QueueConfig::default()
+                .concurrency(config.concurrency)
+                .lease(Duration::from_secs(60))
+                .poll_interval(Duration::from_millis(20)),
+        )
+        .error_backoff(Duration::from_millis(20), Duration::from_secs(1))
+        .handle_json(KIND, move |payload: Payload, job: Job| {
+            let shared = Arc::clone(&on_job);
+            async move {
+                let now = Instant::now();
+                let wait = micros(now - shared.origin).saturating_sub(payload.t_us);
+                lock(&shared.wait).record(wait);
+                lock(&shared.started).insert(job.claim.id, now);
+                if !work.is_zero() {
+                    tokio::time::sleep(work).await;
+                }
+                Ok::<(), String>(())
+            }
+        })
+        .on_finished(move |report| {
+            if let Some(start) = lock(&on_done.started).remove(&report.job.claim.id) {
+                lock(&on_done.run).record(micros(start.elapsed()));
+            }
+            match (&report.outcome, &report.result) {
+                (JobOutcome::Succeeded, _) => {}
+                (_, Err(failure)) => lock(&on_done.failures).push(failure.message.clone()),
+                (outcome, Ok(())) => {
+                    lock(&on_done.failures).push(format!("job outcome {outcome:?}"))
+                }
+            }
+            if report.outcome.is_recorded() {
+                on_done.finished.send_modify(|n| *n += 1);
+                bar_done.inc(1);
+            }
+        })
+        .build()?;
+    let run_start = Instant::now();
+    let handle = worker.start()?;
+    let mut finished = shared.finished.subscribe();
+    let done = finished.wait_for(|n| *n >= config.jobs).await.is_ok();
+    let run_elapsed = run_start.elapsed();
+    bar.finish_and_clear();
+    handle.shutdown(Duration::from_secs(10)).await;
+    if cleanup {
+        store
+            .purge(Purge {
+                queue: Some(queue.clone()),
+                status: None,
+            })
+            .await?;
+    }
+    if !done {
+        return Err(CliError::Verdict("the bench's worker stopped early".into()));
+    }
+    if let Some(first) = lock(&shared.failures).first() {
+        return Err(CliError::Verdict(format!("a bench job failed: {first}")));
+    }
+    let secs = |d: Duration| d.as_secs_f64().max(1e-9);
+    let wait_us = lock(&shared.wait).summary();
+    let run_us = lock(&shared.run).summary();
+    Ok(BenchReport {
+        store: store_name.to_string(),
+        config: config.clone(),
+        queue,
+        enqueue_seconds: enqueue_elapsed.as_secs_f64(),
+        enqueue_per_sec: config.jobs as f64 / secs(enqueue_elapsed),
+        run_seconds: run_elapsed.as_secs_f64(),
+        run_per_sec: config.jobs as f64 / secs(run_elapsed),
+        wait_us,
+        run_us,
+    })
+}
+
+/// Prints the report as two tables (or JSON).
+pub(crate) fn print(report: &BenchReport, out: &mut Output) -> Result<(), CliError> {
+    if out.is_json() {
+        return out.json(report);
+    }
+    let c = &report.config;
+    out.line(format!(
+        "fairq bench on {}: {} jobs of {} bytes over {} keys, {} at a time, {} of work each \
+         (queue {})",
+        report.store,
+        c.jobs,
+        c.payload_size,
+        c.keys,
+        c.concurrency,
+        output::short_duration(c.work),
+        report.queue
+    ))?;
+    out.line("")?;
+    let mut rates = output::table(["phase", "jobs", "time", "rate"]);
+    rates.add_row(vec![
+        format!("enqueue (batches of {})", c.batch),
+        c.jobs.to_string(),
+        output::short_duration(Duration::from_secs_f64(report.enqueue_seconds)),
+        format!("{:.0} jobs/s", report.enqueue_per_sec),
+    ]);
+    rates.add_row(vec![
+        "claim, run, complete".to_string(),
+        c.jobs.to_string(),
+        output::short_duration(Duration::from_secs_f64(report.run_seconds)),
+        format!("{:.0} jobs/s", report.run_per_sec),
+    ]);
+    output::right_align(&mut rates, &[1, 2, 3]);
+    out.table(&rates)?;
+    out.line("")?;
+    let mut latency = output::table(["latency", "p50", "p90", "p95", "p99", "max"]);
+    for (name, s) in [
+        ("enqueue to start", &report.wait_us),
+        ("start to recorded completion", &report.run_us),
+    ] {
+        latency.add_row(vec![
+            name.to_string(),
+            output::micros(s.p50),
+            output::micros(s.p90),
+            output::micros(s.p95),
+            output::micros(s.p99),
+            output::micros(s.max),
+        ]);
+    }
+    output::right_align(&mut latency, &[1, 2, 3, 4, 5]);
+    out.table(&latency)
+}
+
+#[cfg(test)]
+mod tests {
+    use fairq_worker::{JobStatus, ListFilter, MemoryBackend};
+
+    use super::*;
+    use crate::output::Format;
+
+    #[test]
+    fn payloads_have_the_requested_size() {
+        let payload = Payload {
+            t_us: 123_456_789_012,
+            pad: "x".repeat(200 - FRAME),
+        };
+        assert_eq!(serde_json::to_vec(&payload).unwrap().len(), 200);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn every_job_runs_once_and_is_measured() {
+        let store = Arc::new(MemoryBackend::new());
+        let config = BenchConfig {
+            jobs: 500,
+            concurrency: 8,
+            keys: 3,
+            batch: 64,
+            queue: Some("b".into()),
+            ..BenchConfig::default()
+        };
+        let report = run_bench(Arc::clone(&store), "memory:", &config, true, false)
+            .await
+            .unwrap();
+        assert_eq!(report.wait_us.count, 500);
+        assert_eq!(report.run_us.count, 500);
+        assert!(report.wait_us.max >= report.wait_us.p50);
+        let done = store
+            .list(ListFilter::default().queue("b").limit(1_000))
+            .await
+            .unwrap();
+        assert_eq!(done.len(), 500);
+        assert!(done
+            .iter()
+            .all(|j| j.status() == JobStatus::Succeeded && j.attempts == 1));
+        let keys: std::collections::BTreeSet<_> =
+            done.iter().filter_map(|j| j.key.clone()).collect();
+        assert_eq!(keys.len(), 3);
+
+        let mut out = Output::buffer(Format::Table);
+        print(&report, &mut out).unwrap();
+        assert!(out.contents().contains("enqueue to start"));
+        let mut out = Output::buffer(Format::Json);
+        print(&report, &mut out).unwrap();
+        let json: serde_json::Value = serde_json::from_str(&out.contents()).unwrap();
+        assert_eq!(json["wait_us"]["count"], 500);
+        assert_eq!(json["queue"], "b");
+    }
+
+    #[tokio::test]
+    async fn cleanup_purges_the_queue_and_bad_settings_are_refused() {
+        let store = Arc::new(MemoryBackend::new());
+        let config = BenchConfig {
+            jobs: 50,
+            concurrency: 2,
+            ..BenchConfig::default()
+        };
+        run_bench(Arc::clone(&store), "memory:", &config, true, true)
+            .await
+            .unwrap();
+        assert!(store.is_empty());
+        let config = BenchConfig {
+            keys: 0,
+            ..BenchConfig::default()
+        };
+        assert!(matches!(
+            run_bench(store, "memory:", &config, true, true).await,
+            Err(CliError::Usage(_))
+        ));
+    }
+}

@@ -1,0 +1,150 @@
+//! What can go wrong running a command, and how it is shown: one line on stderr.
+
+use std::error::Error as StdError;
+
+use fairq_worker::{BackendError, WorkerConfigError};
+
+/// A command that failed. Each variant renders as one line that says what to fix.
+///
+/// ```
+/// use fairq_cli::CliError;
+/// let err = CliError::UnknownQueue { queue: "mial".into(), known: vec!["mail".into()] };
+/// assert_eq!(err.to_string(), "unknown queue \"mial\" (queues with jobs: mail)");
+/// ```
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// The `--store` value does not name a store this program knows.
+    #[error("invalid store {url:?}: {reason}")]
+    BadStoreUrl {
+        /// The value given.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The store could not be opened or reached.
+    #[error("cannot open store {url}: {source}")]
+    Open {
+        /// The store, as given.
+        url: String,
+        /// Why.
+        #[source]
+        source: BackendError,
+    },
+    /// A store call failed.
+    #[error(transparent)]
+    Store(#[from] BackendError),
+    /// The payload is not valid JSON.
+    #[error("invalid JSON payload: {0}")]
+    BadPayload(#[source] serde_json::Error),
+    /// No job of the named queue exists in the store.
+    #[error("unknown queue {queue:?} ({})", known_queues(.known))]
+    UnknownQueue {
+        /// The queue asked for.
+        queue: String,
+        /// The queues that have jobs.
+        known: Vec<String>,
+    },
+    /// A job id that the store does not hold.
+    #[error("no job with id {0}")]
+    UnknownJob(u64),
+    /// The arguments contradict each other or miss something.
+    #[error("{0}")]
+    Usage(String),
+    /// Reading or writing a local file or stream failed.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The worker's settings cannot work.
+    #[error("worker settings: {0}")]
+    Worker(#[from] WorkerConfigError),
+    /// The fairness demo measured something other than what it exists to show.
+    #[error("{0}")]
+    Verdict(String),
+}
+
+fn known_queues(known: &[String]) -> String {
+    if known.is_empty() {
+        "the store has no jobs".to_string()
+    } else {
+        format!("queues with jobs: {}", known.join(", "))
+    }
+}
+
+impl CliError {
+    /// Wraps an I/O error with what was being done.
+    ///
+    /// ```
+    /// let err = fairq_cli::CliError::io("reading payload.json", std::io::ErrorKind::NotFound.into());
+    /// assert!(err.to_string().starts_with("reading payload.json: "));
+    /// ```
+    pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+        CliError::Io {
+            context: context.into(),
+            source,
+        }
+    }
+
+    /// The whole error on one line: the message, then each cause that adds something new,
+    /// separated by `": "`, with line breaks flattened.
+    ///
+    /// ```
+    /// use fairq_cli::CliError;
+    /// use fairq_worker::BackendError;
+    /// let err = CliError::Open {
+    ///     url: "redis://127.0.0.1:1/".into(),
+    ///     source: BackendError::Unavailable("connection refused".into()),
+    /// };
+    /// assert_eq!(
+    ///     err.one_line(),
+    ///     "cannot open store redis://127.0.0.1:1/: store unavailable: connection refused"
+    /// );
+    /// ```
+    pub fn one_line(&self) -> String {
+        let mut line = self.to_string();
+        let mut source = self.source();
+        while let Some(cause) = source {
+            let text = cause.to_string();
+            if !text.is_empty() && !line.contains(&text) {
+                line.push_str(": ");
+                line.push_str(&text);
+            }
+            source = cause.source();
+        }
+        line.split_whitespace().collect::<Vec<_>>().join(" ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn causes_already_in_the_message_are_not_repeated() {
+        let io = std::io::Error::new(std::io::ErrorKind::PermissionDenied, "denied");
+        let err = CliError::io("opening /x", io);
+        assert_eq!(err.one_line(), "opening /x: denied");
+    }
+
+    #[test]
+    fn multi_line_messages_become_one_line() {
+        let err = CliError::Usage("first\nsecond   third".into());
+        assert_eq!(err.one_line(), "first second third");
+    }
+
+    #[test]
+    fn an_empty_store_is_named_as_such() {
+        let err = CliError::UnknownQueue {
+            queue: "q".into(),
+            known: vec![],
+        };
+        assert_eq!(
+            err.to_string(),
+            "unknown queue \"q\" (the store has no jobs)"
+        );
+    }
+}

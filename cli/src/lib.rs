@@ -1,0 +1,232 @@
+//! # fairq-cli
+//!
+//! The `fairq` command line over every fairq job store: a demo that shows fair-by-key
+//! scheduling against a plain FIFO, a burn-down load test, and operator commands (enqueue,
+//! work, stats, list, retry, purge, prune). The binary is a thin `main` over [`main_with`];
+//! everything it does is in this library so it can be tested.
+//!
+//! ```
+//! use fairq_cli::main_with;
+//! // Parsing problems exit with status 2, after one line on stderr.
+//! assert_eq!(main_with(["fairq", "list", "--state", "zombie"]), std::process::ExitCode::from(2));
+//! ```
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+pub mod admin;
+pub mod args;
+pub mod bench;
+pub mod demo;
+mod error;
+pub mod exec;
+pub mod output;
+mod progress;
+mod store;
+mod work;
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::error::ErrorKind;
+use clap::Parser;
+
+pub use args::{parse_duration, Cli, Command, State};
+pub use error::CliError;
+pub use exec::ExecCommand;
+pub use output::{Format, Output};
+pub use store::{OpenOptions, Store, StoreUrl, DEFAULT_STORE};
+
+/// The README's Rust examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;
+
+/// Runs the command line `args` (program name first) to the end and returns the exit
+/// status: 0 on success, 1 when the command failed, 2 when the arguments do not parse.
+/// Errors are one line on stderr.
+///
+/// ```
+/// assert_eq!(fairq_cli::main_with(["fairq", "--store", "memory:", "stats"]), std::process::ExitCode::SUCCESS);
+/// assert_eq!(fairq_cli::main_with(["fairq", "--store", "nope:", "stats"]), std::process::ExitCode::FAILURE);
+/// ```
+pub fn main_with<I, T>(args: I) -> ExitCode
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(err) => return usage_error(err),
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => return failure(&CliError::io("starting the async runtime", e)),
+    };
+    let format = if cli.json {
+        Format::Json
+    } else {
+        Format::Table
+    };
+    let mut out = Output::stdout(format);
+    let result = runtime.block_on(execute(cli, &mut out));
+    // Background tasks (a store's listener, a worker being torn down) must not hold the
+    // exit.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => failure(&err),
+    }
+}
+
+/// Prints help and version as clap does; any other parse problem as one line.
+fn usage_error(err: clap::Error) -> ExitCode {
+    match err.kind() {
+        ErrorKind::DisplayHelp
+        | ErrorKind::DisplayVersion
+        | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = err.print();
+            if err.use_stderr() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::SUCCESS
+            }
+        }
+        _ => {
+            // The first paragraph (the message and, say, the missing arguments or the
+            // possible values), without the usage and tips that follow.
+            let rendered = err.render().to_string();
+            let first: Vec<&str> = rendered
+                .lines()
+                .map(str::trim)
+                .skip_while(|l| l.is_empty())
+                .take_while(|l| !l.is_empty())
+                .collect();
+            if first.is_empty() {
+                output_error_line("error: invalid arguments");
+            } else {
+                output_error_line(&first.join(" "));
+            }
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn failure(err: &CliError) -> ExitCode {
+    output_error_line(&format!("error: {}", err.one_line()));
+    ExitCode::FAILURE
+}
+
+fn output_error_line(line: &str) {
+    use std::io::Write;
+    let mut stderr = std::io::stderr().lock();
+    let _ = writeln!(stderr, "{line}");
+}
+
+/// Runs a parsed command line, printing results to `out`.
+///
+/// ```
+/// # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
+/// use clap::Parser;
+/// use fairq_cli::{execute, Cli, Format, Output};
+/// let cli = Cli::try_parse_from(["fairq", "--store", "memory:", "stats"]).unwrap();
+/// let mut out = Output::buffer(Format::Table);
+/// execute(cli, &mut out).await.unwrap();
+/// assert_eq!(out.contents(), "no jobs\n");
+/// # });
+/// ```
+pub async fn execute(cli: Cli, out: &mut Output) -> Result<(), CliError> {
+    let options = OpenOptions::default();
+    let open = |default: &str| -> Result<StoreUrl, CliError> {
+        cli.store.as_deref().unwrap_or(default).parse::<StoreUrl>()
+    };
+    match &cli.command {
+        Command::Demo(args) => {
+            let config = demo::DemoConfig::from(args);
+            if let Some(problem) = config.problem() {
+                return Err(CliError::Usage(problem));
+            }
+            let (url, _scratch) = match &cli.store {
+                Some(given) => (given.parse::<StoreUrl>()?, None),
+                None => {
+                    let scratch = tempfile::Builder::new()
+                        .prefix("fairq-demo-")
+                        .tempdir()
+                        .map_err(|e| CliError::io("creating a temporary folder", e))?;
+                    (StoreUrl::File(scratch.path().to_path_buf()), Some(scratch))
+                }
+            };
+            let store = Store::open(&url, &options).await?;
+            // A shared store keeps nothing of the demo; a scratch one disappears anyway.
+            let cleanup = cli.store.is_some() && !store.is_ephemeral();
+            let report = demo::run_demo(
+                Arc::new(store),
+                &url.to_string(),
+                &config,
+                cli.quiet,
+                cleanup,
+            )
+            .await?;
+            demo::print(&report, out)?;
+            if report.verdict.fair_wins {
+                Ok(())
+            } else {
+                Err(CliError::Verdict(
+                    "fair scheduling did not beat FIFO for the light tenants".into(),
+                ))
+            }
+        }
+        Command::Bench(args) => {
+            let config = bench::BenchConfig::from(args);
+            if let Some(problem) = config.problem() {
+                return Err(CliError::Usage(problem.to_string()));
+            }
+            let url = open(DEFAULT_STORE)?;
+            let options = OpenOptions {
+                pool_size: (config.concurrency + 4).max(options.pool_size),
+                ..options
+            };
+            let store = Store::open(&url, &options).await?;
+            let cleanup = !args.keep && !store.is_ephemeral();
+            let report = bench::run_bench(
+                Arc::new(store),
+                &url.to_string(),
+                &config,
+                cli.quiet,
+                cleanup,
+            )
+            .await?;
+            bench::print(&report, out)
+        }
+        Command::Enqueue(args) => {
+            let store = Store::open(&open(DEFAULT_STORE)?, &options).await?;
+            admin::enqueue(&store, args, out).await
+        }
+        Command::Work(args) => {
+            let store = Store::open(&open(DEFAULT_STORE)?, &options).await?;
+            work::work(Arc::new(store), args, out).await
+        }
+        Command::Stats(args) => {
+            let store = Store::open(&open(DEFAULT_STORE)?, &options).await?;
+            admin::stats(&store, args, output::now_millis(), out).await
+        }
+        Command::List(args) => {
+            let store = Store::open(&open(DEFAULT_STORE)?, &options).await?;
+            admin::list(&store, args, output::now_millis(), out).await
+        }
+        Command::Retry(args) => {
+            let store = Store::open(&open(DEFAULT_STORE)?, &options).await?;
+            admin::retry(&store, args, out).await
+        }
+        Command::Purge(args) => {
+            let store = Store::open(&open(DEFAULT_STORE)?, &options).await?;
+            admin::purge(&store, args, out).await
+        }
+        Command::Prune(args) => {
+            let store = Store::open(&open(DEFAULT_STORE)?, &options).await?;
+            admin::prune(&store, args, out).await
+        }
+    }
+}

@@ -1,0 +1,475 @@
+//! `fairq work`: a [`Worker`] whose handler runs a command per job, until SIGTERM or Ctrl-C
+//! (or, with `--until-idle`, until the queues are empty).
+
+use std::future::Future;
+use std::io::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use fairq_core::job::{Millis, Outcome};
+use fairq_worker::{
+    Backend, BackendError, Claim, Failure, Job, JobId, JobInfo, JobOutcome, JobReport, ListFilter,
+    NewJob, Purge, QueueConfig, QueueStats, RetryTarget, ShutdownReport, Worker,
+};
+use serde::Serialize;
+
+use crate::args::WorkArgs;
+use crate::error::CliError;
+use crate::exec::ExecCommand;
+use crate::output::{self, Output};
+
+/// The one handler kind the worker knows: [`EveryKind`] files every claimed job under it.
+const EXEC_KIND: &str = "fairq.exec";
+/// Where [`EveryKind`] keeps a claimed job's own kind.
+const KIND_META: &str = "fairq.kind";
+
+/// A store whose claimed jobs all carry the kind [`EXEC_KIND`] (their own kind moves to the
+/// metadata), so one handler serves every kind. Only the claimed copy changes; the store
+/// keeps the job as it was enqueued.
+pub(crate) struct EveryKind<B>(pub(crate) B);
+
+impl<B: Backend> Backend for EveryKind<B> {
+    fn enqueue(&self, job: NewJob) -> impl Future<Output = Result<JobId, BackendError>> + Send {
+        self.0.enqueue(job)
+    }
+
+    fn enqueue_many(
+        &self,
+        jobs: Vec<NewJob>,
+    ) -> impl Future<Output = Result<Vec<JobId>, BackendError>> + Send {
+        self.0.enqueue_many(jobs)
+    }
+
+    fn claim(
+        &self,
+        queue: &str,
+        max: usize,
+        lease: Duration,
+    ) -> impl Future<Output = Result<Vec<Job>, BackendError>> + Send {
+        let claim = self.0.claim(queue, max, lease);
+        async move {
+            let mut jobs = claim.await?;
+            for job in &mut jobs {
+                let kind = std::mem::replace(&mut job.kind, EXEC_KIND.to_string());
+                job.metadata.insert(KIND_META.to_string(), kind);
+            }
+            Ok(jobs)
+        }
+    }
+
+    fn complete(&self, claim: Claim) -> impl Future<Output = Result<(), BackendError>> + Send {
+        self.0.complete(claim)
+    }
+
+    fn fail(
+        &self,
+        claim: Claim,
+        failure: Failure,
+    ) -> impl Future<Output = Result<Outcome, BackendError>> + Send {
+        self.0.fail(claim, failure)
+    }
+
+    fn heartbeat(
+        &self,
+        claim: Claim,
+        lease: Duration,
+    ) -> impl Future<Output = Result<Millis, BackendError>> + Send {
+        self.0.heartbeat(claim, lease)
+    }
+
+    fn rescue(&self, queue: &str) -> impl Future<Output = Result<u64, BackendError>> + Send {
+        self.0.rescue(queue)
+    }
+
+    fn wait_for_jobs(&self, queue: &str, timeout: Duration) -> impl Future<Output = ()> + Send {
+        self.0.wait_for_jobs(queue, timeout)
+    }
+
+    fn stats(&self) -> impl Future<Output = Result<Vec<QueueStats>, BackendError>> + Send {
+        self.0.stats()
+    }
+
+    fn list(
+        &self,
+        filter: ListFilter,
+    ) -> impl Future<Output = Result<Vec<JobInfo>, BackendError>> + Send {
+        self.0.list(filter)
+    }
+
+    fn get(&self, id: JobId) -> impl Future<Output = Result<Option<JobInfo>, BackendError>> + Send {
+        self.0.get(id)
+    }
+
+    fn retry(&self, target: RetryTarget) -> impl Future<Output = Result<u64, BackendError>> + Send {
+        self.0.retry(target)
+    }
+
+    fn purge(&self, purge: Purge) -> impl Future<Output = Result<u64, BackendError>> + Send {
+        self.0.purge(purge)
+    }
+
+    fn prune(
+        &self,
+        older_than: Duration,
+    ) -> impl Future<Output = Result<u64, BackendError>> + Send {
+        self.0.prune(older_than)
+    }
+}
+
+/// The kind a job was enqueued with (see [`EveryKind`]).
+fn original_kind(job: &Job) -> &str {
+    job.metadata
+        .get(KIND_META)
+        .map(String::as_str)
+        .unwrap_or(&job.kind)
+}
+
+/// One finished attempt, as `--json` prints it.
+#[derive(Serialize)]
+struct Finished<'a> {
+    id: u64,
+    queue: &'a str,
+    kind: &'a str,
+    key: Option<&'a str>,
+    attempt: u32,
+    outcome: &'static str,
+    retry_at: Option<String>,
+    elapsed_ms: f64,
+    error: Option<&'a str>,
+}
+
+fn outcome_name(outcome: &JobOutcome) -> &'static str {
+    match outcome {
+        JobOutcome::Succeeded => "succeeded",
+        JobOutcome::Retry { .. } => "retrying",
+        JobOutcome::Dead => "dead",
+        JobOutcome::Unrecorded => "unrecorded",
+    }
+}
+
+/// One line about a finished attempt.
+fn finished_line(report: &JobReport, json: bool) -> String {
+    let job = &report.job;
+    let error = report.result.as_ref().err().map(|f| f.message.as_str());
+    let retry_at = match report.outcome {
+        JobOutcome::Retry { run_at } => Some(output::timestamp(run_at)),
+        _ => None,
+    };
+    if json {
+        let finished = Finished {
+            id: job.claim.id.0,
+            queue: &job.queue,
+            kind: original_kind(job),
+            key: job.key.as_deref(),
+            attempt: job.attempt,
+            outcome: outcome_name(&report.outcome),
+            retry_at,
+            elapsed_ms: report.elapsed.as_secs_f64() * 1e3,
+            error,
+        };
+        return serde_json::to_string(&finished).unwrap_or_default();
+    }
+    let what = match (&report.outcome, error) {
+        (JobOutcome::Succeeded, _) => "succeeded".to_string(),
+        (JobOutcome::Retry { .. }, Some(e)) => {
+            format!("failed, retry at {}: {e}", retry_at.unwrap_or_default())
+        }
+        (JobOutcome::Dead, Some(e)) => format!("failed for good: {e}"),
+        (JobOutcome::Unrecorded, _) => {
+            "finished, but the store did not record it; it will run again".to_string()
+        }
+        (_, None) => outcome_name(&report.outcome).to_string(),
+    };
+    format!(
+        "job {} {}/{}{} attempt {}: {what} ({})",
+        job.claim.id,
+        job.queue,
+        original_kind(job),
+        job.key
+            .as_deref()
+            .map(|k| format!(" key {k}"))
+            .unwrap_or_default(),
+        job.attempt,
+        output::short_duration(report.elapsed),
+    )
+}
+
+/// Counts of finished attempts.
+#[derive(Default)]
+struct Tally {
+    succeeded: AtomicU64,
+    retrying: AtomicU64,
+    dead: AtomicU64,
+    unrecorded: AtomicU64,
+}
+
+impl Tally {
+    fn add(&self, outcome: &JobOutcome) {
+        let counter = match outcome {
+            JobOutcome::Succeeded => &self.succeeded,
+            JobOutcome::Retry { .. } => &self.retrying,
+            JobOutcome::Dead => &self.dead,
+            JobOutcome::Unrecorded => &self.unrecorded,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+#[derive(Serialize)]
+struct Summary {
+    event: &'static str,
+    succeeded: u64,
+    failed_will_retry: u64,
+    dead: u64,
+    unrecorded: u64,
+    abandoned: Vec<u64>,
+}
+
+/// Resolves on SIGTERM or Ctrl-C (SIGINT).
+async fn shutdown_signal() -> Result<&'static str, CliError> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate())
+            .map_err(|e| CliError::io("listening for SIGTERM", e))?;
+        let mut int =
+            signal(SignalKind::interrupt()).map_err(|e| CliError::io("listening for SIGINT", e))?;
+        tokio::select! {
+            _ = term.recv() => Ok("SIGTERM"),
+            _ = int.recv() => Ok("SIGINT"),
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        tokio::signal::ctrl_c()
+            .await
+            .map_err(|e| CliError::io("listening for Ctrl-C", e))?;
+        Ok("Ctrl-C")
+    }
+}
+
+/// Resolves once none of `queues` has an unfinished job.
+async fn idle<B: Backend>(store: &B, queues: &[String]) -> Result<(), CliError> {
+    loop {
+        let stats = store.stats().await?;
+        let pending: u64 = stats
+            .iter()
+            .filter(|s| queues.contains(&s.queue))
+            .map(|s| s.counts.pending())
+            .sum();
+        if pending == 0 {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Writes one line to stderr, ignoring a closed stream.
+pub(crate) fn note(text: &str) {
+    let mut stderr = std::io::stderr().lock();
+    let _ = writeln!(stderr, "{text}");
+}
+
+/// `fairq work`.
+pub(crate) async fn work<B: Backend>(
+    store: Arc<B>,
+    args: &WorkArgs,
+    out: &mut Output,
+) -> Result<(), CliError> {
+    let mut command = ExecCommand::new(args.exec.iter().cloned())
+        .ok_or_else(|| CliError::Usage("--exec needs a command".into()))?;
+    if let Some(limit) = args.job_timeout {
+        command = command.timeout(limit);
+    }
+    let command = Arc::new(command);
+    let tally = Arc::new(Tally::default());
+    let json = out.is_json();
+
+    let mut builder = Worker::builder(EveryKind(Arc::clone(&store)))
+        .shutdown_timeout(args.shutdown_timeout)
+        .error_backoff(Duration::from_millis(200), Duration::from_secs(10));
+    for queue in &args.queue {
+        builder = builder.queue(
+            queue.clone(),
+            QueueConfig::default()
+                .concurrency(args.concurrency)
+                .lease(args.lease)
+                .poll_interval(args.poll),
+        );
+    }
+    let run = Arc::clone(&command);
+    let finished = Arc::clone(&tally);
+    let worker = builder
+        .handle(EXEC_KIND, move |job: Job| {
+            let command = Arc::clone(&run);
+            async move {
+                let kind = original_kind(&job).to_string();
+                command.run(&job, &kind).await
+            }
+        })
+        .on_finished(move |report| {
+            finished.add(&report.outcome);
+            let line = finished_line(report, json);
+            let mut stdout = std::io::stdout().lock();
+            let _ = writeln!(stdout, "{line}").and_then(|()| stdout.flush());
+        })
+        .on_error(|err| note(&format!("warning: {err}")))
+        .build()?;
+
+    let handle = worker.start()?;
+    note(&format!(
+        "fairq: serving {} with `{}` ({} at a time per queue); SIGTERM or Ctrl-C stops",
+        args.queue.join(", "),
+        command.display(),
+        args.concurrency
+    ));
+    let why = if args.until_idle {
+        tokio::select! {
+            signal = shutdown_signal() => signal?,
+            done = idle(&*store, &args.queue) => { done?; "idle" }
+        }
+    } else {
+        shutdown_signal().await?
+    };
+    let running = handle.running();
+    let shutdown = handle.shutdown(args.shutdown_timeout);
+    tokio::pin!(shutdown);
+    // The first poll of the shutdown stops claiming; only then is that announced.
+    let early: Option<ShutdownReport> = tokio::select! {
+        biased;
+        report = &mut shutdown => Some(report),
+        () = std::future::ready(()) => None,
+    };
+    if why != "idle" {
+        note(&format!(
+            "fairq: {why}: no new jobs; waiting up to {} for {running} running job(s)",
+            humantime::format_duration(args.shutdown_timeout),
+        ));
+    }
+    let report = match early {
+        Some(report) => report,
+        None => shutdown.await,
+    };
+    let summary = Summary {
+        event: "stopped",
+        succeeded: tally.succeeded.load(Ordering::Relaxed),
+        failed_will_retry: tally.retrying.load(Ordering::Relaxed),
+        dead: tally.dead.load(Ordering::Relaxed),
+        unrecorded: tally.unrecorded.load(Ordering::Relaxed),
+        abandoned: report.abandoned.iter().map(|id| id.0).collect(),
+    };
+    if json {
+        out.json(&summary)?;
+    } else {
+        let abandoned = if summary.abandoned.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; still running at the deadline, left to be rescued: {}",
+                summary
+                    .abandoned
+                    .iter()
+                    .map(u64::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        };
+        note(&format!(
+            "fairq: stopped: {} succeeded, {} failed and will retry, {} dead{abandoned}",
+            summary.succeeded, summary.failed_will_retry, summary.dead
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use fairq_worker::{JobStatus, MemoryBackend};
+
+    use super::*;
+    use crate::output::Format;
+
+    #[tokio::test]
+    async fn claimed_jobs_keep_their_kind_in_the_metadata() {
+        let store = EveryKind(MemoryBackend::new());
+        let id = store
+            .enqueue(NewJob::new("q", "resize", vec![]))
+            .await
+            .unwrap();
+        let jobs = store.claim("q", 1, Duration::from_secs(5)).await.unwrap();
+        assert_eq!(jobs[0].kind, EXEC_KIND);
+        assert_eq!(original_kind(&jobs[0]), "resize");
+        // The store still has the job under its own kind.
+        assert_eq!(store.get(id).await.unwrap().unwrap().kind, "resize");
+    }
+
+    #[test]
+    fn finished_lines_say_what_happened() {
+        let mut job = Job::example(vec![]);
+        job.metadata.insert(KIND_META.into(), "mail".into());
+        job.key = Some("t".into());
+        let report = JobReport {
+            job,
+            result: Err(Failure::retryable("exit status 2: boom")),
+            outcome: JobOutcome::Dead,
+            elapsed: Duration::from_millis(3),
+        };
+        assert_eq!(
+            finished_line(&report, false),
+            "job 1 default/mail key t attempt 1: failed for good: exit status 2: boom (3.00 ms)"
+        );
+        let json: serde_json::Value = serde_json::from_str(&finished_line(&report, true)).unwrap();
+        assert_eq!(json["outcome"], "dead");
+        assert_eq!(json["kind"], "mail");
+        assert_eq!(json["error"], "exit status 2: boom");
+    }
+
+    #[tokio::test]
+    async fn until_idle_runs_every_job_of_every_kind_then_stops() {
+        let dir = tempfile::tempdir().unwrap();
+        let out_file = dir.path().join("out.txt");
+        let store = Arc::new(MemoryBackend::new());
+        for (kind, payload) in [("a", "1"), ("b", "2"), ("c", "3")] {
+            store
+                .enqueue(NewJob::new("q", kind, payload.as_bytes().to_vec()))
+                .await
+                .unwrap();
+        }
+        let failing = store
+            .enqueue(
+                NewJob::new("q", "d", b"x".to_vec()).retry(fairq_core::retry::RetryPolicy::new(0)),
+            )
+            .await
+            .unwrap();
+        let script = format!(
+            "[ \"$FAIRQ_KIND\" = d ] && {{ echo nope >&2; exit 1; }}; {{ cat; echo \" $FAIRQ_KIND\"; }} >> {}",
+            out_file.display()
+        );
+        let args = WorkArgs {
+            queue: vec!["q".into()],
+            concurrency: 1,
+            lease: Duration::from_secs(30),
+            poll: Duration::from_millis(10),
+            job_timeout: None,
+            shutdown_timeout: Duration::from_secs(5),
+            until_idle: true,
+            exec: vec!["sh".into(), "-c".into(), script],
+        };
+        let mut out = Output::buffer(Format::Json);
+        work(Arc::clone(&store), &args, &mut out).await.unwrap();
+        let summary: serde_json::Value = serde_json::from_str(&out.contents()).unwrap();
+        assert_eq!(summary["succeeded"], 3);
+        assert_eq!(summary["dead"], 1);
+        let mut lines: Vec<String> = std::fs::read_to_string(&out_file)
+            .unwrap()
+            .lines()
+            .map(String::from)
+            .collect();
+        lines.sort();
+        assert_eq!(lines, ["1 a", "2 b", "3 c"]);
+        let dead = store.get(failing).await.unwrap().unwrap();
+        assert_eq!(dead.status(), JobStatus::Dead);
+        assert_eq!(dead.last_error.as_deref(), Some("exit status 1: nope"));
+    }
+}
