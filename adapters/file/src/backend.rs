@@ -145,6 +145,13 @@ impl FileBackend {
             max_item_size: MAX_ITEM_SIZE,
             ..JournalConfig::default()
         };
+        let config = match &options.storage {
+            Some(storage) => JournalConfig {
+                storage: storage.clone(),
+                ..config
+            },
+            None => config,
+        };
         let journal = JournaledQueue::open(&dir, JOURNAL_NAME, config)?;
         let reader = journal.reader(READER_NAME)?;
         let now = options.clock.now();

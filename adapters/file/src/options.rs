@@ -3,6 +3,7 @@
 use std::fmt;
 use std::sync::Arc;
 
+use fairq_journal::storage::Storage;
 use fairq_worker::{Clock, SystemClock};
 
 /// When a change is on disk before the call that made it returns. Both modes make every
@@ -38,6 +39,10 @@ pub struct FileOptions {
     /// Size at which a journal segment file is sealed and a new one started (default 16 MiB).
     /// Space comes back a segment at a time.
     pub segment_size: u64,
+    /// Where the journal's files live: the real file system when `None`. Tests pass a
+    /// [`fairq_journal::sim::SimDisk`] to simulate power loss and I/O failures. The folder's
+    /// lock file is always on the real file system.
+    pub storage: Option<Arc<dyn Storage>>,
 }
 
 impl Default for FileOptions {
@@ -46,6 +51,7 @@ impl Default for FileOptions {
             clock: Arc::new(SystemClock),
             sync: SyncMode::Group,
             segment_size: 16 << 20,
+            storage: None,
         }
     }
 }
@@ -56,6 +62,7 @@ impl fmt::Debug for FileOptions {
             .field("now", &self.clock.now())
             .field("sync", &self.sync)
             .field("segment_size", &self.segment_size)
+            .field("storage", &self.storage)
             .finish()
     }
 }
@@ -91,6 +98,18 @@ impl FileOptions {
     /// ```
     pub fn segment_size(mut self, bytes: u64) -> Self {
         self.segment_size = bytes;
+        self
+    }
+
+    /// Keeps the journal on `storage` instead of the real file system.
+    ///
+    /// ```
+    /// use fairq_journal::sim::SimDisk;
+    /// let options = fairq_file::FileOptions::default().storage(SimDisk::new(1));
+    /// assert!(options.storage.is_some());
+    /// ```
+    pub fn storage(mut self, storage: impl Storage + 'static) -> Self {
+        self.storage = Some(Arc::new(storage));
         self
     }
 }
