@@ -147,3 +147,36 @@ fn a_newer_format_is_refused() {
         "{err:?}"
     );
 }
+
+#[test]
+fn a_failed_sync_poisons_the_store_until_it_is_reopened() {
+    use fairq_journal::sim::{SimDisk, SimFaults};
+    let dir = tempfile::tempdir().unwrap();
+    let disk = SimDisk::new(5);
+    let clock = ManualClock::new(START);
+    let options = FileOptions::default()
+        .clock(clock.clone())
+        .storage(disk.clone());
+    runtime().block_on(async {
+        let store = FileBackend::open(dir.path(), options.clone()).unwrap();
+        let kept = store.enqueue(NewJob::new("q", "k", vec![])).await.unwrap();
+        disk.set_faults(SimFaults {
+            sync_error_per_mille: 1000,
+            ..SimFaults::default()
+        });
+        let err = store
+            .enqueue(NewJob::new("q", "k", vec![]))
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("reopen"), "{err}");
+        disk.set_faults(SimFaults::default());
+        // Memory is ahead of the disk now: every call is refused, reads included.
+        assert!(store.enqueue(NewJob::new("q", "k", vec![])).await.is_err());
+        assert!(store.get(kept).await.is_err());
+        assert!(store.close().is_err());
+        drop(store);
+        let store = FileBackend::open(dir.path(), options).unwrap();
+        assert!(store.get(kept).await.unwrap().is_some());
+        store.enqueue(NewJob::new("q", "k", vec![])).await.unwrap();
+    });
+}
