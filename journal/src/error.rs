@@ -72,6 +72,12 @@ pub enum JournalError {
     /// The queue was closed.
     #[error("the queue is closed")]
     Closed,
+    /// Another handle (in this or another process) has the queue open.
+    #[error("the queue is already open elsewhere (lock file {})", path.display())]
+    Locked {
+        /// The lock file.
+        path: PathBuf,
+    },
 }
 
 impl JournalError {

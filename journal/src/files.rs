@@ -2,7 +2,8 @@
 //!
 //! For a queue `q`: segments are `q.<20-digit segment id>.seg`, the default reader's
 //! checkpoint is `q.cp`, a named reader `r`'s checkpoint is `q.cp.r`, and the reader registry
-//! is `q.readers`. Temporary files end in `.tmp`. Names cannot contain `.`, so the files of two
+//! is `q.readers`, and `q.lock` keeps a second handle from opening the queue. Temporary files
+//! end in `.tmp`. Names cannot contain `.`, so the files of two
 //! queues sharing a directory never collide.
 
 use std::path::{Path, PathBuf};
@@ -37,6 +38,10 @@ pub(crate) fn parse_checkpoint_name<'a>(queue: &str, file: &'a str) -> Option<&'
         let r = rest.strip_prefix('.')?;
         (!r.is_empty() && !r.contains('.')).then_some(r)
     }
+}
+
+pub(crate) fn lock_path(dir: &Path, queue: &str) -> PathBuf {
+    dir.join(format!("{queue}.lock"))
 }
 
 pub(crate) fn registry_path(dir: &Path, queue: &str) -> PathBuf {

@@ -15,7 +15,7 @@ use crate::format::{encode_record, encode_segment_header, Record, RecordKind, Se
 use crate::reader::{
     enforce_limits, new_shared, write_checkpoint, Reader, ReaderShared, ReaderState, SegEnd,
 };
-use crate::storage::{replace_atomically, write_all, Storage, WriteFile};
+use crate::storage::{replace_atomically, write_all, LockGuard, Storage, WriteFile};
 use crate::{name::validate_name, ItemId, JournalError};
 
 /// Locks a mutex, recovering the data if another thread panicked while holding it.
@@ -101,6 +101,8 @@ pub(crate) struct Inner {
     pub(crate) closed: AtomicBool,
     pub(crate) stop: StopSignal,
     pub(crate) flusher: Mutex<Option<JoinHandle<()>>>,
+    /// Held while the queue is open; keeps a second handle from opening it.
+    pub(crate) dir_lock: Mutex<Option<Box<dyn LockGuard>>>,
 }
 
 impl Inner {
@@ -234,6 +236,7 @@ impl Inner {
         let added_at_ms = to_ms(self.config.clock.now());
         let len = data.len() as u64;
         let mut w = lock(&self.writer);
+        self.check_open()?;
         let readers = read_lock(&self.readers);
         self.check_poisoned()?;
         for r in readers.iter() {
@@ -541,6 +544,8 @@ impl Inner {
         }
         self.stop_flusher();
         self.force_notify();
+        // Wait for a put that is writing right now; later ones see `closed`.
+        drop(lock(&self.writer));
         let mut first_err = None;
         if let Err(e) = self.check_poisoned().and_then(|()| self.sync_writer()) {
             first_err.get_or_insert(e);
@@ -554,6 +559,7 @@ impl Inner {
         if let Err(e) = self.collect_segments() {
             first_err.get_or_insert(e);
         }
+        drop(lock(&self.dir_lock).take());
         match first_err {
             None => Ok(()),
             Some(e) => Err(e),
@@ -676,7 +682,8 @@ impl JournaledQueue {
     /// [`JournalError::Corrupt`], and every reader resumes from its checkpoint (or from the
     /// oldest item if its checkpoint is missing or unreadable).
     ///
-    /// Only one process may have a queue open at a time.
+    /// A queue can be open only once at a time: while it is open (in this or another process),
+    /// opening it again fails with [`JournalError::Locked`].
     ///
     /// ```
     /// use fairq_journal::{JournalConfig, JournalError, JournaledQueue};

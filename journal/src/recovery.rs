@@ -9,8 +9,8 @@ use std::sync::{Arc, Condvar, Mutex, RwLock};
 use crate::checkpoint::{decode_checkpoint, decode_registry, Checkpoint};
 use crate::config::{JournalConfig, SyncPolicy};
 use crate::files::{
-    checkpoint_path, is_temp_of, parse_checkpoint_name, parse_segment_name, registry_path,
-    segment_name,
+    checkpoint_path, is_temp_of, lock_path, parse_checkpoint_name, parse_segment_name,
+    registry_path, segment_name,
 };
 use crate::format::{decode_record, decode_segment_header, SEGMENT_HEADER_LEN};
 use crate::name::validate_name;
@@ -58,6 +58,16 @@ pub(crate) fn open(
         move |e: io::Error| JournalError::io(p, e)
     };
     storage.create_dir_all(dir).map_err(io_err(dir))?;
+    let lock_file = lock_path(dir, name);
+    let dir_lock = storage.lock(&lock_file).map_err(|e| {
+        if e.kind() == io::ErrorKind::WouldBlock {
+            JournalError::Locked {
+                path: lock_file.clone(),
+            }
+        } else {
+            JournalError::io(&lock_file, e)
+        }
+    })?;
     let files = storage.list_dir(dir).map_err(io_err(dir))?;
 
     // Readers: the registry lists them; without one there is just the default reader.
@@ -331,6 +341,7 @@ pub(crate) fn open(
         closed: AtomicBool::new(false),
         stop: Arc::new((Mutex::new(false), Condvar::new())),
         flusher: Mutex::new(None),
+        dir_lock: Mutex::new(Some(dir_lock)),
     });
     if let SyncPolicy::Periodic(every) = sync {
         spawn_flusher(&inner, every)?;

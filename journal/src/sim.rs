@@ -34,7 +34,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::storage::{parent_dir, ReadFile, Storage, WriteFile};
+use crate::storage::{parent_dir, LockGuard, ReadFile, Storage, WriteFile};
 
 /// Fault injection settings of a [`SimDisk`]. Rates are per thousand operations.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -70,6 +70,8 @@ struct State {
     countdown: Option<u64>,
     /// After a scheduled crash, every operation fails until `restart`.
     dead: bool,
+    /// Paths locked with `Storage::lock`, by the generation that took the lock.
+    locks: HashMap<PathBuf, u64>,
 }
 
 impl State {
@@ -126,6 +128,8 @@ impl State {
 
     fn crash(&mut self) {
         self.generation += 1;
+        // The processes holding locks died with the power.
+        self.locks.clear();
         let keep: BTreeSet<u64> = self.durable.values().copied().collect();
         let mut inos: Vec<u64> = self.inodes.keys().copied().collect();
         inos.sort_unstable();
@@ -217,11 +221,12 @@ impl SimDisk {
                 syncs: 0,
                 countdown: None,
                 dead: false,
+                locks: HashMap::new(),
             })),
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
+    fn guard(&self) -> MutexGuard<'_, State> {
         // A panic while holding this lock can only come from a bug in this module; the state
         // stays usable, so recover the guard.
         self.state.lock().unwrap_or_else(|p| p.into_inner())
@@ -236,7 +241,7 @@ impl SimDisk {
     /// assert!(disk.faults().short_writes);
     /// ```
     pub fn set_faults(&self, faults: SimFaults) {
-        self.lock().faults = faults;
+        self.guard().faults = faults;
     }
 
     /// The current fault settings.
@@ -246,7 +251,7 @@ impl SimDisk {
     /// assert_eq!(disk.faults(), Default::default());
     /// ```
     pub fn faults(&self) -> SimFaults {
-        self.lock().faults
+        self.guard().faults
     }
 
     /// How many successful `sync_data` calls the disk has seen.
@@ -256,7 +261,7 @@ impl SimDisk {
     /// assert_eq!(disk.sync_count(), 0);
     /// ```
     pub fn sync_count(&self) -> u64 {
-        self.lock().syncs
+        self.guard().syncs
     }
 
     /// Simulates a power loss (see the module documentation). Handles opened before the crash
@@ -272,7 +277,7 @@ impl SimDisk {
     /// assert!(disk.read_all(Path::new("/never-synced")).is_err());
     /// ```
     pub fn crash(&self) {
-        let mut s = self.lock();
+        let mut s = self.guard();
         s.countdown = None;
         s.crash();
     }
@@ -294,7 +299,7 @@ impl SimDisk {
     /// assert!(disk.read_all(Path::new("/a")).is_err(), "never synced into the directory");
     /// ```
     pub fn schedule_crash(&self, after_ops: u64) {
-        self.lock().countdown = Some(after_ops);
+        self.guard().countdown = Some(after_ops);
     }
 
     /// Whether a scheduled crash has happened and the disk awaits [`SimDisk::restart`].
@@ -303,7 +308,7 @@ impl SimDisk {
     /// assert!(!fairq_journal::sim::SimDisk::new(1).is_dead());
     /// ```
     pub fn is_dead(&self) -> bool {
-        self.lock().dead
+        self.guard().dead
     }
 
     /// Powers the disk back on after a scheduled crash and cancels any pending one.
@@ -315,7 +320,7 @@ impl SimDisk {
     /// assert!(!disk.is_dead());
     /// ```
     pub fn restart(&self) {
-        let mut s = self.lock();
+        let mut s = self.guard();
         s.dead = false;
         s.countdown = None;
     }
@@ -332,7 +337,7 @@ impl SimDisk {
 
 impl Storage for SimDisk {
     fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
-        let mut s = self.lock();
+        let mut s = self.guard();
         s.step(true)?;
         for anc in dir.ancestors() {
             if !anc.as_os_str().is_empty() {
@@ -343,7 +348,7 @@ impl Storage for SimDisk {
     }
 
     fn list_dir(&self, dir: &Path) -> io::Result<Vec<String>> {
-        let mut s = self.lock();
+        let mut s = self.guard();
         s.step(false)?;
         if !s.dirs.contains(dir) {
             return Err(not_found(dir));
@@ -356,7 +361,7 @@ impl Storage for SimDisk {
     }
 
     fn read_all(&self, path: &Path) -> io::Result<Vec<u8>> {
-        let mut s = self.lock();
+        let mut s = self.guard();
         s.step(false)?;
         let ino = s.live.get(path).ok_or_else(|| not_found(path))?;
         Ok(s.inodes
@@ -366,7 +371,7 @@ impl Storage for SimDisk {
     }
 
     fn create(&self, path: &Path) -> io::Result<Box<dyn WriteFile>> {
-        let mut s = self.lock();
+        let mut s = self.guard();
         s.step(true)?;
         s.check_dir(path)?;
         let ino = s.next_ino;
@@ -379,7 +384,7 @@ impl Storage for SimDisk {
     }
 
     fn open_append(&self, path: &Path) -> io::Result<Box<dyn WriteFile>> {
-        let mut s = self.lock();
+        let mut s = self.guard();
         s.step(false)?;
         let ino = *s.live.get(path).ok_or_else(|| not_found(path))?;
         let generation = s.generation;
@@ -388,7 +393,7 @@ impl Storage for SimDisk {
     }
 
     fn open_read(&self, path: &Path) -> io::Result<Box<dyn ReadFile>> {
-        let mut s = self.lock();
+        let mut s = self.guard();
         s.step(false)?;
         let ino = *s.live.get(path).ok_or_else(|| not_found(path))?;
         let generation = s.generation;
@@ -397,7 +402,7 @@ impl Storage for SimDisk {
     }
 
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        let mut s = self.lock();
+        let mut s = self.guard();
         s.step(true)?;
         s.check_dir(to)?;
         let ino = s.live.remove(from).ok_or_else(|| not_found(from))?;
@@ -406,14 +411,14 @@ impl Storage for SimDisk {
     }
 
     fn remove_file(&self, path: &Path) -> io::Result<()> {
-        let mut s = self.lock();
+        let mut s = self.guard();
         s.step(true)?;
         s.live.remove(path).ok_or_else(|| not_found(path))?;
         Ok(())
     }
 
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
-        let mut s = self.lock();
+        let mut s = self.guard();
         s.step(true)?;
         if !s.dirs.contains(dir) {
             return Err(not_found(dir));
@@ -432,6 +437,43 @@ impl Storage for SimDisk {
         s.durable.extend(entries);
         Ok(())
     }
+
+    fn lock(&self, path: &Path) -> io::Result<Box<dyn LockGuard>> {
+        let mut s = self.guard();
+        s.step(false)?;
+        if s.locks.contains_key(path) {
+            return Err(io::Error::new(
+                io::ErrorKind::WouldBlock,
+                format!("{} is locked", path.display()),
+            ));
+        }
+        let generation = s.generation;
+        s.locks.insert(path.to_path_buf(), generation);
+        drop(s);
+        Ok(Box::new(SimLock {
+            disk: self.clone(),
+            path: path.to_path_buf(),
+            generation,
+        }))
+    }
+}
+
+#[derive(Debug)]
+struct SimLock {
+    disk: SimDisk,
+    path: PathBuf,
+    generation: u64,
+}
+
+impl LockGuard for SimLock {}
+
+impl Drop for SimLock {
+    fn drop(&mut self) {
+        let mut s = self.disk.guard();
+        if s.locks.get(&self.path) == Some(&self.generation) {
+            s.locks.remove(&self.path);
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -444,7 +486,7 @@ struct SimFile {
 
 impl SimFile {
     fn state(&self, mutating: bool) -> io::Result<MutexGuard<'_, State>> {
-        let mut s = self.disk.lock();
+        let mut s = self.disk.guard();
         s.step(mutating)?;
         if s.generation != self.generation {
             return Err(eio("a handle opened before a simulated crash"));

@@ -39,7 +39,14 @@ pub trait Storage: Send + Sync + fmt::Debug {
     fn remove_file(&self, path: &Path) -> io::Result<()>;
     /// Makes the directory's entries (creations, renames, removals) durable.
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
+    /// Takes an exclusive lock on `path` (creating the file if needed) for as long as the
+    /// returned guard lives. Fails with [`io::ErrorKind::WouldBlock`] if another holder (in
+    /// this or another process) has it.
+    fn lock(&self, path: &Path) -> io::Result<Box<dyn LockGuard>>;
 }
+
+/// Holds a lock taken with [`Storage::lock`]; dropping it releases the lock.
+pub trait LockGuard: Send + Sync + fmt::Debug {}
 
 /// A file opened for appending.
 pub trait WriteFile: Send + Sync + fmt::Debug {
@@ -211,4 +218,20 @@ impl Storage for FsStorage {
     fn sync_dir(&self, _dir: &Path) -> io::Result<()> {
         Ok(())
     }
+    fn lock(&self, path: &Path) -> io::Result<Box<dyn LockGuard>> {
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)?;
+        // An advisory lock (flock on Unix), released when the file is closed, also when the
+        // process dies.
+        <File as fs4::FileExt>::try_lock(&file).map_err(io::Error::from)?;
+        Ok(Box::new(FsLock(file)))
+    }
 }
+
+#[derive(Debug)]
+struct FsLock(#[allow(dead_code)] File);
+
+impl LockGuard for FsLock {}

@@ -17,6 +17,8 @@ const CHILD_ENV: &str = "FAIRQ_JOURNAL_KILL9_CHILD";
 const ROUNDS: u64 = 60;
 /// Keeps the whole harness bounded even on a slow disk.
 const TIME_BUDGET: Duration = Duration::from_secs(60);
+/// A child that acknowledges nothing for this long is stuck: the test fails.
+const ROUND_LIMIT: Duration = Duration::from_secs(30);
 
 fn config(policy: &str) -> JournalConfig {
     JournalConfig {
@@ -47,7 +49,12 @@ fn kill9_child() {
     let (dir, policy, threads, round) = (parts[0], parts[1], parts[2], parts[3]);
     let threads: u64 = threads.parse().unwrap();
     let q = JournaledQueue::open(dir, "k9", config(policy)).unwrap();
-    println!("READY");
+    // Written straight to stdout (not through `println!`, which the test harness may capture).
+    {
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "READY").unwrap();
+        out.flush().unwrap();
+    }
     let workers: Vec<_> = (0..threads)
         .map(|t| {
             let q = q.clone();
@@ -136,7 +143,16 @@ fn acknowledged_puts_survive_kill_9() {
             .spawn()
             .unwrap();
         let stdout = child.stdout.take().unwrap();
-        let mut lines = BufReader::new(stdout).lines();
+        // Lines arrive through a channel so the parent can give up on a stuck child.
+        let (tx, lines) = std::sync::mpsc::channel::<String>();
+        let reader = std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
         // Kill at a random moment: sometimes during open (recovery), else after some puts.
         let kill_after = match rng.below(6) {
             0 => None,
@@ -144,7 +160,9 @@ fn acknowledged_puts_survive_kill_9() {
         };
         let mut acked = BTreeMap::new();
         let parse = |line: &str, acked: &mut BTreeMap<u64, (String, u64)>| {
-            let mut f = line.split_whitespace();
+            // The harness may print its own prefix ("test kill9_child ... ") on the same line.
+            let Some(at) = line.find("ACK ") else { return };
+            let mut f = line[at..].split_whitespace();
             if f.next() == Some("ACK") {
                 let id: u64 = f.next().unwrap().parse().unwrap();
                 let key = f.next().unwrap().to_string();
@@ -153,19 +171,26 @@ fn acknowledged_puts_survive_kill_9() {
             }
         };
         if let Some(n) = kill_after {
-            for line in lines.by_ref() {
-                let line = line.unwrap();
+            // n == 0: kill as soon as the queue is open (READY or a first ACK).
+            let deadline = Instant::now() + ROUND_LIMIT;
+            loop {
+                let left = deadline.saturating_duration_since(Instant::now());
+                let Ok(line) = lines.recv_timeout(left) else {
+                    child.kill().unwrap();
+                    panic!("round {round}: the child stopped acknowledging puts");
+                };
                 parse(&line, &mut acked);
-                if acked.len() as u64 >= n && (n > 0 || line == "READY") {
+                if acked.len() as u64 >= n.max(1) || (n == 0 && line.ends_with("READY")) {
                     break;
                 }
             }
         }
         child.kill().unwrap();
         let status = child.wait().unwrap();
+        reader.join().unwrap();
         // Every line the child finished printing before it died was acknowledged.
-        for line in lines {
-            parse(&line.unwrap(), &mut acked);
+        for line in lines.try_iter() {
+            parse(&line, &mut acked);
         }
         if acked.is_empty() && kill_after.is_some_and(|n| n > 0) {
             let mut err = String::new();

@@ -599,3 +599,29 @@ fn a_torn_sealed_segment_without_the_unsynced_flag_is_corruption() {
         Err(JournalError::Corrupt { path, .. }) if path == seg
     ));
 }
+
+#[test]
+fn a_queue_cannot_be_opened_twice_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let q = JournaledQueue::open(dir.path(), "q", cfg()).unwrap();
+    assert!(matches!(
+        JournaledQueue::open(dir.path(), "q", cfg()),
+        Err(JournalError::Locked { .. })
+    ));
+    // Another queue in the same directory is independent.
+    let other = JournaledQueue::open(dir.path(), "other", cfg()).unwrap();
+    q.close().unwrap();
+    let again = JournaledQueue::open(dir.path(), "q", cfg()).unwrap();
+    drop(again);
+    drop(JournaledQueue::open(dir.path(), "q", cfg()).unwrap());
+    drop(other);
+
+    let disk = SimDisk::new(1);
+    let q = JournaledQueue::open("/j", "q", JournalConfig::on_sim(&disk)).unwrap();
+    assert!(matches!(
+        JournaledQueue::open("/j", "q", JournalConfig::on_sim(&disk)),
+        Err(JournalError::Locked { .. })
+    ));
+    drop(q);
+    assert!(JournaledQueue::open("/j", "q", JournalConfig::on_sim(&disk)).is_ok());
+}
