@@ -11,12 +11,10 @@ CREATE TABLE fairq.schema_version (
     applied_at timestamptz NOT NULL DEFAULT now()
 );
 
--- Job ids, shared by the live table and the archive.
+-- Job ids, shared by the live table and the archive. The same sequence numbers jobs as they
+-- become ready (a new ready job's number is its id; a job that becomes ready later draws a
+-- fresh number): the order within a round of the fair schedule.
 CREATE SEQUENCE fairq.job_ids;
-
--- Order in which jobs became ready (enqueue, promotion of a due job): the order within a
--- round of the fair schedule.
-CREATE SEQUENCE fairq.ready_seq;
 
 -- Unfinished jobs.
 CREATE TABLE fairq.jobs (

@@ -290,33 +290,55 @@ pub(crate) async fn enqueue_batch(
         .rows(&sql.enqueue, &params)
         .await
         .map_err(|e| db(e, schema))?;
-    if rows.len() != n {
-        return Err(corrupt(format!(
-            "enqueue returned {} rows for {n} jobs",
-            rows.len()
-        )));
-    }
 
-    let mut ids: Vec<Option<JobId>> = Vec::with_capacity(n);
-    let mut inserted = Vec::new();
+    // Which id each row was planned, which ids went in, who held each unique key.
+    let mut inserted: HashSet<i64> = HashSet::new();
+    let mut planned: HashMap<usize, i64> = HashMap::new();
+    let mut holder: HashMap<usize, i64> = HashMap::new();
+    for row in &rows {
+        let kind: i32 = row.try_get(0).map_err(|e| corrupt(e.to_string()))?;
+        let id: Option<i64> = row.try_get(1).map_err(|e| corrupt(e.to_string()))?;
+        let ord: Option<i64> = row.try_get(2).map_err(|e| corrupt(e.to_string()))?;
+        let index = ord.and_then(|o| usize::try_from(o - 1).ok());
+        match (kind, id, index) {
+            (1, Some(id), _) => {
+                inserted.insert(id);
+            }
+            (2, Some(id), Some(i)) => {
+                planned.insert(i, id);
+            }
+            (3, Some(id), Some(i)) => {
+                holder.insert(i, id);
+            }
+            _ => {}
+        }
+    }
+    let inserted_ids: Vec<i64> = inserted.iter().copied().collect();
+    let mut ids: Vec<JobId> = Vec::with_capacity(n);
     let mut unresolved = Vec::new();
-    let mut duplicate: Option<usize> = None;
     let mut existing_of: BTreeMap<usize, JobId> = BTreeMap::new();
-    for (i, row) in rows.iter().enumerate() {
-        let new: Option<i64> = row.try_get(1).map_err(|e| corrupt(e.to_string()))?;
-        let existing: Option<i64> = row.try_get(2).map_err(|e| corrupt(e.to_string()))?;
-        match (new, existing) {
-            (Some(id), _) => {
-                inserted.push(id);
-                ids.push(Some(JobId(from_db(id))));
-            }
-            (None, Some(id)) => {
+    for (i, job) in jobs.iter().enumerate() {
+        if let Some(id) = planned.get(&i).filter(|id| inserted.contains(id)) {
+            ids.push(JobId(from_db(*id)));
+            continue;
+        }
+        // Left out or not inserted: its unique key is held by an unfinished job, or by an
+        // earlier row of this batch.
+        let earlier = (0..i).find_map(|j| {
+            let same = jobs[j].queue == job.queue && jobs[j].unique_key == job.unique_key;
+            planned
+                .get(&j)
+                .filter(|id| same && inserted.contains(id))
+                .copied()
+        });
+        match holder.get(&i).copied().or(earlier) {
+            Some(id) => {
                 existing_of.insert(i, JobId(from_db(id)));
-                ids.push(Some(JobId(from_db(id))));
+                ids.push(JobId(from_db(id)));
             }
-            (None, None) => {
+            None => {
                 unresolved.push(i);
-                ids.push(None);
+                ids.push(JobId(0));
             }
         }
     }
@@ -332,19 +354,19 @@ pub(crate) async fn enqueue_batch(
             .await
             .map_err(|e| db(e, schema))?;
         for &i in &unresolved {
-            let holder = holders.iter().find_map(|row| {
+            let found = holders.iter().find_map(|row| {
                 let q: &str = row.get(0);
                 let k: &str = row.get(1);
                 (q == jobs[i].queue && Some(k) == jobs[i].unique_key.as_deref())
                     .then(|| JobId(from_db(row.get(2))))
             });
-            match holder {
+            match found {
                 Some(id) => {
                     existing_of.insert(i, id);
-                    ids[i] = Some(id);
+                    ids[i] = id;
                 }
                 None => {
-                    undo(db_, sql, &inserted).await?;
+                    undo(db_, sql, &inserted_ids).await?;
                     return Err(BackendError::Unavailable(
                         "a unique key was taken and released while enqueueing; retry".into(),
                     ));
@@ -352,23 +374,19 @@ pub(crate) async fn enqueue_batch(
             }
         }
     }
-    for (&i, _) in existing_of.iter() {
-        if jobs[i].on_conflict == OnConflict::Error {
-            duplicate = Some(i);
-            break;
-        }
-    }
+    let duplicate = existing_of
+        .keys()
+        .copied()
+        .find(|&i| jobs[i].on_conflict == OnConflict::Error);
     if let Some(i) = duplicate {
-        undo(db_, sql, &inserted).await?;
+        undo(db_, sql, &inserted_ids).await?;
         return Err(BackendError::Duplicate {
             queue: jobs[i].queue.clone(),
             key: jobs[i].unique_key.clone().unwrap_or_default(),
             existing: existing_of[&i],
         });
     }
-    ids.into_iter()
-        .map(|id| id.ok_or_else(|| corrupt("a job got no id")))
-        .collect()
+    Ok(ids)
 }
 
 async fn undo(db_: &dyn Exec, sql: &Sql, inserted: &[i64]) -> Result<(), BackendError> {

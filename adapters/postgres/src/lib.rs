@@ -1,6 +1,4 @@
-//! # fairq-postgres
-//!
-//! A fairq job store on PostgreSQL (see the README for the full design notes).
+#![doc = include_str!("../README.md")]
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 

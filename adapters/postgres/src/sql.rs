@@ -26,7 +26,13 @@ const DONE_INFO: &str = "id, queue, kind, key, state, 0::int8 AS run_at, attempt
 /// Rows whose unique key is taken (by an unfinished job, or earlier in the batch) are left
 /// out before ids and rounds are handed out; `ON CONFLICT DO NOTHING` covers a concurrent
 /// insert of the same key. Each ready row gets the round `max(queue's current round, key's
-/// last ready round) + n`, where `n` numbers the batch's ready rows of that key.
+/// last ready round) + n`, where `n` numbers the batch's ready rows of that key; the two
+/// lookups run once per key (on its first row). Only window functions combine rows, never a
+/// join between intermediate results, so the cost stays linear in the batch.
+///
+/// The result has three kinds of rows: `(1, id, NULL)` for each inserted id, `(2, id, ord)`
+/// for the id planned for each row that was not left out, and `(3, holder, ord)` for each
+/// row with a unique key, with the unfinished job holding that key before the statement.
 const ENQUEUE: &str = r#"
 WITH input AS (
     SELECT t.*, (NOT t.blocked AND t.run_at <= $11) AS ready
@@ -36,48 +42,52 @@ WITH input AS (
                               depends_on, blocked, run_at, ord)
 ),
 fresh AS (
-    SELECT i.*, nextval('fairq.job_ids') AS id,
-           CASE WHEN i.ready THEN nextval('fairq.ready_seq') END AS seq
+    SELECT i.*, nextval('fairq.job_ids') AS id
     FROM (
-        SELECT i.* FROM input i
-        WHERE i.unique_key IS NULL
-           OR (NOT EXISTS (SELECT 1 FROM fairq.jobs j
-                           WHERE j.queue = i.queue AND j.unique_key = i.unique_key)
-               AND NOT EXISTS (SELECT 1 FROM input e
-                               WHERE e.queue = i.queue AND e.unique_key = i.unique_key
-                                 AND e.ord < i.ord))
-        ORDER BY i.ord
+        SELECT u.* FROM (
+            SELECT i.*, row_number() OVER (PARTITION BY i.queue, i.unique_key ORDER BY i.ord)
+                        AS key_rank
+            FROM input i
+        ) u
+        WHERE u.unique_key IS NULL
+           OR (u.key_rank = 1 AND NOT EXISTS (
+                   SELECT 1 FROM fairq.jobs j
+                   WHERE j.queue = u.queue AND j.unique_key = u.unique_key))
+        ORDER BY u.ord
     ) i
 ),
 ranked AS (
-    SELECT f.id, f.queue, f.key,
-           dense_rank() OVER (ORDER BY f.queue, f.key) AS grp,
-           row_number() OVER (PARTITION BY f.queue, f.key ORDER BY f.ord) AS rn
+    SELECT f.*, CASE WHEN f.ready THEN f.id END AS seq,
+           row_number() OVER (PARTITION BY f.queue, f.key, f.ready ORDER BY f.ord) AS rn
     FROM fresh f
-    WHERE f.ready
 ),
-bases AS (
-    SELECT g.grp, GREATEST(
-        (SELECT max(c.round) FROM fairq.rounds c WHERE c.queue = g.queue),
-        (SELECT max(j.round) FROM fairq.jobs j
-         WHERE g.key IS NOT NULL AND j.queue = g.queue AND j.key = g.key
-           AND j.round IS NOT NULL),
-        (SELECT max(j.round) FROM fairq.jobs j
-         WHERE g.key IS NULL AND j.queue = g.queue AND j.key IS NULL
-           AND j.round IS NOT NULL),
-        0) AS base
-    FROM (SELECT r.grp, min(r.queue) AS queue, min(r.key) AS key
-          FROM ranked r GROUP BY r.grp) g
+based AS (
+    SELECT r.*,
+           CASE WHEN r.ready AND r.rn = 1 THEN GREATEST(
+               (SELECT max(c.round) FROM fairq.rounds c WHERE c.queue = r.queue),
+               (SELECT max(j.round) FROM fairq.jobs j
+                WHERE r.key IS NOT NULL AND j.queue = r.queue AND j.key = r.key
+                  AND j.round IS NOT NULL),
+               (SELECT max(j.round) FROM fairq.jobs j
+                WHERE r.key IS NULL AND j.queue = r.queue AND j.key IS NULL
+                  AND j.round IS NOT NULL),
+               0) END AS head_base
+    FROM ranked r
+),
+placed AS (
+    SELECT b.*,
+           CASE WHEN b.ready
+                THEN max(b.head_base) OVER (PARTITION BY b.queue, b.key, b.ready) + b.rn
+           END AS round
+    FROM based b
 ),
 ins AS (
     INSERT INTO fairq.jobs (id, queue, kind, key, payload, metadata, retry, unique_key,
                             depends_on, state, run_at, due_at, round, ready_seq, enqueued_at)
-    SELECT f.id, f.queue, f.kind, f.key, f.payload, f.metadata, f.retry, f.unique_key,
-           f.depends_on, CASE WHEN f.blocked THEN 'blocked' ELSE 'scheduled' END,
-           f.run_at, f.run_at, b.base + r.rn, f.seq, $11
-    FROM fresh f
-    LEFT JOIN ranked r ON r.id = f.id
-    LEFT JOIN bases b ON b.grp = r.grp
+    SELECT p.id, p.queue, p.kind, p.key, p.payload, p.metadata, p.retry, p.unique_key,
+           p.depends_on, CASE WHEN p.blocked THEN 'blocked' ELSE 'scheduled' END,
+           p.run_at, p.run_at, p.round, p.seq, $11
+    FROM placed p
     ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
     RETURNING id, queue, round
 ),
@@ -85,18 +95,14 @@ woke AS (
     SELECT pg_notify($12, q.queue)
     FROM (SELECT DISTINCT n.queue FROM ins n WHERE n.round IS NOT NULL) q
 )
-SELECT i.ord::int8 AS ord, n.id AS inserted,
-       CASE WHEN n.id IS NULL AND i.unique_key IS NOT NULL THEN COALESCE(
-           (SELECT j.id FROM fairq.jobs j
-            WHERE j.queue = i.queue AND j.unique_key = i.unique_key),
-           (SELECT f2.id FROM fresh f2 JOIN ins n2 ON n2.id = f2.id
-            WHERE f2.queue = i.queue AND f2.unique_key = i.unique_key))
-       END AS existing,
-       (SELECT count(*) FROM woke) AS woke
+SELECT 1 AS kind, n.id, NULL::int8 AS ord, (SELECT count(*) FROM woke) AS woke FROM ins n
+UNION ALL
+SELECT 2, f.id, f.ord, 0 FROM fresh f
+UNION ALL
+SELECT 3, (SELECT j.id FROM fairq.jobs j
+           WHERE j.queue = i.queue AND j.unique_key = i.unique_key), i.ord, 0
 FROM input i
-LEFT JOIN fresh f ON f.ord = i.ord
-LEFT JOIN ins n ON n.id = f.id
-ORDER BY i.ord
+WHERE i.unique_key IS NOT NULL
 "#;
 
 /// Marks live dependencies as having dependents (locking them against a concurrent finish).
@@ -139,26 +145,27 @@ due AS (
     FOR UPDATE SKIP LOCKED
 ),
 ranked AS (
-    SELECT d.id, d.key, d.due_at,
-           dense_rank() OVER (ORDER BY d.key) AS grp,
-           row_number() OVER (PARTITION BY d.key ORDER BY d.due_at, d.id) AS rn
+    SELECT d.*, row_number() OVER (PARTITION BY d.key ORDER BY d.due_at, d.id) AS rn
     FROM due d
 ),
-bases AS (
-    SELECT g.grp, GREATEST(
-        (SELECT max(c.round) FROM fairq.rounds c WHERE c.queue = $1),
-        (SELECT max(j.round) FROM fairq.jobs j
-         WHERE g.key IS NOT NULL AND j.queue = $1 AND j.key = g.key AND j.round IS NOT NULL),
-        (SELECT max(j.round) FROM fairq.jobs j
-         WHERE g.key IS NULL AND j.queue = $1 AND j.key IS NULL AND j.round IS NOT NULL),
-        0) AS base
-    FROM (SELECT r.grp, min(r.key) AS key FROM ranked r GROUP BY r.grp) g
+based AS (
+    SELECT r.*,
+           CASE WHEN r.rn = 1 THEN GREATEST(
+               (SELECT max(c.round) FROM fairq.rounds c WHERE c.queue = $1),
+               (SELECT max(j.round) FROM fairq.jobs j
+                WHERE r.key IS NOT NULL AND j.queue = $1 AND j.key = r.key
+                  AND j.round IS NOT NULL),
+               (SELECT max(j.round) FROM fairq.jobs j
+                WHERE r.key IS NULL AND j.queue = $1 AND j.key IS NULL AND j.round IS NOT NULL),
+               0) END AS head_base
+    FROM ranked r
 ),
 placed AS (
-    SELECT p.id, p.round, nextval('fairq.ready_seq') AS seq
-    FROM (SELECT r.id, b.base + r.rn AS round
-          FROM ranked r JOIN bases b ON b.grp = r.grp
-          ORDER BY r.due_at, r.id) p
+    SELECT p.id, p.round, nextval('fairq.job_ids') AS seq
+    FROM (SELECT b.id, max(b.head_base) OVER (PARTITION BY b.key) + b.rn AS round,
+                 b.due_at
+          FROM based b
+          ORDER BY b.due_at, b.id) p
 ),
 promoted AS (
     UPDATE fairq.jobs j SET round = p.round, ready_seq = p.seq
