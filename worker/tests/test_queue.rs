@@ -304,3 +304,22 @@ async fn clock_going_backwards_does_not_break_the_store() {
     let listed = store.list(ListFilter::default()).await.unwrap();
     assert_eq!(listed.len(), 1);
 }
+
+#[tokio::test]
+async fn a_handler_that_panics_before_returning_its_future_is_caught() {
+    let tq = TestQueue::new(Handlers::new().on("sync-panic", |job: Job| {
+        if job.attempt > 0 {
+            panic!("panicked while building the future");
+        }
+        std::future::ready(Ok::<(), String>(()))
+    }));
+    tq.enqueue(NewJob::new("q", "sync-panic", vec![]).retry(RetryPolicy::new(0)))
+        .await
+        .unwrap();
+    let run = tq.run_one("q").await.unwrap().unwrap();
+    assert_eq!(
+        run.error(),
+        Some("handler panicked: panicked while building the future")
+    );
+    assert_eq!(run.outcome, RunOutcome::Dead);
+}
