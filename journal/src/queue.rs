@@ -797,6 +797,29 @@ impl JournaledQueue {
         self.inner.collect_segments()
     }
 
+    /// Seals the current segment and starts a new one (if the current one holds any item), so
+    /// that it can be deleted or archived once every reader has passed it.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let q = fairq_journal::JournaledQueue::open(dir.path(), "q", Default::default()).unwrap();
+    /// q.put(b"x").unwrap();
+    /// q.rotate().unwrap();
+    /// assert_eq!(q.reader("").unwrap().get().unwrap().unwrap().data, b"x");
+    /// ```
+    pub fn rotate(&self) -> Result<(), JournalError> {
+        self.inner.check_open()?;
+        let mut w = lock(&self.inner.writer);
+        self.inner.check_open()?;
+        self.inner.check_poisoned()?;
+        if w.offset > crate::format::SEGMENT_HEADER_LEN as u64 {
+            if let Err(e) = self.inner.rotate(&mut w) {
+                return Err(self.inner.poison(format!("segment rotation failed: {e}")));
+            }
+        }
+        Ok(())
+    }
+
     /// Makes every put so far durable, whatever the sync policy.
     ///
     /// ```

@@ -1,4 +1,5 @@
-//! Random operation sequences, with power losses and I/O faults on the simulated disk,
+//! Random put/get/commit/abort/checkpoint/rotate/crash/reopen sequences, with power losses
+//! and I/O faults on the simulated disk,
 //! checked against a reference model of what the journal promises:
 //!
 //! - no item whose put returned `Ok` under `Always` or `Group` is ever lost;
@@ -24,6 +25,8 @@ enum Op {
     Commit(usize, usize),
     Abort(usize, usize),
     Checkpoint(usize),
+    /// Seal the current segment.
+    Rotate,
     /// Power loss between operations.
     Crash,
     /// Power loss after this many more storage operations (in the middle of whatever runs).
@@ -39,6 +42,7 @@ fn op() -> impl Strategy<Value = Op> {
         18 => (0usize..2, 0usize..8).prop_map(|(r, k)| Op::Commit(r, k)),
         6 => (0usize..2, 0usize..8).prop_map(|(r, k)| Op::Abort(r, k)),
         6 => (0usize..2).prop_map(Op::Checkpoint),
+        3 => Just(Op::Rotate),
         3 => Just(Op::Crash),
         3 => (0u8..12).prop_map(Op::CrashSoon),
         3 => Just(Op::Reopen),
@@ -271,6 +275,7 @@ impl World {
                 }
                 Err(_) => true,
             },
+            Op::Rotate => self.q.as_ref().unwrap().rotate().is_err(),
             Op::Crash => {
                 self.crash();
                 false

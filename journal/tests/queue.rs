@@ -748,3 +748,24 @@ fn a_queue_cannot_be_opened_twice_at_once() {
     drop(q);
     assert!(JournaledQueue::open("/j", "q", JournalConfig::on_sim(&disk)).is_ok());
 }
+
+#[test]
+fn rotate_seals_a_non_empty_segment_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let q = JournaledQueue::open(dir.path(), "q", cfg()).unwrap();
+    q.rotate().unwrap();
+    assert_eq!(segments(dir.path(), "q").len(), 1, "nothing to seal");
+    q.put(b"a").unwrap();
+    q.rotate().unwrap();
+    q.rotate().unwrap();
+    assert_eq!(segments(dir.path(), "q").len(), 2);
+    q.put(b"b").unwrap();
+    let r = q.reader("").unwrap();
+    assert_eq!(drain(&r), vec![b"a".to_vec(), b"b".to_vec()]);
+    r.checkpoint().unwrap();
+    assert_eq!(
+        segments(dir.path(), "q").len(),
+        1,
+        "the sealed segment was retired"
+    );
+}
