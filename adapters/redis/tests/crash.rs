@@ -76,16 +76,22 @@ async fn a_killed_worker_s_job_completes_once_after_rescue() {
         .spawn()
         .expect("start the child worker");
     let stdout = child.stdout.take().unwrap();
-    let line = tokio::task::spawn_blocking(move || {
+    let read = tokio::task::spawn_blocking(move || {
         BufReader::new(stdout)
             .lines()
             .map_while(Result::ok)
             // The harness may print its own text before ours on the same line.
             .find_map(|l| l.split_once("CLAIMED ").map(|(_, rest)| rest.to_string()))
-    })
-    .await
-    .unwrap()
-    .expect("the child reports its claim");
+    });
+    // Never leave the child behind, whatever it printed.
+    let line = tokio::time::timeout(Duration::from_secs(30), read).await;
+    child.kill().expect("kill -9 the child");
+    child.wait().unwrap();
+    let line = line
+        .ok()
+        .and_then(Result::ok)
+        .flatten()
+        .expect("the child reports its claim");
     let fields: Vec<u64> = line
         .split_whitespace()
         .map(|f| f.parse().unwrap())
@@ -95,8 +101,6 @@ async fn a_killed_worker_s_job_completes_once_after_rescue() {
         id,
         token: LeaseToken(fields[1]),
     };
-    child.kill().expect("kill -9 the child");
-    child.wait().unwrap();
 
     // The job is held by a dead worker until its lease runs out.
     assert_eq!(
