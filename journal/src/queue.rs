@@ -44,8 +44,9 @@ pub(crate) struct Writer {
     pub(crate) offset: u64,
     pub(crate) next_id: u64,
     pub(crate) buf: Vec<u8>,
-    /// Sealed segments not synced yet (rotation under `Never` and `Periodic` does not wait).
-    pub(crate) unsynced_sealed: Vec<Arc<dyn WriteFile>>,
+    /// Ids of sealed segments not synced yet (rotation under `Never` and `Periodic` does not
+    /// wait). Kept as ids, not open files, so a long run holds no file descriptors for them.
+    pub(crate) unsynced_sealed: Vec<u64>,
 }
 
 impl Writer {
@@ -329,8 +330,7 @@ impl Inner {
         let path = self.segment_path(new);
         let file = create_segment(self.storage(), &self.dir, &path, new, !sync_now)?;
         if !sync_now {
-            let sealed = std::mem::replace(&mut w.file, file.clone());
-            w.unsynced_sealed.push(sealed);
+            w.unsynced_sealed.push(old);
         }
         {
             let mut idx = lock(&self.index);
@@ -397,9 +397,17 @@ impl Inner {
                 std::mem::take(&mut w.unsynced_sealed),
             )
         };
+        // Syncing through a new descriptor makes the file's data durable all the same.
         let result = sealed
             .iter()
-            .try_for_each(|f| f.sync_data())
+            .try_for_each(
+                |&seg| match self.storage().open_append(&self.segment_path(seg)) {
+                    Ok(f) => f.sync_data(),
+                    // Already retired: nothing left to make durable.
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                    Err(e) => Err(e),
+                },
+            )
             .and_then(|()| file.sync_data());
         match result {
             Ok(()) => {

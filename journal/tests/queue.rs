@@ -769,3 +769,23 @@ fn rotate_seals_a_non_empty_segment_only() {
         "the sealed segment was retired"
     );
 }
+
+#[test]
+fn close_makes_segments_sealed_without_sync_durable() {
+    for seed in 0..20 {
+        let disk = SimDisk::new(seed);
+        let config = JournalConfig {
+            sync: SyncPolicy::Never,
+            segment_size: 120,
+            ..JournalConfig::on_sim(&disk)
+        };
+        let q = JournaledQueue::open("/j", "q", config.clone()).unwrap();
+        for i in 0..30u8 {
+            q.put(&[i; 40]).unwrap();
+        }
+        q.close().unwrap();
+        disk.crash();
+        let q = JournaledQueue::open("/j", "q", config).unwrap();
+        assert_eq!(drain(&q.reader("").unwrap()).len(), 30, "seed {seed}");
+    }
+}
