@@ -16,20 +16,7 @@ use crate::error::CliError;
 use crate::output::{self, Output};
 
 /// Builds the job `fairq enqueue` adds; `stdin` is read when the payload is `-`.
-///
-/// ```
-/// use clap::Parser;
-/// let cli = fairq_cli::Cli::try_parse_from([
-///     "fairq", "enqueue", "-q", "mail", "-k", "welcome", "--key", "t1",
-///     "--payload", r#"{"to":"a@example.com"}"#, "--retries", "3",
-/// ]).unwrap();
-/// let fairq_cli::Command::Enqueue(args) = cli.command else { unreachable!() };
-/// let job = fairq_cli::admin::build_job(&args, std::io::empty()).unwrap();
-/// assert_eq!(job.key.as_deref(), Some("t1"));
-/// assert_eq!(job.payload, br#"{"to":"a@example.com"}"#);
-/// assert_eq!(job.retry.unwrap().max_retries(), Some(3));
-/// ```
-pub fn build_job(args: &EnqueueArgs, mut stdin: impl Read) -> Result<NewJob, CliError> {
+pub(crate) fn build_job(args: &EnqueueArgs, mut stdin: impl Read) -> Result<NewJob, CliError> {
     let text = if args.payload == "-" {
         let mut text = String::new();
         stdin

@@ -58,7 +58,7 @@ pub enum Command {
 #[derive(Debug, Clone, Args)]
 pub struct DemoArgs {
     /// Jobs in the heavy tenant's backlog.
-    #[arg(long, default_value_t = 2_000)]
+    #[arg(long, default_value_t = 4_000)]
     pub heavy_jobs: usize,
     /// Light tenants.
     #[arg(long, default_value_t = 4)]
@@ -292,12 +292,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 }
 
 /// Parses `NAME=VALUE`.
-///
-/// ```
-/// assert_eq!(fairq_cli::args::parse_meta("a=b=c"), Ok(("a".to_string(), "b=c".to_string())));
-/// assert!(fairq_cli::args::parse_meta("novalue").is_err());
-/// ```
-pub fn parse_meta(s: &str) -> Result<(String, String), String> {
+pub(crate) fn parse_meta(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
         Some((name, value)) if !name.is_empty() => Ok((name.to_string(), value.to_string())),
         _ => Err("expected NAME=VALUE".to_string()),

@@ -80,14 +80,7 @@ impl From<&BenchArgs> for BenchConfig {
 
 impl BenchConfig {
     /// Why the settings cannot run, if they cannot.
-    ///
-    /// ```
-    /// let mut c = fairq_cli::bench::BenchConfig::default();
-    /// assert!(c.problem().is_none());
-    /// c.batch = 0;
-    /// assert!(c.problem().is_some());
-    /// ```
-    pub fn problem(&self) -> Option<&'static str> {
+    pub(crate) fn problem(&self) -> Option<&'static str> {
         if self.jobs == 0 {
             Some("--jobs must be at least 1")
         } else if self.concurrency == 0 {
@@ -306,10 +299,9 @@ pub(crate) fn print(report: &BenchReport, out: &mut Output) -> Result<(), CliErr
         return out.json(report);
     }
     let c = &report.config;
+    out.line(format!("fairq bench on {}", report.store))?;
     out.line(format!(
-        "fairq bench on {}: {} jobs of {} bytes over {} keys, {} at a time, {} of work each \
-         (queue {})",
-        report.store,
+        "{} jobs of {} bytes over {} keys, {} at a time, {} of work each (queue {})",
         c.jobs,
         c.payload_size,
         c.keys,

@@ -32,9 +32,8 @@ const ARRIVALS_BY_PERCENT: usize = 70;
 /// The demo's workload and workers.
 ///
 /// ```
-/// let config = fairq_cli::demo::DemoConfig::default();
-/// assert_eq!(config.light_tenant(0), "light-1");
-/// assert_eq!(config.total_jobs(), 2_000 + 4 * 10);
+/// let config = fairq_cli::demo::DemoConfig { heavy_jobs: 5_000, ..Default::default() };
+/// assert_eq!((config.light_tenants, config.light_jobs), (4, 10));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DemoConfig {
@@ -60,7 +59,7 @@ fn as_millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error
 impl Default for DemoConfig {
     fn default() -> Self {
         DemoConfig {
-            heavy_jobs: 2_000,
+            heavy_jobs: 4_000,
             light_tenants: 4,
             light_jobs: 10,
             work: Duration::from_millis(2),
@@ -85,48 +84,23 @@ impl From<&DemoArgs> for DemoConfig {
 
 impl DemoConfig {
     /// The name of light tenant `i` (0-based).
-    ///
-    /// ```
-    /// assert_eq!(fairq_cli::demo::DemoConfig::default().light_tenant(2), "light-3");
-    /// ```
-    pub fn light_tenant(&self, i: usize) -> String {
+    pub(crate) fn light_tenant(&self, i: usize) -> String {
         format!("light-{}", i + 1)
     }
 
     /// Every job of one run.
-    ///
-    /// ```
-    /// let mut c = fairq_cli::demo::DemoConfig::default();
-    /// c.heavy_jobs = 10;
-    /// c.light_tenants = 2;
-    /// c.light_jobs = 3;
-    /// assert_eq!(c.total_jobs(), 16);
-    /// ```
-    pub fn total_jobs(&self) -> usize {
+    pub(crate) fn total_jobs(&self) -> usize {
         self.heavy_jobs + self.light_tenants * self.light_jobs
     }
 
     /// How many heavy jobs have started when wave `wave` (0-based) of light jobs arrives:
     /// the waves are spread evenly over the first 70 % of the backlog.
-    ///
-    /// ```
-    /// let c = fairq_cli::demo::DemoConfig::default(); // 2,000 heavy jobs, 10 waves
-    /// assert_eq!(c.arrival_point(0), 140);
-    /// assert_eq!(c.arrival_point(9), 1_400);
-    /// ```
-    pub fn arrival_point(&self, wave: usize) -> usize {
+    pub(crate) fn arrival_point(&self, wave: usize) -> usize {
         self.heavy_jobs * ARRIVALS_BY_PERCENT * (wave + 1) / (100 * self.light_jobs.max(1))
     }
 
     /// Why the settings cannot make a meaningful demo, if they cannot.
-    ///
-    /// ```
-    /// let mut c = fairq_cli::demo::DemoConfig::default();
-    /// assert!(c.problem().is_none());
-    /// c.light_tenants = 0;
-    /// assert!(c.problem().is_some());
-    /// ```
-    pub fn problem(&self) -> Option<String> {
+    pub(crate) fn problem(&self) -> Option<String> {
         if self.heavy_jobs < 20 {
             Some("--heavy-jobs must be at least 20 for a backlog worth the name".into())
         } else if self.light_tenants == 0 || self.light_jobs == 0 {
@@ -447,13 +421,14 @@ fn verdict(fifo: &RunReport, fair: &RunReport) -> Verdict {
     let text = if fair_wins {
         format!(
             "verdict: fair by key wins: the light tenants' median wait fell from {} under FIFO \
-             to {} ({light_speedup:.0}x sooner; p99 {} -> {}), and the heavy backlog still \
-             drained at {:.0}% of FIFO throughput",
+             to {} ({light_speedup:.0}x sooner; p99 {} -> {}), at {throughput_ratio:.2}x \
+             FIFO's throughput ({:.0} vs {:.0} jobs/s)",
             output::micros(fifo_p50),
             output::micros(fair_p50),
             output::micros(fifo_p99),
             output::micros(fair_p99),
-            throughput_ratio * 100.0
+            fair.jobs_per_sec,
+            fifo.jobs_per_sec,
         )
     } else {
         format!(
@@ -521,11 +496,10 @@ pub(crate) fn print(report: &DemoReport, out: &mut Output) -> Result<(), CliErro
         return out.json(report);
     }
     let c = &report.config;
+    out.line(format!("fairq demo on {}", report.store))?;
     out.line(format!(
-        "fairq demo on {}: 1 heavy tenant with a backlog of {} jobs; {} light tenants with {} \
-         jobs each, arriving while the backlog drains; {} workers x {} jobs at a time, {} of \
-         work per job",
-        report.store,
+        "1 heavy tenant with a backlog of {} jobs; {} light tenants with {} jobs each, \
+         arriving while the backlog drains; {} workers x {} jobs at a time, {} of work per job",
         c.heavy_jobs,
         c.light_tenants,
         c.light_jobs,

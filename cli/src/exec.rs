@@ -9,7 +9,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
 
 /// How much of a failed command's stderr is kept as the job's error message.
-pub const STDERR_TAIL: usize = 2_048;
+pub(crate) const STDERR_TAIL: usize = 2_048;
 
 /// A command run once per job.
 ///
@@ -87,6 +87,15 @@ impl ExecCommand {
     }
 
     /// Runs the command for `job`, whose kind as enqueued is `kind`.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let cmd = fairq_cli::ExecCommand::new(["sh", "-c", "test \"$FAIRQ_KIND\" = resize"]).unwrap();
+    /// let job = fairq_worker::Job::example(vec![]);
+    /// assert!(cmd.run(&job, "resize").await.is_ok());
+    /// assert!(cmd.run(&job, "other").await.is_err());
+    /// # });
+    /// ```
     pub async fn run(&self, job: &Job, kind: &str) -> Result<(), Failure> {
         let mut child = Command::new(&self.program)
             .args(&self.args)
@@ -155,13 +164,7 @@ fn describe_signal(status: &std::process::ExitStatus) -> String {
 }
 
 /// The last [`STDERR_TAIL`] bytes of `stderr`, trimmed, cut at a character boundary.
-///
-/// ```
-/// assert_eq!(fairq_cli::exec::stderr_tail(b"  oops\n"), "oops");
-/// let long = "x".repeat(5_000);
-/// assert_eq!(fairq_cli::exec::stderr_tail(long.as_bytes()).len(), fairq_cli::exec::STDERR_TAIL);
-/// ```
-pub fn stderr_tail(stderr: &[u8]) -> String {
+pub(crate) fn stderr_tail(stderr: &[u8]) -> String {
     let start = stderr.len().saturating_sub(STDERR_TAIL);
     let text = String::from_utf8_lossy(&stderr[start..]);
     // A cut through a multi-byte character shows as a replacement mark at the start.

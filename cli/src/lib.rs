@@ -13,13 +13,13 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
-pub mod admin;
+mod admin;
 pub mod args;
 pub mod bench;
 pub mod demo;
 mod error;
-pub mod exec;
-pub mod output;
+mod exec;
+mod output;
 mod progress;
 mod store;
 mod work;

@@ -24,13 +24,17 @@ pub enum Format {
     Json,
 }
 
-/// The sink of a command's results.
+/// The sink of a command's results: standard output, or a buffer to read back.
 ///
 /// ```
-/// use fairq_cli::{Format, Output};
+/// # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
+/// use clap::Parser;
+/// use fairq_cli::{execute, Cli, Format, Output};
+/// let cli = Cli::try_parse_from(["fairq", "--store", "memory:", "--json", "list"]).unwrap();
 /// let mut out = Output::buffer(Format::Json);
-/// out.json(&serde_json::json!({"id": 1})).unwrap();
-/// assert_eq!(out.contents(), "{\"id\":1}\n");
+/// execute(cli, &mut out).await.unwrap();
+/// assert_eq!(out.contents(), "[]\n");
+/// # });
 /// ```
 pub struct Output {
     format: Format,
@@ -55,7 +59,7 @@ impl Output {
     ///
     /// ```
     /// let out = fairq_cli::Output::stdout(fairq_cli::Format::Table);
-    /// assert_eq!(out.format(), fairq_cli::Format::Table);
+    /// assert_eq!(out.contents(), "");
     /// ```
     pub fn stdout(format: Format) -> Self {
         Output {
@@ -64,12 +68,11 @@ impl Output {
         }
     }
 
-    /// Collects output in memory (for tests).
+    /// Collects output in memory (for tests); read it with [`contents`](Self::contents).
     ///
     /// ```
-    /// let mut out = fairq_cli::Output::buffer(fairq_cli::Format::Table);
-    /// out.line("hello").unwrap();
-    /// assert_eq!(out.contents(), "hello\n");
+    /// let out = fairq_cli::Output::buffer(fairq_cli::Format::Table);
+    /// assert_eq!(out.contents(), "");
     /// ```
     pub fn buffer(format: Format) -> Self {
         Output {
@@ -78,22 +81,8 @@ impl Output {
         }
     }
 
-    /// The format in force.
-    ///
-    /// ```
-    /// let out = fairq_cli::Output::buffer(fairq_cli::Format::Json);
-    /// assert!(out.is_json());
-    /// ```
-    pub fn format(&self) -> Format {
-        self.format
-    }
-
     /// True for [`Format::Json`].
-    ///
-    /// ```
-    /// assert!(!fairq_cli::Output::buffer(fairq_cli::Format::Table).is_json());
-    /// ```
-    pub fn is_json(&self) -> bool {
+    pub(crate) fn is_json(&self) -> bool {
         self.format == Format::Json
     }
 
@@ -110,14 +99,7 @@ impl Output {
     }
 
     /// Prints one line. A reader that went away (a closed pipe) is not an error.
-    ///
-    /// ```
-    /// let mut out = fairq_cli::Output::buffer(fairq_cli::Format::Table);
-    /// out.line("a").unwrap();
-    /// out.line("b").unwrap();
-    /// assert_eq!(out.contents(), "a\nb\n");
-    /// ```
-    pub fn line(&mut self, text: impl AsRef<str>) -> Result<(), CliError> {
+    pub(crate) fn line(&mut self, text: impl AsRef<str>) -> Result<(), CliError> {
         let text = text.as_ref();
         let result = match &mut self.sink {
             Sink::Stdout => {
@@ -135,13 +117,7 @@ impl Output {
     }
 
     /// Prints `value` as one line of JSON.
-    ///
-    /// ```
-    /// let mut out = fairq_cli::Output::buffer(fairq_cli::Format::Json);
-    /// out.json(&[1, 2]).unwrap();
-    /// assert_eq!(out.contents(), "[1,2]\n");
-    /// ```
-    pub fn json<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), CliError> {
+    pub(crate) fn json<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), CliError> {
         let text = serde_json::to_string(value).map_err(|e| {
             CliError::io(
                 "encoding JSON output",
@@ -152,27 +128,13 @@ impl Output {
     }
 
     /// Prints a table.
-    ///
-    /// ```
-    /// let mut out = fairq_cli::Output::buffer(fairq_cli::Format::Table);
-    /// let mut table = fairq_cli::output::table(["queue", "jobs"]);
-    /// table.add_row(vec!["mail", "3"]);
-    /// out.table(&table).unwrap();
-    /// assert!(out.contents().contains("mail"));
-    /// ```
-    pub fn table(&mut self, table: &Table) -> Result<(), CliError> {
+    pub(crate) fn table(&mut self, table: &Table) -> Result<(), CliError> {
         self.line(table.to_string())
     }
 }
 
-/// A table with the house style and these column headers; columns whose header is
-/// numeric-looking are right-aligned by [`right_align`].
-///
-/// ```
-/// let mut table = fairq_cli::output::table(["a", "b"]);
-/// assert_eq!(table.column_count(), 2);
-/// ```
-pub fn table<I, S>(headers: I) -> Table
+/// A table with the house style and these column headers.
+pub(crate) fn table<I, S>(headers: I) -> Table
 where
     I: IntoIterator<Item = S>,
     S: Into<String>,
@@ -186,12 +148,7 @@ where
 }
 
 /// Right-aligns the given columns (numbers read better that way).
-///
-/// ```
-/// let mut table = fairq_cli::output::table(["name", "count"]);
-/// fairq_cli::output::right_align(&mut table, &[1]);
-/// ```
-pub fn right_align(table: &mut Table, columns: &[usize]) {
+pub(crate) fn right_align(table: &mut Table, columns: &[usize]) {
     for &index in columns {
         if let Some(column) = table.column_mut(index) {
             column.set_cell_alignment(CellAlignment::Right);
@@ -200,16 +157,7 @@ pub fn right_align(table: &mut Table, columns: &[usize]) {
 }
 
 /// Milliseconds as a short human reading: `0.42 ms`, `12.3 ms`, `4.56 s`.
-///
-/// ```
-/// use std::time::Duration;
-/// use fairq_cli::output::short_duration;
-/// assert_eq!(short_duration(Duration::from_micros(420)), "0.42 ms");
-/// assert_eq!(short_duration(Duration::from_micros(12_345)), "12.3 ms");
-/// assert_eq!(short_duration(Duration::from_millis(4_560)), "4.56 s");
-/// assert_eq!(short_duration(Duration::from_secs(200)), "200 s");
-/// ```
-pub fn short_duration(d: Duration) -> String {
+pub(crate) fn short_duration(d: Duration) -> String {
     let ms = d.as_secs_f64() * 1e3;
     if ms < 10.0 {
         format!("{ms:.2} ms")
@@ -223,31 +171,18 @@ pub fn short_duration(d: Duration) -> String {
 }
 
 /// Microseconds (the unit of the CLI's histograms) as [`short_duration`].
-///
-/// ```
-/// assert_eq!(fairq_cli::output::micros(1_500), "1.50 ms");
-/// ```
-pub fn micros(us: u64) -> String {
+pub(crate) fn micros(us: u64) -> String {
     short_duration(Duration::from_micros(us))
 }
 
 /// A store timestamp (ms since the Unix epoch) as RFC 3339 UTC with milliseconds.
-///
-/// ```
-/// assert_eq!(fairq_cli::output::timestamp(0), "1970-01-01T00:00:00.000Z");
-/// ```
-pub fn timestamp(at: Millis) -> String {
+pub(crate) fn timestamp(at: Millis) -> String {
     humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_millis(at)).to_string()
 }
 
 /// How long ago `at` was, relative to `now` (both ms since the Unix epoch), rounded to a
 /// readable unit.
-///
-/// ```
-/// assert_eq!(fairq_cli::output::age(1_000, 91_000), "1m 30s ago");
-/// assert_eq!(fairq_cli::output::age(5_000, 1_000), "in 4s");
-/// ```
-pub fn age(at: Millis, now: Millis) -> String {
+pub(crate) fn age(at: Millis, now: Millis) -> String {
     let round = |ms: u64| {
         let secs = ms / 1_000;
         let rounded = if secs >= 86_400 {
@@ -289,7 +224,19 @@ mod tests {
     use super::*;
 
     #[test]
+    fn durations_keep_three_significant_digits() {
+        assert_eq!(short_duration(Duration::from_micros(420)), "0.42 ms");
+        assert_eq!(short_duration(Duration::from_micros(12_345)), "12.3 ms");
+        assert_eq!(short_duration(Duration::from_millis(4_560)), "4.56 s");
+        assert_eq!(short_duration(Duration::from_secs(200)), "200 s");
+        assert_eq!(micros(1_500), "1.50 ms");
+        assert_eq!(timestamp(0), "1970-01-01T00:00:00.000Z");
+    }
+
+    #[test]
     fn ages_round_to_readable_units() {
+        assert_eq!(age(1_000, 91_000), "1m 30s ago");
+        assert_eq!(age(5_000, 1_000), "in 4s");
         assert_eq!(age(0, 500), "just now");
         assert_eq!(age(0, 3 * 86_400_000 + 3_661_000), "3days 1h ago");
         assert_eq!(age(0, 7_265_000), "2h 1m ago");

@@ -7,6 +7,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use fairq_core::job::{Millis, Outcome};
+use fairq_file::{FileBackend, FileOptions};
 use fairq_postgres::{PgBackend, PgOptions};
 use fairq_redis::{RedisBackend, RedisOptions};
 use fairq_worker::{
@@ -208,6 +209,8 @@ impl Default for OpenOptions {
 /// ```
 #[derive(Clone)]
 pub enum Store {
+    /// The file store in a folder.
+    File(FileBackend),
     /// In this process.
     Memory(MemoryBackend),
     /// PostgreSQL.
@@ -219,6 +222,7 @@ pub enum Store {
 impl fmt::Debug for Store {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
+            Store::File(_) => "Store::File",
             Store::Memory(_) => "Store::Memory",
             Store::Postgres(_) => "Store::Postgres",
             Store::Redis(_) => "Store::Redis",
@@ -261,10 +265,14 @@ impl Store {
                 }
                 RedisBackend::connect(url, redis).await.map(Store::Redis)
             }
-            StoreUrl::File(path) => Err(BackendError::Invalid(format!(
-                "the file store at {} is not available in this build",
-                path.display()
-            ))),
+            StoreUrl::File(path) => {
+                // Opening replays the folder's journal: blocking file I/O.
+                let path = path.clone();
+                tokio::task::spawn_blocking(move || FileBackend::open(path, FileOptions::default()))
+                    .await
+                    .map_err(|e| BackendError::Store(Box::new(e)))
+                    .and_then(|opened| opened.map(Store::File).map_err(BackendError::from))
+            }
         };
         opened.map_err(|source| CliError::Open {
             url: url.to_string(),
@@ -290,6 +298,7 @@ impl Store {
 macro_rules! each {
     ($self:expr, $store:ident => $call:expr) => {
         match $self {
+            Store::File($store) => $call.await,
             Store::Memory($store) => $call.await,
             Store::Postgres($store) => $call.await,
             Store::Redis($store) => $call.await,

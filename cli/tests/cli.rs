@@ -88,6 +88,16 @@ fn bad_input_gets_one_line_on_stderr_and_a_nonzero_exit() {
         (&["work", "-q", "a"], "--exec <CMD>", 2),
         (&["--store", "memory:", "purge"], "purge needs --queue", 1),
         (
+            &["--store", "file:a-file", "stats"],
+            "a-file is not a folder",
+            1,
+        ),
+        (
+            &["--store", "file:a-file/sub", "list"],
+            "cannot use a-file/sub as a store folder",
+            1,
+        ),
+        (
             &["--store", "memory:", "retry", "42"],
             "no job with id 42",
             1,
@@ -113,6 +123,7 @@ fn bad_input_gets_one_line_on_stderr_and_a_nonzero_exit() {
             1,
         ),
     ];
+    std::fs::write(dir.path().join("a-file"), b"not a folder").unwrap();
     for (args, expected, code) in cases {
         fairq(dir.path())
             .args(*args)
@@ -143,8 +154,6 @@ fn the_demo_ends_with_a_positive_verdict() {
     let dir = tempfile::tempdir().unwrap();
     let out = fairq(dir.path())
         .args([
-            "--store",
-            "memory:",
             "demo",
             "--heavy-jobs",
             "300",
@@ -167,6 +176,9 @@ fn the_demo_ends_with_a_positive_verdict() {
         text.contains("plain FIFO") && text.contains("light-3"),
         "{text}"
     );
+    // The default store is a scratch folder, gone afterwards; the working folder is untouched.
+    assert!(text.starts_with("fairq demo on file:"), "{text}");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
 
 #[test]
@@ -330,6 +342,25 @@ fn operator_round_trip(store: &str) {
 }
 
 #[test]
+fn operator_commands_on_the_file_store() {
+    let dir = tempfile::tempdir().unwrap();
+    operator_round_trip(&format!("file:{}", dir.path().join("store").display()));
+}
+
+#[test]
+fn the_default_store_is_the_fairq_data_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    fairq(dir.path())
+        .args(["enqueue", "-k", "x", "-p", "[1, 2]"])
+        .assert()
+        .success()
+        .stdout("enqueued job 1 on queue default (kind x)\n");
+    assert!(dir.path().join("fairq-data").is_dir());
+    let jobs = json(dir.path(), "file:fairq-data", &["list"]);
+    assert_eq!(jobs[0]["payload"], serde_json::json!([1, 2]));
+}
+
+#[test]
 fn operator_commands_on_server_stores() {
     for store in service_stores() {
         eprintln!("operator round trip on {}", store.name());
@@ -367,6 +398,14 @@ fn graceful_shutdown(store: &str) {
         assert!(Instant::now() < deadline, "no job started");
         std::thread::sleep(Duration::from_millis(10));
     }
+    if store.starts_with("file:") {
+        // The worker holds the folder: another process is told so, in one line.
+        fairq(path)
+            .args(["--store", store, "stats"])
+            .assert()
+            .code(1)
+            .stderr(one_line_error("in use by another process"));
+    }
     let status = std::process::Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()
@@ -401,6 +440,13 @@ fn graceful_shutdown(store: &str) {
     assert_eq!(stats[0]["counts"]["succeeded"], 1);
     assert_eq!(stats[0]["counts"]["scheduled"], 2);
     assert_eq!(stats[0]["counts"]["running"], 0);
+}
+
+#[cfg(unix)]
+#[test]
+fn work_shuts_down_gracefully_on_sigterm_on_the_file_store() {
+    let dir = tempfile::tempdir().unwrap();
+    graceful_shutdown(&format!("file:{}", dir.path().join("store").display()));
 }
 
 #[cfg(unix)]
