@@ -53,11 +53,14 @@ async fn baseline(schema: &str, concurrency: usize) -> Duration {
         .batch_execute(&format!(
             "DROP TABLE IF EXISTS \"{schema}\".raw;
              CREATE TABLE \"{schema}\".raw (id bigserial PRIMARY KEY, payload bytea NOT NULL);
-             INSERT INTO \"{schema}\".raw (payload) SELECT '' FROM generate_series(1, {JOBS});
-             VACUUM ANALYZE \"{schema}\".raw;"
+             INSERT INTO \"{schema}\".raw (payload) SELECT '' FROM generate_series(1, {JOBS});"
         ))
         .await
         .expect("load the baseline table");
+    admin
+        .batch_execute(&format!("VACUUM ANALYZE \"{schema}\".raw"))
+        .await
+        .expect("vacuum the baseline table");
     let sql = Arc::new(format!(
         "DELETE FROM \"{schema}\".raw WHERE id = \
          (SELECT id FROM \"{schema}\".raw ORDER BY id FOR UPDATE SKIP LOCKED LIMIT 1) RETURNING id"

@@ -482,23 +482,35 @@ async fn check_version(
     }
 }
 
-/// Writes completions that arrive together with one statement.
+/// Most completion batches written at once (on separate connections, so the server can
+/// flush their commits together).
+const ACK_FLIGHTS: usize = 4;
+
+/// Writes completions that arrive together with one statement; while a batch is being
+/// written, the next one starts on another connection (up to [`ACK_FLIGHTS`]).
 async fn run_acker(core: Arc<Core>, mut rx: mpsc::UnboundedReceiver<Ack>) {
     let max = core.options.complete_batch;
-    let mut batch: Vec<Ack> = Vec::new();
+    let flights = Arc::new(tokio::sync::Semaphore::new(ACK_FLIGHTS));
     while let Some(first) = rx.recv().await {
-        batch.push(first);
+        let Ok(flight) = flights.clone().acquire_owned().await else {
+            return;
+        };
+        let mut batch = vec![first];
         while batch.len() < max {
             match rx.try_recv() {
                 Ok(ack) => batch.push(ack),
                 Err(_) => break,
             }
         }
-        let claims: Vec<Claim> = batch.iter().map(|a| a.claim).collect();
-        let results = core.complete_batch(&claims).await;
-        for (ack, result) in batch.drain(..).zip(results) {
-            let _ = ack.reply.send(result);
-        }
+        let core = core.clone();
+        tokio::spawn(async move {
+            let claims: Vec<Claim> = batch.iter().map(|a| a.claim).collect();
+            let results = core.complete_batch(&claims).await;
+            for (ack, result) in batch.into_iter().zip(results) {
+                let _ = ack.reply.send(result);
+            }
+            drop(flight);
+        });
     }
 }
 
@@ -723,7 +735,6 @@ impl Core {
             return Ok(Vec::new());
         }
         let client = self.client().await?;
-        let conn: &dyn Exec = &*client;
         let now = self.now();
         let limit = i64::try_from(max).unwrap_or(i64::MAX);
         let lock = self.sql.promote_lock(queue);
@@ -736,10 +747,19 @@ impl Core {
         ];
         let deadline = deadline(now, lease);
         let claim_params: [&(dyn ToSql + Sync); 4] = [&queue, &limit, &to_db(now), &deadline];
-        // Pipelined: the promotion commits before the claim runs, on the same connection.
+        // Pipelined on one connection: both statements are prepared first, so the promotion
+        // is sent (and commits) before the claim runs.
+        let promote = client
+            .prepare_cached(&self.sql.promote)
+            .await
+            .map_err(|e| self.err(e))?;
+        let claim = client
+            .prepare_cached(&self.sql.claim)
+            .await
+            .map_err(|e| self.err(e))?;
         let (promoted, claimed) = tokio::join!(
-            conn.rows(&self.sql.promote, &promote_params),
-            conn.rows(&self.sql.claim, &claim_params)
+            tokio_postgres::Client::query(&client, &promote, &promote_params),
+            tokio_postgres::Client::query(&client, &claim, &claim_params)
         );
         let promoted = promoted.map_err(|e| self.err(e))?;
         let claimed = claimed.map_err(|e| self.err(e))?;
@@ -1035,19 +1055,19 @@ impl Core {
         let now = self.now();
         let mut client = self.client().await?;
         // Jobs that came due earlier take their place in the fair order before these.
-        let ready_queues: BTreeSet<&str> = jobs
+        let ready_queues: BTreeSet<String> = jobs
             .iter()
             // A job with a dependency may be ready too (its dependency may have succeeded).
             .filter(|j| j.schedule.run_at(now) <= now)
-            .map(|j| j.queue.as_str())
+            .map(|j| j.queue.clone())
             .collect();
-        for queue in &ready_queues {
-            self.promote(&*client, queue, now).await?;
-        }
-        let woken: BTreeSet<String> = ready_queues.iter().map(|q| q.to_string()).collect();
+        let woken = ready_queues.clone();
         let needs_tx = jobs.iter().any(|j| {
             j.depends_on.is_some() || (j.unique_key.is_some() && j.on_conflict == OnConflict::Error)
         });
+        for queue in &ready_queues {
+            self.promote(&*client, queue, now).await?;
+        }
         let ids = if needs_tx {
             let tx = client.transaction().await.map_err(|e| self.err(e))?;
             let ids = enqueue_batch(&tx, &self.sql, jobs, now).await?;
