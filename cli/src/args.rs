@@ -58,7 +58,7 @@ pub enum Command {
 #[derive(Debug, Clone, Args)]
 pub struct DemoArgs {
     /// Jobs in the heavy tenant's backlog.
-    #[arg(long, default_value_t = 4_000)]
+    #[arg(long, default_value_t = 6_000)]
     pub heavy_jobs: usize,
     /// Light tenants.
     #[arg(long, default_value_t = 4)]
@@ -67,7 +67,7 @@ pub struct DemoArgs {
     #[arg(long, default_value_t = 10)]
     pub light_jobs: usize,
     /// Simulated work per job.
-    #[arg(long, default_value = "2ms", value_parser = parse_duration)]
+    #[arg(long, default_value = "4ms", value_parser = parse_duration)]
     pub work: Duration,
     /// Worker instances (each a `fairq_worker::Worker` on the same store).
     #[arg(long, default_value_t = 2)]
@@ -166,7 +166,8 @@ pub struct WorkArgs {
     /// After SIGTERM or Ctrl-C, how long running jobs may take to finish.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     pub shutdown_timeout: Duration,
-    /// Exit once the served queues have no unfinished jobs left.
+    /// Exit once nothing of the served queues is running or due (jobs scheduled for later
+    /// and jobs waiting for a dependency stay for another run).
     #[arg(long)]
     pub until_idle: bool,
     /// The command run per job, with its arguments; must come last. The payload is on its

@@ -59,10 +59,10 @@ fn as_millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error
 impl Default for DemoConfig {
     fn default() -> Self {
         DemoConfig {
-            heavy_jobs: 4_000,
+            heavy_jobs: 6_000,
             light_tenants: 4,
             light_jobs: 10,
-            work: Duration::from_millis(2),
+            work: Duration::from_millis(4),
             workers: 2,
             concurrency: 4,
         }

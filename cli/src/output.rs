@@ -156,10 +156,12 @@ pub(crate) fn right_align(table: &mut Table, columns: &[usize]) {
     }
 }
 
-/// Milliseconds as a short human reading: `0.42 ms`, `12.3 ms`, `4.56 s`.
+/// A duration as a short human reading: `420 µs`, `4.20 ms`, `12.3 ms`, `4.56 s`.
 pub(crate) fn short_duration(d: Duration) -> String {
     let ms = d.as_secs_f64() * 1e3;
-    if ms < 10.0 {
+    if ms < 1.0 {
+        format!("{} µs", d.as_micros())
+    } else if ms < 10.0 {
         format!("{ms:.2} ms")
     } else if ms < 1_000.0 {
         format!("{ms:.1} ms")
@@ -225,7 +227,8 @@ mod tests {
 
     #[test]
     fn durations_keep_three_significant_digits() {
-        assert_eq!(short_duration(Duration::from_micros(420)), "0.42 ms");
+        assert_eq!(short_duration(Duration::from_micros(420)), "420 µs");
+        assert_eq!(short_duration(Duration::ZERO), "0 µs");
         assert_eq!(short_duration(Duration::from_micros(12_345)), "12.3 ms");
         assert_eq!(short_duration(Duration::from_millis(4_560)), "4.56 s");
         assert_eq!(short_duration(Duration::from_secs(200)), "200 s");

@@ -7,10 +7,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use fairq_core::job::{Millis, Outcome};
+use fairq_core::job::{Millis, Outcome, State as LifeState};
 use fairq_worker::{
-    Backend, BackendError, Claim, Failure, Job, JobId, JobInfo, JobOutcome, JobReport, ListFilter,
-    NewJob, Purge, QueueConfig, QueueStats, RetryTarget, ShutdownReport, Worker,
+    Backend, BackendError, Claim, Failure, Job, JobId, JobInfo, JobOutcome, JobReport, JobStatus,
+    ListFilter, NewJob, Purge, QueueConfig, QueueStats, RetryTarget, ShutdownReport, Worker,
 };
 use serde::Serialize;
 
@@ -249,17 +249,65 @@ async fn shutdown_signal() -> Result<&'static str, CliError> {
     }
 }
 
-/// Resolves once none of `queues` has an unfinished job.
-async fn idle<B: Backend>(store: &B, queues: &[String]) -> Result<(), CliError> {
+/// True when no job of `queues` is running in the store or due now (jobs scheduled for
+/// later, and jobs blocked on a dependency, do not count).
+async fn nothing_due<B: Backend>(store: &B, queues: &[String]) -> Result<bool, CliError> {
+    let stats = store.stats().await?;
+    let mine: Vec<&QueueStats> = stats.iter().filter(|s| queues.contains(&s.queue)).collect();
+    if mine.iter().any(|s| s.counts.running > 0) {
+        return Ok(false);
+    }
+    let now = output::now_millis();
+    for queue in mine {
+        for status in [JobStatus::Scheduled, JobStatus::Retrying] {
+            if queue.counts.get(status) == 0 {
+                continue;
+            }
+            let mut after = None;
+            loop {
+                let page = store
+                    .list(ListFilter {
+                        queue: Some(queue.queue.clone()),
+                        status: Some(status),
+                        after,
+                        limit: 500,
+                    })
+                    .await?;
+                let due = page.iter().any(|job| match job.state {
+                    LifeState::Scheduled { run_at } | LifeState::Retrying { run_at } => {
+                        run_at <= now
+                    }
+                    _ => false,
+                });
+                if due {
+                    return Ok(false);
+                }
+                match page.last() {
+                    Some(last) if page.len() == 500 => after = Some(last.id),
+                    _ => break,
+                }
+            }
+        }
+    }
+    Ok(true)
+}
+
+/// Resolves once the worker runs nothing and nothing of `queues` is running or due, seen
+/// twice in a row (so a job claimed or retried between two looks is not missed).
+async fn idle<B: Backend>(
+    store: &B,
+    queues: &[String],
+    running: impl Fn() -> usize,
+) -> Result<(), CliError> {
+    let mut quiet = 0;
     loop {
-        let stats = store.stats().await?;
-        let pending: u64 = stats
-            .iter()
-            .filter(|s| queues.contains(&s.queue))
-            .map(|s| s.counts.pending())
-            .sum();
-        if pending == 0 {
-            return Ok(());
+        if running() == 0 && nothing_due(store, queues).await? && running() == 0 {
+            quiet += 1;
+            if quiet == 2 {
+                return Ok(());
+            }
+        } else {
+            quiet = 0;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -327,7 +375,7 @@ pub(crate) async fn work<B: Backend>(
     let why = if args.until_idle {
         tokio::select! {
             signal = shutdown_signal() => signal?,
-            done = idle(&*store, &args.queue) => { done?; "idle" }
+            done = idle(&*store, &args.queue, || handle.running()) => { done?; "idle" }
         }
     } else {
         shutdown_signal().await?
@@ -385,7 +433,7 @@ pub(crate) async fn work<B: Backend>(
 
 #[cfg(all(test, unix))]
 mod tests {
-    use fairq_worker::{JobStatus, MemoryBackend};
+    use fairq_worker::MemoryBackend;
 
     use super::*;
     use crate::output::Format;
@@ -442,6 +490,10 @@ mod tests {
             )
             .await
             .unwrap();
+        let later = store
+            .enqueue(NewJob::new("q", "a", b"9".to_vec()).delay(Duration::from_secs(3_600)))
+            .await
+            .unwrap();
         let script = format!(
             "[ \"$FAIRQ_KIND\" = d ] && {{ echo nope >&2; exit 1; }}; {{ cat; echo \" $FAIRQ_KIND\"; }} >> {}",
             out_file.display()
@@ -471,5 +523,8 @@ mod tests {
         let dead = store.get(failing).await.unwrap().unwrap();
         assert_eq!(dead.status(), JobStatus::Dead);
         assert_eq!(dead.last_error.as_deref(), Some("exit status 1: nope"));
+        // A job due later does not keep the worker busy; it waits for another run.
+        let later = store.get(later).await.unwrap().unwrap();
+        assert_eq!(later.status(), JobStatus::Scheduled);
     }
 }
