@@ -14,10 +14,12 @@ pub(crate) fn bar(total: u64, prefix: &str, quiet: bool) -> ProgressBar {
         "{prefix:>14} [{bar:36}] {pos:>6}/{len:<6} {rate:>12} {elapsed:>4}",
     )
     .map(|s| {
-        s.progress_chars("=> ")
-            .with_key("rate", |state: &ProgressState, w: &mut dyn std::fmt::Write| {
+        s.progress_chars("=> ").with_key(
+            "rate",
+            |state: &ProgressState, w: &mut dyn std::fmt::Write| {
                 let _ = write!(w, "{:.0} jobs/s", state.per_sec());
-            })
+            },
+        )
     })
     .unwrap_or_else(|_| ProgressStyle::default_bar());
     bar.set_style(style);
