@@ -235,6 +235,27 @@ mod tests {
         assert!(cmd.run(&job(&big), "k").await.is_ok());
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(128))]
+
+        /// The tail is the end of the text: at most STDERR_TAIL bytes, and exactly the last
+        /// ones when the text is plain ASCII without surrounding blanks.
+        #[test]
+        fn the_tail_is_the_end_of_stderr(text in "[a-z]([a-z \n]{0,3000}[a-z])?") {
+            let tail = stderr_tail(text.as_bytes());
+            proptest::prop_assert!(tail.len() <= STDERR_TAIL);
+            let start = text.len().saturating_sub(STDERR_TAIL);
+            proptest::prop_assert_eq!(tail.as_str(), text[start..].trim_start());
+        }
+
+        #[test]
+        fn any_bytes_give_a_short_valid_tail(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..5000)) {
+            let tail = stderr_tail(&bytes);
+            proptest::prop_assert!(tail.chars().count() <= STDERR_TAIL);
+            proptest::prop_assert_eq!(tail.trim(), tail.as_str());
+        }
+    }
+
     #[tokio::test]
     async fn signals_are_reported() {
         let cmd = ExecCommand::new(["sh", "-c", "kill -9 $$"]).unwrap();

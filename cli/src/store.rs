@@ -422,6 +422,34 @@ mod tests {
         assert!(parse("redis://h/?prefix=").is_err());
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(128))]
+
+        /// Against a literal model: the last `prefix=` wins and every other parameter stays,
+        /// in order.
+        #[test]
+        fn taking_a_parameter_keeps_the_others(
+            params in proptest::collection::vec(("(prefix|db|x|y)", "[a-z0-9]{1,4}"), 0..6)
+        ) {
+            let query: Vec<String> = params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            let url = if query.is_empty() {
+                "redis://h/0".to_string()
+            } else {
+                format!("redis://h/0?{}", query.join("&"))
+            };
+            let (rest, value) = take_param(&url, "prefix").unwrap();
+            let expected_value = params.iter().rev().find(|(k, _)| k == "prefix").map(|(_, v)| v.clone());
+            let kept: Vec<&String> = query.iter().filter(|p| !p.starts_with("prefix=")).collect();
+            let expected_rest = if kept.is_empty() {
+                "redis://h/0".to_string()
+            } else {
+                format!("redis://h/0?{}", kept.iter().map(|s| s.as_str()).collect::<Vec<_>>().join("&"))
+            };
+            proptest::prop_assert_eq!(value, expected_value);
+            proptest::prop_assert_eq!(rest, expected_rest);
+        }
+    }
+
     #[test]
     fn passwords_are_not_displayed() {
         let url = parse("postgres://bob:secret@db:5432/x?schema=s").unwrap();
