@@ -73,6 +73,34 @@ impl ExecCommand {
         self
     }
 
+    /// Checks that the program exists (as a path, or on `PATH`) so a typo fails at once
+    /// instead of failing every job.
+    ///
+    /// ```
+    /// assert!(fairq_cli::ExecCommand::new(["sh"]).unwrap().check().is_ok());
+    /// let err = fairq_cli::ExecCommand::new(["no-such-program-x"]).unwrap().check().unwrap_err();
+    /// assert_eq!(err, "--exec: program \"no-such-program-x\" not found on PATH");
+    /// ```
+    pub fn check(&self) -> Result<(), String> {
+        let program = std::path::Path::new(&self.program);
+        if program.components().count() > 1 {
+            return if program.is_file() {
+                Ok(())
+            } else {
+                Err(format!("--exec: program {:?} not found", self.program))
+            };
+        }
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        if std::env::split_paths(&path).any(|dir| dir.join(program).is_file()) {
+            Ok(())
+        } else {
+            Err(format!(
+                "--exec: program {:?} not found on PATH",
+                self.program
+            ))
+        }
+    }
+
     /// The command line, for messages.
     ///
     /// ```
@@ -220,6 +248,10 @@ mod tests {
             "exit status 1"
         );
         let cmd = ExecCommand::new(["/nonexistent/program"]).unwrap();
+        assert_eq!(
+            cmd.check(),
+            Err("--exec: program \"/nonexistent/program\" not found".to_string())
+        );
         let failure = cmd.run(&job(b""), "k").await.unwrap_err();
         assert!(
             failure.message.starts_with("cannot start"),

@@ -327,6 +327,7 @@ pub(crate) async fn work<B: Backend>(
 ) -> Result<(), CliError> {
     let mut command = ExecCommand::new(args.exec.iter().cloned())
         .ok_or_else(|| CliError::Usage("--exec needs a command".into()))?;
+    command.check().map_err(CliError::Usage)?;
     if let Some(limit) = args.job_timeout {
         command = command.timeout(limit);
     }
@@ -397,7 +398,20 @@ pub(crate) async fn work<B: Backend>(
     }
     let report = match early {
         Some(report) => report,
-        None => shutdown.await,
+        None => {
+            tokio::select! {
+                report = &mut shutdown => report,
+                signal = shutdown_signal() => {
+                    // A second signal: stop waiting. Running jobs end with the process; their
+                    // leases expire and another worker rescues them.
+                    note(&format!(
+                        "fairq: {}: stopping now; running jobs will be rescued when their leases expire",
+                        signal?
+                    ));
+                    return Err(CliError::Verdict("interrupted during shutdown".into()));
+                }
+            }
+        }
     };
     let summary = Summary {
         event: "stopped",

@@ -86,6 +86,19 @@ fn bad_input_gets_one_line_on_stderr_and_a_nonzero_exit() {
             2,
         ),
         (&["work", "-q", "a"], "--exec <CMD>", 2),
+        (
+            &[
+                "--store",
+                "memory:",
+                "work",
+                "-q",
+                "a",
+                "--exec",
+                "./missing.sh",
+            ],
+            "--exec: program \"./missing.sh\" not found",
+            1,
+        ),
         (&["--store", "memory:", "purge"], "purge needs --queue", 1),
         (
             &["--store", "file:a-file", "stats"],
@@ -456,4 +469,72 @@ fn work_shuts_down_gracefully_on_sigterm() {
         eprintln!("graceful shutdown on {}", store.name());
         graceful_shutdown(&store.arg());
     }
+}
+
+/// A second SIGTERM during the shutdown wait ends the worker at once; the job it left
+/// running is not lost: reopening the file store rescues it for another attempt.
+#[cfg(unix)]
+#[test]
+fn a_second_signal_stops_at_once_and_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path();
+    let store = format!("file:{}", path.join("store").display());
+    let id = json(
+        path,
+        &store,
+        &["enqueue", "-q", "q", "-k", "stuck", "-p", "1"],
+    )["id"]
+        .clone();
+    let script = "touch started; while [ ! -e go ]; do sleep 0.01; done";
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("fairq"))
+        .current_dir(path)
+        .env_remove("FAIRQ_STORE")
+        .args(["--store", &store, "work", "-q", "q", "--poll", "50ms"])
+        .args(["--exec", "sh", "-c", script])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !path.join("started").exists() {
+        assert!(Instant::now() < deadline, "no job started");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let term = |pid: u32| {
+        let status = std::process::Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    };
+    term(child.id());
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut seen = String::new();
+    loop {
+        let mut line = String::new();
+        assert!(
+            stderr.read_line(&mut line).unwrap() > 0,
+            "no shutdown notice: {seen}"
+        );
+        seen.push_str(&line);
+        if line.contains("SIGTERM: no new jobs") {
+            break;
+        }
+    }
+    term(child.id());
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(1), "{seen}{rest}");
+    assert!(rest.contains("stopping now"), "{rest}");
+    assert!(
+        rest.contains("error: interrupted during shutdown"),
+        "{rest}"
+    );
+    // The folder is free again, and the abandoned job is back for another attempt.
+    let jobs = json(path, &store, &["list", "-q", "q"]);
+    assert_eq!(jobs[0]["id"], id);
+    assert_eq!(jobs[0]["attempts"], 1);
+    assert_ne!(jobs[0]["state"], "running");
+    assert_ne!(jobs[0]["state"], "succeeded");
 }
