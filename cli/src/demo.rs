@@ -559,7 +559,7 @@ mod tests {
 
     fn small() -> DemoConfig {
         DemoConfig {
-            heavy_jobs: 300,
+            heavy_jobs: 600,
             light_tenants: 3,
             light_jobs: 4,
             work: Duration::from_millis(1),
@@ -572,7 +572,7 @@ mod tests {
     fn arrivals_spread_over_most_of_the_backlog() {
         let c = small();
         let points: Vec<usize> = (0..c.light_jobs).map(|w| c.arrival_point(w)).collect();
-        assert_eq!(points, [52, 105, 157, 210]);
+        assert_eq!(points, [105, 210, 315, 420]);
         assert!(points.iter().all(|&p| p < c.heavy_jobs));
     }
 
@@ -584,9 +584,9 @@ mod tests {
             .unwrap();
         assert!(report.verdict.fair_wins, "{}", report.verdict.text);
         for run in [&report.fifo, &report.fair] {
-            assert_eq!(run.jobs, 312);
+            assert_eq!(run.jobs, 612);
             let heavy = &run.tenants[0];
-            assert_eq!((heavy.tenant.as_str(), heavy.wait_us.count), (HEAVY, 300));
+            assert_eq!((heavy.tenant.as_str(), heavy.wait_us.count), (HEAVY, 600));
             let light = run.tenants.last().unwrap();
             assert_eq!(light.wait_us.count, 12);
             assert_eq!(run.tenants.len(), 1 + 3 + 1);
@@ -610,7 +610,7 @@ mod tests {
         let json: serde_json::Value = serde_json::from_str(&out.contents()).unwrap();
         assert_eq!(json["verdict"]["fair_wins"], true);
         assert_eq!(json["fair"]["mode"], "fair_by_key");
-        assert_eq!(json["config"]["heavy_jobs"], 300);
+        assert_eq!(json["config"]["heavy_jobs"], 600);
     }
 
     #[test]

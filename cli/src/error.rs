@@ -62,9 +62,13 @@ pub enum CliError {
     /// The worker's settings cannot work.
     #[error("worker settings: {0}")]
     Worker(#[from] WorkerConfigError),
-    /// The fairness demo measured something other than what it exists to show.
+    /// The fairness demo measured something other than what it exists to show, or a
+    /// measured run could not finish.
     #[error("{0}")]
     Verdict(String),
+    /// A second signal ended `work` before its running jobs finished.
+    #[error("interrupted during shutdown; running jobs will be rescued when their leases expire")]
+    Interrupted,
 }
 
 fn known_queues(known: &[String]) -> String {

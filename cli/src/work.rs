@@ -404,11 +404,8 @@ pub(crate) async fn work<B: Backend>(
                 signal = shutdown_signal() => {
                     // A second signal: stop waiting. Running jobs end with the process; their
                     // leases expire and another worker rescues them.
-                    note(&format!(
-                        "fairq: {}: stopping now; running jobs will be rescued when their leases expire",
-                        signal?
-                    ));
-                    return Err(CliError::Verdict("interrupted during shutdown".into()));
+                    note(&format!("fairq: {}: stopping now", signal?));
+                    return Err(CliError::Interrupted);
                 }
             }
         }

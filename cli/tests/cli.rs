@@ -169,11 +169,11 @@ fn the_demo_ends_with_a_positive_verdict() {
         .args([
             "demo",
             "--heavy-jobs",
-            "300",
+            "600",
             "--light-tenants",
             "3",
             "--light-jobs",
-            "4",
+            "3",
             "--work",
             "1ms",
         ])
