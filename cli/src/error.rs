@@ -66,6 +66,9 @@ pub enum CliError {
     /// measured run could not finish.
     #[error("{0}")]
     Verdict(String),
+    /// A signal (SIGTERM or Ctrl-C) stopped a demo or a bench.
+    #[error("stopped by {0}")]
+    Stopped(&'static str),
     /// A second signal ended `work` before its running jobs finished.
     #[error("interrupted during shutdown; running jobs will be rescued when their leases expire")]
     Interrupted,

@@ -21,6 +21,7 @@ mod error;
 mod exec;
 mod output;
 mod progress;
+mod signals;
 mod store;
 mod work;
 
@@ -138,6 +139,8 @@ fn output_error_line(line: &str) {
 /// # });
 /// ```
 pub async fn execute(cli: Cli, out: &mut Output) -> Result<(), CliError> {
+    // From here on a signal is a clean stop (demo and bench return, work shuts down).
+    let mut signals = signals::Signals::listen()?;
     let options = OpenOptions::default();
     let open = |default: &str| -> Result<StoreUrl, CliError> {
         cli.store.as_deref().unwrap_or(default).parse::<StoreUrl>()
@@ -161,14 +164,18 @@ pub async fn execute(cli: Cli, out: &mut Output) -> Result<(), CliError> {
             let store = Store::open(&url, &options).await?;
             // A shared store keeps nothing of the demo; a scratch one disappears anyway.
             let cleanup = cli.store.is_some() && !store.is_ephemeral();
-            let report = demo::run_demo(
-                Arc::new(store),
-                &url.to_string(),
-                &config,
-                cli.quiet,
-                cleanup,
-            )
-            .await?;
+            // On a signal, return at once so the scratch folder is removed on the way out.
+            let name = url.to_string();
+            let report = tokio::select! {
+                report = demo::run_demo(
+                    Arc::new(store),
+                    &name,
+                    &config,
+                    cli.quiet,
+                    cleanup,
+                ) => report?,
+                signal = signals.recv() => return Err(CliError::Stopped(signal?)),
+            };
             demo::print(&report, out)?;
             if report.verdict.fair_wins {
                 Ok(())
@@ -190,14 +197,17 @@ pub async fn execute(cli: Cli, out: &mut Output) -> Result<(), CliError> {
             };
             let store = Store::open(&url, &options).await?;
             let cleanup = !args.keep && !store.is_ephemeral();
-            let report = bench::run_bench(
-                Arc::new(store),
-                &url.to_string(),
-                &config,
-                cli.quiet,
-                cleanup,
-            )
-            .await?;
+            let name = url.to_string();
+            let report = tokio::select! {
+                report = bench::run_bench(
+                    Arc::new(store),
+                    &name,
+                    &config,
+                    cli.quiet,
+                    cleanup,
+                ) => report?,
+                signal = signals.recv() => return Err(CliError::Stopped(signal?)),
+            };
             bench::print(&report, out)
         }
         Command::Enqueue(args) => {
@@ -206,7 +216,7 @@ pub async fn execute(cli: Cli, out: &mut Output) -> Result<(), CliError> {
         }
         Command::Work(args) => {
             let store = Store::open(&open(DEFAULT_STORE)?, &options).await?;
-            work::work(Arc::new(store), args, out).await
+            work::work(Arc::new(store), args, &mut signals, out).await
         }
         Command::Stats(args) => {
             let store = Store::open(&open(DEFAULT_STORE)?, &options).await?;

@@ -18,6 +18,7 @@ use crate::args::WorkArgs;
 use crate::error::CliError;
 use crate::exec::ExecCommand;
 use crate::output::{self, Output};
+use crate::signals::Signals;
 
 /// The one handler kind the worker knows: [`EveryKind`] files every claimed job under it.
 const EXEC_KIND: &str = "fairq.exec";
@@ -226,29 +227,6 @@ struct Summary {
     abandoned: Vec<u64>,
 }
 
-/// Resolves on SIGTERM or Ctrl-C (SIGINT).
-async fn shutdown_signal() -> Result<&'static str, CliError> {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut term = signal(SignalKind::terminate())
-            .map_err(|e| CliError::io("listening for SIGTERM", e))?;
-        let mut int =
-            signal(SignalKind::interrupt()).map_err(|e| CliError::io("listening for SIGINT", e))?;
-        tokio::select! {
-            _ = term.recv() => Ok("SIGTERM"),
-            _ = int.recv() => Ok("SIGINT"),
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        tokio::signal::ctrl_c()
-            .await
-            .map_err(|e| CliError::io("listening for Ctrl-C", e))?;
-        Ok("Ctrl-C")
-    }
-}
-
 /// True when no job of `queues` is running in the store or due now (jobs scheduled for
 /// later, and jobs blocked on a dependency, do not count).
 async fn nothing_due<B: Backend>(store: &B, queues: &[String]) -> Result<bool, CliError> {
@@ -323,6 +301,7 @@ pub(crate) fn note(text: &str) {
 pub(crate) async fn work<B: Backend>(
     store: Arc<B>,
     args: &WorkArgs,
+    signals: &mut Signals,
     out: &mut Output,
 ) -> Result<(), CliError> {
     let mut command = ExecCommand::new(args.exec.iter().cloned())
@@ -375,11 +354,11 @@ pub(crate) async fn work<B: Backend>(
     ));
     let why = if args.until_idle {
         tokio::select! {
-            signal = shutdown_signal() => signal?,
+            signal = signals.recv() => signal?,
             done = idle(&*store, &args.queue, || handle.running()) => { done?; "idle" }
         }
     } else {
-        shutdown_signal().await?
+        signals.recv().await?
     };
     let running = handle.running();
     let shutdown = handle.shutdown(args.shutdown_timeout);
@@ -401,7 +380,7 @@ pub(crate) async fn work<B: Backend>(
         None => {
             tokio::select! {
                 report = &mut shutdown => report,
-                signal = shutdown_signal() => {
+                signal = signals.recv() => {
                     // A second signal: stop waiting. Running jobs end with the process; their
                     // leases expire and another worker rescues them.
                     note(&format!("fairq: {}: stopping now", signal?));
@@ -520,7 +499,10 @@ mod tests {
             exec: vec!["sh".into(), "-c".into(), script],
         };
         let mut out = Output::buffer(Format::Json);
-        work(Arc::clone(&store), &args, &mut out).await.unwrap();
+        let mut signals = Signals::listen().unwrap();
+        work(Arc::clone(&store), &args, &mut signals, &mut out)
+            .await
+            .unwrap();
         let summary: serde_json::Value = serde_json::from_str(&out.contents()).unwrap();
         assert_eq!(summary["succeeded"], 3);
         assert_eq!(summary["dead"], 1);

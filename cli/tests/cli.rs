@@ -538,3 +538,36 @@ fn a_second_signal_stops_at_once_and_loses_nothing() {
     assert_ne!(jobs[0]["state"], "running");
     assert_ne!(jobs[0]["state"], "succeeded");
 }
+
+/// Ctrl-C during the demo stops it with one line, and its scratch folder goes with it.
+#[cfg(unix)]
+#[test]
+fn an_interrupted_demo_removes_its_scratch_folder() {
+    let scratch = tempfile::tempdir().unwrap();
+    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("fairq"))
+        .current_dir(scratch.path())
+        .env_remove("FAIRQ_STORE")
+        .env("TMPDIR", scratch.path())
+        .args(["demo", "--heavy-jobs", "200000"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while std::fs::read_dir(scratch.path()).unwrap().count() == 0 {
+        assert!(Instant::now() < deadline, "the demo made no scratch folder");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "error: stopped by SIGINT\n"
+    );
+    assert_eq!(std::fs::read_dir(scratch.path()).unwrap().count(), 0);
+}
