@@ -317,8 +317,18 @@ fn space_is_reclaimed_even_behind_a_long_lived_job() {
         }
         store.close().unwrap();
         // About 150 rounds x 8 jobs x 3 records x 2 KiB went through: ~7 MiB, 110+ segments.
+        // Without relocation the long-lived job would pin all of them. With it, what stays is
+        // bounded by the relocation slack (64 journal items past twice the live ones) times the
+        // largest item here (one batch of 8 records of ~2 KiB): about 1.1 MiB, 18 segments,
+        // however the writer thread happened to group records into items.
         let left = segments(dir.path());
-        assert!(left.len() <= 8, "{} segments left: {left:?}", left.len());
+        assert!(left.len() <= 20, "{} segments left: {left:?}", left.len());
+        let first = left.first().expect("the open segment remains");
+        assert!(
+            !first.ends_with("00000000000000000000.seg")
+                && !first.ends_with("00000000000000000001.seg"),
+            "the long-lived job's first segment was not reclaimed: {left:?}"
+        );
 
         let store = fairq_file::FileBackend::open(dir.path(), options).unwrap();
         let jobs = all_jobs(&store).await;
