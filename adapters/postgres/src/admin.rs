@@ -159,6 +159,14 @@ impl Core {
             }
             RetryTarget::AllDead { queue } => (queue.clone(), None),
         };
+        // Jobs whose time came before this revival go first, as in the reference store.
+        let known_queue = match &target {
+            RetryTarget::One(id) => self.get_with(conn, *id).await?.map(|(info, _)| info.queue),
+            RetryTarget::AllDead { queue } => queue.clone(),
+        };
+        if let Some(q) = &known_queue {
+            self.promote(conn, q, now).await?;
+        }
         let rows = conn
             .rows(&self.sql.revive, &[&queue, &id, &to_db(now)])
             .await

@@ -836,6 +836,11 @@ impl Core {
             let elapsed = to_db(now.saturating_sub(from_db(claimed_at.unwrap_or(0))));
             let applied = match outcome {
                 Outcome::Retry { run_at } => {
+                    if run_at <= now {
+                        // Jobs whose time came before this failure go first, as in the
+                        // reference store: give them their rounds before this job joins.
+                        self.promote(conn, &queue, now).await?;
+                    }
                     let n = self
                         .retry_many(
                             conn,
@@ -1003,6 +1008,10 @@ impl Core {
                     }
                     Err(_) => {}
                 }
+            }
+            if retries.iter().any(|(_, run_at)| *run_at <= now) {
+                // Jobs whose time came before this rescue go first (reference order).
+                self.promote(conn, queue, now).await?;
             }
             rescued += self
                 .retry_many(conn, &retries, None, LEASE_EXPIRED, now)
