@@ -126,7 +126,8 @@ impl Core {
         let client = self.client().await?;
         let conn: &dyn Exec = &*client;
         let now = self.now();
-        let (queue, id) = match &target {
+        // `known_queue`: the queue the revival touches, when known up front.
+        let (queue, id, known_queue) = match &target {
             RetryTarget::One(id) => {
                 let Some((info, life)) = self.get_with(conn, *id).await? else {
                     return Err(BackendError::NotFound(*id));
@@ -155,15 +156,11 @@ impl Core {
                         });
                     }
                 }
-                (None, Some(to_db(id.0)))
+                (None, Some(to_db(id.0)), Some(info.queue))
             }
-            RetryTarget::AllDead { queue } => (queue.clone(), None),
+            RetryTarget::AllDead { queue } => (queue.clone(), None, queue.clone()),
         };
         // Jobs whose time came before this revival go first, as in the reference store.
-        let known_queue = match &target {
-            RetryTarget::One(id) => self.get_with(conn, *id).await?.map(|(info, _)| info.queue),
-            RetryTarget::AllDead { queue } => queue.clone(),
-        };
         if let Some(q) = &known_queue {
             self.promote(conn, q, now).await?;
         }

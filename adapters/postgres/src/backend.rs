@@ -714,6 +714,16 @@ impl Core {
         parents: &[i64],
         now: Millis,
     ) -> Result<(), BackendError> {
+        // Jobs whose time came before this release go first, as in the reference store: give
+        // them their rounds before the released dependents join.
+        let waiting = conn
+            .rows(&self.sql.release_queues, &[&parents])
+            .await
+            .map_err(|e| self.err(e))?;
+        for row in &waiting {
+            let queue: String = row.get(0);
+            self.promote(conn, &queue, now).await?;
+        }
         let rows = conn
             .rows(&self.sql.release, &[&parents, &to_db(now)])
             .await

@@ -242,6 +242,12 @@ WHERE depends_on = ANY($1::int8[]) AND state = 'blocked'
 RETURNING queue
 "#;
 
+/// The queues holding blocked dependents of the given jobs. Parameter: parent id[].
+const RELEASE_QUEUES: &str = r#"
+SELECT DISTINCT queue FROM fairq.jobs
+WHERE depends_on = ANY($1::int8[]) AND state = 'blocked'
+"#;
+
 /// Releases blocked jobs of a queue whose dependency has succeeded: a repair for a finish
 /// that raced with the enqueue of its dependent. Parameters: queue, now.
 const RELEASE_STRAGGLERS: &str = r#"
@@ -480,6 +486,7 @@ pub(crate) struct Sql {
     pub(crate) claim: String,
     pub(crate) complete: String,
     pub(crate) release: String,
+    pub(crate) release_queues: String,
     pub(crate) release_stragglers: String,
     pub(crate) heartbeat: String,
     pub(crate) running: String,
@@ -521,6 +528,7 @@ impl Sql {
             claim: r(CLAIM),
             complete: r(COMPLETE),
             release: r(RELEASE),
+            release_queues: r(RELEASE_QUEUES),
             release_stragglers: r(RELEASE_STRAGGLERS),
             heartbeat: r(HEARTBEAT),
             running: r(RUNNING),
