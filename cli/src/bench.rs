@@ -3,21 +3,19 @@
 //! enqueue-to-start and run latency percentiles.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use fairq_core::retry::RetryPolicy;
 use fairq_core::stats::{Histogram, Summary};
-use fairq_worker::{
-    random_u64, Backend, Job, JobId, JobOutcome, NewJob, Purge, QueueConfig, Worker,
-};
+use fairq_worker::{random_u64, Backend, Job, JobId, NewJob, Purge, QueueConfig, Worker};
 use serde::{Deserialize, Serialize};
-use tokio::sync::watch;
 
 use crate::args::BenchArgs;
 use crate::error::CliError;
 use crate::output::{self, Output};
 use crate::progress;
+use crate::tally::{lock, Tally};
 
 const KIND: &str = "bench";
 
@@ -131,10 +129,6 @@ pub struct BenchReport {
     pub run_us: Summary,
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 fn micros(d: Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
@@ -144,8 +138,7 @@ struct Shared {
     wait: Mutex<Histogram>,
     run: Mutex<Histogram>,
     started: Mutex<HashMap<JobId, Instant>>,
-    finished: watch::Sender<usize>,
-    failures: Mutex<Vec<String>>,
+    tally: Tally,
 }
 
 /// Runs the load test on `store`. `cleanup` purges the queue afterwards.
@@ -181,8 +174,7 @@ pub async fn run_bench<B: Backend>(
         wait: Mutex::new(Histogram::new()),
         run: Mutex::new(Histogram::new()),
         started: Mutex::new(HashMap::with_capacity(config.jobs)),
-        finished: watch::Sender::new(0),
-        failures: Mutex::new(Vec::new()),
+        tally: Tally::new(),
     });
     let pad = "x".repeat(config.payload_size.saturating_sub(FRAME));
 
@@ -243,22 +235,12 @@ pub async fn run_bench<B: Backend>(
             if let Some(start) = lock(&on_done.started).remove(&report.job.claim.id) {
                 lock(&on_done.run).record(micros(start.elapsed()));
             }
-            match (&report.outcome, &report.result) {
-                (JobOutcome::Succeeded, _) => {}
-                (_, Err(failure)) => lock(&on_done.failures).push(failure.message.clone()),
-                (outcome, Ok(())) => {
-                    lock(&on_done.failures).push(format!("job outcome {outcome:?}"))
-                }
-            }
-            if report.outcome.is_recorded() {
-                on_done.finished.send_modify(|n| *n += 1);
-                bar_done.inc(1);
-            }
+            on_done.tally.record(report, &bar_done);
         })
         .build()?;
     let run_start = Instant::now();
     let handle = worker.start()?;
-    let mut finished = shared.finished.subscribe();
+    let mut finished = shared.tally.finished.subscribe();
     let done = finished.wait_for(|n| *n >= config.jobs).await.is_ok();
     let run_elapsed = run_start.elapsed();
     bar.finish_and_clear();
@@ -274,7 +256,7 @@ pub async fn run_bench<B: Backend>(
     if !done {
         return Err(CliError::Verdict("the bench's worker stopped early".into()));
     }
-    if let Some(first) = lock(&shared.failures).first() {
+    if let Some(first) = shared.tally.first_failure() {
         return Err(CliError::Verdict(format!("a bench job failed: {first}")));
     }
     let secs = |d: Duration| d.as_secs_f64().max(1e-9);

@@ -8,12 +8,12 @@
 //! (enqueue to handler start) and then simulates some work.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use fairq_core::retry::RetryPolicy;
 use fairq_core::stats::{Histogram, Summary};
-use fairq_worker::{random_u64, Backend, Job, JobOutcome, NewJob, Purge, QueueConfig, Worker};
+use fairq_worker::{random_u64, Backend, Job, NewJob, Purge, QueueConfig, Worker};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
@@ -21,6 +21,7 @@ use crate::args::DemoArgs;
 use crate::error::CliError;
 use crate::output::{self, Output};
 use crate::progress;
+use crate::tally::{lock, Tally};
 
 /// The tenant with the backlog.
 pub const HEAVY: &str = "heavy";
@@ -210,17 +211,12 @@ fn micros_since(origin: Instant) -> u64 {
     u64::try_from(origin.elapsed().as_micros()).unwrap_or(u64::MAX)
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 /// What the handlers and hooks of one run share.
 struct RunState {
     origin: Instant,
     waits: Mutex<BTreeMap<String, Histogram>>,
     heavy_started: watch::Sender<usize>,
-    finished: watch::Sender<usize>,
-    failures: Mutex<Vec<String>>,
+    tally: Tally,
 }
 
 fn demo_job(queue: &str, mode: Mode, tenant: &str, origin: Instant) -> Result<NewJob, CliError> {
@@ -252,8 +248,7 @@ async fn run_once<B: Backend>(
         origin: Instant::now(),
         waits: Mutex::new(BTreeMap::new()),
         heavy_started: watch::Sender::new(0),
-        finished: watch::Sender::new(0),
-        failures: Mutex::new(Vec::new()),
+        tally: Tally::new(),
     });
 
     // The backlog is in place before any worker starts.
@@ -298,17 +293,7 @@ async fn run_once<B: Backend>(
                 }
             })
             .on_finished(move |report| {
-                match (&report.outcome, &report.result) {
-                    (JobOutcome::Succeeded, _) => {}
-                    (_, Err(failure)) => lock(&on_done.failures).push(failure.message.clone()),
-                    (outcome, Ok(())) => {
-                        lock(&on_done.failures).push(format!("job outcome {outcome:?}"))
-                    }
-                }
-                if report.outcome.is_recorded() {
-                    on_done.finished.send_modify(|n| *n += 1);
-                    bar.inc(1);
-                }
+                on_done.tally.record(report, &bar);
             })
             .build()?;
         handles.push(worker.start()?);
@@ -337,7 +322,7 @@ async fn run_once<B: Backend>(
         Ok::<(), CliError>(())
     };
     let all_done = async {
-        let mut finished = state.finished.subscribe();
+        let mut finished = state.tally.finished.subscribe();
         finished
             .wait_for(|n| *n >= total)
             .await
@@ -370,7 +355,7 @@ async fn run_once<B: Backend>(
         Ok(Err(e)) => return Err(e),
         Ok(Ok(_)) => {}
     }
-    if let Some(first) = lock(&state.failures).first() {
+    if let Some(first) = state.tally.first_failure() {
         return Err(CliError::Verdict(format!(
             "a job of the {} run failed: {first}",
             mode.label()

@@ -23,6 +23,7 @@ mod output;
 mod progress;
 mod signals;
 mod store;
+mod tally;
 mod work;
 
 use std::process::ExitCode;
