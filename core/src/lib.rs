@@ -63,3 +63,4 @@ pub mod health;
 pub mod job;
 pub mod retry;
 pub mod stats;
+pub mod sweep;

@@ -347,7 +347,10 @@ fn jittered(delay: Duration, permille: u16, random: u64) -> Duration {
     }
     let nanos = delay.as_nanos();
     let spread = nanos * u128::from(permille) / 1000;
-    let offset = spread * u128::from(random) / u128::from(u64::MAX);
+    // spread * random / MAX in two parts, so a delay near Duration::MAX cannot overflow.
+    let max = u128::from(u64::MAX);
+    let random = u128::from(random);
+    let offset = (spread / max) * random + (spread % max) * random / max;
     let total = nanos - spread + offset;
     let secs = u64::try_from(total / 1_000_000_000).unwrap_or(u64::MAX);
     Duration::new(secs, (total % 1_000_000_000) as u32)

@@ -328,3 +328,252 @@ fn stale_keys_are_swept_so_transient_keys_do_not_grow_memory_unboundedly() {
     }
     assert!(q.is_empty());
 }
+
+/// The round rule as the engine documents it, kept in a sorted map of rounds: the reference
+/// for changes of weight in mid-stream (which the literal rule above does not define) and for
+/// key tables that are swept.
+#[derive(Default)]
+struct RoundModel {
+    current: u64,
+    rounds: BTreeMap<u64, VecDeque<(u16, u32)>>,
+    /// key -> (last round, items in it, weight)
+    keys: BTreeMap<u16, (u64, u32, u32)>,
+    len: usize,
+}
+
+impl RoundModel {
+    fn push(&mut self, key: u16, item: u32) {
+        let current = self.current;
+        let state = self.keys.entry(key).or_insert((0, 0, 1));
+        if state.0 > current && state.1 < state.2 {
+            state.1 += 1;
+        } else {
+            state.0 = (state.0 + 1).max(current + 1);
+            state.1 = 1;
+        }
+        self.rounds
+            .entry(state.0)
+            .or_default()
+            .push_back((key, item));
+        self.len += 1;
+    }
+
+    fn pop(&mut self) -> Option<(u16, u32)> {
+        if self.len == 0 {
+            return None;
+        }
+        if self
+            .rounds
+            .get(&self.current)
+            .is_none_or(VecDeque::is_empty)
+        {
+            self.rounds.remove(&self.current);
+            self.current += 1;
+        }
+        self.len -= 1;
+        self.rounds.get_mut(&self.current)?.pop_front()
+    }
+
+    fn set_weight(&mut self, key: u16, weight: u32) {
+        self.keys.entry(key).or_insert((0, 0, 1)).2 = weight.max(1);
+    }
+
+    fn remove_key(&mut self, key: u16) -> Vec<u32> {
+        let mut out = Vec::new();
+        for round in self.rounds.values_mut() {
+            out.extend(round.iter().filter(|e| e.0 == key).map(|e| e.1));
+            round.retain(|e| e.0 != key);
+        }
+        self.len -= out.len();
+        if let Some(state) = self.keys.get_mut(&key) {
+            state.0 = 0;
+            state.1 = 0;
+        }
+        out
+    }
+
+    fn snapshot(&self) -> Vec<(u16, u32)> {
+        self.rounds
+            .get(&self.current)
+            .map(|r| r.iter().copied().collect())
+            .unwrap_or_default()
+    }
+
+    fn all(&self) -> Vec<(u16, u32)> {
+        self.rounds.values().flatten().copied().collect()
+    }
+}
+
+#[derive(Debug, Clone)]
+enum WeightOp {
+    Push(u16),
+    Pop,
+    SetWeight(u16, u32),
+    RemoveKey(u16),
+}
+
+fn weight_ops(keys: u16) -> impl Strategy<Value = Vec<WeightOp>> {
+    proptest::collection::vec(
+        prop_oneof![
+            5 => (0..keys).prop_map(WeightOp::Push),
+            // One deep key, so the run (a lone key's tail of one-item rounds) forms often.
+            4 => Just(WeightOp::Push(0)),
+            5 => Just(WeightOp::Pop),
+            1 => ((0..4u16), 0u32..4).prop_map(|(k, w)| WeightOp::SetWeight(k, w)),
+            1 => (0..keys).prop_map(WeightOp::RemoveKey),
+        ],
+        0..500,
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Weights changed at any time, keys removed, more keys than a sweep keeps: the same
+    /// deliveries, snapshot and order as the round rule, for both storages.
+    #[test]
+    fn matches_the_round_rule_with_weights_changed_in_mid_stream(
+        keys in 1u16..300,
+        ops in weight_ops(300),
+    ) {
+        let mut heap: FairQueue<u16, u32> = FairQueue::unbounded();
+        let mut fixed: fixed::FairQueue<u16, u32, 512, 512> = fixed::FairQueue::new();
+        let mut model = RoundModel::default();
+        let mut next = 0u32;
+        for op in ops {
+            match op {
+                WeightOp::Push(k) => {
+                    let k = k % keys;
+                    next += 1;
+                    heap.push(k, next).unwrap();
+                    fixed.push(k, next).unwrap();
+                    model.push(k, next);
+                }
+                WeightOp::Pop => {
+                    let expected = model.pop();
+                    prop_assert_eq!(heap.pop_with_key(), expected);
+                    prop_assert_eq!(fixed.pop_with_key(), expected);
+                }
+                WeightOp::SetWeight(k, w) => {
+                    heap.set_weight(&k, w);
+                    fixed.set_weight(&k, w).unwrap();
+                    model.set_weight(k, w);
+                    prop_assert_eq!(heap.weight(&k), w.max(1));
+                }
+                WeightOp::RemoveKey(k) => {
+                    let k = k % keys;
+                    let expected = model.remove_key(k);
+                    prop_assert_eq!(&heap.remove_key(&k), &expected);
+                    prop_assert_eq!(&fixed.remove_key(&k)[..], &expected[..]);
+                }
+            }
+            prop_assert_eq!(heap.len(), model.len);
+            prop_assert_eq!(fixed.len(), model.len);
+            let snap: Vec<_> = heap.snapshot().map(|(k, v)| (*k, *v)).collect();
+            prop_assert_eq!(&snap, &model.snapshot());
+            let all: Vec<_> = heap.iter().map(|(k, v)| (*k, *v)).collect();
+            prop_assert_eq!(&all, &model.all());
+            let all: Vec<_> = fixed.iter().map(|(k, v)| (*k, *v)).collect();
+            prop_assert_eq!(&all, &model.all());
+            prop_assert_eq!(heap.iter().len(), model.len);
+        }
+    }
+}
+
+/// One key alone: every item is its own round, so the queue is a plain FIFO of that key (the
+/// run), and a second key that arrives is served after one item, not after the backlog.
+#[test]
+fn a_lone_deep_key_is_a_fifo_and_a_newcomer_still_overtakes_it() {
+    let mut q = FairQueue::unbounded();
+    for i in 0..10_000u32 {
+        q.push("deep", i).unwrap();
+    }
+    assert_eq!(q.pop(), Some(0));
+    q.push("new", 99).unwrap();
+    assert_eq!(q.pop_with_key(), Some(("deep", 1)));
+    assert_eq!(q.pop_with_key(), Some(("new", 99)));
+    for i in 2..10_000u32 {
+        assert_eq!(q.pop_with_key(), Some(("deep", i)));
+        if i % 1_000 == 0 {
+            // A newcomer while the deep key is alone again joins the very next round.
+            q.push("new", i).unwrap();
+            assert_eq!(q.pop_with_key(), Some(("deep", i + 1)));
+            assert_eq!(q.pop_with_key(), Some(("new", i)));
+            assert_eq!(q.pop_with_key(), Some(("deep", i + 2)));
+            for j in i + 3..=i + 10 {
+                assert_eq!(q.pop_with_key(), Some(("deep", j)));
+            }
+            break;
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+enum BulkOp {
+    /// One item for each of the keys `0..n`, in order: a round of `n` items (or more).
+    Sweep(u16),
+    Pops(u16),
+    Push(u16),
+    SetWeight(u16, u32),
+    RemoveKey(u16),
+}
+
+fn bulk_ops() -> impl Strategy<Value = Vec<BulkOp>> {
+    proptest::collection::vec(
+        prop_oneof![
+            4 => (1u16..1_500).prop_map(BulkOp::Sweep),
+            4 => (1u16..2_000).prop_map(BulkOp::Pops),
+            2 => (0u16..1_500).prop_map(BulkOp::Push),
+            1 => ((0u16..8), 0u32..4).prop_map(|(k, w)| BulkOp::SetWeight(k, w)),
+            1 => (0u16..1_500).prop_map(BulkOp::RemoveKey),
+        ],
+        0..40,
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Rounds of hundreds to thousands of items, which the heap storage keeps in chains of
+    /// buffers rather than one buffer: the same deliveries, snapshot and order as the round
+    /// rule, keys removed from the middle of a chain included.
+    #[test]
+    fn large_rounds_match_the_round_rule(ops in bulk_ops()) {
+        let mut heap: FairQueue<u16, u32> = FairQueue::unbounded();
+        let mut model = RoundModel::default();
+        let mut next = 0u32;
+        let mut push = |heap: &mut FairQueue<u16, u32>, model: &mut RoundModel, k: u16| {
+            next += 1;
+            heap.push(k, next).unwrap();
+            model.push(k, next);
+        };
+        for op in ops {
+            match op {
+                BulkOp::Sweep(n) => (0..n).for_each(|k| push(&mut heap, &mut model, k)),
+                BulkOp::Push(k) => push(&mut heap, &mut model, k),
+                BulkOp::Pops(n) => {
+                    for _ in 0..n {
+                        let expected = model.pop();
+                        prop_assert_eq!(heap.pop_with_key(), expected);
+                    }
+                }
+                BulkOp::SetWeight(k, w) => {
+                    heap.set_weight(&k, w);
+                    model.set_weight(k, w);
+                }
+                BulkOp::RemoveKey(k) => {
+                    let expected = model.remove_key(k);
+                    prop_assert_eq!(&heap.remove_key(&k), &expected);
+                }
+            }
+            prop_assert_eq!(heap.len(), model.len);
+            let snap: Vec<_> = heap.snapshot().map(|(k, v)| (*k, *v)).collect();
+            prop_assert_eq!(&snap, &model.snapshot());
+            let all: Vec<_> = heap.iter().map(|(k, v)| (*k, *v)).collect();
+            prop_assert_eq!(&all, &model.all());
+        }
+        let rest: Vec<_> = std::iter::from_fn(|| heap.pop_with_key()).collect();
+        let model_rest: Vec<_> = std::iter::from_fn(|| model.pop()).collect();
+        prop_assert_eq!(rest, model_rest);
+    }
+}

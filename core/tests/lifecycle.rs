@@ -47,7 +47,12 @@ fn failures_follow_the_policy_then_the_job_dies() {
         Ok(Outcome::Retry { run_at: 12_000 })
     );
     let l3 = job.claim(12_000, LEASE).unwrap();
-    assert_eq!(job.fail(l3.token, 12_500, &policy, 0), Ok(Outcome::Dead));
+    assert_eq!(
+        job.fail(l3.token, 12_500, &policy, 0),
+        Ok(Outcome::Dead {
+            reason: DeadReason::RetriesExhausted
+        })
+    );
     assert_eq!(
         job.state(),
         &State::Dead {
@@ -88,7 +93,12 @@ fn rescue_counts_an_attempt_and_fences_the_old_worker() {
     assert_eq!(job.heartbeat(old.token, 1_002, LEASE), Err(stale));
     assert_eq!(job.fail(old.token, 1_002, &policy, 0), Err(stale));
     // The second rescue exhausts the single retry.
-    assert_eq!(job.rescue(2_001, &policy, 0), Ok(Outcome::Dead));
+    assert_eq!(
+        job.rescue(2_001, &policy, 0),
+        Ok(Outcome::Dead {
+            reason: DeadReason::LeaseExpired
+        })
+    );
     assert_eq!(
         job.state(),
         &State::Dead {

@@ -139,3 +139,22 @@ proptest! {
         prop_assert_eq!(p.decide(attempt) == Decision::GiveUp, left == 0);
     }
 }
+
+#[test]
+fn jitter_on_the_longest_delay_does_not_overflow() {
+    let p = RetryPolicy::new(1)
+        .with_backoff(Backoff::Fixed(Duration::MAX))
+        .with_jitter(1000);
+    for random in [0, 1, u64::MAX / 2, u64::MAX] {
+        let Decision::Retry { after } = p.decide_with_random(1, random) else {
+            panic!("one retry is allowed");
+        };
+        assert!(after <= Duration::MAX);
+    }
+    assert_eq!(
+        p.decide_with_random(1, u64::MAX),
+        Decision::Retry {
+            after: Duration::MAX
+        }
+    );
+}

@@ -3,7 +3,8 @@
 //! [`FairQueue<K, T, N, KEYS>`](FairQueue) holds at most `N` items and remembers at most `KEYS`
 //! keys at a time (`KEYS` must be a power of two, as `heapless` index maps require). Storage is
 //! inline: the queue never allocates, and its size is known at compile time. The schedule is
-//! identical to the heap-backed [`crate::fair::FairQueue`], since both run the same engine.
+//! identical to the heap-backed [`crate::fair::FairQueue`]: both are the same
+//! [`FairQueueBase`] over a different storage.
 //!
 //! ```
 //! use fairq_core::fair::fixed::FairQueue;
@@ -22,8 +23,9 @@ use core::hash::Hash;
 
 use heapless::FnvIndexMap;
 
-use super::engine::{Engine, KeyState, Keys, Round, Rounds, Slot, Slots};
-use super::{Full, Iter};
+use super::engine::KeyState;
+use super::storage::{Backing, KeyTable, Walk, START};
+use super::FairQueueBase;
 
 /// The key table of a fixed queue could not take another key.
 ///
@@ -46,78 +48,286 @@ impl fmt::Display for KeysFull {
 
 impl core::error::Error for KeysFull {}
 
+/// Index value meaning "no slot".
+const NIL: u32 = u32::MAX;
+
+/// One slab slot: a queued item or a link in the free list.
+enum Slot<K, T> {
+    Occupied { key: K, item: T, next: u32 },
+    Vacant { next_free: u32 },
+}
+
+/// A round (or the run): a list of slots, oldest first.
+#[derive(Clone, Copy, Debug)]
+struct List {
+    head: u32,
+    tail: u32,
+    len: u32,
+}
+
+impl List {
+    const EMPTY: List = List {
+        head: NIL,
+        tail: NIL,
+        len: 0,
+    };
+}
+
 /// A ring of rounds indexed relative to its front.
 struct Ring<const N: usize> {
-    buf: [Round; N],
+    buf: [List; N],
     head: usize,
     len: usize,
 }
 
 impl<const N: usize> Ring<N> {
-    const fn new() -> Self {
-        Ring {
-            buf: [Round::EMPTY; N],
-            head: 0,
-            len: 0,
-        }
-    }
-
-    fn physical(&self, index: usize) -> usize {
+    fn at(&self, index: usize) -> usize {
         (self.head + index) % N
     }
 }
 
-impl<const N: usize> Rounds for Ring<N> {
-    fn len(&self) -> usize {
-        self.len
-    }
+/// Allocation-free storage: items in a `heapless` slab whose free slots form a list, rounds
+/// and the run as lists through that slab, keys in a `heapless` index map. Room for `N` items
+/// and `KEYS` keys.
+pub struct FixedStorage<K, T, const N: usize, const KEYS: usize> {
+    slots: heapless::Vec<Slot<K, T>, N>,
+    free: u32,
+    rounds: Ring<N>,
+    run: List,
+    keys: FnvIndexMap<K, KeyState, KEYS>,
+}
 
-    fn get(&self, index: usize) -> Round {
-        self.buf[self.physical(index)]
-    }
-
-    fn get_mut(&mut self, index: usize) -> &mut Round {
-        let at = self.physical(index);
-        &mut self.buf[at]
-    }
-
-    fn push_back_empty(&mut self) -> bool {
-        if self.len == N {
-            return false;
-        }
-        let at = self.physical(self.len);
-        self.buf[at] = Round::EMPTY;
-        self.len += 1;
-        true
-    }
-
-    fn pop_front(&mut self) {
-        if self.len > 0 {
-            self.head = (self.head + 1) % N;
-            self.len -= 1;
+impl<K, T, const N: usize, const KEYS: usize> FixedStorage<K, T, N, KEYS> {
+    const fn new() -> Self {
+        FixedStorage {
+            slots: heapless::Vec::new(),
+            free: NIL,
+            rounds: Ring {
+                buf: [List::EMPTY; N],
+                head: 0,
+                len: 0,
+            },
+            run: List::EMPTY,
+            keys: FnvIndexMap::new(),
         }
     }
 
-    fn pop_back(&mut self) {
-        self.len = self.len.saturating_sub(1);
+    /// Stores an item in a free slot; the engine's bound (at most `N` items) guarantees one.
+    fn alloc(&mut self, key: K, item: T) -> u32 {
+        let occupied = Slot::Occupied {
+            key,
+            item,
+            next: NIL,
+        };
+        if self.free != NIL {
+            let index = self.free;
+            let slot = &mut self.slots[index as usize];
+            if let Slot::Vacant { next_free } = *slot {
+                self.free = next_free;
+            }
+            *slot = occupied;
+            return index;
+        }
+        let index = self.slots.len() as u32;
+        let pushed = self.slots.push(occupied).is_ok();
+        debug_assert!(pushed, "the bound keeps the slab within its capacity");
+        index
+    }
+
+    fn take(&mut self, index: u32) -> (K, T, u32) {
+        let slot = core::mem::replace(
+            &mut self.slots[index as usize],
+            Slot::Vacant {
+                next_free: self.free,
+            },
+        );
+        self.free = index;
+        match slot {
+            Slot::Occupied { key, item, next } => (key, item, next),
+            Slot::Vacant { .. } => unreachable!("fair queue links only occupied slots"),
+        }
+    }
+
+    fn set_next(&mut self, index: u32, value: u32) {
+        if let Slot::Occupied { next, .. } = &mut self.slots[index as usize] {
+            *next = value;
+        }
+    }
+
+    fn append(&mut self, list: Which, key: K, item: T) {
+        let slot = self.alloc(key, item);
+        let l = self.list_mut(list);
+        let old_tail = l.tail;
+        if l.head == NIL {
+            l.head = slot;
+        }
+        l.tail = slot;
+        l.len += 1;
+        if old_tail != NIL {
+            self.set_next(old_tail, slot);
+        }
+    }
+
+    fn pop_list(&mut self, list: Which) -> Option<(K, T)> {
+        let head = self.list_mut(list).head;
+        if head == NIL {
+            return None;
+        }
+        let (key, item, next) = self.take(head);
+        let l = self.list_mut(list);
+        l.head = next;
+        l.len -= 1;
+        if next == NIL {
+            l.tail = NIL;
+        }
+        Some((key, item))
+    }
+
+    fn list_mut(&mut self, list: Which) -> &mut List {
+        match list {
+            Which::Round(index) => {
+                let at = self.rounds.at(index);
+                &mut self.rounds.buf[at]
+            }
+            Which::Run => &mut self.run,
+        }
+    }
+
+    fn list(&self, round: usize) -> List {
+        if round < self.rounds.len {
+            self.rounds.buf[self.rounds.at(round)]
+        } else {
+            self.run
+        }
     }
 }
 
-impl<K, T, const N: usize> Slots<K, T> for heapless::Vec<Slot<K, T>, N> {
-    fn slots(&self) -> &[Slot<K, T>] {
-        self
+#[derive(Clone, Copy)]
+enum Which {
+    Round(usize),
+    Run,
+}
+
+impl<K, T, const N: usize, const KEYS: usize> Walk<K, T> for FixedStorage<K, T, N, KEYS> {
+    fn step(&self, round: usize, cursor: u64) -> Option<(u64, &K, &T)> {
+        let at = if cursor == START {
+            self.list(round).head
+        } else {
+            cursor as u32
+        };
+        match self.slots.get(at as usize)? {
+            Slot::Occupied { key, item, next } if at != NIL => Some((u64::from(*next), key, item)),
+            _ => None,
+        }
     }
 
-    fn slots_mut(&mut self) -> &mut [Slot<K, T>] {
-        self
-    }
-
-    fn push_slot(&mut self, slot: Slot<K, T>) -> Result<(), Slot<K, T>> {
-        self.push(slot)
+    fn walk_rounds(&self) -> usize {
+        self.rounds.len
     }
 }
 
-impl<K: Eq + Hash, const KEYS: usize> Keys<K> for FnvIndexMap<K, KeyState, KEYS> {
+impl<K: Eq + Hash, T, const N: usize, const KEYS: usize> Backing<K, T>
+    for FixedStorage<K, T, N, KEYS>
+{
+    type Keys = FnvIndexMap<K, KeyState, KEYS>;
+
+    fn keys(&self) -> &Self::Keys {
+        &self.keys
+    }
+
+    fn keys_mut(&mut self) -> &mut Self::Keys {
+        &mut self.keys
+    }
+
+    fn rounds(&self) -> usize {
+        self.rounds.len
+    }
+
+    fn round_len(&self, index: usize) -> usize {
+        self.list(index).len as usize
+    }
+
+    #[inline]
+    fn round_push(&mut self, index: usize, key: K, item: T) -> Result<(), (K, T)> {
+        if index >= self.rounds.len {
+            return Err((key, item));
+        }
+        self.append(Which::Round(index), key, item);
+        Ok(())
+    }
+
+    fn new_round(&mut self, key: K, item: T) {
+        // At most `N` items, and rounds are never empty: the ring has room.
+        debug_assert!(self.rounds.len < N);
+        let at = self.rounds.at(self.rounds.len);
+        self.rounds.buf[at] = List::EMPTY;
+        self.rounds.len += 1;
+        self.append(Which::Round(self.rounds.len - 1), key, item);
+    }
+
+    fn front_pop(&mut self) -> (K, T, bool) {
+        let Some((key, item)) = self.pop_list(Which::Round(0)) else {
+            unreachable!("rounds are never empty")
+        };
+        let emptied = self.list(0).len == 0;
+        if emptied {
+            self.drop_empty_front();
+        }
+        (key, item, emptied)
+    }
+
+    fn drop_empty_front(&mut self) {
+        if self.rounds.len > 0 {
+            self.rounds.head = (self.rounds.head + 1) % N;
+            self.rounds.len -= 1;
+        }
+    }
+
+    fn drop_empty_back(&mut self) {
+        self.rounds.len = self.rounds.len.saturating_sub(1);
+    }
+
+    fn round_remove_key(&mut self, index: usize, key: &K, sink: &mut dyn FnMut(T)) -> usize {
+        let mut removed = 0;
+        for _ in 0..self.list(index).len {
+            let Some((k, item)) = self.pop_list(Which::Round(index)) else {
+                break;
+            };
+            if k == *key {
+                sink(item);
+                removed += 1;
+            } else {
+                self.append(Which::Round(index), k, item);
+            }
+        }
+        removed
+    }
+
+    fn run_len(&self) -> usize {
+        self.run.len as usize
+    }
+
+    fn run_key(&self) -> Option<&K> {
+        match self.slots.get(self.run.head as usize) {
+            Some(Slot::Occupied { key, .. }) if self.run.head != NIL => Some(key),
+            _ => None,
+        }
+    }
+
+    fn run_push(&mut self, key: K, item: T) {
+        self.append(Which::Run, key, item);
+    }
+
+    fn run_pop(&mut self) -> Option<(K, T)> {
+        self.pop_list(Which::Run)
+    }
+
+    fn trim(&mut self, _len: usize) {
+        // Fixed storage owns its memory for good.
+    }
+}
+
+impl<K: Eq + Hash, const KEYS: usize> KeyTable<K> for FnvIndexMap<K, KeyState, KEYS> {
     fn get(&self, key: &K) -> Option<&KeyState> {
         FnvIndexMap::get(self, key)
     }
@@ -134,8 +344,8 @@ impl<K: Eq + Hash, const KEYS: usize> Keys<K> for FnvIndexMap<K, KeyState, KEYS>
         FnvIndexMap::swap_remove(self, key);
     }
 
-    fn retain(&mut self, mut keep: impl FnMut(&KeyState) -> bool) {
-        FnvIndexMap::retain(self, |_, state| keep(state));
+    fn retain(&mut self, mut keep: impl FnMut(&K, &KeyState) -> bool) {
+        FnvIndexMap::retain(self, |key, state| keep(key, state));
     }
 
     fn len(&self) -> usize {
@@ -145,16 +355,15 @@ impl<K: Eq + Hash, const KEYS: usize> Keys<K> for FnvIndexMap<K, KeyState, KEYS>
     fn is_full(&self) -> bool {
         FnvIndexMap::len(self) >= KEYS
     }
-}
 
-type FixedEngine<K, T, const N: usize, const KEYS: usize> =
-    Engine<K, T, heapless::Vec<Slot<K, T>, N>, Ring<N>, FnvIndexMap<K, KeyState, KEYS>>;
+    fn shrink(&mut self) {}
+}
 
 /// A fair-by-key queue of at most `N` items and `KEYS` keys, with no allocator.
 ///
-/// Same schedule and method names as the heap-backed [`crate::fair::FairQueue`]. A push fails
-/// with [`Full`] when `N` items are queued, or when a new key arrives while `KEYS` keys are
-/// backlogged (or hold weights).
+/// Same schedule and methods as the heap-backed [`crate::fair::FairQueue`] (every method of
+/// [`FairQueueBase`]). A push fails with [`Full`](super::Full) when `N` items are queued, or
+/// when a new key arrives while `KEYS` keys are backlogged (or hold weights).
 ///
 /// ```
 /// use fairq_core::fair::fixed::FairQueue;
@@ -165,11 +374,10 @@ type FixedEngine<K, T, const N: usize, const KEYS: usize> =
 /// let full = q.push("a", 3).unwrap_err();
 /// assert_eq!(full.len, 2);
 /// ```
-pub struct FairQueue<K, T, const N: usize, const KEYS: usize> {
-    engine: FixedEngine<K, T, N, KEYS>,
-}
+pub type FairQueue<K, T, const N: usize, const KEYS: usize> =
+    FairQueueBase<K, T, FixedStorage<K, T, N, KEYS>>;
 
-impl<K, T, const N: usize, const KEYS: usize> FairQueue<K, T, N, KEYS> {
+impl<K, T, const N: usize, const KEYS: usize> FairQueueBase<K, T, FixedStorage<K, T, N, KEYS>> {
     /// An empty queue bounded at `N` items.
     ///
     /// ```
@@ -178,14 +386,7 @@ impl<K, T, const N: usize, const KEYS: usize> FairQueue<K, T, N, KEYS> {
     /// assert_eq!(q.capacity(), Some(8));
     /// ```
     pub const fn new() -> Self {
-        FairQueue {
-            engine: Engine::from_parts(
-                heapless::Vec::new(),
-                Ring::new(),
-                FnvIndexMap::new(),
-                Some(N),
-            ),
-        }
+        FairQueueBase::from_storage(FixedStorage::new(), Some(N))
     }
 
     /// An empty queue bounded at `min(capacity, N)` items.
@@ -197,115 +398,22 @@ impl<K, T, const N: usize, const KEYS: usize> FairQueue<K, T, N, KEYS> {
     /// ```
     pub const fn with_capacity(capacity: usize) -> Self {
         let bound = if capacity < N { capacity } else { N };
-        FairQueue {
-            engine: Engine::from_parts(
-                heapless::Vec::new(),
-                Ring::new(),
-                FnvIndexMap::new(),
-                Some(bound),
-            ),
-        }
-    }
-
-    /// Number of queued items.
-    ///
-    /// ```
-    /// let mut q: fairq_core::fair::fixed::FairQueue<u8, u8, 8, 4> = Default::default();
-    /// q.push(1, 1).unwrap();
-    /// assert_eq!(q.len(), 1);
-    /// ```
-    pub fn len(&self) -> usize {
-        self.engine.len()
-    }
-
-    /// True when nothing is queued.
-    ///
-    /// ```
-    /// let q: fairq_core::fair::fixed::FairQueue<u8, u8, 8, 4> = Default::default();
-    /// assert!(q.is_empty());
-    /// ```
-    pub fn is_empty(&self) -> bool {
-        self.engine.len() == 0
-    }
-
-    /// The bound on queued items (always `Some`).
-    ///
-    /// ```
-    /// let q: fairq_core::fair::fixed::FairQueue<u8, u8, 8, 4> = Default::default();
-    /// assert_eq!(q.capacity(), Some(8));
-    /// ```
-    pub fn capacity(&self) -> Option<usize> {
-        self.engine.capacity()
-    }
-
-    /// True when a push would be refused for lack of item room.
-    ///
-    /// ```
-    /// let mut q: fairq_core::fair::fixed::FairQueue<u8, u8, 1, 2> = Default::default();
-    /// q.push(0, 0).unwrap();
-    /// assert!(q.is_full());
-    /// ```
-    pub fn is_full(&self) -> bool {
-        self.engine.is_full()
+        FairQueueBase::from_storage(FixedStorage::new(), Some(bound))
     }
 }
 
-impl<K, T, const N: usize, const KEYS: usize> Default for FairQueue<K, T, N, KEYS> {
+impl<K, T, const N: usize, const KEYS: usize> Default
+    for FairQueueBase<K, T, FixedStorage<K, T, N, KEYS>>
+{
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl<K, T, const N: usize, const KEYS: usize> FairQueue<K, T, N, KEYS>
+impl<K, T, const N: usize, const KEYS: usize> FairQueueBase<K, T, FixedStorage<K, T, N, KEYS>>
 where
     K: Eq + Hash + Clone,
 {
-    /// Queues `item` at the back of `key`'s FIFO; see [`crate::fair::FairQueue::push`].
-    ///
-    /// ```
-    /// let mut q: fairq_core::fair::fixed::FairQueue<u8, u8, 1, 2> = Default::default();
-    /// q.push(1, 1).unwrap();
-    /// assert_eq!(q.push(1, 2).unwrap_err().item, 2);
-    /// ```
-    pub fn push(&mut self, key: K, item: T) -> Result<(), Full<K, T>> {
-        self.engine.push(key, item)
-    }
-
-    /// Takes the next item by the snapshot rule.
-    ///
-    /// ```
-    /// let mut q: fairq_core::fair::fixed::FairQueue<u8, u8, 4, 2> = Default::default();
-    /// q.push(1, 7).unwrap();
-    /// assert_eq!(q.pop(), Some(7));
-    /// ```
-    pub fn pop(&mut self) -> Option<T> {
-        self.engine.pop().map(|(_, item)| item)
-    }
-
-    /// Like [`pop`](Self::pop), also returning the key.
-    ///
-    /// ```
-    /// let mut q: fairq_core::fair::fixed::FairQueue<u8, u8, 4, 2> = Default::default();
-    /// q.push(1, 7).unwrap();
-    /// assert_eq!(q.pop_with_key(), Some((1, 7)));
-    /// ```
-    pub fn pop_with_key(&mut self) -> Option<(K, T)> {
-        self.engine.pop()
-    }
-
-    /// The pending snapshot in delivery order.
-    ///
-    /// ```
-    /// let mut q: fairq_core::fair::fixed::FairQueue<u8, u8, 4, 2> = Default::default();
-    /// q.push(1, 1).unwrap();
-    /// q.push(2, 2).unwrap();
-    /// q.pop();
-    /// assert_eq!(q.snapshot().collect::<Vec<_>>(), [(&2, &2)]);
-    /// ```
-    pub fn snapshot(&self) -> Iter<'_, K, T> {
-        Iter(self.engine.snapshot_iter())
-    }
-
     /// Each backlogged key (oldest head first) with an iterator over its queued items outside
     /// the pending snapshot. For monitoring: each key's iterator walks the backlog, O(n).
     ///
@@ -331,20 +439,8 @@ where
         })
     }
 
-    /// Every queued item in delivery order.
-    ///
-    /// ```
-    /// let mut q: fairq_core::fair::fixed::FairQueue<u8, char, 4, 2> = Default::default();
-    /// q.push(1, 'x').unwrap();
-    /// q.push(1, 'y').unwrap();
-    /// q.push(2, 'z').unwrap();
-    /// assert_eq!(q.iter().map(|(_, c)| *c).collect::<heapless::String<4>>(), "xzy");
-    /// ```
-    pub fn iter(&self) -> Iter<'_, K, T> {
-        Iter(self.engine.iter())
-    }
-
-    /// Gives `key` `weight` places per round (0 counts as 1); fails when the key table is full.
+    /// Gives `key` `weight` places per round (0 counts as 1, and weights above 65,535 as
+    /// 65,535); fails when the key table is full.
     ///
     /// ```
     /// let mut q: fairq_core::fair::fixed::FairQueue<u8, u8, 8, 4> = Default::default();
@@ -357,32 +453,6 @@ where
         } else {
             Err(KeysFull)
         }
-    }
-
-    /// The weight of `key` (1 unless set).
-    ///
-    /// ```
-    /// let q: fairq_core::fair::fixed::FairQueue<u8, u8, 8, 4> = Default::default();
-    /// assert_eq!(q.weight(&9), 1);
-    /// ```
-    pub fn weight(&self, key: &K) -> u32 {
-        self.engine.weight(key)
-    }
-
-    /// Removes every undelivered item of `key`, oldest first, handing each to `sink`; returns
-    /// how many were removed. O(n).
-    ///
-    /// ```
-    /// let mut q: fairq_core::fair::fixed::FairQueue<u8, u8, 8, 4> = Default::default();
-    /// q.push(1, 1).unwrap();
-    /// q.push(2, 2).unwrap();
-    /// q.push(1, 3).unwrap();
-    /// let mut gone = heapless::Vec::<u8, 8>::new();
-    /// assert_eq!(q.remove_key_with(&1, |item| gone.push(item).unwrap()), 2);
-    /// assert_eq!(gone, [1, 3]);
-    /// ```
-    pub fn remove_key_with(&mut self, key: &K, sink: impl FnMut(T)) -> usize {
-        self.engine.remove_key_with(key, sink)
     }
 
     /// Removes and returns every undelivered item of `key`, oldest first. O(n).
@@ -400,15 +470,5 @@ where
             let _ = out.push(item);
         });
         out
-    }
-}
-
-impl<K, T, const N: usize, const KEYS: usize> fmt::Debug for FairQueue<K, T, N, KEYS> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("fixed::FairQueue")
-            .field("len", &self.len())
-            .field("capacity", &N)
-            .field("keys", &KEYS)
-            .finish_non_exhaustive()
     }
 }

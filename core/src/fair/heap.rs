@@ -1,22 +1,83 @@
-//! The heap-backed fair queue.
+//! The heap-backed fair queue: each round in pooled buffers read front to back.
 
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
-use core::fmt;
 use core::hash::{BuildHasher, Hash};
+use core::mem;
 
 use hashbrown::{DefaultHashBuilder, HashMap};
 
-use super::engine::{Engine, KeyState, Keys, Round, Rounds, Slot, Slots};
-use super::{Full, Iter};
+use super::engine::KeyState;
+use super::storage::{Backing, KeyTable, Walk, START};
+use super::FairQueueBase;
 
-type HeapEngine<K, T, H> = Engine<K, T, Vec<Slot<K, T>>, VecDeque<Round>, HashMap<K, KeyState, H>>;
+/// Emptied buffers kept for reuse.
+const POOL: usize = 32;
+/// Buffers at most this large (in items) survive a drain; larger ones are freed.
+const KEEP_AFTER_DRAIN: usize = 256;
+/// A round's buffer grows in place (its items copied) up to this many items; a full buffer
+/// at least this large is chained instead, and the appends go on in a new buffer.
+const CHAIN_AT: usize = 256;
+/// No link.
+const NIL: u32 = u32::MAX;
+/// The cursor segment that designates a round's `tail`.
+const TAIL: u32 = u32::MAX - 1;
+
+type Buffer<K, T> = VecDeque<(K, T)>;
+
+/// One round: its oldest items in a chain of full buffers (none while the round fits one
+/// buffer), the newest in `tail`. Appends go to `tail` and pops to the chain's first buffer,
+/// then to `tail`; a round is appended to before it is delivered, never both at once.
+struct Round<K, T> {
+    tail: Buffer<K, T>,
+    /// First link of the chain, `NIL` when there is none.
+    head: u32,
+    /// Last link of the chain, `NIL` when there is none.
+    last: u32,
+}
+
+impl<K, T> Round<K, T> {
+    fn new(tail: Buffer<K, T>) -> Self {
+        Round {
+            tail,
+            head: NIL,
+            last: NIL,
+        }
+    }
+}
+
+/// A full buffer in a round's chain, or a free link.
+struct Link<K, T> {
+    items: Buffer<K, T>,
+    next: u32,
+}
+
+/// Growable storage: every round is read front to back from one buffer, or from a chain of
+/// buffers once it outgrows a few hundred items (so a round that keeps growing is never
+/// copied again), and the run is one more buffer. There is no per-item link: an item costs
+/// its key and its value, plus its share of a buffer's spare room. Emptied buffers are
+/// pooled for the next rounds, so a buffer that pops have just read is the next one written.
+///
+/// Memory goes back to the allocator when the queue drains: the pool and every large buffer
+/// are freed, and the key table is shrunk as stale keys are swept.
+pub struct HeapStorage<K, T, H = DefaultHashBuilder> {
+    /// `rounds[first..]` are the rounds; the slots before `first` are emptied rounds not yet
+    /// compacted away (cheaper to index than a ring).
+    rounds: Vec<Round<K, T>>,
+    first: usize,
+    run: Buffer<K, T>,
+    /// The chained buffers of every round; free links are listed from `free`.
+    links: Vec<Link<K, T>>,
+    free: u32,
+    pool: Vec<Buffer<K, T>>,
+    keys: HashMap<K, KeyState, H>,
+}
 
 /// A queue that delivers fairly by key with the snapshot-of-heads rule (see the
-/// [module docs](crate::fair)).
+/// [module docs](crate::fair)), on growable storage.
 ///
-/// The bound counts every queued item, in the pending snapshot and in the per-key FIFOs. A push
-/// beyond it fails with [`Full`] and changes nothing.
+/// Every method of [`FairQueueBase`] applies; this page also lists the constructors and the
+/// methods particular to this storage.
 ///
 /// ```
 /// use fairq_core::fair::FairQueue;
@@ -30,11 +91,9 @@ type HeapEngine<K, T, H> = Engine<K, T, Vec<Slot<K, T>>, VecDeque<Round>, HashMa
 /// assert_eq!(q.pop_with_key(), Some(("light", 100))); // not stuck behind "heavy"
 /// assert_eq!(q.len(), 2);
 /// ```
-pub struct FairQueue<K, T, H = DefaultHashBuilder> {
-    engine: HeapEngine<K, T, H>,
-}
+pub type FairQueue<K, T, H = DefaultHashBuilder> = FairQueueBase<K, T, HeapStorage<K, T, H>>;
 
-impl<K, T> FairQueue<K, T> {
+impl<K, T> FairQueueBase<K, T, HeapStorage<K, T>> {
     /// The bound of [`FairQueue::new`]: 128 items.
     pub const DEFAULT_CAPACITY: usize = 128;
 
@@ -60,7 +119,8 @@ impl<K, T> FairQueue<K, T> {
         Self::with_hasher(Some(capacity), DefaultHashBuilder::default())
     }
 
-    /// An empty queue with no bound. Memory grows with the backlog: use with care.
+    /// An empty queue with no bound. Memory grows with the backlog and is given back when
+    /// the queue drains.
     ///
     /// ```
     /// let q: fairq_core::fair::FairQueue<u8, u8> = fairq_core::fair::FairQueue::unbounded();
@@ -71,13 +131,13 @@ impl<K, T> FairQueue<K, T> {
     }
 }
 
-impl<K, T> Default for FairQueue<K, T> {
+impl<K, T> Default for FairQueueBase<K, T, HeapStorage<K, T>> {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl<K, T, H> FairQueue<K, T, H> {
+impl<K, T, H> FairQueueBase<K, T, HeapStorage<K, T, H>> {
     /// An empty queue with the given bound (`None`: unbounded) and key hasher.
     ///
     /// ```
@@ -89,116 +149,26 @@ impl<K, T, H> FairQueue<K, T, H> {
     /// assert_eq!(q.pop(), Some(1));
     /// ```
     pub fn with_hasher(capacity: Option<usize>, hasher: H) -> Self {
-        FairQueue {
-            engine: Engine::from_parts(
-                Vec::new(),
-                VecDeque::new(),
-                HashMap::with_hasher(hasher),
-                capacity,
-            ),
-        }
-    }
-
-    /// Number of queued items (pending snapshot and backlog).
-    ///
-    /// ```
-    /// let mut q = fairq_core::fair::FairQueue::new();
-    /// q.push("a", ()).unwrap();
-    /// assert_eq!(q.len(), 1);
-    /// ```
-    pub fn len(&self) -> usize {
-        self.engine.len()
-    }
-
-    /// True when nothing is queued.
-    ///
-    /// ```
-    /// let q: fairq_core::fair::FairQueue<u8, u8> = fairq_core::fair::FairQueue::new();
-    /// assert!(q.is_empty());
-    /// ```
-    pub fn is_empty(&self) -> bool {
-        self.engine.len() == 0
-    }
-
-    /// The bound on queued items, or `None` when unbounded.
-    ///
-    /// ```
-    /// assert_eq!(fairq_core::fair::FairQueue::<u8, u8>::with_capacity(7).capacity(), Some(7));
-    /// ```
-    pub fn capacity(&self) -> Option<usize> {
-        self.engine.capacity()
-    }
-
-    /// True when a push would be refused for lack of room.
-    ///
-    /// ```
-    /// let mut q = fairq_core::fair::FairQueue::with_capacity(1);
-    /// q.push(0, 0).unwrap();
-    /// assert!(q.is_full());
-    /// ```
-    pub fn is_full(&self) -> bool {
-        self.engine.is_full()
+        FairQueueBase::from_storage(
+            HeapStorage {
+                rounds: Vec::new(),
+                first: 0,
+                run: VecDeque::new(),
+                links: Vec::new(),
+                free: NIL,
+                pool: Vec::new(),
+                keys: HashMap::with_hasher(hasher),
+            },
+            capacity,
+        )
     }
 }
 
-impl<K, T, H> FairQueue<K, T, H>
+impl<K, T, H> FairQueueBase<K, T, HeapStorage<K, T, H>>
 where
     K: Eq + Hash + Clone,
     H: BuildHasher,
 {
-    /// Queues `item` at the back of `key`'s FIFO.
-    ///
-    /// Fails when the queue is at its bound, handing back the key, the item and the current
-    /// length; a failed push changes nothing.
-    ///
-    /// ```
-    /// let mut q = fairq_core::fair::FairQueue::with_capacity(1);
-    /// assert!(q.push("a", 1).is_ok());
-    /// let err = q.push("a", 2).unwrap_err();
-    /// assert_eq!(err.item, 2);
-    /// ```
-    pub fn push(&mut self, key: K, item: T) -> Result<(), Full<K, T>> {
-        self.engine.push(key, item)
-    }
-
-    /// Takes the next item by the snapshot rule, or `None` when empty.
-    ///
-    /// ```
-    /// let mut q = fairq_core::fair::FairQueue::new();
-    /// q.push("a", 1).unwrap();
-    /// assert_eq!(q.pop(), Some(1));
-    /// assert_eq!(q.pop(), None);
-    /// ```
-    pub fn pop(&mut self) -> Option<T> {
-        self.engine.pop().map(|(_, item)| item)
-    }
-
-    /// Like [`pop`](Self::pop), also returning the item's key.
-    ///
-    /// ```
-    /// let mut q = fairq_core::fair::FairQueue::new();
-    /// q.push("a", 1).unwrap();
-    /// assert_eq!(q.pop_with_key(), Some(("a", 1)));
-    /// ```
-    pub fn pop_with_key(&mut self) -> Option<(K, T)> {
-        self.engine.pop()
-    }
-
-    /// The pending snapshot, in delivery order. Empty until a pop takes a snapshot, and again
-    /// once the snapshot has been delivered.
-    ///
-    /// ```
-    /// let mut q = fairq_core::fair::FairQueue::new();
-    /// q.push("a", 1).unwrap();
-    /// q.push("b", 2).unwrap();
-    /// assert_eq!(q.snapshot().count(), 0);
-    /// q.pop();
-    /// assert_eq!(q.snapshot().collect::<Vec<_>>(), [(&"b", &2)]);
-    /// ```
-    pub fn snapshot(&self) -> Iter<'_, K, T> {
-        Iter(self.engine.snapshot_iter())
-    }
-
     /// Each key's queued items outside the pending snapshot, keys ordered by their oldest
     /// item. For monitoring; O(n).
     ///
@@ -222,21 +192,8 @@ where
         out
     }
 
-    /// Every queued item in delivery order (pending snapshot first).
-    ///
-    /// ```
-    /// let mut q = fairq_core::fair::FairQueue::new();
-    /// q.push(1, 'x').unwrap();
-    /// q.push(1, 'y').unwrap();
-    /// q.push(2, 'z').unwrap();
-    /// let order: String = q.iter().map(|(_, c)| *c).collect();
-    /// assert_eq!(order, "xzy");
-    /// ```
-    pub fn iter(&self) -> Iter<'_, K, T> {
-        Iter(self.engine.iter())
-    }
-
-    /// Gives `key` `weight` places per round while it is backlogged (0 counts as 1).
+    /// Gives `key` `weight` places per round while it is backlogged (0 counts as 1, and
+    /// weights above 65,535 as 65,535: the key table keeps a weight in 16 bits).
     ///
     /// The weight applies to items pushed from now on; items already queued keep their
     /// places. Set weights when a key is registered, before its traffic arrives.
@@ -250,23 +207,13 @@ where
     /// }
     /// let keys: Vec<_> = std::iter::from_fn(|| q.pop_with_key()).map(|(k, _)| k).collect();
     /// assert_eq!(keys, ["gold", "free", "gold", "free", "gold", "gold", "free", "free"]);
+    /// q.set_weight(&"huge", u32::MAX);
+    /// assert_eq!(q.weight(&"huge"), 65_535);
     /// ```
     pub fn set_weight(&mut self, key: &K, weight: u32) {
         // A heap-backed key table always has room.
         let stored = self.engine.set_weight(key, weight);
         debug_assert!(stored);
-    }
-
-    /// The weight of `key` (1 unless set).
-    ///
-    /// ```
-    /// let mut q: fairq_core::fair::FairQueue<&str, ()> = fairq_core::fair::FairQueue::new();
-    /// q.set_weight(&"k", 3);
-    /// assert_eq!(q.weight(&"k"), 3);
-    /// assert_eq!(q.weight(&"other"), 1);
-    /// ```
-    pub fn weight(&self, key: &K) -> u32 {
-        self.engine.weight(key)
     }
 
     /// Removes and returns every undelivered item of `key` (pending snapshot included), oldest
@@ -287,62 +234,360 @@ where
     }
 }
 
-impl<K, T, H> fmt::Debug for FairQueue<K, T, H> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("FairQueue")
-            .field("len", &self.len())
-            .field("capacity", &self.capacity())
-            .finish_non_exhaustive()
+impl<K, T, H> HeapStorage<K, T, H> {
+    fn recycle(&mut self, buffer: Buffer<K, T>) {
+        if self.pool.len() < POOL && buffer.capacity() > 0 {
+            self.pool.push(buffer);
+        }
+    }
+
+    /// Removes the (empty, unchained) front round.
+    fn remove_front(&mut self) {
+        let buffer = mem::take(&mut self.rounds[self.first].tail);
+        self.recycle(buffer);
+        self.first += 1;
+        if self.first == self.rounds.len() {
+            self.rounds.clear();
+            self.first = 0;
+        } else if self.first >= 32 && 2 * self.first >= self.rounds.len() {
+            // Amortised: the slots moved are at most as many as the rounds delivered.
+            self.rounds.drain(..self.first);
+            self.first = 0;
+        }
+    }
+
+    /// Round `at` (an index into `rounds`) has a full `tail`: grow it in place while it is
+    /// small, else chain it and continue in a buffer a quarter as large as the round so far
+    /// (the round's capacity grows by a quarter either way, and large rounds are never
+    /// copied).
+    #[cold]
+    #[inline(never)]
+    fn make_room(&mut self, at: usize) {
+        let round = &mut self.rounds[at];
+        let full = round.tail.capacity();
+        if full < CHAIN_AT && round.head == NIL {
+            round.tail.reserve_exact((full / 4).max(4));
+            return;
+        }
+        let mut chained = full;
+        let mut link = round.head;
+        while link != NIL {
+            chained += self.links[link as usize].items.len();
+            link = self.links[link as usize].next;
+        }
+        let want = (chained / 4).max(CHAIN_AT / 4);
+        let fresh = match self.pool.last() {
+            Some(buffer) if buffer.capacity() >= want => self.pool.pop(),
+            _ => None,
+        }
+        .unwrap_or_else(|| VecDeque::with_capacity(want));
+        let round = &mut self.rounds[at];
+        let items = mem::replace(&mut round.tail, fresh);
+        let link = self.new_link(items);
+        let round = &mut self.rounds[at];
+        if round.last == NIL {
+            round.head = link;
+        } else {
+            self.links[round.last as usize].next = link;
+        }
+        round.last = link;
+    }
+
+    fn new_link(&mut self, items: Buffer<K, T>) -> u32 {
+        if self.free != NIL {
+            let at = self.free;
+            let link = &mut self.links[at as usize];
+            self.free = link.next;
+            link.items = items;
+            link.next = NIL;
+            return at;
+        }
+        let at = self.links.len() as u32;
+        debug_assert!(at < TAIL, "fewer chained buffers than items");
+        self.links.push(Link { items, next: NIL });
+        at
+    }
+
+    /// Frees link `at`, returning its buffer to the pool, and gives its successor.
+    fn free_link(&mut self, at: u32) -> u32 {
+        let link = &mut self.links[at as usize];
+        let next = link.next;
+        let buffer = mem::take(&mut link.items);
+        link.next = self.free;
+        self.free = at;
+        self.recycle(buffer);
+        next
+    }
+
+    /// The front round's buffer being read has just been emptied by a pop: unlink it, or
+    /// drop the round when that was its tail. True when the round is gone.
+    #[cold]
+    #[inline(never)]
+    fn front_buffer_emptied(&mut self) -> bool {
+        let at = self.rounds[self.first].head;
+        if at == NIL {
+            self.remove_front();
+            return true;
+        }
+        let next = self.free_link(at);
+        let round = &mut self.rounds[self.first];
+        round.head = next;
+        if next == NIL {
+            round.last = NIL;
+        }
+        false
+    }
+
+    /// A segment of `round`: a chained buffer, or its tail.
+    fn buffer_at<'a>(&'a self, round: &'a Round<K, T>, segment: u32) -> &'a Buffer<K, T> {
+        if segment == TAIL {
+            &round.tail
+        } else {
+            &self.links[segment as usize].items
+        }
     }
 }
 
-impl<K, T> Slots<K, T> for Vec<Slot<K, T>> {
-    fn slots(&self) -> &[Slot<K, T>] {
-        self
+/// Moves every item of `key` out of `buffer` into `sink`, keeping the others in order.
+fn remove_from<K: Eq, T>(buffer: &mut Buffer<K, T>, key: &K, sink: &mut dyn FnMut(T)) -> usize {
+    // Rotate the buffer once: no allocation.
+    let mut removed = 0;
+    for _ in 0..buffer.len() {
+        let Some((k, item)) = buffer.pop_front() else {
+            break;
+        };
+        if k == *key {
+            sink(item);
+            removed += 1;
+        } else {
+            buffer.push_back((k, item));
+        }
+    }
+    removed
+}
+
+impl<K, T, H> Walk<K, T> for HeapStorage<K, T, H> {
+    fn step(&self, round: usize, cursor: u64) -> Option<(u64, &K, &T)> {
+        let Some(round) = self.rounds.get(self.first + round) else {
+            // The run: the cursor is an offset.
+            let at = if cursor == START { 0 } else { cursor as usize };
+            return self
+                .run
+                .get(at)
+                .map(|(key, item)| (at as u64 + 1, key, item));
+        };
+        // A round: the cursor is a segment (a link or `TAIL`) and an offset in it.
+        let (mut segment, mut at) = if cursor == START {
+            (if round.head == NIL { TAIL } else { round.head }, 0)
+        } else {
+            ((cursor >> 32) as u32, cursor as u32 as usize)
+        };
+        loop {
+            if let Some((key, item)) = self.buffer_at(round, segment).get(at) {
+                let next = (u64::from(segment) << 32) | (at as u64 + 1);
+                return Some((next, key, item));
+            }
+            if segment == TAIL {
+                return None;
+            }
+            segment = match self.links[segment as usize].next {
+                NIL => TAIL,
+                next => next,
+            };
+            at = 0;
+        }
     }
 
-    fn slots_mut(&mut self) -> &mut [Slot<K, T>] {
-        self
+    fn walk_rounds(&self) -> usize {
+        self.rounds.len() - self.first
+    }
+}
+
+impl<K, T, H> Backing<K, T> for HeapStorage<K, T, H>
+where
+    K: Eq + Hash,
+    H: BuildHasher,
+{
+    type Keys = HashMap<K, KeyState, H>;
+
+    #[inline]
+    fn keys(&self) -> &Self::Keys {
+        &self.keys
     }
 
-    fn push_slot(&mut self, slot: Slot<K, T>) -> Result<(), Slot<K, T>> {
-        self.push(slot);
+    #[inline]
+    fn keys_mut(&mut self) -> &mut Self::Keys {
+        &mut self.keys
+    }
+
+    #[inline]
+    fn rounds(&self) -> usize {
+        self.rounds.len() - self.first
+    }
+
+    fn round_len(&self, index: usize) -> usize {
+        let round = &self.rounds[self.first + index];
+        let mut len = round.tail.len();
+        let mut link = round.head;
+        while link != NIL {
+            len += self.links[link as usize].items.len();
+            link = self.links[link as usize].next;
+        }
+        len
+    }
+
+    #[inline]
+    fn round_push(&mut self, index: usize, key: K, item: T) -> Result<(), (K, T)> {
+        let at = self.first + index;
+        let Some(round) = self.rounds.get_mut(at) else {
+            return Err((key, item));
+        };
+        if round.tail.len() == round.tail.capacity() {
+            self.make_room(at);
+            self.rounds[at].tail.push_back((key, item));
+            return Ok(());
+        }
+        round.tail.push_back((key, item));
         Ok(())
     }
+
+    #[inline]
+    fn new_round(&mut self, key: K, item: T) {
+        let mut buffer = self.pool.pop().unwrap_or_default();
+        buffer.push_back((key, item));
+        self.rounds.push(Round::new(buffer));
+    }
+
+    #[inline]
+    fn front_pop(&mut self) -> (K, T, bool) {
+        // The oldest items are in the chain's first buffer, or in the tail when unchained.
+        let front = &mut self.rounds[self.first];
+        let buffer = match front.head {
+            NIL => &mut front.tail,
+            link => &mut self.links[link as usize].items,
+        };
+        let Some((key, item)) = buffer.pop_front() else {
+            unreachable!("rounds and chained buffers are never empty")
+        };
+        let emptied = buffer.is_empty() && self.front_buffer_emptied();
+        (key, item, emptied)
+    }
+
+    fn drop_empty_front(&mut self) {
+        self.remove_front();
+    }
+
+    fn drop_empty_back(&mut self) {
+        if let Some(round) = self.rounds.pop() {
+            self.recycle(round.tail);
+        }
+        if self.rounds.len() == self.first {
+            self.rounds.clear();
+            self.first = 0;
+        }
+    }
+
+    fn round_remove_key(&mut self, index: usize, key: &K, sink: &mut dyn FnMut(T)) -> usize {
+        let at = self.first + index;
+        let mut removed = 0;
+        // The chain, oldest first, unlinking the buffers this empties.
+        let (mut prev, mut link) = (NIL, self.rounds[at].head);
+        while link != NIL {
+            removed += remove_from(&mut self.links[link as usize].items, key, sink);
+            let next = self.links[link as usize].next;
+            if self.links[link as usize].items.is_empty() {
+                self.free_link(link);
+                if prev == NIL {
+                    self.rounds[at].head = next;
+                } else {
+                    self.links[prev as usize].next = next;
+                }
+            } else {
+                prev = link;
+            }
+            link = next;
+        }
+        self.rounds[at].last = prev;
+        removed += remove_from(&mut self.rounds[at].tail, key, sink);
+        // Keep `tail` holding the newest items: an emptied tail takes the last chained
+        // buffer's place (rounds are appended to `tail` only).
+        if self.rounds[at].tail.is_empty() && prev != NIL {
+            let mut before = NIL;
+            let mut link = self.rounds[at].head;
+            while link != prev {
+                before = link;
+                link = self.links[link as usize].next;
+            }
+            let items = mem::take(&mut self.links[prev as usize].items);
+            let emptied = mem::replace(&mut self.rounds[at].tail, items);
+            self.free_link(prev);
+            self.recycle(emptied);
+            let round = &mut self.rounds[at];
+            round.last = before;
+            if before == NIL {
+                round.head = NIL;
+            } else {
+                self.links[before as usize].next = NIL;
+            }
+        }
+        removed
+    }
+
+    #[inline]
+    fn run_len(&self) -> usize {
+        self.run.len()
+    }
+
+    #[inline]
+    fn run_key(&self) -> Option<&K> {
+        self.run.front().map(|(key, _)| key)
+    }
+
+    #[inline]
+    fn run_push(&mut self, key: K, item: T) {
+        self.run.push_back((key, item));
+    }
+
+    #[inline]
+    fn run_pop(&mut self) -> Option<(K, T)> {
+        self.run.pop_front()
+    }
+
+    #[inline]
+    fn trim(&mut self, len: usize) {
+        if len == 0 {
+            self.release();
+        }
+    }
 }
 
-impl Rounds for VecDeque<Round> {
-    fn len(&self) -> usize {
-        VecDeque::len(self)
-    }
-
-    fn get(&self, index: usize) -> Round {
-        self[index]
-    }
-
-    fn get_mut(&mut self, index: usize) -> &mut Round {
-        &mut self[index]
-    }
-
-    fn push_back_empty(&mut self) -> bool {
-        self.push_back(Round::EMPTY);
-        true
-    }
-
-    fn pop_front(&mut self) {
-        VecDeque::pop_front(self);
-    }
-
-    fn pop_back(&mut self) {
-        VecDeque::pop_back(self);
+impl<K, T, H> HeapStorage<K, T, H> {
+    /// The queue drained: free what a large backlog left behind.
+    #[cold]
+    fn release(&mut self) {
+        self.pool
+            .retain(|buffer| buffer.capacity() <= KEEP_AFTER_DRAIN);
+        self.pool.truncate(4);
+        if self.run.capacity() > KEEP_AFTER_DRAIN {
+            self.run = VecDeque::new();
+        }
+        if self.rounds.capacity() > KEEP_AFTER_DRAIN {
+            self.rounds = Vec::new();
+            self.first = 0;
+        }
+        // With nothing queued every link is free.
+        self.links = Vec::new();
+        self.free = NIL;
     }
 }
 
-impl<K: Eq + Hash, H: BuildHasher> Keys<K> for HashMap<K, KeyState, H> {
+impl<K: Eq + Hash, H: BuildHasher> KeyTable<K> for HashMap<K, KeyState, H> {
+    #[inline]
     fn get(&self, key: &K) -> Option<&KeyState> {
         HashMap::get(self, key)
     }
 
+    #[inline]
     fn get_mut(&mut self, key: &K) -> Option<&mut KeyState> {
         HashMap::get_mut(self, key)
     }
@@ -356,8 +601,8 @@ impl<K: Eq + Hash, H: BuildHasher> Keys<K> for HashMap<K, KeyState, H> {
         HashMap::remove(self, key);
     }
 
-    fn retain(&mut self, mut keep: impl FnMut(&KeyState) -> bool) {
-        HashMap::retain(self, |_, state| keep(state));
+    fn retain(&mut self, mut keep: impl FnMut(&K, &KeyState) -> bool) {
+        HashMap::retain(self, |key, state| keep(key, state));
     }
 
     fn len(&self) -> usize {
@@ -366,5 +611,84 @@ impl<K: Eq + Hash, H: BuildHasher> Keys<K> for HashMap<K, KeyState, H> {
 
     fn is_full(&self) -> bool {
         false
+    }
+
+    fn shrink(&mut self) {
+        let len = HashMap::len(self);
+        if self.capacity() > 4 * len + 64 {
+            self.shrink_to(2 * len);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use alloc::vec::Vec;
+
+    use super::*;
+
+    /// The keys of round 0's segments: each chained buffer, then the tail.
+    fn segments(q: &FairQueue<u32, u32>) -> Vec<Vec<u32>> {
+        let storage = &q.engine.storage;
+        let round = &storage.rounds[storage.first];
+        let mut out = Vec::new();
+        let mut link = round.head;
+        while link != NIL {
+            let items = &storage.links[link as usize].items;
+            out.push(items.iter().map(|(k, _)| *k).collect());
+            link = storage.links[link as usize].next;
+        }
+        out.push(round.tail.iter().map(|(k, _)| *k).collect());
+        out
+    }
+
+    /// Removals that empty the first chained buffer, the last one and the tail relink the
+    /// chain: later appends and every delivery keep the order.
+    #[test]
+    fn removals_that_empty_chained_buffers_keep_the_order() {
+        let mut q: FairQueue<u32, u32> = FairQueue::unbounded();
+        // One round of 1,000 items, one per key: chained buffers and a tail.
+        for k in 0..1_000 {
+            q.push(k, k).unwrap();
+        }
+        let segs = segments(&q);
+        assert!(
+            segs.len() >= 3,
+            "{:?}",
+            segs.iter().map(Vec::len).collect::<Vec<_>>()
+        );
+        // Empty the last chained buffer (the tail keeps items).
+        let mut removed: Vec<u32> = segs[segs.len() - 2].clone();
+        for k in &removed {
+            assert_eq!(q.remove_key(k), [*k]);
+        }
+        // The same round takes more appends (fresh keys), which chain after the new last.
+        for k in 1_000..1_500 {
+            q.push(k, k).unwrap();
+        }
+        // Empty the tail: the last chained buffer becomes the tail, and appends go on.
+        let tail = segments(&q).pop().unwrap_or_default();
+        for k in &tail {
+            assert_eq!(q.remove_key(k), [*k]);
+        }
+        removed.extend(tail);
+        for k in 1_500..1_700 {
+            q.push(k, k).unwrap();
+        }
+        let mut expected: Vec<u32> = (0..1_700).filter(|k| !removed.contains(k)).collect();
+        // Deliver part of the first buffer, then remove the rest of it while it is pending.
+        assert_eq!(q.pop(), Some(expected.remove(0)));
+        let front = segments(&q)[0].clone();
+        assert!(segments(&q).len() >= 2);
+        for k in &front {
+            assert_eq!(q.remove_key(k), [*k]);
+        }
+        expected.retain(|k| !front.contains(k));
+        let got: Vec<u32> = core::iter::from_fn(|| q.pop()).collect();
+        assert_eq!(got, expected);
+        assert!(
+            q.engine.storage.links.is_empty(),
+            "a drained queue frees its links"
+        );
     }
 }

@@ -39,22 +39,16 @@
 //! assert_eq!(job.state(), &State::Succeeded { at: 7_000 });
 //! ```
 
+mod time;
+mod verdict;
+
 use core::fmt;
 use core::time::Duration;
 
-use crate::retry::{Decision, RetryPolicy};
+use crate::retry::RetryPolicy;
 
-/// Milliseconds since an epoch of the caller's choosing.
-pub type Millis = u64;
-
-/// Converts a duration to whole milliseconds, saturating.
-///
-/// ```
-/// assert_eq!(fairq_core::job::millis(core::time::Duration::from_secs(2)), 2_000);
-/// ```
-pub fn millis(duration: Duration) -> Millis {
-    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
-}
+pub use time::{check_time, clamp_after, millis, Millis, TimeOutOfRange, MAX_MILLIS};
+pub use verdict::{verdict, Setback};
 
 /// A fencing token: identifies one claim of one job. Tokens of a job strictly increase.
 ///
@@ -188,14 +182,15 @@ impl State {
     }
 }
 
-/// What a failure or rescue led to.
+/// What a failure or rescue leads to: core's verdict (see [`verdict()`]), which stores apply.
 ///
 /// ```
-/// use fairq_core::job::{Lifecycle, Outcome};
+/// use fairq_core::job::{DeadReason, Lifecycle, Outcome};
 /// let mut job = Lifecycle::ready();
 /// let lease = job.claim(0, core::time::Duration::from_secs(1)).unwrap();
 /// let out = job.fail(lease.token, 10, &fairq_core::retry::RetryPolicy::new(0), 0).unwrap();
-/// assert_eq!(out, Outcome::Dead);
+/// assert_eq!(out, Outcome::Dead { reason: DeadReason::RetriesExhausted });
+/// assert!(out.is_dead());
 /// ```
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -205,8 +200,38 @@ pub enum Outcome {
         /// When it becomes claimable.
         run_at: Millis,
     },
-    /// The policy gave up: the job is dead.
-    Dead,
+    /// The job is dead.
+    Dead {
+        /// Why: the policy gave up after a failure or a lost lease, or the failure was
+        /// permanent.
+        reason: DeadReason,
+    },
+}
+
+impl Outcome {
+    /// True for [`Outcome::Dead`].
+    ///
+    /// ```
+    /// assert!(!fairq_core::job::Outcome::Retry { run_at: 1 }.is_dead());
+    /// ```
+    pub fn is_dead(&self) -> bool {
+        matches!(self, Outcome::Dead { .. })
+    }
+
+    /// The state a job is in once the outcome is applied at `now`.
+    ///
+    /// ```
+    /// use fairq_core::job::{DeadReason, Outcome, State};
+    /// assert_eq!(Outcome::Retry { run_at: 9 }.state(5), State::Retrying { run_at: 9 });
+    /// let dead = Outcome::Dead { reason: DeadReason::LeaseExpired };
+    /// assert_eq!(dead.state(5), State::Dead { at: 5, reason: DeadReason::LeaseExpired });
+    /// ```
+    pub fn state(&self, now: Millis) -> State {
+        match *self {
+            Outcome::Retry { run_at } => State::Retrying { run_at },
+            Outcome::Dead { reason } => State::Dead { at: now, reason },
+        }
+    }
 }
 
 /// An event that the job's current state does not allow.
@@ -361,6 +386,30 @@ impl Lifecycle {
         }
     }
 
+    /// Rebuilds the lifecycle of a running job from the three fields a store keeps for it:
+    /// its lease's token, deadline and attempt. The attempt counter and the last token issued
+    /// are those of the lease, which holds for every running job (a claim issues the newest
+    /// token and counts the attempt).
+    ///
+    /// Stores that hold jobs in rows or hashes use it to apply a transition with this state
+    /// machine instead of re-deriving the rule.
+    ///
+    /// ```
+    /// use fairq_core::job::{Lease, LeaseToken, Lifecycle, State};
+    /// let lease = Lease { token: LeaseToken(4), deadline: 9_000, attempt: 2 };
+    /// let mut job = Lifecycle::running(lease);
+    /// assert_eq!((job.attempts(), job.last_token()), (2, 4));
+    /// assert!(job.complete(LeaseToken(3), 100).is_err()); // fenced
+    /// job.complete(LeaseToken(4), 100).unwrap();
+    /// ```
+    pub const fn running(lease: Lease) -> Self {
+        Lifecycle {
+            state: State::Running { lease },
+            attempts: lease.attempt,
+            last_token: lease.token.0,
+        }
+    }
+
     /// The current state.
     ///
     /// ```
@@ -493,12 +542,9 @@ impl Lifecycle {
         random: u64,
     ) -> Result<Outcome, TransitionError> {
         let lease = self.running_lease(token)?;
-        Ok(self.after_failure(
-            lease.attempt,
+        Ok(self.apply(
+            verdict(policy, lease.attempt, Setback::Failed, now, random),
             now,
-            policy,
-            random,
-            DeadReason::RetriesExhausted,
         ))
     }
 
@@ -517,6 +563,56 @@ impl Lifecycle {
         self.state = State::Dead {
             at: now,
             reason: DeadReason::Discarded,
+        };
+        Ok(())
+    }
+
+    /// Ends the running attempt in `setback`, applying core's [`verdict()`] (the single entry
+    /// for failures: [`fail`](Self::fail) and [`discard`](Self::discard) are its two common
+    /// cases).
+    ///
+    /// ```
+    /// use fairq_core::job::{DeadReason, Lifecycle, Outcome, Setback};
+    /// use fairq_core::retry::RetryPolicy;
+    /// let mut job = Lifecycle::ready();
+    /// let lease = job.claim(0, core::time::Duration::from_secs(1)).unwrap();
+    /// let out = job.setback(lease.token, Setback::Permanent, 3, &RetryPolicy::new(5), 0).unwrap();
+    /// assert_eq!(out, Outcome::Dead { reason: DeadReason::Discarded });
+    /// ```
+    pub fn setback(
+        &mut self,
+        token: LeaseToken,
+        setback: Setback,
+        now: Millis,
+        policy: &RetryPolicy,
+        random: u64,
+    ) -> Result<Outcome, TransitionError> {
+        let lease = self.running_lease(token)?;
+        Ok(self.apply(verdict(policy, lease.attempt, setback, now, random), now))
+    }
+
+    /// Hands a claimed job back before its handler started (a worker's prefetched job at
+    /// shutdown): the attempt is refunded and the job is due again at `now`. The token stays
+    /// spent, so the lease's holder is fenced off like after a rescue.
+    ///
+    /// ```
+    /// use fairq_core::job::{LeaseToken, Lifecycle, State};
+    /// let mut job = Lifecycle::ready();
+    /// let lease = job.claim(0, core::time::Duration::from_secs(30)).unwrap();
+    /// job.release(lease.token, 5).unwrap();
+    /// assert_eq!((job.state(), job.attempts()), (&State::Scheduled { run_at: 5 }, 0));
+    /// assert!(job.complete(lease.token, 6).is_err());
+    /// let again = job.claim(6, core::time::Duration::from_secs(30)).unwrap();
+    /// assert_eq!((again.attempt, again.token), (1, LeaseToken(2)));
+    /// ```
+    pub fn release(&mut self, token: LeaseToken, now: Millis) -> Result<(), TransitionError> {
+        self.running_lease(token)?;
+        self.attempts = self.attempts.saturating_sub(1);
+        // A job with attempts behind it is a retry; a fresh one is scheduled.
+        self.state = if self.attempts > 0 {
+            State::Retrying { run_at: now }
+        } else {
+            State::Scheduled { run_at: now }
         };
         Ok(())
     }
@@ -548,7 +644,35 @@ impl Lifecycle {
                 deadline: lease.deadline,
             });
         }
-        Ok(self.after_failure(lease.attempt, now, policy, random, DeadReason::LeaseExpired))
+        Ok(self.apply(
+            verdict(policy, lease.attempt, Setback::LeaseExpired, now, random),
+            now,
+        ))
+    }
+
+    /// Moves a job that waits for a retry and would be due before `until` to `until` (a
+    /// queue's retry sweep holding its retries back after one failed again). Other jobs,
+    /// including a retry due later, are left alone; returns whether the job moved.
+    ///
+    /// ```
+    /// use fairq_core::job::{Lifecycle, State};
+    /// use fairq_core::retry::RetryPolicy;
+    /// let mut job = Lifecycle::ready();
+    /// let lease = job.claim(0, core::time::Duration::from_secs(1)).unwrap();
+    /// job.fail(lease.token, 10, &RetryPolicy::new(3), 0).unwrap(); // retry due at 10
+    /// assert!(job.postpone_retry(500));
+    /// assert_eq!(job.state(), &State::Retrying { run_at: 500 });
+    /// assert!(!job.postpone_retry(400)); // already due later
+    /// assert!(!Lifecycle::ready().postpone_retry(500)); // not a retry
+    /// ```
+    pub fn postpone_retry(&mut self, until: Millis) -> bool {
+        match self.state {
+            State::Retrying { run_at } if run_at < until => {
+                self.state = State::Retrying { run_at: until };
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Releases a blocked job once the job it depends on has succeeded.
@@ -616,24 +740,9 @@ impl Lifecycle {
         }
     }
 
-    fn after_failure(
-        &mut self,
-        attempt: u32,
-        now: Millis,
-        policy: &RetryPolicy,
-        random: u64,
-        reason: DeadReason,
-    ) -> Outcome {
-        match policy.decide_with_random(attempt, random) {
-            Decision::Retry { after } => {
-                let run_at = now.saturating_add(millis(after));
-                self.state = State::Retrying { run_at };
-                Outcome::Retry { run_at }
-            }
-            Decision::GiveUp => {
-                self.state = State::Dead { at: now, reason };
-                Outcome::Dead
-            }
-        }
+    /// Puts core's verdict into effect.
+    fn apply(&mut self, outcome: Outcome, now: Millis) -> Outcome {
+        self.state = outcome.state(now);
+        outcome
     }
 }

@@ -1,0 +1,107 @@
+//! What the scheduling engine needs from its storage, and nothing else.
+//!
+//! The engine ([`super::engine`]) decides which round an item joins; a storage keeps the
+//! rounds. Two storages exist: [`super::heap::HeapStorage`] (each round a contiguous,
+//! pooled buffer) and [`super::fixed::FixedStorage`] (a `heapless` slab with no allocator).
+//!
+//! A storage holds:
+//!
+//! * the *rounds*: a deque of item sequences, index 0 being the front (the pending snapshot
+//!   when one is pending). Items are appended to any round and taken from the front round;
+//! * the *run*: one more sequence after the last round, holding a tail of rounds that each
+//!   contain a single item of one key (a key that is the only one with a deep backlog). One
+//!   item there is one round, so a run of a thousand rounds costs one buffer, not a thousand;
+//! * the key table.
+//!
+//! [`Storage`] is sealed: its methods are the engine's business and not part of the public API.
+
+/// The storage of a [`FairQueueBase`](super::FairQueueBase): [`HeapStorage`](super::HeapStorage)
+/// or [`FixedStorage`](super::fixed::FixedStorage). Sealed; it has no public methods.
+pub trait Storage<K, T>: backing::Backing<K, T> {}
+
+impl<K, T, S: backing::Backing<K, T>> Storage<K, T> for S {}
+
+pub(crate) mod backing {
+    use crate::fair::engine::KeyState;
+
+    /// The operations the engine performs on its storage. Round indices are relative to the
+    /// front; callers never pass an index out of range.
+    pub trait Backing<K, T>: Walk<K, T> {
+        /// The key table type.
+        type Keys: KeyTable<K>;
+
+        /// The key table.
+        fn keys(&self) -> &Self::Keys;
+        /// The key table, mutably.
+        fn keys_mut(&mut self) -> &mut Self::Keys;
+
+        /// Number of rounds (the run not included).
+        fn rounds(&self) -> usize;
+        /// Items in round `index`.
+        fn round_len(&self, index: usize) -> usize;
+        /// Appends an item to round `index`, or hands it back when `index` is past the last
+        /// round (the caller then places it at the run).
+        fn round_push(&mut self, index: usize, key: K, item: T) -> Result<(), (K, T)>;
+        /// Appends a new round holding one item.
+        fn new_round(&mut self, key: K, item: T);
+        /// Takes the oldest item of round 0 and drops the round if that emptied it (the
+        /// flag says so). Round 0 is never empty.
+        fn front_pop(&mut self) -> (K, T, bool);
+        /// Drops the (empty) front round.
+        fn drop_empty_front(&mut self);
+        /// Drops the (empty) back round.
+        fn drop_empty_back(&mut self);
+        /// Moves every item of `key` out of round `index`, oldest first.
+        fn round_remove_key(&mut self, index: usize, key: &K, sink: &mut dyn FnMut(T)) -> usize;
+
+        /// Items in the run.
+        fn run_len(&self) -> usize;
+        /// The key of the run's items, if the run is not empty.
+        fn run_key(&self) -> Option<&K>;
+        /// Appends to the run.
+        fn run_push(&mut self, key: K, item: T);
+        /// Takes the run's oldest item.
+        fn run_pop(&mut self) -> Option<(K, T)>;
+
+        /// Returns memory that `len` queued items do not need (called when the queue
+        /// drains; keeps a small working set so a queue that hovers near empty does not
+        /// allocate on every push).
+        fn trim(&mut self, len: usize);
+    }
+
+    /// Per-key scheduling state, stored in a hash table.
+    pub trait KeyTable<K> {
+        /// The state of `key`.
+        fn get(&self, key: &K) -> Option<&KeyState>;
+        /// The state of `key`, mutably.
+        fn get_mut(&mut self, key: &K) -> Option<&mut KeyState>;
+        /// Inserts a new key; false when the table is full.
+        fn insert(&mut self, key: K, state: KeyState) -> bool;
+        /// Forgets `key`.
+        fn remove(&mut self, key: &K);
+        /// Keeps the entries that pass `keep`.
+        fn retain(&mut self, keep: impl FnMut(&K, &KeyState) -> bool);
+        /// Number of entries.
+        fn len(&self) -> usize;
+        /// True when `insert` of a new key would fail.
+        fn is_full(&self) -> bool;
+        /// Gives back table memory well beyond what the entries need.
+        fn shrink(&mut self);
+    }
+
+    /// Read access for iterators: walks one round (or the run) with an opaque cursor.
+    ///
+    /// `round == walk_rounds()` designates the run. `cursor` is [`START`] for the first item;
+    /// each call returns the item and the cursor of the next one.
+    pub trait Walk<K, T> {
+        /// The item at `cursor` in `round`, with the next cursor.
+        fn step(&self, round: usize, cursor: u64) -> Option<(u64, &K, &T)>;
+        /// Number of rounds, as [`Backing::rounds`].
+        fn walk_rounds(&self) -> usize;
+    }
+
+    /// The cursor of a round's first item.
+    pub const START: u64 = u64::MAX;
+}
+
+pub(crate) use backing::{Backing, KeyTable, Walk, START};
