@@ -6,8 +6,9 @@ use std::hash::Hash;
 
 use fairq_core::fair::{FairQueue, Full};
 
-use crate::fair_wait_queue::FairPushError;
+use crate::fair_error::FairPushError;
 use crate::handoff::Store;
+use crate::room::RoomWaiters;
 use crate::sync::{lock, Mutex, MutexGuard};
 
 pub(crate) struct FairState<K, T> {
@@ -18,6 +19,8 @@ pub(crate) struct FairState<K, T> {
 
 pub(crate) struct FairItems<K, T> {
     state: Mutex<FairState<K, T>>,
+    /// Producers waiting for room (bounded queues only).
+    pub(crate) room: RoomWaiters,
 }
 
 impl<K, T> FairItems<K, T> {
@@ -27,6 +30,7 @@ impl<K, T> FairItems<K, T> {
                 fair,
                 returned: VecDeque::new(),
             }),
+            room: RoomWaiters::new(),
         }
     }
 
@@ -52,10 +56,16 @@ impl<K: Eq + Hash + Clone, T> Store for FairItems<K, T> {
 
     fn pop(&self) -> Option<(K, T)> {
         let mut state = self.lock();
-        match state.returned.pop_front() {
-            Some(entry) => Some(entry),
-            None => state.fair.pop_with_key(),
+        if let Some(entry) = state.returned.pop_front() {
+            return Some(entry);
         }
+        let entry = state.fair.pop_with_key()?;
+        let bounded = state.fair.capacity().is_some();
+        drop(state);
+        if bounded {
+            self.room.room_made(1);
+        }
+        Some(entry)
     }
 
     fn put_back(&self, entry: (K, T)) {

@@ -10,71 +10,11 @@ use std::time::Duration;
 use fairq_core::fair::FairQueue;
 
 use crate::deadline::{ClockDeadline, Timeout};
+use crate::fair_error::FairPushError;
 use crate::fair_items::FairItems;
 use crate::handoff::{Handoff, Store};
 use crate::pop::RawPop;
-
-/// Why [`FairWaitQueue::push`] gave an item back.
-///
-/// ```
-/// use fairq_blocking::{FairPushError, FairWaitQueue};
-///
-/// let q = FairWaitQueue::with_capacity(1);
-/// q.push("alice", 1).unwrap();
-/// let err = q.push("bob", 2).unwrap_err();
-/// assert!(matches!(err, FairPushError::Full { len: 1, .. }));
-/// assert_eq!(err.into_inner(), ("bob", 2));
-/// ```
-#[derive(thiserror::Error)]
-pub enum FairPushError<K, T> {
-    /// The fair queue held `len` items, its capacity.
-    #[error("the fair wait-queue is full ({len} items)")]
-    Full {
-        /// The refused key.
-        key: K,
-        /// The refused item.
-        item: T,
-        /// Items held when the push was refused.
-        len: usize,
-    },
-    /// The queue was closed.
-    #[error("the fair wait-queue is closed")]
-    Closed {
-        /// The refused key.
-        key: K,
-        /// The refused item.
-        item: T,
-    },
-}
-
-impl<K, T> FairPushError<K, T> {
-    /// The refused key and item.
-    ///
-    /// ```
-    /// let q = fairq_blocking::FairWaitQueue::new();
-    /// q.close();
-    /// assert_eq!(q.push('k', 1).unwrap_err().into_inner(), ('k', 1));
-    /// ```
-    pub fn into_inner(self) -> (K, T) {
-        match self {
-            FairPushError::Full { key, item, .. } | FairPushError::Closed { key, item } => {
-                (key, item)
-            }
-        }
-    }
-}
-
-impl<K, T> fmt::Debug for FairPushError<K, T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            FairPushError::Full { len, .. } => f
-                .debug_struct("Full")
-                .field("len", len)
-                .finish_non_exhaustive(),
-            FairPushError::Closed { .. } => f.debug_struct("Closed").finish_non_exhaustive(),
-        }
-    }
-}
+use crate::room::{Attempt, PushState, Refusal};
 
 /// A fair-by-key queue (the snapshot-of-heads schedule of
 /// [`fairq_core::fair::FairQueue`], with its bound and weights) whose consumers can wait
@@ -200,6 +140,16 @@ impl<K: Eq + Hash + Clone, T> FairWaitQueue<K, T> {
         self.inner.store.lock().fair.capacity()
     }
 
+    /// Number of producers waiting for room ([`push_timeout`](Self::push_timeout),
+    /// [`push_async`](Self::push_async) on a full queue).
+    ///
+    /// ```
+    /// assert_eq!(fairq_blocking::FairWaitQueue::<u8, u8>::new().producer_count(), 0);
+    /// ```
+    pub fn producer_count(&self) -> usize {
+        self.inner.store.room.count()
+    }
+
     /// Number of consumers currently waiting.
     ///
     /// ```
@@ -221,6 +171,7 @@ impl<K: Eq + Hash + Clone, T> FairWaitQueue<K, T> {
     /// ```
     pub fn close(&self) {
         self.inner.close();
+        self.inner.store.room.notify_all();
     }
 
     /// Whether [`close`](Self::close) was called.
@@ -268,12 +219,124 @@ impl<K: Eq + Hash + Clone, T> FairWaitQueue<K, T> {
     /// assert_eq!(q.try_pop_with_key(), Some(("alice", "report")));
     /// ```
     pub fn push(&self, key: K, item: T) -> Result<(), FairPushError<K, T>> {
-        if self.inner.is_closed() {
-            return Err(FairPushError::Closed { key, item });
+        match self.attempt((key, item)) {
+            Attempt::Pushed => Ok(()),
+            Attempt::Full((key, item)) => Err(self.full(key, item)),
+            Attempt::Closed((key, item)) => Err(FairPushError::Closed { key, item }),
         }
-        self.inner.store.push(key, item)?;
-        self.inner.item_added();
-        Ok(())
+    }
+
+    fn attempt(&self, (key, item): (K, T)) -> Attempt<(K, T)> {
+        if self.inner.is_closed() {
+            return Attempt::Closed((key, item));
+        }
+        match self.inner.store.push(key, item) {
+            Ok(()) => {
+                self.inner.item_added();
+                Attempt::Pushed
+            }
+            Err(refused) => Attempt::Full(refused.into_inner()),
+        }
+    }
+
+    fn full(&self, key: K, item: T) -> FairPushError<K, T> {
+        // The bound counts the fair queue's items (given-back ones are held apart).
+        let len = self.inner.store.lock().fair.len();
+        FairPushError::Full { key, item, len }
+    }
+
+    fn refused(&self, refusal: Refusal<(K, T)>) -> FairPushError<K, T> {
+        match refusal {
+            Refusal::Full((key, item)) => self.full(key, item),
+            Refusal::Closed((key, item)) => FairPushError::Closed { key, item },
+        }
+    }
+
+    /// Like [`push`](Self::push), but when a bounded queue is full, waits up to `timeout`
+    /// for room (the thread parks; a consumer that takes an item wakes the oldest waiting
+    /// producer). Fails with [`FairPushError::Full`] if there is still no room at the
+    /// deadline, or [`FairPushError::Closed`] once the queue is closed.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    ///
+    /// let q = Arc::new(fairq_blocking::FairWaitQueue::with_capacity(1));
+    /// q.push("a", 1).unwrap();
+    /// let producer = {
+    ///     let q = Arc::clone(&q);
+    ///     std::thread::spawn(move || q.push_timeout("b", 2, Duration::from_secs(10)))
+    /// };
+    /// assert_eq!(q.pop_timeout(Duration::from_secs(10)), Some(1)); // makes room
+    /// producer.join().unwrap().unwrap();
+    /// assert_eq!(q.pop_timeout(Duration::from_secs(10)), Some(2));
+    /// ```
+    pub fn push_timeout(
+        &self,
+        key: K,
+        item: T,
+        timeout: Duration,
+    ) -> Result<(), FairPushError<K, T>> {
+        self.inner
+            .store
+            .room
+            .push_blocking(
+                (key, item),
+                || ClockDeadline::after(timeout),
+                |entry| self.attempt(entry),
+            )
+            .map_err(|refusal| self.refused(refusal))
+    }
+
+    /// Pushes, waiting asynchronously for room in a full bounded queue; with
+    /// `Some(timeout)` the future fails with [`FairPushError::Full`] at the deadline. No
+    /// async runtime is needed. Dropping the future drops the item.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// let q = fairq_blocking::FairWaitQueue::with_capacity(1);
+    /// futures::executor::block_on(q.push_async("a", 1, None)).unwrap();
+    /// let late = q.push_async("b", 2, Some(Duration::from_millis(1)));
+    /// let err = futures::executor::block_on(late).unwrap_err();
+    /// assert_eq!(err.into_inner(), ("b", 2));
+    /// ```
+    pub fn push_async(&self, key: K, item: T, timeout: Option<Duration>) -> FairPush<'_, K, T> {
+        self.push_until(key, item, Timeout::after(timeout))
+    }
+
+    /// Like [`push_async`](Self::push_async), giving up when `signal` completes.
+    ///
+    /// ```
+    /// let q = fairq_blocking::FairWaitQueue::with_capacity(1);
+    /// let pushed = q.push_until("a", 1, futures::future::pending::<()>());
+    /// futures::executor::block_on(pushed).unwrap();
+    /// assert_eq!(q.len(), 1);
+    /// ```
+    pub fn push_until<S>(&self, key: K, item: T, signal: S) -> FairPush<'_, K, T, S>
+    where
+        S: Future<Output = ()> + Unpin,
+    {
+        FairPush {
+            queue: self,
+            state: PushState::new((key, item)),
+            signal,
+        }
+    }
+
+    /// Pushes, waiting for room until the model timer fires (loom models only).
+    #[cfg(loom)]
+    pub fn push_blocking_until(
+        &self,
+        key: K,
+        item: T,
+        timer: &crate::model::ModelTimer,
+    ) -> Result<(), FairPushError<K, T>> {
+        self.inner
+            .store
+            .room
+            .push_blocking((key, item), || timer, |entry| self.attempt(entry))
+            .map_err(|refusal| self.refused(refusal))
     }
 
     /// Gives an item back: served before the fair schedule, after the items given back
@@ -410,7 +473,13 @@ impl<K: Eq + Hash + Clone, T> FairWaitQueue<K, T> {
                 state.returned.push_back((k, item));
             }
         }
+        let before = removed.len();
         removed.extend(state.fair.remove_key(key));
+        let freed = removed.len() - before;
+        drop(state);
+        if freed > 0 {
+            self.inner.store.room.room_made(freed);
+        }
         removed
     }
 }
@@ -470,5 +539,61 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<(K, T)>> {
         Pin::new(&mut self.get_mut().0).poll(cx)
+    }
+}
+
+/// The future of [`FairWaitQueue::push_async`] and [`FairWaitQueue::push_until`]: resolves
+/// to `Ok(())` once the item is queued (or handed to a consumer), or gives it back in a
+/// [`FairPushError`]. Dropping it drops the item.
+///
+/// ```
+/// let q = fairq_blocking::FairWaitQueue::new();
+/// futures::executor::block_on(q.push_async("k", 7, None)).unwrap();
+/// assert_eq!(q.try_pop(), Some(7));
+/// ```
+#[must_use = "futures do nothing unless polled"]
+pub struct FairPush<'a, K: Eq + Hash + Clone, T, S = Timeout> {
+    queue: &'a FairWaitQueue<K, T>,
+    state: PushState<(K, T)>,
+    signal: S,
+}
+
+impl<K: Eq + Hash + Clone, T, S> fmt::Debug for FairPush<'_, K, T, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FairPush").finish_non_exhaustive()
+    }
+}
+
+impl<K: Eq + Hash + Clone, T, S> Future for FairPush<'_, K, T, S>
+where
+    S: Future<Output = ()> + Unpin,
+{
+    type Output = Result<(), FairPushError<K, T>>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let FairPush {
+            queue,
+            state,
+            signal,
+        } = self.get_mut();
+        let queue: &FairWaitQueue<K, T> = queue;
+        match state.poll(
+            &queue.inner.store.room,
+            cx.waker(),
+            || Pin::new(&mut *signal).poll(cx).is_ready(),
+            |entry| queue.attempt(entry),
+        ) {
+            Some(done) => Poll::Ready(done.map_err(|refusal| queue.refused(refusal))),
+            None => Poll::Pending,
+        }
+    }
+}
+
+// The key and item are never pinned: moving a `FairPush` is fine whatever they are.
+impl<K: Eq + Hash + Clone, T, S: Unpin> Unpin for FairPush<'_, K, T, S> {}
+
+impl<K: Eq + Hash + Clone, T, S> Drop for FairPush<'_, K, T, S> {
+    fn drop(&mut self) {
+        self.state.cancel(&self.queue.inner.store.room);
     }
 }

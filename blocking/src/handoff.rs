@@ -33,8 +33,10 @@ use core::task::{Context, Poll, Waker};
 use crossbeam_utils::CachePadded;
 
 use crate::deadline::Deadline;
+use crate::spin::Spin;
 use crate::sync::{
-    current, fence, lock_uncontended, park, Arc, AtomicBool, AtomicUsize, Mutex, Ordering, SegQueue,
+    current, fence, lock_uncontended, park, Arc, ArrayQueue, AtomicBool, AtomicUsize, Mutex,
+    Ordering, SegQueue,
 };
 use crate::waiter::{Abandon, Expire, Release, Waiter};
 
@@ -67,7 +69,17 @@ pub(crate) struct Handoff<S: Store> {
     drain: Mutex<DrainState<S::Item>>,
     closed: AtomicBool,
     evictions: AtomicUsize,
+    /// Resolved waiters nobody else references, kept so a wait does not allocate one.
+    spare: ArrayQueue<Arc<Waiter<S::Item>>>,
+    spin: Spin,
 }
+
+/// How many resolved waiters a queue keeps for reuse (about the number of consumers that
+/// wait at the same time).
+#[cfg(not(loom))]
+const SPARE_WAITERS: usize = 16;
+#[cfg(loom)]
+const SPARE_WAITERS: usize = 2;
 
 impl<S: Store> Handoff<S> {
     pub(crate) fn new(store: S) -> Self {
@@ -82,6 +94,29 @@ impl<S: Store> Handoff<S> {
             }),
             closed: AtomicBool::new(false),
             evictions: AtomicUsize::new(0),
+            spare: ArrayQueue::new(SPARE_WAITERS),
+            spin: Spin::new(),
+        }
+    }
+
+    /// A waiter in its initial state, reused from an earlier wait when one is spare.
+    fn new_waiter(&self, make: impl FnOnce() -> Waiter<S::Item>) -> Arc<Waiter<S::Item>> {
+        if let Some(mut waiter) = self.spare.pop() {
+            // Unique when it was put aside and nobody can have cloned it since; `get_mut`
+            // also orders our writes after the last holder's release of its reference.
+            if let Some(slot) = Arc::get_mut(&mut waiter) {
+                *slot = make();
+                return waiter;
+            }
+        }
+        Arc::new(make())
+    }
+
+    /// Keeps a resolved waiter for reuse if nobody else (the drainer, the waiter queue)
+    /// still references it; otherwise the last holder frees it.
+    fn recycle(&self, waiter: Arc<Waiter<S::Item>>) {
+        if Arc::strong_count(&waiter) == 1 {
+            let _ = self.spare.push(waiter);
         }
     }
 
@@ -228,9 +263,20 @@ impl<S: Store> Handoff<S> {
         if self.is_closed() || deadline.expired() {
             return None;
         }
-        let waiter = Arc::new(Waiter::for_thread(current()));
+        let waiter = self.new_waiter(|| Waiter::for_thread(current()));
         self.register(&waiter);
-        spin_briefly(|| waiter.is_resolved());
+        // Before parking, spin briefly if that has paid on this queue lately (see `spin`).
+        self.spin.spin(|| waiter.is_resolved());
+        let outcome = self.wait_blocking(&waiter, &deadline);
+        self.recycle(waiter);
+        outcome
+    }
+
+    fn wait_blocking<D: Deadline>(
+        &self,
+        waiter: &Waiter<S::Item>,
+        deadline: &D,
+    ) -> Option<S::Item> {
         let mut expiring = false;
         loop {
             if let Some(outcome) = waiter.outcome() {
@@ -264,8 +310,8 @@ impl<S: Store> Handoff<S> {
     where
         G: Future<Output = ()> + Unpin,
     {
-        let waiter = match &pop.waiter {
-            Some(waiter) => Arc::clone(waiter),
+        let waiter = match pop.waiter.take() {
+            Some(waiter) => waiter,
             None if pop.finished => return Poll::Ready(None),
             None => {
                 if let Some(item) = self.take_without_waiting() {
@@ -276,25 +322,24 @@ impl<S: Store> Handoff<S> {
                     pop.finished = true;
                     return Poll::Ready(None);
                 }
-                let waiter = Arc::new(Waiter::for_task(cx.waker()));
+                let waiter = self.new_waiter(|| Waiter::for_task(cx.waker()));
                 self.register(&waiter);
-                pop.waiter = Some(Arc::clone(&waiter));
                 pop.fresh = true;
                 waiter
             }
         };
         loop {
             if let Some(outcome) = waiter.outcome() {
-                pop.waiter = None;
                 pop.finished = true;
+                self.recycle(waiter);
                 return Poll::Ready(outcome);
             }
             if !pop.expiring && Pin::new(&mut *signal).poll(cx).is_ready() {
                 match waiter.expire() {
                     Expire::Expired => {
                         self.leave();
-                        pop.waiter = None;
                         pop.finished = true;
+                        self.recycle(waiter);
                         return Poll::Ready(None);
                     }
                     Expire::Deferred => pop.expiring = true,
@@ -302,6 +347,7 @@ impl<S: Store> Handoff<S> {
                 }
             }
             if core::mem::take(&mut pop.fresh) || register(&waiter, cx.waker()) {
+                pop.waiter = Some(waiter);
                 return Poll::Pending;
             }
         }
@@ -315,27 +361,10 @@ impl<S: Store> Handoff<S> {
                 Abandon::Item(item) => self.put_back(item),
                 Abandon::Deferred | Abandon::Done => {}
             }
+            self.recycle(waiter);
         }
     }
 }
-
-/// Before parking, spins and yields for a few microseconds in case the item is about to
-/// arrive: a ping-pong or a busy producer then costs no park/unpark round trip. This is
-/// a consumer waiting for producers, never the reverse. Not under loom (no time there).
-#[cfg(not(loom))]
-fn spin_briefly(mut done: impl FnMut() -> bool) {
-    let backoff = crossbeam_utils::Backoff::new();
-    while !backoff.is_completed() {
-        if done() {
-            return;
-        }
-        backoff.snooze();
-    }
-}
-
-#[cfg(loom)]
-fn spin_briefly(_done: impl FnMut() -> bool) {}
-
 fn register<I>(waiter: &Waiter<I>, waker: &Waker) -> bool {
     waiter.register_waker(waker)
 }

@@ -17,6 +17,7 @@
 use crossbeam_utils::CachePadded;
 
 use crate::handoff::Store;
+use crate::room::RoomWaiters;
 use crate::sync::{ArrayQueue, AtomicU64, AtomicUsize, Ordering, SegQueue};
 
 /// What a bounded [`WaitQueue`](crate::WaitQueue) does with a push when it is full.
@@ -53,6 +54,8 @@ pub(crate) struct Items<T> {
     main: Main<T>,
     capacity: Option<usize>,
     dropped: AtomicU64,
+    /// Producers waiting for room (bounded `Refuse` queues only).
+    pub(crate) room: RoomWaiters,
 }
 
 impl<T> Items<T> {
@@ -68,6 +71,7 @@ impl<T> Items<T> {
             main,
             capacity: bound.map(|(capacity, _)| capacity),
             dropped: AtomicU64::new(0),
+            room: RoomWaiters::new(),
         }
     }
 
@@ -128,7 +132,12 @@ impl<T> Store for Items<T> {
         }
         match &self.main {
             Main::Unbounded(queue) => queue.pop(),
-            Main::Ring(ring, _) => ring.pop(),
+            Main::Ring(ring, FullPolicy::Refuse) => {
+                let item = ring.pop()?;
+                self.room.room_made(1);
+                Some(item)
+            }
+            Main::Ring(ring, FullPolicy::DropOldest) => ring.pop(),
             Main::Nothing(_) => None,
         }
     }

@@ -1,7 +1,8 @@
 //! Lock-free in-memory wait-queues.
 //!
 //! * [`WaitQueue`]: a FIFO (unbounded, or bounded with [`FullPolicy`]) whose consumers can
-//!   wait for items, blocking or asynchronously, with timeouts.
+//!   wait for items, blocking or asynchronously, with timeouts, and whose producers can wait
+//!   for room in a full bounded queue the same ways.
 //! * [`FairWaitQueue`]: the fair-by-key schedule of [`fairq_core::fair::FairQueue`] with
 //!   the same waiting consumers.
 //!
@@ -16,6 +17,7 @@
 #![forbid(unsafe_code)]
 
 mod deadline;
+mod fair_error;
 mod fair_items;
 mod fair_wait_queue;
 mod handoff;
@@ -23,11 +25,16 @@ mod items;
 #[cfg(loom)]
 pub mod model;
 mod pop;
+mod push_error;
+mod room;
+mod spin;
 mod sync;
 mod wait_queue;
 mod waiter;
 
 pub use deadline::Timeout;
-pub use fair_wait_queue::{FairPop, FairPopWithKey, FairPushError, FairWaitQueue};
+pub use fair_error::FairPushError;
+pub use fair_wait_queue::{FairPop, FairPopWithKey, FairPush, FairWaitQueue};
 pub use items::FullPolicy;
-pub use wait_queue::{Pop, WaitQueue};
+pub use push_error::PushError;
+pub use wait_queue::{Pop, Push, WaitQueue};

@@ -8,8 +8,12 @@
 //! `ArrayQueue` are stand-ins with the same small interface: a `loom` mutex around a
 //! `VecDeque` (plus, for `SegQueue`, an atomic length that `len` reads without the lock). The stand-in is
 //! linearizable like the real queue, so the models check the protocol built *on top of*
-//! the queues (hand-off, claiming, cancellation, wake-ups, the bound); they do not check
-//! crossbeam's own memory orderings, which crossbeam verifies with its own loom suite.
+//! the queues (hand-off, claiming, cancellation, wake-ups, the bound, waiting pushes, waiter
+//! reuse); they do not check crossbeam's own memory orderings, which crossbeam verifies with
+//! its own loom suite. Because a stand-in's mutex also orders the threads that use it, a
+//! `SeqCst` fence placed between a queue operation and a counter (a producer checking for
+//! waiters, a consumer checking for blocked producers) is not exercised by the models either:
+//! those fences are argued in the modules that use them.
 
 #[cfg(not(loom))]
 mod imp {

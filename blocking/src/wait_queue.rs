@@ -10,6 +10,8 @@ use crate::deadline::{ClockDeadline, Timeout};
 use crate::handoff::Handoff;
 use crate::items::{FullPolicy, Items};
 use crate::pop::RawPop;
+use crate::push_error::PushError;
+use crate::room::{Attempt, PushState, Refusal};
 
 /// A multi-producer multi-consumer FIFO queue whose consumers can wait for items, blocking
 /// ([`pop_timeout`](Self::pop_timeout)) or asynchronously ([`pop_async`](Self::pop_async)).
@@ -108,12 +110,107 @@ impl<T> WaitQueue<T> {
     /// assert_eq!(q.push("late"), Err("late"));
     /// ```
     pub fn push(&self, item: T) -> Result<(), T> {
-        if self.inner.is_closed() {
-            return Err(item);
+        match self.attempt(item) {
+            Attempt::Pushed => Ok(()),
+            Attempt::Full(item) | Attempt::Closed(item) => Err(item),
         }
-        self.inner.store.push(item)?;
+    }
+
+    fn attempt(&self, item: T) -> Attempt<T> {
+        if self.inner.is_closed() {
+            return Attempt::Closed(item);
+        }
+        if let Err(item) = self.inner.store.push(item) {
+            return Attempt::Full(item);
+        }
         self.inner.item_added();
-        Ok(())
+        Attempt::Pushed
+    }
+
+    /// Like [`push`](Self::push), but when a bounded `Refuse` queue is full, waits up to
+    /// `timeout` for room (the thread parks; a consumer that takes an item wakes the oldest
+    /// waiting producer). Fails with [`PushError::Full`] if there is still no room at the
+    /// deadline, or [`PushError::Closed`] once the queue is closed (waiting producers are
+    /// woken by [`close`](Self::close)). On other queues it is `push`.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use fairq_blocking::{FullPolicy, WaitQueue};
+    ///
+    /// let q = Arc::new(WaitQueue::bounded(1, FullPolicy::Refuse));
+    /// q.push(1).unwrap();
+    /// let producer = {
+    ///     let q = Arc::clone(&q);
+    ///     std::thread::spawn(move || q.push_timeout(2, Duration::from_secs(10)))
+    /// };
+    /// assert_eq!(q.pop_timeout(Duration::from_secs(10)), Some(1)); // makes room
+    /// producer.join().unwrap().unwrap();
+    /// assert_eq!(q.pop_timeout(Duration::from_secs(10)), Some(2));
+    /// ```
+    pub fn push_timeout(&self, item: T, timeout: Duration) -> Result<(), PushError<T>> {
+        self.inner
+            .store
+            .room
+            .push_blocking(
+                item,
+                || ClockDeadline::after(timeout),
+                |item| self.attempt(item),
+            )
+            .map_err(push_error)
+    }
+
+    /// Pushes, waiting asynchronously for room in a full bounded `Refuse` queue; with
+    /// `Some(timeout)` the future fails with [`PushError::Full`] at the deadline. No async
+    /// runtime is needed (see [`Timeout`]). Dropping the future drops the item.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use fairq_blocking::{FullPolicy, PushError, WaitQueue};
+    ///
+    /// let q = WaitQueue::bounded(1, FullPolicy::Refuse);
+    /// futures::executor::block_on(q.push_async('a', None)).unwrap();
+    /// let late = q.push_async('b', Some(Duration::from_millis(1)));
+    /// assert_eq!(futures::executor::block_on(late), Err(PushError::Full('b')));
+    /// ```
+    pub fn push_async(&self, item: T, timeout: Option<Duration>) -> Push<'_, T> {
+        self.push_until(item, Timeout::after(timeout))
+    }
+
+    /// Like [`push_async`](Self::push_async), giving up (with [`PushError::Full`]) when
+    /// `signal` completes.
+    ///
+    /// ```
+    /// use fairq_blocking::{FullPolicy, WaitQueue};
+    ///
+    /// let q = WaitQueue::bounded(4, FullPolicy::Refuse);
+    /// let pushed = q.push_until(1, futures::future::pending::<()>());
+    /// futures::executor::block_on(pushed).unwrap();
+    /// assert_eq!(q.len(), 1);
+    /// ```
+    pub fn push_until<S>(&self, item: T, signal: S) -> Push<'_, T, S>
+    where
+        S: Future<Output = ()> + Unpin,
+    {
+        Push {
+            queue: self,
+            state: PushState::new(item),
+            signal,
+        }
+    }
+
+    /// Pushes, waiting for room until the model timer fires (loom models only).
+    #[cfg(loom)]
+    pub fn push_blocking_until(
+        &self,
+        item: T,
+        timer: &crate::model::ModelTimer,
+    ) -> Result<(), PushError<T>> {
+        self.inner
+            .store
+            .room
+            .push_blocking(item, || timer, |item| self.attempt(item))
+            .map_err(push_error)
     }
 
     /// Gives an item back: it is served before every normal item, after the items given
@@ -255,6 +352,16 @@ impl<T> WaitQueue<T> {
         self.inner.store.dropped()
     }
 
+    /// Number of producers waiting for room ([`push_timeout`](Self::push_timeout),
+    /// [`push_async`](Self::push_async) on a full queue).
+    ///
+    /// ```
+    /// assert_eq!(fairq_blocking::WaitQueue::<u8>::unbounded().producer_count(), 0);
+    /// ```
+    pub fn producer_count(&self) -> usize {
+        self.inner.store.room.count()
+    }
+
     /// Number of consumers currently waiting.
     ///
     /// ```
@@ -278,6 +385,7 @@ impl<T> WaitQueue<T> {
     /// ```
     pub fn close(&self) {
         self.inner.close();
+        self.inner.store.room.notify_all();
     }
 
     /// Whether [`close`](Self::close) was called.
@@ -332,5 +440,68 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<T>> {
         Pin::new(&mut self.get_mut().0).poll(cx)
+    }
+}
+
+fn push_error<T>(refusal: Refusal<T>) -> PushError<T> {
+    match refusal {
+        Refusal::Full(item) => PushError::Full(item),
+        Refusal::Closed(item) => PushError::Closed(item),
+    }
+}
+
+/// The future of [`WaitQueue::push_async`] and [`WaitQueue::push_until`]: resolves to
+/// `Ok(())` once the item is queued (or handed to a consumer), or gives it back in a
+/// [`PushError`]. Dropping it drops the item.
+///
+/// ```
+/// let q = fairq_blocking::WaitQueue::unbounded();
+/// futures::executor::block_on(q.push_async(7, None)).unwrap();
+/// assert_eq!(q.try_pop(), Some(7));
+/// ```
+#[must_use = "futures do nothing unless polled"]
+pub struct Push<'a, T, S = Timeout> {
+    queue: &'a WaitQueue<T>,
+    state: PushState<T>,
+    signal: S,
+}
+
+impl<T, S> fmt::Debug for Push<'_, T, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Push").finish_non_exhaustive()
+    }
+}
+
+impl<T, S> Future for Push<'_, T, S>
+where
+    S: Future<Output = ()> + Unpin,
+{
+    type Output = Result<(), PushError<T>>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let Push {
+            queue,
+            state,
+            signal,
+        } = self.get_mut();
+        let queue: &WaitQueue<T> = queue;
+        match state.poll(
+            &queue.inner.store.room,
+            cx.waker(),
+            || Pin::new(&mut *signal).poll(cx).is_ready(),
+            |item| queue.attempt(item),
+        ) {
+            Some(done) => Poll::Ready(done.map_err(push_error)),
+            None => Poll::Pending,
+        }
+    }
+}
+
+// The item is never pinned: moving a `Push` is fine whatever `T` is.
+impl<T, S: Unpin> Unpin for Push<'_, T, S> {}
+
+impl<T, S> Drop for Push<'_, T, S> {
+    fn drop(&mut self) {
+        self.state.cancel(&self.queue.inner.store.room);
     }
 }

@@ -127,3 +127,38 @@ async fn async_pop_under_tokio() {
     assert_eq!(consumer.await.unwrap(), Some(5));
     assert_eq!(q.pop_async(Some(Duration::from_millis(2))).await, None);
 }
+
+#[test]
+fn a_waiting_push_on_a_full_fair_queue_waits_for_a_pop_or_a_removal() {
+    let q = Arc::new(FairWaitQueue::with_capacity(2));
+    q.push("a", 1).unwrap();
+    q.push("a", 2).unwrap();
+    let err = q
+        .push_timeout("b", 3, Duration::from_millis(5))
+        .unwrap_err();
+    assert!(matches!(
+        err,
+        fairq_blocking::FairPushError::Full { len: 2, .. }
+    ));
+    let producer = {
+        let q = Arc::clone(&q);
+        thread::spawn(move || q.push_timeout("b", 3, Duration::from_secs(3_600)))
+    };
+    wait_until(|| q.producer_count() == 1);
+    // Removing a key makes room as a pop does.
+    assert_eq!(q.remove_key(&"a"), vec![1, 2]);
+    producer.join().unwrap().unwrap();
+    assert_eq!(q.try_pop_with_key(), Some(("b", 3)));
+    // Closing wakes a waiting async push with Closed.
+    q.push("c", 4).unwrap();
+    q.push("c", 5).unwrap();
+    let waker = CountingWaker::new();
+    let mut late = q.push_async("d", 6, None);
+    assert!(poll_once(&mut late, &waker).is_pending());
+    q.close();
+    assert_eq!(waker.count(), 1);
+    match poll_once(&mut late, &waker) {
+        Poll::Ready(Err(err)) => assert_eq!(err.into_inner(), ("d", 6)),
+        other => panic!("expected Closed, got {other:?}"),
+    }
+}

@@ -165,10 +165,11 @@ fn unbounded_wait_queue_delivers_every_item_exactly_once_in_order() {
 fn bounded_wait_queue_under_pressure_delivers_every_accepted_item_once() {
     let q = Arc::new(WaitQueue::bounded(16, FullPolicy::Refuse));
     run(q, 25_000, |q, p, i| {
-        let mut item = (p, i);
-        while let Err(back) = q.push(item) {
-            item = back;
-            thread::yield_now();
+        // Producers block for room (the waiting push), one of them asynchronously.
+        if p == 0 {
+            futures::executor::block_on(q.push_async((p, i), None)).unwrap();
+        } else {
+            q.push_timeout((p, i), Duration::from_secs(3_600)).unwrap();
         }
     });
 }
@@ -177,10 +178,6 @@ fn bounded_wait_queue_under_pressure_delivers_every_accepted_item_once() {
 fn fair_wait_queue_delivers_every_item_exactly_once_in_key_order() {
     let q = Arc::new(FairWaitQueue::with_capacity(64));
     run(q, 25_000, |q, p, i| {
-        let mut item = i;
-        while let Err(err) = q.push(p, item) {
-            item = err.into_inner().1;
-            thread::yield_now();
-        }
+        q.push_timeout(p, i, Duration::from_secs(3_600)).unwrap();
     });
 }

@@ -357,3 +357,109 @@ fn refuse_bound_holds_with_concurrent_consumers() {
     let left = std::iter::from_fn(|| q.try_pop()).count();
     assert_eq!(accepted, consumed + left);
 }
+
+#[test]
+fn a_waiting_push_on_a_full_queue_times_out_and_gives_the_item_back() {
+    let q = WaitQueue::bounded(1, FullPolicy::Refuse);
+    q.push(1).unwrap();
+    let err = q.push_timeout(2, Duration::from_millis(5)).unwrap_err();
+    assert_eq!(err, fairq_blocking::PushError::Full(2));
+    assert_eq!(q.producer_count(), 0);
+    assert_eq!(q.len(), 1);
+    assert_eq!(q.try_pop(), Some(1));
+    // With room, it is a plain push.
+    q.push_timeout(3, Duration::ZERO).unwrap();
+    assert_eq!(q.try_pop(), Some(3));
+}
+
+#[test]
+fn a_pop_wakes_the_oldest_blocked_producer_and_close_wakes_the_rest() {
+    let q = Arc::new(WaitQueue::bounded(1, FullPolicy::Refuse));
+    q.push(0).unwrap();
+    let first = {
+        let q = Arc::clone(&q);
+        thread::spawn(move || q.push_timeout(1, Duration::from_secs(3_600)))
+    };
+    wait_until(|| q.producer_count() == 1);
+    let second = {
+        let q = Arc::clone(&q);
+        thread::spawn(move || q.push_timeout(2, Duration::from_secs(3_600)))
+    };
+    wait_until(|| q.producer_count() == 2);
+    assert_eq!(q.try_pop(), Some(0));
+    first.join().unwrap().unwrap();
+    assert_eq!(q.producer_count(), 1);
+    // That pop makes room again: the second producer is woken in turn.
+    assert_eq!(q.try_pop(), Some(1), "the oldest producer's item first");
+    second.join().unwrap().unwrap();
+    assert_eq!(q.try_pop(), Some(2));
+    // Close wakes a producer blocked on a full queue, with its item back.
+    q.push(3).unwrap();
+    let third = {
+        let q = Arc::clone(&q);
+        thread::spawn(move || q.push_timeout(4, Duration::from_secs(3_600)))
+    };
+    wait_until(|| q.producer_count() == 1);
+    q.close();
+    assert_eq!(
+        third.join().unwrap(),
+        Err(fairq_blocking::PushError::Closed(4))
+    );
+    assert_eq!(q.producer_count(), 0);
+}
+
+#[test]
+fn a_waiting_async_push_is_woken_by_a_pop_and_a_dropped_one_passes_its_turn_on() {
+    let q = WaitQueue::bounded(1, FullPolicy::Refuse);
+    q.push(0).unwrap();
+    let (wa, wb) = (CountingWaker::new(), CountingWaker::new());
+    let mut a = q.push_async(1, None);
+    let mut b = q.push_async(2, None);
+    assert!(poll_once(&mut a, &wa).is_pending());
+    assert!(poll_once(&mut b, &wb).is_pending());
+    assert_eq!(q.producer_count(), 2);
+    assert_eq!(q.try_pop(), Some(0));
+    assert_eq!(
+        (wa.count(), wb.count()),
+        (1, 0),
+        "the oldest producer is woken, once"
+    );
+    // `a` was notified but is dropped without pushing: its turn goes to `b`.
+    drop(a);
+    assert_eq!(wb.count(), 1);
+    assert_eq!(poll_once(&mut b, &wb), Poll::Ready(Ok(())));
+    assert_eq!(q.try_pop(), Some(2));
+    assert_eq!(q.producer_count(), 0);
+}
+
+#[test]
+fn waiting_pushes_deliver_every_item_once_under_contention() {
+    let q = Arc::new(WaitQueue::bounded(2, FullPolicy::Refuse));
+    let producers: Vec<_> = (0..3)
+        .map(|p| {
+            let q = Arc::clone(&q);
+            thread::spawn(move || {
+                for i in 0..2_000 {
+                    if p == 2 {
+                        futures::executor::block_on(q.push_async((p, i), None)).unwrap();
+                    } else {
+                        q.push_timeout((p, i), Duration::from_secs(3_600)).unwrap();
+                    }
+                }
+            })
+        })
+        .collect();
+    let mut seen = vec![Vec::new(); 3];
+    for _ in 0..6_000 {
+        let (p, i) = q.pop_timeout(Duration::from_secs(3_600)).unwrap();
+        seen[p].push(i);
+    }
+    for p in producers {
+        p.join().unwrap();
+    }
+    for items in seen {
+        assert_eq!(items, (0..2_000).collect::<Vec<_>>());
+    }
+    assert_eq!(q.producer_count(), 0);
+    assert!(q.is_empty());
+}

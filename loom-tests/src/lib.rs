@@ -1,4 +1,5 @@
-//! Loom models of the `fairq-blocking` hand-off protocol.
+//! Loom models of the `fairq-blocking` hand-off protocol and of the `fairq-journal`
+//! wake-ups (the reader doorbell, and concurrent puts electing a leader that writes for all).
 //!
 //! The models are integration tests in `tests/`; they only exist when compiled with
 //! `--cfg loom`:

@@ -38,10 +38,21 @@ pub fn poll_once<F: Future + Unpin>(fut: &mut F, waker: &Arc<CountingWaker>) -> 
     Pin::new(fut).poll(&mut cx)
 }
 
-/// Spins (yielding) until `cond` holds. Used to wait for an observable state change of
-/// another thread (e.g. "a consumer is now registered"), never for the passage of time.
+/// How long [`wait_until`] lets another thread take to reach a state before the test fails.
+/// Not a timing assertion: only a hung or lost wake-up ever comes near it.
+pub const STUCK: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Yields until `cond` holds. Used to wait for an observable state change of another thread
+/// (e.g. "a consumer is now registered"), never for the passage of time. Panics if the state
+/// is not reached within [`STUCK`], so a lost wake-up fails the test instead of hanging it.
+#[track_caller]
 pub fn wait_until(mut cond: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + STUCK;
     while !cond() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the awaited state was not reached within {STUCK:?}: a lost wake-up or a hang"
+        );
         std::thread::yield_now();
     }
 }

@@ -1,0 +1,306 @@
+//! Producers waiting for room in a bounded queue: the waiting forms of `push`.
+//!
+//! A producer that finds the queue full *registers* (a list entry with its thread or waker,
+//! and a count consumers read without the lock), then tries once more, then parks. A
+//! consumer that makes room (a pop from the bounded store, a removal) checks the count and,
+//! if anyone waits, *notifies* the oldest registered producer: takes its entry off the list
+//! and wakes it. Both sides publish first and check second, separated by `SeqCst` fences,
+//! so either the producer's second try finds the room or the consumer sees the producer
+//! registered. (The fences matter for the lock-free ring; the loom models run on the
+//! mutex stand-in of `sync`, which orders the two sides by itself, so they check the wake-up
+//! protocol, and fail when a room-making path forgets to notify, but not the fences.)
+//!
+//! A notified producer always tries again before it may give up, so a notification is never
+//! wasted while its room is free: if the try fails, someone else took the room. Two parties
+//! can receive a notification they do not need, and both pass it on to the next producer: a
+//! producer whose own second try succeeded while the notification was on its way (the
+//! room it announces is still free; found by the loom model of two blocked producers at
+//! three preemptions), and an asynchronous push dropped right after it was notified.
+//! A parked producer looks at its entry before every park, so it never sleeps on a
+//! notification that came while it was busy trying.
+//!
+//! Producers only ever wait here when the queue is full, so the list lock is off the fast
+//! path; a consumer's fast path is one fence and one load.
+
+use std::collections::VecDeque;
+use std::task::Waker;
+
+use crossbeam_utils::CachePadded;
+
+use crate::deadline::Deadline;
+use crate::sync::{current, fence, lock, AtomicUsize, Mutex, Ordering, Thread};
+
+/// How a registered producer is woken.
+pub(crate) enum Wake {
+    Thread(Thread),
+    Task(Waker),
+}
+
+impl Wake {
+    fn wake(self) {
+        match self {
+            Wake::Thread(thread) => thread.unpark(),
+            Wake::Task(waker) => waker.wake(),
+        }
+    }
+}
+
+struct Entry {
+    id: u64,
+    wake: Wake,
+}
+
+struct List {
+    next_id: u64,
+    entries: VecDeque<Entry>,
+}
+
+/// The outcome of one attempt to push.
+pub(crate) enum Attempt<I> {
+    Pushed,
+    Full(I),
+    Closed(I),
+}
+
+/// Why a waiting push gave its item back.
+pub(crate) enum Refusal<I> {
+    /// Still full at the deadline.
+    Full(I),
+    Closed(I),
+}
+
+/// The producers waiting for room.
+pub(crate) struct RoomWaiters {
+    waiting: CachePadded<AtomicUsize>,
+    list: Mutex<List>,
+}
+
+impl RoomWaiters {
+    pub(crate) fn new() -> Self {
+        RoomWaiters {
+            waiting: CachePadded::new(AtomicUsize::new(0)),
+            list: Mutex::new(List {
+                next_id: 0,
+                entries: VecDeque::new(),
+            }),
+        }
+    }
+
+    /// Producers registered and not yet notified.
+    pub(crate) fn count(&self) -> usize {
+        self.waiting.load(Ordering::Acquire)
+    }
+
+    /// Registers a producer; from the return on, a consumer that makes room notifies someone.
+    pub(crate) fn register(&self, wake: Wake) -> u64 {
+        let id = {
+            let mut list = lock(&self.list);
+            let id = list.next_id;
+            list.next_id += 1;
+            list.entries.push_back(Entry { id, wake });
+            self.waiting.fetch_add(1, Ordering::AcqRel);
+            id
+        };
+        fence(Ordering::SeqCst);
+        id
+    }
+
+    /// Leaves the list. `true` if the producer was still registered; `false` if it had been
+    /// notified (its entry was taken by a consumer).
+    pub(crate) fn deregister(&self, id: u64) -> bool {
+        let mut list = lock(&self.list);
+        match list.entries.iter().position(|e| e.id == id) {
+            Some(at) => {
+                list.entries.remove(at);
+                self.waiting.fetch_sub(1, Ordering::AcqRel);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Leaves the list after pushing while registered. If a notification arrived meanwhile
+    /// it announced room made after the room this producer used (which it found on its
+    /// own), so it is passed on: otherwise the next producer could sleep beside free room.
+    pub(crate) fn leave_after_push(&self, id: u64) {
+        if !self.deregister(id) {
+            self.room_made(1);
+        }
+    }
+
+    /// Whether the producer is still registered (not yet notified); a task's waker is
+    /// replaced by `waker` if so.
+    pub(crate) fn still_waiting(&self, id: u64, waker: Option<&Waker>) -> bool {
+        let mut list = lock(&self.list);
+        match list.entries.iter_mut().find(|e| e.id == id) {
+            Some(entry) => {
+                if let (Some(waker), Wake::Task(old)) = (waker, &mut entry.wake) {
+                    if !old.will_wake(waker) {
+                        *old = waker.clone();
+                    }
+                }
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Call after room was made for `n` more items: wakes up to `n` waiting producers.
+    #[inline]
+    pub(crate) fn room_made(&self, n: usize) {
+        fence(Ordering::SeqCst);
+        if self.waiting.load(Ordering::Acquire) > 0 {
+            self.notify(n);
+        }
+    }
+
+    /// Wakes every waiting producer (the queue closed: they will find it so).
+    pub(crate) fn notify_all(&self) {
+        fence(Ordering::SeqCst);
+        if self.waiting.load(Ordering::Acquire) > 0 {
+            self.notify(usize::MAX);
+        }
+    }
+
+    /// Takes up to `n` entries off the list, one at a time, waking each outside the lock.
+    #[cold]
+    fn notify(&self, n: usize) {
+        for _ in 0..n {
+            let entry = {
+                let mut list = lock(&self.list);
+                let entry = list.entries.pop_front();
+                if entry.is_some() {
+                    self.waiting.fetch_sub(1, Ordering::AcqRel);
+                }
+                entry
+            };
+            match entry {
+                Some(entry) => entry.wake.wake(),
+                None => return,
+            }
+        }
+    }
+
+    /// Pushes with `attempt`, waiting for room until `deadline` (computed only if the push
+    /// has to wait).
+    pub(crate) fn push_blocking<I, D: Deadline>(
+        &self,
+        mut item: I,
+        deadline: impl FnOnce() -> D,
+        mut attempt: impl FnMut(I) -> Attempt<I>,
+    ) -> Result<(), Refusal<I>> {
+        item = match attempt(item) {
+            Attempt::Pushed => return Ok(()),
+            Attempt::Closed(item) => return Err(Refusal::Closed(item)),
+            Attempt::Full(item) => item,
+        };
+        let deadline = deadline();
+        loop {
+            if deadline.expired() {
+                return Err(Refusal::Full(item));
+            }
+            let id = self.register(Wake::Thread(current()));
+            item = match attempt(item) {
+                Attempt::Pushed => {
+                    self.leave_after_push(id);
+                    return Ok(());
+                }
+                Attempt::Closed(item) => {
+                    self.deregister(id);
+                    return Err(Refusal::Closed(item));
+                }
+                Attempt::Full(item) => item,
+            };
+            // Checked before each park, not only after: a notification that arrived during
+            // the try above must not depend on the thread's park token surviving until the
+            // park (under loom it does not survive blocking on a lock, which is how the
+            // model of two blocked producers found this at three preemptions).
+            while self.still_waiting(id, None) {
+                if deadline.expired() {
+                    if self.deregister(id) {
+                        return Err(Refusal::Full(item));
+                    }
+                    break; // notified meanwhile: one more try, even at the deadline
+                }
+                deadline.park();
+            }
+            item = match attempt(item) {
+                Attempt::Pushed => return Ok(()),
+                Attempt::Closed(item) => return Err(Refusal::Closed(item)),
+                Attempt::Full(item) => item,
+            };
+        }
+    }
+}
+
+/// The state of one asynchronous waiting push.
+pub(crate) struct PushState<I> {
+    item: Option<I>,
+    registered: Option<u64>,
+}
+
+impl<I> PushState<I> {
+    pub(crate) fn new(item: I) -> Self {
+        PushState {
+            item: Some(item),
+            registered: None,
+        }
+    }
+
+    /// Polls the push: `attempt` pushes, `expired` polls the deadline signal.
+    pub(crate) fn poll(
+        &mut self,
+        room: &RoomWaiters,
+        waker: &Waker,
+        mut expired: impl FnMut() -> bool,
+        mut attempt: impl FnMut(I) -> Attempt<I>,
+    ) -> Option<Result<(), Refusal<I>>> {
+        let mut item = self.item.take()?;
+        if let Some(id) = self.registered {
+            if room.still_waiting(id, Some(waker)) {
+                if !expired() {
+                    self.item = Some(item);
+                    return None;
+                }
+                if room.deregister(id) {
+                    self.registered = None;
+                    return Some(Err(Refusal::Full(item)));
+                }
+            }
+            self.registered = None; // notified: try again
+        }
+        item = match attempt(item) {
+            Attempt::Pushed => return Some(Ok(())),
+            Attempt::Closed(item) => return Some(Err(Refusal::Closed(item))),
+            Attempt::Full(item) => item,
+        };
+        if expired() {
+            return Some(Err(Refusal::Full(item)));
+        }
+        let id = room.register(Wake::Task(waker.clone()));
+        match attempt(item) {
+            Attempt::Pushed => {
+                room.leave_after_push(id);
+                Some(Ok(()))
+            }
+            Attempt::Closed(item) => {
+                room.deregister(id);
+                Some(Err(Refusal::Closed(item)))
+            }
+            Attempt::Full(item) => {
+                self.item = Some(item);
+                self.registered = Some(id);
+                None
+            }
+        }
+    }
+
+    /// The future is dropped: leave the list, passing on a notification that arrived unused.
+    pub(crate) fn cancel(&mut self, room: &RoomWaiters) {
+        if let Some(id) = self.registered.take() {
+            if !room.deregister(id) {
+                room.room_made(1);
+            }
+        }
+    }
+}
