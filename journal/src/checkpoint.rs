@@ -1,15 +1,19 @@
 //! The encoding of reader checkpoints and of the reader registry.
 //!
 //! A checkpoint records where a reader stands: every item id below `head` is finished
-//! (committed, expired or dropped), and `done` lists the ids at or above `head` that were
-//! committed out of order. The registry lists the names of a queue's readers, so that a reader
-//! whose checkpoint is missing or damaged is still known and restarts from the oldest item.
+//! (committed, expired or dropped), `head_segment` is the oldest segment the reader still
+//! needs, `done` lists the ids at or above `head` that were committed out of order, and
+//! `errors` the abort counts of unfinished items. The registry lists the names of a queue's
+//! readers, so that a reader whose checkpoint is missing or damaged is still known and
+//! restarts from the oldest item.
 //!
 //! Both files are small, written whole and checksummed; see `FORMAT.md` for the layout.
+//! Checkpoints are written in version 2; version 1 files (without `head_segment` and
+//! `errors`) are still read.
 //!
 //! ```
 //! use fairq_journal::checkpoint::{decode_checkpoint, encode_checkpoint, Checkpoint};
-//! let cp = Checkpoint { head: 10, done: vec![12, 15] };
+//! let cp = Checkpoint { head: 10, head_segment: 3, done: vec![12, 15], errors: vec![(11, 2)] };
 //! assert_eq!(decode_checkpoint(&encode_checkpoint(&cp)).unwrap(), cp);
 //! ```
 
@@ -19,7 +23,10 @@ use crate::format::{u32_at, u64_at, DecodeError};
 pub const CHECKPOINT_MAGIC: [u8; 8] = *b"FAIRQCKP";
 /// Magic bytes at the start of a registry file.
 pub const REGISTRY_MAGIC: [u8; 8] = *b"FAIRQRDR";
+/// The version of the registry format, and the oldest checkpoint version still read.
 const VERSION: u32 = 1;
+/// The checkpoint version this crate writes.
+pub const CHECKPOINT_VERSION: u32 = 2;
 /// Upper bound on how many out-of-order ids a checkpoint may list (guards allocations).
 pub const MAX_DONE_IDS: usize = 1 << 24;
 /// Upper bound on registry entries and on a reader name's length.
@@ -31,31 +38,45 @@ const MAX_NAME_LEN: usize = 255;
 pub struct Checkpoint {
     /// Every id below this one is finished.
     pub head: u64,
+    /// The oldest segment the reader still needs (the one holding its oldest unfinished
+    /// item, or where its next read starts). Segments before it may be retired; one of them
+    /// missing is not damage, one from it on missing is. `0` when unknown (version 1 files).
+    pub head_segment: u64,
     /// Ids at or above `head` that are finished, in increasing order.
     pub done: Vec<u64>,
+    /// Abort counts of unfinished items: `(id, count)` with ids at or above `head`, in
+    /// increasing order, counts at least 1.
+    pub errors: Vec<(u64, u32)>,
 }
 
-/// Encodes a checkpoint file.
+/// Encodes a checkpoint file (version 2).
 ///
 /// ```
 /// use fairq_journal::checkpoint::{encode_checkpoint, Checkpoint};
-/// assert_eq!(encode_checkpoint(&Checkpoint { head: 1, done: vec![] }).len(), 28);
+/// assert_eq!(encode_checkpoint(&Checkpoint { head: 1, ..Default::default() }).len(), 40);
 /// ```
 pub fn encode_checkpoint(cp: &Checkpoint) -> Vec<u8> {
-    let mut out = Vec::with_capacity(28 + 8 * cp.done.len());
+    let mut out = Vec::with_capacity(40 + 8 * cp.done.len() + 12 * cp.errors.len());
     out.extend_from_slice(&CHECKPOINT_MAGIC);
-    out.extend_from_slice(&VERSION.to_le_bytes());
+    out.extend_from_slice(&CHECKPOINT_VERSION.to_le_bytes());
     out.extend_from_slice(&cp.head.to_le_bytes());
+    out.extend_from_slice(&cp.head_segment.to_le_bytes());
     out.extend_from_slice(&(cp.done.len() as u32).to_le_bytes());
     for id in &cp.done {
         out.extend_from_slice(&id.to_le_bytes());
+    }
+    out.extend_from_slice(&(cp.errors.len() as u32).to_le_bytes());
+    for (id, count) in &cp.errors {
+        out.extend_from_slice(&id.to_le_bytes());
+        out.extend_from_slice(&count.to_le_bytes());
     }
     let crc = crc32c::crc32c(&out);
     out.extend_from_slice(&crc.to_le_bytes());
     out
 }
 
-fn check_envelope(buf: &[u8], magic: &[u8; 8], min_len: usize) -> Result<(), DecodeError> {
+/// Checks magic and checksum; returns the version (not yet checked).
+fn check_envelope(buf: &[u8], magic: &[u8; 8], min_len: usize) -> Result<u32, DecodeError> {
     if buf.len() < min_len {
         return Err(DecodeError::Incomplete {
             needed: min_len,
@@ -71,11 +92,7 @@ fn check_envelope(buf: &[u8], magic: &[u8; 8], min_len: usize) -> Result<(), Dec
     if stored != computed {
         return Err(DecodeError::BadChecksum { stored, computed });
     }
-    let version = u32_at(buf, 8);
-    if version != VERSION {
-        return Err(DecodeError::BadVersion(version));
-    }
-    Ok(())
+    Ok(u32_at(buf, 8))
 }
 
 /// Decodes a checkpoint file. The whole buffer must be exactly one checkpoint.
@@ -85,23 +102,59 @@ fn check_envelope(buf: &[u8], magic: &[u8; 8], min_len: usize) -> Result<(), Dec
 /// assert!(decode_checkpoint(b"garbage").is_err());
 /// ```
 pub fn decode_checkpoint(buf: &[u8]) -> Result<Checkpoint, DecodeError> {
-    check_envelope(buf, &CHECKPOINT_MAGIC, 28)?;
+    let version = check_envelope(buf, &CHECKPOINT_MAGIC, 28)?;
     let head = u64_at(buf, 12);
-    let count = u32_at(buf, 20) as usize;
-    if count > MAX_DONE_IDS || buf.len() != 28 + 8 * count {
+    let (head_segment, mut at) = match version {
+        1 => (0, 20),
+        2 if buf.len() >= 40 => (u64_at(buf, 20), 28),
+        2 => return Err(DecodeError::BadLength(buf.len() as u64)),
+        other => return Err(DecodeError::BadVersion(other)),
+    };
+    let end = buf.len() - 4;
+    let count = u32_at(buf, at) as usize;
+    at += 4;
+    if count > MAX_DONE_IDS || end < at + 8 * count {
         return Err(DecodeError::BadLength(count as u64));
     }
     let mut done = Vec::with_capacity(count);
-    let mut prev = None;
     for i in 0..count {
-        let id = u64_at(buf, 24 + 8 * i);
-        if id < head || prev.is_some_and(|p| id <= p) {
+        let id = u64_at(buf, at + 8 * i);
+        if id < head || done.last().is_some_and(|&p| id <= p) {
             return Err(DecodeError::BadLength(id));
         }
-        prev = Some(id);
         done.push(id);
     }
-    Ok(Checkpoint { head, done })
+    at += 8 * count;
+    let mut errors = Vec::new();
+    if version >= 2 {
+        if end < at + 4 {
+            return Err(DecodeError::BadLength(at as u64));
+        }
+        let count = u32_at(buf, at) as usize;
+        at += 4;
+        if count > MAX_DONE_IDS || end < at + 12 * count {
+            return Err(DecodeError::BadLength(count as u64));
+        }
+        errors.reserve(count);
+        for i in 0..count {
+            let id = u64_at(buf, at + 12 * i);
+            let n = u32_at(buf, at + 12 * i + 8);
+            if id < head || n == 0 || errors.last().is_some_and(|&(p, _)| id <= p) {
+                return Err(DecodeError::BadLength(id));
+            }
+            errors.push((id, n));
+        }
+        at += 12 * count;
+    }
+    if at != end {
+        return Err(DecodeError::BadLength(buf.len() as u64));
+    }
+    Ok(Checkpoint {
+        head,
+        head_segment,
+        done,
+        errors,
+    })
 }
 
 /// Encodes a registry file listing reader names (the empty name is the default reader).
@@ -132,7 +185,10 @@ pub fn encode_registry(names: &[String]) -> Vec<u8> {
 /// assert!(decode_registry(&[0u8; 30]).is_err());
 /// ```
 pub fn decode_registry(buf: &[u8]) -> Result<Vec<String>, DecodeError> {
-    check_envelope(buf, &REGISTRY_MAGIC, 20)?;
+    let version = check_envelope(buf, &REGISTRY_MAGIC, 20)?;
+    if version != VERSION {
+        return Err(DecodeError::BadVersion(version));
+    }
     let count = u32_at(buf, 12) as usize;
     if count > MAX_READERS {
         return Err(DecodeError::BadLength(count as u64));
@@ -168,7 +224,9 @@ mod tests {
     fn checkpoint_rejects_damage_and_unordered_ids() {
         let cp = Checkpoint {
             head: 5,
+            head_segment: 2,
             done: vec![7, 9],
+            errors: vec![(6, 1), (8, 3)],
         };
         let buf = encode_checkpoint(&cp);
         for i in 0..buf.len() {
@@ -179,16 +237,38 @@ mod tests {
         for cut in 0..buf.len() {
             assert!(decode_checkpoint(&buf[..cut]).is_err());
         }
-        let bad = encode_checkpoint(&Checkpoint {
-            head: 5,
-            done: vec![9, 7],
-        });
-        assert!(decode_checkpoint(&bad).is_err());
-        let below = encode_checkpoint(&Checkpoint {
-            head: 5,
-            done: vec![4],
-        });
-        assert!(decode_checkpoint(&below).is_err());
+        for bad in [
+            Checkpoint {
+                head: 5,
+                done: vec![9, 7],
+                ..Default::default()
+            },
+            Checkpoint {
+                head: 5,
+                done: vec![4],
+                ..Default::default()
+            },
+            Checkpoint {
+                head: 5,
+                errors: vec![(4, 1)],
+                ..Default::default()
+            },
+            Checkpoint {
+                head: 5,
+                errors: vec![(6, 0)],
+                ..Default::default()
+            },
+            Checkpoint {
+                head: 5,
+                errors: vec![(7, 1), (6, 1)],
+                ..Default::default()
+            },
+        ] {
+            assert!(
+                decode_checkpoint(&encode_checkpoint(&bad)).is_err(),
+                "{bad:?}"
+            );
+        }
     }
 
     #[test]

@@ -59,6 +59,10 @@ pub enum FullPolicy {
 
 /// Limits of one reader. `None` means unlimited.
 ///
+/// Expiry has one boundary for both of its rules: an item is expired from the instant its
+/// `expires_at` is reached (`now >= expires_at`), and from the instant its age reaches
+/// `max_age` (`now >= added_at + max_age`). An expired item is never delivered.
+///
 /// ```
 /// use fairq_journal::{FullPolicy, ReaderConfig};
 /// let cfg = ReaderConfig { max_items: Some(1000), full_policy: FullPolicy::DropOldest, ..Default::default() };
@@ -70,14 +74,27 @@ pub struct ReaderConfig {
     pub max_items: Option<u64>,
     /// Most payload bytes waiting in the reader (open reads excluded).
     pub max_bytes: Option<u64>,
-    /// Items older than this (by add time) are skipped and committed when reached.
+    /// Items are expired once their age (since their add time) reaches this.
     pub max_age: Option<Duration>,
     /// What a put does when the reader is at `max_items` or `max_bytes`.
     pub full_policy: FullPolicy,
+    /// An item aborted more than this many times is not returned to the front again but
+    /// handed to the reader's error sink ([`Reader::set_error_sink`](crate::Reader::set_error_sink)),
+    /// or dropped without one.
+    pub max_errors: Option<u32>,
+}
+
+impl ReaderConfig {
+    /// Whether the reader has a `max_items` or `max_bytes` limit.
+    pub(crate) fn has_limits(&self) -> bool {
+        self.max_items.is_some() || self.max_bytes.is_some()
+    }
 }
 
 /// A source of wall-clock time. The journal reads it for add times, expiry and
-/// checkpoint intervals, so tests can control time instead of sleeping.
+/// checkpoint intervals, so tests can control time instead of sleeping. Expiry and
+/// checkpoint intervals use [`Clock::coarse_now_ms`] (for [`SystemClock`] a few
+/// milliseconds behind real time, so an item may be delivered that long after its expiry).
 ///
 /// ```
 /// use fairq_journal::{Clock, ManualClock};
@@ -87,8 +104,24 @@ pub struct ReaderConfig {
 /// assert_eq!(c.now(), UNIX_EPOCH + Duration::from_secs(11));
 /// ```
 pub trait Clock: Send + Sync + fmt::Debug {
-    /// The current time.
+    /// The current time (a put reads it once, for the item's add time).
     fn now(&self) -> SystemTime;
+
+    /// The current time in milliseconds since the Unix epoch, for the checks readers make
+    /// on every call (expiry, checkpoint intervals). It must be cheap and may be coarse:
+    /// a few milliseconds behind [`Clock::now`], never ahead of it. The default reads
+    /// [`Clock::now`].
+    ///
+    /// ```
+    /// use fairq_journal::{Clock, SystemClock};
+    /// use std::time::{SystemTime, UNIX_EPOCH};
+    /// let precise = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as u64;
+    /// let coarse = SystemClock.coarse_now_ms();
+    /// assert!(coarse <= precise + 1 && coarse + 1000 > precise);
+    /// ```
+    fn coarse_now_ms(&self) -> u64 {
+        to_ms(self.now())
+    }
 }
 
 /// The system's wall clock.
@@ -103,6 +136,16 @@ pub struct SystemClock;
 impl Clock for SystemClock {
     fn now(&self) -> SystemTime {
         SystemTime::now()
+    }
+
+    /// `CLOCK_REALTIME_COARSE` on Linux: the time of the last clock tick, read without
+    /// touching the hardware clock (a few nanoseconds instead of tens).
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    fn coarse_now_ms(&self) -> u64 {
+        let t = rustix::time::clock_gettime(rustix::time::ClockId::RealtimeCoarse);
+        let secs = u64::try_from(t.tv_sec).unwrap_or(0);
+        let ms = u64::try_from(t.tv_nsec).unwrap_or(0) / 1_000_000;
+        secs.saturating_mul(1000).saturating_add(ms)
     }
 }
 
@@ -189,6 +232,23 @@ pub struct JournalConfig {
     pub clock: Arc<dyn Clock>,
     /// The file system (default [`FsStorage`]).
     pub storage: Arc<dyn Storage>,
+    /// Permission bits of the files the queue creates (default `0o600`: only the owner can
+    /// read the payloads). The process umask still applies; ignored outside Unix.
+    pub file_mode: u32,
+    /// Permission bits of the folders the queue creates (default `0o700`). An existing folder
+    /// keeps its permissions.
+    pub dir_mode: u32,
+    /// Most bytes of segment data kept in memory for readers that lag behind others (default
+    /// 16 MiB): with several readers, the first one to read a stretch of the journal keeps
+    /// it (checksums verified) for the others, which then make no system call for it. Data
+    /// every reader has passed is dropped at once; `0` keeps only what a reader reads now.
+    /// Readers on more threads than cores drift apart by whole time slices (megabytes), so
+    /// a small cache shares little.
+    pub read_cache_bytes: usize,
+    /// The queue is ready to be deleted once it has been open this long with nothing in any
+    /// reader (see [`JournaledQueue::is_ready_for_expiration`](crate::JournaledQueue::is_ready_for_expiration)).
+    /// Measured from when this handle opened the queue, so a restart starts it again.
+    pub max_queue_age: Option<Duration>,
 }
 
 impl JournalConfig {
@@ -218,6 +278,10 @@ impl Default for JournalConfig {
             reader: ReaderConfig::default(),
             clock: Arc::new(SystemClock),
             storage: Arc::new(FsStorage),
+            file_mode: 0o600,
+            dir_mode: 0o700,
+            max_queue_age: None,
+            read_cache_bytes: 16 << 20,
         }
     }
 }
@@ -233,6 +297,10 @@ impl fmt::Debug for JournalConfig {
             .field("reader", &self.reader)
             .field("clock", &self.clock)
             .field("storage", &self.storage)
+            .field("file_mode", &format_args!("{:#o}", self.file_mode))
+            .field("dir_mode", &format_args!("{:#o}", self.dir_mode))
+            .field("max_queue_age", &self.max_queue_age)
+            .field("read_cache_bytes", &self.read_cache_bytes)
             .finish()
     }
 }
@@ -247,6 +315,7 @@ impl fmt::Debug for JournalConfig {
 /// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PutOptions {
-    /// The item is skipped (and committed) by readers that reach it at or after this time.
+    /// The item is expired from this instant on (`now >= expires_at`): readers that reach
+    /// it then never deliver it but hand it to their expired-item sink, or drop it.
     pub expires_at: Option<SystemTime>,
 }

@@ -3,7 +3,8 @@
 use std::io;
 use std::path::PathBuf;
 
-use crate::ItemId;
+use crate::item::ItemId;
+use crate::sink::SinkError;
 
 /// Everything that can go wrong in a journaled queue.
 ///
@@ -72,6 +73,44 @@ pub enum JournalError {
     /// The queue was closed.
     #[error("the queue is closed")]
     Closed,
+    /// An entry in the queue's folder that carries one of the queue's file names is not a
+    /// regular file (a symbolic link, a directory, a FIFO...). The journal never reads or
+    /// writes through such an entry, so a planted link cannot redirect or truncate a file
+    /// elsewhere.
+    #[error("refusing {}: {reason}", path.display())]
+    UnsafeFile {
+        /// The offending entry.
+        path: PathBuf,
+        /// What it is.
+        reason: String,
+    },
+    /// The queue was opened read-only and the call would write.
+    #[error("the queue is open read-only; {operation} would write to it")]
+    ReadOnly {
+        /// What was refused.
+        operation: &'static str,
+    },
+    /// A reader's sink could not take an item; the item stays where it was.
+    #[error("the sink of reader {reader:?} could not take item {item}: {source}")]
+    Sink {
+        /// The reader.
+        reader: String,
+        /// The item that stays.
+        item: ItemId,
+        /// What the sink said.
+        #[source]
+        source: SinkError,
+    },
+    /// The reader was removed with
+    /// [`JournaledQueue::remove_reader`](crate::JournaledQueue::remove_reader).
+    #[error("reader {0:?} was removed")]
+    ReaderRemoved(String),
+    /// The queue has no reader of that name.
+    #[error("the queue has no reader {0:?}")]
+    NoSuchReader(String),
+    /// A queue always keeps at least one reader.
+    #[error("reader {0:?} is the queue's only reader and cannot be removed")]
+    LastReader(String),
     /// Another handle (in this or another process) has the queue open.
     #[error("the queue is already open elsewhere (lock file {})", path.display())]
     Locked {

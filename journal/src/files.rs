@@ -55,6 +55,23 @@ pub(crate) fn is_temp_of(queue: &str, file: &str) -> bool {
             .is_some_and(|rest| rest.starts_with('.'))
 }
 
+/// Whether `file` is one of the files of `queue` (segment, checkpoint, registry, lock or a
+/// temporary file): the entries the queue relies on and must find as regular files.
+pub(crate) fn belongs_to(queue: &str, file: &str) -> bool {
+    parse_segment_name(queue, file).is_some()
+        || parse_checkpoint_name(queue, file).is_some()
+        || is_temp_of(queue, file)
+        || file
+            .strip_prefix(queue)
+            .is_some_and(|rest| rest == ".lock" || rest == ".readers")
+}
+
+/// The queue a file belongs to, if it is one of a queue's files.
+pub(crate) fn queue_of(file: &str) -> Option<&str> {
+    let (name, _) = file.split_once('.')?;
+    (crate::name::validate_name(name).is_ok() && belongs_to(name, file)).then_some(name)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -73,5 +90,25 @@ mod tests {
         assert_eq!(parse_checkpoint_name("q", "qq.cp"), None);
         assert!(is_temp_of("q", "q.cp.r.tmp"));
         assert!(!is_temp_of("q", "qq.cp.tmp"));
+        for mine in [
+            "q.lock",
+            "q.readers",
+            "q.cp",
+            "q.cp.r",
+            "q.readers.tmp",
+            &segment_name("q", 3),
+        ] {
+            assert!(belongs_to("q", mine), "{mine}");
+        }
+        for other in [
+            "qq.lock",
+            "q.lockx",
+            "archive",
+            "q",
+            "q.00001.seg",
+            "other.cp",
+        ] {
+            assert!(!belongs_to("q", other), "{other}");
+        }
     }
 }

@@ -215,24 +215,40 @@ impl Record<'_> {
 /// assert_eq!(buf.len(), 37);
 /// ```
 pub fn encode_record(rec: &Record<'_>, out: &mut Vec<u8>) {
-    let body_len = (BODY_FIXED_LEN + rec.payload.len()) as u32;
-    let start = out.len();
     out.reserve(RECORD_HEADER_LEN + rec.payload.len());
-    out.extend_from_slice(&body_len.to_le_bytes());
-    out.extend_from_slice(&[0u8; 4]); // checksum, filled in below
-    out.push(rec.kind.to_byte());
-    out.push(if rec.expires_at_ms.is_some() {
+    out.extend_from_slice(&encode_record_header(rec));
+    out.extend_from_slice(rec.payload);
+}
+
+/// The fixed part of a record's encoding (everything before the payload), with the
+/// checksum computed over it and the payload in place: writing it followed by the payload
+/// gives the same bytes as [`encode_record`], without copying the payload.
+///
+/// ```
+/// use fairq_journal::format::{encode_record, encode_record_header, Record, RecordKind};
+/// let rec = Record { kind: RecordKind::Item, id: 3, added_at_ms: 5, expires_at_ms: None, payload: b"abc" };
+/// let mut whole = Vec::new();
+/// encode_record(&rec, &mut whole);
+/// let mut parts = encode_record_header(&rec).to_vec();
+/// parts.extend_from_slice(rec.payload);
+/// assert_eq!(parts, whole);
+/// ```
+pub fn encode_record_header(rec: &Record<'_>) -> [u8; RECORD_HEADER_LEN] {
+    let mut h = [0u8; RECORD_HEADER_LEN];
+    let body_len = (BODY_FIXED_LEN + rec.payload.len()) as u32;
+    h[0..4].copy_from_slice(&body_len.to_le_bytes());
+    h[8] = rec.kind.to_byte();
+    h[9] = if rec.expires_at_ms.is_some() {
         FLAG_HAS_EXPIRY
     } else {
         0
-    });
-    out.extend_from_slice(&[0u8; 2]);
-    out.extend_from_slice(&rec.id.to_le_bytes());
-    out.extend_from_slice(&rec.added_at_ms.to_le_bytes());
-    out.extend_from_slice(&rec.expires_at_ms.unwrap_or(0).to_le_bytes());
-    out.extend_from_slice(rec.payload);
-    let crc = record_crc(&out[start..start + 4], &out[start + 8..]);
-    out[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
+    };
+    h[12..20].copy_from_slice(&rec.id.to_le_bytes());
+    h[20..28].copy_from_slice(&rec.added_at_ms.to_le_bytes());
+    h[28..36].copy_from_slice(&rec.expires_at_ms.unwrap_or(0).to_le_bytes());
+    let crc = crc32c::crc32c_append(record_crc(&h[0..4], &h[8..]), rec.payload);
+    h[4..8].copy_from_slice(&crc.to_le_bytes());
+    h
 }
 
 fn record_crc(len_bytes: &[u8], body: &[u8]) -> u32 {
@@ -249,6 +265,15 @@ fn record_crc(len_bytes: &[u8], body: &[u8]) -> u32 {
 /// assert!(matches!(decode_record(&[0u8; 40]), Err(DecodeError::BadLength(0))));
 /// ```
 pub fn decode_record(buf: &[u8]) -> Result<(Record<'_>, usize), DecodeError> {
+    decode_record_checked(buf, true)
+}
+
+/// Like [`decode_record`], but skips the checksum when `verify` is false: for bytes in
+/// memory whose checksum was verified before (they cannot have changed since).
+pub(crate) fn decode_record_checked(
+    buf: &[u8],
+    verify: bool,
+) -> Result<(Record<'_>, usize), DecodeError> {
     if buf.len() < RECORD_PREFIX_LEN {
         return Err(DecodeError::Incomplete {
             needed: RECORD_PREFIX_LEN,
@@ -266,11 +291,13 @@ pub fn decode_record(buf: &[u8]) -> Result<(Record<'_>, usize), DecodeError> {
             available: buf.len(),
         });
     }
-    let stored = u32_at(buf, 4);
     let body = &buf[RECORD_PREFIX_LEN..total];
-    let computed = record_crc(&buf[..4], body);
-    if stored != computed {
-        return Err(DecodeError::BadChecksum { stored, computed });
+    if verify {
+        let stored = u32_at(buf, 4);
+        let computed = record_crc(&buf[..4], body);
+        if stored != computed {
+            return Err(DecodeError::BadChecksum { stored, computed });
+        }
     }
     let kind = RecordKind::from_byte(body[0])?;
     let flags = body[1];

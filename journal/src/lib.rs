@@ -16,9 +16,14 @@
 //!   the OS's cache is unknown after it.
 //! - **Readers.** Each reader is an independent copy of the stream. [`Reader::get`] hands out
 //!   an open read; [`Reader::commit`] finishes it, [`Reader::abort`] puts it back in front with
-//!   `error_count + 1`. Commits may come in any order; the checkpoint records the position plus
-//!   the ids finished out of order. Expired items (and items older than a reader's `max_age`)
-//!   are skipped and committed. Per-reader limits refuse puts or drop the oldest items.
+//!   `error_count + 1` (kept across restarts). Commits may come in any order; the checkpoint
+//!   records the position plus the ids finished out of order. [`Reader::peek`] looks without
+//!   opening. Per-reader limits refuse puts or drop the oldest items.
+//! - **Expiry and dead letters.** Expired items (by [`PutOptions::expires_at`] or the reader's
+//!   `max_age`, one inclusive boundary) are never delivered: they go to a [`Sink`] (another
+//!   queue or a callback) or are dropped; [`Reader::discard_expired`] sweeps them with a
+//!   limit. An item aborted more than `max_errors` times goes to the error sink. Every
+//!   reader keeps counters ([`Reader::stats`]).
 //! - **Crash-atomic checkpoints.** A checkpoint is written to a temporary file, synced, renamed
 //!   over the old one and the directory is synced, so a crash leaves the old or the new one. A
 //!   reader whose checkpoint is missing or unreadable restarts from the oldest item still in
@@ -50,44 +55,54 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod append;
 pub mod checkpoint;
+mod chunks;
 mod config;
 mod error;
 mod files;
 pub mod format;
+mod item;
 mod name;
+mod next;
+mod open_reads;
+mod pos;
 mod queue;
+mod read;
 mod reader;
+mod reader_state;
 mod recovery;
+mod registry;
+mod report;
+mod retire;
+mod scan;
 pub mod sim;
+mod sink;
+mod state;
+mod stats;
 pub mod storage;
+mod sync;
+mod wake;
+mod write;
+
+/// The lock-free protocols of the queue, exposed for the loom models in `fairq-loom-tests`.
+#[cfg(loom)]
+pub mod model {
+    pub use crate::wake::{Doorbell, Registration};
+}
 
 pub use config::{
     Clock, FullPolicy, JournalConfig, ManualClock, PutOptions, ReaderConfig, SyncPolicy,
     SystemClock,
 };
 pub use error::JournalError;
+pub use item::{Item, ItemId};
 pub use name::{validate_name, MAX_NAME_LEN};
 pub use queue::JournaledQueue;
-pub use reader::{Item, Reader};
-
-use std::fmt;
-
-/// The id of an item: unique within a queue and strictly increasing in put order.
-///
-/// ```
-/// use fairq_journal::ItemId;
-/// assert!(ItemId(1) < ItemId(2));
-/// assert_eq!(ItemId(7).to_string(), "7");
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ItemId(pub u64);
-
-impl fmt::Display for ItemId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0)
-    }
-}
+pub use reader::Reader;
+pub use report::{RecoveryReport, TailCause, TailRepair};
+pub use sink::{Sink, SinkError};
+pub use stats::ReaderStats;
 
 #[cfg(test)]
 mod tests {

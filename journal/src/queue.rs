@@ -1,559 +1,68 @@
-//! The journaled queue: the writer, group commit, segments and the reader set.
+//! The public queue handle.
 
-use std::collections::BTreeMap;
 use std::fmt;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
-use std::thread::JoinHandle;
-use std::time::Duration;
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
-use crate::checkpoint::{encode_checkpoint, encode_registry};
-use crate::config::{to_ms, FullPolicy, JournalConfig, PutOptions, ReaderConfig, SyncPolicy};
-use crate::files::{checkpoint_path, registry_path, segment_name};
-use crate::format::{encode_record, encode_segment_header, Record, RecordKind, SegmentHeader};
-use crate::reader::{
-    enforce_limits, new_shared, write_checkpoint, Reader, ReaderShared, ReaderState, SegEnd,
-};
-use crate::storage::{replace_atomically, write_all, LockGuard, Storage, WriteFile};
-use crate::{name::validate_name, ItemId, JournalError};
+use std::collections::BTreeSet;
 
-/// Locks a mutex, recovering the data if another thread panicked while holding it.
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-fn read_lock<T>(m: &RwLock<T>) -> RwLockReadGuard<'_, T> {
-    m.read().unwrap_or_else(|p| p.into_inner())
-}
-
-fn write_lock<T>(m: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
-    m.write().unwrap_or_else(|p| p.into_inner())
-}
-
-/// A byte position in the journal: segment id and offset within it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-pub(crate) struct Pos {
-    pub(crate) seg: u64,
-    pub(crate) off: u64,
-}
-
-pub(crate) struct Writer {
-    pub(crate) seg_id: u64,
-    pub(crate) file: Arc<dyn WriteFile>,
-    pub(crate) offset: u64,
-    pub(crate) next_id: u64,
-    pub(crate) buf: Vec<u8>,
-    /// Ids of sealed segments not synced yet (rotation under `Never` and `Periodic` does not
-    /// wait). Kept as ids, not open files, so a long run holds no file descriptors for them.
-    pub(crate) unsynced_sealed: Vec<u64>,
-}
-
-impl Writer {
-    fn end(&self) -> Pos {
-        Pos {
-            seg: self.seg_id,
-            off: self.offset,
-        }
-    }
-}
-
-pub(crate) struct SyncState {
-    /// Everything before this position is durable.
-    pub(crate) synced: Pos,
-    pub(crate) syncing: bool,
-    /// Threads blocked on `sync_cv`.
-    pub(crate) waiting: usize,
-    pub(crate) poisoned: Option<String>,
-}
-
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Sealed {
-    pub(crate) len: u64,
-    /// One past the last item id in the segment.
-    pub(crate) end_id: u64,
-}
-
-pub(crate) struct SegIndex {
-    /// Segment id → `Some` once sealed, `None` for the writer's segment.
-    pub(crate) segs: BTreeMap<u64, Option<Sealed>>,
-    /// Readers may read everything before this position.
-    pub(crate) visible: Pos,
-}
-
-type StopSignal = Arc<(Mutex<bool>, Condvar)>;
-
-pub(crate) struct Inner {
-    pub(crate) name: String,
-    pub(crate) dir: PathBuf,
-    pub(crate) config: JournalConfig,
-    pub(crate) writer: Mutex<Writer>,
-    pub(crate) sync: Mutex<SyncState>,
-    pub(crate) sync_cv: Condvar,
-    pub(crate) index: Mutex<SegIndex>,
-    pub(crate) readers: RwLock<Vec<Arc<ReaderShared>>>,
-    pub(crate) registry: Mutex<()>,
-    pub(crate) signal: Mutex<u64>,
-    pub(crate) signal_cv: Condvar,
-    /// Threads inside `Reader::get_timeout`; puts skip the wake-up when there are none.
-    pub(crate) waiters: AtomicUsize,
-    /// Set together with `SyncState::poisoned`, for a lock-free check on every put.
-    pub(crate) poisoned: AtomicBool,
-    pub(crate) closed: AtomicBool,
-    pub(crate) stop: StopSignal,
-    pub(crate) flusher: Mutex<Option<JoinHandle<()>>>,
-    /// Held while the queue is open; keeps a second handle from opening it.
-    pub(crate) dir_lock: Mutex<Option<Box<dyn LockGuard>>>,
-}
+use crate::config::{JournalConfig, PutOptions, ReaderConfig};
+use crate::files::{lock_path, queue_of, registry_path};
+use crate::reader::Reader;
+use crate::recovery::Access;
+use crate::report::RecoveryReport;
+use crate::retire::write_checkpoint;
+use crate::sink::{Sink, Target};
+use crate::state::Inner;
+use crate::sync::{lock, read_lock};
+use crate::{ItemId, JournalError};
 
 impl Inner {
-    pub(crate) fn storage(&self) -> &dyn Storage {
-        self.config.storage.as_ref()
-    }
-
-    pub(crate) fn segment_path(&self, seg: u64) -> PathBuf {
-        self.dir.join(segment_name(&self.name, seg))
-    }
-
-    pub(crate) fn corrupt(&self, pos: Pos, reason: &str) -> JournalError {
-        JournalError::Corrupt {
-            path: self.segment_path(pos.seg),
-            offset: pos.off,
-            reason: reason.to_string(),
+    /// Closes the queue and removes its files; see [`JournaledQueue::delete`].
+    pub(crate) fn delete(&self) -> Result<(), JournalError> {
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return Err(JournalError::Closed);
         }
-    }
-
-    pub(crate) fn check_open(&self) -> Result<(), JournalError> {
-        if self.closed.load(Ordering::Acquire) {
-            Err(JournalError::Closed)
-        } else {
-            Ok(())
-        }
-    }
-
-    fn check_poisoned(&self) -> Result<(), JournalError> {
-        if !self.poisoned.load(Ordering::Acquire) {
-            return Ok(());
-        }
-        match &lock(&self.sync).poisoned {
-            Some(reason) => Err(JournalError::Poisoned {
-                reason: reason.clone(),
-            }),
-            None => Ok(()),
-        }
-    }
-
-    fn poison(&self, reason: String) -> JournalError {
-        tracing::error!(queue = %self.name, %reason, "journal poisoned");
-        let mut s = lock(&self.sync);
-        if s.poisoned.is_none() {
-            s.poisoned = Some(reason.clone());
-        }
-        self.poisoned.store(true, Ordering::Release);
-        self.sync_cv.notify_all();
-        JournalError::Poisoned { reason }
-    }
-
-    pub(crate) fn visible(&self) -> Pos {
-        lock(&self.index).visible
-    }
-
-    pub(crate) fn segment_end(&self, seg: u64) -> SegEnd {
-        match lock(&self.index).segs.get(&seg) {
-            Some(None) => SegEnd::Open,
-            Some(Some(s)) => SegEnd::Sealed(s.len),
-            None => SegEnd::Gone,
-        }
-    }
-
-    pub(crate) fn next_segment_after(&self, seg: u64) -> Option<u64> {
-        lock(&self.index)
-            .segs
-            .range(seg.saturating_add(1)..)
-            .next()
-            .map(|(k, _)| *k)
-    }
-
-    fn publish(&self, upto: Pos) {
-        {
-            let mut idx = lock(&self.index);
-            if upto > idx.visible {
-                idx.visible = upto;
-            }
-        }
-        self.notify();
-    }
-
-    fn mark_synced(&self, upto: Pos) {
-        let mut s = lock(&self.sync);
-        if upto > s.synced {
-            s.synced = upto;
-        }
-        if s.waiting > 0 {
-            self.sync_cv.notify_all();
-        }
-    }
-
-    /// Wakes the threads waiting in `get_timeout`, if there are any.
-    ///
-    /// A waiter registers in `waiters` before it looks for an item, and an item is published
-    /// (under the index lock) before this check, so a waiter that found nothing is counted.
-    pub(crate) fn notify(&self) {
-        if self.waiters.load(Ordering::SeqCst) == 0 {
-            return;
-        }
-        self.force_notify();
-    }
-
-    pub(crate) fn force_notify(&self) {
-        let mut g = lock(&self.signal);
-        *g = g.wrapping_add(1);
-        self.signal_cv.notify_all();
-    }
-
-    pub(crate) fn signal_generation(&self) -> u64 {
-        *lock(&self.signal)
-    }
-
-    pub(crate) fn wait_signal(&self, seen: u64, timeout: Duration) {
-        let g = lock(&self.signal);
-        if *g != seen {
-            return;
-        }
-        // Spurious wake-ups and timeouts both just send the caller round its loop again.
-        drop(self.signal_cv.wait_timeout_while(g, timeout, |g| {
-            *g == seen && !self.closed.load(Ordering::Acquire)
-        }));
-    }
-
-    fn put(&self, data: &[u8], opts: PutOptions) -> Result<ItemId, JournalError> {
-        self.check_open()?;
-        if data.len() > self.config.max_item_size {
-            return Err(JournalError::ItemTooLarge {
-                size: data.len(),
-                max: self.config.max_item_size,
-            });
-        }
-        let added_at_ms = to_ms(self.config.clock.now());
-        let len = data.len() as u64;
-        let mut w = lock(&self.writer);
-        self.check_open()?;
-        let readers = read_lock(&self.readers);
-        self.check_poisoned()?;
-        for r in readers.iter() {
-            let st = lock(&r.state);
-            if st.config.full_policy == FullPolicy::Refuse && st.would_overflow(len) {
-                return Err(JournalError::Full { reader: r.name() });
-            }
-        }
-        let start = w.end();
-        let id = w.next_id;
-        let mut buf = std::mem::take(&mut w.buf);
-        buf.clear();
-        encode_record(
-            &Record {
-                kind: RecordKind::Item,
-                id,
-                added_at_ms,
-                expires_at_ms: opts.expires_at.map(to_ms),
-                payload: data,
-            },
-            &mut buf,
-        );
-        let written = write_all(w.file.as_ref(), &buf);
-        let rec_len = buf.len() as u64;
-        w.buf = buf;
-        if let Err(e) = written {
-            let path = self.segment_path(w.seg_id);
-            let undone = w.file.set_len(w.offset);
-            if e.kind() == std::io::ErrorKind::StorageFull && undone.is_ok() {
-                return Err(JournalError::io(path, e));
-            }
-            return Err(self.poison(format!("write to {} failed: {e}", path.display())));
-        }
-        w.offset += rec_len;
-        w.next_id = id + 1;
-        let end = w.end();
-        for r in readers.iter() {
-            let mut st = lock(&r.state);
-            st.items += 1;
-            st.bytes += len;
-            if st.config.full_policy == FullPolicy::DropOldest {
-                if let Err(e) = enforce_limits(self, &mut st, start) {
-                    tracing::warn!(queue = %self.name, reader = %r.name(), error = %e, "could not drop oldest items");
-                }
-            }
-        }
-        drop(readers);
-        let mut durable = false;
-        match self.config.sync {
-            SyncPolicy::Always => {
-                if let Err(e) = w.file.sync_data() {
-                    return Err(self.poison(format!("fdatasync failed: {e}")));
-                }
-                self.mark_synced(end);
-                self.publish(end);
-                durable = true;
-            }
-            SyncPolicy::Never | SyncPolicy::Periodic(_) => self.publish(end),
-            SyncPolicy::Group => {}
-        }
-        if w.offset >= self.config.segment_size {
-            if let Err(e) = self.rotate(&mut w) {
-                let err = self.poison(format!("segment rotation failed: {e}"));
-                if !durable {
-                    return Err(err);
-                }
-            }
-        }
-        drop(w);
-        if self.config.sync == SyncPolicy::Group {
-            self.wait_durable(end)?;
-        }
-        Ok(ItemId(id))
-    }
-
-    /// Seals the writer's segment (after syncing it) and starts the next one.
-    fn rotate(&self, w: &mut Writer) -> Result<(), JournalError> {
-        let old = w.seg_id;
-        let old_path = self.segment_path(old);
-        // Under Always and Group the sealed segment must be complete on disk before the next
-        // one exists. Under Never and Periodic it is synced later, and the next segment's
-        // header says so, which lets recovery treat a torn end of it as a torn tail.
-        let sync_now = self.config.sync.is_durable_on_put();
-        if sync_now {
-            w.file
-                .sync_data()
-                .map_err(|e| JournalError::io(&old_path, e))?;
-        }
-        let new = old + 1;
-        let path = self.segment_path(new);
-        let file = create_segment(self.storage(), &self.dir, &path, new, !sync_now)?;
-        if !sync_now {
-            w.unsynced_sealed.push(old);
-        }
-        {
-            let mut idx = lock(&self.index);
-            idx.segs.insert(
-                old,
-                Some(Sealed {
-                    len: w.offset,
-                    end_id: w.next_id,
-                }),
-            );
-            idx.segs.insert(new, None);
-        }
-        w.seg_id = new;
-        w.file = file;
-        w.offset = crate::format::SEGMENT_HEADER_LEN as u64;
-        let start = w.end();
-        if sync_now {
-            self.mark_synced(start);
-        }
-        self.publish(start);
-        Ok(())
-    }
-
-    /// Waits until everything before `target` is durable; the first waiter syncs for all.
-    fn wait_durable(&self, target: Pos) -> Result<(), JournalError> {
-        let mut s = lock(&self.sync);
-        loop {
-            if let Some(reason) = &s.poisoned {
-                return Err(JournalError::Poisoned {
-                    reason: reason.clone(),
-                });
-            }
-            if s.synced >= target {
-                return Ok(());
-            }
-            if s.syncing {
-                s.waiting += 1;
-                s = self.sync_cv.wait(s).unwrap_or_else(|p| p.into_inner());
-                s.waiting -= 1;
-                continue;
-            }
-            s.syncing = true;
-            drop(s);
-            let result = self.sync_writer();
-            s = lock(&self.sync);
-            s.syncing = false;
-            if s.waiting > 0 {
-                self.sync_cv.notify_all();
-            }
-            if let Err(e) = result {
-                drop(s);
-                return Err(e);
-            }
-        }
-    }
-
-    /// Syncs the writer's current segment and publishes what it covers.
-    fn sync_writer(&self) -> Result<(), JournalError> {
-        let (file, upto, sealed) = {
-            let mut w = lock(&self.writer);
-            (
-                w.file.clone(),
-                w.end(),
-                std::mem::take(&mut w.unsynced_sealed),
-            )
-        };
-        // Syncing through a new descriptor makes the file's data durable all the same.
-        let result = sealed
-            .iter()
-            .try_for_each(
-                |&seg| match self.storage().open_append(&self.segment_path(seg)) {
-                    Ok(f) => f.sync_data(),
-                    // Already retired: nothing left to make durable.
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-                    Err(e) => Err(e),
-                },
-            )
-            .and_then(|()| file.sync_data());
-        match result {
-            Ok(()) => {
-                self.mark_synced(upto);
-                self.publish(upto);
-                Ok(())
-            }
-            Err(e) => Err(self.poison(format!("fdatasync failed: {e}"))),
-        }
-    }
-
-    pub(crate) fn collect_segments(&self) -> Result<(), JournalError> {
-        let min_head = read_lock(&self.readers)
-            .iter()
-            .map(|r| r.durable_head.load(Ordering::SeqCst))
-            .min()
-            .unwrap_or(0);
-        let victims: Vec<u64> = {
-            let mut idx = lock(&self.index);
-            let ids: Vec<u64> = idx
-                .segs
-                .iter()
-                .filter(|(_, s)| s.is_some_and(|s| s.end_id <= min_head))
-                .map(|(k, _)| *k)
-                .collect();
-            for id in &ids {
-                idx.segs.remove(id);
-            }
-            ids
-        };
-        if victims.is_empty() {
-            return Ok(());
-        }
+        self.stop_flusher();
+        self.bell.ring_always();
+        drop(self.idle_writer());
         let storage = self.storage();
-        for seg in victims {
-            let path = self.segment_path(seg);
-            let result = match &self.config.archive_dir {
-                Some(archive) => storage
-                    .create_dir_all(archive)
-                    .and_then(|()| {
-                        storage.rename(&path, &archive.join(segment_name(&self.name, seg)))
-                    })
-                    .and_then(|()| storage.sync_dir(archive)),
-                None => storage.remove_file(&path),
-            };
-            result.map_err(|e| JournalError::io(&path, e))?;
-            tracing::debug!(queue = %self.name, segment = seg, "segment retired");
+        let remove = |p: &Path| match storage.remove_file(p) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(JournalError::io(p, e)),
+            _ => Ok(()),
+        };
+        // Without registry and checkpoints, leftover segments after a crash read as a queue
+        // whose readers start from the oldest item: replayed, never lost.
+        remove(&registry_path(&self.dir, &self.name))?;
+        for r in read_lock(&self.readers).iter() {
+            let path = lock(&r.cp).path.clone();
+            remove(&path)?;
+        }
+        let segments: Vec<u64> = lock(&self.index).segs.keys().copied().collect();
+        for seg in segments {
+            remove(&self.segment_path(seg))?;
         }
         storage
             .sync_dir(&self.dir)
-            .map_err(|e| JournalError::io(&self.dir, e))
+            .map_err(|e| JournalError::io(&self.dir, e))?;
+        remove(&lock_path(&self.dir, &self.name))?;
+        drop(lock(&self.dir_lock).take());
+        Ok(())
     }
 
-    fn write_registry(&self, names: &[String]) -> Result<(), JournalError> {
-        let path = registry_path(&self.dir, &self.name);
-        replace_atomically(self.storage(), &path, &encode_registry(names))
-            .map_err(|e| JournalError::io(&path, e))
-    }
-
-    fn reader(
-        self: &Arc<Self>,
-        name: &str,
-        config: Option<ReaderConfig>,
-    ) -> Result<Reader, JournalError> {
-        self.check_open()?;
-        if !name.is_empty() {
-            validate_name(name)?;
-        }
-        let _registry = lock(&self.registry);
-        let (existing, only_default, mut names) = {
-            let readers = read_lock(&self.readers);
-            let names: Vec<String> = readers.iter().map(|r| r.name()).collect();
-            let existing = readers.iter().find(|r| r.name() == name).cloned();
-            let only_default = names.len() == 1 && names[0].is_empty();
-            (existing, only_default.then(|| readers[0].clone()), names)
-        };
-        let handle = |shared: Arc<ReaderShared>| {
-            if let Some(c) = config {
-                lock(&shared.state).config = c;
-            }
-            Reader {
-                inner: self.clone(),
-                shared,
-            }
-        };
-        if let Some(shared) = existing {
-            return Ok(handle(shared));
-        }
-        if name.is_empty() {
-            return Err(JournalError::NoDefaultReader);
-        }
-        if let Some(default) = only_default {
-            // The first named reader takes over the default reader's position.
-            let old_path = {
-                let mut cp = lock(&default.cp);
-                let data = lock(&default.state).checkpoint_data();
-                let new_path = checkpoint_path(&self.dir, &self.name, name);
-                replace_atomically(self.storage(), &new_path, &encode_checkpoint(&data))
-                    .map_err(|e| JournalError::io(&new_path, e))?;
-                self.write_registry(&[name.to_string()])?;
-                *lock(&default.name) = name.to_string();
-                default.durable_head.fetch_max(data.head, Ordering::SeqCst);
-                cp.last_at = Some(self.config.clock.now());
-                std::mem::replace(&mut cp.path, new_path)
-            };
-            if let Err(e) = self.storage().remove_file(&old_path) {
-                if e.kind() != std::io::ErrorKind::NotFound {
-                    tracing::warn!(path = %old_path.display(), error = %e, "could not remove the default reader's checkpoint");
-                }
-            }
-            return Ok(handle(default));
-        }
-        // A further named reader starts at the tail.
-        let cfg = config.unwrap_or(self.config.reader);
-        let shared = {
-            let w = lock(&self.writer);
-            let state = ReaderState::new(w.end(), w.next_id, Default::default(), cfg);
-            let shared = new_shared(
-                name.to_string(),
-                checkpoint_path(&self.dir, &self.name, name),
-                state,
-                w.next_id,
-            );
-            write_lock(&self.readers).push(shared.clone());
-            shared
-        };
-        names.push(name.to_string());
-        if let Err(e) = self.write_registry(&names) {
-            write_lock(&self.readers).retain(|r| !Arc::ptr_eq(r, &shared));
-            return Err(e);
-        }
-        write_checkpoint(self, &shared, true)?;
-        Ok(Reader {
-            inner: self.clone(),
-            shared,
-        })
-    }
-
-    fn close(&self) -> Result<(), JournalError> {
+    pub(crate) fn close(&self) -> Result<(), JournalError> {
         if self.closed.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
         self.stop_flusher();
-        self.force_notify();
+        self.bell.ring_always();
         // Wait for a put that is writing right now; later ones see `closed`.
-        drop(lock(&self.writer));
+        drop(self.idle_writer());
+        if self.read_only {
+            drop(lock(&self.dir_lock).take());
+            return Ok(());
+        }
         let mut first_err = None;
         if let Err(e) = self.check_poisoned().and_then(|()| self.sync_writer()) {
             first_err.get_or_insert(e);
@@ -573,80 +82,21 @@ impl Inner {
             Some(e) => Err(e),
         }
     }
+}
 
-    fn stop_flusher(&self) {
-        {
-            let (m, cv) = &*self.stop;
-            *lock(m) = true;
-            cv.notify_all();
-        }
-        let handle = lock(&self.flusher).take();
-        if let Some(h) = handle {
-            if h.thread().id() != std::thread::current().id() && h.join().is_err() {
-                tracing::error!(queue = %self.name, "periodic sync thread panicked");
-            }
-        }
+impl Sink {
+    /// A sink that puts each item's bytes into `queue` (without the item's expiry time, so
+    /// an expired item is not expired again on arrival).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let late = fairq_journal::JournaledQueue::open(dir.path(), "late", Default::default()).unwrap();
+    /// let sink = fairq_journal::Sink::queue(&late);
+    /// assert!(format!("{sink:?}").contains("late"));
+    /// ```
+    pub fn queue(queue: &JournaledQueue) -> Sink {
+        Sink(Target::Queue(queue.inner.clone()))
     }
-}
-
-impl Drop for Inner {
-    fn drop(&mut self) {
-        self.stop_flusher();
-    }
-}
-
-/// Creates a segment file with its header and makes it and its directory entry durable.
-pub(crate) fn create_segment(
-    storage: &dyn Storage,
-    dir: &Path,
-    path: &Path,
-    seg_id: u64,
-    prev_unsynced: bool,
-) -> Result<Arc<dyn WriteFile>, JournalError> {
-    let io = |e| JournalError::io(path, e);
-    let file: Arc<dyn WriteFile> = Arc::from(storage.create(path).map_err(io)?);
-    let mut header = Vec::new();
-    encode_segment_header(
-        &SegmentHeader {
-            segment_id: seg_id,
-            prev_unsynced,
-        },
-        &mut header,
-    );
-    write_all(file.as_ref(), &header).map_err(io)?;
-    file.sync_data().map_err(io)?;
-    storage
-        .sync_dir(dir)
-        .map_err(|e| JournalError::io(dir, e))?;
-    Ok(file)
-}
-
-pub(crate) fn spawn_flusher(inner: &Arc<Inner>, every: Duration) -> Result<(), JournalError> {
-    let weak = Arc::downgrade(inner);
-    let stop = inner.stop.clone();
-    let handle = std::thread::Builder::new()
-        .name(format!("fairq-journal-sync-{}", inner.name))
-        .spawn(move || loop {
-            {
-                let (m, cv) = &*stop;
-                let g = lock(m);
-                let (g, _) = cv
-                    .wait_timeout_while(g, every, |stopped| !*stopped)
-                    .unwrap_or_else(|p| p.into_inner());
-                if *g {
-                    return;
-                }
-            }
-            let Some(inner) = weak.upgrade() else { return };
-            if inner.check_poisoned().is_ok() {
-                if let Err(e) = inner.sync_writer() {
-                    tracing::error!(queue = %inner.name, error = %e, "periodic sync failed");
-                }
-            }
-        })
-        .map_err(|e| JournalError::io(&inner.dir, e))?;
-    *lock(&inner.flusher) = Some(handle);
-    Ok(())
 }
 
 /// A durable queue of byte items with any number of independent readers.
@@ -707,8 +157,65 @@ impl JournaledQueue {
         name: &str,
         config: JournalConfig,
     ) -> Result<JournaledQueue, JournalError> {
-        let inner = crate::recovery::open(dir.as_ref(), name, config)?;
+        let inner = crate::recovery::open(dir.as_ref(), name, config, Access::ReadWrite)?;
         Ok(JournaledQueue { inner })
+    }
+
+    /// Opens the queue `name` in `dir` without creating or changing any file: for looking at
+    /// a queue (on a full disk, on a read-only mount, or without disturbing it).
+    ///
+    /// A torn tail is ignored rather than cut off (and reported in
+    /// [`recovery_report`](Self::recovery_report)); damage is reported as by
+    /// [`open`](Self::open). Readers work in memory: `get`, `peek`, `commit` and `abort`
+    /// behave as usual but no checkpoint is written, and a reader that does not exist yet
+    /// exists only in this handle. Puts, rotation, syncs and explicit checkpoints fail with
+    /// [`JournalError::ReadOnly`]. The queue's lock is taken shared, so a handle that has
+    /// the queue open for writing makes this fail with [`JournalError::Locked`] (and the
+    /// other way round). A folder without the queue's files reads as an empty queue; a
+    /// folder that does not exist is an error.
+    ///
+    /// ```
+    /// use fairq_journal::{JournalConfig, JournalError, JournaledQueue};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let q = JournaledQueue::open(dir.path(), "q", JournalConfig::default()).unwrap();
+    /// q.put(b"hello").unwrap();
+    /// q.close().unwrap();
+    ///
+    /// let view = JournaledQueue::open_read_only(dir.path(), "q", JournalConfig::default()).unwrap();
+    /// let r = view.reader("").unwrap();
+    /// assert_eq!(r.get().unwrap().unwrap().data, b"hello");
+    /// assert!(matches!(view.put(b"x"), Err(JournalError::ReadOnly { .. })));
+    /// ```
+    pub fn open_read_only(
+        dir: impl AsRef<Path>,
+        name: &str,
+        config: JournalConfig,
+    ) -> Result<JournaledQueue, JournalError> {
+        let inner = crate::recovery::open(dir.as_ref(), name, config, Access::ReadOnly)?;
+        Ok(JournaledQueue { inner })
+    }
+
+    /// What opening the queue found and repaired: torn tails cut off (and whether a complete
+    /// record was among them), half-created segments removed, readers that restarted.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let q = fairq_journal::JournaledQueue::open(dir.path(), "q", Default::default()).unwrap();
+    /// assert!(q.recovery_report().tails.is_empty());
+    /// ```
+    pub fn recovery_report(&self) -> &RecoveryReport {
+        &self.inner.report
+    }
+
+    /// Whether the queue was opened with [`open_read_only`](Self::open_read_only).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let q = fairq_journal::JournaledQueue::open(dir.path(), "q", Default::default()).unwrap();
+    /// assert!(!q.is_read_only());
+    /// ```
+    pub fn is_read_only(&self) -> bool {
+        self.inner.read_only
     }
 
     /// Appends an item and returns its id once it is as durable as the sync policy promises.
@@ -738,6 +245,23 @@ impl JournaledQueue {
     /// ```
     pub fn put_with(&self, data: &[u8], options: PutOptions) -> Result<ItemId, JournalError> {
         self.inner.put(data, options)
+    }
+
+    /// Appends several items in one write, with consecutive ids, and returns their ids once
+    /// they are all as durable as the sync policy promises (one sync for all of them). If it
+    /// fails, none of them was acknowledged; after a crash during the call a prefix of them
+    /// may exist, as after separate puts.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let q = fairq_journal::JournaledQueue::open(dir.path(), "q", Default::default()).unwrap();
+    /// let ids = q.put_many(&[&b"a"[..], b"b", b"c"]).unwrap();
+    /// assert_eq!(ids.len(), 3);
+    /// assert_eq!(ids[1].0, ids[0].0 + 1);
+    /// assert_eq!(q.reader("").unwrap().len(), 3);
+    /// ```
+    pub fn put_many(&self, items: &[&[u8]]) -> Result<Vec<ItemId>, JournalError> {
+        self.inner.put_many(items)
     }
 
     /// A handle to the reader `name`, creating it if needed.
@@ -798,6 +322,7 @@ impl JournaledQueue {
     /// ```
     pub fn checkpoint(&self) -> Result<(), JournalError> {
         self.inner.check_open()?;
+        self.inner.check_writable("checkpoint")?;
         let readers = read_lock(&self.inner.readers).clone();
         for r in &readers {
             write_checkpoint(&self.inner, r, true)?;
@@ -817,7 +342,8 @@ impl JournaledQueue {
     /// ```
     pub fn rotate(&self) -> Result<(), JournalError> {
         self.inner.check_open()?;
-        let mut w = lock(&self.inner.writer);
+        self.inner.check_writable("rotate")?;
+        let mut w = self.inner.idle_writer();
         self.inner.check_open()?;
         self.inner.check_poisoned()?;
         if w.offset > crate::format::SEGMENT_HEADER_LEN as u64 {
@@ -837,6 +363,7 @@ impl JournaledQueue {
     /// ```
     pub fn sync(&self) -> Result<(), JournalError> {
         self.inner.check_open()?;
+        self.inner.check_writable("sync")?;
         self.inner.check_poisoned()?;
         self.inner.sync_writer()
     }
@@ -854,6 +381,134 @@ impl JournaledQueue {
     /// ```
     pub fn close(&self) -> Result<(), JournalError> {
         self.inner.close()
+    }
+
+    /// Removes the reader `name`: it leaves the registry, its checkpoint is deleted, its
+    /// handles fail with [`JournalError::ReaderRemoved`], and segments that only it still
+    /// needed are retired. The queue's only reader cannot be removed.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let q = fairq_journal::JournaledQueue::open(dir.path(), "q", Default::default()).unwrap();
+    /// let a = q.reader("a").unwrap();
+    /// let b = q.reader("b").unwrap();
+    /// q.remove_reader("b").unwrap();
+    /// assert_eq!(q.reader_names(), vec!["a".to_string()]);
+    /// assert!(b.get().is_err());
+    /// assert!(q.remove_reader("a").is_err()); // the last one stays
+    /// # drop(a);
+    /// ```
+    pub fn remove_reader(&self, name: &str) -> Result<(), JournalError> {
+        self.inner.remove_reader(name)
+    }
+
+    /// Runs an expiry sweep over every reader: each takes up to `limit_per_reader` expired
+    /// items off its front (see [`Reader::discard_expired`]). Returns how many were taken in
+    /// all.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let q = fairq_journal::JournaledQueue::open(dir.path(), "q", Default::default()).unwrap();
+    /// assert_eq!(q.discard_expired(100).unwrap(), 0);
+    /// ```
+    pub fn discard_expired(&self, limit_per_reader: u64) -> Result<u64, JournalError> {
+        self.inner.check_open()?;
+        let readers = read_lock(&self.inner.readers).clone();
+        let mut taken = 0;
+        for shared in readers {
+            let r = Reader {
+                inner: self.inner.clone(),
+                shared,
+            };
+            taken += r.discard_expired(limit_per_reader)?;
+        }
+        Ok(taken)
+    }
+
+    /// Whether the queue can be deleted under [`JournalConfig::max_queue_age`]: it has been
+    /// open at least that long and no reader holds an item (waiting or open). Always false
+    /// without a `max_queue_age`.
+    ///
+    /// ```
+    /// use fairq_journal::{JournalConfig, JournaledQueue, ManualClock};
+    /// use std::sync::Arc;
+    /// use std::time::{Duration, UNIX_EPOCH};
+    /// let clock = ManualClock::new(UNIX_EPOCH);
+    /// let cfg = JournalConfig {
+    ///     max_queue_age: Some(Duration::from_secs(60)),
+    ///     clock: Arc::new(clock.clone()),
+    ///     ..Default::default()
+    /// };
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let q = JournaledQueue::open(dir.path(), "q", cfg).unwrap();
+    /// clock.advance(Duration::from_secs(60));
+    /// assert!(q.is_ready_for_expiration());
+    /// q.delete().unwrap();
+    /// assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    /// ```
+    pub fn is_ready_for_expiration(&self) -> bool {
+        let Some(max) = self.inner.config.max_queue_age else {
+            return false;
+        };
+        let old_enough = self
+            .inner
+            .config
+            .clock
+            .now()
+            .duration_since(self.inner.opened_at)
+            .is_ok_and(|age| age >= max);
+        let totals = self.inner.put_totals();
+        old_enough
+            && read_lock(&self.inner.readers).iter().all(|r| {
+                let st = lock(&r.state);
+                st.waiting(totals).0 == 0 && st.open.is_empty()
+            })
+    }
+
+    /// Closes the queue and deletes all its files (registry and checkpoints first, then the
+    /// segments oldest first, then the lock file). Other queues in the folder are untouched.
+    /// Handles to it fail with [`JournalError::Closed`] afterwards.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let q = fairq_journal::JournaledQueue::open(dir.path(), "q", Default::default()).unwrap();
+    /// q.put(b"gone").unwrap();
+    /// q.delete().unwrap();
+    /// assert!(fairq_journal::JournaledQueue::list_queues(dir.path(), &Default::default()).unwrap().is_empty());
+    /// ```
+    pub fn delete(&self) -> Result<(), JournalError> {
+        self.inner.check_writable("deleting the queue")?;
+        self.inner.delete()
+    }
+
+    /// The names of the queues that have files in `dir` (sorted), read through the
+    /// configuration's storage.
+    ///
+    /// ```
+    /// use fairq_journal::{JournalConfig, JournaledQueue};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// for name in ["emails", "jobs:high"] {
+    ///     JournaledQueue::open(dir.path(), name, JournalConfig::default()).unwrap();
+    /// }
+    /// std::fs::write(dir.path().join("notes.txt"), b"not a queue").unwrap();
+    /// let names = JournaledQueue::list_queues(dir.path(), &JournalConfig::default()).unwrap();
+    /// assert_eq!(names, vec!["emails".to_string(), "jobs:high".to_string()]);
+    /// ```
+    pub fn list_queues(
+        dir: impl AsRef<Path>,
+        config: &JournalConfig,
+    ) -> Result<Vec<String>, JournalError> {
+        let dir = dir.as_ref();
+        let entries = config
+            .storage
+            .list_dir(dir)
+            .map_err(|e| JournalError::io(dir, e))?;
+        let names: BTreeSet<String> = entries
+            .iter()
+            .filter_map(|e| queue_of(&e.name))
+            .map(str::to_string)
+            .collect();
+        Ok(names.into_iter().collect())
     }
 
     /// The queue's name.

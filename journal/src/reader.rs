@@ -1,163 +1,23 @@
-//! Readers: independent cursors over the journal with open reads and checkpoints.
+//! The public reader handle: open reads, commits and aborts, peeking, expiry sweeps, sinks
+//! and counters.
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use crate::checkpoint::{encode_checkpoint, Checkpoint};
-use crate::config::{from_ms, to_ms, ReaderConfig};
-use crate::format::{decode_record, DecodeError, RECORD_HEADER_LEN, SEGMENT_HEADER_LEN};
-use crate::queue::{lock, Inner, Pos};
-use crate::storage::{read_at_most, replace_atomically, ReadFile};
-use crate::{ItemId, JournalError};
-
-/// An item delivered by a reader.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Item {
-    /// The item's id, unique and increasing within the queue.
-    pub id: ItemId,
-    /// The item's bytes.
-    pub data: Vec<u8>,
-    /// When the item was put (millisecond precision).
-    pub added_at: SystemTime,
-    /// When the item expires, if it does.
-    pub expires_at: Option<SystemTime>,
-    /// How many times this reader aborted the item since the queue was opened.
-    pub error_count: u32,
-}
-
-/// Where an item lives in the journal, kept for open and aborted reads.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Located {
-    pos: Pos,
-    len: u64,
-    error_count: u32,
-}
-
-/// A record read from the journal.
-pub(crate) struct ReadRecord {
-    pub(crate) id: u64,
-    pub(crate) pos: Pos,
-    pub(crate) added_at_ms: u64,
-    pub(crate) expires_at_ms: Option<u64>,
-    pub(crate) data: Vec<u8>,
-}
-
-#[derive(Default)]
-struct ReadBuf {
-    seg_id: u64,
-    file: Option<Box<dyn ReadFile>>,
-    start: u64,
-    data: Vec<u8>,
-}
-
-const READ_AHEAD: usize = 64 * 1024;
-
-/// The mutable state of a reader.
-pub(crate) struct ReaderState {
-    /// Next position to read from the stream; records there have ids of at least `cursor_id`.
-    pub(crate) cursor: Pos,
-    pub(crate) cursor_id: u64,
-    open: BTreeMap<u64, Located>,
-    returned: BTreeMap<u64, Located>,
-    /// Finished ids at or above the head (committed out of order, or restored from a
-    /// checkpoint and not yet reached).
-    pub(crate) done: BTreeSet<u64>,
-    /// Items waiting to be delivered and their payload bytes (open reads excluded).
-    pub(crate) items: u64,
-    pub(crate) bytes: u64,
-    /// The reader's limits.
-    pub(crate) config: ReaderConfig,
-    dirty: bool,
-    buf: ReadBuf,
-}
-
-impl ReaderState {
-    pub(crate) fn new(
-        cursor: Pos,
-        cursor_id: u64,
-        done: BTreeSet<u64>,
-        config: ReaderConfig,
-    ) -> Self {
-        ReaderState {
-            config,
-            cursor,
-            cursor_id,
-            open: BTreeMap::new(),
-            returned: BTreeMap::new(),
-            done,
-            items: 0,
-            bytes: 0,
-            dirty: false,
-            buf: ReadBuf::default(),
-        }
-    }
-
-    /// Every id below the head is finished.
-    pub(crate) fn head(&self) -> u64 {
-        let mut h = self.cursor_id;
-        if let Some((&id, _)) = self.open.first_key_value() {
-            h = h.min(id);
-        }
-        if let Some((&id, _)) = self.returned.first_key_value() {
-            h = h.min(id);
-        }
-        h
-    }
-
-    fn mark_done(&mut self, id: u64) {
-        self.done.insert(id);
-        let head = self.head();
-        while self.done.first().is_some_and(|&d| d < head) {
-            self.done.pop_first();
-        }
-        self.dirty = true;
-    }
-
-    pub(crate) fn checkpoint_data(&self) -> Checkpoint {
-        let head = self.head();
-        Checkpoint {
-            head,
-            done: self.done.range(head..).copied().collect(),
-        }
-    }
-
-    /// Whether adding an item of `len` bytes would break a limit.
-    pub(crate) fn would_overflow(&self, len: u64) -> bool {
-        let cfg = &self.config;
-        cfg.max_items.is_some_and(|m| self.items + 1 > m)
-            || cfg.max_bytes.is_some_and(|m| self.bytes + len > m)
-    }
-
-    fn is_over(&self, cfg: &ReaderConfig) -> bool {
-        cfg.max_items.is_some_and(|m| self.items > m)
-            || cfg.max_bytes.is_some_and(|m| self.bytes > m)
-    }
-}
-
-/// Checkpoint bookkeeping of a reader, locked while a checkpoint is written.
-pub(crate) struct CpSlot {
-    pub(crate) path: PathBuf,
-    pub(crate) last_at: Option<SystemTime>,
-}
-
-/// A reader shared between the queue and every [`Reader`] handle.
-pub(crate) struct ReaderShared {
-    pub(crate) name: Mutex<String>,
-    pub(crate) state: Mutex<ReaderState>,
-    pub(crate) cp: Mutex<CpSlot>,
-    /// The head recorded by the last checkpoint that reached the disk.
-    pub(crate) durable_head: AtomicU64,
-}
-
-impl ReaderShared {
-    pub(crate) fn name(&self) -> String {
-        lock(&self.name).clone()
-    }
-}
+use crate::config::from_ms;
+use crate::format::RECORD_HEADER_LEN;
+use crate::item::{Item, ItemId};
+use crate::next::{look, take, Candidate};
+use crate::read::{read_record_at, ReadRecord};
+use crate::reader_state::{ReaderShared, ReaderState};
+use crate::retire::write_checkpoint;
+use crate::sink::Sink;
+use crate::state::Inner;
+use crate::stats::ReaderStats;
+use crate::sync::lock;
+use crate::JournalError;
 
 /// A handle to one reader of a [`JournaledQueue`](crate::JournaledQueue).
 ///
@@ -208,7 +68,8 @@ impl Reader {
     }
 
     /// Takes the next item as an open read, or `None` if nothing is waiting. Aborted items
-    /// come first; expired items are skipped and committed.
+    /// come first. Expired items are never delivered: each one met on the way is handed to
+    /// the expired-item sink (see [`Reader::set_expired_sink`]) or dropped.
     ///
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();
@@ -217,14 +78,79 @@ impl Reader {
     /// assert!(r.get().unwrap().is_none());
     /// ```
     pub fn get(&self) -> Result<Option<Item>, JournalError> {
-        self.inner.check_open()?;
-        let now = self.inner.config.clock.now();
-        let item = {
-            let mut st = lock(&self.shared.state);
-            self.take_next(&mut st, now)?
-        };
-        self.maybe_checkpoint(now)?;
+        self.check()?;
+        let now_ms = self.inner.config.clock.coarse_now_ms();
+        let (item, due) = self.next(now_ms, Want::Open)?;
+        if due {
+            self.checkpoint_due()?;
+        }
         Ok(item)
+    }
+
+    /// The item [`Reader::get`] would deliver next, without taking it (no open read is made
+    /// and nothing is counted). Expired items met on the way are handled as `get` does.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let q = fairq_journal::JournaledQueue::open(dir.path(), "q", Default::default()).unwrap();
+    /// let r = q.reader("").unwrap();
+    /// q.put(b"next").unwrap();
+    /// assert_eq!(r.peek().unwrap().unwrap().data, b"next");
+    /// assert_eq!(r.len(), 1);
+    /// assert_eq!(r.get().unwrap().unwrap().data, b"next");
+    /// ```
+    pub fn peek(&self) -> Result<Option<Item>, JournalError> {
+        self.check()?;
+        let now_ms = self.inner.config.clock.coarse_now_ms();
+        let (item, due) = self.next(now_ms, Want::Peek)?;
+        if due {
+            self.checkpoint_due()?;
+        }
+        Ok(item)
+    }
+
+    /// Takes up to `limit` expired items off the front of the reader (aborted items first,
+    /// then the stream, stopping at the first item that is not expired) and hands each to
+    /// the expired-item sink, or drops it. Returns how many were taken. This is the sweep
+    /// that keeps expired items from piling up in a reader nobody reads; `get` and `peek`
+    /// do the same on their way without a limit.
+    ///
+    /// ```
+    /// use fairq_journal::{JournalConfig, JournaledQueue, ManualClock, PutOptions};
+    /// use std::sync::Arc;
+    /// use std::time::{Duration, UNIX_EPOCH};
+    /// let clock = ManualClock::new(UNIX_EPOCH + Duration::from_secs(100));
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let cfg = JournalConfig { clock: Arc::new(clock.clone()), ..Default::default() };
+    /// let q = JournaledQueue::open(dir.path(), "q", cfg).unwrap();
+    /// let r = q.reader("").unwrap();
+    /// let soon = PutOptions { expires_at: Some(UNIX_EPOCH + Duration::from_secs(101)) };
+    /// for _ in 0..3 {
+    ///     q.put_with(b"stale soon", soon).unwrap();
+    /// }
+    /// q.put(b"fresh").unwrap();
+    /// clock.advance(Duration::from_secs(1));
+    /// assert_eq!(r.discard_expired(2).unwrap(), 2);
+    /// assert_eq!(r.discard_expired(10).unwrap(), 1);
+    /// assert_eq!(r.len(), 1);
+    /// ```
+    pub fn discard_expired(&self, limit: u64) -> Result<u64, JournalError> {
+        self.check()?;
+        let now_ms = self.inner.config.clock.coarse_now_ms();
+        let mut taken = 0;
+        while taken < limit {
+            let mut st = lock(&self.shared.state);
+            let Some(c) = look(&self.inner, &mut st, None)? else {
+                break;
+            };
+            if !c.is_expired(&st.config, now_ms) {
+                break;
+            }
+            self.expire(st, c)?;
+            taken += 1;
+        }
+        self.checkpoint_if_due(now_ms)?;
+        Ok(taken)
     }
 
     /// Like [`Reader::get`], but waits up to `timeout` for an item to be put.
@@ -238,9 +164,9 @@ impl Reader {
     /// ```
     pub fn get_timeout(&self, timeout: Duration) -> Result<Option<Item>, JournalError> {
         let deadline = Instant::now().checked_add(timeout);
-        let _waiting = WaiterGuard::new(&self.inner);
+        let _waiting = self.inner.bell.enter();
         loop {
-            let seen = self.inner.signal_generation();
+            let seen = self.inner.bell.generation();
             if let Some(item) = self.get()? {
                 return Ok(Some(item));
             }
@@ -251,7 +177,8 @@ impl Reader {
             if remaining.is_zero() {
                 return Ok(None);
             }
-            self.inner.wait_signal(seen, remaining);
+            let closed = || self.inner.closed.load(Ordering::Acquire);
+            self.inner.bell.wait(seen, remaining, closed);
         }
     }
 
@@ -267,20 +194,28 @@ impl Reader {
     /// r.commit(id).unwrap();
     /// ```
     pub fn commit(&self, id: ItemId) -> Result<(), JournalError> {
-        self.inner.check_open()?;
-        let now = self.inner.config.clock.now();
-        {
+        self.check()?;
+        let now_ms = self.inner.config.clock.coarse_now_ms();
+        let due = {
             let mut st = lock(&self.shared.state);
-            if st.open.remove(&id.0).is_none() {
+            if st.open.remove(id.0).is_none() {
                 return Err(JournalError::NotOpen(id));
             }
             st.mark_done(id.0);
+            st.counters.committed += 1;
+            st.checkpoint_is_due(now_ms)
+        };
+        if due {
+            self.checkpoint_due()?;
         }
-        self.maybe_checkpoint(now)
+        Ok(())
     }
 
     /// Returns an open read to the front of the reader; it is delivered again, first, with
-    /// its error count increased.
+    /// its error count increased. With [`ReaderConfig::max_errors`](crate::ReaderConfig)
+    /// set, an item whose error count goes over it is not returned but handed to the error
+    /// sink (see [`Reader::set_error_sink`]), or dropped without one. If the sink fails, the
+    /// item is returned as usual and the sink's error is returned.
     ///
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();
@@ -292,20 +227,132 @@ impl Reader {
     /// assert_eq!(r.len(), 1);
     /// ```
     pub fn abort(&self, id: ItemId) -> Result<(), JournalError> {
-        self.inner.check_open()?;
-        let now = self.inner.config.clock.now();
-        {
-            let mut st = lock(&self.shared.state);
-            let Some(mut loc) = st.open.remove(&id.0) else {
-                return Err(JournalError::NotOpen(id));
-            };
-            loc.error_count = loc.error_count.saturating_add(1);
-            st.items += 1;
-            st.bytes += loc.len;
-            st.returned.insert(id.0, loc);
+        self.check()?;
+        let now_ms = self.inner.config.clock.coarse_now_ms();
+        let result = self.abort_at(id);
+        self.checkpoint_if_due(now_ms)?;
+        result
+    }
+
+    fn abort_at(&self, id: ItemId) -> Result<(), JournalError> {
+        let mut st = lock(&self.shared.state);
+        let Some(loc) = st.open.get(id.0).copied() else {
+            return Err(JournalError::NotOpen(id));
+        };
+        st.counters.aborted += 1;
+        let errors = loc.error_count.saturating_add(1);
+        if st.config.max_errors.is_none_or(|max| errors <= max) {
+            return_to_front(&mut st, id.0, errors);
+            drop(st);
+            self.inner.bell.ring();
+            return Ok(());
         }
-        self.inner.notify();
-        self.maybe_checkpoint(now)
+        // A dead letter: to the error sink, or dropped.
+        let Some(sink) = lock(&self.shared.sinks).errors.clone() else {
+            tracing::warn!(queue = %self.inner.name, reader = %self.shared.name(), item = id.0, errors, "dropping an item aborted more often than max_errors (no error sink)");
+            st.open.remove(id.0);
+            st.mark_done(id.0);
+            st.counters.discarded += 1;
+            return Ok(());
+        };
+        let avail = (RECORD_HEADER_LEN as u64) + loc.len;
+        let item = to_item(
+            read_record_at(&self.inner, &mut st, loc.pos, avail)?,
+            errors,
+        );
+        drop(st);
+        let delivered = sink.deliver(&self.shared.name(), &item);
+        let mut st = lock(&self.shared.state);
+        if st.open.remove(id.0).is_none() {
+            // Finished by another thread meanwhile.
+            return delivered;
+        }
+        match delivered {
+            Ok(()) => {
+                st.mark_done(id.0);
+                st.counters.dead_lettered += 1;
+                Ok(())
+            }
+            Err(e) => {
+                st.open.insert(id.0, loc);
+                return_to_front(&mut st, id.0, errors);
+                drop(st);
+                self.inner.bell.ring();
+                Err(e)
+            }
+        }
+    }
+
+    /// Sets where expired items go (`None`: they are dropped). Kept for this reader while
+    /// the queue is open; not stored on disk.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let q = fairq_journal::JournaledQueue::open(dir.path(), "q", Default::default()).unwrap();
+    /// let late = fairq_journal::JournaledQueue::open(dir.path(), "late", Default::default()).unwrap();
+    /// q.reader("").unwrap().set_expired_sink(Some(fairq_journal::Sink::queue(&late)));
+    /// ```
+    pub fn set_expired_sink(&self, sink: Option<Sink>) {
+        lock(&self.shared.sinks).expired = sink;
+    }
+
+    /// Sets where items aborted more than `max_errors` times go (`None`: they are dropped).
+    /// Kept for this reader while the queue is open; not stored on disk.
+    ///
+    /// ```
+    /// use fairq_journal::{JournaledQueue, ReaderConfig, Sink};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let q = JournaledQueue::open(dir.path(), "q", Default::default()).unwrap();
+    /// let dead = JournaledQueue::open(dir.path(), "q-dead", Default::default()).unwrap();
+    /// let r = q.reader_with("w", ReaderConfig { max_errors: Some(2), ..Default::default() }).unwrap();
+    /// r.set_error_sink(Some(Sink::queue(&dead)));
+    /// q.put(b"poison").unwrap();
+    /// for _ in 0..3 {
+    ///     let item = r.get().unwrap().unwrap();
+    ///     r.abort(item.id).unwrap();
+    /// }
+    /// assert!(r.get().unwrap().is_none());
+    /// assert_eq!(dead.reader("").unwrap().get().unwrap().unwrap().data, b"poison");
+    /// ```
+    pub fn set_error_sink(&self, sink: Option<Sink>) {
+        lock(&self.shared.sinks).errors = sink;
+    }
+
+    /// The reader's counters and the age of its oldest waiting item.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let q = fairq_journal::JournaledQueue::open(dir.path(), "q", Default::default()).unwrap();
+    /// let r = q.reader("").unwrap();
+    /// assert_eq!(r.stats().unwrap().oldest_age, None);
+    /// ```
+    pub fn stats(&self) -> Result<ReaderStats, JournalError> {
+        self.check()?;
+        let now_ms = self.inner.config.clock.coarse_now_ms();
+        let puts = self
+            .inner
+            .put_items
+            .load(Ordering::Acquire)
+            .wrapping_sub(self.shared.puts_base);
+        let mut st = lock(&self.shared.state);
+        let oldest = look(&self.inner, &mut st, None)?.map(|c| c.rec.added_at_ms);
+        let c = st.counters;
+        let (items, bytes) = st.waiting(self.inner.put_totals());
+        Ok(ReaderStats {
+            items,
+            bytes,
+            open_reads: st.open.len() as u64,
+            puts,
+            get_hits: c.get_hits,
+            get_misses: c.get_misses,
+            expired: c.expired,
+            discarded: c.discarded,
+            opened: c.opened,
+            aborted: c.aborted,
+            committed: c.committed,
+            dead_lettered: c.dead_lettered,
+            oldest_age: oldest.map(|a| Duration::from_millis(now_ms.saturating_sub(a))),
+        })
     }
 
     /// Number of items waiting to be delivered (aborted ones included, open reads excluded).
@@ -319,7 +366,7 @@ impl Reader {
     /// assert_eq!(r.len(), 1);
     /// ```
     pub fn len(&self) -> u64 {
-        lock(&self.shared.state).items
+        lock(&self.shared.state).waiting(self.inner.put_totals()).0
     }
 
     /// Whether no item is waiting.
@@ -343,7 +390,7 @@ impl Reader {
     /// assert_eq!(r.bytes(), 3);
     /// ```
     pub fn bytes(&self) -> u64 {
-        lock(&self.shared.state).bytes
+        lock(&self.shared.state).waiting(self.inner.put_totals()).1
     }
 
     /// Number of open reads (delivered, neither committed nor aborted).
@@ -369,104 +416,111 @@ impl Reader {
     /// q.reader("").unwrap().checkpoint().unwrap();
     /// ```
     pub fn checkpoint(&self) -> Result<(), JournalError> {
-        self.inner.check_open()?;
+        self.check()?;
+        self.inner.check_writable("checkpoint")?;
         write_checkpoint(&self.inner, &self.shared, true)?;
         self.inner.collect_segments()
     }
 
-    fn maybe_checkpoint(&self, now: SystemTime) -> Result<(), JournalError> {
-        let due = {
-            let cp = lock(&self.shared.cp);
-            match cp.last_at {
-                None => true,
-                Some(last) => now
-                    .duration_since(last)
-                    .map(|d| d >= self.inner.config.checkpoint_interval)
-                    .unwrap_or(false),
-            }
-        };
-        if due && lock(&self.shared.state).dirty {
-            write_checkpoint(&self.inner, &self.shared, false)?;
-            self.inner.collect_segments()?;
+    /// Writes the checkpoint if the reader changed and the interval has passed.
+    fn checkpoint_if_due(&self, now_ms: u64) -> Result<(), JournalError> {
+        if lock(&self.shared.state).checkpoint_is_due(now_ms) {
+            self.checkpoint_due()?;
         }
         Ok(())
     }
 
-    fn take_next(
-        &self,
-        st: &mut ReaderState,
-        now: SystemTime,
-    ) -> Result<Option<Item>, JournalError> {
-        let now_ms = to_ms(now);
-        let cfg = st.config;
-        let expired = |added: u64, expires: Option<u64>| {
-            expires.is_some_and(|e| e <= now_ms)
-                || cfg
-                    .max_age
-                    .is_some_and(|age| now_ms.saturating_sub(added) > to_ms_dur(age))
-        };
+    /// Writes a checkpoint found due, and retires what it lets go.
+    fn checkpoint_due(&self) -> Result<(), JournalError> {
+        write_checkpoint(&self.inner, &self.shared, false)?;
+        self.inner.collect_segments()
+    }
+
+    fn check(&self) -> Result<(), JournalError> {
+        self.inner.check_open()?;
+        if self.shared.removed.load(Ordering::Acquire) {
+            return Err(JournalError::ReaderRemoved(self.shared.name()));
+        }
+        Ok(())
+    }
+
+    /// The next live item: opened (for `get`, which counts a hit or a miss) or only looked
+    /// at (for `peek`), and whether a checkpoint is due. Expired items on the way are taken
+    /// out with [`Reader::expire`].
+    fn next(&self, now_ms: u64, want: Want) -> Result<(Option<Item>, bool), JournalError> {
         loop {
-            if let Some((id, loc)) = st.returned.pop_first() {
-                st.items -= 1;
-                st.bytes -= loc.len;
-                let rec = read_record_at(&self.inner, st, loc.pos)?;
-                if rec.id != id {
-                    return Err(self
-                        .inner
-                        .corrupt(loc.pos, "record id changed under an open read"));
+            let mut st = lock(&self.shared.state);
+            let Some(c) = look(&self.inner, &mut st, None)? else {
+                if want == Want::Open {
+                    st.counters.get_misses += 1;
                 }
-                if expired(rec.added_at_ms, rec.expires_at_ms) {
-                    st.mark_done(id);
-                    continue;
-                }
-                st.open.insert(id, loc);
-                return Ok(Some(to_item(rec, loc.error_count)));
-            }
-            let limit = self.inner.visible();
-            let Some(rec) = next_record(&self.inner, st, limit)? else {
-                return Ok(None);
+                return Ok((None, st.checkpoint_is_due(now_ms)));
             };
-            if st.done.contains(&rec.id) {
+            if c.is_expired(&st.config, now_ms) {
+                self.expire(st, c)?;
                 continue;
             }
-            let len = rec.data.len() as u64;
-            st.items = st.items.saturating_sub(1);
-            st.bytes = st.bytes.saturating_sub(len);
-            if expired(rec.added_at_ms, rec.expires_at_ms) {
-                st.mark_done(rec.id);
-                continue;
+            let loc = c.loc;
+            if want == Want::Open {
+                take(&mut st, &c);
+                st.open.insert(c.rec.id, loc);
+                st.counters.opened += 1;
+                st.counters.get_hits += 1;
             }
-            st.open.insert(
-                rec.id,
-                Located {
-                    pos: rec.pos,
-                    len,
-                    error_count: 0,
-                },
-            );
-            return Ok(Some(to_item(rec, 0)));
+            let due = st.checkpoint_is_due(now_ms);
+            return Ok((Some(to_item(c.rec, loc.error_count)), due));
         }
     }
-}
 
-/// Counts a thread in `Inner::waiters` for as long as it lives.
-struct WaiterGuard<'a>(&'a Inner);
-
-impl<'a> WaiterGuard<'a> {
-    fn new(inner: &'a Inner) -> Self {
-        inner.waiters.fetch_add(1, Ordering::SeqCst);
-        WaiterGuard(inner)
+    /// Takes an expired candidate out of the reader: to the expired-item sink (while it is
+    /// held as an open read, so a crash before the sink took it keeps it), or dropped.
+    fn expire(
+        &self,
+        mut st: std::sync::MutexGuard<'_, ReaderState>,
+        c: Candidate,
+    ) -> Result<(), JournalError> {
+        take(&mut st, &c);
+        st.counters.expired += 1;
+        let id = c.rec.id;
+        let Some(sink) = lock(&self.shared.sinks).expired.clone() else {
+            st.mark_done(id);
+            return Ok(());
+        };
+        let loc = c.loc;
+        st.open.insert(id, loc);
+        drop(st);
+        let delivered = sink.deliver(&self.shared.name(), &to_item(c.rec, loc.error_count));
+        let mut st = lock(&self.shared.state);
+        if st.open.remove(id).is_some() {
+            match &delivered {
+                Ok(()) => st.mark_done(id),
+                Err(_) => {
+                    st.counters.expired -= 1;
+                    st.open.insert(id, loc);
+                    return_to_front(&mut st, id, loc.error_count);
+                }
+            }
+        }
+        delivered
     }
 }
 
-impl Drop for WaiterGuard<'_> {
-    fn drop(&mut self) {
-        self.0.waiters.fetch_sub(1, Ordering::SeqCst);
-    }
+/// Whether `next` opens the item or only looks at it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Want {
+    Open,
+    Peek,
 }
 
-fn to_ms_dur(d: Duration) -> u64 {
-    d.as_millis().min(u128::from(u64::MAX)) as u64
+/// Moves an open read back to the front of the waiting items with `errors` as its count.
+fn return_to_front(st: &mut ReaderState, id: u64, errors: u32) {
+    if let Some(mut loc) = st.open.remove(id) {
+        loc.error_count = errors;
+        st.came_back(loc.len);
+        st.returned.insert(id, loc);
+        // The new error count belongs in the next checkpoint.
+        st.dirty = true;
+    }
 }
 
 fn to_item(rec: ReadRecord, error_count: u32) -> Item {
@@ -477,199 +531,4 @@ fn to_item(rec: ReadRecord, error_count: u32) -> Item {
         expires_at: rec.expires_at_ms.map(from_ms),
         error_count,
     }
-}
-
-/// Drops the reader's oldest waiting item (aborted ones first), reading no further than
-/// `limit`. Returns false when nothing could be dropped.
-pub(crate) fn drop_oldest(
-    inner: &Inner,
-    st: &mut ReaderState,
-    limit: Pos,
-) -> Result<bool, JournalError> {
-    if let Some((id, loc)) = st.returned.pop_first() {
-        st.items -= 1;
-        st.bytes -= loc.len;
-        st.mark_done(id);
-        return Ok(true);
-    }
-    while let Some(rec) = next_record(inner, st, limit)? {
-        if st.done.contains(&rec.id) {
-            continue;
-        }
-        st.items = st.items.saturating_sub(1);
-        st.bytes = st.bytes.saturating_sub(rec.data.len() as u64);
-        st.mark_done(rec.id);
-        return Ok(true);
-    }
-    Ok(false)
-}
-
-/// Applies a reader's drop-oldest policy after a put; `limit` is where the new item starts.
-pub(crate) fn enforce_limits(
-    inner: &Inner,
-    st: &mut ReaderState,
-    limit: Pos,
-) -> Result<(), JournalError> {
-    while st.is_over(&st.config) {
-        if !drop_oldest(inner, st, limit)? {
-            break;
-        }
-    }
-    Ok(())
-}
-
-/// Reads the record at the reader's cursor if it lies before `limit`, advancing the cursor.
-pub(crate) fn next_record(
-    inner: &Inner,
-    st: &mut ReaderState,
-    limit: Pos,
-) -> Result<Option<ReadRecord>, JournalError> {
-    loop {
-        if st.cursor >= limit {
-            return Ok(None);
-        }
-        let end = inner.segment_end(st.cursor.seg);
-        match end {
-            SegEnd::Open => {
-                // The writer's segment: readable up to `limit` (same segment, since cursor < limit).
-            }
-            SegEnd::Sealed(len) if st.cursor.off < len => {}
-            SegEnd::Sealed(_) | SegEnd::Gone => match inner.next_segment_after(st.cursor.seg) {
-                Some(next) => {
-                    st.cursor = Pos {
-                        seg: next,
-                        off: SEGMENT_HEADER_LEN as u64,
-                    };
-                    continue;
-                }
-                None => return Ok(None),
-            },
-        }
-        let rec = read_record_at(inner, st, st.cursor)?;
-        if rec.id < st.cursor_id {
-            return Err(inner.corrupt(st.cursor, "item ids are not increasing"));
-        }
-        st.cursor.off += (RECORD_HEADER_LEN + rec.data.len()) as u64;
-        st.cursor_id = rec.id + 1;
-        return Ok(Some(rec));
-    }
-}
-
-/// Where a segment ends, as far as readers are concerned.
-pub(crate) enum SegEnd {
-    /// The segment the writer appends to.
-    Open,
-    /// A sealed segment of this length.
-    Sealed(u64),
-    /// The segment was deleted or never existed.
-    Gone,
-}
-
-fn fill(inner: &Inner, st: &mut ReaderState, pos: Pos, min: usize) -> Result<(), JournalError> {
-    let buf = &mut st.buf;
-    if buf.file.is_none() || buf.seg_id != pos.seg {
-        let path = inner.segment_path(pos.seg);
-        let f = inner
-            .storage()
-            .open_read(&path)
-            .map_err(|e| JournalError::io(&path, e))?;
-        buf.file = Some(f);
-        buf.seg_id = pos.seg;
-    }
-    let Some(file) = buf.file.as_ref() else {
-        return Ok(());
-    };
-    buf.data.resize(min.max(READ_AHEAD), 0);
-    let n = read_at_most(file.as_ref(), &mut buf.data, pos.off)
-        .map_err(|e| JournalError::io(inner.segment_path(pos.seg), e))?;
-    buf.data.truncate(n);
-    buf.start = pos.off;
-    Ok(())
-}
-
-/// Decodes the record at `pos`, which must be complete and valid.
-pub(crate) fn read_record_at(
-    inner: &Inner,
-    st: &mut ReaderState,
-    pos: Pos,
-) -> Result<ReadRecord, JournalError> {
-    // How many bytes were requested by a read made at exactly `pos` during this call.
-    let mut fresh: Option<usize> = None;
-    loop {
-        let b = &st.buf;
-        let in_buf = b.file.is_some()
-            && b.seg_id == pos.seg
-            && pos.off >= b.start
-            && pos.off <= b.start + b.data.len() as u64;
-        let wanted = if in_buf {
-            let from = (pos.off - b.start) as usize;
-            match decode_record(&b.data[from..]) {
-                Ok((rec, _)) => {
-                    return Ok(ReadRecord {
-                        id: rec.id,
-                        pos,
-                        added_at_ms: rec.added_at_ms,
-                        expires_at_ms: rec.expires_at_ms,
-                        data: rec.payload.to_vec(),
-                    })
-                }
-                // The buffer may end inside the record, or hold bytes read while the record
-                // was being appended: read again from the record's start before judging.
-                Err(DecodeError::Incomplete { needed, .. }) if fresh.is_none_or(|n| n < needed) => {
-                    needed
-                }
-                Err(_) if fresh.is_none() => RECORD_HEADER_LEN,
-                Err(e) => return Err(inner.corrupt(pos, &e.to_string())),
-            }
-        } else if fresh.is_none() {
-            RECORD_HEADER_LEN
-        } else {
-            return Err(inner.corrupt(pos, "record lies beyond the end of the file"));
-        };
-        fill(inner, st, pos, wanted)?;
-        fresh = Some(wanted.max(READ_AHEAD));
-    }
-}
-
-/// Writes the reader's checkpoint. With `force`, writes even if nothing changed.
-pub(crate) fn write_checkpoint(
-    inner: &Inner,
-    shared: &ReaderShared,
-    force: bool,
-) -> Result<(), JournalError> {
-    let mut cp = lock(&shared.cp);
-    let data = {
-        let mut st = lock(&shared.state);
-        if !force && !st.dirty {
-            return Ok(());
-        }
-        st.dirty = false;
-        st.checkpoint_data()
-    };
-    let bytes = encode_checkpoint(&data);
-    if let Err(e) = replace_atomically(inner.storage(), &cp.path, &bytes) {
-        lock(&shared.state).dirty = true;
-        return Err(JournalError::io(&cp.path, e));
-    }
-    shared.durable_head.fetch_max(data.head, Ordering::SeqCst);
-    cp.last_at = Some(inner.config.clock.now());
-    Ok(())
-}
-
-/// Used by the queue to build readers.
-pub(crate) fn new_shared(
-    name: String,
-    path: PathBuf,
-    state: ReaderState,
-    durable_head: u64,
-) -> Arc<ReaderShared> {
-    Arc::new(ReaderShared {
-        name: Mutex::new(name),
-        state: Mutex::new(state),
-        cp: Mutex::new(CpSlot {
-            path,
-            last_at: None,
-        }),
-        durable_head: AtomicU64::new(durable_head),
-    })
 }

@@ -1,80 +1,114 @@
-//! Opening a queue: scanning segments, truncating a torn tail, restoring readers.
+//! Opening a queue: checking the folder, reading checkpoints, scanning segments, restoring
+//! readers and starting the writer.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize};
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 
-use crate::checkpoint::{decode_checkpoint, decode_registry, Checkpoint};
+use crate::checkpoint::{decode_checkpoint, decode_registry};
+use crate::chunks::ChunkCache;
 use crate::config::{JournalConfig, SyncPolicy};
 use crate::files::{
-    checkpoint_path, is_temp_of, lock_path, parse_checkpoint_name, parse_segment_name,
+    belongs_to, checkpoint_path, is_temp_of, lock_path, parse_checkpoint_name, parse_segment_name,
     registry_path, segment_name,
 };
-use crate::format::{decode_record, decode_segment_header, SEGMENT_HEADER_LEN};
+use crate::format::SEGMENT_HEADER_LEN;
 use crate::name::validate_name;
-use crate::queue::{
-    create_segment, spawn_flusher, Inner, Pos, Sealed, SegIndex, SyncState, Writer,
-};
-use crate::reader::{new_shared, ReaderState};
-use crate::storage::WriteFile;
+use crate::pos::Pos;
+use crate::reader_state::{new_shared, ReaderState};
+use crate::report::RecoveryReport;
+use crate::scan::{check_contiguous, scan, Restored, Scan};
+use crate::state::{Inner, Sealed, SegIndex, SyncState, Writer};
+use crate::storage::{DirEntry, EntryKind, LockGuard, ReadOnlyFile, Storage, WriteFile};
+use crate::sync::proto;
+use crate::wake::Doorbell;
+use crate::write::{create_segment, spawn_flusher};
 use crate::JournalError;
 
-/// What recovery learns about one reader.
-struct Restored {
-    name: String,
-    checkpoint: Option<Checkpoint>,
-    head: u64,
-    done: BTreeSet<u64>,
-    cursor: Option<Pos>,
-    items: u64,
-    bytes: u64,
+/// Whether opening may change files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Access {
+    ReadWrite,
+    ReadOnly,
 }
 
-/// Whether a valid record with an id above `prev` starts anywhere at or after `from`.
-fn valid_record_after(data: &[u8], from: usize, prev: Option<u64>) -> bool {
-    (from..data.len())
-        .any(|p| matches!(decode_record(&data[p..]), Ok((r, _)) if prev.is_none_or(|q| r.id > q)))
-}
-
-fn corrupt(path: &Path, offset: usize, reason: impl Into<String>) -> JournalError {
+fn corrupt(path: &Path, reason: impl Into<String>) -> JournalError {
     JournalError::Corrupt {
         path: path.to_path_buf(),
-        offset: offset as u64,
+        offset: 0,
         reason: reason.into(),
     }
 }
 
-pub(crate) fn open(
-    dir: &Path,
-    name: &str,
-    config: JournalConfig,
-) -> Result<Arc<Inner>, JournalError> {
-    validate_name(name)?;
-    let storage = config.storage.clone();
-    let io_err = |p: &Path| {
-        let p = p.to_path_buf();
-        move |e: io::Error| JournalError::io(p, e)
-    };
-    storage.create_dir_all(dir).map_err(io_err(dir))?;
-    let lock_file = lock_path(dir, name);
-    let dir_lock = storage.lock(&lock_file).map_err(|e| {
-        if e.kind() == io::ErrorKind::WouldBlock {
-            JournalError::Locked {
-                path: lock_file.clone(),
-            }
-        } else {
-            JournalError::io(&lock_file, e)
-        }
-    })?;
-    let files = storage.list_dir(dir).map_err(io_err(dir))?;
+fn io_err(p: &Path) -> impl FnOnce(io::Error) -> JournalError + '_ {
+    move |e| JournalError::io(p, e)
+}
 
-    // Readers: the registry lists them; without one there is just the default reader.
-    let reg_path = registry_path(dir, name);
+/// Refuses any entry of the queue's that is not a regular file: the journal never reads or
+/// writes through a symbolic link, and a directory or FIFO under one of its names is damage.
+fn check_entries(dir: &Path, queue: &str, entries: &[DirEntry]) -> Result<(), JournalError> {
+    for e in entries {
+        if e.kind == EntryKind::File || !belongs_to(queue, &e.name) {
+            continue;
+        }
+        let what = match e.kind {
+            EntryKind::Symlink => {
+                "it is a symbolic link; the journal only uses regular files it created itself"
+            }
+            EntryKind::Dir => "it is a directory where the journal expects one of its files",
+            _ => "it is not a regular file (a FIFO, socket or device)",
+        };
+        return Err(JournalError::UnsafeFile {
+            path: dir.join(&e.name),
+            reason: what.to_string(),
+        });
+    }
+    Ok(())
+}
+
+fn list(storage: &dyn Storage, dir: &Path, queue: &str) -> Result<Vec<String>, JournalError> {
+    let entries = storage.list_dir(dir).map_err(io_err(dir))?;
+    check_entries(dir, queue, &entries)?;
+    Ok(entries
+        .into_iter()
+        .filter(|e| e.kind == EntryKind::File)
+        .map(|e| e.name)
+        .collect())
+}
+
+fn take_lock(
+    storage: &dyn Storage,
+    dir: &Path,
+    queue: &str,
+    config: &JournalConfig,
+    access: Access,
+) -> Result<Option<Box<dyn LockGuard>>, JournalError> {
+    let path = lock_path(dir, queue);
+    let taken = match access {
+        Access::ReadWrite => storage.lock(&path, config.file_mode).map(Some),
+        Access::ReadOnly => storage.lock_shared(&path),
+    };
+    taken.map_err(|e| {
+        if e.kind() == io::ErrorKind::WouldBlock {
+            JournalError::Locked { path }
+        } else {
+            JournalError::io(path, e)
+        }
+    })
+}
+
+/// The reader names of the registry (just the default reader without one).
+fn read_registry(
+    storage: &dyn Storage,
+    dir: &Path,
+    queue: &str,
+) -> Result<Vec<String>, JournalError> {
+    let reg_path = registry_path(dir, queue);
     let names = match storage.read_all(&reg_path) {
         Ok(bytes) => decode_registry(&bytes)
-            .map_err(|e| corrupt(&reg_path, 0, format!("reader registry: {e}")))?,
+            .map_err(|e| corrupt(&reg_path, format!("reader registry: {e}")))?,
         Err(e) if e.kind() == io::ErrorKind::NotFound => vec![String::new()],
         Err(e) => return Err(JournalError::io(&reg_path, e)),
     };
@@ -85,49 +119,162 @@ pub(crate) fn open(
     {
         return Err(corrupt(
             &reg_path,
-            0,
             "reader registry lists an invalid reader name",
         ));
     }
-    let mut restored = Vec::with_capacity(names.len());
-    for reader in &names {
-        let path = checkpoint_path(dir, name, reader);
-        let checkpoint = match storage.read_all(&path) {
-            Ok(bytes) => match decode_checkpoint(&bytes) {
-                Ok(cp) => Some(cp),
-                Err(e) => {
-                    tracing::warn!(path = %path.display(), error = %e, "unreadable checkpoint; the reader restarts from the oldest item");
-                    None
-                }
-            },
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                tracing::warn!(path = %path.display(), "missing checkpoint; the reader restarts from the oldest item");
+    Ok(names)
+}
+
+fn read_checkpoint(
+    storage: &dyn Storage,
+    dir: &Path,
+    queue: &str,
+    reader: &str,
+) -> Result<Restored, JournalError> {
+    let path = checkpoint_path(dir, queue, reader);
+    let checkpoint = match storage.read_all(&path) {
+        Ok(bytes) => match decode_checkpoint(&bytes) {
+            Ok(cp) => Some(cp),
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "unreadable checkpoint; the reader restarts from the oldest item");
                 None
             }
-            Err(e) => return Err(JournalError::io(&path, e)),
+        },
+        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+        Err(e) => return Err(JournalError::io(&path, e)),
+    };
+    let has_checkpoint = checkpoint.is_some();
+    let cp = checkpoint.unwrap_or_default();
+    Ok(Restored {
+        name: reader.to_string(),
+        head: cp.head,
+        head_segment: cp.head_segment,
+        has_checkpoint,
+        done: cp.done.into_iter().collect(),
+        errors: cp.errors.into_iter().collect(),
+        cursor: None,
+        items: 0,
+        bytes: 0,
+    })
+}
+
+/// Segments are retired oldest first and only once every reader's checkpoint has passed
+/// them, so a reader's checkpoint names the oldest segment that must still exist. One
+/// missing at the front (or every one missing) is damage, never skipped.
+fn check_front(
+    dir: &Path,
+    queue: &str,
+    present: &[u64],
+    scan: &Scan,
+    readers: &[Restored],
+) -> Result<(), JournalError> {
+    let missing = |seg: u64, why: String| {
+        corrupt(
+            &dir.join(segment_name(queue, seg)),
+            format!("the segment file is missing: {why}; the items it held would be lost"),
+        )
+    };
+    let (first, last) = (present.first().copied(), present.last().copied());
+    for r in readers.iter().filter(|r| r.has_checkpoint) {
+        let who = if r.name.is_empty() {
+            "the default reader".to_string()
+        } else {
+            format!("reader {:?}", r.name)
         };
-        let (head, done) = match &checkpoint {
-            Some(cp) => (cp.head, cp.done.iter().copied().collect()),
-            None => (0, BTreeSet::new()),
-        };
-        restored.push(Restored {
-            name: reader.clone(),
-            checkpoint,
-            head,
-            done,
-            cursor: None,
-            items: 0,
-            bytes: 0,
-        });
+        if r.head_segment > 0 {
+            // Version 2 checkpoint: it names the segment.
+            match (first, last) {
+                (Some(f), _) if f > r.head_segment => {
+                    return Err(missing(
+                        r.head_segment,
+                        format!(
+                            "{who} still needs segment {} (the oldest left is {f})",
+                            r.head_segment
+                        ),
+                    ))
+                }
+                (Some(_), Some(l)) if l < r.head_segment => {
+                    return Err(missing(
+                        l + 1,
+                        format!(
+                            "{who}'s checkpoint lies in segment {} (the newest left is {l})",
+                            r.head_segment
+                        ),
+                    ))
+                }
+                (None, _) => {
+                    return Err(missing(
+                        r.head_segment,
+                        format!(
+                            "{who} still needs segment {} and no segment is left",
+                            r.head_segment
+                        ),
+                    ))
+                }
+                _ => {}
+            }
+        } else {
+            // Version 1 checkpoint: only ids tell. Retired segments held only ids below every
+            // reader's head.
+            match first {
+                None => {
+                    return Err(corrupt(
+                        &checkpoint_path(dir, queue, &r.name),
+                        format!("every segment file of queue {queue:?} is missing, but {who} has a checkpoint"),
+                    ))
+                }
+                Some(f) if f > 1 && scan.first_id.is_some_and(|id| r.head < id) => {
+                    return Err(missing(
+                        f - 1,
+                        format!(
+                            "{who} needs item {} but the oldest segment left starts at item {}",
+                            r.head,
+                            scan.first_id.unwrap_or(0)
+                        ),
+                    ))
+                }
+                _ => {}
+            }
+        }
     }
+    Ok(())
+}
+
+pub(crate) fn open(
+    dir: &Path,
+    name: &str,
+    config: JournalConfig,
+    access: Access,
+) -> Result<Arc<Inner>, JournalError> {
+    validate_name(name)?;
+    let read_only = access == Access::ReadOnly;
+    let storage = config.storage.clone();
+    if !read_only {
+        storage
+            .create_dir_all(dir, config.dir_mode)
+            .map_err(io_err(dir))?;
+    }
+    // Check the folder before touching the lock file, then list it again under the lock.
+    list(storage.as_ref(), dir, name)?;
+    let dir_lock = take_lock(storage.as_ref(), dir, name, &config, access)?;
+    let files = list(storage.as_ref(), dir, name)?;
+    let mut report = RecoveryReport::default();
+
+    let names = read_registry(storage.as_ref(), dir, name)?;
+    let mut restored = names
+        .iter()
+        .map(|r| read_checkpoint(storage.as_ref(), dir, name, r))
+        .collect::<Result<Vec<_>, _>>()?;
 
     // Leftovers of interrupted checkpoint writes and of readers that were replaced.
-    for file in &files {
-        let stale_cp =
-            parse_checkpoint_name(name, file).is_some_and(|r| !names.iter().any(|n| n == r));
-        if is_temp_of(name, file) || stale_cp {
-            let p = dir.join(file);
-            storage.remove_file(&p).map_err(io_err(&p))?;
+    if !read_only {
+        for file in &files {
+            let stale_cp =
+                parse_checkpoint_name(name, file).is_some_and(|r| !names.iter().any(|n| n == r));
+            if is_temp_of(name, file) || stale_cp {
+                let p = dir.join(file);
+                storage.remove_file(&p).map_err(io_err(&p))?;
+            }
         }
     }
 
@@ -136,159 +283,67 @@ pub(crate) fn open(
         .filter_map(|f| parse_segment_name(name, f))
         .collect();
     seg_ids.sort_unstable();
-
-    let mut sealed: BTreeMap<u64, Sealed> = BTreeMap::new();
-    let mut prev_id: Option<u64> = None;
-    // The last segment, if it survives: (id, length after recovery, holds records).
-    let mut last: Option<(u64, u64, bool)> = None;
-    let mut removed_last = None;
-    for (i, &seg) in seg_ids.iter().enumerate() {
-        let is_last = i + 1 == seg_ids.len();
-        let path = dir.join(segment_name(name, seg));
-        let data = storage.read_all(&path).map_err(io_err(&path))?;
-        match decode_segment_header(&data) {
-            Ok(h) if h.segment_id == seg => {}
-            Ok(h) => {
-                return Err(corrupt(
-                    &path,
-                    0,
-                    format!(
-                        "header names segment {} but the file is segment {seg}",
-                        h.segment_id
-                    ),
-                ))
-            }
-            Err(e) => {
-                if is_last && !valid_record_after(&data, 0, prev_id) {
-                    // Created just before a crash: nothing in it was ever acknowledged.
-                    tracing::warn!(path = %path.display(), error = %e, "removing a segment with a torn header");
-                    storage.remove_file(&path).map_err(io_err(&path))?;
-                    storage.sync_dir(dir).map_err(io_err(dir))?;
-                    removed_last = Some(seg);
-                    break;
-                }
-                return Err(corrupt(&path, 0, format!("segment header: {e}")));
-            }
-        }
-        let mut off = SEGMENT_HEADER_LEN;
-        let mut has_records = false;
-        let mut truncate_at = None;
-        while off < data.len() {
-            match decode_record(&data[off..]) {
-                Ok((rec, n)) if prev_id.is_none_or(|p| rec.id > p) => {
-                    let pos = Pos {
-                        seg,
-                        off: off as u64,
-                    };
-                    let len = rec.payload.len() as u64;
-                    for r in restored.iter_mut() {
-                        if rec.id >= r.head {
-                            if r.cursor.is_none() {
-                                r.cursor = Some(pos);
-                            }
-                            if !r.done.contains(&rec.id) {
-                                r.items += 1;
-                                r.bytes += len;
-                            }
-                        }
-                    }
-                    prev_id = Some(rec.id);
-                    has_records = true;
-                    off += n;
-                }
-                Ok((rec, _)) => {
-                    return Err(corrupt(
-                        &path,
-                        off,
-                        format!(
-                            "item id {} does not follow item id {}",
-                            rec.id,
-                            prev_id.unwrap_or(0)
-                        ),
-                    ))
-                }
-                Err(e) => {
-                    // The last segment's end may be torn by a crash; so may the end of a
-                    // segment that was sealed without a sync (the next header says so).
-                    let may_be_torn = is_last
-                        || seg_ids.get(i + 1).is_some_and(|&next| {
-                            let p = dir.join(segment_name(name, next));
-                            storage
-                                .read_all(&p)
-                                .ok()
-                                .and_then(|d| decode_segment_header(&d).ok())
-                                .is_some_and(|h| h.prev_unsynced)
-                        });
-                    if may_be_torn && !valid_record_after(&data, off + 1, prev_id) {
-                        tracing::warn!(path = %path.display(), offset = off, error = %e, "truncating a torn tail");
-                        truncate_at = Some(off);
-                        break;
-                    }
-                    return Err(corrupt(&path, off, e.to_string()));
-                }
-            }
-        }
-        if let Some(at) = truncate_at {
-            let f = storage.open_append(&path).map_err(io_err(&path))?;
-            f.set_len(at as u64).map_err(io_err(&path))?;
-            f.sync_data().map_err(io_err(&path))?;
-        }
-        if is_last {
-            last = Some((seg, off as u64, has_records));
-        } else {
-            sealed.insert(
-                seg,
-                Sealed {
-                    len: off as u64,
-                    end_id: prev_id.map_or(0, |p| p + 1),
-                },
-            );
+    check_contiguous(dir, name, &seg_ids)?;
+    if !seg_ids.is_empty() {
+        // An existing queue: a reader without a checkpoint starts again from the oldest item.
+        for r in restored.iter().filter(|r| !r.has_checkpoint) {
+            tracing::warn!(queue = name, reader = %r.name, "no usable checkpoint; the reader restarts from the oldest item");
+            report.restarted_readers.push(r.name.clone());
         }
     }
+    let scan = scan(
+        storage.as_ref(),
+        dir,
+        name,
+        &seg_ids,
+        &mut restored,
+        read_only,
+        &mut report,
+    )?;
+    let present: Vec<u64> = seg_ids
+        .iter()
+        .copied()
+        .filter(|&s| Some(s) != scan.torn_last)
+        .collect();
+    check_front(dir, name, &present, &scan, &restored)?;
 
     // Ids continue after every id the journal or a checkpoint has seen, so an id that a
     // checkpoint remembers is never given to a new item.
-    let mut next_id = prev_id.map_or(1, |p| p + 1);
-    for r in &restored {
-        if let Some(cp) = &r.checkpoint {
-            next_id = next_id.max(cp.head);
-            if let Some(&m) = cp.done.last() {
-                next_id = next_id.max(m + 1);
-            }
+    let mut next_id = scan.last_id.map_or(1, |p| p + 1);
+    for r in restored.iter().filter(|r| r.has_checkpoint) {
+        next_id = next_id.max(r.head);
+        if let Some(&m) = r.done.last() {
+            next_id = next_id.max(m + 1);
+        }
+        if let Some((&m, _)) = r.errors.last_key_value() {
+            next_id = next_id.max(m + 1);
         }
     }
 
-    // The writer's segment: reuse an empty last segment, else start a new one.
-    let (seg_id, file, offset): (u64, Arc<dyn WriteFile>, u64) = match last {
-        Some((seg, len, false)) => {
-            let path = dir.join(segment_name(name, seg));
-            let f: Arc<dyn WriteFile> =
-                Arc::from(storage.open_append(&path).map_err(io_err(&path))?);
-            f.sync_data().map_err(io_err(&path))?;
-            (seg, f, len)
-        }
-        other => {
-            if let Some((seg, len, true)) = other {
-                let path = dir.join(segment_name(name, seg));
-                let f = storage.open_append(&path).map_err(io_err(&path))?;
-                f.sync_data().map_err(io_err(&path))?;
-                sealed.insert(
-                    seg,
-                    Sealed {
-                        len,
-                        end_id: prev_id.map_or(0, |p| p + 1),
-                    },
-                );
-            }
-            let new = seg_ids
-                .last()
-                .copied()
-                .max(removed_last)
-                .map_or(1, |s| s + 1);
-            let path = dir.join(segment_name(name, new));
-            let f = create_segment(storage.as_ref(), dir, &path, new, false)?;
-            (new, f, SEGMENT_HEADER_LEN as u64)
-        }
+    let Scan {
+        mut sealed, last, ..
+    } = scan;
+    let (seg_id, file, offset) = if read_only {
+        // The newest segment stays the "open" one; readers stop at its last valid record.
+        let (seg, len) = last.map_or(
+            (
+                present.last().map_or(1, |s| s + 1),
+                SEGMENT_HEADER_LEN as u64,
+            ),
+            |l| (l.id, l.len),
+        );
+        let file: Arc<dyn WriteFile> = Arc::new(ReadOnlyFile);
+        (seg, file, len)
+    } else {
+        start_writer(
+            storage.as_ref(),
+            dir,
+            name,
+            &config,
+            last,
+            scan.torn_last,
+            &mut sealed,
+        )?
     };
     let end = Pos {
         seg: seg_id,
@@ -303,27 +358,33 @@ pub(crate) fn open(
         .into_iter()
         .map(|r| {
             let path: PathBuf = checkpoint_path(dir, name, &r.name);
-            let mut st = ReaderState::new(r.cursor.unwrap_or(end), r.head, r.done, config.reader);
-            st.items = r.items;
-            st.bytes = r.bytes;
-            let durable = r.checkpoint.as_ref().map_or(0, |c| c.head);
-            new_shared(r.name, path, st, durable)
+            let cursor = r.cursor.unwrap_or(end);
+            let mut st = ReaderState::new(cursor, r.head, r.done, r.errors, config.reader);
+            // The put totals start at zero: these waiting items are counted as "put before".
+            st.consumed_items = 0u64.wrapping_sub(r.items);
+            st.consumed_bytes = 0u64.wrapping_sub(r.bytes);
+            // What the checkpoint on disk lets retirement delete: nothing without one.
+            let durable_segment = match (r.has_checkpoint, r.head_segment) {
+                (false, _) => 0,
+                (true, 0) => cursor.seg,
+                (true, s) => s,
+            };
+            new_shared(r.name, path, st, durable_segment, 0)
         })
         .collect();
 
     let sync = config.sync;
+    let opened_at = config.clock.now();
+    let limited = config.reader.has_limits();
     let inner = Arc::new(Inner {
         name: name.to_string(),
         dir: dir.to_path_buf(),
         config,
-        writer: Mutex::new(Writer {
-            seg_id,
-            file,
-            offset,
-            next_id,
-            buf: Vec::new(),
-            unsynced_sealed: Vec::new(),
-        }),
+        writer: proto::Mutex::new(Writer::new(seg_id, file, offset, next_id)),
+        written_cv: proto::Condvar::new(),
+        put_items: AtomicU64::new(0),
+        put_bytes: AtomicU64::new(0),
+        limited: AtomicBool::new(limited),
         sync: Mutex::new(SyncState {
             synced: end,
             syncing: false,
@@ -334,17 +395,45 @@ pub(crate) fn open(
         index: Mutex::new(SegIndex { segs, visible: end }),
         readers: RwLock::new(readers),
         registry: Mutex::new(()),
-        signal: Mutex::new(0),
-        signal_cv: Condvar::new(),
-        waiters: AtomicUsize::new(0),
+        chunks: ChunkCache::default(),
+        bell: Doorbell::new(),
         poisoned: AtomicBool::new(false),
         closed: AtomicBool::new(false),
+        opened_at,
+        read_only,
+        report,
         stop: Arc::new((Mutex::new(false), Condvar::new())),
         flusher: Mutex::new(None),
-        dir_lock: Mutex::new(Some(dir_lock)),
+        dir_lock: Mutex::new(dir_lock),
     });
-    if let SyncPolicy::Periodic(every) = sync {
+    if let (SyncPolicy::Periodic(every), false) = (sync, read_only) {
         spawn_flusher(&inner, every)?;
     }
     Ok(inner)
+}
+
+/// The writer's segment: an empty last segment is reused, else the last one is sealed and a
+/// new one started (with the id of a torn one that was removed, so ids stay contiguous).
+fn start_writer(
+    storage: &dyn Storage,
+    dir: &Path,
+    name: &str,
+    config: &JournalConfig,
+    last: Option<crate::scan::LastSegment>,
+    torn_last: Option<u64>,
+    sealed: &mut BTreeMap<u64, Sealed>,
+) -> Result<(u64, Arc<dyn WriteFile>, u64), JournalError> {
+    if let Some(l) = &last {
+        let path = dir.join(segment_name(name, l.id));
+        let f: Arc<dyn WriteFile> = Arc::from(storage.open_append(&path).map_err(io_err(&path))?);
+        f.sync_data().map_err(io_err(&path))?;
+        if !l.has_records {
+            return Ok((l.id, f, l.len));
+        }
+        sealed.insert(l.id, Sealed { len: l.len });
+    }
+    let new = torn_last.unwrap_or_else(|| last.map_or(1, |l| l.id + 1));
+    let path = dir.join(segment_name(name, new));
+    let f = create_segment(storage, dir, &path, new, false, config.file_mode)?;
+    Ok((new, f, SEGMENT_HEADER_LEN as u64))
 }

@@ -9,8 +9,9 @@
 //! [`SimDisk::schedule_crash`] makes the power fail in the middle of whatever operation runs
 //! after a given number of storage operations.
 //!
-//! Faults ([`SimFaults`]) inject short writes, `EIO` on writes and syncs, and `ENOSPC` once a
-//! capacity is reached. All randomness comes from a seed, so every run is reproducible.
+//! Faults ([`SimFaults`]) inject short writes, `EIO` on writes and syncs, `ENOSPC` once a
+//! capacity is reached, and reads that return flipped bits. All randomness comes from a seed,
+//! so every run is reproducible.
 //!
 //! ```
 //! use fairq_journal::sim::SimDisk;
@@ -18,8 +19,8 @@
 //! use std::path::Path;
 //!
 //! let disk = SimDisk::new(1);
-//! disk.create_dir_all(Path::new("/q")).unwrap();
-//! let f = disk.create(Path::new("/q/a")).unwrap();
+//! disk.create_dir_all(Path::new("/q"), 0o700).unwrap();
+//! let f = disk.create(Path::new("/q/a"), 0o600).unwrap();
 //! f.write(b"durable").unwrap();
 //! f.sync_data().unwrap();
 //! disk.sync_dir(Path::new("/q")).unwrap();
@@ -34,7 +35,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::storage::{parent_dir, LockGuard, ReadFile, Storage, WriteFile};
+use crate::storage::{parent_dir, DirEntry, EntryKind, LockGuard, ReadFile, Storage, WriteFile};
 
 /// Fault injection settings of a [`SimDisk`]. Rates are per thousand operations.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -47,6 +48,9 @@ pub struct SimFaults {
     pub sync_error_per_mille: u32,
     /// Total bytes of file data the disk holds; writes beyond it fail with `ENOSPC`.
     pub capacity: Option<u64>,
+    /// Chance per thousand that a positioned read (`ReadFile::read_at`) returns its bytes
+    /// with one bit flipped; the data on the disk stays intact, as after a bad transfer.
+    pub corrupt_read_per_mille: u32,
 }
 
 #[derive(Debug, Default)]
@@ -72,6 +76,10 @@ struct State {
     dead: bool,
     /// Paths locked with `Storage::lock`, by the generation that took the lock.
     locks: HashMap<PathBuf, u64>,
+    /// Paths locked with `Storage::lock_shared`: generation and number of holders.
+    shared_locks: HashMap<PathBuf, (u64, usize)>,
+    /// Mutating operations that succeeded.
+    mutations: u64,
 }
 
 impl State {
@@ -122,6 +130,7 @@ impl State {
                 Some(n) => self.countdown = Some(n - 1),
                 None => {}
             }
+            self.mutations += 1;
         }
         Ok(())
     }
@@ -130,6 +139,7 @@ impl State {
         self.generation += 1;
         // The processes holding locks died with the power.
         self.locks.clear();
+        self.shared_locks.clear();
         let keep: BTreeSet<u64> = self.durable.values().copied().collect();
         let mut inos: Vec<u64> = self.inodes.keys().copied().collect();
         inos.sort_unstable();
@@ -222,6 +232,8 @@ impl SimDisk {
                 countdown: None,
                 dead: false,
                 locks: HashMap::new(),
+                shared_locks: HashMap::new(),
+                mutations: 0,
             })),
         }
     }
@@ -264,6 +276,23 @@ impl SimDisk {
         self.guard().syncs
     }
 
+    /// How many mutating operations (writes, syncs, creations, renames, removals,
+    /// truncations) have succeeded on this disk.
+    ///
+    /// ```
+    /// use fairq_journal::sim::SimDisk;
+    /// use fairq_journal::storage::Storage;
+    /// use std::path::Path;
+    /// let disk = SimDisk::new(1);
+    /// disk.create(Path::new("/a"), 0o600).unwrap();
+    /// assert_eq!(disk.mutations(), 1);
+    /// disk.read_all(Path::new("/a")).unwrap();
+    /// assert_eq!(disk.mutations(), 1);
+    /// ```
+    pub fn mutations(&self) -> u64 {
+        self.guard().mutations
+    }
+
     /// Simulates a power loss (see the module documentation). Handles opened before the crash
     /// fail afterwards.
     ///
@@ -272,7 +301,7 @@ impl SimDisk {
     /// use fairq_journal::storage::Storage;
     /// use std::path::Path;
     /// let disk = SimDisk::new(3);
-    /// disk.create(Path::new("/never-synced")).unwrap();
+    /// disk.create(Path::new("/never-synced"), 0o600).unwrap();
     /// disk.crash();
     /// assert!(disk.read_all(Path::new("/never-synced")).is_err());
     /// ```
@@ -292,8 +321,8 @@ impl SimDisk {
     /// use std::path::Path;
     /// let disk = SimDisk::new(1);
     /// disk.schedule_crash(1);
-    /// assert!(disk.create(Path::new("/a")).is_ok());
-    /// assert!(disk.create(Path::new("/b")).is_err());
+    /// assert!(disk.create(Path::new("/a"), 0o600).is_ok());
+    /// assert!(disk.create(Path::new("/b"), 0o600).is_err());
     /// assert!(disk.is_dead());
     /// disk.restart();
     /// assert!(disk.read_all(Path::new("/a")).is_err(), "never synced into the directory");
@@ -336,7 +365,7 @@ impl SimDisk {
 }
 
 impl Storage for SimDisk {
-    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
+    fn create_dir_all(&self, dir: &Path, _mode: u32) -> io::Result<()> {
         let mut s = self.guard();
         s.step(true)?;
         for anc in dir.ancestors() {
@@ -347,17 +376,31 @@ impl Storage for SimDisk {
         Ok(())
     }
 
-    fn list_dir(&self, dir: &Path) -> io::Result<Vec<String>> {
+    fn list_dir(&self, dir: &Path) -> io::Result<Vec<DirEntry>> {
         let mut s = self.guard();
         s.step(false)?;
         if !s.dirs.contains(dir) {
             return Err(not_found(dir));
         }
-        Ok(s.live
+        let files = s
+            .live
             .keys()
             .filter(|p| parent_dir(p) == dir)
             .filter_map(|p| p.file_name()?.to_str().map(str::to_string))
-            .collect())
+            .map(|name| DirEntry {
+                name,
+                kind: EntryKind::File,
+            });
+        let dirs = s
+            .dirs
+            .iter()
+            .filter(|d| d.parent() == Some(dir))
+            .filter_map(|d| d.file_name()?.to_str().map(str::to_string))
+            .map(|name| DirEntry {
+                name,
+                kind: EntryKind::Dir,
+            });
+        Ok(files.chain(dirs).collect())
     }
 
     fn read_all(&self, path: &Path) -> io::Result<Vec<u8>> {
@@ -370,8 +413,14 @@ impl Storage for SimDisk {
             .unwrap_or_default())
     }
 
-    fn create(&self, path: &Path) -> io::Result<Box<dyn WriteFile>> {
+    fn create(&self, path: &Path, _mode: u32) -> io::Result<Box<dyn WriteFile>> {
         let mut s = self.guard();
+        if s.live.contains_key(path) || s.dirs.contains(path) {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!("{} already exists", path.display()),
+            ));
+        }
         s.step(true)?;
         s.check_dir(path)?;
         let ino = s.next_ino;
@@ -438,7 +487,31 @@ impl Storage for SimDisk {
         Ok(())
     }
 
-    fn lock(&self, path: &Path) -> io::Result<Box<dyn LockGuard>> {
+    fn lock(&self, path: &Path, _mode: u32) -> io::Result<Box<dyn LockGuard>> {
+        let mut s = self.guard();
+        s.step(false)?;
+        let generation = s.generation;
+        let shared = s
+            .shared_locks
+            .get(path)
+            .is_some_and(|&(g, n)| g == generation && n > 0);
+        if s.locks.contains_key(path) || shared {
+            return Err(io::Error::new(
+                io::ErrorKind::WouldBlock,
+                format!("{} is locked", path.display()),
+            ));
+        }
+        s.locks.insert(path.to_path_buf(), generation);
+        drop(s);
+        Ok(Box::new(SimLock {
+            disk: self.clone(),
+            path: path.to_path_buf(),
+            generation,
+            shared: false,
+        }))
+    }
+
+    fn lock_shared(&self, path: &Path) -> io::Result<Option<Box<dyn LockGuard>>> {
         let mut s = self.guard();
         s.step(false)?;
         if s.locks.contains_key(path) {
@@ -448,13 +521,21 @@ impl Storage for SimDisk {
             ));
         }
         let generation = s.generation;
-        s.locks.insert(path.to_path_buf(), generation);
+        let entry = s
+            .shared_locks
+            .entry(path.to_path_buf())
+            .or_insert((generation, 0));
+        if entry.0 != generation {
+            *entry = (generation, 0);
+        }
+        entry.1 += 1;
         drop(s);
-        Ok(Box::new(SimLock {
+        Ok(Some(Box::new(SimLock {
             disk: self.clone(),
             path: path.to_path_buf(),
             generation,
-        }))
+            shared: true,
+        })))
     }
 }
 
@@ -463,6 +544,7 @@ struct SimLock {
     disk: SimDisk,
     path: PathBuf,
     generation: u64,
+    shared: bool,
 }
 
 impl LockGuard for SimLock {}
@@ -470,7 +552,13 @@ impl LockGuard for SimLock {}
 impl Drop for SimLock {
     fn drop(&mut self) {
         let mut s = self.disk.guard();
-        if s.locks.get(&self.path) == Some(&self.generation) {
+        if self.shared {
+            if let Some((g, n)) = s.shared_locks.get_mut(&self.path) {
+                if *g == self.generation {
+                    *n = n.saturating_sub(1);
+                }
+            }
+        } else if s.locks.get(&self.path) == Some(&self.generation) {
             s.locks.remove(&self.path);
         }
     }
@@ -499,6 +587,12 @@ impl SimFile {
 }
 
 impl WriteFile for SimFile {
+    fn write_vectored(&self, bufs: &[std::io::IoSlice<'_>]) -> io::Result<usize> {
+        // Like writev: one call that may stop anywhere, also inside a buffer.
+        let all: Vec<u8> = bufs.iter().flat_map(|b| b.iter().copied()).collect();
+        self.write(&all)
+    }
+
     fn write(&self, buf: &[u8]) -> io::Result<usize> {
         let mut s = self.state(true)?;
         if buf.is_empty() {
@@ -565,7 +659,7 @@ impl WriteFile for SimFile {
 
 impl ReadFile for SimFile {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-        let s = self.state(false)?;
+        let mut s = self.state(false)?;
         let inode = s
             .inodes
             .get(&self.ino)
@@ -573,6 +667,11 @@ impl ReadFile for SimFile {
         let off = offset.min(inode.data.len() as u64) as usize;
         let n = buf.len().min(inode.data.len() - off);
         buf[..n].copy_from_slice(&inode.data[off..off + n]);
+        let rate = s.faults.corrupt_read_per_mille;
+        if n > 0 && s.chance(rate) {
+            let bit = s.below(n as u64 * 8) as usize;
+            buf[bit / 8] ^= 1 << (bit % 8);
+        }
         Ok(n)
     }
 }
@@ -585,14 +684,20 @@ mod tests {
     fn unsynced_directory_entries_and_renames_vanish() {
         let d = SimDisk::new(1);
         let dir = Path::new("/d");
-        d.create_dir_all(dir).unwrap();
-        let f = d.create(Path::new("/d/a")).unwrap();
+        d.create_dir_all(dir, 0o700).unwrap();
+        let f = d.create(Path::new("/d/a"), 0o600).unwrap();
         f.write(b"x").unwrap();
         f.sync_data().unwrap();
         d.sync_dir(dir).unwrap();
         d.rename(Path::new("/d/a"), Path::new("/d/b")).unwrap();
         d.crash();
-        assert_eq!(d.list_dir(dir).unwrap(), vec!["a".to_string()]);
+        let names: Vec<String> = d
+            .list_dir(dir)
+            .unwrap()
+            .into_iter()
+            .map(|e| e.name)
+            .collect();
+        assert_eq!(names, vec!["a".to_string()]);
         assert_eq!(d.read_all(Path::new("/d/a")).unwrap(), b"x");
         assert!(f.write(b"y").is_err(), "stale handle must fail");
     }
@@ -601,7 +706,7 @@ mod tests {
     fn crash_keeps_a_prefix_of_unsynced_appends() {
         for seed in 0..50 {
             let d = SimDisk::new(seed);
-            let f = d.create(Path::new("/f")).unwrap();
+            let f = d.create(Path::new("/f"), 0o600).unwrap();
             f.write(b"0123").unwrap();
             f.sync_data().unwrap();
             d.sync_dir(Path::new("/")).unwrap();
@@ -630,7 +735,7 @@ mod tests {
             capacity: Some(10),
             ..SimFaults::default()
         });
-        let f = d.create(Path::new("/f")).unwrap();
+        let f = d.create(Path::new("/f"), 0o600).unwrap();
         let mut written = 0;
         let err = loop {
             match f.write(&[1u8; 4]) {

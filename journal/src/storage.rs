@@ -8,7 +8,7 @@
 //! use fairq_journal::storage::{FsStorage, Storage};
 //! let dir = tempfile::tempdir().unwrap();
 //! let fs = FsStorage;
-//! let f = fs.create(&dir.path().join("a")).unwrap();
+//! let f = fs.create(&dir.path().join("a"), 0o600).unwrap();
 //! assert_eq!(f.write(b"hi").unwrap(), 2);
 //! f.sync_data().unwrap();
 //! assert_eq!(fs.read_all(&dir.path().join("a")).unwrap(), b"hi");
@@ -16,42 +16,84 @@
 
 use std::fmt;
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::io::{self, IoSlice, Write};
 use std::path::Path;
 
+/// What kind of entry a directory listing found. Symbolic links are reported as such, never
+/// followed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntryKind {
+    /// A regular file.
+    File,
+    /// A symbolic link (to anything, or dangling).
+    Symlink,
+    /// A directory.
+    Dir,
+    /// A FIFO, socket, device or anything else.
+    Other,
+}
+
+/// One entry of a directory listing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirEntry {
+    /// The entry's file name (entries whose names are not UTF-8 are left out).
+    pub name: String,
+    /// What the entry is, without following symbolic links.
+    pub kind: EntryKind,
+}
+
 /// A file system as the journal needs it. Paths are absolute or relative to the process.
+///
+/// Files are created exclusively (never truncating or following an existing entry) and
+/// opened without following symbolic links, so nothing is ever written through a link
+/// planted in a queue's folder. `mode` arguments are Unix permission bits (`0o600`); other
+/// platforms ignore them.
 pub trait Storage: Send + Sync + fmt::Debug {
-    /// Creates a directory and its parents.
-    fn create_dir_all(&self, dir: &Path) -> io::Result<()>;
-    /// Names of the regular files in `dir`.
-    fn list_dir(&self, dir: &Path) -> io::Result<Vec<String>>;
+    /// Creates a directory and its missing parents with permission bits `mode`.
+    fn create_dir_all(&self, dir: &Path, mode: u32) -> io::Result<()>;
+    /// Every entry of `dir`, with its kind.
+    fn list_dir(&self, dir: &Path) -> io::Result<Vec<DirEntry>>;
     /// The whole content of a file.
     fn read_all(&self, path: &Path) -> io::Result<Vec<u8>>;
-    /// Creates (or truncates) a file and opens it for appending.
-    fn create(&self, path: &Path) -> io::Result<Box<dyn WriteFile>>;
-    /// Opens an existing file for appending at its end.
+    /// Creates a new file with permission bits `mode` and opens it for appending. Fails with
+    /// [`io::ErrorKind::AlreadyExists`] if anything (a symbolic link included) has that name.
+    fn create(&self, path: &Path, mode: u32) -> io::Result<Box<dyn WriteFile>>;
+    /// Opens an existing regular file for appending at its end.
     fn open_append(&self, path: &Path) -> io::Result<Box<dyn WriteFile>>;
-    /// Opens an existing file for positioned reads.
+    /// Opens an existing regular file for positioned reads.
     fn open_read(&self, path: &Path) -> io::Result<Box<dyn ReadFile>>;
     /// Atomically renames a file (replacing the target).
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
-    /// Removes a file.
+    /// Removes a file (a symbolic link itself, not its target).
     fn remove_file(&self, path: &Path) -> io::Result<()>;
     /// Makes the directory's entries (creations, renames, removals) durable.
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
-    /// Takes an exclusive lock on `path` (creating the file if needed) for as long as the
-    /// returned guard lives. Fails with [`io::ErrorKind::WouldBlock`] if another holder (in
-    /// this or another process) has it.
-    fn lock(&self, path: &Path) -> io::Result<Box<dyn LockGuard>>;
+    /// Takes an exclusive lock on `path` (creating the file with permission bits `mode` if
+    /// needed) for as long as the returned guard lives. Fails with
+    /// [`io::ErrorKind::WouldBlock`] if another holder (in this or another process) has it.
+    fn lock(&self, path: &Path, mode: u32) -> io::Result<Box<dyn LockGuard>>;
+    /// Takes a shared lock on an existing `path`, which only an exclusive lock conflicts
+    /// with. Returns `None`, creating nothing, when the file does not exist.
+    fn lock_shared(&self, path: &Path) -> io::Result<Option<Box<dyn LockGuard>>>;
 }
 
-/// Holds a lock taken with [`Storage::lock`]; dropping it releases the lock.
+/// Holds a lock taken with [`Storage::lock`] or [`Storage::lock_shared`]; dropping it
+/// releases the lock.
 pub trait LockGuard: Send + Sync + fmt::Debug {}
 
 /// A file opened for appending.
 pub trait WriteFile: Send + Sync + fmt::Debug {
     /// Appends a prefix of `buf` and returns its length (which may be short).
     fn write(&self, buf: &[u8]) -> io::Result<usize>;
+    /// Appends a prefix of the concatenation of `bufs` (one `writev` where the platform has
+    /// it) and returns its length (which may be short). The default writes the first
+    /// non-empty buffer.
+    fn write_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        match bufs.iter().find(|b| !b.is_empty()) {
+            Some(b) => self.write(b),
+            None => Ok(0),
+        }
+    }
     /// Makes the file's data durable (`fdatasync`).
     fn sync_data(&self) -> io::Result<()>;
     /// Truncates (or extends) the file to `len` bytes; later appends go after it.
@@ -69,7 +111,7 @@ pub trait ReadFile: Send + Sync + fmt::Debug {
 /// ```
 /// use fairq_journal::storage::{write_all, FsStorage, Storage};
 /// let dir = tempfile::tempdir().unwrap();
-/// let f = FsStorage.create(&dir.path().join("x")).unwrap();
+/// let f = FsStorage.create(&dir.path().join("x"), 0o600).unwrap();
 /// write_all(f.as_ref(), b"abc").unwrap();
 /// ```
 pub fn write_all(file: &dyn WriteFile, mut buf: &[u8]) -> io::Result<()> {
@@ -84,13 +126,64 @@ pub fn write_all(file: &dyn WriteFile, mut buf: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
+/// Writes all of `bufs` in order with as few `writev` calls as the file allows (at most
+/// `IOV_MAX`-sized groups), retrying short writes and interruptions. Returns the bytes
+/// written in all.
+///
+/// ```
+/// use std::io::IoSlice;
+/// use fairq_journal::storage::{write_all_vectored, FsStorage, Storage};
+/// let dir = tempfile::tempdir().unwrap();
+/// let p = dir.path().join("x");
+/// let f = FsStorage.create(&p, 0o600).unwrap();
+/// write_all_vectored(f.as_ref(), &[IoSlice::new(b"ab"), IoSlice::new(b""), IoSlice::new(b"c")]).unwrap();
+/// assert_eq!(FsStorage.read_all(&p).unwrap(), b"abc");
+/// ```
+pub fn write_all_vectored(file: &dyn WriteFile, bufs: &[IoSlice<'_>]) -> io::Result<u64> {
+    const GROUP: usize = 512;
+    let total: u64 = bufs.iter().map(|b| b.len() as u64).sum();
+    let (mut i, mut skip) = (0usize, 0usize);
+    while i < bufs.len() {
+        if bufs[i].len() == skip {
+            i += 1;
+            skip = 0;
+            continue;
+        }
+        let n = if skip > 0 {
+            // Inside a buffer after a short write: finish it on its own.
+            file.write(&bufs[i][skip..])
+        } else {
+            file.write_vectored(&bufs[i..(i + GROUP).min(bufs.len())])
+        };
+        match n {
+            Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "write returned 0")),
+            Ok(mut n) => {
+                while n > 0 {
+                    let left = bufs[i].len() - skip;
+                    if n < left {
+                        skip += n;
+                        n = 0;
+                    } else {
+                        n -= left;
+                        i += 1;
+                        skip = 0;
+                    }
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(total)
+}
+
 /// Fills `buf` from `offset` as far as the file allows; returns the bytes read.
 ///
 /// ```
 /// use fairq_journal::storage::{read_at_most, FsStorage, Storage};
 /// let dir = tempfile::tempdir().unwrap();
 /// let p = dir.path().join("x");
-/// FsStorage.create(&p).unwrap().write(b"abc").unwrap();
+/// FsStorage.create(&p, 0o600).unwrap().write(b"abc").unwrap();
 /// let mut buf = [0u8; 8];
 /// assert_eq!(read_at_most(FsStorage.open_read(&p).unwrap().as_ref(), &mut buf, 1).unwrap(), 2);
 /// ```
@@ -108,21 +201,32 @@ pub fn read_at_most(file: &dyn ReadFile, buf: &mut [u8], offset: u64) -> io::Res
 }
 
 /// Replaces `path` with `bytes` so that a crash at any point leaves either the old or the new
-/// content: write a temporary file, fsync it, rename it over `path`, fsync the directory.
+/// content: write a temporary file (created afresh with permission bits `mode`), fsync it,
+/// rename it over `path`, fsync the directory. A leftover temporary file, or anything else
+/// under its name, is removed first, never written through.
 ///
 /// ```
 /// use fairq_journal::storage::{replace_atomically, FsStorage, Storage};
 /// let dir = tempfile::tempdir().unwrap();
 /// let p = dir.path().join("cp");
-/// replace_atomically(&FsStorage, &p, b"v1").unwrap();
-/// replace_atomically(&FsStorage, &p, b"v2").unwrap();
+/// replace_atomically(&FsStorage, &p, b"v1", 0o600).unwrap();
+/// replace_atomically(&FsStorage, &p, b"v2", 0o600).unwrap();
 /// assert_eq!(FsStorage.read_all(&p).unwrap(), b"v2");
 /// ```
-pub fn replace_atomically(storage: &dyn Storage, path: &Path, bytes: &[u8]) -> io::Result<()> {
+pub fn replace_atomically(
+    storage: &dyn Storage,
+    path: &Path,
+    bytes: &[u8],
+    mode: u32,
+) -> io::Result<()> {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
     let tmp = Path::new(&tmp);
-    let file = storage.create(tmp)?;
+    match storage.remove_file(tmp) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    let file = storage.create(tmp, mode)?;
     write_all(file.as_ref(), bytes)?;
     file.sync_data()?;
     drop(file);
@@ -139,6 +243,9 @@ pub(crate) fn parent_dir(path: &Path) -> &Path {
 }
 
 /// The real file system through `std::fs`.
+///
+/// On Unix every file is opened with `O_NOFOLLOW` and created with `O_CREAT | O_EXCL`, so a
+/// symbolic link is never followed and an existing file is never truncated.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct FsStorage;
 
@@ -148,6 +255,9 @@ struct FsFile(File);
 impl WriteFile for FsFile {
     fn write(&self, buf: &[u8]) -> io::Result<usize> {
         (&self.0).write(buf)
+    }
+    fn write_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        (&self.0).write_vectored(bufs)
     }
     fn sync_data(&self) -> io::Result<()> {
         self.0.sync_data()
@@ -168,41 +278,103 @@ impl ReadFile for FsFile {
     }
 }
 
-impl Storage for FsStorage {
-    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
-        fs::create_dir_all(dir)
+/// Options that never follow a symbolic link at the last path component, and that create
+/// new files with `mode`.
+fn no_follow(mode: u32) -> OpenOptions {
+    let mut o = OpenOptions::new();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        o.custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .mode(mode);
     }
-    fn list_dir(&self, dir: &Path) -> io::Result<Vec<String>> {
-        let mut names = Vec::new();
+    #[cfg(not(unix))]
+    let _ = mode;
+    o
+}
+
+/// Opens an existing regular file, refusing symbolic links and anything else.
+fn open_regular(path: &Path, options: &OpenOptions) -> io::Result<File> {
+    let f = options.open(path).map_err(|e| explain_no_follow(path, e))?;
+    if !f.metadata()?.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{} is not a regular file", path.display()),
+        ));
+    }
+    Ok(f)
+}
+
+/// `O_NOFOLLOW` on a symbolic link fails with `ELOOP`; say what that means.
+fn explain_no_follow(path: &Path, e: io::Error) -> io::Error {
+    #[cfg(unix)]
+    if e.raw_os_error() == Some(libc::ELOOP) {
+        return io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{} is a symbolic link; it is not followed", path.display()),
+        );
+    }
+    let _ = path;
+    e
+}
+
+impl Storage for FsStorage {
+    fn create_dir_all(&self, dir: &Path, mode: u32) -> io::Result<()> {
+        let mut b = fs::DirBuilder::new();
+        b.recursive(true);
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut b, mode);
+        #[cfg(not(unix))]
+        let _ = mode;
+        b.create(dir)
+    }
+    fn list_dir(&self, dir: &Path) -> io::Result<Vec<DirEntry>> {
+        let mut entries = Vec::new();
         for entry in fs::read_dir(dir)? {
             let entry = entry?;
-            if entry.file_type()?.is_file() {
-                if let Some(name) = entry.file_name().to_str() {
-                    names.push(name.to_string());
-                }
+            // `DirEntry::file_type` does not follow symbolic links.
+            let t = entry.file_type()?;
+            let kind = if t.is_symlink() {
+                EntryKind::Symlink
+            } else if t.is_file() {
+                EntryKind::File
+            } else if t.is_dir() {
+                EntryKind::Dir
+            } else {
+                EntryKind::Other
+            };
+            if let Some(name) = entry.file_name().to_str() {
+                entries.push(DirEntry {
+                    name: name.to_string(),
+                    kind,
+                });
             }
         }
-        Ok(names)
+        Ok(entries)
     }
     fn read_all(&self, path: &Path) -> io::Result<Vec<u8>> {
-        fs::read(path)
+        let mut f = open_regular(path, no_follow(0).read(true))?;
+        let mut out = Vec::new();
+        io::Read::read_to_end(&mut f, &mut out)?;
+        Ok(out)
     }
-    fn create(&self, path: &Path) -> io::Result<Box<dyn WriteFile>> {
-        let f = OpenOptions::new()
-            .create(true)
-            .truncate(true)
-            .write(true)
+    fn create(&self, path: &Path, mode: u32) -> io::Result<Box<dyn WriteFile>> {
+        let f = no_follow(mode)
+            .create_new(true)
+            .append(true)
             .read(true)
             .open(path)?;
-        drop(f);
-        self.open_append(path)
+        Ok(Box::new(FsFile(f)))
     }
     fn open_append(&self, path: &Path) -> io::Result<Box<dyn WriteFile>> {
-        let f = OpenOptions::new().append(true).read(true).open(path)?;
+        let f = open_regular(path, no_follow(0).append(true).read(true))?;
         Ok(Box::new(FsFile(f)))
     }
     fn open_read(&self, path: &Path) -> io::Result<Box<dyn ReadFile>> {
-        Ok(Box::new(FsFile(File::open(path)?)))
+        Ok(Box::new(FsFile(open_regular(
+            path,
+            no_follow(0).read(true),
+        )?)))
     }
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
         fs::rename(from, to)
@@ -218,20 +390,53 @@ impl Storage for FsStorage {
     fn sync_dir(&self, _dir: &Path) -> io::Result<()> {
         Ok(())
     }
-    fn lock(&self, path: &Path) -> io::Result<Box<dyn LockGuard>> {
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(path)?;
+    fn lock(&self, path: &Path, mode: u32) -> io::Result<Box<dyn LockGuard>> {
+        let file = open_regular(
+            path,
+            no_follow(mode).create(true).truncate(false).write(true),
+        )?;
         // An advisory lock (flock on Unix), released when the file is closed, also when the
         // process dies.
         <File as fs4::FileExt>::try_lock(&file).map_err(io::Error::from)?;
         Ok(Box::new(FsLock(file)))
     }
+    fn lock_shared(&self, path: &Path) -> io::Result<Option<Box<dyn LockGuard>>> {
+        let file = match open_regular(path, no_follow(0).read(true)) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        <File as fs4::FileExt>::try_lock_shared(&file).map_err(io::Error::from)?;
+        Ok(Some(Box::new(FsLock(file))))
+    }
 }
 
 #[derive(Debug)]
 struct FsLock(#[allow(dead_code)] File);
+
+/// The writer's file of a queue opened read-only: every call fails.
+#[derive(Debug)]
+pub(crate) struct ReadOnlyFile;
+
+impl ReadOnlyFile {
+    fn refuse() -> io::Error {
+        io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            "the queue is open read-only",
+        )
+    }
+}
+
+impl WriteFile for ReadOnlyFile {
+    fn write(&self, _buf: &[u8]) -> io::Result<usize> {
+        Err(Self::refuse())
+    }
+    fn sync_data(&self) -> io::Result<()> {
+        Err(Self::refuse())
+    }
+    fn set_len(&self, _len: u64) -> io::Result<()> {
+        Err(Self::refuse())
+    }
+}
 
 impl LockGuard for FsLock {}

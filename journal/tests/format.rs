@@ -78,10 +78,20 @@ fn record_matches_golden_vector() {
 fn checkpoint_and_registry_match_golden_vectors() {
     let cp = Checkpoint {
         head: 3,
+        head_segment: 2,
         done: vec![5],
+        errors: vec![(4, 2)],
     };
     assert_eq!(encode_checkpoint(&cp), golden("checkpoint"));
     assert_eq!(decode_checkpoint(&golden("checkpoint")).unwrap(), cp);
+    // Version 1 files (written before error counts and head segments were kept) still read.
+    let v1 = Checkpoint {
+        head: 3,
+        head_segment: 0,
+        done: vec![5],
+        errors: vec![],
+    };
+    assert_eq!(decode_checkpoint(&golden("checkpoint-v1")).unwrap(), v1);
     let names = vec!["a".to_string()];
     assert_eq!(encode_registry(&names), golden("registry"));
     assert_eq!(decode_registry(&golden("registry")).unwrap(), names);

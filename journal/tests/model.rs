@@ -22,6 +22,8 @@ const READERS: [&str; 2] = ["a", "b"];
 enum Op {
     Put(usize),
     Get(usize),
+    /// Peek, then get: both must show the same item.
+    PeekGet(usize),
     Commit(usize, usize),
     Abort(usize, usize),
     Checkpoint(usize),
@@ -38,7 +40,8 @@ enum Op {
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         30 => (0usize..120).prop_map(Op::Put),
-        25 => (0usize..2).prop_map(Op::Get),
+        20 => (0usize..2).prop_map(Op::Get),
+        5 => (0usize..2).prop_map(Op::PeekGet),
         18 => (0usize..2, 0usize..8).prop_map(|(r, k)| Op::Commit(r, k)),
         6 => (0usize..2, 0usize..8).prop_map(|(r, k)| Op::Abort(r, k)),
         6 => (0usize..2).prop_map(Op::Checkpoint),
@@ -63,6 +66,8 @@ struct ReaderModel {
     ever_committed: BTreeSet<u64>,
     /// Highest id delivered fresh in this session.
     last_fresh: Option<ItemId>,
+    /// Aborts of each item, ever: an item's error count never exceeds them.
+    aborts: BTreeMap<u64, u32>,
 }
 
 struct World {
@@ -174,9 +179,16 @@ impl World {
                 "reader {r}: aborted items come back first, in order"
             );
             assert!(item.error_count >= 1);
+            assert!(item.error_count <= m.aborts.get(&key).copied().unwrap_or(0));
             m.aborted.remove(&first);
         } else {
-            assert_eq!(item.error_count, 0);
+            // Error counts survive a restart when a checkpoint recorded them.
+            let aborts = m.aborts.get(&key).copied().unwrap_or(0);
+            assert!(
+                item.error_count <= aborts,
+                "reader {r}: item {key} has error count {} after {aborts} aborts",
+                item.error_count
+            );
             assert!(
                 m.last_fresh.is_none_or(|l| item.id > l),
                 "reader {r}: order broken at {}",
@@ -227,6 +239,23 @@ impl World {
                 }
                 Err(_) => true,
             },
+            Op::PeekGet(r) => match self.readers[r].peek() {
+                Ok(peeked) => match self.readers[r].get() {
+                    Ok(got) => {
+                        assert_eq!(
+                            peeked.as_ref().map(|i| (i.id, &i.data)),
+                            got.as_ref().map(|i| (i.id, &i.data)),
+                            "reader {r}: peek showed another item than get delivered"
+                        );
+                        if let Some(item) = got {
+                            self.deliver(r, item);
+                        }
+                        false
+                    }
+                    Err(_) => true,
+                },
+                Err(_) => true,
+            },
             Op::Commit(r, k) => {
                 let Some((&id, &key)) = self.models[r]
                     .open
@@ -262,7 +291,9 @@ impl World {
                     "open read refused"
                 );
                 let m = &mut self.models[r];
-                m.open.remove(&id);
+                if let Some(key) = m.open.remove(&id) {
+                    *m.aborts.entry(key).or_default() += 1;
+                }
                 m.aborted.insert(id);
                 res.is_err()
             }
@@ -370,11 +401,12 @@ fn sync_policy() -> impl Strategy<Value = SyncPolicy> {
 fn faults() -> impl Strategy<Value = SimFaults> {
     prop_oneof![
         3 => Just(SimFaults::default()),
-        1 => (any::<bool>(), 0u32..40, 0u32..40).prop_map(|(short, w, s)| SimFaults {
+        1 => (any::<bool>(), 0u32..40, 0u32..40, 0u32..60).prop_map(|(short, w, s, r)| SimFaults {
             short_writes: short,
             write_error_per_mille: w,
             sync_error_per_mille: s,
             capacity: None,
+            corrupt_read_per_mille: r,
         }),
     ]
 }

@@ -486,7 +486,7 @@ fn enospc_fails_the_put_without_poisoning() {
 /// A disk whose file syncs can be held at a gate, to make group commit deterministic.
 mod gated {
     use fairq_journal::sim::SimDisk;
-    use fairq_journal::storage::{LockGuard, ReadFile, Storage, WriteFile};
+    use fairq_journal::storage::{DirEntry, LockGuard, ReadFile, Storage, WriteFile};
     use std::io;
     use std::path::Path;
     use std::sync::{Arc, Condvar, Mutex};
@@ -544,18 +544,18 @@ mod gated {
     }
 
     impl Storage for GatedDisk {
-        fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
-            self.disk.create_dir_all(dir)
+        fn create_dir_all(&self, dir: &Path, mode: u32) -> io::Result<()> {
+            self.disk.create_dir_all(dir, mode)
         }
-        fn list_dir(&self, dir: &Path) -> io::Result<Vec<String>> {
+        fn list_dir(&self, dir: &Path) -> io::Result<Vec<DirEntry>> {
             self.disk.list_dir(dir)
         }
         fn read_all(&self, path: &Path) -> io::Result<Vec<u8>> {
             self.disk.read_all(path)
         }
-        fn create(&self, path: &Path) -> io::Result<Box<dyn WriteFile>> {
+        fn create(&self, path: &Path, mode: u32) -> io::Result<Box<dyn WriteFile>> {
             Ok(Box::new(GatedFile(
-                self.disk.create(path)?,
+                self.disk.create(path, mode)?,
                 self.gate.clone(),
             )))
         }
@@ -577,8 +577,11 @@ mod gated {
         fn sync_dir(&self, dir: &Path) -> io::Result<()> {
             self.disk.sync_dir(dir)
         }
-        fn lock(&self, path: &Path) -> io::Result<Box<dyn LockGuard>> {
-            self.disk.lock(path)
+        fn lock(&self, path: &Path, mode: u32) -> io::Result<Box<dyn LockGuard>> {
+            self.disk.lock(path, mode)
+        }
+        fn lock_shared(&self, path: &Path) -> io::Result<Option<Box<dyn LockGuard>>> {
+            self.disk.lock_shared(path)
         }
     }
 }
@@ -788,4 +791,41 @@ fn close_makes_segments_sealed_without_sync_durable() {
         let q = JournaledQueue::open("/j", "q", config).unwrap();
         assert_eq!(drain(&q.reader("").unwrap()).len(), 30, "seed {seed}");
     }
+}
+
+#[test]
+fn error_counts_survive_a_reopen_and_a_crash_after_a_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let q = JournaledQueue::open(dir.path(), "q", cfg()).unwrap();
+    let r = q.reader("w").unwrap();
+    let a = q.put(b"a").unwrap();
+    let b = q.put(b"b").unwrap();
+    for _ in 0..3 {
+        let item = r.get().unwrap().unwrap();
+        assert_eq!(item.id, a);
+        r.abort(a).unwrap();
+    }
+    let item_b = {
+        let a_again = r.get().unwrap().unwrap();
+        assert_eq!(a_again.error_count, 3);
+        let item_b = r.get().unwrap().unwrap();
+        r.abort(a_again.id).unwrap();
+        item_b
+    };
+    r.abort(item_b.id).unwrap();
+    q.close().unwrap();
+
+    let q = JournaledQueue::open(dir.path(), "q", cfg()).unwrap();
+    let r = q.reader("w").unwrap();
+    let a2 = r.get().unwrap().unwrap();
+    let b2 = r.get().unwrap().unwrap();
+    assert_eq!((a2.id, a2.error_count), (a, 4));
+    assert_eq!((b2.id, b2.error_count), (b, 1));
+    r.abort(b2.id).unwrap(); // checkpointed at once (interval zero)
+    drop((r, q)); // a crash: the checkpoint on disk carries the counts
+
+    let q = JournaledQueue::open(dir.path(), "q", cfg()).unwrap();
+    let r = q.reader("w").unwrap();
+    assert_eq!(r.get().unwrap().unwrap().error_count, 4);
+    assert_eq!(r.get().unwrap().unwrap().error_count, 2);
 }

@@ -2,8 +2,12 @@
 
 use std::path::{Path, PathBuf};
 
+use std::sync::{Arc, Mutex};
+
 use fairq_journal::format::{RECORD_HEADER_LEN, SEGMENT_HEADER_LEN};
-use fairq_journal::{JournalConfig, JournalError, JournaledQueue, SyncPolicy};
+use fairq_journal::{
+    JournalConfig, JournalError, JournaledQueue, RecoveryReport, SyncPolicy, TailCause,
+};
 
 fn cfg(segment_size: u64) -> JournalConfig {
     JournalConfig {
@@ -46,14 +50,20 @@ fn copy_dir(from: &Path) -> tempfile::TempDir {
 }
 
 fn read_all(dir: &Path) -> Result<Vec<Vec<u8>>, JournalError> {
+    read_all_reporting(dir).map(|(items, _)| items)
+}
+
+/// The items of the queue and what opening it repaired.
+fn read_all_reporting(dir: &Path) -> Result<(Vec<Vec<u8>>, RecoveryReport), JournalError> {
     let q = JournaledQueue::open(dir, "q", cfg(1 << 20))?;
+    let report = q.recovery_report().clone();
     let r = q.reader("").unwrap();
     let mut out = Vec::new();
     while let Some(it) = r.get().unwrap() {
         r.commit(it.id).unwrap();
         out.push(it.data);
     }
-    Ok(out)
+    Ok((out, report))
 }
 
 /// Offsets at which each record of a single-segment journal ends.
@@ -80,10 +90,30 @@ fn truncation_at_every_byte_offset_keeps_exactly_the_complete_records() {
     for cut in 0..=full.len() {
         let copy = copy_dir(dir.path());
         std::fs::write(copy.path().join(&name), &full[..cut]).unwrap();
-        let got = read_all(copy.path()).unwrap_or_else(|e| panic!("cut {cut}: {e}"));
+        let (got, report) =
+            read_all_reporting(copy.path()).unwrap_or_else(|e| panic!("cut {cut}: {e}"));
         let complete = ends.iter().filter(|&&e| e <= cut).count();
         let expected: Vec<Vec<u8>> = (0..complete).map(payload).collect();
         assert_eq!(got, expected, "cut at {cut}");
+        // Every cut inside a record is reported as an incomplete tail with what it dropped.
+        let valid_end = std::iter::once(SEGMENT_HEADER_LEN)
+            .chain(ends.iter().copied())
+            .filter(|&e| e <= cut)
+            .max()
+            .unwrap_or(0);
+        if cut < SEGMENT_HEADER_LEN {
+            assert_eq!(report.removed_segments.len(), 1, "cut {cut}: {report:?}");
+        } else if cut > valid_end {
+            assert_eq!(report.tails.len(), 1, "cut {cut}: {report:?}");
+            let t = &report.tails[0];
+            assert_eq!(t.cause, TailCause::Incomplete, "cut {cut}");
+            assert_eq!(t.offset as usize, valid_end, "cut {cut}");
+            assert_eq!(t.dropped_bytes as usize, cut - valid_end, "cut {cut}");
+            assert!(t.truncated);
+            assert!(!report.dropped_a_complete_record());
+        } else {
+            assert!(report.tails.is_empty(), "cut {cut}: {report:?}");
+        }
         // The torn tail was cut off, so a later put lands after the last complete record.
         let q = JournaledQueue::open(copy.path(), "q", cfg(1 << 20)).unwrap();
         q.put(b"after").unwrap();
@@ -131,8 +161,25 @@ fn bit_flips_in_the_last_record_look_torn_and_elsewhere_are_reported() {
         std::fs::write(copy.path().join(&name), &b).unwrap();
         let result = read_all(copy.path());
         if byte >= last_start {
-            // Damage in the last record cannot be told from a torn write: it is cut off.
+            // Damage in the last record is cut off like a torn write, but a complete record
+            // that fails its checksum is reported apart: it may have been acknowledged.
+            let copy2 = copy_dir(dir.path());
+            std::fs::write(copy2.path().join(&name), &b).unwrap();
+            let (items, report) = read_all_reporting(copy2.path()).unwrap();
+            assert_eq!(items.len(), SIZES.len() - 1, "byte {byte}");
             assert_eq!(result.unwrap().len(), SIZES.len() - 1, "byte {byte}");
+            let t = &report.tails[0];
+            assert_eq!(t.offset as usize, last_start, "byte {byte}");
+            assert_eq!(t.dropped_bytes as usize, full.len() - last_start);
+            if byte >= last_start + 4 {
+                // The length field is intact, so the record is complete: not a torn write.
+                assert!(
+                    matches!(t.cause, TailCause::Damaged { .. }),
+                    "byte {byte}: {:?}",
+                    t.cause
+                );
+                assert!(report.dropped_a_complete_record());
+            }
         } else {
             // Damage followed by valid records is corruption, reported with file and offset.
             match result {
@@ -184,4 +231,92 @@ fn any_damage_to_a_sealed_segment_is_reported() {
         read_all(copy.path()),
         Err(JournalError::Corrupt { .. })
     ));
+}
+
+/// Collects the events logged while a closure runs (a minimal `tracing` subscriber).
+mod capture {
+    use super::*;
+    use tracing::field::{Field, Visit};
+    use tracing::span::{Attributes, Id, Record};
+    use tracing::{Event, Level, Metadata, Subscriber};
+
+    #[derive(Default, Clone)]
+    pub struct Log(pub Arc<Mutex<Vec<(Level, String)>>>);
+
+    struct Fields(String);
+
+    impl Visit for Fields {
+        fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+            self.0.push_str(&format!("{}={:?} ", field.name(), value));
+        }
+    }
+
+    impl Subscriber for Log {
+        fn enabled(&self, _: &Metadata<'_>) -> bool {
+            true
+        }
+        fn new_span(&self, _: &Attributes<'_>) -> Id {
+            Id::from_u64(1)
+        }
+        fn record(&self, _: &Id, _: &Record<'_>) {}
+        fn record_follows_from(&self, _: &Id, _: &Id) {}
+        fn event(&self, event: &Event<'_>) {
+            let mut f = Fields(String::new());
+            event.record(&mut f);
+            self.0
+                .lock()
+                .unwrap()
+                .push((*event.metadata().level(), f.0));
+        }
+        fn enter(&self, _: &Id) {}
+        fn exit(&self, _: &Id) {}
+    }
+}
+
+#[test]
+fn cutting_a_tail_logs_the_file_offset_and_bytes_dropped() {
+    let (dir, segs) = build(1 << 20);
+    let name = segs[0].file_name().unwrap().to_owned();
+    let full = std::fs::read(&segs[0]).unwrap();
+    let ends = record_ends();
+    let last_start = ends[ends.len() - 2];
+    // A record cut short: a warning. A complete record with a flipped payload bit: an error.
+    for (bytes, level, words) in [
+        (
+            full[..full.len() - 5].to_vec(),
+            tracing::Level::WARN,
+            "torn tail",
+        ),
+        (
+            {
+                let mut b = full.clone();
+                b[last_start + RECORD_HEADER_LEN] ^= 1;
+                b
+            },
+            tracing::Level::ERROR,
+            "acknowledged",
+        ),
+    ] {
+        let copy = copy_dir(dir.path());
+        std::fs::write(copy.path().join(&name), &bytes).unwrap();
+        let log = capture::Log::default();
+        tracing::subscriber::with_default(log.clone(), || {
+            drop(JournaledQueue::open(copy.path(), "q", cfg(1 << 20)).unwrap());
+        });
+        let events = log.0.lock().unwrap().clone();
+        let (lvl, fields) = events
+            .iter()
+            .find(|(_, f)| f.contains(words))
+            .unwrap_or_else(|| panic!("no {words:?} event in {events:?}"));
+        assert_eq!(*lvl, level);
+        assert!(fields.contains(&format!("offset={last_start}")), "{fields}");
+        assert!(
+            fields.contains(&format!("dropped_bytes={}", bytes.len() - last_start)),
+            "{fields}"
+        );
+        assert!(
+            fields.contains(&name.to_string_lossy().to_string()),
+            "{fields}"
+        );
+    }
 }

@@ -1,0 +1,359 @@
+//! Appending records: concurrent puts share one write (leader and followers).
+//!
+//! A put that finds no other put writing becomes the *leader*: it writes its own records
+//! straight from the caller's slices (one `writev` of header and payload, nothing copied) and
+//! then, before it lets go, writes whatever other puts queued meanwhile. A put that finds a
+//! leader at work is a *follower*: it encodes its records into the pending buffer (one copy)
+//! and waits until a leader has written them. So under load many puts cost one system call,
+//! and a lone put costs exactly one.
+//!
+//! Ids are handed out in the order puts enter, which is the order their bytes reach the file.
+//! A batch that fails with a full disk is cut off the file again and fails every put in it
+//! (their ids are not reused: ids may jump, never go back); any other write failure poisons
+//! the queue. Under [`SyncPolicy::Always`] the leader syncs before anyone in its batches is
+//! told their records are written; under [`SyncPolicy::Group`] each put then waits for a
+//! group sync (`write.rs`).
+
+use std::io::{self, IoSlice};
+use std::sync::atomic::Ordering;
+
+use crate::config::{to_ms, FullPolicy, PutOptions, SyncPolicy};
+use crate::format::{encode_record, encode_record_header, Record, RecordKind, RECORD_HEADER_LEN};
+use crate::item::ItemId;
+use crate::next::enforce_limits;
+use crate::pos::Pos;
+use crate::state::{Failure, Inner, Unsynced, Writer};
+use crate::storage::{write_all, write_all_vectored};
+use crate::sync::proto;
+use crate::sync::{lock, read_lock};
+use crate::JournalError;
+
+/// Records up to this size (header included) are written from one buffer.
+const SMALL_RECORD: usize = 512;
+
+impl Inner {
+    /// Appends `items` (consecutive ids) and returns the first id once they are as durable
+    /// as the sync policy promises.
+    pub(crate) fn put_records(
+        &self,
+        items: &[&[u8]],
+        opts: PutOptions,
+    ) -> Result<u64, JournalError> {
+        self.check_open()?;
+        self.check_writable("put")?;
+        for d in items {
+            if d.len() > self.config.max_item_size {
+                return Err(JournalError::ItemTooLarge {
+                    size: d.len(),
+                    max: self.config.max_item_size,
+                });
+            }
+        }
+        if items.is_empty() {
+            return Ok(proto::lock(&self.writer).next_id);
+        }
+        let added_at_ms = to_ms(self.config.clock.now());
+        let expires_at_ms = opts.expires_at.map(to_ms);
+        let n = items.len() as u64;
+        let bytes: u64 = items.iter().map(|d| d.len() as u64).sum();
+
+        let mut w = proto::lock(&self.writer);
+        self.check_open()?;
+        self.check_poisoned()?;
+        if self.limited.load(Ordering::Acquire) {
+            self.check_room(n, bytes)?;
+        }
+        let first = w.next_id;
+        w.next_id += n;
+        self.put_items.fetch_add(n, Ordering::AcqRel);
+        self.put_bytes.fetch_add(bytes, Ordering::AcqRel);
+        fn record(id: u64, added_at_ms: u64, expires_at_ms: Option<u64>, d: &[u8]) -> Record<'_> {
+            Record {
+                kind: RecordKind::Item,
+                id,
+                added_at_ms,
+                expires_at_ms,
+                payload: d,
+            }
+        }
+        let (w, result) = if w.leading {
+            // A follower: queue the records for the leader and wait.
+            if w.pending.is_empty() {
+                w.pending_first = first;
+            }
+            for (i, d) in items.iter().enumerate() {
+                let rec = record(first + i as u64, added_at_ms, expires_at_ms, d);
+                encode_record(&rec, &mut w.pending);
+            }
+            w.pending_last = first + n - 1;
+            w.pending_followers += 1;
+            self.await_batch(w, first)
+        } else {
+            w.leading = true;
+            let file = w.file.clone();
+            let start = w.offset;
+            drop(w);
+            let written = if let [d] = items {
+                // The common case: one record, no allocation. A small one is copied next to
+                // its header (a second iovec costs the kernel more than the copy); a larger
+                // one is written from the caller's slice.
+                let h = encode_record_header(&record(first, added_at_ms, expires_at_ms, d));
+                if d.len() <= SMALL_RECORD - RECORD_HEADER_LEN {
+                    let mut buf = [0u8; SMALL_RECORD];
+                    let len = RECORD_HEADER_LEN + d.len();
+                    buf[..RECORD_HEADER_LEN].copy_from_slice(&h);
+                    buf[RECORD_HEADER_LEN..len].copy_from_slice(d);
+                    write_all(file.as_ref(), &buf[..len]).map(|()| len as u64)
+                } else {
+                    write_all_vectored(file.as_ref(), &[IoSlice::new(&h), IoSlice::new(d)])
+                }
+            } else {
+                let headers: Vec<[u8; RECORD_HEADER_LEN]> = items
+                    .iter()
+                    .enumerate()
+                    .map(|(i, d)| {
+                        let id = first + i as u64;
+                        encode_record_header(&record(id, added_at_ms, expires_at_ms, d))
+                    })
+                    .collect();
+                let slices: Vec<IoSlice<'_>> = headers
+                    .iter()
+                    .zip(items)
+                    .flat_map(|(h, d)| [IoSlice::new(h), IoSlice::new(d)])
+                    .collect();
+                write_all_vectored(file.as_ref(), &slices)
+            };
+            let mut w = proto::lock(&self.writer);
+            let own = self.settle(&mut w, start, written, first, first + n - 1, 0);
+            let (w, synced) = self.lead(w);
+            let result = match own {
+                Ok(()) => synced,
+                Err(e) => Err(e),
+            };
+            (w, result)
+        };
+        let end = w.end();
+        drop(w);
+        if result.is_err() {
+            self.put_items.fetch_sub(n, Ordering::AcqRel);
+            self.put_bytes.fetch_sub(bytes, Ordering::AcqRel);
+        }
+        result?;
+        if self.limited.load(Ordering::Acquire) {
+            self.drop_for_room(end);
+        }
+        if self.config.sync == SyncPolicy::Group {
+            self.wait_durable(end)?;
+        }
+        Ok(first)
+    }
+
+    /// Puts `items` with consecutive ids in one write; see `JournaledQueue::put_many`.
+    pub(crate) fn put_many(&self, items: &[&[u8]]) -> Result<Vec<ItemId>, JournalError> {
+        let first = self.put_records(items, PutOptions::default())?;
+        Ok((0..items.len() as u64).map(|i| ItemId(first + i)).collect())
+    }
+
+    /// A follower waits until a leader wrote (and under `Always` synced) or failed the
+    /// batch holding `first`.
+    fn await_batch<'a>(
+        &'a self,
+        mut w: proto::MutexGuard<'a, Writer>,
+        first: u64,
+    ) -> (proto::MutexGuard<'a, Writer>, Result<(), JournalError>) {
+        while w.done_id < first {
+            w.sleepers += 1;
+            w = self.written_cv.wait(w).unwrap_or_else(|p| p.into_inner());
+            w.sleepers -= 1;
+        }
+        let failed = w
+            .failures
+            .iter()
+            .position(|f| f.first <= first && first <= f.last);
+        let Some(i) = failed else {
+            return (w, Ok(()));
+        };
+        let f = &mut w.failures[i];
+        let err = f.error();
+        f.waiting -= 1;
+        if f.waiting == 0 {
+            w.failures.remove(i);
+        }
+        (w, Err(err))
+    }
+
+    /// The leader writes what followers queued, rotates and (under `Always`) syncs, then
+    /// steps down and wakes the followers. Returns whether the sync `Always` needs covered
+    /// everything written (always `Ok` under the other policies).
+    fn lead<'a>(
+        &'a self,
+        mut w: proto::MutexGuard<'a, Writer>,
+    ) -> (proto::MutexGuard<'a, Writer>, Result<(), JournalError>) {
+        let always = self.config.sync == SyncPolicy::Always;
+        let mut synced = Ok(());
+        loop {
+            while !w.pending.is_empty() {
+                let spare = std::mem::take(&mut w.spare);
+                let batch = std::mem::replace(&mut w.pending, spare);
+                let (first, last) = (w.pending_first, w.pending_last);
+                let followers = std::mem::take(&mut w.pending_followers);
+                if let Err(e) = self.check_poisoned() {
+                    // Nothing more is written once poisoned.
+                    w.failures.push(Failure::new(first, last, &e, followers));
+                    w.done_id = w.done_id.max(last);
+                } else {
+                    let file = w.file.clone();
+                    let start = w.offset;
+                    drop(w);
+                    let written = write_all(file.as_ref(), &batch).map(|()| batch.len() as u64);
+                    w = proto::lock(&self.writer);
+                    let _ = self.settle(&mut w, start, written, first, last, followers);
+                }
+                let mut batch = batch;
+                batch.clear();
+                w.spare = batch;
+            }
+            let healthy = self.check_poisoned().is_ok();
+            if healthy && w.offset >= self.config.segment_size {
+                // Under Always and Group rotation syncs the sealed segment first, which
+                // covers everything written so far.
+                match self.rotate(&mut w) {
+                    Ok(()) => self.synced_all(&mut w),
+                    Err(e) => {
+                        self.poison(format!("segment rotation failed: {e}"));
+                    }
+                }
+                continue;
+            }
+            let end = w.end();
+            match self.config.sync {
+                SyncPolicy::Always if healthy && !w.unsynced.is_empty() => {
+                    let file = w.file.clone();
+                    // Nobody else writes while this thread leads; syncing outside the lock
+                    // lets more puts queue up for the next batch.
+                    drop(w);
+                    let result = file.sync_data();
+                    w = proto::lock(&self.writer);
+                    match result {
+                        Ok(()) => {
+                            self.mark_synced(end);
+                            self.publish(end);
+                            self.synced_all(&mut w);
+                        }
+                        Err(e) => {
+                            self.poison(format!("fdatasync failed: {e}"));
+                        }
+                    }
+                    if !w.pending.is_empty() {
+                        // Puts queued during the sync: write and sync them too before
+                        // stepping down, so none of them is left without a leader.
+                        continue;
+                    }
+                }
+                SyncPolicy::Never | SyncPolicy::Periodic(_) => self.publish(end),
+                _ => {}
+            }
+            break;
+        }
+        if always {
+            if let Err(e) = self.check_poisoned() {
+                // What the failed sync should have covered fails, the leader's own included.
+                for b in std::mem::take(&mut w.unsynced) {
+                    if b.followers > 0 {
+                        w.failures
+                            .push(Failure::new(b.first, b.last, &e, b.followers));
+                    }
+                }
+                synced = Err(e);
+            }
+        }
+        w.done_id = w.next_id - 1;
+        w.leading = false;
+        if w.sleepers > 0 {
+            // Notifying costs a system call even when nobody waits.
+            self.written_cv.notify_all();
+        }
+        (w, synced)
+    }
+
+    /// Under `Always`: everything written so far is durable.
+    fn synced_all(&self, w: &mut Writer) {
+        if let Some(last) = w.unsynced.last().map(|b| b.last) {
+            w.done_id = w.done_id.max(last);
+        }
+        w.unsynced.clear();
+    }
+
+    /// Records the outcome of writing the batch of ids `first..=last` (queued by
+    /// `followers` followers) at `start`.
+    fn settle(
+        &self,
+        w: &mut Writer,
+        start: u64,
+        written: io::Result<u64>,
+        first: u64,
+        last: u64,
+        followers: usize,
+    ) -> Result<(), JournalError> {
+        match written {
+            Ok(len) => {
+                w.offset = start + len;
+                if self.config.sync == SyncPolicy::Always {
+                    w.unsynced.push(Unsynced {
+                        first,
+                        last,
+                        followers,
+                    });
+                } else {
+                    w.done_id = w.done_id.max(last);
+                }
+                Ok(())
+            }
+            Err(e) => {
+                let path = self.segment_path(w.seg_id);
+                let undone = w.file.set_len(start);
+                let err = if e.kind() == io::ErrorKind::StorageFull && undone.is_ok() {
+                    JournalError::io(path, e)
+                } else {
+                    self.poison(format!("write to {} failed: {e}", path.display()))
+                };
+                w.offset = start;
+                if followers > 0 {
+                    w.failures.push(Failure::new(first, last, &err, followers));
+                }
+                if self.config.sync != SyncPolicy::Always {
+                    w.done_id = w.done_id.max(last);
+                }
+                Err(err)
+            }
+        }
+    }
+
+    /// Refuses a put that would take a reader with [`FullPolicy::Refuse`] over its limits.
+    fn check_room(&self, n: u64, bytes: u64) -> Result<(), JournalError> {
+        let (items_now, bytes_now) = self.put_totals();
+        for r in read_lock(&self.readers).iter() {
+            let st = lock(&r.state);
+            if st.config.full_policy == FullPolicy::Refuse
+                && st.would_overflow((items_now, bytes_now), n, bytes)
+            {
+                return Err(JournalError::Full { reader: r.name() });
+            }
+        }
+        Ok(())
+    }
+
+    /// Lets readers with [`FullPolicy::DropOldest`] drop their oldest items, reading no
+    /// further than `limit`.
+    fn drop_for_room(&self, limit: Pos) {
+        let totals = self.put_totals();
+        for r in read_lock(&self.readers).iter() {
+            let mut st = lock(&r.state);
+            if st.config.full_policy == FullPolicy::DropOldest {
+                if let Err(e) = enforce_limits(self, &mut st, totals, limit) {
+                    tracing::warn!(queue = %self.name, reader = %r.name(), error = %e, "could not drop oldest items");
+                }
+            }
+        }
+    }
+}

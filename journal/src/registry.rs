@@ -1,0 +1,186 @@
+//! The reader set: finding, creating and registering readers.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use crate::checkpoint::{encode_checkpoint, encode_registry};
+use crate::config::ReaderConfig;
+use crate::files::{checkpoint_path, registry_path};
+use crate::name::validate_name;
+use crate::next::duration_ms;
+use crate::reader::Reader;
+use crate::reader_state::{new_shared, ReaderShared, ReaderState};
+use crate::retire::write_checkpoint;
+use crate::state::Inner;
+use crate::storage::replace_atomically;
+use crate::sync::{lock, read_lock, write_lock};
+use crate::JournalError;
+
+impl Inner {
+    /// Replaces the registry file (nothing is written for a read-only queue).
+    fn write_registry(&self, names: &[String]) -> Result<(), JournalError> {
+        if self.read_only {
+            return Ok(());
+        }
+        let path = registry_path(&self.dir, &self.name);
+        replace_atomically(
+            self.storage(),
+            &path,
+            &encode_registry(names),
+            self.config.file_mode,
+        )
+        .map_err(|e| JournalError::io(&path, e))
+    }
+
+    pub(crate) fn reader(
+        self: &Arc<Self>,
+        name: &str,
+        config: Option<ReaderConfig>,
+    ) -> Result<Reader, JournalError> {
+        self.check_open()?;
+        if !name.is_empty() {
+            validate_name(name)?;
+        }
+        let _registry = lock(&self.registry);
+        let (existing, only_default, mut names) = {
+            let readers = read_lock(&self.readers);
+            let names: Vec<String> = readers.iter().map(|r| r.name()).collect();
+            let existing = readers.iter().find(|r| r.name() == name).cloned();
+            let only_default = names.len() == 1 && names[0].is_empty();
+            (existing, only_default.then(|| readers[0].clone()), names)
+        };
+        let handle = |shared: Arc<ReaderShared>| {
+            if let Some(c) = config {
+                if c.has_limits() {
+                    self.limited.store(true, Ordering::Release);
+                }
+                lock(&shared.state).config = c;
+            }
+            Reader {
+                inner: self.clone(),
+                shared,
+            }
+        };
+        if let Some(shared) = existing {
+            return Ok(handle(shared));
+        }
+        if name.is_empty() {
+            return Err(JournalError::NoDefaultReader);
+        }
+        if let Some(default) = only_default {
+            // The first named reader takes over the default reader's position.
+            let old_path = {
+                let mut cp = lock(&default.cp);
+                let data = {
+                    // The checkpoint written here counts as the reader's last one.
+                    let mut st = lock(&default.state);
+                    let now = self.config.clock.coarse_now_ms();
+                    st.checkpoint_due_ms =
+                        now.saturating_add(duration_ms(self.config.checkpoint_interval));
+                    st.checkpoint_data()
+                };
+                let new_path = checkpoint_path(&self.dir, &self.name, name);
+                if !self.read_only {
+                    replace_atomically(
+                        self.storage(),
+                        &new_path,
+                        &encode_checkpoint(&data),
+                        self.config.file_mode,
+                    )
+                    .map_err(|e| JournalError::io(&new_path, e))?;
+                    default
+                        .durable_segment
+                        .fetch_max(data.head_segment, Ordering::SeqCst);
+                }
+                self.write_registry(&[name.to_string()])?;
+                *lock(&default.name) = name.to_string();
+                std::mem::replace(&mut cp.path, new_path)
+            };
+            if self.read_only {
+                return Ok(handle(default));
+            }
+            if let Err(e) = self.storage().remove_file(&old_path) {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    tracing::warn!(path = %old_path.display(), error = %e, "could not remove the default reader's checkpoint");
+                }
+            }
+            return Ok(handle(default));
+        }
+        // A further named reader starts at the tail.
+        let cfg = config.unwrap_or(self.config.reader);
+        if cfg.has_limits() {
+            self.limited.store(true, Ordering::Release);
+        }
+        let shared = {
+            // No put in flight: the new reader starts exactly after the last written item.
+            let w = self.idle_writer();
+            let mut state = ReaderState::new(
+                w.end(),
+                w.next_id,
+                Default::default(),
+                Default::default(),
+                cfg,
+            );
+            let (items, bytes) = self.put_totals();
+            state.consumed_items = items;
+            state.consumed_bytes = bytes;
+            let shared = new_shared(
+                name.to_string(),
+                checkpoint_path(&self.dir, &self.name, name),
+                state,
+                w.seg_id,
+                items,
+            );
+            write_lock(&self.readers).push(shared.clone());
+            shared
+        };
+        names.push(name.to_string());
+        if let Err(e) = self.write_registry(&names) {
+            write_lock(&self.readers).retain(|r| !Arc::ptr_eq(r, &shared));
+            return Err(e);
+        }
+        write_checkpoint(self, &shared, true)?;
+        Ok(Reader {
+            inner: self.clone(),
+            shared,
+        })
+    }
+
+    /// Removes a reader: from the registry, then its checkpoint. Its handles fail from then
+    /// on, and segments only it still needed can be retired.
+    pub(crate) fn remove_reader(&self, name: &str) -> Result<(), JournalError> {
+        self.check_open()?;
+        self.check_writable("removing a reader")?;
+        let _registry = lock(&self.registry);
+        let (victim, names) = {
+            let readers = read_lock(&self.readers);
+            let victim = readers.iter().find(|r| r.name() == name).cloned();
+            let names: Vec<String> = readers
+                .iter()
+                .map(|r| r.name())
+                .filter(|n| n != name)
+                .collect();
+            (victim, names)
+        };
+        let Some(victim) = victim else {
+            return Err(JournalError::NoSuchReader(name.to_string()));
+        };
+        if names.is_empty() {
+            return Err(JournalError::LastReader(name.to_string()));
+        }
+        // The registry decides which readers exist; a crash after it leaves a stale
+        // checkpoint that the next open removes.
+        self.write_registry(&names)?;
+        victim.removed.store(true, Ordering::Release);
+        write_lock(&self.readers).retain(|r| !Arc::ptr_eq(r, &victim));
+        let path = lock(&victim.cp).path.clone();
+        match self.storage().remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(JournalError::io(&path, e));
+            }
+            _ => {}
+        }
+        self.bell.ring_always();
+        self.collect_segments()
+    }
+}

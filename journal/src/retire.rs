@@ -1,0 +1,96 @@
+//! Checkpoints and retirement: writing a reader's checkpoint crash-atomically, and deleting
+//! or archiving the sealed segments every reader's durable checkpoint has passed.
+
+use std::sync::atomic::Ordering;
+
+use crate::checkpoint::encode_checkpoint;
+use crate::files::segment_name;
+use crate::next::duration_ms;
+use crate::reader_state::ReaderShared;
+use crate::state::Inner;
+use crate::storage::replace_atomically;
+use crate::sync::{lock, read_lock};
+use crate::JournalError;
+
+impl Inner {
+    /// Deletes (or archives) the sealed segments older than every reader's durable head
+    /// segment. Segments go oldest first, so what is left is always a contiguous run.
+    pub(crate) fn collect_segments(&self) -> Result<(), JournalError> {
+        if self.read_only {
+            return Ok(());
+        }
+        let keep_from = read_lock(&self.readers)
+            .iter()
+            .map(|r| r.durable_segment.load(Ordering::SeqCst))
+            .min()
+            .unwrap_or(0);
+        let victims: Vec<u64> = {
+            let mut idx = lock(&self.index);
+            let ids: Vec<u64> = idx
+                .segs
+                .iter()
+                .filter(|(id, s)| s.is_some() && **id < keep_from)
+                .map(|(k, _)| *k)
+                .collect();
+            for id in &ids {
+                idx.segs.remove(id);
+            }
+            ids
+        };
+        if victims.is_empty() {
+            return Ok(());
+        }
+        self.chunks.forget_before(keep_from);
+        let storage = self.storage();
+        for seg in victims {
+            let path = self.segment_path(seg);
+            let result = match &self.config.archive_dir {
+                Some(archive) => storage
+                    .create_dir_all(archive, self.config.dir_mode)
+                    .and_then(|()| {
+                        storage.rename(&path, &archive.join(segment_name(&self.name, seg)))
+                    })
+                    .and_then(|()| storage.sync_dir(archive)),
+                None => storage.remove_file(&path),
+            };
+            result.map_err(|e| JournalError::io(&path, e))?;
+            tracing::debug!(queue = %self.name, segment = seg, "segment retired");
+        }
+        storage
+            .sync_dir(&self.dir)
+            .map_err(|e| JournalError::io(&self.dir, e))
+    }
+}
+
+/// Writes the reader's checkpoint. With `force`, writes even if nothing changed.
+pub(crate) fn write_checkpoint(
+    inner: &Inner,
+    shared: &ReaderShared,
+    force: bool,
+) -> Result<(), JournalError> {
+    if inner.read_only {
+        return Ok(());
+    }
+    let cp = lock(&shared.cp);
+    let now = inner.config.clock.coarse_now_ms();
+    let data = {
+        let mut st = lock(&shared.state);
+        if !force && !st.dirty {
+            return Ok(());
+        }
+        st.dirty = false;
+        st.checkpoint_due_ms = now.saturating_add(duration_ms(inner.config.checkpoint_interval));
+        st.checkpoint_data()
+    };
+    let bytes = encode_checkpoint(&data);
+    if let Err(e) = replace_atomically(inner.storage(), &cp.path, &bytes, inner.config.file_mode) {
+        let mut st = lock(&shared.state);
+        st.dirty = true;
+        st.checkpoint_due_ms = 0;
+        return Err(JournalError::io(&cp.path, e));
+    }
+    shared
+        .durable_segment
+        .fetch_max(data.head_segment, Ordering::SeqCst);
+    Ok(())
+}

@@ -1,0 +1,244 @@
+//! Reading every segment of a queue when it is opened: checking each record, finding where
+//! each reader resumes, and cutting off (or, read-only, ignoring) a torn tail.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+use std::path::Path;
+
+use crate::files::segment_name;
+use crate::format::{decode_record, decode_segment_header, DecodeError, SEGMENT_HEADER_LEN};
+use crate::pos::Pos;
+use crate::report::{RecoveryReport, TailCause, TailRepair};
+use crate::state::Sealed;
+use crate::storage::Storage;
+use crate::JournalError;
+
+/// What opening learns about one reader before its state is built.
+pub(crate) struct Restored {
+    pub(crate) name: String,
+    /// Every id below it is finished.
+    pub(crate) head: u64,
+    /// The oldest segment the checkpoint says the reader needs (0: unknown).
+    pub(crate) head_segment: u64,
+    /// Whether the checkpoint was read (a reader without one restarts from the oldest item).
+    pub(crate) has_checkpoint: bool,
+    pub(crate) done: BTreeSet<u64>,
+    pub(crate) errors: BTreeMap<u64, u32>,
+    /// The first record at or after the head.
+    pub(crate) cursor: Option<Pos>,
+    pub(crate) items: u64,
+    pub(crate) bytes: u64,
+}
+
+/// The last segment file, if it holds a valid header.
+pub(crate) struct LastSegment {
+    pub(crate) id: u64,
+    /// Length of its valid part.
+    pub(crate) len: u64,
+    pub(crate) has_records: bool,
+}
+
+/// What the scan of every segment found.
+#[derive(Default)]
+pub(crate) struct Scan {
+    pub(crate) sealed: BTreeMap<u64, Sealed>,
+    pub(crate) last: Option<LastSegment>,
+    /// A last segment with a torn header, removed (or, read-only, ignored).
+    pub(crate) torn_last: Option<u64>,
+    pub(crate) first_id: Option<u64>,
+    pub(crate) last_id: Option<u64>,
+}
+
+fn corrupt(path: &Path, offset: usize, reason: impl Into<String>) -> JournalError {
+    JournalError::Corrupt {
+        path: path.to_path_buf(),
+        offset: offset as u64,
+        reason: reason.into(),
+    }
+}
+
+/// Whether a valid record with an id above `prev` starts anywhere at or after `from`.
+fn valid_record_after(data: &[u8], from: usize, prev: Option<u64>) -> bool {
+    (from..data.len())
+        .any(|p| matches!(decode_record(&data[p..]), Ok((r, _)) if prev.is_none_or(|q| r.id > q)))
+}
+
+/// A segment missing between two that exist is always damage: segments are retired oldest
+/// first, and the writer creates them one id at a time.
+pub(crate) fn check_contiguous(
+    dir: &Path,
+    queue: &str,
+    seg_ids: &[u64],
+) -> Result<(), JournalError> {
+    for w in seg_ids.windows(2) {
+        if w[1] != w[0] + 1 {
+            let missing = w[0] + 1;
+            return Err(corrupt(
+                &dir.join(segment_name(queue, missing)),
+                0,
+                format!(
+                    "the segment file is missing (segments {} and {} exist); the items it held would be lost",
+                    w[0], w[1]
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Reads every segment in `seg_ids` (sorted), counting each reader's waiting items.
+pub(crate) fn scan(
+    storage: &dyn Storage,
+    dir: &Path,
+    queue: &str,
+    seg_ids: &[u64],
+    readers: &mut [Restored],
+    read_only: bool,
+    report: &mut RecoveryReport,
+) -> Result<Scan, JournalError> {
+    let io_err = |p: &Path| {
+        let p = p.to_path_buf();
+        move |e: io::Error| JournalError::io(p, e)
+    };
+    let mut out = Scan::default();
+    for (i, &seg) in seg_ids.iter().enumerate() {
+        let is_last = i + 1 == seg_ids.len();
+        let path = dir.join(segment_name(queue, seg));
+        let data = storage.read_all(&path).map_err(io_err(&path))?;
+        match decode_segment_header(&data) {
+            Ok(h) if h.segment_id == seg => {}
+            Ok(h) => {
+                return Err(corrupt(
+                    &path,
+                    0,
+                    format!(
+                        "header names segment {} but the file is segment {seg}",
+                        h.segment_id
+                    ),
+                ))
+            }
+            Err(e) => {
+                if is_last && !valid_record_after(&data, 0, out.last_id) {
+                    // Created just before a crash: nothing in it was ever acknowledged.
+                    tracing::warn!(path = %path.display(), error = %e, read_only, "removing a segment with a torn header");
+                    if !read_only {
+                        storage.remove_file(&path).map_err(io_err(&path))?;
+                        storage.sync_dir(dir).map_err(io_err(dir))?;
+                    }
+                    report.removed_segments.push(path);
+                    out.torn_last = Some(seg);
+                    break;
+                }
+                return Err(corrupt(&path, 0, format!("segment header: {e}")));
+            }
+        }
+        let mut off = SEGMENT_HEADER_LEN;
+        let mut has_records = false;
+        while off < data.len() {
+            match decode_record(&data[off..]) {
+                Ok((rec, n)) if out.last_id.is_none_or(|p| rec.id > p) => {
+                    let pos = Pos {
+                        seg,
+                        off: off as u64,
+                    };
+                    let len = rec.payload.len() as u64;
+                    for r in readers.iter_mut() {
+                        if rec.id >= r.head {
+                            r.cursor.get_or_insert(pos);
+                            if !r.done.contains(&rec.id) {
+                                r.items += 1;
+                                r.bytes += len;
+                            }
+                        }
+                    }
+                    out.first_id.get_or_insert(rec.id);
+                    out.last_id = Some(rec.id);
+                    has_records = true;
+                    off += n;
+                }
+                Ok((rec, _)) => {
+                    return Err(corrupt(
+                        &path,
+                        off,
+                        format!(
+                            "item id {} does not follow item id {}",
+                            rec.id,
+                            out.last_id.unwrap_or(0)
+                        ),
+                    ))
+                }
+                Err(e) => {
+                    // The last segment's end may be torn by a crash; so may the end of a
+                    // segment that was sealed without a sync (the next header says so).
+                    let may_be_torn = is_last
+                        || seg_ids.get(i + 1).is_some_and(|&next| {
+                            let p = dir.join(segment_name(queue, next));
+                            storage
+                                .read_all(&p)
+                                .ok()
+                                .and_then(|d| decode_segment_header(&d).ok())
+                                .is_some_and(|h| h.prev_unsynced)
+                        });
+                    if !may_be_torn || valid_record_after(&data, off + 1, out.last_id) {
+                        return Err(corrupt(&path, off, e.to_string()));
+                    }
+                    cut_tail(storage, &path, off, data.len(), &e, read_only, report)?;
+                    break;
+                }
+            }
+        }
+        if is_last {
+            out.last = Some(LastSegment {
+                id: seg,
+                len: off as u64,
+                has_records,
+            });
+        } else {
+            out.sealed.insert(seg, Sealed { len: off as u64 });
+        }
+    }
+    Ok(out)
+}
+
+/// Truncates a segment at `at` (unless read-only), and says so.
+fn cut_tail(
+    storage: &dyn Storage,
+    path: &Path,
+    at: usize,
+    file_len: usize,
+    error: &DecodeError,
+    read_only: bool,
+    report: &mut RecoveryReport,
+) -> Result<(), JournalError> {
+    let dropped = (file_len - at) as u64;
+    let cause = match error {
+        DecodeError::Incomplete { .. } | DecodeError::BadLength(_) => TailCause::Incomplete,
+        other => TailCause::Damaged {
+            reason: other.to_string(),
+        },
+    };
+    match &cause {
+        TailCause::Incomplete => tracing::warn!(
+            path = %path.display(), offset = at, dropped_bytes = dropped, read_only,
+            "cutting off a torn tail (the remains of a write interrupted by a crash)"
+        ),
+        _ => tracing::error!(
+            path = %path.display(), offset = at, dropped_bytes = dropped, read_only, error = %error,
+            "cutting off the last record: it is complete but fails its check, so it may be an acknowledged item"
+        ),
+    }
+    if !read_only {
+        let io = |e| JournalError::io(path, e);
+        let f = storage.open_append(path).map_err(io)?;
+        f.set_len(at as u64).map_err(io)?;
+        f.sync_data().map_err(io)?;
+    }
+    report.tails.push(TailRepair {
+        path: path.to_path_buf(),
+        offset: at as u64,
+        dropped_bytes: dropped,
+        cause,
+        truncated: !read_only,
+    });
+    Ok(())
+}

@@ -1,0 +1,343 @@
+//! The state every part of an open queue shares: the writer's position, the sync state,
+//! the segment index and the reader set, with the small operations on them that need no I/O.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::thread::JoinHandle;
+use std::time::SystemTime;
+
+use crate::chunks::ChunkCache;
+use crate::config::JournalConfig;
+use crate::files::segment_name;
+use crate::pos::Pos;
+use crate::reader_state::ReaderShared;
+use crate::report::RecoveryReport;
+use crate::storage::{LockGuard, Storage, WriteFile};
+use crate::sync::{lock, proto, read_lock};
+use crate::wake::Doorbell;
+use crate::JournalError;
+
+/// The append side of the journal, behind one mutex: the segment being written, where the
+/// next record goes and the next item id.
+pub(crate) struct Writer {
+    pub(crate) seg_id: u64,
+    pub(crate) file: Arc<dyn WriteFile>,
+    pub(crate) offset: u64,
+    pub(crate) next_id: u64,
+    /// Ids of sealed segments not synced yet (rotation under `Never` and `Periodic` does not
+    /// wait). Kept as ids, not open files, so a long run holds no file descriptors for them.
+    pub(crate) unsynced_sealed: Vec<u64>,
+    /// A put is writing: it owns the file's end until it steps down (see `append.rs`).
+    pub(crate) leading: bool,
+    /// Records queued by followers for the leader, ids `pending_first..=pending_last`.
+    pub(crate) pending: Vec<u8>,
+    pub(crate) pending_first: u64,
+    pub(crate) pending_last: u64,
+    /// Puts waiting on the pending records.
+    pub(crate) pending_followers: usize,
+    /// Threads waiting on `Inner::written_cv` (followers, and callers of `idle_writer`).
+    pub(crate) sleepers: usize,
+    /// The previous pending buffer, kept for its capacity.
+    pub(crate) spare: Vec<u8>,
+    /// Every id up to this one is written (under `Always`: and synced), or failed.
+    pub(crate) done_id: u64,
+    /// Batches that failed, until each of their followers has read it.
+    pub(crate) failures: Vec<Failure>,
+    /// Under `Always`: batches written since the leader's last sync.
+    pub(crate) unsynced: Vec<Unsynced>,
+}
+
+impl Writer {
+    /// A writer appending at `offset` of segment `seg_id`, next id `next_id`.
+    pub(crate) fn new(seg_id: u64, file: Arc<dyn WriteFile>, offset: u64, next_id: u64) -> Self {
+        Writer {
+            seg_id,
+            file,
+            offset,
+            next_id,
+            unsynced_sealed: Vec::new(),
+            leading: false,
+            pending: Vec::new(),
+            pending_first: 0,
+            pending_last: 0,
+            pending_followers: 0,
+            sleepers: 0,
+            spare: Vec::new(),
+            done_id: next_id - 1,
+            failures: Vec::new(),
+            unsynced: Vec::new(),
+        }
+    }
+}
+
+/// A batch of ids that was written but not synced yet (under `Always`).
+pub(crate) struct Unsynced {
+    pub(crate) first: u64,
+    pub(crate) last: u64,
+    pub(crate) followers: usize,
+}
+
+/// A batch of ids whose write failed, kept for the followers that put them.
+pub(crate) struct Failure {
+    pub(crate) first: u64,
+    pub(crate) last: u64,
+    error: FailureKind,
+    pub(crate) waiting: usize,
+}
+
+enum FailureKind {
+    Io {
+        path: PathBuf,
+        kind: std::io::ErrorKind,
+        message: String,
+    },
+    Other(String),
+}
+
+impl Failure {
+    pub(crate) fn new(first: u64, last: u64, err: &JournalError, waiting: usize) -> Self {
+        let error = match err {
+            JournalError::Io { path, source } => FailureKind::Io {
+                path: path.clone(),
+                kind: source.kind(),
+                message: source.to_string(),
+            },
+            JournalError::Poisoned { reason } => FailureKind::Other(reason.clone()),
+            other => FailureKind::Other(other.to_string()),
+        };
+        Failure {
+            first,
+            last,
+            error,
+            waiting,
+        }
+    }
+
+    /// The error each follower of the batch gets.
+    pub(crate) fn error(&self) -> JournalError {
+        match &self.error {
+            FailureKind::Io {
+                path,
+                kind,
+                message,
+            } => JournalError::io(path.clone(), std::io::Error::new(*kind, message.clone())),
+            FailureKind::Other(reason) => JournalError::Poisoned {
+                reason: reason.clone(),
+            },
+        }
+    }
+}
+
+impl Writer {
+    pub(crate) fn end(&self) -> Pos {
+        Pos {
+            seg: self.seg_id,
+            off: self.offset,
+        }
+    }
+}
+
+/// What is durable, and who is syncing or waiting for a sync (group commit).
+pub(crate) struct SyncState {
+    /// Everything before this position is durable.
+    pub(crate) synced: Pos,
+    pub(crate) syncing: bool,
+    /// Threads blocked on `sync_cv`.
+    pub(crate) waiting: usize,
+    pub(crate) poisoned: Option<String>,
+}
+
+/// A sealed segment as the index knows it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Sealed {
+    pub(crate) len: u64,
+}
+
+/// The segments that exist and how far readers may read.
+pub(crate) struct SegIndex {
+    /// Segment id → `Some` once sealed, `None` for the writer's segment.
+    pub(crate) segs: BTreeMap<u64, Option<Sealed>>,
+    /// Readers may read everything before this position.
+    pub(crate) visible: Pos,
+}
+
+/// Tells the periodic sync thread to stop.
+pub(crate) type StopSignal = Arc<(Mutex<bool>, Condvar)>;
+
+/// Everything an open queue shares between its handles, its readers and its sync thread.
+pub(crate) struct Inner {
+    pub(crate) name: String,
+    pub(crate) dir: PathBuf,
+    pub(crate) config: JournalConfig,
+    /// The writer and the coordination of concurrent puts (`append.rs`); on the loom switch,
+    /// so the models in `fairq-loom-tests` run the real put path.
+    pub(crate) writer: proto::Mutex<Writer>,
+    /// Followers wait here for their batch (on the `writer` mutex).
+    pub(crate) written_cv: proto::Condvar,
+    /// Items and payload bytes put since the queue was opened; a reader's waiting count is
+    /// these minus what it consumed (see `ReaderState`).
+    pub(crate) put_items: AtomicU64,
+    pub(crate) put_bytes: AtomicU64,
+    /// Some reader has `max_items` or `max_bytes`: puts check room and drop oldest items.
+    pub(crate) limited: AtomicBool,
+    pub(crate) sync: Mutex<SyncState>,
+    pub(crate) sync_cv: Condvar,
+    pub(crate) index: Mutex<SegIndex>,
+    pub(crate) readers: RwLock<Vec<Arc<ReaderShared>>>,
+    pub(crate) registry: Mutex<()>,
+    /// Segment bytes read by one reader, kept for the others.
+    pub(crate) chunks: ChunkCache,
+    /// Wakes readers waiting in `get_timeout`.
+    pub(crate) bell: Doorbell,
+    /// Set together with `SyncState::poisoned`, for a lock-free check on every put.
+    pub(crate) poisoned: AtomicBool,
+    pub(crate) closed: AtomicBool,
+    /// When this handle opened the queue (for `max_queue_age`).
+    pub(crate) opened_at: SystemTime,
+    /// Opened with `open_read_only`: nothing is ever written.
+    pub(crate) read_only: bool,
+    /// What opening found and repaired.
+    pub(crate) report: RecoveryReport,
+    pub(crate) stop: StopSignal,
+    pub(crate) flusher: Mutex<Option<JoinHandle<()>>>,
+    /// Held while the queue is open; keeps a second handle from opening it.
+    pub(crate) dir_lock: Mutex<Option<Box<dyn LockGuard>>>,
+}
+
+impl Inner {
+    pub(crate) fn storage(&self) -> &dyn Storage {
+        self.config.storage.as_ref()
+    }
+
+    pub(crate) fn segment_path(&self, seg: u64) -> PathBuf {
+        self.dir.join(segment_name(&self.name, seg))
+    }
+
+    pub(crate) fn corrupt(&self, pos: Pos, reason: &str) -> JournalError {
+        JournalError::Corrupt {
+            path: self.segment_path(pos.seg),
+            offset: pos.off,
+            reason: reason.to_string(),
+        }
+    }
+
+    /// Fails for a queue opened read-only.
+    pub(crate) fn check_writable(&self, operation: &'static str) -> Result<(), JournalError> {
+        if self.read_only {
+            Err(JournalError::ReadOnly { operation })
+        } else {
+            Ok(())
+        }
+    }
+
+    /// The oldest position a reader reads from (its cursor, as last published).
+    pub(crate) fn slowest_reader(&self) -> Pos {
+        read_lock(&self.readers)
+            .iter()
+            .map(|r| r.at.get())
+            .min()
+            .unwrap_or_default()
+    }
+
+    /// `(put_items, put_bytes)` now.
+    pub(crate) fn put_totals(&self) -> (u64, u64) {
+        (
+            self.put_items.load(Ordering::Acquire),
+            self.put_bytes.load(Ordering::Acquire),
+        )
+    }
+
+    /// The writer once no put is writing (for rotation, new readers and closing).
+    pub(crate) fn idle_writer(&self) -> proto::MutexGuard<'_, Writer> {
+        let mut w = proto::lock(&self.writer);
+        while w.leading {
+            w.sleepers += 1;
+            w = self.written_cv.wait(w).unwrap_or_else(|p| p.into_inner());
+            w.sleepers -= 1;
+        }
+        w
+    }
+
+    pub(crate) fn check_open(&self) -> Result<(), JournalError> {
+        if self.closed.load(Ordering::Acquire) {
+            Err(JournalError::Closed)
+        } else {
+            Ok(())
+        }
+    }
+
+    pub(crate) fn check_poisoned(&self) -> Result<(), JournalError> {
+        if !self.poisoned.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        match &lock(&self.sync).poisoned {
+            Some(reason) => Err(JournalError::Poisoned {
+                reason: reason.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    pub(crate) fn poison(&self, reason: String) -> JournalError {
+        tracing::error!(queue = %self.name, %reason, "journal poisoned");
+        let mut s = lock(&self.sync);
+        if s.poisoned.is_none() {
+            s.poisoned = Some(reason.clone());
+        }
+        self.poisoned.store(true, Ordering::Release);
+        self.sync_cv.notify_all();
+        JournalError::Poisoned { reason }
+    }
+
+    pub(crate) fn visible(&self) -> Pos {
+        lock(&self.index).visible
+    }
+
+    pub(crate) fn segment_end(&self, seg: u64) -> SegEnd {
+        match lock(&self.index).segs.get(&seg) {
+            Some(None) => SegEnd::Open,
+            Some(Some(s)) => SegEnd::Sealed(s.len),
+            None => SegEnd::Gone,
+        }
+    }
+
+    pub(crate) fn next_segment_after(&self, seg: u64) -> Option<u64> {
+        lock(&self.index)
+            .segs
+            .range(seg.saturating_add(1)..)
+            .next()
+            .map(|(k, _)| *k)
+    }
+
+    pub(crate) fn publish(&self, upto: Pos) {
+        {
+            let mut idx = lock(&self.index);
+            if upto > idx.visible {
+                idx.visible = upto;
+            }
+        }
+        self.bell.ring();
+    }
+
+    pub(crate) fn mark_synced(&self, upto: Pos) {
+        let mut s = lock(&self.sync);
+        if upto > s.synced {
+            s.synced = upto;
+        }
+        if s.waiting > 0 {
+            self.sync_cv.notify_all();
+        }
+    }
+}
+
+/// Where a segment ends, as far as readers are concerned.
+pub(crate) enum SegEnd {
+    /// The segment the writer appends to.
+    Open,
+    /// A sealed segment of this length.
+    Sealed(u64),
+    /// The segment was deleted or never existed.
+    Gone,
+}

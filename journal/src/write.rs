@@ -1,0 +1,204 @@
+//! Durability: segment rotation, group commit, the periodic sync thread and creating
+//! segments. Appending records is in `append.rs`.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::config::PutOptions;
+use crate::format::{encode_segment_header, SegmentHeader};
+use crate::item::ItemId;
+use crate::pos::Pos;
+use crate::state::{Inner, Sealed, Writer};
+use crate::storage::{write_all, Storage, WriteFile};
+use crate::sync::lock;
+use crate::sync::proto;
+use crate::JournalError;
+
+impl Inner {
+    pub(crate) fn put(&self, data: &[u8], opts: PutOptions) -> Result<ItemId, JournalError> {
+        self.put_records(&[data], opts).map(ItemId)
+    }
+
+    /// Seals the writer's segment (after syncing it) and starts the next one.
+    pub(crate) fn rotate(&self, w: &mut Writer) -> Result<(), JournalError> {
+        let old = w.seg_id;
+        let old_path = self.segment_path(old);
+        // Under Always and Group the sealed segment must be complete on disk before the next
+        // one exists. Under Never and Periodic it is synced later, and the next segment's
+        // header says so, which lets recovery treat a torn end of it as a torn tail.
+        let sync_now = self.config.sync.is_durable_on_put();
+        if sync_now {
+            w.file
+                .sync_data()
+                .map_err(|e| JournalError::io(&old_path, e))?;
+        }
+        let new = old + 1;
+        let path = self.segment_path(new);
+        let file = create_segment(
+            self.storage(),
+            &self.dir,
+            &path,
+            new,
+            !sync_now,
+            self.config.file_mode,
+        )?;
+        if !sync_now {
+            w.unsynced_sealed.push(old);
+        }
+        {
+            let mut idx = lock(&self.index);
+            idx.segs.insert(old, Some(Sealed { len: w.offset }));
+            idx.segs.insert(new, None);
+        }
+        w.seg_id = new;
+        w.file = file;
+        w.offset = crate::format::SEGMENT_HEADER_LEN as u64;
+        let start = w.end();
+        if sync_now {
+            self.mark_synced(start);
+        }
+        self.publish(start);
+        Ok(())
+    }
+
+    /// Waits until everything before `target` is durable; the first waiter syncs for all.
+    pub(crate) fn wait_durable(&self, target: Pos) -> Result<(), JournalError> {
+        let mut s = lock(&self.sync);
+        loop {
+            if let Some(reason) = &s.poisoned {
+                return Err(JournalError::Poisoned {
+                    reason: reason.clone(),
+                });
+            }
+            if s.synced >= target {
+                return Ok(());
+            }
+            if s.syncing {
+                s.waiting += 1;
+                s = self.sync_cv.wait(s).unwrap_or_else(|p| p.into_inner());
+                s.waiting -= 1;
+                continue;
+            }
+            s.syncing = true;
+            drop(s);
+            let result = self.sync_writer();
+            s = lock(&self.sync);
+            s.syncing = false;
+            if s.waiting > 0 {
+                self.sync_cv.notify_all();
+            }
+            if let Err(e) = result {
+                drop(s);
+                return Err(e);
+            }
+        }
+    }
+
+    /// Syncs the writer's current segment and publishes what it covers.
+    pub(crate) fn sync_writer(&self) -> Result<(), JournalError> {
+        let (file, upto, sealed) = {
+            let mut w = proto::lock(&self.writer);
+            (
+                w.file.clone(),
+                w.end(),
+                std::mem::take(&mut w.unsynced_sealed),
+            )
+        };
+        // Syncing through a new descriptor makes the file's data durable all the same.
+        let result = sealed
+            .iter()
+            .try_for_each(
+                |&seg| match self.storage().open_append(&self.segment_path(seg)) {
+                    Ok(f) => f.sync_data(),
+                    // Already retired: nothing left to make durable.
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                    Err(e) => Err(e),
+                },
+            )
+            .and_then(|()| file.sync_data());
+        match result {
+            Ok(()) => {
+                self.mark_synced(upto);
+                self.publish(upto);
+                Ok(())
+            }
+            Err(e) => Err(self.poison(format!("fdatasync failed: {e}"))),
+        }
+    }
+
+    pub(crate) fn stop_flusher(&self) {
+        {
+            let (m, cv) = &*self.stop;
+            *lock(m) = true;
+            cv.notify_all();
+        }
+        let handle = lock(&self.flusher).take();
+        if let Some(h) = handle {
+            if h.thread().id() != std::thread::current().id() && h.join().is_err() {
+                tracing::error!(queue = %self.name, "periodic sync thread panicked");
+            }
+        }
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.stop_flusher();
+    }
+}
+
+/// Creates a segment file with its header and makes it and its directory entry durable.
+pub(crate) fn create_segment(
+    storage: &dyn Storage,
+    dir: &Path,
+    path: &Path,
+    seg_id: u64,
+    prev_unsynced: bool,
+    mode: u32,
+) -> Result<Arc<dyn WriteFile>, JournalError> {
+    let io = |e| JournalError::io(path, e);
+    let file: Arc<dyn WriteFile> = Arc::from(storage.create(path, mode).map_err(io)?);
+    let mut header = Vec::new();
+    encode_segment_header(
+        &SegmentHeader {
+            segment_id: seg_id,
+            prev_unsynced,
+        },
+        &mut header,
+    );
+    write_all(file.as_ref(), &header).map_err(io)?;
+    file.sync_data().map_err(io)?;
+    storage
+        .sync_dir(dir)
+        .map_err(|e| JournalError::io(dir, e))?;
+    Ok(file)
+}
+
+pub(crate) fn spawn_flusher(inner: &Arc<Inner>, every: Duration) -> Result<(), JournalError> {
+    let weak = Arc::downgrade(inner);
+    let stop = inner.stop.clone();
+    let handle = std::thread::Builder::new()
+        .name(format!("fairq-journal-sync-{}", inner.name))
+        .spawn(move || loop {
+            {
+                let (m, cv) = &*stop;
+                let g = lock(m);
+                let (g, _) = cv
+                    .wait_timeout_while(g, every, |stopped| !*stopped)
+                    .unwrap_or_else(|p| p.into_inner());
+                if *g {
+                    return;
+                }
+            }
+            let Some(inner) = weak.upgrade() else { return };
+            if inner.check_poisoned().is_ok() {
+                if let Err(e) = inner.sync_writer() {
+                    tracing::error!(queue = %inner.name, error = %e, "periodic sync failed");
+                }
+            }
+        })
+        .map_err(|e| JournalError::io(&inner.dir, e))?;
+    *lock(&inner.flusher) = Some(handle);
+    Ok(())
+}

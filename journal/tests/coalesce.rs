@@ -1,0 +1,392 @@
+//! Concurrent puts share one write: while one put (the leader) is in its write system call,
+//! the puts that arrive queue their records and the leader writes them all at once. A gate
+//! in the storage holds the leader inside its write, so the tests decide exactly who queues.
+
+use std::io::{self, IoSlice};
+use std::path::Path;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use fairq_journal::sim::{SimDisk, SimFaults};
+use fairq_journal::storage::{DirEntry, LockGuard, ReadFile, Storage, WriteFile};
+use fairq_journal::{ItemId, JournalConfig, JournalError, JournaledQueue, SyncPolicy};
+
+#[derive(Debug, Default)]
+struct GateState {
+    closed: bool,
+    /// Writes waiting at the closed gate.
+    held: usize,
+    /// Write calls that went through.
+    writes: usize,
+}
+
+#[derive(Debug, Default)]
+struct Gate {
+    state: Mutex<GateState>,
+    cv: Condvar,
+}
+
+impl Gate {
+    fn close(&self) {
+        self.state.lock().unwrap().closed = true;
+    }
+
+    fn open(&self) {
+        self.state.lock().unwrap().closed = false;
+        self.cv.notify_all();
+    }
+
+    fn writes(&self) -> usize {
+        self.state.lock().unwrap().writes
+    }
+
+    /// Waits until `n` writes are held at the gate.
+    fn await_held(&self, n: usize) {
+        let g = self.state.lock().unwrap();
+        let (g, timeout) = self
+            .cv
+            .wait_timeout_while(g, Duration::from_secs(30), |s| s.held < n)
+            .unwrap();
+        assert!(
+            !timeout.timed_out(),
+            "only {} writes reached the gate",
+            g.held
+        );
+    }
+
+    fn pass(&self) {
+        let mut g = self.state.lock().unwrap();
+        g.held += 1;
+        self.cv.notify_all();
+        g = self.cv.wait_while(g, |s| s.closed).unwrap();
+        g.held -= 1;
+        g.writes += 1;
+    }
+}
+
+#[derive(Debug)]
+struct GatedFile(Box<dyn WriteFile>, Arc<Gate>);
+
+impl WriteFile for GatedFile {
+    fn write(&self, buf: &[u8]) -> io::Result<usize> {
+        self.1.pass();
+        self.0.write(buf)
+    }
+    fn write_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        self.1.pass();
+        self.0.write_vectored(bufs)
+    }
+    fn sync_data(&self) -> io::Result<()> {
+        self.0.sync_data()
+    }
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.0.set_len(len)
+    }
+}
+
+/// A simulated disk whose segment writes pass through a gate (segment headers are written
+/// when the gate is open, before the tests close it).
+#[derive(Debug)]
+struct GatedDisk {
+    disk: SimDisk,
+    gate: Arc<Gate>,
+}
+
+impl Storage for GatedDisk {
+    fn create_dir_all(&self, dir: &Path, mode: u32) -> io::Result<()> {
+        self.disk.create_dir_all(dir, mode)
+    }
+    fn list_dir(&self, dir: &Path) -> io::Result<Vec<DirEntry>> {
+        self.disk.list_dir(dir)
+    }
+    fn read_all(&self, path: &Path) -> io::Result<Vec<u8>> {
+        self.disk.read_all(path)
+    }
+    fn create(&self, path: &Path, mode: u32) -> io::Result<Box<dyn WriteFile>> {
+        Ok(Box::new(GatedFile(
+            self.disk.create(path, mode)?,
+            self.gate.clone(),
+        )))
+    }
+    fn open_append(&self, path: &Path) -> io::Result<Box<dyn WriteFile>> {
+        Ok(Box::new(GatedFile(
+            self.disk.open_append(path)?,
+            self.gate.clone(),
+        )))
+    }
+    fn open_read(&self, path: &Path) -> io::Result<Box<dyn ReadFile>> {
+        self.disk.open_read(path)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.disk.rename(from, to)
+    }
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        self.disk.remove_file(path)
+    }
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        self.disk.sync_dir(dir)
+    }
+    fn lock(&self, path: &Path, mode: u32) -> io::Result<Box<dyn LockGuard>> {
+        self.disk.lock(path, mode)
+    }
+    fn lock_shared(&self, path: &Path) -> io::Result<Option<Box<dyn LockGuard>>> {
+        self.disk.lock_shared(path)
+    }
+}
+
+struct Setup {
+    disk: SimDisk,
+    gate: Arc<Gate>,
+    q: JournaledQueue,
+}
+
+fn setup(sync: SyncPolicy) -> Setup {
+    let disk = SimDisk::new(7);
+    let gate = Arc::new(Gate::default());
+    let config = JournalConfig {
+        sync,
+        storage: Arc::new(GatedDisk {
+            disk: disk.clone(),
+            gate: gate.clone(),
+        }),
+        ..JournalConfig::default()
+    };
+    let q = JournaledQueue::open("/q", "q", config).unwrap();
+    q.reader("r").unwrap();
+    Setup { disk, gate, q }
+}
+
+/// Waits (yielding, with a deadline) until `f` holds.
+fn until(what: &str, f: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::yield_now();
+    }
+}
+
+/// A leader held in its write, then `followers` more puts that queue behind it; returns the
+/// leader's and the followers' results once the gate opens.
+#[allow(clippy::type_complexity)]
+fn leader_and_followers(
+    s: &Setup,
+    followers: u8,
+    before_open: impl FnOnce(),
+) -> (
+    Result<ItemId, JournalError>,
+    Vec<Result<ItemId, JournalError>>,
+) {
+    let r = s.q.reader("r").unwrap();
+    s.gate.close();
+    std::thread::scope(|scope| {
+        let leader = scope.spawn(|| s.q.put(b"leader"));
+        s.gate.await_held(1);
+        let rest: Vec<_> = (0..followers)
+            .map(|i| {
+                let q = s.q.clone();
+                scope.spawn(move || q.put(&[b'f', i]))
+            })
+            .collect();
+        // Every follower has queued its record (and is counted) before the gate opens.
+        until("the followers to queue", || {
+            r.len() == 1 + u64::from(followers)
+        });
+        before_open();
+        s.gate.open();
+        let leader = leader.join().unwrap();
+        let rest = rest.into_iter().map(|h| h.join().unwrap()).collect();
+        (leader, rest)
+    })
+}
+
+fn drain(q: &JournaledQueue) -> Vec<(ItemId, Vec<u8>)> {
+    let r = q.reader("r").unwrap();
+    let mut out = Vec::new();
+    while let Some(item) = r.get().unwrap() {
+        r.commit(item.id).unwrap();
+        out.push((item.id, item.data));
+    }
+    out
+}
+
+#[test]
+fn puts_that_arrive_during_a_write_share_the_next_one() {
+    let s = setup(SyncPolicy::Never);
+    let before = s.gate.writes();
+    let (leader, followers) = leader_and_followers(&s, 5, || {});
+    let leader = leader.unwrap();
+    let mut ids: Vec<ItemId> = followers.into_iter().map(Result::unwrap).collect();
+    assert_eq!(
+        s.gate.writes() - before,
+        2,
+        "the leader's write and one batch"
+    );
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 5);
+    assert_eq!(ids[0].0, leader.0 + 1, "ids follow the order puts entered");
+    assert_eq!(ids[4].0, leader.0 + 5);
+    let got = drain(&s.q);
+    assert_eq!(got.len(), 6);
+    assert_eq!(got[0], (leader, b"leader".to_vec()));
+    for (id, data) in &got[1..] {
+        assert_eq!(data[0], b'f');
+        assert!(ids.contains(id));
+    }
+}
+
+#[test]
+fn under_always_one_sync_covers_the_leader_and_its_followers() {
+    let s = setup(SyncPolicy::Always);
+    let syncs = s.disk.sync_count();
+    let (leader, followers) = leader_and_followers(&s, 3, || {});
+    leader.unwrap();
+    for f in followers {
+        f.unwrap();
+    }
+    assert_eq!(s.disk.sync_count() - syncs, 1);
+    assert_eq!(drain(&s.q).len(), 4);
+}
+
+#[test]
+fn a_batch_that_finds_the_disk_full_fails_its_puts_and_nothing_else() {
+    let s = setup(SyncPolicy::Never);
+    let used: u64 = s
+        .disk
+        .list_dir(Path::new("/q"))
+        .unwrap()
+        .iter()
+        .map(|e| {
+            s.disk
+                .read_all(&Path::new("/q").join(&e.name))
+                .unwrap()
+                .len() as u64
+        })
+        .sum();
+    let (leader, followers) = leader_and_followers(&s, 3, || {
+        // Room for the leader's record (36 + 6 bytes) only.
+        s.disk.set_faults(SimFaults {
+            capacity: Some(used + 42),
+            ..SimFaults::default()
+        });
+    });
+    let leader = leader.unwrap();
+    for f in followers {
+        match f {
+            Err(JournalError::Io { source, .. }) => {
+                assert_eq!(source.kind(), io::ErrorKind::StorageFull)
+            }
+            other => panic!("expected a full disk, got {other:?}"),
+        }
+    }
+    s.disk.set_faults(SimFaults::default());
+    // Not poisoned: the next put works, and its id skips the failed ones.
+    let next = s.q.put(b"after").unwrap();
+    assert_eq!(next.0, leader.0 + 4);
+    let got: Vec<Vec<u8>> = drain(&s.q).into_iter().map(|(_, d)| d).collect();
+    assert_eq!(got, vec![b"leader".to_vec(), b"after".to_vec()]);
+    assert_eq!(s.q.reader("r").unwrap().len(), 0);
+}
+
+#[test]
+fn a_batch_whose_write_fails_poisons_the_queue_and_fails_its_puts() {
+    let s = setup(SyncPolicy::Never);
+    let (leader, followers) = leader_and_followers(&s, 2, || {
+        s.disk.set_faults(SimFaults {
+            write_error_per_mille: 1000,
+            ..SimFaults::default()
+        });
+    });
+    // The leader's own write failed too (the fault was set before the gate opened).
+    assert!(leader.is_err());
+    for f in followers {
+        assert!(matches!(f, Err(JournalError::Poisoned { .. })), "{f:?}");
+    }
+    s.disk.set_faults(SimFaults::default());
+    assert!(matches!(s.q.put(b"x"), Err(JournalError::Poisoned { .. })));
+}
+
+#[test]
+fn put_many_writes_its_items_in_one_call_with_consecutive_ids() {
+    let s = setup(SyncPolicy::Group);
+    let before = s.gate.writes();
+    let items: Vec<Vec<u8>> = (0..600u32).map(|i| i.to_le_bytes().to_vec()).collect();
+    let refs: Vec<&[u8]> = items.iter().map(Vec::as_slice).collect();
+    let ids = s.q.put_many(&refs).unwrap();
+    assert!(
+        s.gate.writes() - before <= 3,
+        "600 records in a few writev calls"
+    );
+    assert!(ids.windows(2).all(|w| w[1].0 == w[0].0 + 1));
+    let got = drain(&s.q);
+    assert_eq!(got.len(), 600);
+    for ((id, data), (want_id, want)) in got.iter().zip(ids.iter().zip(&items)) {
+        assert_eq!((id, data), (want_id, want));
+    }
+    assert!(s.q.put_many(&[]).unwrap().is_empty());
+}
+
+#[test]
+fn concurrent_puts_under_faults_and_a_power_loss_lose_no_acknowledged_item() {
+    for seed in 0..12u64 {
+        let disk = SimDisk::new(seed);
+        let config = JournalConfig {
+            sync: if seed % 2 == 0 {
+                SyncPolicy::Group
+            } else {
+                SyncPolicy::Always
+            },
+            segment_size: 2000,
+            ..JournalConfig::on_sim(&disk)
+        };
+        let q = JournaledQueue::open("/q", "q", config.clone()).unwrap();
+        q.reader("r").unwrap();
+        disk.set_faults(SimFaults {
+            short_writes: true,
+            write_error_per_mille: 2,
+            sync_error_per_mille: 2,
+            ..SimFaults::default()
+        });
+        let acked: Vec<Vec<u8>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..4u8)
+                .map(|t| {
+                    let q = q.clone();
+                    scope.spawn(move || {
+                        let mut mine = Vec::new();
+                        for i in 0..150u16 {
+                            let data = [&[t][..], &i.to_le_bytes()[..], &[7u8; 20][..]].concat();
+                            if q.put(&data).is_ok() {
+                                mine.push(data);
+                            }
+                        }
+                        mine
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .flat_map(|h| h.join().unwrap())
+                .collect()
+        });
+        drop(q);
+        disk.set_faults(SimFaults::default());
+        disk.crash();
+        let q = JournaledQueue::open("/q", "q", config).unwrap();
+        let got: Vec<Vec<u8>> = drain(&q).into_iter().map(|(_, d)| d).collect();
+        for a in &acked {
+            assert!(got.contains(a), "seed {seed}: acknowledged {a:?} lost");
+        }
+        for g in &got {
+            assert!(g.len() == 23 && g[0] < 4, "seed {seed}: never put: {g:?}");
+        }
+        // Each thread's items keep their order.
+        for t in 0..4u8 {
+            let seq: Vec<u16> = got
+                .iter()
+                .filter(|g| g[0] == t)
+                .map(|g| u16::from_le_bytes([g[1], g[2]]))
+                .collect();
+            assert!(seq.windows(2).all(|w| w[0] < w[1]), "seed {seed}: {seq:?}");
+        }
+    }
+}

@@ -1,0 +1,341 @@
+//! Damage found from the outside: segment files deleted or replaced, symlinks and other
+//! non-regular files in the folder, corruption appearing while the queue is open.
+//! Every outcome is either every acknowledged item or an error naming the file.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use fairq_journal::{JournalConfig, JournalError, JournaledQueue, SyncPolicy};
+
+fn cfg(segment_size: u64) -> JournalConfig {
+    JournalConfig {
+        sync: SyncPolicy::Always,
+        segment_size,
+        checkpoint_interval: Duration::ZERO,
+        ..JournalConfig::default()
+    }
+}
+
+fn segments(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "seg"))
+        .collect();
+    v.sort();
+    v
+}
+
+/// A queue with one item per segment (ids 1..=n), every item put and nothing consumed.
+fn filled(n: u8) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let q = JournaledQueue::open(dir.path(), "q", cfg(40)).unwrap();
+    let r = q.reader("r").unwrap();
+    for i in 0..n {
+        q.put(&[i; 8]).unwrap();
+    }
+    r.checkpoint().unwrap();
+    q.close().unwrap();
+    dir
+}
+
+fn open_all(dir: &Path) -> Result<Vec<Vec<u8>>, JournalError> {
+    let q = JournaledQueue::open(dir, "q", cfg(40))?;
+    let r = q.reader("r")?;
+    let mut out = Vec::new();
+    while let Some(item) = r.get()? {
+        r.commit(item.id)?;
+        out.push(item.data);
+    }
+    Ok(out)
+}
+
+fn expect_missing(result: Result<Vec<Vec<u8>>, JournalError>, missing: &Path) {
+    match result {
+        Err(JournalError::Corrupt { path, reason, .. }) => {
+            assert_eq!(path, missing, "{reason}");
+            assert!(reason.contains("missing"), "{reason}");
+        }
+        other => panic!(
+            "expected the missing {} to be reported, got {other:?}",
+            missing.display()
+        ),
+    }
+}
+
+#[test]
+fn a_segment_missing_in_the_middle_is_corruption_naming_it() {
+    let dir = filled(3);
+    let segs = segments(dir.path());
+    assert!(segs.len() >= 3, "{segs:?}");
+    std::fs::remove_file(&segs[1]).unwrap();
+    expect_missing(open_all(dir.path()), &segs[1]);
+}
+
+#[test]
+fn the_first_segment_missing_is_corruption_naming_it() {
+    let dir = filled(3);
+    let segs = segments(dir.path());
+    std::fs::remove_file(&segs[0]).unwrap();
+    expect_missing(open_all(dir.path()), &segs[0]);
+}
+
+#[test]
+fn the_first_segments_missing_after_retirement_is_still_detected() {
+    // The reader consumed and retired the first segments; then the oldest remaining one is
+    // deleted by hand.
+    let dir = tempfile::tempdir().unwrap();
+    let q = JournaledQueue::open(dir.path(), "q", cfg(40)).unwrap();
+    let r = q.reader("r").unwrap();
+    for i in 0..6u8 {
+        q.put(&[i; 8]).unwrap();
+    }
+    for _ in 0..2 {
+        let item = r.get().unwrap().unwrap();
+        r.commit(item.id).unwrap();
+    }
+    r.checkpoint().unwrap();
+    q.close().unwrap();
+    let segs = segments(dir.path());
+    std::fs::remove_file(&segs[0]).unwrap();
+    expect_missing(open_all(dir.path()), &segs[0]);
+}
+
+#[test]
+fn every_segment_missing_is_corruption() {
+    let dir = filled(2);
+    for s in segments(dir.path()) {
+        std::fs::remove_file(s).unwrap();
+    }
+    assert!(matches!(
+        open_all(dir.path()),
+        Err(JournalError::Corrupt { .. })
+    ));
+}
+
+#[test]
+fn retirement_leaves_no_false_gap_across_reopens() {
+    // Consume a little, reopen, consume more, many times: retired segments never look missing.
+    let dir = tempfile::tempdir().unwrap();
+    let mut expected = 0u8;
+    for round in 0..8u8 {
+        let q = JournaledQueue::open(dir.path(), "q", cfg(40)).unwrap();
+        let r = q.reader("r").unwrap();
+        for i in 0..3u8 {
+            q.put(&[round * 3 + i; 8]).unwrap();
+        }
+        for _ in 0..2 {
+            let item = r.get().unwrap().unwrap();
+            assert_eq!(item.data, vec![expected; 8]);
+            expected += 1;
+            r.commit(item.id).unwrap();
+        }
+        q.close().unwrap();
+    }
+    assert_eq!(open_all(dir.path()).unwrap().len(), 8);
+}
+
+#[cfg(unix)]
+#[test]
+fn a_segment_replaced_by_a_symlink_is_refused_and_its_target_untouched() {
+    let dir = filled(3);
+    let outside = tempfile::tempdir().unwrap();
+    let target = outside.path().join("precious");
+    std::fs::write(&target, b"not a journal file").unwrap();
+    let segs = segments(dir.path());
+    let last = segs.last().unwrap();
+    std::fs::remove_file(last).unwrap();
+    std::os::unix::fs::symlink(&target, last).unwrap();
+    match JournaledQueue::open(dir.path(), "q", cfg(40)) {
+        Err(JournalError::UnsafeFile { path, reason }) => {
+            assert_eq!(&path, last);
+            assert!(reason.contains("symbolic link"), "{reason}");
+        }
+        other => panic!("expected the symlink to be refused, got {other:?}"),
+    }
+    assert_eq!(std::fs::read(&target).unwrap(), b"not a journal file");
+}
+
+#[cfg(unix)]
+#[test]
+fn symlinked_checkpoints_lock_files_and_directories_named_like_queue_files_are_refused() {
+    let outside = tempfile::tempdir().unwrap();
+    let target = outside.path().join("t");
+    std::fs::write(&target, b"keep").unwrap();
+    for victim in ["q.cp.r", "q.readers", "q.lock", "q.cp.r.tmp"] {
+        let dir = filled(1);
+        let p = dir.path().join(victim);
+        let _ = std::fs::remove_file(&p);
+        std::os::unix::fs::symlink(&target, &p).unwrap();
+        assert!(
+            matches!(
+                JournaledQueue::open(dir.path(), "q", cfg(40)),
+                Err(JournalError::UnsafeFile { .. })
+            ),
+            "{victim}"
+        );
+        assert_eq!(std::fs::read(&target).unwrap(), b"keep", "{victim}");
+    }
+    let dir = filled(1);
+    std::fs::create_dir(dir.path().join("q.00000000000000000009.seg")).unwrap();
+    assert!(matches!(
+        JournaledQueue::open(dir.path(), "q", cfg(40)),
+        Err(JournalError::UnsafeFile { .. })
+    ));
+    // Files of other queues and unrelated entries are none of this queue's business.
+    let dir = filled(1);
+    std::os::unix::fs::symlink(&target, dir.path().join("other.cp")).unwrap();
+    std::fs::create_dir(dir.path().join("archive")).unwrap();
+    assert_eq!(open_all(dir.path()).unwrap().len(), 1);
+}
+
+#[cfg(unix)]
+#[test]
+fn a_new_segment_is_never_written_through_a_symlink() {
+    // The next segment's name is taken by a symlink created while the queue is open.
+    let dir = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let target = outside.path().join("t");
+    std::fs::write(&target, b"keep").unwrap();
+    let q = JournaledQueue::open(dir.path(), "q", cfg(40)).unwrap();
+    q.put(&[1; 8]).unwrap();
+    let segs = segments(dir.path());
+    let next = segs.last().unwrap().to_str().unwrap().replace(
+        &format!("{:020}", segs.len()),
+        &format!("{:020}", segs.len() + 1),
+    );
+    std::os::unix::fs::symlink(&target, &next).unwrap();
+    // Rotation must fail (and poison) rather than truncate the target.
+    assert!(q.put(&[2; 40]).is_err() || q.put(&[3; 40]).is_err());
+    assert_eq!(std::fs::read(&target).unwrap(), b"keep");
+}
+
+#[cfg(unix)]
+#[test]
+fn files_are_private_by_default_and_modes_are_configurable() {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    let parent = tempfile::tempdir().unwrap();
+    let dir = parent.path().join("store");
+    let q = JournaledQueue::open(&dir, "q", cfg(40)).unwrap();
+    let r = q.reader("r").unwrap();
+    q.put(b"secret").unwrap();
+    r.checkpoint().unwrap();
+    q.close().unwrap();
+    assert_eq!(mode(&dir), 0o700);
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        assert_eq!(mode(&p), 0o600, "{}", p.display());
+    }
+
+    let dir = parent.path().join("shared");
+    let config = JournalConfig {
+        file_mode: 0o640,
+        dir_mode: 0o750,
+        ..cfg(40)
+    };
+    let q = JournaledQueue::open(&dir, "q", config).unwrap();
+    q.put(b"x").unwrap();
+    q.close().unwrap();
+    assert_eq!(mode(&dir), 0o750 & !umask());
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        assert_eq!(mode(&p), 0o640 & !umask(), "{}", p.display());
+    }
+}
+
+#[cfg(unix)]
+fn umask() -> u32 {
+    // The umask of this process, read back from a file created with mode 0o777.
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("probe");
+    std::fs::OpenOptions::new()
+        .create_new(true)
+        .write(true)
+        .mode(0o777)
+        .open(&p)
+        .unwrap();
+    !std::fs::metadata(&p).unwrap().permissions().mode() & 0o777
+}
+
+#[test]
+fn a_record_damaged_while_the_queue_is_open_is_reported_on_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let q = JournaledQueue::open(dir.path(), "q", cfg(1 << 20)).unwrap();
+    let r = q.reader("r").unwrap();
+    for i in 0..4u8 {
+        q.put(&[i; 100]).unwrap();
+    }
+    // Flip a payload byte of the third record on disk behind the open queue's back, before
+    // the reader has read anything.
+    let seg = segments(dir.path()).pop().unwrap();
+    let third = 28 + 2 * (36 + 100);
+    let mut bytes = std::fs::read(&seg).unwrap();
+    bytes[third + 36 + 50] ^= 0x20;
+    std::fs::write(&seg, &bytes).unwrap();
+    for i in 0..2u8 {
+        let item = r.get().unwrap().unwrap();
+        assert_eq!(item.data, vec![i; 100]);
+        r.commit(item.id).unwrap();
+    }
+    match r.get() {
+        Err(JournalError::Corrupt {
+            path,
+            offset,
+            reason,
+        }) => {
+            assert_eq!(path, seg);
+            assert_eq!(offset as usize, third);
+            assert!(reason.contains("checksum"), "{reason}");
+        }
+        other => panic!("expected the damaged record to be reported, got {other:?}"),
+    }
+    // Nothing was skipped: the reader still stands before the damaged record.
+    assert!(matches!(r.get(), Err(JournalError::Corrupt { .. })));
+    assert_eq!(r.len(), 2);
+}
+
+#[test]
+fn reads_that_return_flipped_bits_never_deliver_wrong_data() {
+    use fairq_journal::sim::{SimDisk, SimFaults};
+    let disk = SimDisk::new(11);
+    let config = JournalConfig {
+        sync: SyncPolicy::Never,
+        ..JournalConfig::on_sim(&disk)
+    };
+    let q = JournaledQueue::open("/q", "q", config).unwrap();
+    let r = q.reader("r").unwrap();
+    let payload = |i: u32| -> Vec<u8> { (0..40 + i % 300).map(|b| (b * 31 + i) as u8).collect() };
+    for i in 0..300u32 {
+        q.put(&payload(i)).unwrap();
+    }
+    disk.set_faults(SimFaults {
+        corrupt_read_per_mille: 400,
+        ..SimFaults::default()
+    });
+    let (mut next, mut reported) = (0u32, 0u32);
+    let mut attempts = 0;
+    while next < 300 {
+        attempts += 1;
+        assert!(attempts < 100_000, "no progress");
+        match r.get() {
+            Ok(Some(item)) => {
+                assert_eq!(item.data, payload(next), "item {next} delivered damaged");
+                if next % 7 == 0 && reported % 2 == 0 {
+                    // Aborted items are read again from the file, through the same checks.
+                    r.abort(item.id).unwrap();
+                    reported += 1;
+                    continue;
+                }
+                r.commit(item.id).unwrap();
+                next += 1;
+            }
+            Ok(None) => panic!("items vanished at {next}"),
+            // A read that returned damaged bytes twice in a row is reported, never skipped.
+            Err(JournalError::Corrupt { .. }) => reported += 1,
+            Err(e) => panic!("unexpected error {e}"),
+        }
+    }
+    assert!(reported > 0, "the fault injection never fired");
+}

@@ -1,0 +1,487 @@
+//! The management features: peek, expiry into a sink, expiry sweeps with a limit, the
+//! queue's maximum age, removing readers, listing queues, per-reader counters and dead
+//! letters.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use fairq_journal::{
+    FullPolicy, Item, JournalConfig, JournalError, JournaledQueue, ManualClock, PutOptions, Reader,
+    ReaderConfig, Sink, SyncPolicy,
+};
+
+const START: u64 = 1_700_000_000_000;
+
+fn at(ms: u64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_millis(ms)
+}
+
+fn setup() -> (tempfile::TempDir, ManualClock, JournalConfig) {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(at(START));
+    let config = JournalConfig {
+        sync: SyncPolicy::Always,
+        checkpoint_interval: Duration::ZERO,
+        clock: Arc::new(clock.clone()),
+        ..JournalConfig::default()
+    };
+    (dir, clock, config)
+}
+
+fn expiring(ms: u64) -> PutOptions {
+    PutOptions {
+        expires_at: Some(at(ms)),
+    }
+}
+
+fn drain(r: &Reader) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    while let Some(item) = r.get().unwrap() {
+        r.commit(item.id).unwrap();
+        out.push(item.data);
+    }
+    out
+}
+
+/// A sink that records what it is given, and fails while `fail` is set.
+#[derive(Clone, Default)]
+struct Recorder {
+    got: Arc<Mutex<Vec<Item>>>,
+    fail: Arc<Mutex<bool>>,
+}
+
+impl Recorder {
+    fn sink(&self) -> Sink {
+        let me = self.clone();
+        Sink::callback(move |item| {
+            if *me.fail.lock().unwrap() {
+                return Err("downstream unavailable".into());
+            }
+            me.got.lock().unwrap().push(item.clone());
+            Ok(())
+        })
+    }
+
+    fn data(&self) -> Vec<Vec<u8>> {
+        self.got
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|i| i.data.clone())
+            .collect()
+    }
+}
+
+#[test]
+fn peek_shows_what_get_delivers_without_opening_it() {
+    let (dir, _clock, config) = setup();
+    let q = JournaledQueue::open(dir.path(), "q", config).unwrap();
+    let r = q.reader("r").unwrap();
+    assert_eq!(r.peek().unwrap(), None);
+    q.put(b"a").unwrap();
+    q.put(b"b").unwrap();
+    let seen = r.peek().unwrap().unwrap();
+    assert_eq!(seen.data, b"a");
+    assert_eq!(
+        r.peek().unwrap().unwrap(),
+        seen,
+        "peeking twice sees the same item"
+    );
+    assert_eq!((r.len(), r.open_reads()), (2, 0));
+    let a = r.get().unwrap().unwrap();
+    assert_eq!(a, seen);
+    assert_eq!(r.peek().unwrap().unwrap().data, b"b");
+    // An aborted item is next again, with its error count.
+    r.abort(a.id).unwrap();
+    let again = r.peek().unwrap().unwrap();
+    assert_eq!((again.id, again.error_count), (a.id, 1));
+    assert!(matches!(r.commit(a.id), Err(JournalError::NotOpen(_))));
+    let s = r.stats().unwrap();
+    assert_eq!((s.get_hits, s.get_misses, s.opened), (1, 0, 1));
+}
+
+#[test]
+fn expires_at_and_max_age_share_one_inclusive_boundary() {
+    let (dir, clock, config) = setup();
+    let q = JournaledQueue::open(dir.path(), "q", config).unwrap();
+    let by_time = q.reader("by-time").unwrap();
+    let by_age = q
+        .reader_with(
+            "by-age",
+            ReaderConfig {
+                max_age: Some(Duration::from_millis(1000)),
+                ..ReaderConfig::default()
+            },
+        )
+        .unwrap();
+    q.put_with(b"x", expiring(START + 1000)).unwrap();
+    clock.set(at(START + 999));
+    assert!(by_time.peek().unwrap().is_some(), "1 ms before expires_at");
+    assert!(by_age.peek().unwrap().is_some(), "1 ms before max_age");
+    clock.set(at(START + 1000));
+    assert_eq!(by_time.get().unwrap(), None, "at expires_at: expired");
+    assert_eq!(
+        by_age.get().unwrap(),
+        None,
+        "at added_at + max_age: expired"
+    );
+    assert_eq!(by_time.stats().unwrap().expired, 1);
+    assert_eq!(by_age.stats().unwrap().expired, 1);
+}
+
+#[test]
+fn expired_items_move_to_another_queue_or_a_callback() {
+    let (dir, clock, config) = setup();
+    let q = JournaledQueue::open(dir.path(), "q", config.clone()).unwrap();
+    let late = JournaledQueue::open(dir.path(), "late", config.clone()).unwrap();
+    let to_queue = q.reader("to-queue").unwrap();
+    let to_callback = q.reader("to-callback").unwrap();
+    let dropping = q.reader("dropping").unwrap();
+    to_queue.set_expired_sink(Some(Sink::queue(&late)));
+    let rec = Recorder::default();
+    to_callback.set_expired_sink(Some(rec.sink()));
+    q.put_with(b"old-1", expiring(START + 10)).unwrap();
+    q.put(b"keeps").unwrap();
+    q.put_with(b"old-2", expiring(START + 10)).unwrap();
+    clock.advance(Duration::from_millis(10));
+    for r in [&to_queue, &to_callback, &dropping] {
+        assert_eq!(drain(r), vec![b"keeps".to_vec()]);
+        assert_eq!(r.stats().unwrap().expired, 2);
+    }
+    assert_eq!(rec.data(), vec![b"old-1".to_vec(), b"old-2".to_vec()]);
+    // Moved without their expiry: they do not expire again in the other queue.
+    let late_r = late.reader("").unwrap();
+    let first = late_r.get().unwrap().unwrap();
+    assert_eq!(
+        (first.data.as_slice(), first.expires_at),
+        (&b"old-1"[..], None)
+    );
+    assert_eq!(late_r.get().unwrap().unwrap().data, b"old-2");
+}
+
+#[test]
+fn a_failing_expiry_sink_keeps_the_item_and_says_so() {
+    let (dir, clock, config) = setup();
+    let q = JournaledQueue::open(dir.path(), "q", config).unwrap();
+    let r = q.reader("r").unwrap();
+    let rec = Recorder::default();
+    r.set_expired_sink(Some(rec.sink()));
+    q.put_with(b"old", expiring(START + 1)).unwrap();
+    q.put(b"new").unwrap();
+    clock.advance(Duration::from_millis(1));
+    *rec.fail.lock().unwrap() = true;
+    match r.get() {
+        Err(JournalError::Sink {
+            reader,
+            item,
+            source,
+        }) => {
+            assert_eq!(reader, "r");
+            assert_eq!(item.0, 1);
+            assert!(source.to_string().contains("downstream"), "{source}");
+        }
+        other => panic!("expected the sink's failure, got {other:?}"),
+    }
+    assert_eq!(r.len(), 2, "nothing was lost");
+    assert_eq!(r.stats().unwrap().expired, 0);
+    *rec.fail.lock().unwrap() = false;
+    assert_eq!(drain(&r), vec![b"new".to_vec()]);
+    assert_eq!(rec.data(), vec![b"old".to_vec()]);
+}
+
+#[test]
+fn an_expired_item_in_flight_to_its_sink_survives_a_crash() {
+    // The sink took the item, then the process died before the reader's checkpoint: the
+    // item goes to the sink again (at least once), it is never lost.
+    let (dir, clock, config) = setup();
+    let config = JournalConfig {
+        checkpoint_interval: Duration::from_secs(3600),
+        ..config
+    };
+    let q = JournaledQueue::open(dir.path(), "q", config.clone()).unwrap();
+    let r = q.reader("r").unwrap();
+    r.checkpoint().unwrap();
+    let late = JournaledQueue::open(dir.path(), "late", config.clone()).unwrap();
+    r.set_expired_sink(Some(Sink::queue(&late)));
+    q.put_with(b"old", expiring(START + 1)).unwrap();
+    clock.advance(Duration::from_millis(1));
+    assert_eq!(r.get().unwrap(), None);
+    drop((r, q, late)); // a crash: no checkpoint since the item moved
+    let q = JournaledQueue::open(dir.path(), "q", config.clone()).unwrap();
+    let late = JournaledQueue::open(dir.path(), "late", config).unwrap();
+    let r = q.reader("r").unwrap();
+    r.set_expired_sink(Some(Sink::queue(&late)));
+    assert_eq!(r.get().unwrap(), None);
+    let copies = drain(&late.reader("").unwrap());
+    assert_eq!(copies, vec![b"old".to_vec(), b"old".to_vec()]);
+}
+
+#[test]
+fn the_expiry_sweep_takes_at_most_its_limit_from_the_front() {
+    let (dir, clock, config) = setup();
+    let q = JournaledQueue::open(dir.path(), "q", config).unwrap();
+    let a = q.reader("a").unwrap();
+    let b = q.reader("b").unwrap();
+    let rec = Recorder::default();
+    a.set_expired_sink(Some(rec.sink()));
+    for i in 0..5u8 {
+        q.put_with(&[i], expiring(START + 5)).unwrap();
+    }
+    q.put(b"fresh").unwrap();
+    q.put_with(b"behind", expiring(START + 5)).unwrap();
+    clock.advance(Duration::from_millis(5));
+    assert_eq!(a.discard_expired(3).unwrap(), 3);
+    assert_eq!(rec.data(), vec![vec![0], vec![1], vec![2]]);
+    assert_eq!(a.len(), 4);
+    // The sweep stops at the first live item; the expired one behind it waits for `get`.
+    assert_eq!(a.discard_expired(100).unwrap(), 2);
+    assert_eq!(a.len(), 2);
+    assert_eq!(q.discard_expired(4).unwrap(), 4, "reader b's sweep");
+    assert_eq!(q.discard_expired(4).unwrap(), 1, "then b's fifth");
+    assert_eq!(drain(&a), vec![b"fresh".to_vec()]);
+    assert_eq!(a.stats().unwrap().expired, 6);
+    assert_eq!(drain(&b), vec![b"fresh".to_vec()]);
+}
+
+#[test]
+fn a_queue_is_ready_to_expire_when_old_enough_and_empty() {
+    let (dir, clock, config) = setup();
+    let config = JournalConfig {
+        max_queue_age: Some(Duration::from_secs(60)),
+        ..config
+    };
+    let q = JournaledQueue::open(dir.path(), "q", config.clone()).unwrap();
+    let other = JournaledQueue::open(dir.path(), "other", config.clone()).unwrap();
+    other.put(b"stays").unwrap();
+    let r = q.reader("r").unwrap();
+    q.put(b"x").unwrap();
+    clock.advance(Duration::from_secs(59));
+    assert!(!q.is_ready_for_expiration(), "too young");
+    clock.advance(Duration::from_secs(1));
+    assert!(!q.is_ready_for_expiration(), "an item waits");
+    let item = r.get().unwrap().unwrap();
+    assert!(!q.is_ready_for_expiration(), "an open read");
+    r.commit(item.id).unwrap();
+    assert!(q.is_ready_for_expiration());
+    q.delete().unwrap();
+    assert!(matches!(q.put(b"y"), Err(JournalError::Closed)));
+    let names = JournaledQueue::list_queues(dir.path(), &config).unwrap();
+    assert_eq!(names, vec!["other".to_string()]);
+    assert_eq!(drain(&other.reader("").unwrap()), vec![b"stays".to_vec()]);
+    // Without a maximum age a queue never expires.
+    let (dir2, clock2, config2) = setup();
+    let q2 = JournaledQueue::open(dir2.path(), "q", config2).unwrap();
+    clock2.advance(Duration::from_secs(1 << 30));
+    assert!(!q2.is_ready_for_expiration());
+}
+
+fn files(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn removing_a_reader_forgets_it_and_frees_its_segments() {
+    let (dir, _clock, config) = setup();
+    let config = JournalConfig {
+        segment_size: 60,
+        ..config
+    };
+    let q = JournaledQueue::open(dir.path(), "q", config.clone()).unwrap();
+    let fast = q.reader("fast").unwrap();
+    let slow = q.reader("slow").unwrap();
+    for i in 0..6u8 {
+        q.put(&[i; 30]).unwrap();
+    }
+    assert_eq!(drain(&fast).len(), 6);
+    fast.checkpoint().unwrap();
+    let segs = |d: &Path| files(d).iter().filter(|f| f.ends_with(".seg")).count();
+    assert!(segs(dir.path()) >= 6, "the slow reader keeps them");
+    assert!(matches!(
+        q.remove_reader("nobody"),
+        Err(JournalError::NoSuchReader(_))
+    ));
+    q.remove_reader("slow").unwrap();
+    assert!(matches!(slow.get(), Err(JournalError::ReaderRemoved(_))));
+    assert!(!files(dir.path()).contains(&"q.cp.slow".to_string()));
+    assert!(segs(dir.path()) <= 2, "{:?}", files(dir.path()));
+    assert!(matches!(
+        q.remove_reader("fast"),
+        Err(JournalError::LastReader(_))
+    ));
+    q.close().unwrap();
+    let q = JournaledQueue::open(dir.path(), "q", config).unwrap();
+    assert_eq!(q.reader_names(), vec!["fast".to_string()]);
+    // A new reader of the same name starts afresh at the tail.
+    q.put(b"later").unwrap();
+    let slow = q.reader("slow").unwrap();
+    assert_eq!(slow.len(), 0);
+}
+
+#[test]
+fn queues_in_a_folder_are_listed_by_name() {
+    let (dir, _clock, config) = setup();
+    assert!(JournaledQueue::list_queues(dir.path(), &config)
+        .unwrap()
+        .is_empty());
+    for name in ["b", "a:x", "c-1"] {
+        let q = JournaledQueue::open(dir.path(), name, config.clone()).unwrap();
+        q.reader("r").unwrap();
+        q.close().unwrap();
+    }
+    std::fs::write(dir.path().join("README"), b"x").unwrap();
+    std::fs::create_dir(dir.path().join("archive")).unwrap();
+    assert_eq!(
+        JournaledQueue::list_queues(dir.path(), &config).unwrap(),
+        vec!["a:x".to_string(), "b".to_string(), "c-1".to_string()]
+    );
+    assert!(matches!(
+        JournaledQueue::list_queues(dir.path().join("missing"), &config),
+        Err(JournalError::Io { .. })
+    ));
+}
+
+#[test]
+fn counters_count_what_each_reader_did() {
+    let (dir, clock, config) = setup();
+    let q = JournaledQueue::open(dir.path(), "q", config).unwrap();
+    let r = q
+        .reader_with(
+            "r",
+            ReaderConfig {
+                max_items: Some(3),
+                full_policy: FullPolicy::DropOldest,
+                ..ReaderConfig::default()
+            },
+        )
+        .unwrap();
+    let idle = q.reader("idle").unwrap();
+    q.put(b"1").unwrap();
+    clock.advance(Duration::from_secs(5));
+    q.put(b"2").unwrap();
+    assert_eq!(r.stats().unwrap().oldest_age, Some(Duration::from_secs(5)));
+    q.put_with(b"3", expiring(START + 6000)).unwrap();
+    q.put(b"4").unwrap(); // drops "1" from r (max 3 items)
+    clock.advance(Duration::from_secs(1)); // "3" expires
+    let two = r.get().unwrap().unwrap();
+    assert_eq!(two.data, b"2");
+    r.abort(two.id).unwrap();
+    let two = r.get().unwrap().unwrap();
+    r.commit(two.id).unwrap();
+    let four = r.get().unwrap().unwrap(); // skips the expired "3"
+    assert_eq!(four.data, b"4");
+    assert_eq!(r.get().unwrap(), None);
+    let s = r.stats().unwrap();
+    assert_eq!(s.puts, 4);
+    assert_eq!((s.get_hits, s.get_misses), (3, 1));
+    assert_eq!((s.opened, s.aborted, s.committed), (3, 1, 1));
+    assert_eq!((s.expired, s.discarded, s.dead_lettered), (1, 1, 0));
+    assert_eq!((s.items, s.bytes, s.open_reads), (0, 0, 1));
+    assert_eq!(s.oldest_age, None);
+    let s = idle.stats().unwrap();
+    assert_eq!((s.puts, s.items, s.get_hits), (4, 4, 0));
+    assert_eq!(s.oldest_age, Some(Duration::from_secs(6)));
+}
+
+#[test]
+fn an_item_aborted_too_often_goes_to_the_error_sink() {
+    let (dir, _clock, config) = setup();
+    let q = JournaledQueue::open(dir.path(), "q", config.clone()).unwrap();
+    let dead = JournaledQueue::open(dir.path(), "q-dead", config.clone()).unwrap();
+    let limited = ReaderConfig {
+        max_errors: Some(2),
+        ..ReaderConfig::default()
+    };
+    let r = q.reader_with("r", limited).unwrap();
+    let quiet = q.reader_with("quiet", limited).unwrap();
+    r.set_error_sink(Some(Sink::queue(&dead)));
+    q.put(b"poison").unwrap();
+    q.put(b"fine").unwrap();
+    for reader in [&r, &quiet] {
+        for round in 0..3 {
+            let item = reader.get().unwrap().unwrap();
+            assert_eq!(
+                (item.data.as_slice(), item.error_count),
+                (&b"poison"[..], round)
+            );
+            reader.abort(item.id).unwrap();
+        }
+        // The third abort (over max_errors = 2) took it out of the way.
+        assert_eq!(drain(reader), vec![b"fine".to_vec()]);
+    }
+    assert_eq!(r.stats().unwrap().dead_lettered, 1);
+    assert_eq!(
+        quiet.stats().unwrap().discarded,
+        1,
+        "no error sink: dropped"
+    );
+    assert_eq!(drain(&dead.reader("").unwrap()), vec![b"poison".to_vec()]);
+}
+
+#[test]
+fn a_failing_error_sink_returns_the_item_to_the_front() {
+    let (dir, _clock, config) = setup();
+    let q = JournaledQueue::open(dir.path(), "q", config).unwrap();
+    let r = q
+        .reader_with(
+            "r",
+            ReaderConfig {
+                max_errors: Some(0),
+                ..ReaderConfig::default()
+            },
+        )
+        .unwrap();
+    let rec = Recorder::default();
+    r.set_error_sink(Some(rec.sink()));
+    *rec.fail.lock().unwrap() = true;
+    q.put(b"job").unwrap();
+    let item = r.get().unwrap().unwrap();
+    assert!(matches!(r.abort(item.id), Err(JournalError::Sink { .. })));
+    let again = r.get().unwrap().unwrap();
+    assert_eq!((again.id, again.error_count), (item.id, 1));
+    *rec.fail.lock().unwrap() = false;
+    r.abort(again.id).unwrap();
+    assert_eq!(r.get().unwrap(), None);
+    let got = rec.got.lock().unwrap().clone();
+    assert_eq!(got.len(), 1);
+    assert_eq!(
+        (got[0].data.as_slice(), got[0].error_count),
+        (&b"job"[..], 2)
+    );
+}
+
+#[test]
+fn the_readme_management_example_runs() -> Result<(), JournalError> {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let jobs = JournaledQueue::open(dir, "jobs", JournalConfig::default())?;
+    let dead = JournaledQueue::open(dir, "jobs-dead", JournalConfig::default())?;
+    let late = JournaledQueue::open(dir, "jobs-late", JournalConfig::default())?;
+    let workers = jobs.reader_with(
+        "workers",
+        ReaderConfig {
+            max_age: Some(Duration::from_secs(3600)),
+            max_errors: Some(5),
+            ..ReaderConfig::default()
+        },
+    )?;
+    workers.set_expired_sink(Some(Sink::queue(&late)));
+    workers.set_error_sink(Some(Sink::queue(&dead)));
+    jobs.put(b"job")?;
+    let next = workers.peek()?.expect("an item");
+    assert_eq!(next.data, b"job");
+    jobs.discard_expired(1000)?;
+    let s = workers.stats()?;
+    assert_eq!((s.items, s.dead_lettered), (1, 0));
+    assert!(s.oldest_age.is_some());
+    assert_eq!(
+        JournaledQueue::list_queues(dir, &JournalConfig::default())?,
+        vec!["jobs", "jobs-dead", "jobs-late"]
+    );
+    Ok(())
+}
