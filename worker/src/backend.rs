@@ -9,6 +9,7 @@ use fairq_core::stats::{RetryStats, Summary};
 use serde::{Deserialize, Serialize};
 
 use crate::job::{Claim, Failure, Job, JobId, JobInfo, JobStatus, NewJob};
+use crate::settle::{Each, Finished, Settled, SettledAndClaimed};
 
 /// A boxed source error from a store's client library.
 pub type BoxError = Box<dyn StdError + Send + Sync + 'static>;
@@ -61,6 +62,9 @@ pub enum BackendError {
     /// The store failed in another way (corrupt data, schema missing, script error, ...).
     #[error("store error: {0}")]
     Store(#[source] BoxError),
+    /// The store does not offer this operation.
+    #[error("this store does not support {0}")]
+    Unsupported(&'static str),
 }
 
 impl BackendError {
@@ -160,16 +164,16 @@ impl ListFilter {
     }
 }
 
-/// Which dead jobs [`Backend::retry`] revives.
+/// Which dead jobs [`Backend::revive`] brings back.
 ///
 /// ```
-/// use fairq_worker::{JobId, RetryTarget};
-/// let one = RetryTarget::One(JobId(4));
-/// let all = RetryTarget::AllDead { queue: Some("mail".into()) };
+/// use fairq_worker::{JobId, ReviveTarget};
+/// let one = ReviveTarget::One(JobId(4));
+/// let all = ReviveTarget::AllDead { queue: Some("mail".into()) };
 /// assert_ne!(one, all);
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub enum RetryTarget {
+pub enum ReviveTarget {
     /// One dead job.
     One(JobId),
     /// Every dead job, optionally of one queue.
@@ -309,6 +313,10 @@ pub struct QueueStats {
     pub processing_ms: Summary,
     /// When the oldest job now waiting for a retry first failed, if any (for health).
     pub oldest_error_at: Option<Millis>,
+    /// When the next job waiting for a retry becomes due, if any: after a retry sweep
+    /// stopped (see [`Backend::hold_retries`]), the time of the next sweep.
+    #[serde(default)]
+    pub next_retry_at: Option<Millis>,
 }
 
 impl QueueStats {
@@ -324,20 +332,26 @@ impl QueueStats {
             retries: RetryStats::default(),
             processing_ms: Summary::default(),
             oldest_error_at: None,
+            next_retry_at: None,
         }
     }
 }
 
 /// A job store: durable (or not) home of jobs, shared by producers, workers and operators.
 ///
-/// Every state change follows [`fairq_core::job::Lifecycle`], and failures are decided by the
-/// job's [`RetryPolicy`](fairq_core::retry::RetryPolicy), so all stores agree on semantics; the
-/// [conformance suite](crate::conformance) checks that they do. Time comes from the store's
-/// [`Clock`](crate::Clock).
+/// Every state change follows [`fairq_core::job::Lifecycle`], and what a failure or an
+/// expired lease leads to is core's [`verdict`](fairq_core::job::verdict), so all stores agree
+/// on semantics; the [conformance suite](crate#writing-a-store) checks that they do. Time comes
+/// from the store's [`Clock`](crate::Clock), jitter from its [`Random`](crate::Random).
 ///
 /// Claims are fair by key within a queue, with the snapshot-of-heads rule of
 /// [`fairq_core::fair`]: a key that has one ready job waits for at most `2 (K - 1)` claims of
 /// other keys' jobs, whatever their backlogs.
+///
+/// The worker's path is batched: [`claim`](Self::claim) takes many jobs,
+/// [`settle`](Self::settle) records many finished attempts (successes and failures mixed)
+/// and [`heartbeat_many`](Self::heartbeat_many) extends many leases, each in one call where
+/// the store allows it. Fencing is per job: a stale lease refuses its own entry only.
 pub trait Backend: Send + Sync + 'static {
     /// Adds one job; returns its id (or, for a duplicate unique key under
     /// [`OnConflict::Ignore`](crate::OnConflict::Ignore), the existing job's id).
@@ -359,15 +373,61 @@ pub trait Backend: Send + Sync + 'static {
         lease: Duration,
     ) -> impl Future<Output = Result<Vec<Job>, BackendError>> + Send;
 
-    /// Marks a claimed job succeeded. Refused with a stale-lease error when the lease was lost.
-    fn complete(&self, claim: Claim) -> impl Future<Output = Result<(), BackendError>> + Send;
+    /// Records how each attempt of `batch` ended: a success finishes the job (and releases
+    /// its dependents); a failure applies core's verdict (retry at a time, or dead).
+    ///
+    /// Returns one answer per entry, in order. An entry whose lease is no longer current
+    /// (the job was rescued, released or finished) gets an error of its own, typically a
+    /// stale-lease [`BackendError::Transition`], and the other entries still take effect. An
+    /// `Err` for the whole call means nothing is known (the connection failed): the caller
+    /// may send the batch again, and an entry that did take effect the first time is then
+    /// refused as no longer running.
+    fn settle(
+        &self,
+        batch: Vec<Finished>,
+    ) -> impl Future<Output = Result<Each<Settled>, BackendError>> + Send;
 
-    /// Records a failed attempt; the job's policy decides between a retry and death.
+    /// Marks a claimed job succeeded: [`settle`](Self::settle) with one entry. Refused with a
+    /// stale-lease error when the lease was lost.
+    fn complete(&self, claim: Claim) -> impl Future<Output = Result<(), BackendError>> + Send {
+        async move {
+            match one(self.settle(vec![Finished::succeeded(claim)]).await?)? {
+                Settled::Succeeded => Ok(()),
+                other => Err(BackendError::Store(
+                    format!("a completion was settled as {other}").into(),
+                )),
+            }
+        }
+    }
+
+    /// Records a failed attempt of `job`: [`settle`](Self::settle) with one entry; core's
+    /// verdict decides between a retry and death.
     fn fail(
         &self,
-        claim: Claim,
+        job: &Job,
         failure: Failure,
-    ) -> impl Future<Output = Result<Outcome, BackendError>> + Send;
+    ) -> impl Future<Output = Result<Outcome, BackendError>> + Send {
+        let finished = Finished::new(job, Err(failure));
+        async move {
+            one(self.settle(vec![finished]).await?)?
+                .outcome()
+                .ok_or_else(|| BackendError::Store("a failure was settled as a success".into()))
+        }
+    }
+
+    /// Hands claimed jobs back before their handlers started (a worker's prefetched jobs at
+    /// shutdown): each becomes due again at once, its attempt refunded, its lease fenced.
+    /// One answer per claim, in order.
+    ///
+    /// The default answers [`BackendError::Unsupported`]: such jobs then come back when their
+    /// leases expire, as a rescue (which counts the attempt).
+    fn release(
+        &self,
+        claims: Vec<Claim>,
+    ) -> impl Future<Output = Result<Each<()>, BackendError>> + Send {
+        let _ = claims;
+        async { Err(BackendError::Unsupported("handing back claimed jobs")) }
+    }
 
     /// Extends a lease to `now + lease`; returns the new deadline.
     fn heartbeat(
@@ -376,9 +436,61 @@ pub trait Backend: Send + Sync + 'static {
         lease: Duration,
     ) -> impl Future<Output = Result<Millis, BackendError>> + Send;
 
+    /// Extends many leases to `now + lease`; one answer (the new deadline, or why not) per
+    /// claim, in order. The default calls [`heartbeat`](Self::heartbeat) for each.
+    fn heartbeat_many(
+        &self,
+        claims: Vec<Claim>,
+        lease: Duration,
+    ) -> impl Future<Output = Result<Each<Millis>, BackendError>> + Send {
+        async move {
+            let mut out = Vec::with_capacity(claims.len());
+            for claim in claims {
+                match self.heartbeat(claim, lease).await {
+                    Err(e) if e.is_transient() => return Err(e),
+                    answer => out.push(answer),
+                }
+            }
+            Ok(out)
+        }
+    }
+
+    /// Settles `batch`, then claims up to `max` due jobs of `queue`: a store may do both in
+    /// one round trip (the default makes two calls). The claim happens only if the
+    /// settlement succeeded as a whole.
+    fn settle_and_claim(
+        &self,
+        batch: Vec<Finished>,
+        queue: &str,
+        max: usize,
+        lease: Duration,
+    ) -> impl Future<Output = Result<SettledAndClaimed, BackendError>> + Send {
+        async move {
+            let settled = self.settle(batch).await?;
+            let claimed = self.claim(queue, max, lease).await;
+            Ok(SettledAndClaimed { settled, claimed })
+        }
+    }
+
     /// Takes back every job of `queue` whose lease has expired (each counts as a failed
-    /// attempt); returns how many.
+    /// attempt and goes through core's verdict); returns how many.
     fn rescue(&self, queue: &str) -> impl Future<Output = Result<u64, BackendError>> + Send;
+
+    /// Holds back the retries of `queue`: every job waiting for a retry that would become due
+    /// before `until` becomes due at `until` instead (jobs waiting for a first run, running
+    /// jobs and later retries are left alone); returns how many moved. A worker calls it when
+    /// a queue's [retry sweep](fairq_core::sweep) stops at a failed retry.
+    ///
+    /// The default answers [`BackendError::Unsupported`]: the sweep then cannot hold retries
+    /// back on this store, and each retry runs when its own backoff ends.
+    fn hold_retries(
+        &self,
+        queue: &str,
+        until: Millis,
+    ) -> impl Future<Output = Result<u64, BackendError>> + Send {
+        let _ = (queue, until);
+        async { Err(BackendError::Unsupported("holding retries back")) }
+    }
 
     /// Waits until `queue` may have new due jobs, or `timeout`. Stores that can push
     /// notifications wake early; the default just sleeps, which makes the worker poll.
@@ -400,7 +512,10 @@ pub trait Backend: Send + Sync + 'static {
     fn get(&self, id: JobId) -> impl Future<Output = Result<Option<JobInfo>, BackendError>> + Send;
 
     /// Revives dead jobs (fresh retry budget, due now); returns how many.
-    fn retry(&self, target: RetryTarget) -> impl Future<Output = Result<u64, BackendError>> + Send;
+    fn revive(
+        &self,
+        target: ReviveTarget,
+    ) -> impl Future<Output = Result<u64, BackendError>> + Send;
 
     /// Deletes matching jobs (never running ones); returns how many.
     fn purge(&self, purge: Purge) -> impl Future<Output = Result<u64, BackendError>> + Send;
@@ -408,6 +523,14 @@ pub trait Backend: Send + Sync + 'static {
     /// Deletes finished jobs that finished more than `older_than` ago; returns how many.
     fn prune(&self, older_than: Duration)
     -> impl Future<Output = Result<u64, BackendError>> + Send;
+}
+
+/// The single answer of a one-entry batch.
+fn one<T>(answers: Each<T>) -> Result<T, BackendError> {
+    answers
+        .into_iter()
+        .next()
+        .unwrap_or_else(|| Err(BackendError::Store("the store answered nothing".into())))
 }
 
 /// A shared store is a store: lets a [`Worker`](crate::Worker) and other code use one
@@ -444,16 +567,30 @@ impl<B: Backend> Backend for std::sync::Arc<B> {
         (**self).claim(queue, max, lease)
     }
 
+    fn settle(
+        &self,
+        batch: Vec<Finished>,
+    ) -> impl Future<Output = Result<Each<Settled>, BackendError>> + Send {
+        (**self).settle(batch)
+    }
+
     fn complete(&self, claim: Claim) -> impl Future<Output = Result<(), BackendError>> + Send {
         (**self).complete(claim)
     }
 
     fn fail(
         &self,
-        claim: Claim,
+        job: &Job,
         failure: Failure,
     ) -> impl Future<Output = Result<Outcome, BackendError>> + Send {
-        (**self).fail(claim, failure)
+        (**self).fail(job, failure)
+    }
+
+    fn release(
+        &self,
+        claims: Vec<Claim>,
+    ) -> impl Future<Output = Result<Each<()>, BackendError>> + Send {
+        (**self).release(claims)
     }
 
     fn heartbeat(
@@ -464,8 +601,34 @@ impl<B: Backend> Backend for std::sync::Arc<B> {
         (**self).heartbeat(claim, lease)
     }
 
+    fn heartbeat_many(
+        &self,
+        claims: Vec<Claim>,
+        lease: Duration,
+    ) -> impl Future<Output = Result<Each<Millis>, BackendError>> + Send {
+        (**self).heartbeat_many(claims, lease)
+    }
+
+    fn settle_and_claim(
+        &self,
+        batch: Vec<Finished>,
+        queue: &str,
+        max: usize,
+        lease: Duration,
+    ) -> impl Future<Output = Result<SettledAndClaimed, BackendError>> + Send {
+        (**self).settle_and_claim(batch, queue, max, lease)
+    }
+
     fn rescue(&self, queue: &str) -> impl Future<Output = Result<u64, BackendError>> + Send {
         (**self).rescue(queue)
+    }
+
+    fn hold_retries(
+        &self,
+        queue: &str,
+        until: Millis,
+    ) -> impl Future<Output = Result<u64, BackendError>> + Send {
+        (**self).hold_retries(queue, until)
     }
 
     fn wait_for_jobs(&self, queue: &str, timeout: Duration) -> impl Future<Output = ()> + Send {
@@ -487,8 +650,11 @@ impl<B: Backend> Backend for std::sync::Arc<B> {
         (**self).get(id)
     }
 
-    fn retry(&self, target: RetryTarget) -> impl Future<Output = Result<u64, BackendError>> + Send {
-        (**self).retry(target)
+    fn revive(
+        &self,
+        target: ReviveTarget,
+    ) -> impl Future<Output = Result<u64, BackendError>> + Send {
+        (**self).revive(target)
     }
 
     fn purge(&self, purge: Purge) -> impl Future<Output = Result<u64, BackendError>> + Send {

@@ -3,9 +3,9 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use fairq_core::job::{LeaseToken, Millis, State};
+use fairq_core::job::{LeaseToken, MAX_MILLIS, Millis, State, check_time};
 use fairq_core::retry::RetryPolicy;
 use serde::{Deserialize, Serialize};
 
@@ -95,6 +95,20 @@ pub enum Schedule {
     After(Duration),
     /// At an absolute time (ms since the Unix epoch).
     At(Millis),
+}
+
+/// Converts a wall-clock time to milliseconds since the Unix epoch (0 for times before it,
+/// [`u64::MAX`] beyond what `u64` holds; stores refuse anything past
+/// [`MAX_MILLIS`](fairq_core::job::MAX_MILLIS)).
+///
+/// ```
+/// use std::time::{Duration, UNIX_EPOCH};
+/// assert_eq!(fairq_worker::unix_millis(UNIX_EPOCH + Duration::from_secs(2)), 2_000);
+/// ```
+pub fn unix_millis(at: SystemTime) -> Millis {
+    at.duration_since(UNIX_EPOCH)
+        .map(fairq_core::job::millis)
+        .unwrap_or(0)
 }
 
 impl Schedule {
@@ -187,15 +201,74 @@ impl NewJob {
         self
     }
 
-    /// Runs no earlier than `at` (ms since the Unix epoch).
+    /// Runs no earlier than `at`.
     ///
     /// ```
-    /// let job = fairq_worker::NewJob::new("q", "k", vec![]).run_at(99);
+    /// use std::time::{Duration, UNIX_EPOCH};
+    /// let at = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+    /// let job = fairq_worker::NewJob::new("q", "k", vec![]).run_at(at);
+    /// assert_eq!(job.schedule, fairq_worker::Schedule::At(1_800_000_000_000));
+    /// ```
+    pub fn run_at(mut self, at: SystemTime) -> Self {
+        self.schedule = Schedule::At(unix_millis(at));
+        self
+    }
+
+    /// Runs no earlier than `at`, in milliseconds since the Unix epoch (the stores' own
+    /// unit, and the time of a [`ManualClock`](crate::ManualClock) in tests).
+    ///
+    /// ```
+    /// let job = fairq_worker::NewJob::new("q", "k", vec![]).run_at_millis(99);
     /// assert_eq!(job.schedule, fairq_worker::Schedule::At(99));
     /// ```
-    pub fn run_at(mut self, at: Millis) -> Self {
+    pub fn run_at_millis(mut self, at: Millis) -> Self {
         self.schedule = Schedule::At(at);
         self
+    }
+
+    /// Checks what every store refuses, with the same messages everywhere, and returns the
+    /// time the job becomes due if enqueued at `now`: an empty queue name or kind, a NUL
+    /// character in a text field, or a run time past
+    /// [`MAX_MILLIS`](fairq_core::job::MAX_MILLIS) (the end of the year 9999).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use fairq_worker::NewJob;
+    /// assert_eq!(NewJob::new("q", "k", vec![]).check(5).unwrap(), 5);
+    /// assert!(NewJob::new("", "k", vec![]).check(5).is_err());
+    /// let far = NewJob::new("q", "k", vec![]).delay(Duration::from_secs(u64::MAX));
+    /// assert!(far.check(5).unwrap_err().to_string().contains("year 9999"));
+    /// ```
+    pub fn check(&self, now: Millis) -> Result<Millis, crate::BackendError> {
+        use crate::BackendError::Invalid;
+        if self.queue.is_empty() {
+            return Err(Invalid("queue name is empty".into()));
+        }
+        if self.kind.is_empty() {
+            return Err(Invalid("job kind is empty".into()));
+        }
+        let texts = [
+            Some(self.queue.as_str()),
+            Some(self.kind.as_str()),
+            self.key.as_deref(),
+            self.unique_key.as_deref(),
+        ];
+        let has_nul = texts.iter().flatten().any(|s| s.contains('\0'))
+            || self
+                .metadata
+                .iter()
+                .any(|(k, v)| k.contains('\0') || v.contains('\0'));
+        if has_nul {
+            return Err(Invalid(
+                "text fields (queue, kind, key, unique key, metadata) cannot contain NUL \
+                 characters"
+                    .into(),
+            ));
+        }
+        let run_at = self.schedule.run_at(now);
+        check_time(run_at).map_err(|e| Invalid(format!("run time: {e}")))?;
+        debug_assert!(run_at <= MAX_MILLIS);
+        Ok(run_at)
     }
 
     /// Uses `policy` instead of the store's default.
@@ -440,6 +513,14 @@ pub struct JobInfo {
     pub payload: Vec<u8>,
     /// Its metadata.
     pub metadata: BTreeMap<String, String>,
+    /// When its current or last attempt became due (for a waiting job: becomes due; for a
+    /// blocked job: 0, as it has no due time until its dependency succeeds).
+    #[serde(default)]
+    pub run_at: Millis,
+    /// When its current or last attempt was claimed (`None`: never started).
+    /// `started_at - run_at` is how long that attempt waited.
+    #[serde(default)]
+    pub started_at: Option<Millis>,
 }
 
 impl JobInfo {
@@ -475,6 +556,8 @@ impl JobInfo {
             depends_on: None,
             payload: Vec::new(),
             metadata: BTreeMap::new(),
+            run_at: 0,
+            started_at: None,
         }
     }
 }

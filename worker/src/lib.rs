@@ -96,6 +96,30 @@
 //! # }).unwrap();
 //! ```
 //!
+//! ## The pipeline
+//!
+//! Per queue, the worker runs a pipeline so that neither claiming nor recording outcomes
+//! holds a slot:
+//!
+//! * a **claimer** keeps a prefetch buffer filled: when the buffer is at or below half its
+//!   depth it claims what the queue has room for (concurrency plus
+//!   [prefetch](QueueConfig::prefetch), minus what it holds), one claim at a time, so jobs
+//!   are buffered, and start, in the store's fair order;
+//! * **slots** (up to the concurrency) take the oldest buffered job, run its handler and
+//!   take the next one as soon as the handler returns;
+//! * an **acker** records finished attempts with [`Backend::settle`] in batches, several in
+//!   flight, sending again a batch whose call failed as a whole; when the buffer runs low
+//!   it claims the next jobs in the same call ([`Backend::settle_and_claim`]); claims pause
+//!   while too many attempts wait to be recorded;
+//! * a **heartbeater** renews the leases of running and buffered jobs with one
+//!   [`Backend::heartbeat_many`] call per interval, and hands back buffered jobs that
+//!   waited too long ([`Backend::release`]).
+//!
+//! `on_finished` and `on_dead` are called once the store has answered for the job. A
+//! graceful [shutdown](WorkerHandle::shutdown) hands buffered jobs back without counting an
+//! attempt, lets running jobs finish and the acker record them. The worker's README lists
+//! what a crash costs at each stage.
+//!
 //! ## Testing handlers
 //!
 //! [`TestQueue`] runs jobs one at a time on a [`ManualClock`], with no background tasks:
@@ -135,10 +159,14 @@
 mod backend;
 mod clock;
 mod codec;
+mod defaults;
 mod handler;
+pub mod inspect;
 mod job;
+mod kind;
 pub mod memory;
 mod random;
+mod settle;
 mod testing;
 mod worker;
 
@@ -146,20 +174,25 @@ mod worker;
 pub mod conformance;
 
 pub use backend::{
-    Backend, BackendError, BoxError, ListFilter, Purge, QueueStats, RetryTarget, StatusCounts,
+    Backend, BackendError, BoxError, ListFilter, Purge, QueueStats, ReviveTarget, StatusCounts,
 };
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use codec::{Codec, CodecError, JsonCodec};
+pub use defaults::{Defaults, WithDefaults};
 pub use handler::{Handlers, PermanentExt};
+pub use inspect::{Capabilities, Inspect, KeyBacklog, Scan, Started, Waiting};
 pub use job::{
     Claim, Failure, Job, JobId, JobInfo, JobStatus, NewJob, OnConflict, Schedule, UnknownStatus,
+    unix_millis,
 };
+pub use kind::{JobKind, WithState};
 pub use memory::MemoryBackend;
-pub use random::random_u64;
+pub use random::{FixedRandom, Random, SystemRandom, random_u64};
+pub use settle::{Each, Ending, Finished, Settled, SettledAndClaimed};
 pub use testing::{RunOutcome, RunResult, TestQueue, TestQueueError};
 pub use worker::{
-    DeadJob, JobOutcome, JobReport, Operation, QueueConfig, ShutdownReport, SlowJob, Worker,
-    WorkerBuilder, WorkerConfigError, WorkerError, WorkerHandle,
+    DeadJob, JobOutcome, JobReport, Operation, QueueConfig, ShutdownReport, SlowJob, StopSignal,
+    Worker, WorkerBuilder, WorkerConfigError, WorkerError, WorkerHandle,
 };
 
 /// Re-exported so stores and users name one version of the core types.

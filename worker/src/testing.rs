@@ -53,7 +53,7 @@ impl From<Outcome> for RunOutcome {
     fn from(outcome: Outcome) -> Self {
         match outcome {
             Outcome::Retry { run_at } => RunOutcome::Retry { run_at },
-            Outcome::Dead => RunOutcome::Dead,
+            Outcome::Dead { .. } => RunOutcome::Dead,
         }
     }
 }
@@ -324,7 +324,7 @@ impl TestQueue {
             }),
             State::Dead { .. } => {
                 self.backend
-                    .retry(crate::backend::RetryTarget::One(id))
+                    .revive(crate::backend::ReviveTarget::One(id))
                     .await?;
                 let job = self.backend.claim_now(id, self.lease)?;
                 Ok(self.settle(job).await?)
@@ -398,7 +398,7 @@ impl TestQueue {
                 self.backend.complete(job.claim).await?;
                 RunOutcome::Succeeded
             }
-            Err(failure) => self.backend.fail(job.claim, failure.clone()).await?.into(),
+            Err(failure) => self.backend.fail(&job, failure.clone()).await?.into(),
         };
         Ok(RunResult {
             job,

@@ -19,3 +19,26 @@ impl Harness for Memory {
 }
 
 fairq_worker::conformance_tests!(Memory);
+
+/// Handing back claimed jobs: a check for the stores that offer it (not yet in
+/// `conformance_tests!`, which every store expands).
+#[test]
+fn release_hands_back_without_an_attempt() {
+    fairq_worker::conformance::run(Memory, |store, clock| {
+        Box::pin(
+            fairq_worker::conformance::checks::release_hands_back_without_an_attempt(store, clock),
+        )
+    });
+}
+
+/// Holding retries back: a check for the stores that offer it.
+#[test]
+fn hold_retries_holds_back_due_retries_only() {
+    fairq_worker::conformance::run(Memory, |store, clock| {
+        Box::pin(
+            fairq_worker::conformance::checks::hold_retries_holds_back_due_retries_only(
+                store, clock,
+            ),
+        )
+    });
+}

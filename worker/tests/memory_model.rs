@@ -2,12 +2,13 @@
 //! delays, retry budgets and dependencies), claims, completions, failures, heartbeats,
 //! stale-token calls, rescues and clock moves.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
-use fairq_core::job::{Millis, Outcome};
+use fairq_core::job::{DeadReason, Millis, Outcome};
 use fairq_core::retry::RetryPolicy;
 use fairq_worker::{
-    Backend, Claim, Clock, Failure, JobId, JobStatus, ManualClock, MemoryBackend, NewJob,
+    Backend, Claim, Clock, Failure, Job, JobId, JobStatus, ManualClock, MemoryBackend, NewJob,
 };
 use futures::executor::block_on;
 use proptest::prelude::*;
@@ -87,7 +88,9 @@ impl MJob {
     fn failed(&mut self, now: Millis) -> Outcome {
         if self.attempts > self.retries {
             self.state = St::Dead;
-            Outcome::Dead
+            Outcome::Dead {
+                reason: DeadReason::RetriesExhausted,
+            }
         } else {
             let run_at = now + self.retry_delay;
             self.state = St::Waiting(run_at);
@@ -122,6 +125,8 @@ proptest! {
         let store = MemoryBackend::with_clock(clock.clone());
         let mut model: Vec<MJob> = Vec::new();
         let mut old_claims: Vec<Claim> = Vec::new();
+        // Every job a claim handed out, by its claim, for calls that take the job.
+        let mut handed: HashMap<Claim, Job> = HashMap::new();
 
         for op in ops {
             let now = clock.now();
@@ -159,6 +164,7 @@ proptest! {
                         prop_assert_eq!(job.attempt, m.attempts);
                         prop_assert_eq!(job.lease_deadline, now + LEASE_MS);
                         m.state = St::Running { claim: job.claim, deadline: now + LEASE_MS };
+                        handed.insert(job.claim, job);
                     }
                 }
                 Op::Complete(pick) | Op::Fail(pick) | Op::Heartbeat(pick) => {
@@ -178,7 +184,7 @@ proptest! {
                             release(&mut model, i, now);
                         }
                         Op::Fail(_) => {
-                            let got = block_on(store.fail(claim, Failure::retryable("x"))).unwrap();
+                            let got = block_on(store.fail(&handed[&claim], Failure::retryable("x"))).unwrap();
                             let want = model[i].failed(now);
                             prop_assert_eq!(got, want);
                             old_claims.push(claim);
@@ -197,7 +203,7 @@ proptest! {
                     }
                     let claim = old_claims[pick % old_claims.len()];
                     prop_assert!(block_on(store.complete(claim)).is_err());
-                    prop_assert!(block_on(store.fail(claim, Failure::retryable("late"))).is_err());
+                    prop_assert!(block_on(store.fail(&handed[&claim], Failure::retryable("late"))).is_err());
                     prop_assert!(block_on(store.heartbeat(claim, LEASE)).is_err());
                 }
                 Op::Advance(ms) => clock.advance(Duration::from_millis(ms)),

@@ -8,7 +8,7 @@ use fairq_core::job::State;
 use fairq_core::retry::RetryPolicy;
 use fairq_worker::{
     Backend, BackendError, Clock, Failure, Handlers, Job, JobId, JobStatus, ListFilter,
-    ManualClock, MemoryBackend, NewJob, OnConflict, Purge, RetryTarget, RunOutcome, TestQueue,
+    ManualClock, MemoryBackend, NewJob, OnConflict, Purge, ReviveTarget, RunOutcome, TestQueue,
     TestQueueError,
 };
 
@@ -252,19 +252,16 @@ async fn purged_ready_jobs_are_skipped_and_revived_keys_are_guarded() {
         .await
         .unwrap();
     let job = store.claim("u", 1, Duration::from_secs(1)).await.unwrap();
-    store
-        .fail(job[0].claim, Failure::retryable("x"))
-        .await
-        .unwrap();
+    store.fail(&job[0], Failure::retryable("x")).await.unwrap();
     let second = store
         .enqueue(NewJob::new("u", "k", vec![]).unique("x", OnConflict::Error))
         .await
         .unwrap();
-    let err = store.retry(RetryTarget::One(first)).await.unwrap_err();
+    let err = store.revive(ReviveTarget::One(first)).await.unwrap_err();
     assert!(matches!(err, BackendError::Duplicate { existing, .. } if existing == second));
     assert_eq!(
         store
-            .retry(RetryTarget::AllDead { queue: None })
+            .revive(ReviveTarget::AllDead { queue: None })
             .await
             .unwrap(),
         0

@@ -1,135 +1,24 @@
 //! Worker behaviour on the in-memory store. Tests run on tokio's paused clock: timers fire
 //! in virtual time as soon as every task is idle, so waits are deterministic and instant.
 
-use std::future::Future;
+mod common;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use common::Probe;
 use fairq_core::health::{Health, HealthPolicy};
-use fairq_core::job::{Millis, Outcome};
+use fairq_core::job::Millis;
 use fairq_core::retry::RetryPolicy;
 use fairq_worker::{
-    Backend, BackendError, Claim, Clock, Failure, Handlers, Job, JobId, JobInfo, JobOutcome,
-    JobReport, JobStatus, ListFilter, ManualClock, MemoryBackend, NewJob, Operation, Purge,
-    QueueConfig, QueueStats, RetryTarget, Worker, WorkerConfigError, WorkerError,
+    Backend, Clock, Handlers, Job, JobOutcome, JobReport, JobStatus, ManualClock, MemoryBackend,
+    NewJob, Operation, QueueConfig, Worker, WorkerConfigError, WorkerError,
 };
 use tokio::sync::{Semaphore, mpsc};
 use tokio::time::Instant;
 
 const START: Millis = 1_700_000_000_000;
-
-/// A store that fails the next N calls of some operations with a transient error, and
-/// counts claims.
-#[derive(Clone)]
-struct Flaky {
-    inner: MemoryBackend,
-    fail_claims: Arc<AtomicUsize>,
-    fail_completes: Arc<AtomicUsize>,
-    claims: Arc<AtomicUsize>,
-}
-
-impl Flaky {
-    fn new(inner: MemoryBackend) -> Self {
-        Flaky {
-            inner,
-            fail_claims: Arc::default(),
-            fail_completes: Arc::default(),
-            claims: Arc::default(),
-        }
-    }
-}
-
-fn take_one(counter: &AtomicUsize) -> bool {
-    counter
-        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-        .is_ok()
-}
-
-fn down() -> BackendError {
-    BackendError::Unavailable("connection refused".into())
-}
-
-impl Backend for Flaky {
-    fn enqueue(&self, job: NewJob) -> impl Future<Output = Result<JobId, BackendError>> + Send {
-        self.inner.enqueue(job)
-    }
-    fn enqueue_many(
-        &self,
-        jobs: Vec<NewJob>,
-    ) -> impl Future<Output = Result<Vec<JobId>, BackendError>> + Send {
-        self.inner.enqueue_many(jobs)
-    }
-    fn claim(
-        &self,
-        queue: &str,
-        max: usize,
-        lease: Duration,
-    ) -> impl Future<Output = Result<Vec<Job>, BackendError>> + Send {
-        let this = self.clone();
-        let queue = queue.to_string();
-        async move {
-            this.claims.fetch_add(1, Ordering::SeqCst);
-            if take_one(&this.fail_claims) {
-                return Err(down());
-            }
-            this.inner.claim(&queue, max, lease).await
-        }
-    }
-    fn complete(&self, claim: Claim) -> impl Future<Output = Result<(), BackendError>> + Send {
-        let this = self.clone();
-        async move {
-            if take_one(&this.fail_completes) {
-                return Err(down());
-            }
-            this.inner.complete(claim).await
-        }
-    }
-    fn fail(
-        &self,
-        claim: Claim,
-        failure: Failure,
-    ) -> impl Future<Output = Result<Outcome, BackendError>> + Send {
-        self.inner.fail(claim, failure)
-    }
-    fn heartbeat(
-        &self,
-        claim: Claim,
-        lease: Duration,
-    ) -> impl Future<Output = Result<Millis, BackendError>> + Send {
-        self.inner.heartbeat(claim, lease)
-    }
-    fn rescue(&self, queue: &str) -> impl Future<Output = Result<u64, BackendError>> + Send {
-        self.inner.rescue(queue)
-    }
-    fn wait_for_jobs(&self, queue: &str, timeout: Duration) -> impl Future<Output = ()> + Send {
-        self.inner.wait_for_jobs(queue, timeout)
-    }
-    fn stats(&self) -> impl Future<Output = Result<Vec<QueueStats>, BackendError>> + Send {
-        self.inner.stats()
-    }
-    fn list(
-        &self,
-        filter: ListFilter,
-    ) -> impl Future<Output = Result<Vec<JobInfo>, BackendError>> + Send {
-        self.inner.list(filter)
-    }
-    fn get(&self, id: JobId) -> impl Future<Output = Result<Option<JobInfo>, BackendError>> + Send {
-        self.inner.get(id)
-    }
-    fn retry(&self, target: RetryTarget) -> impl Future<Output = Result<u64, BackendError>> + Send {
-        self.inner.retry(target)
-    }
-    fn purge(&self, purge: Purge) -> impl Future<Output = Result<u64, BackendError>> + Send {
-        self.inner.purge(purge)
-    }
-    fn prune(
-        &self,
-        older_than: Duration,
-    ) -> impl Future<Output = Result<u64, BackendError>> + Send {
-        self.inner.prune(older_than)
-    }
-}
 
 fn ok_handler() -> Handlers {
     Handlers::new().on("ok", |_job: Job| async { Ok::<_, String>(()) })
@@ -235,7 +124,7 @@ async fn respects_concurrency() {
     });
     let (hook, mut rx) = reporter();
     let worker = Worker::builder(Arc::clone(&store))
-        .queue("q", QueueConfig::default().concurrency(3))
+        .queue("q", QueueConfig::default().concurrency(3).prefetch(0))
         .handlers(handlers)
         .on_finished(hook)
         .build()
@@ -261,8 +150,8 @@ async fn respects_concurrency() {
 
 #[tokio::test(start_paused = true)]
 async fn survives_transient_store_errors_and_backs_off() {
-    let flaky = Flaky::new(MemoryBackend::new());
-    flaky.fail_claims.store(usize::MAX, Ordering::SeqCst);
+    let flaky = Probe::new(MemoryBackend::new());
+    flaky.fail_claims.store(20, Ordering::SeqCst);
     let (on_error, seen) = errors();
     let (hook, mut rx) = reporter();
     let worker = Worker::builder(flaky.clone())
@@ -279,7 +168,7 @@ async fn survives_transient_store_errors_and_backs_off() {
         .start()
         .unwrap();
     tokio::time::sleep(Duration::from_secs(20)).await;
-    let calls = flaky.claims.load(Ordering::SeqCst);
+    let calls = 20 - flaky.fail_claims.load(Ordering::SeqCst);
     // 100 ms doubling to 5 s: 0.1+0.2+0.4+0.8+1.6+3.2 then every 5 s -> about 9 calls in 20 s,
     // where 10 ms polling would make 2,000.
     assert!(
@@ -293,7 +182,7 @@ async fn survives_transient_store_errors_and_backs_off() {
             .all(|(op, transient, _)| *op == Operation::Claim && *transient)
     );
 
-    // The store comes back; one completion still fails once and is retried.
+    // The store comes back; one settlement still fails as a whole and is sent again.
     flaky.fail_completes.store(1, Ordering::SeqCst);
     flaky.fail_claims.store(0, Ordering::SeqCst);
     let id = flaky.enqueue(NewJob::new("q", "ok", vec![])).await.unwrap();
@@ -304,7 +193,7 @@ async fn survives_transient_store_errors_and_backs_off() {
         seen.lock()
             .unwrap()
             .iter()
-            .any(|(op, transient, _)| *op == Operation::Complete && *transient)
+            .any(|(op, transient, _)| *op == Operation::Settle && *transient)
     );
     assert_eq!(
         flaky.get(id).await.unwrap().unwrap().status(),

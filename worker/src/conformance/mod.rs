@@ -22,8 +22,14 @@
 //!
 //! The checks are public async functions in [`checks`], so a store can also call one directly
 //! from its own tests.
+//!
+//! The second half of the suite is [`differential`]: random request sequences run on the
+//! store and on the reference state machine, every answer compared. A store adds one test
+//! that calls [`differential::check`] with its harness (made a [`differential::Differential`],
+//! which says whether the store can hand back claims and be reopened).
 
 pub mod checks;
+pub mod differential;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -169,6 +175,10 @@ macro_rules! conformance_tests {
             purge_spares_running_jobs,
             prune_deletes_old_finished_jobs,
             wait_for_jobs_returns,
+            settle_applies_each_entry_on_its_own,
+            settle_survives_bad_entries,
+            settle_and_claim_hands_out_the_next_jobs,
+            heartbeat_many_extends_each_lease,
             worker_runs_each_job_once,
             worker_retries_and_reports_dead_jobs,
             undecodable_payload_fails_only_that_job,

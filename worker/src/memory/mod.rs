@@ -2,7 +2,7 @@
 //!
 //! [`MemoryBackend`] keeps every job in process memory, so it loses everything when the
 //! process exits: use it for tests, examples and work that may be lost. Its semantics are
-//! those every store must have (the [conformance suite](crate::conformance) runs against it
+//! those every store must have (the [conformance suite](crate#writing-a-store) runs against it
 //! first):
 //!
 //! * **Fair by key.** Each queue keeps its due jobs in a [`fairq_core::fair::FairQueue`]
@@ -15,7 +15,7 @@
 //!   [`Backend::rescue`] and count as failed attempts.
 //! * **Dependencies.** A job enqueued with [`NewJob::after`](crate::NewJob::after) stays
 //!   blocked until its dependency *succeeds*. When the dependency dies, its dependents stay
-//!   blocked: revive the dependency with [`Backend::retry`] (they run once it succeeds) or
+//!   blocked: revive the dependency with [`Backend::revive`] (they run once it succeeds) or
 //!   delete them with [`Backend::purge`]. Deleting a dependency that has not succeeded leaves
 //!   its dependents blocked for good. Once released, a dependent runs at once (its own delay
 //!   counts only when its dependency had already succeeded at enqueue).
@@ -40,29 +40,34 @@
 //! # }).unwrap();
 //! ```
 
+mod inspect;
 pub mod store;
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use fairq_core::job::{Millis, Outcome};
+use fairq_core::job::Millis;
 use tokio::sync::Notify;
 
 use crate::backend::{
-    Backend, BackendError, ListFilter, Purge, QueueStats, RetryTarget, StatusCounts,
+    Backend, BackendError, ListFilter, Purge, QueueStats, ReviveTarget, StatusCounts,
 };
 use crate::clock::{Clock, SystemClock};
-use crate::job::{Claim, Failure, Job, JobId, JobInfo, NewJob};
-use crate::random::random_u64;
+use crate::job::{Claim, Job, JobId, JobInfo, NewJob};
+use crate::random::{Random, SystemRandom};
+use crate::settle::{Each, Finished, Settled, SettledAndClaimed};
 
 use store::Store;
 
 struct Inner {
     clock: Arc<dyn Clock>,
+    random: Arc<dyn Random>,
     store: Mutex<Store>,
     wakers: Mutex<HashMap<String, Arc<Notify>>>,
+    /// Queues whose jobs are not handed out (see [`Inspect::set_paused`](crate::Inspect)).
+    paused: Mutex<BTreeSet<String>>,
 }
 
 /// A complete [`Backend`] in process memory. Clones share the same store.
@@ -134,8 +139,30 @@ impl MemoryBackend {
         MemoryBackend {
             inner: Arc::new(Inner {
                 clock,
+                random: Arc::new(SystemRandom),
                 store: Mutex::new(Store::default()),
                 wakers: Mutex::new(HashMap::new()),
+                paused: Mutex::new(BTreeSet::new()),
+            }),
+        }
+    }
+
+    /// An empty store reading time from `clock` and retry jitter from `random`
+    /// (a [`FixedRandom`](crate::FixedRandom) makes retry times exact in tests).
+    ///
+    /// ```
+    /// use fairq_worker::{FixedRandom, ManualClock, MemoryBackend};
+    /// let store = MemoryBackend::with_clock_and_random(ManualClock::new(1), FixedRandom(0));
+    /// assert_eq!(store.now(), 1);
+    /// ```
+    pub fn with_clock_and_random(clock: impl Clock, random: impl Random) -> Self {
+        MemoryBackend {
+            inner: Arc::new(Inner {
+                clock: Arc::new(clock),
+                random: Arc::new(random),
+                store: Mutex::new(Store::default()),
+                wakers: Mutex::new(HashMap::new()),
+                paused: Mutex::new(BTreeSet::new()),
             }),
         }
     }
@@ -322,21 +349,31 @@ impl Backend for MemoryBackend {
     ) -> impl Future<Output = Result<Vec<Job>, BackendError>> + Send {
         let this = self.clone();
         let queue = queue.to_string();
-        async move { Ok(this.with_store(|s, now| s.claim(&queue, max, lease, now))) }
+        async move {
+            if this.is_paused(&queue) {
+                return Ok(Vec::new());
+            }
+            Ok(this.with_store(|s, now| s.claim(&queue, max, lease, now)))
+        }
     }
 
-    fn complete(&self, claim: Claim) -> impl Future<Output = Result<(), BackendError>> + Send {
-        let this = self.clone();
-        async move { this.with_store(|s, now| s.complete(claim, now)) }
-    }
-
-    fn fail(
+    fn settle(
         &self,
-        claim: Claim,
-        failure: Failure,
-    ) -> impl Future<Output = Result<Outcome, BackendError>> + Send {
+        batch: Vec<Finished>,
+    ) -> impl Future<Output = Result<Each<Settled>, BackendError>> + Send {
         let this = self.clone();
-        async move { this.with_store(|s, now| s.fail(claim, failure, now, random_u64())) }
+        async move {
+            let random = Arc::clone(&this.inner.random);
+            Ok(this.with_store(|s, now| s.settle(batch, now, &mut || random.next_u64())))
+        }
+    }
+
+    fn release(
+        &self,
+        claims: Vec<Claim>,
+    ) -> impl Future<Output = Result<Each<()>, BackendError>> + Send {
+        let this = self.clone();
+        async move { Ok(this.with_store(|s, now| s.release(claims, now))) }
     }
 
     fn heartbeat(
@@ -348,10 +385,58 @@ impl Backend for MemoryBackend {
         async move { this.with_store(|s, now| s.heartbeat(claim, lease, now)) }
     }
 
+    fn heartbeat_many(
+        &self,
+        claims: Vec<Claim>,
+        lease: Duration,
+    ) -> impl Future<Output = Result<Each<Millis>, BackendError>> + Send {
+        let this = self.clone();
+        async move {
+            Ok(this.with_store(|s, now| {
+                claims
+                    .into_iter()
+                    .map(|claim| s.heartbeat(claim, lease, now))
+                    .collect()
+            }))
+        }
+    }
+
+    fn settle_and_claim(
+        &self,
+        batch: Vec<Finished>,
+        queue: &str,
+        max: usize,
+        lease: Duration,
+    ) -> impl Future<Output = Result<SettledAndClaimed, BackendError>> + Send {
+        let this = self.clone();
+        let queue = queue.to_string();
+        async move {
+            let random = Arc::clone(&this.inner.random);
+            Ok(this.with_store(|s, now| {
+                let settled = s.settle(batch, now, &mut || random.next_u64());
+                let claimed = Ok(s.claim(&queue, max, lease, now));
+                SettledAndClaimed { settled, claimed }
+            }))
+        }
+    }
+
     fn rescue(&self, queue: &str) -> impl Future<Output = Result<u64, BackendError>> + Send {
         let this = self.clone();
         let queue = queue.to_string();
-        async move { Ok(this.with_store(|s, now| s.rescue(&queue, now, &mut random_u64))) }
+        async move {
+            let random = Arc::clone(&this.inner.random);
+            Ok(this.with_store(|s, now| s.rescue(&queue, now, &mut || random.next_u64())))
+        }
+    }
+
+    fn hold_retries(
+        &self,
+        queue: &str,
+        until: Millis,
+    ) -> impl Future<Output = Result<u64, BackendError>> + Send {
+        let this = self.clone();
+        let queue = queue.to_string();
+        async move { Ok(this.with_store(|s, now| s.hold_retries(&queue, until, now))) }
     }
 
     fn wait_for_jobs(&self, queue: &str, timeout: Duration) -> impl Future<Output = ()> + Send {
@@ -365,6 +450,8 @@ impl Backend for MemoryBackend {
             notified.as_mut().enable();
             let now = this.now();
             let wait = match this.store().due(&queue, now) {
+                // A paused queue has nothing to hand out until it is resumed (a wake-up).
+                Ok(()) if this.is_paused(&queue) => timeout,
                 Ok(()) => return,
                 Err(Some(at)) => timeout.min(Duration::from_millis(at.saturating_sub(now))),
                 Err(None) => timeout,
@@ -394,9 +481,12 @@ impl Backend for MemoryBackend {
         async move { Ok(this.store().get(id)) }
     }
 
-    fn retry(&self, target: RetryTarget) -> impl Future<Output = Result<u64, BackendError>> + Send {
+    fn revive(
+        &self,
+        target: ReviveTarget,
+    ) -> impl Future<Output = Result<u64, BackendError>> + Send {
         let this = self.clone();
-        async move { this.with_store(|s, now| s.retry(target, now)) }
+        async move { this.with_store(|s, now| s.revive(target, now)) }
     }
 
     fn purge(&self, purge: Purge) -> impl Future<Output = Result<u64, BackendError>> + Send {

@@ -26,13 +26,16 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
 use fairq_core::fair::FairQueue;
-use fairq_core::job::{Lifecycle, Millis, Outcome, State, TransitionError, millis};
+use fairq_core::job::{Lifecycle, Millis, Outcome, Setback, State, TransitionError, millis};
 use fairq_core::retry::RetryPolicy;
 use fairq_core::stats::{Histogram, RetryStats};
 use serde::{Deserialize, Serialize};
 
-use crate::backend::{BackendError, ListFilter, Purge, QueueStats, RetryTarget, StatusCounts};
+use crate::backend::{BackendError, ListFilter, Purge, QueueStats, ReviveTarget, StatusCounts};
 use crate::job::{Claim, Failure, Job, JobId, JobInfo, JobStatus, NewJob, OnConflict};
+use crate::settle::{Each, Finished, Settled};
+
+mod inspect;
 
 /// The message recorded when a job's lease expires.
 pub(crate) const LEASE_EXPIRED: &str = "lease expired: the worker stopped renewing it";
@@ -95,6 +98,13 @@ impl Record {
             depends_on: self.depends_on,
             payload: self.payload.clone(),
             metadata: self.metadata.clone(),
+            // A blocked job has no due time until its dependency succeeds.
+            run_at: if *self.life.state() == State::Blocked {
+                0
+            } else {
+                self.due_at
+            },
+            started_at: (self.life.last_token() > 0).then_some(self.claimed_at),
         }
     }
 
@@ -206,6 +216,53 @@ impl Record {
             State::Succeeded { at } | State::Dead { at, .. } => Some(at),
             _ => None,
         }
+    }
+}
+
+/// The part of a [`Record`] that changes after the job is enqueued (its lifecycle, last
+/// error and times); queue, kind, key, payload, policy and metadata never change. A durable
+/// store can persist a job's full record once and only its progress on later changes.
+///
+/// ```
+/// use std::time::Duration;
+/// use fairq_worker::memory::store::Store;
+/// use fairq_worker::NewJob;
+/// let mut store = Store::default();
+/// let id = store.enqueue_many(vec![NewJob::new("q", "k", vec![7; 100])], 0).unwrap()[0];
+/// let mut saved = store.record(id).unwrap().clone();
+/// store.claim("q", 1, Duration::from_secs(30), 5);
+/// saved.set_progress(store.record(id).unwrap().progress());
+/// assert_eq!(saved.info(id), store.record(id).unwrap().info(id));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Progress {
+    life: Lifecycle,
+    last_error: Option<String>,
+    error_since: Option<Millis>,
+    claimed_at: Millis,
+    due_at: Millis,
+}
+
+impl Record {
+    /// The job's [`Progress`].
+    pub fn progress(&self) -> Progress {
+        Progress {
+            life: self.life,
+            last_error: self.last_error.clone(),
+            error_since: self.error_since,
+            claimed_at: self.claimed_at,
+            due_at: self.due_at,
+        }
+    }
+
+    /// Replaces the job's progress with a saved one (rebuilding a record before
+    /// [`Store::restore`]).
+    pub fn set_progress(&mut self, progress: Progress) {
+        self.life = progress.life;
+        self.last_error = progress.last_error;
+        self.error_since = progress.error_since;
+        self.claimed_at = progress.claimed_at;
+        self.due_at = progress.due_at;
     }
 }
 
@@ -486,12 +543,7 @@ impl Store {
         let mut batch_unique: HashMap<(String, String), JobId> = HashMap::new();
         let mut next = self.next_id;
         for job in &jobs {
-            if job.queue.is_empty() {
-                return Err(BackendError::Invalid("queue name is empty".into()));
-            }
-            if job.kind.is_empty() {
-                return Err(BackendError::Invalid("job kind is empty".into()));
-            }
+            job.check(now)?;
             if let Some(dep) = job.depends_on {
                 if !self.jobs.contains_key(&dep) {
                     return Err(BackendError::UnknownDependency(dep));
@@ -692,7 +744,7 @@ impl Store {
     /// use fairq_worker::memory::store::Store;
     /// use fairq_worker::NewJob;
     /// let mut store = Store::default();
-    /// let job = NewJob::new("q", "k", vec![]).run_at(1_000);
+    /// let job = NewJob::new("q", "k", vec![]).run_at_millis(1_000);
     /// let id = store.enqueue_many(vec![job], 0).unwrap()[0];
     /// assert_eq!(store.claim_id(id, Duration::from_secs(1), 0).unwrap().claim.id, id);
     /// ```
@@ -790,11 +842,12 @@ impl Store {
         Ok(())
     }
 
-    /// Records a failed attempt (`random` drives the policy's jitter).
+    /// Records a failed attempt (`random` drives the policy's jitter): core's verdict,
+    /// applied through the job's lifecycle.
     ///
     /// ```
     /// use std::time::Duration;
-    /// use fairq_core::job::Outcome;
+    /// use fairq_core::job::{DeadReason, Outcome};
     /// use fairq_core::retry::RetryPolicy;
     /// use fairq_worker::memory::store::Store;
     /// use fairq_worker::{Failure, NewJob};
@@ -803,7 +856,7 @@ impl Store {
     /// store.enqueue_many(vec![job], 0).unwrap();
     /// let job = store.claim("q", 1, Duration::from_secs(30), 0).remove(0);
     /// let outcome = store.fail(job.claim, Failure::retryable("boom"), 1, 0).unwrap();
-    /// assert_eq!(outcome, Outcome::Dead);
+    /// assert_eq!(outcome, Outcome::Dead { reason: DeadReason::RetriesExhausted });
     /// ```
     pub fn fail(
         &mut self,
@@ -815,23 +868,16 @@ impl Store {
         let id = claim.id;
         let record = self.jobs.get_mut(&id).ok_or(BackendError::NotFound(id))?;
         let attempt = record.life.attempts();
-        let outcome = if failure.permanent {
-            record
-                .life
-                .discard(claim.token, now)
-                .map_err(transition(id))?;
-            Outcome::Dead
+        let setback = if failure.permanent {
+            Setback::Permanent
         } else {
-            let policy = record.retry.clone();
-            record
-                .life
-                .fail(claim.token, now, &policy, random)
-                .map_err(transition(id))?;
-            match *record.life.state() {
-                State::Retrying { run_at } => Outcome::Retry { run_at },
-                _ => Outcome::Dead,
-            }
+            Setback::Failed
         };
+        let policy = record.retry.clone();
+        let outcome = record
+            .life
+            .setback(claim.token, setback, now, &policy, random)
+            .map_err(transition(id))?;
         record.last_error = Some(failure.message);
         touch(&mut self.changed, id);
         let elapsed = now.saturating_sub(record.claimed_at);
@@ -840,6 +886,80 @@ impl Store {
         }
         self.after_failure(id, attempt, outcome, now);
         Ok(outcome)
+    }
+
+    /// Settles a batch of finished attempts, each on its own: one answer per entry, in order
+    /// (`random` drives the jitter of each retry).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use fairq_worker::memory::store::Store;
+    /// use fairq_worker::{Failure, Finished, NewJob, Settled};
+    /// let mut store = Store::default();
+    /// store.enqueue_many(vec![NewJob::new("q", "k", vec![]); 2], 0).unwrap();
+    /// let jobs = store.claim("q", 2, Duration::from_secs(30), 0);
+    /// let batch = vec![
+    ///     Finished::new(&jobs[0], Ok(())),
+    ///     Finished::new(&jobs[1], Err(Failure::permanent("no"))),
+    ///     Finished::new(&jobs[0], Ok(())), // settled twice: refused on its own
+    /// ];
+    /// let answers = store.settle(batch, 5, &mut || 0);
+    /// assert_eq!(answers[0].as_ref().unwrap(), &Settled::Succeeded);
+    /// assert!(matches!(answers[1], Ok(Settled::Dead { .. })));
+    /// assert!(answers[2].is_err());
+    /// ```
+    pub fn settle(
+        &mut self,
+        batch: Vec<Finished>,
+        now: Millis,
+        random: &mut dyn FnMut() -> u64,
+    ) -> Each<Settled> {
+        batch
+            .into_iter()
+            .map(|finished| match finished.ending {
+                crate::settle::Ending::Succeeded => self
+                    .complete(finished.claim, now)
+                    .map(|()| Settled::Succeeded),
+                crate::settle::Ending::Failed { failure, .. } => self
+                    .fail(finished.claim, failure, now, random())
+                    .map(Settled::from),
+            })
+            .collect()
+    }
+
+    /// Hands claimed jobs back before they ran: each is due again at `now` with its attempt
+    /// refunded, and its lease is fenced. One answer per claim.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use fairq_worker::memory::store::Store;
+    /// use fairq_worker::NewJob;
+    /// let mut store = Store::default();
+    /// store.enqueue_many(vec![NewJob::new("q", "k", vec![])], 0).unwrap();
+    /// let job = store.claim("q", 1, Duration::from_secs(30), 0).remove(0);
+    /// assert!(store.release(vec![job.claim], 1)[0].is_ok());
+    /// let again = store.claim("q", 1, Duration::from_secs(30), 2).remove(0);
+    /// assert_eq!(again.attempt, 1);
+    /// assert!(store.complete(job.claim, 3).is_err()); // the released lease is fenced
+    /// ```
+    pub fn release(&mut self, claims: Vec<Claim>, now: Millis) -> Each<()> {
+        claims
+            .into_iter()
+            .map(|claim| {
+                let id = claim.id;
+                let record = self.jobs.get_mut(&id).ok_or(BackendError::NotFound(id))?;
+                record
+                    .life
+                    .release(claim.token, now)
+                    .map_err(transition(id))?;
+                touch(&mut self.changed, id);
+                if let Some(queue) = self.queues.get_mut(&record.queue) {
+                    queue.running.remove(&id);
+                }
+                self.schedule(id, now, now);
+                Ok(())
+            })
+            .collect()
     }
 
     /// Shared bookkeeping of a failed or rescued attempt.
@@ -852,14 +972,14 @@ impl Store {
         if let Some(queue) = self.queues.get_mut(&queue_name) {
             queue.running.remove(&id);
             queue.retries.failed();
-            if outcome == Outcome::Dead {
+            if outcome.is_dead() {
                 queue.retries.died();
                 queue.retries.retries += u64::from(attempt.saturating_sub(1));
             }
         }
         match outcome {
             Outcome::Retry { run_at } => self.schedule(id, run_at, now),
-            Outcome::Dead => self.release_unique(id),
+            Outcome::Dead { .. } => self.release_unique(id),
         }
     }
 
@@ -942,13 +1062,67 @@ impl Store {
         rescued
     }
 
+    /// Holds back the retries of `queue` until `until`: every retrying job that would be due
+    /// earlier (whether it already waits in the fair queue or still for its time) becomes due
+    /// at `until`. Returns how many moved.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use fairq_core::retry::RetryPolicy;
+    /// use fairq_worker::memory::store::Store;
+    /// use fairq_worker::{Failure, NewJob};
+    /// let mut store = Store::default();
+    /// let job = NewJob::new("q", "k", vec![]).retry(RetryPolicy::new(3));
+    /// store.enqueue_many(vec![job, NewJob::new("q", "k", vec![])], 0).unwrap();
+    /// let first = store.claim("q", 1, Duration::from_secs(30), 0).remove(0);
+    /// store.fail(first.claim, Failure::retryable("down"), 5, 0).unwrap(); // retry due at 5
+    /// assert_eq!(store.hold_retries("q", 1_000, 5), 1);
+    /// // The new job still runs; the retry waits.
+    /// assert_eq!(store.claim("q", 10, Duration::from_secs(30), 5).len(), 1);
+    /// assert_eq!(store.claim("q", 10, Duration::from_secs(30), 999).len(), 0);
+    /// assert_eq!(store.claim("q", 10, Duration::from_secs(30), 1_000).len(), 1);
+    /// ```
+    pub fn hold_retries(&mut self, queue_name: &str, until: Millis, now: Millis) -> u64 {
+        let Some(queue) = self.queues.get_mut(queue_name) else {
+            return 0;
+        };
+        let mut held = 0;
+        for (id, record) in self.jobs.iter_mut() {
+            if record.queue != queue_name {
+                continue;
+            }
+            let Some(at) = record.life.due_at() else {
+                continue;
+            };
+            if !record.life.postpone_retry(until) {
+                continue;
+            }
+            // Out of the timed set, and any entry in the fair queue goes stale.
+            queue.timed.remove(&(at, *id));
+            record.ready_gen += 1;
+            record.due_at = until;
+            if until <= now {
+                record.ready_gen += 1;
+                queue
+                    .ready
+                    .push(record.key.clone(), (*id, record.ready_gen))
+                    .ok();
+            } else {
+                queue.timed.insert((until, *id));
+            }
+            touch(&mut self.changed, *id);
+            held += 1;
+        }
+        held
+    }
+
     /// True when `queue` has a job that can be claimed at `now`; else the next due time.
     ///
     /// ```
     /// use fairq_worker::memory::store::Store;
     /// use fairq_worker::NewJob;
     /// let mut store = Store::default();
-    /// store.enqueue_many(vec![NewJob::new("q", "k", vec![]).run_at(50)], 0).unwrap();
+    /// store.enqueue_many(vec![NewJob::new("q", "k", vec![]).run_at_millis(50)], 0).unwrap();
     /// assert_eq!(store.due("q", 0), Err(Some(50)));
     /// assert_eq!(store.due("q", 50), Ok(()));
     /// ```
@@ -970,7 +1144,7 @@ impl Store {
     /// use fairq_worker::memory::store::Store;
     /// use fairq_worker::NewJob;
     /// let mut store = Store::default();
-    /// store.enqueue_many(vec![NewJob::new("q", "k", vec![]).run_at(50)], 0).unwrap();
+    /// store.enqueue_many(vec![NewJob::new("q", "k", vec![]).run_at_millis(50)], 0).unwrap();
     /// assert_eq!(store.next_due("q"), Some(50));
     /// ```
     pub fn next_due(&self, queue_name: &str) -> Option<Millis> {
@@ -1006,6 +1180,9 @@ impl Store {
                 continue;
             };
             stats.counts.add(record.status(), 1);
+            if let State::Retrying { run_at } = *record.life.state() {
+                stats.next_retry_at = Some(stats.next_retry_at.map_or(run_at, |n| n.min(run_at)));
+            }
             if !record.life.state().is_final() {
                 if let Some(since) = record.error_since {
                     stats.oldest_error_at =
@@ -1065,17 +1242,17 @@ impl Store {
     ///
     /// ```
     /// use fairq_worker::memory::store::Store;
-    /// use fairq_worker::RetryTarget;
+    /// use fairq_worker::ReviveTarget;
     /// let mut store = Store::default();
-    /// assert_eq!(store.retry(RetryTarget::AllDead { queue: None }, 0).unwrap(), 0);
+    /// assert_eq!(store.revive(ReviveTarget::AllDead { queue: None }, 0).unwrap(), 0);
     /// ```
-    pub fn retry(&mut self, target: RetryTarget, now: Millis) -> Result<u64, BackendError> {
+    pub fn revive(&mut self, target: ReviveTarget, now: Millis) -> Result<u64, BackendError> {
         match target {
-            RetryTarget::One(id) => {
-                self.revive(id, now)?;
+            ReviveTarget::One(id) => {
+                self.revive_one(id, now)?;
                 Ok(1)
             }
-            RetryTarget::AllDead { queue } => {
+            ReviveTarget::AllDead { queue } => {
                 let dead: Vec<JobId> = self
                     .jobs
                     .iter()
@@ -1086,7 +1263,7 @@ impl Store {
                 let mut revived = 0;
                 for id in dead {
                     // A job whose unique key was taken meanwhile stays dead.
-                    if self.revive(id, now).is_ok() {
+                    if self.revive_one(id, now).is_ok() {
                         revived += 1;
                     }
                 }
@@ -1095,7 +1272,7 @@ impl Store {
         }
     }
 
-    fn revive(&mut self, id: JobId, now: Millis) -> Result<(), BackendError> {
+    fn revive_one(&mut self, id: JobId, now: Millis) -> Result<(), BackendError> {
         let record = self.jobs.get(&id).ok_or(BackendError::NotFound(id))?;
         if !matches!(record.life.state(), State::Dead { .. }) {
             return Err(BackendError::Transition {

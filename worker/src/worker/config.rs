@@ -7,6 +7,11 @@ const MAX_CONCURRENCY: usize = 1_000_000;
 
 /// How a worker serves one queue.
 ///
+/// The worker runs a queue as a pipeline (see the [crate docs](crate#the-pipeline)): a
+/// **prefetch buffer** holds jobs claimed ahead of free slots, **slots** run handlers (a slot
+/// is free again as soon as its handler returns), and an **acker** records finished attempts
+/// in the store in batches while the slots carry on.
+///
 /// ```
 /// use std::time::Duration;
 /// use fairq_worker::QueueConfig;
@@ -14,9 +19,12 @@ const MAX_CONCURRENCY: usize = 1_000_000;
 /// let config = QueueConfig::default()
 ///     .concurrency(4)
 ///     .lease(Duration::from_secs(60))
-///     .poll_interval(Duration::from_millis(500));
+///     .poll_interval(Duration::from_millis(500))
+///     .prefetch(8)
+///     .settle_batch(64);
 /// assert_eq!(config.get_concurrency(), 4);
 /// assert_eq!(config.get_heartbeat_interval(), Duration::from_secs(20));
+/// assert_eq!(config.get_prefetch(), 8);
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QueueConfig {
@@ -25,11 +33,21 @@ pub struct QueueConfig {
     poll_interval: Duration,
     heartbeat_interval: Option<Duration>,
     rescue_interval: Option<Duration>,
+    prefetch: Option<usize>,
+    prefetch_ttl: Option<Duration>,
+    settle_batch: usize,
+    settle_window: Duration,
+    settles_in_flight: usize,
+    max_unsettled: Option<usize>,
+    timeout: Option<Duration>,
 }
 
 impl Default for QueueConfig {
     /// 10 jobs at a time, 30 s leases, a 1 s poll interval for stores that cannot push
-    /// wake-ups, heartbeats every third of the lease, rescue sweeps every half lease.
+    /// wake-ups, heartbeats every third of the lease, rescue sweeps every half lease; a
+    /// prefetch buffer as deep as the concurrency whose jobs are handed back after a lease
+    /// of waiting; settlement batches of at most 128 attempts, 2 in flight, a 5 ms window;
+    /// no handler timeout.
     fn default() -> Self {
         QueueConfig {
             concurrency: 10,
@@ -37,6 +55,13 @@ impl Default for QueueConfig {
             poll_interval: Duration::from_secs(1),
             heartbeat_interval: None,
             rescue_interval: None,
+            prefetch: None,
+            prefetch_ttl: None,
+            settle_batch: 128,
+            settle_window: Duration::from_millis(5),
+            settles_in_flight: 2,
+            max_unsettled: None,
+            timeout: None,
         }
     }
 }
@@ -110,6 +135,108 @@ impl QueueConfig {
         self
     }
 
+    /// Claims up to `n` jobs ahead of free slots (default: as many as the concurrency on a
+    /// store that can take jobs back, see [`Backend::release`](crate::Backend::release), and
+    /// 0 on one that cannot; 0 claims only for free slots). Buffered jobs start in the order they were claimed, so the
+    /// store's fair order is kept; their leases are renewed with the running jobs'; a graceful
+    /// shutdown hands them back to the store without counting an attempt.
+    ///
+    /// A deeper buffer means fewer, larger claims; it also means a job of a key that was just
+    /// enqueued waits behind up to `n` jobs claimed before it.
+    ///
+    /// ```
+    /// let c = fairq_worker::QueueConfig::new().concurrency(4);
+    /// assert_eq!(c.get_prefetch(), 4);
+    /// assert_eq!(c.prefetch(0).get_prefetch(), 0);
+    /// ```
+    pub fn prefetch(mut self, n: usize) -> Self {
+        self.prefetch = Some(n);
+        self
+    }
+
+    /// Hands a buffered job back to the store once it has waited this long for a slot
+    /// (default: the lease), so that another worker may run it. Stores that cannot take jobs
+    /// back ([`Backend::release`](crate::Backend::release) unsupported) keep it buffered.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let c = fairq_worker::QueueConfig::new().prefetch_ttl(Duration::from_secs(5));
+    /// assert_eq!(c.get_prefetch_ttl(), Duration::from_secs(5));
+    /// ```
+    pub fn prefetch_ttl(mut self, ttl: Duration) -> Self {
+        self.prefetch_ttl = Some(ttl);
+        self
+    }
+
+    /// Settles at most `n` finished attempts per store call (default 128).
+    ///
+    /// The acker sends what has finished at once when no settlement is in flight; otherwise
+    /// it gathers attempts while the earlier calls commit, and sends another batch when `n`
+    /// have gathered or the oldest has waited the [window](Self::settle_window), up to
+    /// [`settles_in_flight`](Self::settles_in_flight) calls at a time.
+    ///
+    /// ```
+    /// assert_eq!(fairq_worker::QueueConfig::new().settle_batch(10).get_settle_batch(), 10);
+    /// ```
+    pub fn settle_batch(mut self, n: usize) -> Self {
+        self.settle_batch = n;
+        self
+    }
+
+    /// How long a finished attempt may wait for a fuller batch while another settlement is
+    /// in flight (default 5 ms). Keep it far below the lease: an attempt that finished but
+    /// was not yet settled runs again if the worker dies.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let c = fairq_worker::QueueConfig::new().settle_window(Duration::from_millis(1));
+    /// assert_eq!(c.get_settle_window(), Duration::from_millis(1));
+    /// ```
+    pub fn settle_window(mut self, window: Duration) -> Self {
+        self.settle_window = window;
+        self
+    }
+
+    /// How many settlement calls of the queue may be in flight at once (default 2).
+    ///
+    /// ```
+    /// assert_eq!(fairq_worker::QueueConfig::new().settles_in_flight(4).get_settles_in_flight(), 4);
+    /// ```
+    pub fn settles_in_flight(mut self, n: usize) -> Self {
+        self.settles_in_flight = n;
+        self
+    }
+
+    /// Stops claiming while `n` or more finished attempts wait for the store to record them
+    /// (default: twice what the queue can hold, `2 × (concurrency + prefetch)`, and at
+    /// least a full set of batches in flight), so a store that settles slowly or not at all
+    /// is not handed ever more work.
+    ///
+    /// ```
+    /// let c = fairq_worker::QueueConfig::new().concurrency(4).prefetch(4).settle_batch(8);
+    /// assert_eq!(c.get_max_unsettled(), 16);
+    /// assert_eq!(c.max_unsettled(3).get_max_unsettled(), 3);
+    /// ```
+    pub fn max_unsettled(mut self, n: usize) -> Self {
+        self.max_unsettled = Some(n);
+        self
+    }
+
+    /// Stops a handler that runs longer than `timeout`: its future is dropped and the
+    /// attempt fails (retryably) with a message naming the timeout. Default: no timeout. A
+    /// per-kind timeout ([`WorkerBuilder::kind_timeout`](crate::WorkerBuilder::kind_timeout))
+    /// takes precedence.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let c = fairq_worker::QueueConfig::new().timeout(Duration::from_secs(60));
+    /// assert_eq!(c.get_timeout(), Some(Duration::from_secs(60)));
+    /// ```
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
     /// The concurrency.
     ///
     /// ```
@@ -155,6 +282,78 @@ impl QueueConfig {
         self.rescue_interval.unwrap_or(self.lease / 2)
     }
 
+    /// The prefetch depth in force.
+    ///
+    /// ```
+    /// assert_eq!(fairq_worker::QueueConfig::new().get_prefetch(), 10);
+    /// ```
+    pub fn get_prefetch(&self) -> usize {
+        self.prefetch.unwrap_or(self.concurrency)
+    }
+
+    /// The longest a job waits in the prefetch buffer.
+    ///
+    /// ```
+    /// assert_eq!(fairq_worker::QueueConfig::new().get_prefetch_ttl().as_secs(), 30);
+    /// ```
+    pub fn get_prefetch_ttl(&self) -> Duration {
+        self.prefetch_ttl.unwrap_or(self.lease)
+    }
+
+    /// The largest settlement batch.
+    ///
+    /// ```
+    /// assert_eq!(fairq_worker::QueueConfig::new().get_settle_batch(), 128);
+    /// ```
+    pub fn get_settle_batch(&self) -> usize {
+        self.settle_batch
+    }
+
+    /// The settlement window.
+    ///
+    /// ```
+    /// assert_eq!(fairq_worker::QueueConfig::new().get_settle_window().as_millis(), 5);
+    /// ```
+    pub fn get_settle_window(&self) -> Duration {
+        self.settle_window
+    }
+
+    /// The settlement calls allowed in flight.
+    ///
+    /// ```
+    /// assert_eq!(fairq_worker::QueueConfig::new().get_settles_in_flight(), 2);
+    /// ```
+    pub fn get_settles_in_flight(&self) -> usize {
+        self.settles_in_flight
+    }
+
+    /// The unsettled backlog at which claiming pauses.
+    ///
+    /// ```
+    /// assert_eq!(fairq_worker::QueueConfig::new().get_max_unsettled(), 256);
+    /// ```
+    pub fn get_max_unsettled(&self) -> usize {
+        self.max_unsettled.unwrap_or_else(|| {
+            let held = self.concurrency.saturating_add(self.get_prefetch());
+            held.saturating_mul(2)
+                .max(self.settle_batch.saturating_mul(self.settles_in_flight))
+        })
+    }
+
+    /// The handler timeout of the queue, if any.
+    ///
+    /// ```
+    /// assert_eq!(fairq_worker::QueueConfig::new().get_timeout(), None);
+    /// ```
+    pub fn get_timeout(&self) -> Option<Duration> {
+        self.timeout
+    }
+
+    /// True when a prefetch depth was set (rather than the default).
+    pub(crate) fn prefetch_is_set(&self) -> bool {
+        self.prefetch.is_some()
+    }
+
     /// Why the settings cannot work, if they cannot.
     pub(crate) fn problem(&self) -> Option<&'static str> {
         if self.concurrency == 0 {
@@ -169,6 +368,18 @@ impl QueueConfig {
             Some("the heartbeat interval must not be zero")
         } else if self.get_rescue_interval().is_zero() {
             Some("the rescue interval must not be zero")
+        } else if self.get_prefetch() > MAX_CONCURRENCY {
+            Some("prefetch must be at most 1,000,000")
+        } else if self.get_prefetch_ttl().is_zero() {
+            Some("the prefetch time-to-live must not be zero")
+        } else if self.settle_batch == 0 {
+            Some("the settlement batch must hold at least 1 attempt")
+        } else if self.settles_in_flight == 0 {
+            Some("at least 1 settlement must be allowed in flight")
+        } else if self.get_max_unsettled() == 0 {
+            Some("the unsettled backlog must allow at least 1 attempt")
+        } else if self.timeout.is_some_and(|t| t.is_zero()) {
+            Some("the handler timeout must not be zero")
         } else {
             None
         }
@@ -235,5 +446,30 @@ mod tests {
                 .problem()
                 .is_some()
         );
+        for bad in [
+            QueueConfig::new().prefetch(MAX_CONCURRENCY + 1),
+            QueueConfig::new().prefetch_ttl(Duration::ZERO),
+            QueueConfig::new().settle_batch(0),
+            QueueConfig::new().settles_in_flight(0),
+            QueueConfig::new().max_unsettled(0),
+            QueueConfig::new().timeout(Duration::ZERO),
+        ] {
+            assert!(bad.problem().is_some(), "{bad:?}");
+        }
+        assert!(QueueConfig::new().prefetch(0).problem().is_none());
+        assert!(
+            QueueConfig::new()
+                .settle_window(Duration::ZERO)
+                .problem()
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn prefetch_defaults_to_the_concurrency() {
+        let c = QueueConfig::new().concurrency(8);
+        assert_eq!((c.get_prefetch(), c.prefetch_is_set()), (8, false));
+        let c = c.prefetch(3);
+        assert_eq!((c.get_prefetch(), c.prefetch_is_set()), (3, true));
     }
 }

@@ -19,12 +19,17 @@ use crate::job::{Failure, Job};
 pub enum Operation {
     /// Claiming jobs.
     Claim,
-    /// Recording a success.
+    /// Recording a success (the store refused this job's entry of a batch).
     Complete,
-    /// Recording a failure.
+    /// Recording a failure (the store refused this job's entry of a batch).
     Fail,
-    /// Renewing a lease.
+    /// Recording a batch of finished attempts (the call failed as a whole and is sent
+    /// again).
+    Settle,
+    /// Renewing leases.
     Heartbeat,
+    /// Handing claimed jobs back.
+    Release,
     /// Sweeping expired leases.
     Rescue,
 }
@@ -35,7 +40,9 @@ impl fmt::Display for Operation {
             Operation::Claim => "claim",
             Operation::Complete => "complete",
             Operation::Fail => "fail",
+            Operation::Settle => "settle",
             Operation::Heartbeat => "heartbeat",
+            Operation::Release => "release",
             Operation::Rescue => "rescue",
         })
     }
@@ -133,7 +140,7 @@ impl JobOutcome {
     }
 }
 
-/// One finished attempt, reported after the store was told.
+/// One finished attempt, reported once the store answered for it (or gave up on it).
 ///
 /// ```
 /// use std::time::Duration;

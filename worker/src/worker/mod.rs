@@ -1,30 +1,39 @@
 //! The worker: claims jobs fairly, runs their handlers, renews leases, records outcomes,
 //! rescues jobs of dead workers and shuts down without losing anything.
 
+mod acker;
+mod claimer;
 mod config;
+mod heartbeat;
 mod hooks;
-mod run;
+mod queue;
+mod shared;
+mod shutdown;
+mod slot;
+mod stop;
 
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
-use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use fairq_core::health::{Health, HealthPolicy};
 use fairq_core::stats::Summary;
 use serde::de::DeserializeOwned;
-use tokio::sync::watch;
-use tokio::task::JoinHandle;
+use tokio::sync::{mpsc, watch};
 
 use crate::backend::Backend;
 use crate::clock::{Clock, SystemClock};
 use crate::handler::Handlers;
-use crate::job::{Failure, Job, JobId};
+use crate::job::{Failure, Job};
 
 pub use config::QueueConfig;
 pub use hooks::{DeadJob, JobOutcome, JobReport, Operation, SlowJob, WorkerError};
-use run::{QueueRuntime, Shared, lock};
+use queue::QueueRuntime;
+use shared::Shared;
+pub use shutdown::ShutdownReport;
+use shutdown::{QueueTasks, Signals};
+pub use stop::StopSignal;
 
 /// A worker whose settings cannot work.
 ///
@@ -49,6 +58,9 @@ pub enum WorkerConfigError {
         /// What is wrong.
         problem: &'static str,
     },
+    /// A per-kind handler timeout is zero.
+    #[error("a handler timeout must not be zero")]
+    ZeroTimeout,
     /// [`Worker::start`] was called outside a tokio runtime.
     #[error("a worker must be started inside a tokio runtime")]
     NoRuntime,
@@ -83,6 +95,7 @@ pub struct WorkerBuilder<B> {
     clock: Arc<dyn Clock>,
     health: HealthPolicy,
     slow_after: Option<Duration>,
+    kind_timeouts: HashMap<String, Duration>,
     error_backoff: (Duration, Duration),
     shutdown_timeout: Duration,
 }
@@ -217,6 +230,22 @@ impl<B: Backend> WorkerBuilder<B> {
         self
     }
 
+    /// Stops handlers of jobs of `kind` that run longer than `timeout`: the handler's future
+    /// is dropped and the attempt fails (retryably) with a message naming the timeout. Takes
+    /// precedence over the queue's [`QueueConfig::timeout`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use fairq_worker::{MemoryBackend, Worker};
+    /// let b = Worker::builder(MemoryBackend::new())
+    ///     .kind_timeout("resize", Duration::from_secs(60));
+    /// # drop(b);
+    /// ```
+    pub fn kind_timeout(mut self, kind: impl Into<String>, timeout: Duration) -> Self {
+        self.kind_timeouts.insert(kind.into(), timeout);
+        self
+    }
+
     /// Judges queue health with `policy` (see [`WorkerHandle::health`]).
     ///
     /// ```
@@ -295,6 +324,9 @@ impl<B: Backend> WorkerBuilder<B> {
                 });
             }
         }
+        if self.kind_timeouts.values().any(Duration::is_zero) {
+            return Err(WorkerConfigError::ZeroTimeout);
+        }
         Ok(Worker { config: self })
     }
 }
@@ -362,6 +394,7 @@ impl<B: Backend> Worker<B> {
             clock: Arc::new(SystemClock),
             health: HealthPolicy::default(),
             slow_after: Some(Duration::from_secs(300)),
+            kind_timeouts: HashMap::new(),
             error_backoff: (Duration::from_millis(100), Duration::from_secs(30)),
             shutdown_timeout: Duration::from_secs(30),
         }
@@ -401,10 +434,15 @@ impl<B: Backend> Worker<B> {
             tokio::runtime::Handle::try_current().map_err(|_| WorkerConfigError::NoRuntime)?;
         let config = self.config;
         let (stop, _) = watch::channel(false);
+        let mut inboxes = Vec::new();
         let queues: Vec<Arc<QueueRuntime>> = config
             .queues
             .into_iter()
-            .map(|(name, cfg)| Arc::new(QueueRuntime::new(name, cfg)))
+            .map(|(name, cfg)| {
+                let (tx, rx) = mpsc::unbounded_channel();
+                inboxes.push(rx);
+                Arc::new(QueueRuntime::new(name, cfg, tx))
+            })
             .collect();
         let shared = Arc::new(Shared {
             backend: config.backend,
@@ -414,20 +452,37 @@ impl<B: Backend> Worker<B> {
             clock: config.clock,
             health: config.health,
             slow_after: config.slow_after,
+            kind_timeouts: config.kind_timeouts,
             error_backoff: config.error_backoff,
             queues,
             stop,
-            tasks: Mutex::new(HashMap::new()),
-            next_task: AtomicU64::new(0),
         });
-        let mut loops = Vec::new();
-        for queue in &shared.queues {
-            loops.push(runtime.spawn(run::serve_queue(Arc::clone(&shared), Arc::clone(queue))));
-            loops.push(runtime.spawn(run::rescue_loop(Arc::clone(&shared), Arc::clone(queue))));
-        }
+        let (exit, _) = watch::channel(false);
+        let (give_up, _) = watch::channel(false);
+        let tasks = shared
+            .queues
+            .iter()
+            .zip(inboxes)
+            .map(|(queue, inbox)| QueueTasks {
+                claimer: runtime.spawn(claimer::claimer(Arc::clone(&shared), Arc::clone(queue))),
+                rescuer: runtime.spawn(claimer::rescuer(Arc::clone(&shared), Arc::clone(queue))),
+                heartbeater: runtime.spawn(heartbeat::heartbeater(
+                    Arc::clone(&shared),
+                    Arc::clone(queue),
+                    exit.subscribe(),
+                )),
+                acker: runtime.spawn(acker::acker(
+                    Arc::clone(&shared),
+                    Arc::clone(queue),
+                    inbox,
+                    give_up.subscribe(),
+                )),
+            })
+            .collect();
         Ok(WorkerHandle {
             shared,
-            loops,
+            tasks,
+            signals: Signals { exit, give_up },
             shutdown_timeout: config.shutdown_timeout,
         })
     }
@@ -459,35 +514,11 @@ impl<B: Backend> Worker<B> {
     }
 }
 
-/// What a shutdown left behind.
-///
-/// ```
-/// let report = fairq_worker::ShutdownReport::default();
-/// assert!(report.is_clean());
-/// ```
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ShutdownReport {
-    /// Jobs still running at the deadline: their tasks were stopped and the store will
-    /// rescue them once their leases expire.
-    pub abandoned: Vec<JobId>,
-}
-
-impl ShutdownReport {
-    /// True when every running job finished before the deadline.
-    ///
-    /// ```
-    /// let report = fairq_worker::ShutdownReport { abandoned: vec![fairq_worker::JobId(1)] };
-    /// assert!(!report.is_clean());
-    /// ```
-    pub fn is_clean(&self) -> bool {
-        self.abandoned.is_empty()
-    }
-}
-
 /// A running worker: health, timings, and shutdown.
 pub struct WorkerHandle<B> {
     shared: Arc<Shared<B>>,
-    loops: Vec<JoinHandle<()>>,
+    tasks: Vec<QueueTasks>,
+    signals: Signals,
     shutdown_timeout: Duration,
 }
 
@@ -544,7 +575,7 @@ impl<B: Backend> WorkerHandle<B> {
     /// ```
     pub fn health(&self, queue: &str) -> Option<Health> {
         let q = self.shared.queues.iter().find(|q| q.name == queue)?;
-        let since = lock(&q.errors).since();
+        let since = q.lock().errors.since();
         Some(
             self.shared
                 .health
@@ -617,7 +648,7 @@ impl<B: Backend> WorkerHandle<B> {
     /// ```
     pub fn processing_time(&self, queue: &str) -> Option<Summary> {
         let q = self.shared.queues.iter().find(|q| q.name == queue)?;
-        let summary = lock(&q.timings).summary();
+        let summary = q.lock().timings.summary();
         Some(summary)
     }
 
@@ -635,12 +666,16 @@ impl<B: Backend> WorkerHandle<B> {
     /// # });
     /// ```
     pub fn running(&self) -> usize {
-        lock(&self.shared.tasks).len()
+        self.shared.queues.iter().map(|q| q.lock().running).sum()
     }
 
-    /// Stops claiming, lets running jobs finish for up to `deadline`, then stops the rest.
-    /// Stopped jobs stay claimed in the store until their leases expire and a rescue hands
-    /// them to another worker, so nothing is lost; their ids are in the report.
+    /// Stops gracefully within `deadline`: stops claiming, hands prefetched jobs that never
+    /// started back to the store (when it supports [`Backend::release`]), lets running jobs
+    /// finish and the store record their outcomes, then stops whatever still runs. Stopped
+    /// jobs stay claimed in the store until their leases expire and a rescue hands them to
+    /// another worker, so nothing is lost; the report lists them.
+    ///
+    /// The first poll of the returned future already stops claiming.
     ///
     /// ```
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
@@ -654,47 +689,6 @@ impl<B: Backend> WorkerHandle<B> {
     /// # });
     /// ```
     pub async fn shutdown(self, deadline: Duration) -> ShutdownReport {
-        let shared = self.shared;
-        shared.stop.send_replace(true);
-        let until = tokio::time::Instant::now() + deadline;
-        let mut loops = self.loops;
-        let stopped = tokio::time::timeout_at(until, async {
-            for handle in &mut loops {
-                // A loop that panicked has nothing left to stop.
-                let _ = handle.await;
-            }
-            all_slots_free(&shared).await;
-        })
-        .await;
-        if stopped.is_ok() {
-            return ShutdownReport::default();
-        }
-        for handle in &loops {
-            handle.abort();
-        }
-        let running: Vec<(JobId, tokio::task::AbortHandle)> =
-            lock(&shared.tasks).values().cloned().collect();
-        let mut abandoned = Vec::with_capacity(running.len());
-        for (id, abort) in running {
-            abort.abort();
-            abandoned.push(id);
-        }
-        abandoned.sort();
-        for id in &abandoned {
-            tracing::warn!(job.id = %id, "shutdown deadline passed; job left to be rescued");
-        }
-        // Aborted tasks release their slots once dropped; wait briefly so the store handle is
-        // no longer shared when this returns.
-        let _ = tokio::time::timeout(Duration::from_secs(5), all_slots_free(&shared)).await;
-        ShutdownReport { abandoned }
-    }
-}
-
-/// Resolves once no job of any queue runs.
-async fn all_slots_free<B>(shared: &Shared<B>) {
-    for queue in &shared.queues {
-        let all = u32::try_from(queue.config.get_concurrency()).unwrap_or(u32::MAX);
-        // The semaphore is never closed, so this only waits.
-        let _ = queue.slots.acquire_many(all).await;
+        shutdown::shutdown(self.shared, self.tasks, self.signals, deadline).await
     }
 }

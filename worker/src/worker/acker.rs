@@ -1,0 +1,253 @@
+//! The acker: records finished attempts in the store in batches, off the slots' path.
+//!
+//! Slots hand finished attempts over and move on. The acker sends what it has at once when
+//! no settlement is in flight (no added latency when the queue is quiet); while one is in
+//! flight it gathers more and sends another batch when [`settle_batch`] attempts have
+//! gathered or the oldest has waited [`settle_window`], with at most [`settles_in_flight`]
+//! calls outstanding. A call that fails as a whole is sent again with backoff, never dropped:
+//! its jobs stay claimed, so giving up (only at the shutdown deadline) leaves them to lease
+//! expiry. An entry the store refuses on its own (a stale lease) is reported and not retried.
+//!
+//! When a batch goes out while the prefetch buffer is at or below its low-water mark, the
+//! acker asks for the next jobs in the same call ([`Backend::settle_and_claim`]), which a
+//! store may answer in one round trip.
+//!
+//! [`settle_batch`]: crate::QueueConfig::settle_batch
+//! [`settle_window`]: crate::QueueConfig::settle_window
+//! [`settles_in_flight`]: crate::QueueConfig::settles_in_flight
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::stream::{FuturesUnordered, StreamExt};
+use tokio::sync::mpsc::UnboundedReceiver;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use super::config::ErrorBackoff;
+use super::hooks::{self, DeadJob, JobOutcome, JobReport, Operation};
+use super::queue::QueueRuntime;
+use super::shared::{Shared, raised};
+use super::slot::accept;
+use crate::backend::{Backend, BackendError};
+use crate::job::{Failure, Job, JobId};
+use crate::settle::{Each, Finished, Settled};
+
+/// A finished attempt on its way to the store.
+pub(crate) struct Done {
+    pub(crate) job: Job,
+    pub(crate) result: Result<(), Failure>,
+    pub(crate) elapsed: Duration,
+    pub(crate) span: tracing::Span,
+}
+
+/// A batch the store answered.
+struct Answered {
+    flight: u64,
+    batch: Vec<Done>,
+    answers: Each<Settled>,
+}
+
+/// Runs one queue's acker until its inbox closes and everything is settled, or until
+/// `give_up` is raised; returns the jobs whose outcomes the store never confirmed.
+pub(crate) async fn acker<B: Backend>(
+    shared: Arc<Shared<B>>,
+    queue: Arc<QueueRuntime>,
+    mut inbox: UnboundedReceiver<Done>,
+    mut give_up: watch::Receiver<bool>,
+) -> Vec<JobId> {
+    let batch_max = queue.config.get_settle_batch();
+    let window = queue.config.get_settle_window();
+    let max_flights = queue.config.get_settles_in_flight();
+    let mut pending: VecDeque<Done> = VecDeque::new();
+    // When the oldest pending attempt arrived.
+    let mut oldest: Option<Instant> = None;
+    let mut flights = FuturesUnordered::new();
+    let mut flying: HashMap<u64, Vec<JobId>> = HashMap::new();
+    let mut next_flight = 0u64;
+    let mut open = true;
+    loop {
+        while !pending.is_empty() && flights.len() < max_flights {
+            let due = flights.is_empty()
+                || pending.len() >= batch_max
+                || oldest.is_some_and(|at| at.elapsed() >= window);
+            if !due {
+                break;
+            }
+            let take = pending.len().min(batch_max);
+            let batch: Vec<Done> = pending.drain(..take).collect();
+            if pending.is_empty() {
+                oldest = None;
+            }
+            let claim = queue.reserve_claim();
+            flying.insert(next_flight, batch.iter().map(|d| d.job.claim.id).collect());
+            flights.push(flush(
+                Arc::clone(&shared),
+                Arc::clone(&queue),
+                next_flight,
+                batch,
+                claim,
+            ));
+            next_flight += 1;
+        }
+        if !open && pending.is_empty() && flights.is_empty() {
+            return Vec::new();
+        }
+        // Waiting for a fuller batch: only while a settlement is in flight and another may go.
+        let window_ends = oldest
+            .filter(|_| !flights.is_empty() && flights.len() < max_flights)
+            .map(|at| at + window);
+        tokio::select! {
+            biased;
+            () = raised(&mut give_up) => {
+                let mut left: Vec<JobId> = pending.iter().map(|d| d.job.claim.id).collect();
+                left.extend(flying.into_values().flatten());
+                left.sort_unstable();
+                return left;
+            }
+            Some(answered) = flights.next(), if !flights.is_empty() => {
+                flying.remove(&answered.flight);
+                report(&shared, &queue, answered);
+            }
+            received = inbox.recv(), if open => match received {
+                Some(done) => {
+                    oldest.get_or_insert_with(Instant::now);
+                    pending.push_back(done);
+                    while let Ok(done) = inbox.try_recv() {
+                        pending.push_back(done);
+                    }
+                }
+                None => open = false,
+            },
+            () = sleep_until(window_ends), if window_ends.is_some() => {}
+        }
+    }
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    if let Some(at) = at {
+        tokio::time::sleep_until(at).await;
+    }
+}
+
+/// Settles one batch (claiming `claim` more jobs in the same call if given), sending it
+/// again with backoff for as long as the call fails as a whole.
+async fn flush<B: Backend>(
+    shared: Arc<Shared<B>>,
+    queue: Arc<QueueRuntime>,
+    flight: u64,
+    batch: Vec<Done>,
+    mut claim: Option<usize>,
+) -> Answered {
+    let (min, max) = shared.error_backoff;
+    let mut backoff = ErrorBackoff::new(min, max);
+    let lease = queue.config.get_lease();
+    loop {
+        let entries: Vec<Finished> = batch
+            .iter()
+            .map(|d| Finished::new(&d.job, d.result.clone()))
+            .collect();
+        let answer = match claim.take() {
+            Some(max) => {
+                match shared
+                    .backend
+                    .settle_and_claim(entries, &queue.name, max, lease)
+                    .await
+                {
+                    Ok(both) => {
+                        let jobs = match both.claimed {
+                            Ok(jobs) => jobs,
+                            Err(source) => {
+                                shared.report(&queue.name, Operation::Claim, None, source);
+                                Vec::new()
+                            }
+                        };
+                        accept(&shared, &queue, jobs);
+                        Ok(both.settled)
+                    }
+                    Err(source) => {
+                        // Nothing was claimed: the claim is the claimer's again.
+                        accept(&shared, &queue, Vec::new());
+                        Err(source)
+                    }
+                }
+            }
+            None => shared.backend.settle(entries).await,
+        };
+        match answer {
+            Ok(answers) => {
+                return Answered {
+                    flight,
+                    batch,
+                    answers,
+                };
+            }
+            Err(source) => {
+                shared.report(&queue.name, Operation::Settle, None, source);
+                tokio::time::sleep(backoff.next_delay()).await;
+            }
+        }
+    }
+}
+
+/// Turns the store's answers into outcomes and calls the hooks, in batch order.
+fn report<B: Backend>(shared: &Shared<B>, queue: &QueueRuntime, answered: Answered) {
+    let settled = answered.batch.len();
+    let mut answers = answered.answers.into_iter();
+    for done in answered.batch {
+        let answer = answers.next().unwrap_or_else(|| {
+            Err(BackendError::Store(
+                "the store answered fewer entries than it was sent".into(),
+            ))
+        });
+        let Done {
+            job,
+            result,
+            elapsed,
+            span,
+        } = done;
+        let _in = span.enter();
+        let outcome = match answer {
+            Ok(Settled::Succeeded) => JobOutcome::Succeeded,
+            Ok(Settled::Retry { run_at }) => JobOutcome::Retry { run_at },
+            Ok(Settled::Dead { .. }) => JobOutcome::Dead,
+            Err(source) => {
+                let operation = if result.is_ok() {
+                    Operation::Complete
+                } else {
+                    Operation::Fail
+                };
+                shared.report(&queue.name, operation, Some(job.claim.id), source);
+                tracing::warn!("the store did not record the outcome; the job will be rescued");
+                JobOutcome::Unrecorded
+            }
+        };
+        match (&outcome, &result) {
+            (JobOutcome::Dead, Err(failure)) => {
+                tracing::error!(error = %failure.message, "job is dead");
+                if shared.hooks.dead.is_some() {
+                    let dead = DeadJob {
+                        job: job.clone(),
+                        failure: failure.clone(),
+                    };
+                    hooks::call(&shared.hooks.dead, &dead, "on_dead");
+                }
+            }
+            (JobOutcome::Succeeded, _) => {
+                tracing::debug!(elapsed_ms = elapsed.as_millis() as u64, "job succeeded")
+            }
+            _ => {}
+        }
+        if shared.hooks.finished.is_some() {
+            let report = JobReport {
+                job,
+                result,
+                outcome,
+                elapsed,
+            };
+            hooks::call(&shared.hooks.finished, &report, "on_finished");
+        }
+    }
+    queue.settled(settled);
+}

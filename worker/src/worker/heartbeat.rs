@@ -1,0 +1,170 @@
+//! The heartbeater: renews the leases of every job a queue holds (running and buffered) with
+//! one [`Backend::heartbeat_many`] call per heartbeat interval, and hands buffered jobs that
+//! waited too long for a slot back to the store.
+//!
+//! A refused renewal means the lease is lost (the job was rescued and may run elsewhere): a
+//! running job's renewals stop and its completion will be refused; a buffered job is dropped
+//! from the buffer and never started here. Both are reported to `on_error`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use fairq_core::job::Millis;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use super::config::ErrorBackoff;
+use super::hooks::Operation;
+use super::queue::{Buffered, QueueRuntime};
+use super::shared::{Shared, raised};
+use crate::backend::{Backend, BackendError};
+use crate::job::Claim;
+
+/// Renews one queue's leases until `exit` is raised.
+pub(crate) async fn heartbeater<B: Backend>(
+    shared: Arc<Shared<B>>,
+    queue: Arc<QueueRuntime>,
+    mut exit: watch::Receiver<bool>,
+) {
+    let every = queue.config.get_heartbeat_interval();
+    let lease = queue.config.get_lease();
+    let (min, max) = shared.error_backoff;
+    let mut backoff = ErrorBackoff::new(min, max);
+    // Buffered jobs whose hand-back failed as a whole: sent again at the next beat.
+    let mut unreleased: Vec<Buffered> = Vec::new();
+    let mut next = Instant::now() + every;
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep_until(next) => {}
+            () = raised(&mut exit) => return,
+        }
+        let beat = Instant::now();
+        unreleased.extend(expired(&queue, beat));
+        if !unreleased.is_empty() {
+            unreleased = release_expired(&shared, &queue, std::mem::take(&mut unreleased)).await;
+        }
+        let claims = queue.lock().held_claims();
+        if claims.is_empty() {
+            next = beat + every;
+            continue;
+        }
+        match shared.backend.heartbeat_many(claims.clone(), lease).await {
+            Ok(answers) => {
+                backoff.reset();
+                let mut renewed = HashMap::new();
+                for (claim, answer) in claims.into_iter().zip(answers) {
+                    match answer {
+                        Ok(deadline) => {
+                            renewed.insert(claim, deadline);
+                        }
+                        Err(source) => lost(&shared, &queue, claim, source),
+                    }
+                }
+                show_deadlines(&queue, &renewed);
+                next = beat + every;
+            }
+            Err(source) => {
+                shared.report(&queue.name, Operation::Heartbeat, None, source);
+                next = Instant::now() + backoff.next_delay().min(every);
+            }
+        }
+    }
+}
+
+/// Takes buffered jobs that have waited the prefetch time-to-live out of the buffer (oldest
+/// first), unless the store cannot take jobs back or shutdown began.
+fn expired(queue: &QueueRuntime, now: Instant) -> Vec<Buffered> {
+    let ttl = queue.config.get_prefetch_ttl();
+    let mut st = queue.lock();
+    if st.release_unsupported || st.stopping {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    while st
+        .buffer
+        .front()
+        .is_some_and(|b| now.saturating_duration_since(b.since) >= ttl)
+    {
+        out.extend(st.buffer.pop_front());
+    }
+    if !out.is_empty() {
+        // Slots are busy for longer than the buffer may wait: claim only for free slots
+        // until one frees, or the same jobs would come straight back.
+        st.prefetch_paused = true;
+    }
+    out
+}
+
+/// Hands expired buffered jobs back; returns those to send again (the call failed as a
+/// whole, so whether the store took them is unknown: they are not started here).
+async fn release_expired<B: Backend>(
+    shared: &Shared<B>,
+    queue: &QueueRuntime,
+    expired: Vec<Buffered>,
+) -> Vec<Buffered> {
+    let claims: Vec<Claim> = expired.iter().map(|b| b.job.claim).collect();
+    match shared.backend.release(claims.clone()).await {
+        Ok(answers) => {
+            let mut released = 0;
+            for (claim, answer) in claims.into_iter().zip(answers) {
+                match answer {
+                    Ok(()) => released += 1,
+                    Err(source) => {
+                        shared.report(&queue.name, Operation::Release, Some(claim.id), source)
+                    }
+                }
+            }
+            tracing::info!(
+                queue = %queue.name,
+                released,
+                "handed back prefetched jobs that waited too long for a slot"
+            );
+            Vec::new()
+        }
+        Err(BackendError::Unsupported(_)) => {
+            // They are still ours: back to the head of the buffer, in order, and buffered
+            // jobs never expire again.
+            tracing::debug!(queue = %queue.name, "the store cannot take jobs back; buffered jobs wait for a slot");
+            let mut st = queue.lock();
+            st.release_unsupported = true;
+            st.prefetch_paused = false;
+            for b in expired.into_iter().rev() {
+                st.buffer.push_front(b);
+            }
+            if !st.stopping {
+                queue.job_ready.notify_one();
+            }
+            Vec::new()
+        }
+        Err(source) => {
+            shared.report(&queue.name, Operation::Release, None, source);
+            expired
+        }
+    }
+}
+
+/// A refused renewal: the lease is lost.
+fn lost<B: Backend>(shared: &Shared<B>, queue: &QueueRuntime, claim: Claim, source: BackendError) {
+    if queue.lose_running(claim) {
+        tracing::warn!(job.id = %claim.id, error = %source, "lease lost; heartbeats stop");
+    } else if queue.unbuffer(claim) {
+        tracing::warn!(job.id = %claim.id, error = %source, "lease of a buffered job lost; it will not start here");
+    } else {
+        // It finished meanwhile; its settlement tells the rest.
+        return;
+    }
+    shared.report(&queue.name, Operation::Heartbeat, Some(claim.id), source);
+}
+
+/// Records the renewed deadlines on buffered jobs, so their handlers see them.
+fn show_deadlines(queue: &QueueRuntime, renewed: &HashMap<Claim, Millis>) {
+    if renewed.is_empty() {
+        return;
+    }
+    let mut st = queue.lock();
+    for b in &mut st.buffer {
+        if let Some(&deadline) = renewed.get(&b.job.claim) {
+            b.job.lease_deadline = deadline;
+        }
+    }
+}

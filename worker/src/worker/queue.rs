@@ -1,0 +1,260 @@
+//! One served queue's state, shared by its tasks: the prefetch buffer, the slots and what
+//! they run, and the counters that decide when to claim.
+//!
+//! Every change happens under one mutex, held for a few instructions at a time: a slot
+//! records its finished job and takes the next one in a single lock, so the buffer's order
+//! (the order the store handed the jobs out, which is fair by key) is the order jobs start.
+
+use std::collections::VecDeque;
+use std::sync::{Mutex, MutexGuard};
+
+use fairq_core::health::ErrorClock;
+use fairq_core::stats::Histogram;
+use tokio::sync::Notify;
+use tokio::sync::mpsc::UnboundedSender;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use super::acker::Done;
+use super::config::QueueConfig;
+use super::shared::lock;
+use crate::job::{Claim, Job};
+
+/// One served queue.
+pub(crate) struct QueueRuntime {
+    pub(crate) name: String,
+    pub(crate) config: QueueConfig,
+    state: Mutex<Pipeline>,
+    /// Wakes idle slots when jobs are buffered, and every slot at shutdown.
+    pub(crate) job_ready: Notify,
+    /// Wakes the claimer when there may be room to claim (or shutdown began).
+    pub(crate) room: Notify,
+}
+
+/// A job claimed ahead of a free slot.
+pub(crate) struct Buffered {
+    pub(crate) job: Job,
+    /// When it was claimed (for the prefetch time-to-live).
+    pub(crate) since: Instant,
+}
+
+/// A job a slot is running.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Running {
+    pub(crate) claim: Claim,
+    /// Its lease was lost (a heartbeat was refused): stop renewing it.
+    pub(crate) lost: bool,
+}
+
+/// One slot: the job it runs, and its task.
+pub(crate) struct Slot {
+    pub(crate) running: Option<Running>,
+    pub(crate) task: Option<JoinHandle<()>>,
+}
+
+/// The mutable state of a queue.
+pub(crate) struct Pipeline {
+    /// Claimed jobs waiting for a slot, in claim order.
+    pub(crate) buffer: VecDeque<Buffered>,
+    /// Slot tasks started so far (started on demand, at most the concurrency).
+    pub(crate) slots: Vec<Slot>,
+    /// Slots running a job.
+    pub(crate) running: usize,
+    /// Slots waiting for a job (including ones started but not yet polled).
+    pub(crate) idle: usize,
+    /// A claim is in flight (the claimer's or the acker's): one at a time, so jobs are
+    /// buffered in the order the store claimed them.
+    pub(crate) claiming: bool,
+    /// Finished attempts the store has not answered for yet.
+    pub(crate) unsettled: usize,
+    /// Shutdown began: claim nothing, start nothing.
+    pub(crate) stopping: bool,
+    /// The prefetch depth in force: the configured one, or 0 by default on a store that
+    /// cannot take jobs back.
+    pub(crate) prefetch: usize,
+    /// Buffered jobs were handed back for waiting too long: claim only for free slots until
+    /// a slot frees.
+    pub(crate) prefetch_paused: bool,
+    /// The store answered that it cannot take jobs back.
+    pub(crate) release_unsupported: bool,
+    /// Jobs stopped by shutdown (their handlers gave up when asked to stop, or were
+    /// dropped at the deadline), to hand back to the store.
+    pub(crate) stopped: Vec<Claim>,
+    /// The acker's inbox, cloned into each new slot; `None` once shutdown began.
+    pub(crate) acker: Option<UnboundedSender<Done>>,
+    /// Handler failures since the last success, for health.
+    pub(crate) errors: ErrorClock,
+    /// Handler run time in microseconds.
+    pub(crate) timings: Histogram,
+}
+
+impl QueueRuntime {
+    pub(crate) fn new(name: String, config: QueueConfig, acker: UnboundedSender<Done>) -> Self {
+        QueueRuntime {
+            name,
+            state: Mutex::new(Pipeline {
+                prefetch: config.get_prefetch(),
+                buffer: VecDeque::new(),
+                slots: Vec::new(),
+                running: 0,
+                idle: 0,
+                claiming: false,
+                unsettled: 0,
+                stopping: false,
+                prefetch_paused: false,
+                release_unsupported: false,
+                stopped: Vec::new(),
+                acker: Some(acker),
+                errors: ErrorClock::default(),
+                timings: Histogram::new(),
+            }),
+            job_ready: Notify::new(),
+            room: Notify::new(),
+            config,
+        }
+    }
+
+    /// The store cannot take jobs back: buffered jobs never expire, and unless a prefetch
+    /// depth was configured, the queue claims only for free slots (so that a shutdown leaves
+    /// no buffered job waiting for its lease to expire).
+    pub(crate) fn without_release(&self) {
+        let mut st = self.lock();
+        st.release_unsupported = true;
+        if !self.config.prefetch_is_set() {
+            st.prefetch = 0;
+        }
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Pipeline> {
+        lock(&self.state)
+    }
+
+    /// Reserves the claim the queue has room for, if it has room and no claim is in flight.
+    pub(crate) fn reserve_claim(&self) -> Option<usize> {
+        let mut st = self.lock();
+        let n = st.claimable(&self.config)?;
+        st.claiming = true;
+        Some(n)
+    }
+
+    /// Wakes the claimer if the queue has room for a claim.
+    pub(crate) fn wake_claimer_if_room(&self, st: &Pipeline) {
+        if st.claimable(&self.config).is_some() {
+            self.room.notify_one();
+        }
+    }
+
+    /// The store answered for `n` finished attempts.
+    pub(crate) fn settled(&self, n: usize) {
+        let mut st = self.lock();
+        st.unsettled = st.unsettled.saturating_sub(n);
+        self.wake_claimer_if_room(&st);
+    }
+
+    /// Shutdown began: nothing more is claimed or started. Returns the acker's inbox so the
+    /// caller can drop it (the acker finishes once every slot has dropped its copy too).
+    pub(crate) fn stop(&self) -> Option<UnboundedSender<Done>> {
+        let acker = {
+            let mut st = self.lock();
+            st.stopping = true;
+            st.acker.take()
+        };
+        self.job_ready.notify_waiters();
+        self.room.notify_one();
+        acker
+    }
+
+    /// Takes out every job to hand back at shutdown: buffered ones (in claim order), then
+    /// ones stopped by shutdown.
+    pub(crate) fn take_hand_backs(&self) -> Vec<Claim> {
+        let mut st = self.lock();
+        let mut claims: Vec<Claim> = st.buffer.drain(..).map(|b| b.job.claim).collect();
+        claims.append(&mut st.stopped);
+        claims
+    }
+
+    /// After the slots were stopped at the deadline: the jobs they were running, which are
+    /// also queued to be handed back.
+    pub(crate) fn interrupted(&self) -> Vec<Claim> {
+        let mut st = self.lock();
+        let running: Vec<Claim> = st
+            .slots
+            .iter_mut()
+            .filter_map(|s| s.running.take().map(|r| r.claim))
+            .collect();
+        st.running = 0;
+        st.stopped.extend(&running);
+        running
+    }
+
+    /// Takes the slot tasks out (to wait for or stop them).
+    pub(crate) fn take_slot_tasks(&self) -> Vec<JoinHandle<()>> {
+        self.lock()
+            .slots
+            .iter_mut()
+            .filter_map(|s| s.task.take())
+            .collect()
+    }
+
+    /// Marks the lease of the running job `claim` lost; true if a slot runs it.
+    pub(crate) fn lose_running(&self, claim: Claim) -> bool {
+        let mut st = self.lock();
+        for slot in &mut st.slots {
+            if let Some(running) = &mut slot.running {
+                if running.claim == claim {
+                    running.lost = true;
+                    return true;
+                }
+            }
+        }
+        false
+    }
+
+    /// Removes the buffered job of `claim`; true if it was buffered.
+    pub(crate) fn unbuffer(&self, claim: Claim) -> bool {
+        let mut st = self.lock();
+        let before = st.buffer.len();
+        st.buffer.retain(|b| b.job.claim != claim);
+        let removed = st.buffer.len() != before;
+        if removed {
+            self.wake_claimer_if_room(&st);
+        }
+        removed
+    }
+}
+
+impl Pipeline {
+    /// How many jobs a claim may take now, if one may start: none while a claim is in
+    /// flight, after shutdown began, while the store owes answers for too many finished
+    /// attempts, or while the buffer is above its low-water mark.
+    pub(crate) fn claimable(&self, config: &QueueConfig) -> Option<usize> {
+        if self.claiming || self.stopping || self.unsettled >= config.get_max_unsettled() {
+            return None;
+        }
+        // The low-water mark: half the prefetch depth.
+        if self.buffer.len() > self.prefetch / 2 {
+            return None;
+        }
+        let prefetch = if self.prefetch_paused {
+            0
+        } else {
+            self.prefetch
+        };
+        let capacity = config.get_concurrency().saturating_add(prefetch);
+        let held = self.running + self.buffer.len();
+        (held < capacity).then(|| capacity - held)
+    }
+
+    /// Every lease the worker holds and renews: running jobs (unless lost), then buffered
+    /// jobs.
+    pub(crate) fn held_claims(&self) -> Vec<Claim> {
+        let running = self
+            .slots
+            .iter()
+            .filter_map(|s| s.running)
+            .filter(|r| !r.lost)
+            .map(|r| r.claim);
+        let buffered = self.buffer.iter().map(|b| b.job.claim);
+        running.chain(buffered).collect()
+    }
+}

@@ -1,0 +1,233 @@
+//! Graceful shutdown: stop claiming, hand buffered jobs back, let running handlers finish
+//! and the acker settle them, all within a deadline; then report what was left behind.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use super::hooks::Operation;
+use super::shared::Shared;
+use crate::backend::{Backend, BackendError};
+use crate::job::{Claim, JobId};
+
+/// The longest a hand-back call may take once the deadline has passed.
+const HAND_BACK_GRACE: Duration = Duration::from_secs(2);
+
+/// What a shutdown did with the jobs the worker held. Nothing is lost either way: a job the
+/// store did not take back stays claimed and comes back when its lease expires (a rescue,
+/// which counts an attempt).
+///
+/// ```
+/// let report = fairq_worker::ShutdownReport::default();
+/// assert!(report.is_clean());
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ShutdownReport {
+    /// Jobs still running at the deadline: their handlers were dropped, and the jobs handed
+    /// back (they are also in `released` or `left_claimed`).
+    pub abandoned: Vec<JobId>,
+    /// Jobs handed back to the store, due again at once with their attempt not counted:
+    /// prefetched jobs that never started, jobs whose handlers stopped when asked to, and
+    /// abandoned ones.
+    pub released: Vec<JobId>,
+    /// Jobs to hand back that the store could not take (it does not support
+    /// [`Backend::release`], or the call failed): rescued once their leases expire.
+    pub left_claimed: Vec<JobId>,
+    /// Jobs whose handlers finished but whose outcomes the store had not confirmed by the
+    /// deadline: they run again once their leases expire (unless the settlement landed).
+    pub unsettled: Vec<JobId>,
+}
+
+impl ShutdownReport {
+    /// True when every running job finished (or stopped when asked) before the deadline,
+    /// every outcome was recorded and every job to hand back was taken back: nothing is left
+    /// to lease expiry.
+    ///
+    /// ```
+    /// use fairq_worker::{JobId, ShutdownReport};
+    /// let report = ShutdownReport { abandoned: vec![JobId(1)], ..Default::default() };
+    /// assert!(!report.is_clean());
+    /// let report = ShutdownReport { released: vec![JobId(2)], ..Default::default() };
+    /// assert!(report.is_clean());
+    /// ```
+    pub fn is_clean(&self) -> bool {
+        self.abandoned.is_empty() && self.left_claimed.is_empty() && self.unsettled.is_empty()
+    }
+}
+
+/// The tasks of one served queue (slots are kept by the queue itself).
+pub(crate) struct QueueTasks {
+    pub(crate) claimer: JoinHandle<()>,
+    pub(crate) rescuer: JoinHandle<()>,
+    pub(crate) heartbeater: JoinHandle<()>,
+    pub(crate) acker: JoinHandle<Vec<JobId>>,
+}
+
+/// The signals a running worker is stopped with.
+pub(crate) struct Signals {
+    /// Raised last: heartbeaters stop.
+    pub(crate) exit: watch::Sender<bool>,
+    /// Raised at the deadline: ackers give up on what the store has not answered.
+    pub(crate) give_up: watch::Sender<bool>,
+}
+
+pub(crate) async fn shutdown<B: Backend>(
+    shared: Arc<Shared<B>>,
+    tasks: Vec<QueueTasks>,
+    signals: Signals,
+    deadline: Duration,
+) -> ShutdownReport {
+    // Before the first await: the first poll stops claiming and starting jobs, and tells
+    // handlers.
+    shared.stop.send_replace(true);
+    for queue in &shared.queues {
+        drop(queue.stop());
+    }
+    let until = Instant::now() + deadline;
+    let mut report = ShutdownReport::default();
+    let mut claimers = Vec::new();
+    let mut rescuers = Vec::new();
+    let mut heartbeaters = Vec::new();
+    let mut ackers = Vec::new();
+    for t in tasks {
+        claimers.push(Some(t.claimer));
+        rescuers.push(t.rescuer);
+        heartbeaters.push(t.heartbeater);
+        ackers.push(Some(t.acker));
+    }
+
+    // A claim in flight finishes (its jobs are buffered), then the buffer goes back.
+    if tokio::time::timeout_at(until, join_all(&mut claimers))
+        .await
+        .is_err()
+    {
+        abort_all(&mut claimers).await;
+    }
+    hand_back(
+        &shared,
+        &mut report,
+        until.max(Instant::now() + HAND_BACK_GRACE),
+    )
+    .await;
+
+    // Running handlers finish; the acker settles them and ends once every slot is gone.
+    let mut slots: Vec<Option<JoinHandle<()>>> = shared
+        .queues
+        .iter()
+        .flat_map(|q| q.take_slot_tasks())
+        .map(Some)
+        .collect();
+    let graceful = tokio::time::timeout_at(until, async {
+        join_all(&mut slots).await;
+        let mut unsettled = Vec::new();
+        for acker in &mut ackers {
+            if let Some(task) = acker {
+                if let Ok(left) = task.await {
+                    unsettled.extend(left);
+                }
+                *acker = None;
+            }
+        }
+        unsettled
+    })
+    .await;
+    match graceful {
+        Ok(unsettled) => report.unsettled = unsettled,
+        Err(_) => {
+            abort_all(&mut slots).await;
+            let interrupted: Vec<Claim> =
+                shared.queues.iter().flat_map(|q| q.interrupted()).collect();
+            for claim in &interrupted {
+                tracing::warn!(job.id = %claim.id, "shutdown deadline passed; job stopped and handed back");
+            }
+            report.abandoned = interrupted.iter().map(|c| c.id).collect();
+            signals.give_up.send_replace(true);
+            for task in ackers.iter_mut().filter_map(Option::take) {
+                if let Ok(left) = task.await {
+                    report.unsettled.extend(left);
+                }
+            }
+        }
+    }
+    // Jobs stopped by shutdown, and any a last combined settle-and-claim brought in.
+    hand_back(&shared, &mut report, Instant::now() + HAND_BACK_GRACE).await;
+
+    signals.exit.send_replace(true);
+    for task in heartbeaters.into_iter().chain(rescuers) {
+        // A task that panicked has nothing left to stop.
+        let _ = task.await;
+    }
+    for list in [
+        &mut report.abandoned,
+        &mut report.released,
+        &mut report.left_claimed,
+        &mut report.unsettled,
+    ] {
+        list.sort_unstable();
+    }
+    report
+}
+
+/// Waits for every task still listed, marking each one done.
+async fn join_all<T>(tasks: &mut [Option<JoinHandle<T>>]) {
+    for slot in tasks.iter_mut() {
+        if let Some(task) = slot {
+            let _ = task.await;
+            *slot = None;
+        }
+    }
+}
+
+/// Stops every task still listed and waits until each is gone.
+async fn abort_all<T>(tasks: &mut [Option<JoinHandle<T>>]) {
+    for task in tasks.iter().flatten() {
+        task.abort();
+    }
+    join_all(tasks).await;
+}
+
+/// Hands every buffered job and every job stopped by shutdown back to the store, by `until`
+/// at the latest.
+async fn hand_back<B: Backend>(shared: &Shared<B>, report: &mut ShutdownReport, until: Instant) {
+    for queue in &shared.queues {
+        let claims = queue.take_hand_backs();
+        if claims.is_empty() {
+            continue;
+        }
+        let ids = claims.iter().map(|c| c.id);
+        match tokio::time::timeout_at(until, shared.backend.release(claims.clone())).await {
+            Ok(Ok(answers)) => {
+                let mut answers = answers.into_iter();
+                for claim in &claims {
+                    match answers.next() {
+                        Some(Ok(())) => report.released.push(claim.id),
+                        Some(Err(source)) => {
+                            shared.report(&queue.name, Operation::Release, Some(claim.id), source);
+                            report.left_claimed.push(claim.id);
+                        }
+                        None => report.left_claimed.push(claim.id),
+                    }
+                }
+            }
+            Ok(Err(BackendError::Unsupported(what))) => {
+                tracing::info!(
+                    queue = %queue.name,
+                    jobs = claims.len(),
+                    "the store does not support {what}; the jobs are left to lease expiry"
+                );
+                report.left_claimed.extend(ids);
+            }
+            Ok(Err(source)) => {
+                shared.report(&queue.name, Operation::Release, None, source);
+                report.left_claimed.extend(ids);
+            }
+            Err(_) => {
+                tracing::warn!(queue = %queue.name, "handing jobs back timed out; left to lease expiry");
+                report.left_claimed.extend(ids);
+            }
+        }
+    }
+}

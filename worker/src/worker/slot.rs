@@ -1,0 +1,250 @@
+//! Slots: the tasks that run handlers. A slot takes the oldest buffered job, runs its
+//! handler (watching for slowness and the timeout), hands the finished attempt to the acker
+//! and takes the next job at once: it does not wait for the store to record the attempt.
+//!
+//! Slots start on demand, up to the queue's concurrency, and live until shutdown.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc::UnboundedSender;
+use tokio::time::Instant;
+use tracing::Instrument;
+
+use super::acker::Done;
+use super::hooks::{self, SlowJob};
+use super::queue::{Buffered, Pipeline, QueueRuntime, Running, Slot};
+use super::shared::Shared;
+use super::stop::{StopSignal, with_signal};
+use crate::backend::Backend;
+use crate::job::{Failure, Job};
+
+/// Buffers jobs a claim took (in claim order), wakes idle slots and starts new ones for the
+/// rest, and ends the claim in flight.
+pub(crate) fn accept<B: Backend>(
+    shared: &Arc<Shared<B>>,
+    queue: &Arc<QueueRuntime>,
+    jobs: Vec<Job>,
+) {
+    let since = Instant::now();
+    let mut st = queue.lock();
+    st.claiming = false;
+    let claimed = jobs.len();
+    st.buffer
+        .extend(jobs.into_iter().map(|job| Buffered { job, since }));
+    if !st.stopping && claimed > 0 {
+        for _ in 0..st.idle.min(claimed) {
+            queue.job_ready.notify_one();
+        }
+        let wanted = st.buffer.len().saturating_sub(st.idle);
+        let room = queue
+            .config
+            .get_concurrency()
+            .saturating_sub(st.slots.len());
+        for _ in 0..wanted.min(room) {
+            start_slot(shared, queue, &mut st);
+        }
+    }
+    queue.wake_claimer_if_room(&st);
+}
+
+fn start_slot<B: Backend>(shared: &Arc<Shared<B>>, queue: &Arc<QueueRuntime>, st: &mut Pipeline) {
+    let Some(acker) = st.acker.clone() else {
+        return;
+    };
+    let index = st.slots.len();
+    st.slots.push(Slot {
+        running: None,
+        task: None,
+    });
+    // A new slot is idle until it takes its first job.
+    st.idle += 1;
+    let task = tokio::spawn(serve(Arc::clone(shared), Arc::clone(queue), index, acker));
+    if let Some(slot) = st.slots.get_mut(index) {
+        slot.task = Some(task);
+    }
+}
+
+/// One slot's life: take a job, run it, repeat until shutdown.
+async fn serve<B: Backend>(
+    shared: Arc<Shared<B>>,
+    queue: Arc<QueueRuntime>,
+    index: usize,
+    acker: UnboundedSender<Done>,
+) {
+    let mut finished = None;
+    while let Some(job) = next_job(&shared, &queue, index, &acker, finished.take()).await {
+        finished = Some(run(&shared, &queue, job).await);
+    }
+}
+
+/// Records the slot's finished attempt (handing it to the acker) and takes the next buffered
+/// job, waiting for one if need be; `None` once shutdown began.
+async fn next_job<B: Backend>(
+    shared: &Shared<B>,
+    queue: &QueueRuntime,
+    index: usize,
+    acker: &UnboundedSender<Done>,
+    mut finished: Option<Done>,
+) -> Option<Job> {
+    loop {
+        let notified = queue.job_ready.notified();
+        tokio::pin!(notified);
+        // Register before looking, so a job buffered in between wakes this slot.
+        notified.as_mut().enable();
+        {
+            let mut st = queue.lock();
+            if let Some(done) = finished.take() {
+                record(shared, &mut st, index, done, acker);
+            }
+            if !st.stopping {
+                if let Some(next) = st.buffer.pop_front() {
+                    if let Some(slot) = st.slots.get_mut(index) {
+                        slot.running = Some(Running {
+                            claim: next.job.claim,
+                            lost: false,
+                        });
+                    }
+                    st.running += 1;
+                    st.idle = st.idle.saturating_sub(1);
+                    queue.wake_claimer_if_room(&st);
+                    return Some(next.job);
+                }
+            }
+            queue.wake_claimer_if_room(&st);
+            if st.stopping {
+                return None;
+            }
+        }
+        notified.await;
+    }
+}
+
+/// Frees the slot of a finished attempt, counts it for health and timings, and hands it to
+/// the acker.
+fn record<B: Backend>(
+    shared: &Shared<B>,
+    st: &mut Pipeline,
+    index: usize,
+    done: Done,
+    acker: &UnboundedSender<Done>,
+) {
+    if let Some(slot) = st.slots.get_mut(index) {
+        slot.running = None;
+    }
+    st.running = st.running.saturating_sub(1);
+    st.idle += 1;
+    st.prefetch_paused = false;
+    let gave_up = matches!(&done.result, Err(failure) if !failure.permanent);
+    if gave_up && *shared.stop.borrow() {
+        // The handler stopped when asked to: not a failure of the job. It goes back to the
+        // store, its attempt not counted.
+        let _in = done.span.enter();
+        tracing::info!("job stopped by shutdown; it will be handed back");
+        st.stopped.push(done.job.claim);
+        return;
+    }
+    st.timings.record_duration(done.elapsed);
+    match &done.result {
+        Ok(()) => st.errors.success(),
+        Err(_) => st.errors.failure(shared.clock.now()),
+    }
+    st.unsettled += 1;
+    if acker.send(done).is_err() {
+        // The acker gave up at the shutdown deadline: the job is left to lease expiry.
+        st.unsettled -= 1;
+    }
+}
+
+/// Runs one job's handler in its tracing span.
+async fn run<B: Backend>(shared: &Shared<B>, queue: &QueueRuntime, job: Job) -> Done {
+    let span = tracing::info_span!(
+        "fairq.job",
+        job.id = %job.claim.id,
+        queue = %job.queue,
+        kind = %job.kind,
+        key = job.key.as_deref().unwrap_or(""),
+        attempt = job.attempt,
+        trace_id = tracing::field::Empty,
+    );
+    if let Some(trace) = job.metadata.get("trace_id") {
+        span.record("trace_id", trace.as_str());
+    }
+    let started = Instant::now();
+    let result = supervise(shared, queue, &job)
+        .instrument(span.clone())
+        .await;
+    let elapsed = started.elapsed();
+    if let Err(failure) = &result {
+        if !*shared.stop.borrow() {
+            let _in = span.enter();
+            tracing::warn!(error = %failure.message, permanent = failure.permanent, "job failed");
+        }
+    }
+    Done {
+        job,
+        result,
+        elapsed,
+        span,
+    }
+}
+
+/// The handler timeout of `job`: its kind's, else its queue's.
+fn timeout_of<B>(shared: &Shared<B>, queue: &QueueRuntime, job: &Job) -> Option<Duration> {
+    shared
+        .kind_timeouts
+        .get(&job.kind)
+        .copied()
+        .or(queue.config.get_timeout())
+}
+
+/// Runs the handler, warning once when it is slow and stopping it at its timeout.
+async fn supervise<B: Backend>(
+    shared: &Shared<B>,
+    queue: &QueueRuntime,
+    job: &Job,
+) -> Result<(), Failure> {
+    let signal = StopSignal::from_worker(shared.stop.subscribe());
+    let handler = with_signal(job.claim, signal, shared.handlers.run(job.clone()));
+    let timeout = timeout_of(shared, queue, job);
+    let slow_after = shared
+        .slow_after
+        .filter(|slow| timeout.is_none_or(|limit| *slow < limit));
+    if slow_after.is_none() && timeout.is_none() {
+        return handler.await;
+    }
+    tokio::pin!(handler);
+    let started = Instant::now();
+    let slow = sleep_or_never(slow_after);
+    tokio::pin!(slow);
+    let limit = sleep_or_never(timeout);
+    tokio::pin!(limit);
+    let mut watching = slow_after.is_some();
+    loop {
+        tokio::select! {
+            biased;
+            result = &mut handler => return result,
+            () = &mut limit => {
+                let limit = timeout.unwrap_or_default();
+                tracing::warn!(timeout_ms = limit.as_millis() as u64, "job handler timed out");
+                return Err(Failure::retryable(format!(
+                    "timed out after {limit:?}: the handler was stopped"
+                )));
+            }
+            () = &mut slow, if watching => {
+                watching = false;
+                let running_for = started.elapsed();
+                tracing::warn!(running_ms = running_for.as_millis() as u64, "job handler is slow");
+                let slow = SlowJob { job: job.clone(), running_for };
+                hooks::call(&shared.hooks.slow, &slow, "on_slow");
+            }
+        }
+    }
+}
+
+async fn sleep_or_never(after: Option<Duration>) {
+    match after {
+        Some(after) => tokio::time::sleep(after).await,
+        None => std::future::pending().await,
+    }
+}

@@ -1,0 +1,264 @@
+//! A store wrapper for worker tests: counts and records the worker's calls, fails some of
+//! them on demand, and can hold settlements in flight.
+
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use fairq_core::job::Millis;
+use fairq_worker::{
+    Backend, BackendError, Claim, Each, Finished, Job, JobId, JobInfo, ListFilter, MemoryBackend,
+    NewJob, Purge, QueueStats, ReviveTarget, Settled, SettledAndClaimed,
+};
+use tokio::sync::Semaphore;
+
+/// Calls the worker made, in order.
+#[derive(Debug, Default)]
+pub struct Calls {
+    /// Job ids of every claim's answer (plain claims and combined settle-and-claims), in
+    /// the order the store answered.
+    pub claimed: Vec<Vec<JobId>>,
+    /// The claims of every settlement call (plain or combined), failed ones included.
+    pub settles: Vec<Vec<Claim>>,
+    /// How many settlement calls were combined with a claim.
+    pub settle_and_claims: usize,
+    /// The claims of every `heartbeat_many` call.
+    pub heartbeats: Vec<Vec<Claim>>,
+    /// The claims of every `release` call that had any.
+    pub releases: Vec<Vec<Claim>>,
+}
+
+/// A [`MemoryBackend`] behind switches.
+#[derive(Clone)]
+pub struct Probe {
+    pub inner: MemoryBackend,
+    pub calls: Arc<Mutex<Calls>>,
+    /// Fail this many of the next claims with a transient error.
+    pub fail_claims: Arc<AtomicUsize>,
+    /// Fail this many of the next settlement calls as a whole (transient).
+    pub fail_settles: Arc<AtomicUsize>,
+    /// Fail this many of the next settlement calls that carry a success (transient).
+    pub fail_completes: Arc<AtomicUsize>,
+    /// When set, every settlement call first takes a permit (so a test holds calls in
+    /// flight by giving none).
+    pub settle_gate: Option<Arc<Semaphore>>,
+    /// The next settlement applies the first half of its entries, then never answers (the
+    /// process "dies" mid-call).
+    pub half_settle: Arc<AtomicBool>,
+    /// `release` answers `Unsupported`, as PostgreSQL and Redis did.
+    pub no_release: bool,
+}
+
+impl Probe {
+    pub fn new(inner: MemoryBackend) -> Self {
+        Probe {
+            inner,
+            calls: Arc::default(),
+            fail_claims: Arc::default(),
+            fail_settles: Arc::default(),
+            fail_completes: Arc::default(),
+            settle_gate: None,
+            half_settle: Arc::default(),
+            no_release: false,
+        }
+    }
+
+    pub fn gated(inner: MemoryBackend, gate: Arc<Semaphore>) -> Self {
+        Probe {
+            settle_gate: Some(gate),
+            ..Probe::new(inner)
+        }
+    }
+
+    pub fn calls(&self) -> std::sync::MutexGuard<'_, Calls> {
+        self.calls.lock().unwrap()
+    }
+
+    /// Every job id claimed, in claim order.
+    pub fn claim_order(&self) -> Vec<JobId> {
+        self.calls().claimed.iter().flatten().copied().collect()
+    }
+
+    /// Gate, failure injection and recording shared by both settlement paths; `Some` is
+    /// an injected failure.
+    async fn before_settle(&self, batch: &[Finished]) -> Result<(), BackendError> {
+        self.calls()
+            .settles
+            .push(batch.iter().map(|f| f.claim).collect());
+        if let Some(gate) = &self.settle_gate {
+            gate.acquire().await.expect("gate open").forget();
+        }
+        if take_one(&self.fail_settles)
+            || (batch.iter().any(Finished::is_success) && take_one(&self.fail_completes))
+        {
+            return Err(down());
+        }
+        if self.half_settle.swap(false, Ordering::SeqCst) {
+            let half = batch.len() / 2;
+            self.inner
+                .settle(batch[..half].to_vec())
+                .await
+                .expect("half settled");
+            std::future::pending::<()>().await;
+        }
+        Ok(())
+    }
+}
+
+pub fn take_one(counter: &AtomicUsize) -> bool {
+    counter
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+        .is_ok()
+}
+
+pub fn down() -> BackendError {
+    BackendError::Unavailable("connection refused".into())
+}
+
+impl Backend for Probe {
+    fn enqueue(&self, job: NewJob) -> impl Future<Output = Result<JobId, BackendError>> + Send {
+        self.inner.enqueue(job)
+    }
+    fn enqueue_many(
+        &self,
+        jobs: Vec<NewJob>,
+    ) -> impl Future<Output = Result<Vec<JobId>, BackendError>> + Send {
+        self.inner.enqueue_many(jobs)
+    }
+    fn claim(
+        &self,
+        queue: &str,
+        max: usize,
+        lease: Duration,
+    ) -> impl Future<Output = Result<Vec<Job>, BackendError>> + Send {
+        let this = self.clone();
+        let queue = queue.to_string();
+        async move {
+            if take_one(&this.fail_claims) {
+                return Err(down());
+            }
+            let jobs = this.inner.claim(&queue, max, lease).await?;
+            this.calls()
+                .claimed
+                .push(jobs.iter().map(|j| j.claim.id).collect());
+            Ok(jobs)
+        }
+    }
+    fn settle(
+        &self,
+        batch: Vec<Finished>,
+    ) -> impl Future<Output = Result<Each<Settled>, BackendError>> + Send {
+        let this = self.clone();
+        async move {
+            this.before_settle(&batch).await?;
+            this.inner.settle(batch).await
+        }
+    }
+    fn settle_and_claim(
+        &self,
+        batch: Vec<Finished>,
+        queue: &str,
+        max: usize,
+        lease: Duration,
+    ) -> impl Future<Output = Result<SettledAndClaimed, BackendError>> + Send {
+        let this = self.clone();
+        let queue = queue.to_string();
+        async move {
+            this.before_settle(&batch).await?;
+            let both = this
+                .inner
+                .settle_and_claim(batch, &queue, max, lease)
+                .await?;
+            let mut calls = this.calls();
+            calls.settle_and_claims += 1;
+            if let Ok(jobs) = &both.claimed {
+                calls
+                    .claimed
+                    .push(jobs.iter().map(|j| j.claim.id).collect());
+            }
+            drop(calls);
+            Ok(both)
+        }
+    }
+    fn release(
+        &self,
+        claims: Vec<Claim>,
+    ) -> impl Future<Output = Result<Each<()>, BackendError>> + Send {
+        let this = self.clone();
+        async move {
+            if !claims.is_empty() {
+                this.calls().releases.push(claims.clone());
+            }
+            if this.no_release {
+                return Err(BackendError::Unsupported("handing back claimed jobs"));
+            }
+            this.inner.release(claims).await
+        }
+    }
+    fn heartbeat(
+        &self,
+        claim: Claim,
+        lease: Duration,
+    ) -> impl Future<Output = Result<Millis, BackendError>> + Send {
+        self.inner.heartbeat(claim, lease)
+    }
+    fn heartbeat_many(
+        &self,
+        claims: Vec<Claim>,
+        lease: Duration,
+    ) -> impl Future<Output = Result<Each<Millis>, BackendError>> + Send {
+        let this = self.clone();
+        async move {
+            this.calls().heartbeats.push(claims.clone());
+            this.inner.heartbeat_many(claims, lease).await
+        }
+    }
+    fn rescue(&self, queue: &str) -> impl Future<Output = Result<u64, BackendError>> + Send {
+        self.inner.rescue(queue)
+    }
+    fn wait_for_jobs(&self, queue: &str, timeout: Duration) -> impl Future<Output = ()> + Send {
+        self.inner.wait_for_jobs(queue, timeout)
+    }
+    fn stats(&self) -> impl Future<Output = Result<Vec<QueueStats>, BackendError>> + Send {
+        self.inner.stats()
+    }
+    fn list(
+        &self,
+        filter: ListFilter,
+    ) -> impl Future<Output = Result<Vec<JobInfo>, BackendError>> + Send {
+        self.inner.list(filter)
+    }
+    fn get(&self, id: JobId) -> impl Future<Output = Result<Option<JobInfo>, BackendError>> + Send {
+        self.inner.get(id)
+    }
+    fn revive(
+        &self,
+        target: ReviveTarget,
+    ) -> impl Future<Output = Result<u64, BackendError>> + Send {
+        self.inner.revive(target)
+    }
+    fn purge(&self, purge: Purge) -> impl Future<Output = Result<u64, BackendError>> + Send {
+        self.inner.purge(purge)
+    }
+    fn prune(
+        &self,
+        older_than: Duration,
+    ) -> impl Future<Output = Result<u64, BackendError>> + Send {
+        self.inner.prune(older_than)
+    }
+}
+
+/// Lets other tasks run until `done` holds (at most 10,000 yields, then fails): waits for a
+/// state the worker reaches without any time passing.
+pub async fn until(what: &str, mut done: impl FnMut() -> bool) {
+    for _ in 0..10_000 {
+        if done() {
+            return;
+        }
+        tokio::task::yield_now().await;
+    }
+    panic!("never reached: {what}");
+}

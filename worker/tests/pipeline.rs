@@ -1,0 +1,1056 @@
+//! The worker's pipeline on the in-memory store: prefetch, batched settlement, heartbeats of
+//! buffered jobs, hand-back at shutdown, fair start order, and what a killed worker leaves.
+//! Tests run on tokio's paused clock, or wait for observable states; none sleeps to
+//! synchronise.
+
+mod common;
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::{Probe, until};
+use fairq_core::job::{Millis, State};
+use fairq_core::retry::RetryPolicy;
+use fairq_worker::{
+    Backend, Handlers, Job, JobId, JobOutcome, JobReport, JobStatus, ListFilter, ManualClock,
+    MemoryBackend, NewJob, Operation, QueueConfig, Worker, WorkerError,
+};
+use tokio::sync::{Semaphore, mpsc};
+
+const START: Millis = 1_700_000_000_000;
+const LEASE: Duration = Duration::from_secs(30);
+
+/// Handlers whose "wait" jobs each hold until the gate gives a permit, and whose "ok" jobs
+/// return at once; every start is recorded in order.
+fn gated(gate: &Arc<Semaphore>, started: &Arc<Mutex<Vec<JobId>>>) -> Handlers {
+    let (g, s) = (Arc::clone(gate), Arc::clone(started));
+    let s2 = Arc::clone(started);
+    Handlers::new()
+        .on("wait", move |job: Job| {
+            s.lock().unwrap().push(job.claim.id);
+            let gate = Arc::clone(&g);
+            async move {
+                gate.acquire().await.map_err(|e| e.to_string())?.forget();
+                Ok::<_, String>(())
+            }
+        })
+        .on("ok", move |job: Job| {
+            s2.lock().unwrap().push(job.claim.id);
+            async { Ok::<_, String>(()) }
+        })
+}
+
+fn reporter() -> (
+    impl Fn(&JobReport) + Send + Sync + 'static,
+    mpsc::UnboundedReceiver<JobReport>,
+) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    (
+        move |r: &JobReport| {
+            tx.send(r.clone()).ok();
+        },
+        rx,
+    )
+}
+
+type Errors = Arc<Mutex<Vec<(Operation, Option<JobId>, bool)>>>;
+
+fn errors() -> (impl Fn(&WorkerError) + Send + Sync + 'static, Errors) {
+    let seen: Errors = Arc::default();
+    let sink = Arc::clone(&seen);
+    (
+        move |e: &WorkerError| {
+            sink.lock()
+                .unwrap()
+                .push((e.operation, e.job, e.source.is_stale_lease()));
+        },
+        seen,
+    )
+}
+
+async fn recv_n(rx: &mut mpsc::UnboundedReceiver<JobReport>, n: usize) -> Vec<JobReport> {
+    let mut out = Vec::new();
+    while out.len() < n {
+        out.push(rx.recv().await.expect("worker running"));
+    }
+    out
+}
+
+/// Enqueues `n` jobs of `kind` to queue "q"; a failed or rescued one is due again at once.
+async fn enqueue(store: &impl Backend, kind: &str, n: usize) -> Vec<JobId> {
+    store
+        .enqueue_many(
+            (0..n)
+                .map(|_| NewJob::new("q", kind, vec![]).retry(RetryPolicy::new(3)))
+                .collect(),
+        )
+        .await
+        .unwrap()
+}
+
+async fn status(store: &impl Backend, id: JobId) -> JobStatus {
+    store.get(id).await.unwrap().unwrap().status()
+}
+
+#[tokio::test(start_paused = true)]
+async fn attempts_that_finish_while_a_settlement_is_in_flight_go_out_together() {
+    let settle_gate = Arc::new(Semaphore::new(0));
+    let store = Probe::gated(MemoryBackend::new(), Arc::clone(&settle_gate));
+    let (gate, started) = (Arc::new(Semaphore::new(0)), Arc::default());
+    let (hook, mut rx) = reporter();
+    let worker = Worker::builder(store.clone())
+        .queue(
+            "q",
+            QueueConfig::default()
+                .concurrency(8)
+                .prefetch(0)
+                .settles_in_flight(1),
+        )
+        .handlers(gated(&gate, &started))
+        .on_finished(hook)
+        .build()
+        .unwrap()
+        .start()
+        .unwrap();
+    let ids = enqueue(&store, "wait", 8).await;
+    until("8 running", || worker.running() == 8).await;
+    // The first attempt to finish is sent at once, and its settlement hangs.
+    gate.add_permits(1);
+    until("one settlement in flight", || {
+        store.calls().settles.len() == 1
+    })
+    .await;
+    // The other seven finish while it is in flight: they wait, gathered.
+    gate.add_permits(7);
+    until("all handlers done", || worker.running() == 0).await;
+    tokio::task::yield_now().await;
+    assert_eq!(
+        store.calls().settles.len(),
+        1,
+        "no second call while one is in flight"
+    );
+    settle_gate.add_permits(100);
+    let reports = recv_n(&mut rx, 8).await;
+    let sizes: Vec<usize> = store.calls().settles.iter().map(Vec::len).collect();
+    assert_eq!(sizes, [1, 7], "the seven went out in one call");
+    assert!(reports.iter().all(|r| r.outcome == JobOutcome::Succeeded));
+    for id in ids {
+        assert_eq!(status(&store, id).await, JobStatus::Succeeded);
+    }
+    assert!(worker.shutdown(Duration::from_secs(5)).await.is_clean());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_second_batch_goes_out_at_the_count_or_the_window() {
+    let settle_gate = Arc::new(Semaphore::new(0));
+    let store = Probe::gated(MemoryBackend::new(), Arc::clone(&settle_gate));
+    let (gate, started) = (Arc::new(Semaphore::new(0)), Arc::default());
+    let (hook, mut rx) = reporter();
+    let worker = Worker::builder(store.clone())
+        .queue(
+            "q",
+            QueueConfig::default()
+                .concurrency(10)
+                .prefetch(0)
+                .settle_batch(4)
+                .settle_window(Duration::from_millis(50))
+                .settles_in_flight(3),
+        )
+        .handlers(gated(&gate, &started))
+        .on_finished(hook)
+        .build()
+        .unwrap()
+        .start()
+        .unwrap();
+    enqueue(&store, "wait", 10).await;
+    until("10 running", || worker.running() == 10).await;
+    gate.add_permits(1);
+    until("first call", || store.calls().settles.len() == 1).await;
+    // Five finish: four make a full batch at once, one waits for the window.
+    gate.add_permits(5);
+    until("second call", || store.calls().settles.len() == 2).await;
+    assert_eq!(store.calls().settles[1].len(), 4);
+    tokio::time::sleep(Duration::from_millis(49)).await;
+    assert_eq!(store.calls().settles.len(), 2, "the window has not passed");
+    tokio::time::sleep(Duration::from_millis(2)).await;
+    until("third call", || store.calls().settles.len() == 3).await;
+    assert_eq!(store.calls().settles[2].len(), 1);
+    gate.add_permits(4);
+    settle_gate.add_permits(1_000);
+    recv_n(&mut rx, 10).await;
+    assert!(worker.shutdown(Duration::from_secs(5)).await.is_clean());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_batch_that_fails_as_a_whole_is_sent_again_unchanged() {
+    let store = Probe::new(MemoryBackend::new());
+    store.fail_settles.store(2, Ordering::SeqCst);
+    let (gate, started) = (Arc::new(Semaphore::new(0)), Arc::default());
+    let (hook, mut rx) = reporter();
+    let (on_error, seen) = errors();
+    let worker = Worker::builder(store.clone())
+        .queue("q", QueueConfig::default().concurrency(5).prefetch(0))
+        .handlers(gated(&gate, &started))
+        .on_finished(hook)
+        .on_error(on_error)
+        .error_backoff(Duration::from_millis(100), Duration::from_secs(1))
+        .build()
+        .unwrap()
+        .start()
+        .unwrap();
+    let ids = enqueue(&store, "wait", 5).await;
+    until("5 running", || worker.running() == 5).await;
+    gate.add_permits(5);
+    let reports = recv_n(&mut rx, 5).await;
+    let calls = store.calls().settles.clone();
+    assert_eq!(calls.len(), 3, "two failed calls, then the one that worked");
+    assert!(
+        calls.iter().all(|c| *c == calls[0]),
+        "the same batch each time"
+    );
+    assert_eq!(calls[0].len(), 5);
+    let mut reported: Vec<JobId> = reports.iter().map(|r| r.job.claim.id).collect();
+    reported.sort();
+    assert_eq!(reported, ids, "each job reported once");
+    assert!(reports.iter().all(|r| r.outcome == JobOutcome::Succeeded));
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(
+        seen,
+        [
+            (Operation::Settle, None, false),
+            (Operation::Settle, None, false)
+        ]
+    );
+    for id in ids {
+        let info = store.get(id).await.unwrap().unwrap();
+        assert_eq!((info.status(), info.attempts), (JobStatus::Succeeded, 1));
+    }
+    assert!(worker.shutdown(Duration::from_secs(5)).await.is_clean());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stale_entry_is_reported_and_the_rest_of_its_batch_settles() {
+    let clock = ManualClock::new(START);
+    let store = Arc::new(MemoryBackend::with_clock(clock.clone()));
+    let (gate, started) = (Arc::new(Semaphore::new(0)), Arc::default());
+    let (hook, mut rx) = reporter();
+    let (on_error, seen) = errors();
+    let worker = Worker::builder(Arc::clone(&store))
+        .queue(
+            "q",
+            QueueConfig::default()
+                .concurrency(3)
+                .prefetch(0)
+                .lease(LEASE)
+                .heartbeat_interval(Duration::from_secs(3600))
+                .rescue_interval(Duration::from_secs(3600)),
+        )
+        .handlers(gated(&gate, &started))
+        .on_finished(hook)
+        .on_error(on_error)
+        .build()
+        .unwrap()
+        .start()
+        .unwrap();
+    let ids = enqueue(&*store, "wait", 3).await;
+    until("3 running", || worker.running() == 3).await;
+    let running = store
+        .list(ListFilter::default().status(JobStatus::Running))
+        .await
+        .unwrap();
+    let claim_of = |id: JobId| {
+        let info = running.iter().find(|i| i.id == id).unwrap();
+        let State::Running { lease } = info.state else {
+            panic!("running")
+        };
+        fairq_worker::Claim {
+            id,
+            token: lease.token,
+        }
+    };
+    // Two leases are renewed; the third expires and another worker takes the job.
+    clock.advance(Duration::from_secs(20));
+    for id in &ids[..2] {
+        store.heartbeat(claim_of(*id), LEASE).await.unwrap();
+    }
+    clock.advance(Duration::from_secs(11));
+    assert_eq!(store.rescue("q").await.unwrap(), 1);
+    let other = store.claim("q", 1, LEASE).await.unwrap();
+    assert_eq!(other[0].claim.id, ids[2]);
+
+    gate.add_permits(3);
+    let reports = recv_n(&mut rx, 3).await;
+    let outcome: HashMap<JobId, JobOutcome> = reports
+        .iter()
+        .map(|r| (r.job.claim.id, r.outcome))
+        .collect();
+    assert_eq!(outcome[&ids[0]], JobOutcome::Succeeded);
+    assert_eq!(outcome[&ids[1]], JobOutcome::Succeeded);
+    assert_eq!(outcome[&ids[2]], JobOutcome::Unrecorded);
+    assert_eq!(
+        seen.lock().unwrap().clone(),
+        [(Operation::Complete, Some(ids[2]), true)],
+        "the stale entry alone is reported, and not retried"
+    );
+    assert_eq!(status(&*store, ids[0]).await, JobStatus::Succeeded);
+    assert_eq!(
+        status(&*store, ids[2]).await,
+        JobStatus::Running,
+        "the other worker's"
+    );
+    store.complete(other[0].claim).await.unwrap();
+    assert!(worker.shutdown(Duration::from_secs(5)).await.is_clean());
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_worker_holds_at_most_concurrency_plus_prefetch() {
+    for prefetch in [0, 3] {
+        let store = Probe::new(MemoryBackend::new());
+        let (gate, started) = (Arc::new(Semaphore::new(0)), Arc::default());
+        let (hook, mut rx) = reporter();
+        let worker = Worker::builder(store.clone())
+            .queue(
+                "q",
+                QueueConfig::default().concurrency(2).prefetch(prefetch),
+            )
+            .handlers(gated(&gate, &started))
+            .on_finished(hook)
+            .build()
+            .unwrap()
+            .start()
+            .unwrap();
+        enqueue(&store, "wait", 20).await;
+        let mut most = 0;
+        for finished in 0..20usize {
+            let left = 20 - finished;
+            until("the slots busy", || worker.running() == left.min(2)).await;
+            tokio::task::yield_now().await;
+            let held = store.inner.counts("q").running as usize;
+            assert!(held <= 2 + prefetch, "{held} held with prefetch {prefetch}");
+            most = most.max(held);
+            gate.add_permits(1);
+            rx.recv().await.unwrap();
+        }
+        assert_eq!(most, 2 + prefetch, "the buffer fills to its depth");
+        assert!(
+            store
+                .calls()
+                .claimed
+                .iter()
+                .all(|c| c.len() <= 2 + prefetch),
+            "no claim asked for more than the room"
+        );
+        assert!(worker.shutdown(Duration::from_secs(5)).await.is_clean());
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn buffered_jobs_are_renewed_with_running_ones_in_one_call() {
+    let clock = ManualClock::new(START);
+    let store = Probe::new(MemoryBackend::with_clock(clock.clone()));
+    let (gate, started) = (Arc::new(Semaphore::new(0)), Arc::default());
+    let worker = Worker::builder(store.clone())
+        .queue(
+            "q",
+            QueueConfig::default()
+                .concurrency(1)
+                .prefetch(2)
+                .lease(LEASE)
+                .heartbeat_interval(Duration::from_secs(10))
+                .rescue_interval(Duration::from_secs(3600)),
+        )
+        .handlers(gated(&gate, &started))
+        .build()
+        .unwrap()
+        .start()
+        .unwrap();
+    enqueue(&store, "wait", 3).await;
+    until("3 held", || store.inner.counts("q").running == 3).await;
+    assert_eq!(worker.running(), 1);
+    clock.advance(Duration::from_secs(25));
+    // Just past the first beat, 10 s after the worker started.
+    tokio::time::sleep(Duration::from_millis(10_001)).await;
+    let beats = store.calls().heartbeats.clone();
+    assert_eq!(beats.len(), 1, "one call per interval");
+    assert_eq!(beats[0].len(), 3, "the running job and both buffered ones");
+    let held = store
+        .list(ListFilter::default().status(JobStatus::Running))
+        .await
+        .unwrap();
+    for info in &held {
+        let State::Running { lease } = info.state else {
+            panic!("running")
+        };
+        assert_eq!(
+            lease.deadline,
+            START + 25_000 + 30_000,
+            "job {} renewed",
+            info.id
+        );
+    }
+    // 45 s after the claims, 20 s after the renewal: nothing to rescue.
+    clock.advance(Duration::from_secs(20));
+    assert_eq!(store.rescue("q").await.unwrap(), 0);
+    gate.add_permits(3);
+    assert!(worker.shutdown(Duration::from_secs(5)).await.is_clean());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_job_buffered_too_long_is_handed_back() {
+    let store = Probe::new(MemoryBackend::new());
+    let (gate, started) = (Arc::new(Semaphore::new(0)), Arc::default());
+    let worker = Worker::builder(store.clone())
+        .queue(
+            "q",
+            QueueConfig::default()
+                .concurrency(1)
+                .prefetch(2)
+                .heartbeat_interval(Duration::from_secs(1))
+                .prefetch_ttl(Duration::from_secs(5)),
+        )
+        .handlers(gated(&gate, &started))
+        .build()
+        .unwrap()
+        .start()
+        .unwrap();
+    let ids = enqueue(&store, "wait", 3).await;
+    until("3 held", || store.inner.counts("q").running == 3).await;
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let releases = store.calls().releases.clone();
+    assert_eq!(releases.len(), 1);
+    let handed: Vec<JobId> = releases[0].iter().map(|c| c.id).collect();
+    assert_eq!(handed, ids[1..], "the buffered two, oldest first");
+    for id in &ids[1..] {
+        let info = store.get(*id).await.unwrap().unwrap();
+        assert_eq!((info.status(), info.attempts), (JobStatus::Scheduled, 0));
+    }
+    // While the slot stays busy the worker claims only for free slots: none.
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    assert_eq!(store.inner.counts("q").running, 1);
+    gate.add_permits(10);
+    assert!(worker.shutdown(Duration::from_secs(5)).await.is_clean());
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_hands_back_buffered_jobs_and_settles_finished_ones() {
+    let store = Probe::new(MemoryBackend::new());
+    let (gate, started) = (Arc::new(Semaphore::new(0)), Arc::default());
+    let (hook, mut rx) = reporter();
+    let worker = Worker::builder(store.clone())
+        .queue("q", QueueConfig::default().concurrency(1).prefetch(3))
+        .handlers(gated(&gate, &started))
+        .on_finished(hook)
+        .build()
+        .unwrap()
+        .start()
+        .unwrap();
+    let ids = enqueue(&store, "wait", 4).await;
+    until("4 held", || store.inner.counts("q").running == 4).await;
+    let shutdown = tokio::spawn(worker.shutdown(Duration::from_secs(10)));
+    until("handed back", || !store.calls().releases.is_empty()).await;
+    gate.add_permits(1);
+    let report = shutdown.await.unwrap();
+    assert!(report.is_clean(), "{report:?}");
+    assert_eq!(report.released, ids[1..]);
+    // The finished job was settled before shutdown returned.
+    assert_eq!(rx.try_recv().unwrap().outcome, JobOutcome::Succeeded);
+    assert_eq!(status(&store, ids[0]).await, JobStatus::Succeeded);
+    for id in &ids[1..] {
+        let info = store.get(*id).await.unwrap().unwrap();
+        assert_eq!(
+            (info.status(), info.attempts),
+            (JobStatus::Scheduled, 0),
+            "handed back without an attempt"
+        );
+    }
+    assert_eq!(*started.lock().unwrap(), ids[..1]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_store_that_cannot_take_jobs_back_leaves_them_to_lease_expiry() {
+    let clock = ManualClock::new(START);
+    let mut store = Probe::new(MemoryBackend::with_clock(clock.clone()));
+    store.no_release = true;
+    let (gate, started) = (Arc::new(Semaphore::new(0)), Arc::default());
+    let worker = Worker::builder(store.clone())
+        .queue(
+            "q",
+            QueueConfig::default()
+                .concurrency(1)
+                .prefetch(2)
+                .lease(LEASE),
+        )
+        .handlers(gated(&gate, &started))
+        .build()
+        .unwrap()
+        .start()
+        .unwrap();
+    let ids = enqueue(&store, "wait", 3).await;
+    until("3 held", || store.inner.counts("q").running == 3).await;
+    gate.add_permits(1);
+    let report = worker.shutdown(Duration::from_secs(10)).await;
+    assert_eq!(report.left_claimed, ids[1..]);
+    assert!(report.released.is_empty() && !report.is_clean());
+    clock.advance(LEASE);
+    assert_eq!(store.rescue("q").await.unwrap(), 2);
+    for id in &ids[1..] {
+        let info = store.get(*id).await.unwrap().unwrap();
+        assert_eq!(
+            (info.status(), info.attempts),
+            (JobStatus::Retrying, 1),
+            "a rescue counts the attempt"
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn prefetch_is_off_by_default_where_jobs_cannot_be_handed_back() {
+    for (no_release, held) in [(false, 8), (true, 4)] {
+        let mut store = Probe::new(MemoryBackend::new());
+        store.no_release = no_release;
+        let (gate, started) = (Arc::new(Semaphore::new(0)), Arc::default());
+        let worker = Worker::builder(store.clone())
+            .queue("q", QueueConfig::default().concurrency(4))
+            .handlers(gated(&gate, &started))
+            .build()
+            .unwrap()
+            .start()
+            .unwrap();
+        enqueue(&store, "wait", 20).await;
+        until("the slots busy", || worker.running() == 4).await;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(
+            store.inner.counts("q").running,
+            held,
+            "no_release: {no_release}"
+        );
+        gate.add_permits(100);
+        let report = worker.shutdown(Duration::from_secs(5)).await;
+        assert!(report.is_clean(), "{report:?}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn claims_pause_while_the_store_owes_answers() {
+    let store = Probe::new(MemoryBackend::new());
+    store.fail_settles.store(usize::MAX, Ordering::SeqCst);
+    let (gate, started) = (Arc::new(Semaphore::new(100)), Arc::default());
+    let (hook, mut rx) = reporter();
+    let worker = Worker::builder(store.clone())
+        .queue(
+            "q",
+            QueueConfig::default()
+                .concurrency(2)
+                .prefetch(0)
+                .max_unsettled(3),
+        )
+        .handlers(gated(&gate, &started))
+        .on_finished(hook)
+        .error_backoff(Duration::from_millis(100), Duration::from_secs(1))
+        .build()
+        .unwrap()
+        .start()
+        .unwrap();
+    enqueue(&store, "wait", 20).await;
+    // Settlements keep failing and are sent again for a minute.
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    let ran = started.lock().unwrap().len();
+    assert!(
+        (3..=4).contains(&ran),
+        "claims stop once 3 attempts wait for the store: {ran} ran"
+    );
+    assert_eq!(store.inner.counts("q").running as usize, ran);
+    assert!(store.calls().settles.len() > 10, "sent again and again");
+    store.fail_settles.store(0, Ordering::SeqCst);
+    recv_n(&mut rx, 20).await;
+    assert_eq!(store.inner.counts("q").succeeded, 20);
+    assert!(worker.shutdown(Duration::from_secs(5)).await.is_clean());
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_acker_claims_in_the_same_call_when_the_buffer_runs_low() {
+    let store = Probe::new(MemoryBackend::new());
+    let (gate, started) = (Arc::new(Semaphore::new(0)), Arc::default());
+    let (hook, mut rx) = reporter();
+    let worker = Worker::builder(store.clone())
+        .queue("q", QueueConfig::default().concurrency(4).prefetch(4))
+        .handlers(gated(&gate, &started))
+        .on_finished(hook)
+        .build()
+        .unwrap()
+        .start()
+        .unwrap();
+    let ids = enqueue(&store, "ok", 200).await;
+    let reports = recv_n(&mut rx, 200).await;
+    assert!(reports.iter().all(|r| r.outcome == JobOutcome::Succeeded));
+    assert!(
+        store.calls().settle_and_claims > 0,
+        "some claims rode on settlements"
+    );
+    assert_eq!(
+        store.claim_order(),
+        ids,
+        "one claim at a time: jobs claimed in queue order"
+    );
+    assert_eq!(*started.lock().unwrap(), ids, "and started in claim order");
+    assert!(worker.shutdown(Duration::from_secs(5)).await.is_clean());
+}
+
+/// Heavy keys with deep backlogs and light keys with one job each: jobs start in exactly
+/// the order the store claimed them, so a light key's job starts within `2 (K - 1)` starts.
+#[tokio::test(start_paused = true)]
+async fn jobs_start_in_claim_order_within_the_fair_bound() {
+    let store = Probe::new(MemoryBackend::new());
+    let (gate, started) = (Arc::new(Semaphore::new(0)), Arc::default());
+    let (hook, mut rx) = reporter();
+    let worker = Worker::builder(store.clone())
+        .queue("q", QueueConfig::default().concurrency(3).prefetch(6))
+        .handlers(gated(&gate, &started))
+        .on_finished(hook)
+        .build()
+        .unwrap()
+        .start()
+        .unwrap();
+    let heavy = 4;
+    let light = 3;
+    let k = heavy + light;
+    let mut jobs = Vec::new();
+    for h in 0..heavy {
+        for _ in 0..30 {
+            jobs.push(NewJob::new("q", "ok", vec![]).key(format!("heavy-{h}")));
+        }
+    }
+    for l in 0..light {
+        jobs.push(NewJob::new("q", "ok", vec![]).key(format!("light-{l}")));
+    }
+    let ids = store.enqueue_many(jobs).await.unwrap();
+    let total = ids.len();
+    recv_n(&mut rx, total).await;
+    let starts = started.lock().unwrap().clone();
+    assert_eq!(starts, store.claim_order(), "jobs start in claim order");
+    for light_id in &ids[heavy * 30..] {
+        let position = starts.iter().position(|id| id == light_id).unwrap();
+        assert!(
+            position <= 2 * (k - 1),
+            "light job {light_id} started {position}th"
+        );
+    }
+
+    // A light job enqueued while the heavy backlogs run: it waits for at most the jobs
+    // held (running or buffered) when it arrived plus 2 (K - 1) claims.
+    let mut jobs = Vec::new();
+    for h in 0..heavy {
+        for _ in 0..30 {
+            jobs.push(NewJob::new("q", "wait", vec![]).key(format!("heavy-{h}")));
+        }
+    }
+    store.enqueue_many(jobs).await.unwrap();
+    gate.add_permits(20);
+    until("20 ran", || started.lock().unwrap().len() >= total + 20).await;
+    let held = store.inner.counts("q").running as usize;
+    let before = started.lock().unwrap().len();
+    let late = store
+        .enqueue(NewJob::new("q", "ok", vec![]).key("light-late"))
+        .await
+        .unwrap();
+    gate.add_permits(1_000);
+    recv_n(&mut rx, 121).await;
+    let starts = started.lock().unwrap().clone();
+    let waited = starts[before..].iter().position(|id| *id == late).unwrap();
+    assert!(
+        waited <= held + 2 * (heavy + 1 - 1),
+        "the late light job waited {waited} starts (held {held})"
+    );
+    assert_eq!(starts, store.claim_order());
+    assert!(worker.shutdown(Duration::from_secs(5)).await.is_clean());
+}
+
+/// A runtime of its own for a worker, so a test can kill every task of it at once.
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap()
+}
+
+/// Runs a worker until `ready`, then drops its runtime: every task of the worker stops at
+/// its current await, as when the process is killed.
+fn kill_when(
+    store: &Probe,
+    config: QueueConfig,
+    handlers: Handlers,
+    on_finished: impl Fn(&JobReport) + Send + Sync + 'static,
+    ready: impl FnMut() -> bool,
+) {
+    let rt = runtime();
+    rt.block_on(async {
+        let worker = Worker::builder(store.clone())
+            .queue("q", config)
+            .handlers(handlers)
+            .on_finished(on_finished)
+            .build()
+            .unwrap()
+            .start()
+            .unwrap();
+        until("ready to be killed", ready).await;
+        std::mem::forget(worker);
+    });
+    drop(rt);
+}
+
+/// After the leases of a killed worker expire, a fresh worker finishes everything; returns
+/// the reports.
+fn recover(store: &Probe, clock: &ManualClock, n: usize) -> Vec<JobReport> {
+    clock.advance(LEASE);
+    runtime().block_on(async {
+        let (hook, mut rx) = reporter();
+        let worker = Worker::builder(store.clone())
+            .queue(
+                "q",
+                QueueConfig::default()
+                    .lease(LEASE)
+                    .rescue_interval(Duration::from_secs(1)),
+            )
+            .handlers(Handlers::new().on("wait", |_job: Job| async { Ok::<_, String>(()) }))
+            .on_finished(hook)
+            .build()
+            .unwrap()
+            .start()
+            .unwrap();
+        let reports = recv_n(&mut rx, n).await;
+        assert!(worker.shutdown(Duration::from_secs(5)).await.is_clean());
+        reports
+    })
+}
+
+#[test]
+fn a_worker_killed_with_a_full_buffer_loses_nothing() {
+    let clock = ManualClock::new(START);
+    let store = Probe::new(MemoryBackend::with_clock(clock.clone()));
+    let ids = runtime().block_on(enqueue(&store, "wait", 10));
+    let (gate, started) = (Arc::new(Semaphore::new(0)), Arc::default());
+    let inner = store.inner.clone();
+    kill_when(
+        &store,
+        QueueConfig::default()
+            .concurrency(2)
+            .prefetch(4)
+            .lease(LEASE),
+        gated(&gate, &started),
+        |_| {},
+        move || inner.counts("q").running == 6,
+    );
+    let counts = store.inner.counts("q");
+    assert_eq!((counts.running, counts.scheduled), (6, 4));
+    let reports = recover(&store, &clock, 10);
+    assert!(reports.iter().all(|r| r.outcome == JobOutcome::Succeeded));
+    let attempts: HashMap<JobId, u32> = reports
+        .iter()
+        .map(|r| (r.job.claim.id, r.job.attempt))
+        .collect();
+    let held: Vec<JobId> = store.claim_order()[..6].to_vec();
+    for id in &ids {
+        let expected = if held.contains(id) { 2 } else { 1 };
+        assert_eq!(
+            attempts[id], expected,
+            "job {id}: a rescue counts the lost attempt"
+        );
+        assert_eq!(
+            runtime().block_on(status(&store, *id)),
+            JobStatus::Succeeded
+        );
+    }
+}
+
+#[test]
+fn a_worker_killed_mid_settlement_loses_no_acknowledged_outcome() {
+    let clock = ManualClock::new(START);
+    let store = Probe::new(MemoryBackend::with_clock(clock.clone()));
+    let ids = runtime().block_on(enqueue(&store, "wait", 8));
+    let (gate, started) = (Arc::new(Semaphore::new(4)), Arc::default());
+    let acknowledged: Arc<Mutex<Vec<JobId>>> = Arc::default();
+    let sink = Arc::clone(&acknowledged);
+    let (store2, gate2, sink2) = (store.clone(), Arc::clone(&gate), Arc::clone(&acknowledged));
+    let mut stage = 0;
+    kill_when(
+        &store,
+        QueueConfig::default()
+            .concurrency(4)
+            .prefetch(0)
+            .lease(LEASE),
+        gated(&gate, &started),
+        move |r: &JobReport| {
+            assert_eq!(r.outcome, JobOutcome::Succeeded);
+            sink.lock().unwrap().push(r.job.claim.id);
+        },
+        move || match stage {
+            // The first four finish and are acknowledged.
+            0 if sink2.lock().unwrap().len() == 4 => {
+                stage = 1;
+                false
+            }
+            // The next four start; their batch will be half settled when the worker dies.
+            1 if store2.inner.counts("q").running == 4 => {
+                store2.half_settle.store(true, Ordering::SeqCst);
+                gate2.add_permits(4);
+                stage = 2;
+                false
+            }
+            2 => store2.inner.counts("q").running == 2,
+            _ => false,
+        },
+    );
+    let acknowledged = acknowledged.lock().unwrap().clone();
+    assert_eq!(acknowledged.len(), 4);
+    let half: Vec<JobId> = store.calls().settles.last().unwrap()[..2]
+        .iter()
+        .map(|c| c.id)
+        .collect();
+    for id in acknowledged.iter().chain(&half) {
+        assert_eq!(
+            runtime().block_on(status(&store, *id)),
+            JobStatus::Succeeded,
+            "job {id} was recorded before the kill"
+        );
+    }
+    let reports = recover(&store, &clock, 2);
+    for r in &reports {
+        assert!(!acknowledged.contains(&r.job.claim.id) && !half.contains(&r.job.claim.id));
+        assert_eq!(r.job.attempt, 2, "the unsettled attempt is run again");
+    }
+    for id in &ids {
+        assert_eq!(
+            runtime().block_on(status(&store, *id)),
+            JobStatus::Succeeded
+        );
+    }
+}
+
+/// Calls `on_drop` when dropped: shows a handler's future was dropped.
+struct DropFlag(Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for DropFlag {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+/// What a handler does when the worker shuts down.
+#[derive(Clone, Copy)]
+enum OnStop {
+    /// Returns a retryable error.
+    GiveUp,
+    /// Returns a permanent error.
+    Refuse,
+    /// Finishes its work.
+    Finish,
+    /// Ignores the signal and never returns.
+    Ignore,
+}
+
+fn stoppable(on_stop: OnStop, dropped: &Arc<std::sync::atomic::AtomicBool>) -> Handlers {
+    let dropped = Arc::clone(dropped);
+    Handlers::new().on("long", move |job: Job| {
+        let flag = DropFlag(Arc::clone(&dropped));
+        async move {
+            let _flag = flag;
+            let stop = job.stop_signal();
+            assert!(!stop.is_raised());
+            stop.raised().await;
+            assert!(job.stop_signal().is_raised());
+            match on_stop {
+                OnStop::GiveUp => Err(fairq_worker::Failure::retryable("stopped early")),
+                OnStop::Refuse => Err(fairq_worker::Failure::permanent("cannot resume")),
+                OnStop::Finish => Ok(()),
+                OnStop::Ignore => std::future::pending().await,
+            }
+        }
+    })
+}
+
+/// Runs one "long" job under `on_stop`, shuts the worker down with a 10 s deadline once it
+/// started, and returns the report, the job and what `on_finished` saw.
+async fn stop_one(
+    store: &Probe,
+    on_stop: OnStop,
+) -> (fairq_worker::ShutdownReport, JobId, Vec<JobReport>, bool) {
+    let dropped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (hook, mut rx) = reporter();
+    let worker = Worker::builder(store.clone())
+        .queue("q", QueueConfig::default().lease(LEASE))
+        .handlers(stoppable(on_stop, &dropped))
+        .on_finished(hook)
+        .build()
+        .unwrap()
+        .start()
+        .unwrap();
+    let id = enqueue(store, "long", 1).await[0];
+    until("started", || worker.running() == 1).await;
+    let report = worker.shutdown(Duration::from_secs(10)).await;
+    let mut finished = Vec::new();
+    while let Ok(r) = rx.try_recv() {
+        finished.push(r);
+    }
+    (report, id, finished, dropped.load(Ordering::SeqCst))
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_handler_that_stops_when_asked_is_handed_back_uncounted() {
+    let store = Probe::new(MemoryBackend::new());
+    let started = tokio::time::Instant::now();
+    let (report, id, finished, _) = stop_one(&store, OnStop::GiveUp).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "no wait for the deadline"
+    );
+    assert!(report.is_clean(), "{report:?}");
+    assert_eq!(report.released, [id]);
+    assert!(report.abandoned.is_empty());
+    assert!(finished.is_empty(), "no outcome was recorded");
+    let info = store.get(id).await.unwrap().unwrap();
+    assert_eq!((info.status(), info.attempts), (JobStatus::Scheduled, 0));
+    assert_eq!(info.last_error, None, "not a failure");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_handler_that_finishes_or_refuses_when_asked_is_recorded() {
+    let store = Probe::new(MemoryBackend::new());
+    let (report, id, finished, _) = stop_one(&store, OnStop::Finish).await;
+    assert!(report.is_clean() && report.released.is_empty());
+    assert_eq!(finished[0].outcome, JobOutcome::Succeeded);
+    assert_eq!(status(&store, id).await, JobStatus::Succeeded);
+
+    let (report, id, finished, _) = stop_one(&store, OnStop::Refuse).await;
+    assert!(report.is_clean() && report.released.is_empty());
+    assert_eq!(finished[0].outcome, JobOutcome::Dead);
+    assert_eq!(status(&store, id).await, JobStatus::Dead);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_handler_still_running_at_the_deadline_is_dropped_and_handed_back() {
+    let store = Probe::new(MemoryBackend::new());
+    let started = tokio::time::Instant::now();
+    let (report, id, finished, dropped) = stop_one(&store, OnStop::Ignore).await;
+    assert!(
+        started.elapsed() >= Duration::from_secs(10),
+        "waited for the deadline"
+    );
+    assert!(dropped, "the handler's future was dropped");
+    assert_eq!(report.abandoned, [id]);
+    assert_eq!(report.released, [id]);
+    assert!(!report.is_clean());
+    assert!(finished.is_empty());
+    let info = store.get(id).await.unwrap().unwrap();
+    assert_eq!(
+        (info.status(), info.attempts),
+        (JobStatus::Scheduled, 0),
+        "handed back, the interrupted attempt not counted"
+    );
+    // Another worker runs it as a first attempt.
+    let again = store.claim("q", 1, LEASE).await.unwrap();
+    assert_eq!((again[0].claim.id, again[0].attempt), (id, 1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_release_a_stopped_job_waits_for_its_lease() {
+    let clock = ManualClock::new(START);
+    let mut store = Probe::new(MemoryBackend::with_clock(clock.clone()));
+    store.no_release = true;
+    let (report, id, _, dropped) = stop_one(&store, OnStop::Ignore).await;
+    assert!(dropped);
+    assert_eq!(report.abandoned, [id]);
+    assert_eq!(report.left_claimed, [id]);
+    assert_eq!(status(&store, id).await, JobStatus::Running);
+    clock.advance(LEASE);
+    assert_eq!(store.rescue("q").await.unwrap(), 1);
+    let info = store.get(id).await.unwrap().unwrap();
+    assert_eq!((info.status(), info.attempts), (JobStatus::Retrying, 1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_handler_past_its_timeout_is_dropped_and_its_attempt_fails() {
+    let store = Probe::new(MemoryBackend::new());
+    let (dropped_a, dropped_b) = (
+        Arc::new(std::sync::atomic::AtomicBool::new(false)),
+        Arc::new(std::sync::atomic::AtomicBool::new(false)),
+    );
+    let (a, b) = (Arc::clone(&dropped_a), Arc::clone(&dropped_b));
+    let handlers = Handlers::new()
+        .on("short-limit", move |_job: Job| {
+            let flag = DropFlag(Arc::clone(&a));
+            async move {
+                let _flag = flag;
+                std::future::pending::<Result<(), String>>().await
+            }
+        })
+        .on("queue-limit", move |_job: Job| {
+            let flag = DropFlag(Arc::clone(&b));
+            async move {
+                let _flag = flag;
+                std::future::pending::<Result<(), String>>().await
+            }
+        });
+    let (hook, mut rx) = reporter();
+    let worker = Worker::builder(store.clone())
+        .queue("q", QueueConfig::default().timeout(Duration::from_secs(30)))
+        .kind_timeout("short-limit", Duration::from_secs(2))
+        .handlers(handlers)
+        .on_finished(hook)
+        .build()
+        .unwrap()
+        .start()
+        .unwrap();
+    let begun = tokio::time::Instant::now();
+    let short = store
+        .enqueue(NewJob::new("q", "short-limit", vec![]).retry(RetryPolicy::new(0)))
+        .await
+        .unwrap();
+    let long = store
+        .enqueue(NewJob::new("q", "queue-limit", vec![]).retry(RetryPolicy::new(0)))
+        .await
+        .unwrap();
+    let first = rx.recv().await.unwrap();
+    assert_eq!(first.job.claim.id, short);
+    assert_eq!(begun.elapsed(), Duration::from_secs(2));
+    assert!(dropped_a.load(Ordering::SeqCst), "the handler was dropped");
+    assert_eq!(
+        first.outcome,
+        JobOutcome::Dead,
+        "a timeout is a failed attempt"
+    );
+    assert_eq!(
+        first.result.unwrap_err().message,
+        "timed out after 2s: the handler was stopped"
+    );
+    let second = rx.recv().await.unwrap();
+    assert_eq!(second.job.claim.id, long);
+    assert_eq!(begun.elapsed(), Duration::from_secs(30));
+    assert!(dropped_b.load(Ordering::SeqCst));
+    let info = store.get(short).await.unwrap().unwrap();
+    assert_eq!(info.attempts, 1);
+    assert_eq!(
+        info.last_error.as_deref(),
+        Some("timed out after 2s: the handler was stopped")
+    );
+    assert!(worker.shutdown(Duration::from_secs(5)).await.is_clean());
+}
+
+#[test]
+fn a_zero_timeout_is_refused() {
+    let err = Worker::builder(MemoryBackend::new())
+        .queue("q", QueueConfig::default())
+        .kind_timeout("k", Duration::ZERO)
+        .handle("k", |_job: Job| async { Ok::<_, String>(()) })
+        .build()
+        .unwrap_err();
+    assert_eq!(err, fairq_worker::WorkerConfigError::ZeroTimeout);
+    let err = Worker::builder(MemoryBackend::new())
+        .queue("q", QueueConfig::default().timeout(Duration::ZERO))
+        .handle("k", |_job: Job| async { Ok::<_, String>(()) })
+        .build()
+        .unwrap_err();
+    assert!(err.to_string().contains("timeout"), "{err}");
+}
