@@ -1,69 +1,75 @@
-//! [`FileBackend`]: the store, its opening (replay) and the [`Backend`] calls.
+//! [`FileBackend`]: opening a store folder (as its owner, or as a client of the process that
+//! owns it) and the [`Backend`] calls, handed to whichever side this handle is.
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use fairq_core::job::{Millis, Outcome};
-use fairq_journal::{JournalConfig, JournaledQueue, SyncPolicy};
-use fairq_worker::memory::store::{Record, Store};
+use fairq_core::job::Millis;
 use fairq_worker::{
-    Backend, BackendError, Claim, Failure, Job, JobId, JobInfo, ListFilter, NewJob, Purge,
-    QueueStats, RetryTarget, StatusCounts, random_u64,
+    Backend, BackendError, Claim, Each, Finished, Job, JobId, JobInfo, ListFilter, NewJob, Purge,
+    QueueStats, ReviveTarget, Settled, SettledAndClaimed, StatusCounts,
 };
 
 use crate::error::FileError;
-use crate::frame::{DecodeError, Entry, decode_frame};
-use crate::ledger::{Ledger, Touch};
-use crate::lock::{FolderLock, prepare_folder};
-use crate::options::{FileOptions, SyncMode};
-use crate::totals::QueueTotals;
-use crate::writer::{Shared, State, Writer, acknowledged, lock};
+use crate::folder::{FolderLock, prepare_folder};
+use crate::local::Local;
+use crate::options::FileOptions;
+use crate::remote::client::{Client, ConnectFailure};
+use crate::remote::server::Server;
+use crate::writer::lock;
 
-/// Name of the journal inside a store folder.
-pub(crate) const JOURNAL_NAME: &str = "jobs";
-/// Name of the journal reader that tracks which records are still needed.
-pub(crate) const READER_NAME: &str = "state";
-/// Largest journal item: one frame.
-const MAX_ITEM_SIZE: usize = 1 << 30;
-/// Largest total payload and metadata of one enqueue call.
-const MAX_ENQUEUE_BYTES: usize = 256 << 20;
+/// How often opening looks again while the folder's holder does not answer yet.
+const RETRY_EVERY: Duration = Duration::from_millis(20);
 
-struct Inner {
-    shared: Arc<Shared>,
-    writer: Mutex<Option<JoinHandle<Result<(), FileError>>>>,
-    /// Released once the writer has closed the journal.
-    folder_lock: Mutex<Option<FolderLock>>,
+/// Which side of a store folder a [`FileBackend`] is.
+///
+/// ```
+/// use fairq_file::{FileBackend, FileOptions, Role};
+/// let dir = tempfile::tempdir().unwrap();
+/// let owner = FileBackend::open(dir.path(), FileOptions::default()).unwrap();
+/// let client = FileBackend::open(dir.path(), FileOptions::default()).unwrap();
+/// assert_eq!((owner.role(), client.role()), (Role::Owner, Role::Client));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Role {
+    /// This process holds the folder: it keeps the store in memory, writes its journal and
+    /// (unless [`FileOptions::serve`] is off) serves it to other processes.
+    Owner,
+    /// Another process holds the folder; every call goes to it over the folder's socket.
+    Client,
 }
 
-impl Inner {
+/// The store of a folder this process holds, and the server that shares it.
+struct Owner {
+    local: Local,
+    server: Mutex<Option<Server>>,
+}
+
+impl Owner {
     fn shutdown(&self) -> Result<(), FileError> {
-        lock(&self.shared.state).closed = true;
-        self.shared.stop();
-        self.shared.wake_all();
-        let handle = lock(&self.writer).take();
-        let result = match handle {
-            Some(handle) => handle.join().unwrap_or_else(|_| {
-                Err(FileError::Poisoned {
-                    reason: "the journal writer thread panicked".into(),
-                })
-            }),
-            None => Ok(()),
-        };
-        drop(lock(&self.folder_lock).take());
-        result
+        // The socket goes first, while the folder is still locked: a later owner's socket is
+        // never removed by this one.
+        if let Some(mut server) = lock(&self.server).take() {
+            server.stop();
+        }
+        self.local.shutdown()
     }
 }
 
-impl Drop for Inner {
+impl Drop for Owner {
     fn drop(&mut self) {
         if let Err(e) = self.shutdown() {
-            tracing::error!(dir = %self.shared.dir.display(), error = %e, "closing the file store failed");
+            tracing::error!(dir = %self.local.dir().display(), error = %e, "closing the file store failed");
         }
     }
+}
+
+enum Side {
+    Owner(Owner),
+    Client(Client),
 }
 
 /// A durable job store in one folder on the local file system, on a `fairq-journal` journal.
@@ -71,11 +77,12 @@ impl Drop for Inner {
 /// It has the semantics of the in-memory reference store (fair claims by key, leases with
 /// fencing tokens, retries, rescue, dependencies, unique keys, operator calls) because it *is*
 /// that store's state machine, with every change written to the journal before the call that
-/// made it returns. See the [crate documentation](crate) for the design and the recovery
-/// argument.
+/// made it returns (claims excepted: see the [crate documentation](crate) for what each call
+/// waits for, the design and the recovery argument).
 ///
-/// Clones share the store. The store is closed when the last clone is dropped, or with
-/// [`FileBackend::close`].
+/// One process owns a folder at a time; other processes that open it reach the store through
+/// the owner (see [`FileBackend::open`]). Clones share the store. The store is closed when the
+/// last clone is dropped, or with [`FileBackend::close`].
 ///
 /// ```
 /// use std::time::Duration;
@@ -97,156 +104,132 @@ impl Drop for Inner {
 /// ```
 #[derive(Clone)]
 pub struct FileBackend {
-    inner: Arc<Inner>,
+    side: Arc<Side>,
 }
 
 impl std::fmt::Debug for FileBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("FileBackend")
-            .field("dir", &self.inner.shared.dir)
+            .field("dir", &self.path())
+            .field("role", &self.role())
             .finish_non_exhaustive()
     }
 }
 
 impl FileBackend {
-    /// Opens the store in folder `path`, creating the folder if needed, and takes the
-    /// folder's lock: only one process (and one open store) may use a folder at a time.
+    /// Opens the store in folder `path`, creating the folder if needed.
     ///
-    /// Opening replays the journal: every job, its state and the queues' counters come back
-    /// as they were after the last acknowledged change. Jobs that were running belonged to
-    /// the process that held the folder before, which is gone: their leases are expired at
-    /// once and they are rescued like any expired lease (the lost attempt counts, the retry
-    /// policy decides).
+    /// If no other process holds the folder, this process becomes its **owner**: it takes
+    /// the folder's lock, replays the journal (every job, its state and the queues' counters
+    /// come back as they were after the last acknowledged change; jobs that were running
+    /// belonged to the previous owner, which is gone, so they are rescued at once like any
+    /// expired lease) and serves the store on the folder's socket (`fairq.sock`).
+    ///
+    /// If a live process holds the folder, the store is opened as a **client** of it: every
+    /// call goes to the owner over the socket, with the same answers. Opening waits up to
+    /// [`FileOptions::connect_timeout`] for the owner to answer (it may still be replaying). A
+    /// socket left behind by an owner that was killed is noticed (nobody answers it, and its
+    /// lock is free) and the opener becomes the new owner.
     ///
     /// Errors: [`FileError::NotAFolder`] and [`FileError::Io`] for a path that is not a usable
-    /// folder, [`FileError::Locked`] when another process holds it,
-    /// [`FileError::CorruptJournal`] / [`FileError::CorruptRecord`] for damaged files, and
+    /// folder, [`FileError::Locked`] when another process holds it and cannot be reached
+    /// (sharing off, or it does not serve the socket), [`FileError::CorruptJournal`] /
+    /// [`FileError::CorruptRecord`] for damaged files, [`FileError::UnsafeFile`] for a store
+    /// file that is a symbolic link or not a regular file, and
     /// [`FileError::UnsupportedVersion`] for a folder written by a newer version.
     ///
     /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
     /// use fairq_file::{FileBackend, FileError, FileOptions};
+    /// use fairq_worker::{Backend, NewJob};
     /// let dir = tempfile::tempdir().unwrap();
-    /// let store = FileBackend::open(dir.path(), FileOptions::default()).unwrap();
-    /// let again = FileBackend::open(dir.path(), FileOptions::default());
-    /// assert!(matches!(again, Err(FileError::Locked { .. })));
-    /// drop(store);
-    /// assert!(FileBackend::open(dir.path(), FileOptions::default()).is_ok());
+    /// let owner = FileBackend::open(dir.path(), FileOptions::default()).unwrap();
+    /// // A second open (here in the same process, usually another one) is a client.
+    /// let client = FileBackend::open(dir.path(), FileOptions::default()).unwrap();
+    /// let id = client.enqueue(NewJob::new("q", "k", vec![])).await.unwrap();
+    /// assert!(owner.get(id).await.unwrap().is_some());
+    /// // Without sharing, a held folder is refused.
+    /// let refused = FileBackend::open(dir.path(), FileOptions::default().share(false));
+    /// assert!(matches!(refused, Err(FileError::Locked { .. })));
+    /// # });
     /// ```
     pub fn open(path: impl AsRef<Path>, options: FileOptions) -> Result<FileBackend, FileError> {
         let dir = path.as_ref().to_path_buf();
         prepare_folder(&dir)?;
-        let folder_lock = FolderLock::acquire(&dir)?;
-        let config = JournalConfig {
-            segment_size: options.segment_size.max(64 << 10),
-            sync: match options.sync {
-                SyncMode::Group => SyncPolicy::Group,
-                SyncMode::Always => SyncPolicy::Always,
-            },
-            max_item_size: MAX_ITEM_SIZE,
-            ..JournalConfig::default()
-        };
-        let config = match &options.storage {
-            Some(storage) => JournalConfig {
-                storage: storage.clone(),
-                ..config
-            },
-            None => config,
-        };
-        let journal = JournaledQueue::open(&dir, JOURNAL_NAME, config)?;
-        let reader = journal.reader(READER_NAME)?;
-        let now = options.clock.now();
+        let deadline = Instant::now() + options.connect_timeout;
+        loop {
+            if let Some(folder_lock) = FolderLock::try_acquire(&dir)? {
+                return Self::own(&dir, folder_lock, &options);
+            }
+            if !options.share {
+                return Err(FileError::Locked {
+                    path: dir,
+                    detail: " (its lock file is held)".into(),
+                });
+            }
+            match Client::connect(&dir, options.clock.clone()) {
+                Ok(client) => {
+                    return Ok(FileBackend {
+                        side: Arc::new(Side::Client(client)),
+                    });
+                }
+                Err(ConnectFailure::NotServed(why)) if Instant::now() >= deadline => {
+                    return Err(FileError::Locked {
+                        path: dir,
+                        detail: format!(
+                            ", which does not serve the store to other processes ({why})"
+                        ),
+                    });
+                }
+                Err(ConnectFailure::NotServed(_)) => std::thread::sleep(RETRY_EVERY),
+                Err(ConnectFailure::Failed(e)) => return Err(e),
+            }
+        }
+    }
 
-        // Replay: every uncommitted item, in id order; the last record of a job wins.
-        let mut records: BTreeMap<JobId, Record> = BTreeMap::new();
-        let mut totals: BTreeMap<String, QueueTotals> = BTreeMap::new();
-        let mut next_id = 0;
-        let mut ledger = Ledger::default();
-        while let Some(item) = reader.get()? {
-            let frame = decode_frame(&item.data).map_err(|e| match e {
-                DecodeError::Version(found) => FileError::UnsupportedVersion {
-                    item: item.id.0,
-                    found,
-                    supported: crate::frame::FORMAT_VERSION,
-                },
-                DecodeError::Invalid(reason) => FileError::CorruptRecord {
-                    path: dir.clone(),
-                    item: item.id.0,
-                    reason,
-                },
-            })?;
-            next_id = next_id.max(frame.next_id);
-            let mut touches = Vec::with_capacity(frame.entries.len());
-            for entry in frame.entries {
-                match entry {
-                    Entry::Job(id, record) => {
-                        records.insert(id, *record);
-                        touches.push(Touch::Job(id));
-                    }
-                    Entry::Deleted(id) => {
-                        records.remove(&id);
-                        touches.push(Touch::Deleted(id));
-                    }
-                    Entry::Queue(name, queue) => {
-                        touches.push(Touch::Queue(name.clone()));
-                        totals.insert(name, queue);
-                    }
+    fn own(
+        dir: &Path,
+        folder_lock: FolderLock,
+        options: &FileOptions,
+    ) -> Result<FileBackend, FileError> {
+        let local = Local::open(dir, folder_lock, options)?;
+        let server = if options.serve {
+            match Server::start(local.clone(), 0o600) {
+                Ok(server) => Some(server),
+                Err(e) => {
+                    // The store works without it; other processes are told it is in use.
+                    tracing::warn!(dir = %dir.display(), error = %e, "cannot serve the store to other processes");
+                    None
                 }
             }
-            ledger.written(item.id.0, &touches);
-            ledger.read(item.id.0);
-        }
-
-        // Leases of the process that held the folder before are void.
-        for record in records.values_mut() {
-            record.expire_lease(now);
-        }
-        let queues: BTreeSet<String> = records.values().map(|r| r.queue().to_string()).collect();
-        let mut store = Store::restore(records, next_id, now);
-        for (name, queue) in &totals {
-            store.set_retry_stats(name, queue.retries);
-        }
-        store.track_changes();
-        for queue in &queues {
-            store.rescue(queue, now, &mut random_u64);
-        }
-        let changed = store.take_changed();
-        store.take_woken();
-        tracing::debug!(dir = %dir.display(), jobs = store.len(), pending_items = ledger.pending(), "file store replayed");
-
-        let state = State {
-            store,
-            totals,
-            hist_dirty: BTreeSet::new(),
-            poisoned: None,
-            closed: false,
+        } else {
+            None
         };
-        let shared = Arc::new(Shared::new(
-            dir.clone(),
-            options.clock.clone(),
-            state,
-            options.sync == SyncMode::Always,
-        ));
-        let mut writer = Writer::new(shared.clone(), journal, reader, ledger);
-        writer.commit();
-        {
-            let mut st = lock(&shared.state);
-            shared.submit(&mut st, changed, false)?;
-        }
-        let handle = std::thread::Builder::new()
-            .name("fairq-file-writer".into())
-            .spawn(move || writer.run())
-            .map_err(|e| FileError::io(&dir, e))?;
         Ok(FileBackend {
-            inner: Arc::new(Inner {
-                shared,
-                writer: Mutex::new(Some(handle)),
-                folder_lock: Mutex::new(Some(folder_lock)),
-            }),
+            side: Arc::new(Side::Owner(Owner {
+                local,
+                server: Mutex::new(server),
+            })),
         })
     }
 
-    /// Writes what is queued, closes the journal (saving the reader's checkpoint so the next
-    /// open replays little) and releases the folder's lock. Later calls on this store and its
+    /// Whether this handle owns the folder or is a client of the process that does.
+    ///
+    /// ```
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let store = fairq_file::FileBackend::open(dir.path(), Default::default()).unwrap();
+    /// assert_eq!(store.role(), fairq_file::Role::Owner);
+    /// ```
+    pub fn role(&self) -> Role {
+        match &*self.side {
+            Side::Owner(_) => Role::Owner,
+            Side::Client(_) => Role::Client,
+        }
+    }
+
+    /// Closes the store. An owner writes what is queued, closes the journal (saving the
+    /// reader's checkpoint so the next open replays little), stops serving the folder and
+    /// releases its lock; a client closes its connection. Later calls on this store and its
     /// clones fail with [`FileError::Closed`]. Dropping the last clone closes it too.
     ///
     /// ```
@@ -255,7 +238,13 @@ impl FileBackend {
     /// store.close().unwrap();
     /// ```
     pub fn close(&self) -> Result<(), FileError> {
-        self.inner.shutdown()
+        match &*self.side {
+            Side::Owner(owner) => owner.shutdown(),
+            Side::Client(client) => {
+                client.close();
+                Ok(())
+            }
+        }
     }
 
     /// The store's folder.
@@ -266,10 +255,13 @@ impl FileBackend {
     /// assert_eq!(store.path(), dir.path());
     /// ```
     pub fn path(&self) -> &Path {
-        &self.inner.shared.dir
+        match &*self.side {
+            Side::Owner(owner) => owner.local.dir(),
+            Side::Client(client) => client.dir(),
+        }
     }
 
-    /// The store's current time.
+    /// The store's current time (a client reads its own clock).
     ///
     /// ```
     /// use fairq_file::{FileBackend, FileOptions};
@@ -279,10 +271,14 @@ impl FileBackend {
     /// assert_eq!(store.now(), 9);
     /// ```
     pub fn now(&self) -> Millis {
-        self.inner.shared.now()
+        match &*self.side {
+            Side::Owner(owner) => owner.local.now(),
+            Side::Client(client) => client.now(),
+        }
     }
 
-    /// Number of stored jobs, finished ones included.
+    /// Number of stored jobs, finished ones included (a client asks the owner, and blocks
+    /// until it answers; 0 if it cannot be reached).
     ///
     /// ```
     /// let dir = tempfile::tempdir().unwrap();
@@ -290,7 +286,13 @@ impl FileBackend {
     /// assert_eq!(store.len(), 0);
     /// ```
     pub fn len(&self) -> usize {
-        lock(&self.inner.shared.state).store.len()
+        match &*self.side {
+            Side::Owner(owner) => owner.local.len(),
+            Side::Client(client) => client.len().unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "could not count the store's jobs");
+                0
+            }),
+        }
     }
 
     /// True when no job is stored.
@@ -303,7 +305,8 @@ impl FileBackend {
         self.len() == 0
     }
 
-    /// Jobs per status in `queue`.
+    /// Jobs per status in `queue` (a client asks the owner, and blocks until it answers;
+    /// zeros if it cannot be reached).
     ///
     /// ```
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
@@ -315,7 +318,13 @@ impl FileBackend {
     /// # });
     /// ```
     pub fn counts(&self, queue: &str) -> StatusCounts {
-        lock(&self.inner.shared.state).store.counts(queue)
+        match &*self.side {
+            Side::Owner(owner) => owner.local.counts(queue),
+            Side::Client(client) => client.counts(queue).unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "could not count the queue's jobs");
+                StatusCounts::default()
+            }),
+        }
     }
 
     /// Wakes every task waiting in [`Backend::wait_for_jobs`] (after moving a manual clock).
@@ -325,200 +334,124 @@ impl FileBackend {
     /// fairq_file::FileBackend::open(dir.path(), Default::default()).unwrap().wake_all();
     /// ```
     pub fn wake_all(&self) {
-        self.inner.shared.wake_all();
-    }
-
-    /// Applies a change at the clock's current time, queues its records for the journal and
-    /// waits until they are durable (or, with `persist` off, does not write at all).
-    async fn change<R>(
-        &self,
-        persist: bool,
-        f: impl FnOnce(&mut State, Millis) -> Result<R, BackendError>,
-    ) -> Result<R, BackendError> {
-        let shared = &self.inner.shared;
-        let (result, ack, woken) = {
-            let mut st = lock(&shared.state);
-            st.usable()?;
-            let now = shared.now();
-            let result = f(&mut st, now);
-            let changed = st.store.take_changed();
-            let woken = st.store.take_woken();
-            let ack = if persist {
-                shared.submit(&mut st, changed, true)?
-            } else {
-                None
-            };
-            (result, ack, woken)
-        };
-        shared.wake(woken);
-        acknowledged(ack).await?;
-        result
-    }
-
-    fn read<R>(&self, f: impl FnOnce(&State) -> R) -> Result<R, BackendError> {
-        let st = lock(&self.inner.shared.state);
-        st.usable()?;
-        Ok(f(&st))
+        match &*self.side {
+            Side::Owner(owner) => owner.local.wake_all(),
+            Side::Client(client) => client.wake_all(),
+        }
     }
 }
 
-fn check_size(jobs: &[NewJob]) -> Result<(), BackendError> {
-    let bytes: usize = jobs
-        .iter()
-        .map(|j| {
-            j.payload.len()
-                + j.metadata
-                    .iter()
-                    .map(|(k, v)| k.len() + v.len())
-                    .sum::<usize>()
-        })
-        .sum();
-    if bytes > MAX_ENQUEUE_BYTES {
-        return Err(BackendError::Invalid(format!(
-            "{bytes} bytes of payload and metadata in one call; the file store takes at most {MAX_ENQUEUE_BYTES}"
-        )));
-    }
-    Ok(())
-}
-
-/// Records a finished attempt's run time in its queue's totals.
-fn record_run_time(st: &mut State, before: Option<(String, Millis)>, now: Millis) {
-    if let Some((queue, claimed_at)) = before {
-        st.totals
-            .entry(queue.clone())
-            .or_default()
-            .record(now.saturating_sub(claimed_at));
-        st.hist_dirty.insert(queue);
-    }
-}
-
-fn running_since(st: &State, id: JobId) -> Option<(String, Millis)> {
-    st.store
-        .record(id)
-        .map(|r| (r.queue().to_string(), r.claimed_at()))
+/// Calls the same [`Backend`] method on whichever side the handle is.
+macro_rules! each_side {
+    ($self:ident, $store:ident => $call:expr) => {
+        match &*$self.side {
+            Side::Owner(owner) => {
+                let $store = &owner.local;
+                $call.await
+            }
+            Side::Client(client) => {
+                let $store = client;
+                $call.await
+            }
+        }
+    };
 }
 
 impl Backend for FileBackend {
     async fn enqueue(&self, job: NewJob) -> Result<JobId, BackendError> {
-        let ids = self.enqueue_many(vec![job]).await?;
-        ids.into_iter()
-            .next()
-            .ok_or_else(|| BackendError::Invalid("nothing enqueued".into()))
+        each_side!(self, store => store.enqueue(job))
     }
 
     async fn enqueue_many(&self, jobs: Vec<NewJob>) -> Result<Vec<JobId>, BackendError> {
-        check_size(&jobs)?;
-        self.change(true, |st, now| st.store.enqueue_many(jobs, now))
-            .await
+        each_side!(self, store => store.enqueue_many(jobs))
     }
 
+    /// Claims without waiting for the disk when this process owns the folder: the claim is
+    /// written with the next frame, and a crash before that hands the job out again as if it
+    /// had never been claimed (see the crate documentation). A client's claim is durable
+    /// before it returns, because its leases outlive the owner.
     async fn claim(
         &self,
         queue: &str,
         max: usize,
         lease: Duration,
     ) -> Result<Vec<Job>, BackendError> {
-        self.change(true, |st, now| Ok(st.store.claim(queue, max, lease, now)))
-            .await
+        each_side!(self, store => store.claim(queue, max, lease))
     }
 
-    async fn complete(&self, claim: Claim) -> Result<(), BackendError> {
-        self.change(true, |st, now| {
-            let before = running_since(st, claim.id);
-            st.store.complete(claim, now)?;
-            record_run_time(st, before, now);
-            Ok(())
-        })
-        .await
+    /// Settles the whole batch in one change: its records share one journal frame and one
+    /// sync.
+    async fn settle(&self, batch: Vec<Finished>) -> Result<Each<Settled>, BackendError> {
+        each_side!(self, store => store.settle(batch))
     }
 
-    async fn fail(&self, claim: Claim, failure: Failure) -> Result<Outcome, BackendError> {
-        self.change(true, |st, now| {
-            let before = running_since(st, claim.id);
-            let outcome = st.store.fail(claim, failure, now, random_u64())?;
-            record_run_time(st, before, now);
-            Ok(outcome)
-        })
-        .await
+    /// Settles `batch` and claims the next jobs under one lock, in one journal frame: the
+    /// call returns once the settlement (and the claim with it) is durable.
+    async fn settle_and_claim(
+        &self,
+        batch: Vec<Finished>,
+        queue: &str,
+        max: usize,
+        lease: Duration,
+    ) -> Result<SettledAndClaimed, BackendError> {
+        each_side!(self, store => store.settle_and_claim(batch, queue, max, lease))
     }
 
-    /// Extends a lease in memory only: leases do not outlive the process (a reopened store
-    /// rescues every job that was running), so a deadline is not worth a disk write.
+    async fn release(&self, claims: Vec<Claim>) -> Result<Each<()>, BackendError> {
+        each_side!(self, store => store.release(claims))
+    }
+
+    /// Extends a lease in memory only: leases do not outlive the owning process (a reopened
+    /// store rescues every job that was running), so a deadline is not worth a disk write.
     async fn heartbeat(&self, claim: Claim, lease: Duration) -> Result<Millis, BackendError> {
-        self.change(false, |st, now| st.store.heartbeat(claim, lease, now))
-            .await
+        each_side!(self, store => store.heartbeat(claim, lease))
+    }
+
+    /// Extends every lease under one lock, in memory only.
+    async fn heartbeat_many(
+        &self,
+        claims: Vec<Claim>,
+        lease: Duration,
+    ) -> Result<Each<Millis>, BackendError> {
+        each_side!(self, store => store.heartbeat_many(claims, lease))
     }
 
     async fn rescue(&self, queue: &str) -> Result<u64, BackendError> {
-        self.change(true, |st, now| {
-            Ok(st.store.rescue(queue, now, &mut random_u64))
-        })
-        .await
+        each_side!(self, store => store.rescue(queue))
+    }
+
+    async fn hold_retries(&self, queue: &str, until: Millis) -> Result<u64, BackendError> {
+        each_side!(self, store => store.hold_retries(queue, until))
     }
 
     fn wait_for_jobs(&self, queue: &str, timeout: Duration) -> impl Future<Output = ()> + Send {
         let this = self.clone();
-        let notify = self.inner.shared.waker(queue);
         let queue = queue.to_string();
-        async move {
-            let notified = notify.notified();
-            tokio::pin!(notified);
-            // Register before looking, so a change in between is not missed.
-            notified.as_mut().enable();
-            let now = this.now();
-            let due = {
-                let st = lock(&this.inner.shared.state);
-                if st.usable().is_err() {
-                    return;
-                }
-                st.store.due(&queue, now)
-            };
-            let wait = match due {
-                Ok(()) => return,
-                Err(Some(at)) => timeout.min(Duration::from_millis(at.saturating_sub(now))),
-                Err(None) => timeout,
-            };
-            tokio::select! {
-                _ = notified => {}
-                _ = tokio::time::sleep(wait) => {}
-            }
-        }
+        async move { each_side!(this, store => store.wait_for_jobs(&queue, timeout)) }
     }
 
     async fn stats(&self) -> Result<Vec<QueueStats>, BackendError> {
-        self.read(|st| {
-            let mut stats = st.store.stats();
-            for queue in &mut stats {
-                queue.processing_ms = st
-                    .totals
-                    .get(&queue.queue)
-                    .map(QueueTotals::summary)
-                    .unwrap_or_default();
-            }
-            stats
-        })
+        each_side!(self, store => store.stats())
     }
 
     async fn list(&self, filter: ListFilter) -> Result<Vec<JobInfo>, BackendError> {
-        self.read(|st| st.store.list(&filter))
+        each_side!(self, store => store.list(filter))
     }
 
     async fn get(&self, id: JobId) -> Result<Option<JobInfo>, BackendError> {
-        self.read(|st| st.store.get(id))
+        each_side!(self, store => store.get(id))
     }
 
-    async fn retry(&self, target: RetryTarget) -> Result<u64, BackendError> {
-        self.change(true, |st, now| st.store.retry(target, now))
-            .await
+    async fn revive(&self, target: ReviveTarget) -> Result<u64, BackendError> {
+        each_side!(self, store => store.revive(target))
     }
 
     async fn purge(&self, purge: Purge) -> Result<u64, BackendError> {
-        self.change(true, |st, _| Ok(st.store.purge(&purge))).await
+        each_side!(self, store => store.purge(purge))
     }
 
     async fn prune(&self, older_than: Duration) -> Result<u64, BackendError> {
-        self.change(true, |st, now| Ok(st.store.prune(older_than, now)))
-            .await
+        each_side!(self, store => store.prune(older_than))
     }
 }
 

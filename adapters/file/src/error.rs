@@ -10,7 +10,7 @@ use fairq_worker::BackendError;
 ///
 /// ```
 /// use fairq_file::FileError;
-/// let err = FileError::Locked { path: "/data/q".into() };
+/// let err = FileError::Locked { path: "/data/q".into(), detail: String::new() };
 /// assert!(err.to_string().contains("in use by another process"));
 /// ```
 #[derive(Debug, thiserror::Error)]
@@ -31,11 +31,34 @@ pub enum FileError {
         /// The path given.
         path: PathBuf,
     },
-    /// Another process (or another open store in this process) holds the folder's lock.
-    #[error("store folder {} is in use by another process (its lock file is held)", path.display())]
+    /// Another process (or another open store in this process) holds the folder's lock and
+    /// the store could not be reached through it: sharing was turned off
+    /// ([`FileOptions::share`](crate::FileOptions::share)), or the holder does not serve the
+    /// folder's socket.
+    #[error("store folder {} is in use by another process{detail}", path.display())]
     Locked {
         /// The store folder.
         path: PathBuf,
+        /// Why the holder could not be reached (empty when sharing is off).
+        detail: String,
+    },
+    /// An entry of the store folder under one of the store's names is not what the store
+    /// created there (a symbolic link, a folder, a FIFO...). The store never reads or writes
+    /// through such an entry.
+    #[error("refusing {}: {reason}", path.display())]
+    UnsafeFile {
+        /// The entry.
+        path: PathBuf,
+        /// What it is.
+        reason: String,
+    },
+    /// The process serving the folder's socket does not speak this build's protocol.
+    #[error("cannot use the store served on {}: {reason}", path.display())]
+    Protocol {
+        /// The socket.
+        path: PathBuf,
+        /// What went wrong.
+        reason: String,
     },
     /// A journal file is damaged before its end, or a sealed segment is damaged.
     #[error("corrupt journal file {} at offset {offset}: {reason}", path.display())]
@@ -121,6 +144,7 @@ impl From<JournalError> for FileError {
             },
             JournalError::Io { path, source } => FileError::Io { path, source },
             JournalError::Closed => FileError::Closed,
+            JournalError::UnsafeFile { path, reason } => FileError::UnsafeFile { path, reason },
             other => FileError::Journal(other),
         }
     }

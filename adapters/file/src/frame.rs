@@ -1,26 +1,34 @@
 //! The payload of one journal item: a *frame* of store changes.
 //!
 //! ```text
-//! byte 0        format version (1)
+//! byte 0        format version (2; version 1 frames, which never hold Progress, are read too)
 //! then          postcard: the store's id counter (u64) when the frame was written
 //! then, to end  postcard entries, each one of
-//!                 Job(id, record)      the job's full record after the change
-//!                 Deleted(id)          the job was deleted (a tombstone)
-//!                 Queue(name, totals)  the queue's retry counters and run-time histogram
+//!                 Job(id, record)        the job's full record (when it is enqueued, or moved)
+//!                 Deleted(id)            the job was deleted (a tombstone)
+//!                 Queue(name, totals)    the queue's retry counters and run-time histogram
+//!                 Progress(id, progress) the job's lifecycle, last error and times after a
+//!                                        change: everything of its record that ever changes
 //! ```
+//!
+//! A job's payload is written once, with its full record; claims, completions, failures and
+//! rescues write a `Progress` entry of a few dozen bytes. Replay applies each progress to the
+//! job's full record read before it.
 //!
 //! A frame holds the changes of one or more requests, in the order they were made; the
 //! journal's checksum covers the whole frame, so a frame is on disk entirely or not at all.
 
 use fairq_worker::JobId;
-use fairq_worker::memory::store::Record;
+use fairq_worker::memory::store::{Progress, Record};
 use serde::{Deserialize, Serialize};
 
 use crate::ledger::Touch;
 use crate::totals::QueueTotals;
 
 /// The version of the frame layout this build writes and reads.
-pub(crate) const FORMAT_VERSION: u8 = 1;
+pub(crate) const FORMAT_VERSION: u8 = 2;
+/// The oldest frame layout this build still reads.
+const OLDEST_VERSION: u8 = 1;
 
 /// An entry as decoded.
 #[derive(Debug, Deserialize)]
@@ -28,6 +36,7 @@ pub(crate) enum Entry {
     Job(JobId, Box<Record>),
     Deleted(JobId),
     Queue(String, QueueTotals),
+    Progress(JobId, Progress),
 }
 
 /// An entry as encoded, borrowing from the store (same layout as [`Entry`]).
@@ -36,6 +45,7 @@ enum EntryRef<'a> {
     Job(JobId, &'a Record),
     Deleted(JobId),
     Queue(&'a str, &'a QueueTotals),
+    Progress(JobId, &'a Progress),
 }
 
 /// The encoded changes of one request, and which records they are.
@@ -56,6 +66,14 @@ impl Batch {
     /// Adds a job's current record.
     pub(crate) fn job(&mut self, id: JobId, record: &Record) -> Result<(), postcard::Error> {
         self.push(&EntryRef::Job(id, record), Touch::Job(id))
+    }
+
+    /// Adds what changed of a job since its full record was written.
+    pub(crate) fn progress(&mut self, id: JobId, record: &Record) -> Result<(), postcard::Error> {
+        self.push(
+            &EntryRef::Progress(id, &record.progress()),
+            Touch::Progress(id),
+        )
     }
 
     /// Adds a tombstone.
@@ -111,7 +129,7 @@ pub(crate) fn decode_frame(bytes: &[u8]) -> Result<Frame, DecodeError> {
     let (&version, rest) = bytes
         .split_first()
         .ok_or_else(|| DecodeError::Invalid("empty record".into()))?;
-    if version != FORMAT_VERSION {
+    if !(OLDEST_VERSION..=FORMAT_VERSION).contains(&version) {
         return Err(DecodeError::Version(version));
     }
     let invalid = |e: postcard::Error| DecodeError::Invalid(e.to_string());

@@ -6,14 +6,16 @@
 //! something replay still needs:
 //!
 //! * the latest record of some job or queue (a record is superseded once a newer record of the
-//!   same job is durable);
+//!   same job is durable). A job has two: its latest full record (with the payload, written at
+//!   enqueue) and its latest progress (lifecycle and times, written on every later change); a
+//!   full record supersedes both;
 //! * a tombstone whose job may still have an uncommitted older record: a tombstone written in
-//!   item `C` for a job whose previous latest record was in item `B < C` stays until every item
-//!   up to `B` is committed (all of that job's records are in items `<= B`);
+//!   item `C` for a job whose previous latest records were in items up to `B < C` stays until
+//!   every item up to `B` is committed (all of that job's records are in items `<= B`);
 //! * the store's id counter: the newest item stays until a newer one is written.
 //!
-//! Replay on open reads every uncommitted item in id order and keeps the last record of each
-//! job (a tombstone removes it). That yields exactly the latest durable state, whatever subset
+//! Replay on open reads every uncommitted item in id order and keeps the last full record of
+//! each job with the last progress written after it (a tombstone removes both). That yields exactly the latest durable state, whatever subset
 //! of commits reached the reader's checkpoint before a crash: the latest record of a live job
 //! is never committed, and a tombstone is committed only after every older record of its job,
 //! so any checkpoint (a snapshot of the commits made so far, which only grow) that lacks the
@@ -26,7 +28,10 @@ use fairq_worker::JobId;
 /// Something whose latest record must survive.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) enum Entity {
+    /// The job's full record.
     Job(JobId),
+    /// The job's progress since its full record was written.
+    Progress(JobId),
     Queue(String),
 }
 
@@ -34,6 +39,7 @@ pub(crate) enum Entity {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Touch {
     Job(JobId),
+    Progress(JobId),
     Deleted(JobId),
     Queue(String),
 }
@@ -77,37 +83,50 @@ impl Ledger {
         if let Some(previous) = self.newest.replace(item) {
             self.release(previous);
         }
-        // Where each job's latest record was before this item, for tombstones of jobs that
-        // were also written in it.
-        let mut before: HashMap<JobId, Option<u64>> = HashMap::new();
+        // The newest item before this one that held a record of each job touched here: a
+        // tombstone later in this item must outlive every item up to it.
+        let mut before: HashMap<JobId, u64> = HashMap::new();
+        fn note(before: &mut HashMap<JobId, u64>, id: JobId, old: Option<Option<u64>>) {
+            if let Some(Some(old)) = old {
+                let slot = before.entry(id).or_insert(old);
+                *slot = (*slot).max(old);
+            }
+        }
         for touch in touches {
             match touch {
                 Touch::Job(id) => {
-                    let old = self.supersede(item, Entity::Job(*id));
-                    if let Some(old) = old {
-                        before.entry(*id).or_insert(old);
-                    }
+                    // A full record holds the job's progress too.
+                    note(&mut before, *id, self.supersede(item, Entity::Job(*id)));
+                    note(&mut before, *id, self.forget(item, &Entity::Progress(*id)));
+                }
+                Touch::Progress(id) => {
+                    note(
+                        &mut before,
+                        *id,
+                        self.supersede(item, Entity::Progress(*id)),
+                    );
                 }
                 Touch::Queue(name) => {
                     self.supersede(item, Entity::Queue(name.clone()));
                 }
                 Touch::Deleted(id) => {
-                    let old = self.latest.remove(&Entity::Job(*id));
-                    if let Some(old) = old {
-                        self.drop_member(old);
-                    }
-                    let wait_for = if old == Some(item) {
-                        before.get(id).copied().flatten()
-                    } else {
-                        old
-                    };
-                    if let Some(b) = wait_for {
+                    note(&mut before, *id, self.forget(item, &Entity::Job(*id)));
+                    note(&mut before, *id, self.forget(item, &Entity::Progress(*id)));
+                    if let Some(b) = before.get(id).copied() {
                         self.acquire(item);
                         self.waits.entry(b).or_default().push(item);
                     }
                 }
             }
         }
+    }
+
+    /// Drops `entity`'s latest record (superseded by a full record, or deleted); returns
+    /// `Some(previous)` when it was held by an item other than `item`.
+    fn forget(&mut self, item: u64, entity: &Entity) -> Option<Option<u64>> {
+        let old = self.latest.remove(entity)?;
+        self.drop_member(old);
+        (old != item).then_some(Some(old))
     }
 
     /// Makes `item` the latest record of `entity`; returns `Some(previous)` when the entity
@@ -240,6 +259,8 @@ mod tests {
     #[derive(Debug, Clone)]
     enum Op {
         Set(u64),
+        /// A progress record of a job (only written for jobs that exist).
+        Progress(u64),
         Delete(u64),
         Queue(u8),
         /// Ends the current frame.
@@ -252,7 +273,8 @@ mod tests {
 
     fn op() -> impl Strategy<Value = Op> {
         prop_oneof![
-            6 => (0u64..12).prop_map(Op::Set),
+            3 => (0u64..12).prop_map(Op::Set),
+            4 => (0u64..12).prop_map(Op::Progress),
             2 => (0u64..12).prop_map(Op::Delete),
             1 => (0u8..2).prop_map(Op::Queue),
             4 => Just(Op::Flush),
@@ -270,11 +292,14 @@ mod tests {
         next_item: u64,
     }
 
+    /// What replay rebuilds: each entity's value; a progress whose job's full record is
+    /// missing is an error (it would mean the record was committed too early).
     fn replay(
         items: &BTreeMap<u64, Vec<DiskEntry>>,
         committed: &BTreeSet<u64>,
     ) -> (HashMap<Entity, u64>, Ledger) {
         let mut state = HashMap::new();
+        let mut orphans: HashMap<JobId, u64> = HashMap::new();
         let mut ledger = Ledger::default();
         for (&id, entries) in items.iter().filter(|(id, _)| !committed.contains(id)) {
             let touches: Vec<Touch> = entries.iter().map(|(t, _)| t.clone()).collect();
@@ -282,18 +307,33 @@ mod tests {
                 match touch {
                     Touch::Job(j) => {
                         state.insert(Entity::Job(*j), *value);
+                        state.remove(&Entity::Progress(*j));
+                        orphans.remove(j);
+                    }
+                    Touch::Progress(j) => {
+                        if state.contains_key(&Entity::Job(*j)) {
+                            state.insert(Entity::Progress(*j), *value);
+                        } else {
+                            orphans.insert(*j, *value);
+                        }
                     }
                     Touch::Queue(q) => {
                         state.insert(Entity::Queue(q.clone()), *value);
                     }
                     Touch::Deleted(j) => {
                         state.remove(&Entity::Job(*j));
+                        state.remove(&Entity::Progress(*j));
+                        orphans.remove(j);
                     }
                 }
             }
             ledger.written(id, &touches);
             ledger.read(id);
         }
+        assert!(
+            orphans.is_empty(),
+            "progress without its job's record: {orphans:?}"
+        );
         (state, ledger)
     }
 
@@ -330,9 +370,17 @@ mod tests {
                 match op {
                     Op::Set(j) => {
                         model.insert(Entity::Job(JobId(j)), value);
+                        model.remove(&Entity::Progress(JobId(j)));
                         frame.push((Touch::Job(JobId(j)), value));
                     }
+                    Op::Progress(j) => {
+                        if model.contains_key(&Entity::Job(JobId(j))) {
+                            model.insert(Entity::Progress(JobId(j)), value);
+                            frame.push((Touch::Progress(JobId(j)), value));
+                        }
+                    }
                     Op::Delete(j) => {
+                        model.remove(&Entity::Progress(JobId(j)));
                         if model.remove(&Entity::Job(JobId(j))).is_some() {
                             frame.push((Touch::Deleted(JobId(j)), 0));
                         }
@@ -345,13 +393,25 @@ mod tests {
                     Op::Flush => write(&mut frame, &mut disk, &mut ledger, &mut commits),
                     Op::Relocate => {
                         write(&mut frame, &mut disk, &mut ledger, &mut commits);
+                        // Like the writer: a job moves as one full record (its progress
+                        // included), whichever of its records held the old item.
+                        let mut moved = BTreeSet::new();
                         for entity in ledger.relocation(4) {
-                            let v = model[&entity];
-                            let touch = match entity {
-                                Entity::Job(j) => Touch::Job(j),
-                                Entity::Queue(q) => Touch::Queue(q),
-                            };
-                            frame.push((touch, v));
+                            match entity {
+                                Entity::Job(j) | Entity::Progress(j) => {
+                                    if moved.insert(j) {
+                                        // The moved record is the merged one: a new value.
+                                        value += 1;
+                                        model.insert(Entity::Job(j), value);
+                                        model.remove(&Entity::Progress(j));
+                                        frame.push((Touch::Job(j), value));
+                                    }
+                                }
+                                Entity::Queue(q) => {
+                                    let v = model[&Entity::Queue(q.clone())];
+                                    frame.push((Touch::Queue(q), v));
+                                }
+                            }
                         }
                         write(&mut frame, &mut disk, &mut ledger, &mut commits);
                     }

@@ -2,9 +2,10 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
 use fairq_journal::storage::Storage;
-use fairq_worker::{Clock, SystemClock};
+use fairq_worker::{Clock, Random, SystemClock, SystemRandom};
 
 /// When a change is on disk before the call that made it returns. Both modes make every
 /// acknowledged change survive a crash of the process or of the machine.
@@ -34,6 +35,8 @@ pub enum SyncMode {
 pub struct FileOptions {
     /// Where the store reads "now" (the system clock by default; a manual clock in tests).
     pub clock: Arc<dyn Clock>,
+    /// Where retry jitter comes from ([`SystemRandom`] by default; a fixed number in tests).
+    pub random: Arc<dyn Random>,
     /// When changes are made durable.
     pub sync: SyncMode,
     /// Size at which a journal segment file is sealed and a new one started (default 16 MiB).
@@ -43,15 +46,29 @@ pub struct FileOptions {
     /// [`fairq_journal::sim::SimDisk`] to simulate power loss and I/O failures. The folder's
     /// lock file is always on the real file system.
     pub storage: Option<Arc<dyn Storage>>,
+    /// When the folder is held by another process, open the store as a client of it through
+    /// the folder's socket (default `true`). Off: fail with
+    /// [`FileError::Locked`](crate::FileError::Locked).
+    pub share: bool,
+    /// Serve the store on the folder's socket while this process holds it, so that other
+    /// processes can use it (default `true`).
+    pub serve: bool,
+    /// How long opening waits for the process holding the folder to answer on its socket (it
+    /// may still be reading its journal) before giving up (default 10 s).
+    pub connect_timeout: Duration,
 }
 
 impl Default for FileOptions {
     fn default() -> Self {
         FileOptions {
             clock: Arc::new(SystemClock),
+            random: Arc::new(SystemRandom),
             sync: SyncMode::Group,
             segment_size: 16 << 20,
             storage: None,
+            share: true,
+            serve: true,
+            connect_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -63,6 +80,9 @@ impl fmt::Debug for FileOptions {
             .field("sync", &self.sync)
             .field("segment_size", &self.segment_size)
             .field("storage", &self.storage)
+            .field("share", &self.share)
+            .field("serve", &self.serve)
+            .field("connect_timeout", &self.connect_timeout)
             .finish()
     }
 }
@@ -77,6 +97,18 @@ impl FileOptions {
     /// ```
     pub fn clock(mut self, clock: impl Clock) -> Self {
         self.clock = Arc::new(clock);
+        self
+    }
+
+    /// Draws retry jitter from `random`.
+    ///
+    /// ```
+    /// use fairq_worker::FixedRandom;
+    /// let options = fairq_file::FileOptions::default().random(FixedRandom(7));
+    /// assert_eq!(options.random.next_u64(), 7);
+    /// ```
+    pub fn random(mut self, random: impl Random) -> Self {
+        self.random = Arc::new(random);
         self
     }
 
@@ -110,6 +142,39 @@ impl FileOptions {
     /// ```
     pub fn storage(mut self, storage: impl Storage + 'static) -> Self {
         self.storage = Some(Arc::new(storage));
+        self
+    }
+
+    /// Whether a folder held by another process is opened as its client (see
+    /// [`FileOptions::share`](Self::share)).
+    ///
+    /// ```
+    /// assert!(!fairq_file::FileOptions::default().share(false).share);
+    /// ```
+    pub fn share(mut self, share: bool) -> Self {
+        self.share = share;
+        self
+    }
+
+    /// Whether this process serves the folder to others while it holds it.
+    ///
+    /// ```
+    /// assert!(!fairq_file::FileOptions::default().serve(false).serve);
+    /// ```
+    pub fn serve(mut self, serve: bool) -> Self {
+        self.serve = serve;
+        self
+    }
+
+    /// How long opening waits for the folder's holder to answer.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let options = fairq_file::FileOptions::default().connect_timeout(Duration::from_secs(1));
+    /// assert_eq!(options.connect_timeout, Duration::from_secs(1));
+    /// ```
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
         self
     }
 }

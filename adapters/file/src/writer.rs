@@ -15,7 +15,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use fairq_core::job::Millis;
 use fairq_journal::{ItemId, JournaledQueue, Reader};
 use fairq_worker::memory::store::Store;
-use fairq_worker::{BackendError, Clock, JobId};
+use fairq_worker::{BackendError, Clock, JobId, Random};
 use tokio::sync::{Notify, oneshot};
 
 use crate::error::FileError;
@@ -72,12 +72,18 @@ struct Queued {
 struct Pending {
     batches: Vec<Queued>,
     stop: bool,
+    /// The writer is waiting for work: the next batch must wake it. While it is busy it
+    /// takes whatever queued meanwhile without being told, so a request costs no wake-up.
+    idle: bool,
+    /// The writer took batches and has not yet answered them all.
+    busy: bool,
 }
 
 /// What request handlers and the writer thread share.
 pub(crate) struct Shared {
     pub(crate) dir: PathBuf,
     pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) random: Arc<dyn Random>,
     pub(crate) state: Mutex<State>,
     pending: Mutex<Pending>,
     pending_cv: Condvar,
@@ -90,12 +96,14 @@ impl Shared {
     pub(crate) fn new(
         dir: PathBuf,
         clock: Arc<dyn Clock>,
+        random: Arc<dyn Random>,
         state: State,
         one_per_frame: bool,
     ) -> Self {
         Shared {
             dir,
             clock,
+            random,
             state: Mutex::new(state),
             pending: Mutex::new(Pending::default()),
             pending_cv: Condvar::new(),
@@ -110,16 +118,25 @@ impl Shared {
 
     /// Encodes the changed jobs (and the counters of their queues, where they changed) and
     /// queues them for the writer. Must be called with the state locked, right after the
-    /// change, so that batches queue in the order of the changes.
+    /// change, so that batches queue in the order of the changes. Jobs with ids above
+    /// `known` were created by the change and get their full record; the others only their
+    /// progress.
     pub(crate) fn submit(
         &self,
         st: &mut State,
         changed: BTreeSet<JobId>,
+        known: u64,
         want_ack: bool,
     ) -> Result<Option<Ack>, FileError> {
-        match encode_changes(st, changed) {
-            Ok(batch) if batch.is_empty() => Ok(None),
+        match encode_changes(st, changed, known) {
             Ok(batch) => {
+                let mut pending = lock(&self.pending);
+                // A change that wrote nothing still answers only once everything queued before
+                // it is durable: what it read (an enqueue's existing unique job, say) may be.
+                if batch.is_empty() && (!want_ack || (pending.batches.is_empty() && !pending.busy))
+                {
+                    return Ok(None);
+                }
                 let (tx, rx) = if want_ack {
                     let (tx, rx) = oneshot::channel();
                     (Some(tx), Some(rx))
@@ -127,13 +144,15 @@ impl Shared {
                     (None, None)
                 };
                 let next_id = st.store.next_id();
-                let mut pending = lock(&self.pending);
                 pending.batches.push(Queued {
                     batch,
                     next_id,
                     ack: tx,
                 });
-                self.pending_cv.notify_one();
+                if pending.idle {
+                    pending.idle = false;
+                    self.pending_cv.notify_one();
+                }
                 Ok(rx)
             }
             Err(e) => {
@@ -189,15 +208,23 @@ pub(crate) async fn acknowledged(ack: Option<Ack>) -> Result<(), BackendError> {
     }
 }
 
-fn encode_changes(st: &mut State, changed: BTreeSet<JobId>) -> Result<Batch, postcard::Error> {
+fn encode_changes(
+    st: &mut State,
+    changed: BTreeSet<JobId>,
+    known: u64,
+) -> Result<Batch, postcard::Error> {
     let mut batch = Batch::default();
-    let mut queues = BTreeSet::new();
+    let mut queues: Vec<String> = Vec::new();
     for id in changed {
         match st.store.record(id) {
             Some(record) => {
-                batch.job(id, record)?;
-                if !queues.contains(record.queue()) {
-                    queues.insert(record.queue().to_string());
+                if id.0 > known {
+                    batch.job(id, record)?;
+                } else {
+                    batch.progress(id, record)?;
+                }
+                if !queues.iter().any(|q| q == record.queue()) {
+                    queues.push(record.queue().to_string());
                 }
             }
             None => batch.deleted(id)?,
@@ -265,12 +292,16 @@ impl Writer {
     fn take(&self) -> (Vec<Queued>, bool) {
         let mut pending = lock(&self.shared.pending);
         while pending.batches.is_empty() && !pending.stop {
+            pending.idle = true;
+            pending.busy = false;
             pending = self
                 .shared
                 .pending_cv
                 .wait(pending)
                 .unwrap_or_else(|p| p.into_inner());
         }
+        pending.idle = false;
+        pending.busy = !pending.batches.is_empty();
         (std::mem::take(&mut pending.batches), pending.stop)
     }
 
@@ -295,6 +326,8 @@ impl Writer {
     fn write_frame(&mut self, frame: Vec<Queued>) {
         let result = match &self.failed {
             Some(reason) => Err(reason.clone()),
+            // Only requests waiting for what was written before them: nothing to write.
+            None if frame.iter().all(|q| q.batch.is_empty()) => Ok(()),
             None => {
                 let next_id = frame.iter().map(|q| q.next_id).max().unwrap_or(0);
                 let mut bytes = frame_header(next_id);
@@ -352,13 +385,19 @@ impl Writer {
         let st = lock(&self.shared.state);
         let mut batch = Batch::default();
         let mut encoded = Ok(());
+        let mut moved = BTreeSet::new();
         for entity in entities {
             encoded = match &entity {
-                // A job deleted meanwhile has its tombstone queued already.
-                Entity::Job(id) => match st.store.record(*id) {
-                    Some(record) => batch.job(*id, record),
-                    None => Ok(()),
-                },
+                // A job moves as one full record (its progress included), whichever of its
+                // records held the old item. A job deleted meanwhile has its tombstone queued
+                // already.
+                Entity::Job(id) | Entity::Progress(id) if moved.insert(*id) => {
+                    match st.store.record(*id) {
+                        Some(record) => batch.job(*id, record),
+                        None => Ok(()),
+                    }
+                }
+                Entity::Job(_) | Entity::Progress(_) => Ok(()),
                 Entity::Queue(name) => match st.totals.get(name) {
                     Some(totals) => batch.queue(name, totals),
                     None => Ok(()),

@@ -8,7 +8,7 @@ use std::time::Duration;
 use common::{START, open, runtime, segments};
 use fairq_journal::{JournalConfig, JournaledQueue};
 use fairq_worker::conformance::PATIENCE;
-use fairq_worker::{Backend, Failure, ManualClock, NewJob, RetryTarget};
+use fairq_worker::{Backend, Failure, ManualClock, NewJob, ReviveTarget};
 
 /// Items the store's journal reader has not committed yet.
 fn uncommitted_items(dir: &std::path::Path) -> usize {
@@ -101,16 +101,13 @@ fn waiting_workers_wake_on_enqueue_and_on_retry() {
             .await
             .unwrap()
             .remove(0);
-        store
-            .fail(job.claim, Failure::retryable("x"))
-            .await
-            .unwrap();
+        store.fail(&job, Failure::retryable("x")).await.unwrap();
         let waiter = {
             let store = store.clone();
             tokio::spawn(async move { store.wait_for_jobs("w", Duration::from_secs(3600)).await })
         };
         tokio::task::yield_now().await;
-        assert_eq!(store.retry(RetryTarget::One(id)).await.unwrap(), 1);
+        assert_eq!(store.revive(ReviveTarget::One(id)).await.unwrap(), 1);
         tokio::time::timeout(PATIENCE, waiter)
             .await
             .expect("the retry woke the waiter")

@@ -24,3 +24,25 @@ impl Harness for FileHarness {
 }
 
 fairq_worker::conformance_tests!(FileHarness);
+
+/// Checks of calls not every store offers yet.
+mod optional {
+    use super::FileHarness;
+    use fairq_worker::conformance::{checks, run};
+
+    #[test]
+    fn release_hands_back_without_an_attempt() {
+        run(FileHarness, |store, clock| {
+            Box::pin(checks::release_hands_back_without_an_attempt(store, clock))
+        });
+    }
+
+    #[test]
+    fn hold_retries_holds_back_due_retries_only() {
+        run(FileHarness, |store, clock| {
+            Box::pin(checks::hold_retries_holds_back_due_retries_only(
+                store, clock,
+            ))
+        });
+    }
+}

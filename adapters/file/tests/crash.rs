@@ -160,10 +160,13 @@ fn kill_nine_mid_job_loses_nothing() {
     for round in 0..ROUNDS {
         let mut worker = spawn(dir.path(), false);
         wait_opened(dir.path(), round);
-        // While the worker runs, nobody else may open its folder.
-        match FileBackend::open(dir.path().join("store"), FileOptions::default()) {
+        // While the worker runs, nobody else may own its folder.
+        match FileBackend::open(
+            dir.path().join("store"),
+            FileOptions::default().share(false),
+        ) {
             Err(FileError::Locked { .. }) => {}
-            other => panic!("a second process opened a held store: {other:?}"),
+            other => panic!("a second process took a held store: {other:?}"),
         }
         // Kill at a random moment: some rounds early, some deep into the work.
         std::thread::sleep(Duration::from_millis(20 + random(400)));

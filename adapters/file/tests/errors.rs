@@ -5,7 +5,7 @@ mod common;
 use std::io::{Read, Seek, SeekFrom, Write};
 
 use common::{START, open, runtime, segments};
-use fairq_file::{FileBackend, FileError, FileOptions};
+use fairq_file::{FileBackend, FileError, FileOptions, Role};
 use fairq_journal::{JournalConfig, JournaledQueue};
 use fairq_worker::{Backend, ManualClock, NewJob};
 
@@ -32,16 +32,37 @@ fn a_missing_folder_is_created() {
 }
 
 #[test]
-fn one_open_store_per_folder() {
+fn one_owner_per_folder() {
     let dir = tempfile::tempdir().unwrap();
     let store = FileBackend::open(dir.path(), FileOptions::default()).unwrap();
-    let err = FileBackend::open(dir.path(), FileOptions::default()).unwrap_err();
+    assert_eq!(store.role(), Role::Owner);
+    // Without sharing, a held folder is refused.
+    let err = FileBackend::open(dir.path(), FileOptions::default().share(false)).unwrap_err();
     assert!(matches!(err, FileError::Locked { .. }), "{err:?}");
     assert!(err.to_string().contains("in use"));
+    // With sharing (the default) a second open is a client of the first.
+    let client = FileBackend::open(dir.path(), FileOptions::default()).unwrap();
+    assert_eq!(client.role(), Role::Client);
+    // A holder that does not serve the folder cannot be reached: opening says so.
+    drop(client);
+    store.close().unwrap();
+    let quiet = FileBackend::open(dir.path(), FileOptions::default().serve(false)).unwrap();
+    let err = FileBackend::open(
+        dir.path(),
+        FileOptions::default().connect_timeout(std::time::Duration::from_millis(50)),
+    )
+    .unwrap_err();
+    assert!(matches!(err, FileError::Locked { .. }), "{err:?}");
+    assert!(
+        err.to_string().contains("does not serve the store"),
+        "{err}"
+    );
+    drop(quiet);
     // Closing releases the folder even while clones of the handle live on.
+    let store = FileBackend::open(dir.path(), FileOptions::default()).unwrap();
     let clone = store.clone();
     store.close().unwrap();
-    let again = FileBackend::open(dir.path(), FileOptions::default()).unwrap();
+    let again = FileBackend::open(dir.path(), FileOptions::default().share(false)).unwrap();
     runtime().block_on(async {
         let err = clone
             .enqueue(NewJob::new("q", "k", vec![]))
@@ -140,7 +161,7 @@ fn a_newer_format_is_refused() {
             err,
             FileError::UnsupportedVersion {
                 found: 7,
-                supported: 1,
+                supported: 2,
                 ..
             }
         ),

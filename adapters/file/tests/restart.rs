@@ -9,7 +9,7 @@ use fairq_core::job::State;
 use fairq_core::retry::RetryPolicy;
 use fairq_worker::{
     Backend, Failure, JobId, JobStatus, ListFilter, ManualClock, MemoryBackend, NewJob, OnConflict,
-    Purge, RetryTarget,
+    Purge, ReviveTarget,
 };
 
 fn job(queue: &str) -> NewJob {
@@ -51,11 +51,11 @@ fn every_state_and_the_counters_survive_a_reopen() {
         store.complete(jobs[0].claim).await.unwrap();
         clock.advance(Duration::from_millis(60));
         store
-            .fail(jobs[1].claim, Failure::retryable("smtp down"))
+            .fail(&jobs[1], Failure::retryable("smtp down"))
             .await
             .unwrap();
         store
-            .fail(jobs[2].claim, Failure::retryable("bad"))
+            .fail(&jobs[2], Failure::retryable("bad"))
             .await
             .unwrap();
         let before_jobs = all_jobs(&store).await;
@@ -240,17 +240,11 @@ fn operator_calls_survive_a_reopen() {
         let jobs = store.claim("o", 4, LEASE).await.unwrap();
         store.complete(jobs[0].claim).await.unwrap();
         store.complete(jobs[1].claim).await.unwrap();
-        store
-            .fail(jobs[2].claim, Failure::permanent("x"))
-            .await
-            .unwrap();
-        store
-            .fail(jobs[3].claim, Failure::permanent("y"))
-            .await
-            .unwrap();
+        store.fail(&jobs[2], Failure::permanent("x")).await.unwrap();
+        store.fail(&jobs[3], Failure::permanent("y")).await.unwrap();
         assert_eq!(
             store
-                .retry(RetryTarget::One(jobs[2].claim.id))
+                .revive(ReviveTarget::One(jobs[2].claim.id))
                 .await
                 .unwrap(),
             1

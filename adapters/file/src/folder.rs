@@ -1,4 +1,4 @@
-//! The folder lock: one process owns a store folder at a time.
+//! The store folder: creating it, and its lock (one process owns a store folder at a time).
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -11,6 +11,9 @@ use crate::error::FileError;
 /// Name of the lock file inside a store folder.
 pub(crate) const LOCK_FILE: &str = "fairq.lock";
 
+/// Name of the socket the owning process serves the store on, inside the store folder.
+pub(crate) const SOCKET_FILE: &str = "fairq.sock";
+
 /// An exclusive advisory lock on a store folder, released when dropped (or when the process
 /// dies, since the operating system drops it with the file descriptor).
 #[derive(Debug)]
@@ -19,8 +22,8 @@ pub(crate) struct FolderLock {
 }
 
 impl FolderLock {
-    /// Takes the lock of `dir` without waiting.
-    pub(crate) fn acquire(dir: &Path) -> Result<FolderLock, FileError> {
+    /// Takes the lock of `dir` without waiting; `None` when another holder has it.
+    pub(crate) fn try_acquire(dir: &Path) -> Result<Option<FolderLock>, FileError> {
         let path = dir.join(LOCK_FILE);
         let file = OpenOptions::new()
             .read(true)
@@ -30,10 +33,8 @@ impl FolderLock {
             .open(&path)
             .map_err(|e| FileError::io(&path, e))?;
         match fs4::FileExt::try_lock(&file) {
-            Ok(()) => Ok(FolderLock { _file: file }),
-            Err(TryLockError::WouldBlock) => Err(FileError::Locked {
-                path: dir.to_path_buf(),
-            }),
+            Ok(()) => Ok(Some(FolderLock { _file: file })),
+            Err(TryLockError::WouldBlock) => Ok(None),
             Err(TryLockError::Error(e)) => Err(FileError::io(&path, e)),
         }
     }

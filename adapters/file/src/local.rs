@@ -1,0 +1,484 @@
+//! The store held by this process: the in-memory state machine, its journal writer and the
+//! folder's lock, with every [`Backend`] call.
+
+use std::collections::BTreeSet;
+use std::future::Future;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use fairq_core::job::Millis;
+use fairq_journal::{JournalConfig, JournaledQueue, SyncPolicy};
+use fairq_worker::memory::store::Store;
+use fairq_worker::{
+    Backend, BackendError, Claim, Each, Finished, Job, JobId, JobInfo, ListFilter, NewJob, Purge,
+    QueueStats, Random, ReviveTarget, Settled, SettledAndClaimed, StatusCounts,
+};
+
+use crate::error::FileError;
+use crate::folder::FolderLock;
+use crate::options::{FileOptions, SyncMode};
+use crate::replay::{Replayed, replay};
+use crate::totals::QueueTotals;
+use crate::writer::{Shared, State, Writer, acknowledged, lock};
+
+/// Name of the journal inside a store folder.
+pub(crate) const JOURNAL_NAME: &str = "jobs";
+/// Name of the journal reader that tracks which records are still needed.
+pub(crate) const READER_NAME: &str = "state";
+/// Largest journal item: one frame.
+const MAX_ITEM_SIZE: usize = 1 << 30;
+/// Largest total payload and metadata of one enqueue call.
+const MAX_ENQUEUE_BYTES: usize = 256 << 20;
+
+struct Inner {
+    shared: Arc<Shared>,
+    writer: Mutex<Option<JoinHandle<Result<(), FileError>>>>,
+    /// Released once the writer has closed the journal.
+    folder_lock: Mutex<Option<FolderLock>>,
+}
+
+impl Inner {
+    fn shutdown(&self) -> Result<(), FileError> {
+        lock(&self.shared.state).closed = true;
+        self.shared.stop();
+        self.shared.wake_all();
+        let handle = lock(&self.writer).take();
+        let result = match handle {
+            Some(handle) => handle.join().unwrap_or_else(|_| {
+                Err(FileError::Poisoned {
+                    reason: "the journal writer thread panicked".into(),
+                })
+            }),
+            None => Ok(()),
+        };
+        drop(lock(&self.folder_lock).take());
+        result
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if let Err(e) = self.shutdown() {
+            tracing::error!(dir = %self.shared.dir.display(), error = %e, "closing the file store failed");
+        }
+    }
+}
+
+/// The store of a folder this process holds. Clones share it; it closes when the last
+/// clone is dropped or on [`Local::shutdown`].
+#[derive(Clone)]
+pub(crate) struct Local {
+    inner: Arc<Inner>,
+}
+
+impl Local {
+    /// Opens the store in `dir`, whose lock the caller holds, and replays its journal: every
+    /// job, its state and the queues' counters come back as they were after the last
+    /// acknowledged change. Jobs that were running belonged to the process that held the
+    /// folder before, which is gone: their leases are expired at once and they are rescued
+    /// like any expired lease.
+    pub(crate) fn open(
+        dir: &Path,
+        folder_lock: FolderLock,
+        options: &FileOptions,
+    ) -> Result<Local, FileError> {
+        let dir = dir.to_path_buf();
+        let config = JournalConfig {
+            segment_size: options.segment_size.max(64 << 10),
+            sync: match options.sync {
+                SyncMode::Group => SyncPolicy::Group,
+                SyncMode::Always => SyncPolicy::Always,
+            },
+            max_item_size: MAX_ITEM_SIZE,
+            ..JournalConfig::default()
+        };
+        let config = match &options.storage {
+            Some(storage) => JournalConfig {
+                storage: storage.clone(),
+                ..config
+            },
+            None => config,
+        };
+        let journal = JournaledQueue::open(&dir, JOURNAL_NAME, config)?;
+        let reader = journal.reader(READER_NAME)?;
+        let now = options.clock.now();
+
+        let Replayed {
+            mut records,
+            totals,
+            next_id,
+            ledger,
+        } = replay(&dir, &reader)?;
+
+        // Leases of the process that held the folder before are void.
+        for record in records.values_mut() {
+            record.expire_lease(now);
+        }
+        let queues: BTreeSet<String> = records.values().map(|r| r.queue().to_string()).collect();
+        let mut store = Store::restore(records, next_id, now);
+        for (name, queue) in &totals {
+            store.set_retry_stats(name, queue.retries);
+        }
+        store.track_changes();
+        let known = store.next_id();
+        let random = options.random.clone();
+        for queue in &queues {
+            store.rescue(queue, now, &mut || random.next_u64());
+        }
+        let changed = store.take_changed();
+        store.take_woken();
+        tracing::debug!(dir = %dir.display(), jobs = store.len(), pending_items = ledger.pending(), "file store replayed");
+
+        let state = State {
+            store,
+            totals,
+            hist_dirty: BTreeSet::new(),
+            poisoned: None,
+            closed: false,
+        };
+        let shared = Arc::new(Shared::new(
+            dir.clone(),
+            options.clock.clone(),
+            options.random.clone(),
+            state,
+            options.sync == SyncMode::Always,
+        ));
+        let mut writer = Writer::new(shared.clone(), journal, reader, ledger);
+        writer.commit();
+        {
+            let mut st = lock(&shared.state);
+            shared.submit(&mut st, changed, known, false)?;
+        }
+        let handle = std::thread::Builder::new()
+            .name("fairq-file-writer".into())
+            .spawn(move || writer.run())
+            .map_err(|e| FileError::io(&dir, e))?;
+        Ok(Local {
+            inner: Arc::new(Inner {
+                shared,
+                writer: Mutex::new(Some(handle)),
+                folder_lock: Mutex::new(Some(folder_lock)),
+            }),
+        })
+    }
+
+    /// Writes what is queued, closes the journal (saving the reader's checkpoint so the next
+    /// open replays little) and releases the folder's lock. Later calls fail with
+    /// [`FileError::Closed`].
+    pub(crate) fn shutdown(&self) -> Result<(), FileError> {
+        self.inner.shutdown()
+    }
+
+    pub(crate) fn dir(&self) -> &Path {
+        &self.inner.shared.dir
+    }
+
+    pub(crate) fn now(&self) -> Millis {
+        self.inner.shared.now()
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        lock(&self.inner.shared.state).store.len()
+    }
+
+    pub(crate) fn counts(&self, queue: &str) -> StatusCounts {
+        lock(&self.inner.shared.state).store.counts(queue)
+    }
+
+    pub(crate) fn wake_all(&self) {
+        self.inner.shared.wake_all();
+    }
+
+    /// A claim that answers only once it is durable: for claims made through the folder's
+    /// socket by another process, whose leases outlive this one (see the crate docs).
+    pub(crate) async fn claim_durable(
+        &self,
+        queue: &str,
+        max: usize,
+        lease: Duration,
+    ) -> Result<Vec<Job>, BackendError> {
+        self.change(Persist::Durable, |st, now, _| {
+            Ok(st.store.claim(queue, max, lease, now))
+        })
+        .await
+    }
+
+    /// Applies a change at the clock's current time and queues its records for the journal;
+    /// waits until they are durable if `persist` says so.
+    async fn change<R>(
+        &self,
+        persist: Persist,
+        f: impl FnOnce(&mut State, Millis, &dyn Random) -> Result<R, BackendError>,
+    ) -> Result<R, BackendError> {
+        let shared = &self.inner.shared;
+        let (result, ack, woken) = {
+            let mut st = lock(&shared.state);
+            st.usable()?;
+            let now = shared.now();
+            let known = st.store.next_id();
+            let result = f(&mut st, now, shared.random.as_ref());
+            let changed = st.store.take_changed();
+            let woken = st.store.take_woken();
+            let ack = match persist {
+                Persist::Durable => shared.submit(&mut st, changed, known, true)?,
+                Persist::Queued => shared.submit(&mut st, changed, known, false)?,
+                Persist::Memory => None,
+            };
+            (result, ack, woken)
+        };
+        shared.wake(woken);
+        acknowledged(ack).await?;
+        result
+    }
+
+    fn read<R>(&self, f: impl FnOnce(&State) -> R) -> Result<R, BackendError> {
+        let st = lock(&self.inner.shared.state);
+        st.usable()?;
+        Ok(f(&st))
+    }
+}
+
+fn check_size(jobs: &[NewJob]) -> Result<(), BackendError> {
+    let bytes: usize = jobs
+        .iter()
+        .map(|j| {
+            j.payload.len()
+                + j.metadata
+                    .iter()
+                    .map(|(k, v)| k.len() + v.len())
+                    .sum::<usize>()
+        })
+        .sum();
+    if bytes > MAX_ENQUEUE_BYTES {
+        return Err(BackendError::Invalid(format!(
+            "{bytes} bytes of payload and metadata in one call; the file store takes at most {MAX_ENQUEUE_BYTES}"
+        )));
+    }
+    Ok(())
+}
+
+/// How far a change is written before its call returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Persist {
+    /// Written and synced: the call returns once the change survives a crash.
+    Durable,
+    /// Queued for the journal, which writes it with the next frame; the call does not wait.
+    /// For claims only: see "Claims do not wait" in the crate documentation.
+    Queued,
+    /// Not written at all (lease extensions).
+    Memory,
+}
+
+/// Settles `batch` on the state, counting each settled attempt's run time in its queue's
+/// totals.
+fn settle_in(
+    st: &mut State,
+    batch: Vec<Finished>,
+    now: Millis,
+    random: &dyn Random,
+) -> Each<Settled> {
+    let started: Vec<(JobId, Option<Millis>)> = batch
+        .iter()
+        .map(|f| {
+            (
+                f.claim.id,
+                st.store.record(f.claim.id).map(|r| r.claimed_at()),
+            )
+        })
+        .collect();
+    let answers = st.store.settle(batch, now, &mut || random.next_u64());
+    for ((id, claimed_at), answer) in started.into_iter().zip(&answers) {
+        let (Some(claimed_at), true) = (claimed_at, answer.is_ok()) else {
+            continue;
+        };
+        let Some(queue) = st.store.record(id).map(|r| r.queue()) else {
+            continue;
+        };
+        let elapsed = now.saturating_sub(claimed_at);
+        match st.totals.get_mut(queue) {
+            Some(totals) => totals.record(elapsed),
+            None => st
+                .totals
+                .entry(queue.to_string())
+                .or_default()
+                .record(elapsed),
+        }
+        if !st.hist_dirty.contains(queue) {
+            st.hist_dirty.insert(queue.to_string());
+        }
+    }
+    answers
+}
+
+impl Backend for Local {
+    async fn enqueue(&self, job: NewJob) -> Result<JobId, BackendError> {
+        let ids = self.enqueue_many(vec![job]).await?;
+        ids.into_iter()
+            .next()
+            .ok_or_else(|| BackendError::Invalid("nothing enqueued".into()))
+    }
+
+    async fn enqueue_many(&self, jobs: Vec<NewJob>) -> Result<Vec<JobId>, BackendError> {
+        check_size(&jobs)?;
+        self.change(Persist::Durable, |st, now, _| {
+            st.store.enqueue_many(jobs, now)
+        })
+        .await
+    }
+
+    /// Claims without waiting for the disk: the claim is written with the next frame, and a
+    /// crash before that hands the job out again as if it had never been claimed (see the
+    /// crate documentation).
+    async fn claim(
+        &self,
+        queue: &str,
+        max: usize,
+        lease: Duration,
+    ) -> Result<Vec<Job>, BackendError> {
+        self.change(Persist::Queued, |st, now, _| {
+            Ok(st.store.claim(queue, max, lease, now))
+        })
+        .await
+    }
+
+    /// Settles the whole batch in one change: its records share one journal frame and one
+    /// sync.
+    async fn settle(&self, batch: Vec<Finished>) -> Result<Each<Settled>, BackendError> {
+        self.change(Persist::Durable, |st, now, random| {
+            Ok(settle_in(st, batch, now, random))
+        })
+        .await
+    }
+
+    /// Settles `batch` and claims the next jobs under one lock, in one journal frame: the
+    /// call returns once the settlement (and the claim with it) is durable.
+    async fn settle_and_claim(
+        &self,
+        batch: Vec<Finished>,
+        queue: &str,
+        max: usize,
+        lease: Duration,
+    ) -> Result<SettledAndClaimed, BackendError> {
+        self.change(Persist::Durable, |st, now, random| {
+            let settled = settle_in(st, batch, now, random);
+            let claimed = Ok(st.store.claim(queue, max, lease, now));
+            Ok(SettledAndClaimed { settled, claimed })
+        })
+        .await
+    }
+
+    async fn release(&self, claims: Vec<Claim>) -> Result<Each<()>, BackendError> {
+        self.change(Persist::Durable, |st, now, _| {
+            Ok(st.store.release(claims, now))
+        })
+        .await
+    }
+
+    /// Extends a lease in memory only: leases do not outlive the process (a reopened store
+    /// rescues every job that was running), so a deadline is not worth a disk write.
+    async fn heartbeat(&self, claim: Claim, lease: Duration) -> Result<Millis, BackendError> {
+        self.change(Persist::Memory, |st, now, _| {
+            st.store.heartbeat(claim, lease, now)
+        })
+        .await
+    }
+
+    /// Extends every lease under one lock, in memory only (see [`heartbeat`](Self::heartbeat)).
+    async fn heartbeat_many(
+        &self,
+        claims: Vec<Claim>,
+        lease: Duration,
+    ) -> Result<Each<Millis>, BackendError> {
+        self.change(Persist::Memory, |st, now, _| {
+            Ok(claims
+                .into_iter()
+                .map(|claim| st.store.heartbeat(claim, lease, now))
+                .collect())
+        })
+        .await
+    }
+
+    async fn rescue(&self, queue: &str) -> Result<u64, BackendError> {
+        self.change(Persist::Durable, |st, now, random| {
+            Ok(st.store.rescue(queue, now, &mut || random.next_u64()))
+        })
+        .await
+    }
+
+    async fn hold_retries(&self, queue: &str, until: Millis) -> Result<u64, BackendError> {
+        self.change(Persist::Durable, |st, now, _| {
+            Ok(st.store.hold_retries(queue, until, now))
+        })
+        .await
+    }
+
+    fn wait_for_jobs(&self, queue: &str, timeout: Duration) -> impl Future<Output = ()> + Send {
+        let this = self.clone();
+        let notify = self.inner.shared.waker(queue);
+        let queue = queue.to_string();
+        async move {
+            let notified = notify.notified();
+            tokio::pin!(notified);
+            // Register before looking, so a change in between is not missed.
+            notified.as_mut().enable();
+            let now = this.now();
+            let due = {
+                let st = lock(&this.inner.shared.state);
+                if st.usable().is_err() {
+                    return;
+                }
+                st.store.due(&queue, now)
+            };
+            let wait = match due {
+                Ok(()) => return,
+                Err(Some(at)) => timeout.min(Duration::from_millis(at.saturating_sub(now))),
+                Err(None) => timeout,
+            };
+            tokio::select! {
+                _ = notified => {}
+                _ = tokio::time::sleep(wait) => {}
+            }
+        }
+    }
+
+    async fn stats(&self) -> Result<Vec<QueueStats>, BackendError> {
+        self.read(|st| {
+            let mut stats = st.store.stats();
+            for queue in &mut stats {
+                queue.processing_ms = st
+                    .totals
+                    .get(&queue.queue)
+                    .map(QueueTotals::summary)
+                    .unwrap_or_default();
+            }
+            stats
+        })
+    }
+
+    async fn list(&self, filter: ListFilter) -> Result<Vec<JobInfo>, BackendError> {
+        self.read(|st| st.store.list(&filter))
+    }
+
+    async fn get(&self, id: JobId) -> Result<Option<JobInfo>, BackendError> {
+        self.read(|st| st.store.get(id))
+    }
+
+    async fn revive(&self, target: ReviveTarget) -> Result<u64, BackendError> {
+        self.change(Persist::Durable, |st, now, _| st.store.revive(target, now))
+            .await
+    }
+
+    async fn purge(&self, purge: Purge) -> Result<u64, BackendError> {
+        self.change(Persist::Durable, |st, _, _| Ok(st.store.purge(&purge)))
+            .await
+    }
+
+    async fn prune(&self, older_than: Duration) -> Result<u64, BackendError> {
+        self.change(Persist::Durable, |st, now, _| {
+            Ok(st.store.prune(older_than, now))
+        })
+        .await
+    }
+}

@@ -1,0 +1,511 @@
+//! A process that opened a store folder held by another process: every call goes to the
+//! owner over the folder's socket.
+//!
+//! One connection carries every call of this handle (and its clones): a thread with its own
+//! small runtime writes the requests and reads the answers, which find their callers by
+//! request id, so the handle works under any runtime (or none, for the blocking accessors).
+//! When the owner goes away, calls in flight fail with [`BackendError::Unavailable`] (they
+//! may or may not have taken effect) and the next call connects again, to whichever process
+//! serves the folder by then.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use fairq_core::job::Millis;
+use fairq_worker::{
+    Backend, BackendError, Claim, Clock, Each, Finished, Job, JobId, JobInfo, ListFilter, NewJob,
+    Purge, QueueStats, ReviveTarget, Settled, SettledAndClaimed, StatusCounts,
+};
+use tokio::net::UnixStream;
+use tokio::sync::{mpsc, oneshot};
+
+use super::address::{Address, socket_path};
+use super::wire::{
+    Answer, Call, PROTOCOL, Request, Response, WireError, each_from_wire, encode, read, write,
+};
+use crate::error::FileError;
+use crate::writer::lock;
+
+/// How long the handshake with the owner may take.
+const HANDSHAKE: Duration = Duration::from_secs(10);
+/// How long a blocking accessor waits for its answer.
+const BLOCKING_WAIT: Duration = Duration::from_secs(30);
+
+/// Where an answer goes.
+enum Reply {
+    Async(oneshot::Sender<Result<Answer, WireError>>),
+    Blocking(std::sync::mpsc::Sender<Result<Answer, WireError>>),
+}
+
+impl Reply {
+    fn send(self, answer: Result<Answer, WireError>) {
+        // The caller may have given up waiting; nothing to tell then.
+        match self {
+            Reply::Async(tx) => {
+                let _ = tx.send(answer);
+            }
+            Reply::Blocking(tx) => {
+                let _ = tx.send(answer);
+            }
+        }
+    }
+}
+
+struct Outgoing {
+    call: Call,
+    reply: Reply,
+}
+
+/// Why no connection could be made.
+pub(crate) enum ConnectFailure {
+    /// Nobody serves the socket (it is missing, or left by a process that died).
+    NotServed(String),
+    /// Something else went wrong.
+    Failed(FileError),
+}
+
+/// One connection to the owner and the thread that runs it.
+struct Connection {
+    calls: mpsc::UnboundedSender<Outgoing>,
+    lost: Arc<AtomicBool>,
+    /// Dropped to end the connection's thread.
+    _stop: oneshot::Sender<()>,
+}
+
+impl Connection {
+    fn open(dir: &Path) -> Result<Connection, ConnectFailure> {
+        let path = socket_path(dir);
+        let stream = match Address::of(dir).map_err(ConnectFailure::Failed)?.connect() {
+            Ok(stream) => stream,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused
+                ) =>
+            {
+                return Err(ConnectFailure::NotServed(format!(
+                    "{}: {e}",
+                    path.display()
+                )));
+            }
+            Err(e) => return Err(ConnectFailure::Failed(FileError::io(&path, e))),
+        };
+        stream
+            .set_nonblocking(true)
+            .map_err(|e| ConnectFailure::Failed(FileError::io(&path, e)))?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| ConnectFailure::Failed(FileError::io(&path, e)))?;
+        let (calls, outgoing) = mpsc::unbounded_channel();
+        let (stop, stopped) = oneshot::channel();
+        let lost = Arc::new(AtomicBool::new(false));
+        let (ready, handshake) = std::sync::mpsc::channel();
+        let thread_lost = lost.clone();
+        std::thread::Builder::new()
+            .name("fairq-file-client".into())
+            .spawn(move || {
+                runtime.block_on(run(stream, outgoing, stopped, ready));
+                thread_lost.store(true, Ordering::Release);
+            })
+            .map_err(|e| ConnectFailure::Failed(FileError::io(&path, e)))?;
+        match handshake.recv_timeout(HANDSHAKE) {
+            Ok(Ok(())) => Ok(Connection {
+                calls,
+                lost,
+                _stop: stop,
+            }),
+            Ok(Err(reason)) => Err(ConnectFailure::Failed(FileError::Protocol { path, reason })),
+            Err(_) => Err(ConnectFailure::NotServed(format!(
+                "{}: no answer to the handshake",
+                path.display()
+            ))),
+        }
+    }
+}
+
+/// The connection's thread: the handshake, then requests out and answers in until either
+/// side stops.
+async fn run(
+    stream: std::os::unix::net::UnixStream,
+    mut outgoing: mpsc::UnboundedReceiver<Outgoing>,
+    stopped: oneshot::Receiver<()>,
+    ready: std::sync::mpsc::Sender<Result<(), String>>,
+) {
+    let stream = match UnixStream::from_std(stream) {
+        Ok(stream) => stream,
+        Err(e) => {
+            let _ = ready.send(Err(e.to_string()));
+            return;
+        }
+    };
+    let (mut from, mut to) = stream.into_split();
+    let hello = Request {
+        id: 0,
+        call: Call::Hello { protocol: PROTOCOL },
+    };
+    let greeted = async {
+        let bytes = encode(&hello).map_err(|e| e.to_string())?;
+        write(&mut to, &bytes).await.map_err(|e| e.to_string())?;
+        match read::<Response>(&mut from).await.map_err(|e| e.to_string())? {
+            Response {
+                id: 0,
+                answer: Ok(Answer::Hello { protocol }),
+            } if protocol == PROTOCOL => Ok(()),
+            Response {
+                answer: Ok(Answer::Hello { protocol }),
+                ..
+            } => Err(format!(
+                "the owner speaks protocol {protocol}, this build {PROTOCOL}; use the same fairq version for both"
+            )),
+            other => Err(format!("unexpected handshake answer {other:?}")),
+        }
+    }
+    .await;
+    let failed = greeted.is_err();
+    let _ = ready.send(greeted);
+    if failed {
+        return;
+    }
+    let waiting: Arc<Mutex<HashMap<u64, Reply>>> = Arc::default();
+    let sender = {
+        let waiting = waiting.clone();
+        async move {
+            let mut next = 0u64;
+            while let Some(Outgoing { call, reply }) = outgoing.recv().await {
+                next += 1;
+                let bytes = match encode(&Request { id: next, call }) {
+                    Ok(bytes) => bytes,
+                    Err(e) => {
+                        reply.send(Err(WireError::Invalid(format!(
+                            "cannot encode the call: {e}"
+                        ))));
+                        continue;
+                    }
+                };
+                lock(&waiting).insert(next, reply);
+                if write(&mut to, &bytes).await.is_err() {
+                    break;
+                }
+            }
+        }
+    };
+    let receiver = {
+        let waiting = waiting.clone();
+        async move {
+            while let Ok(Response { id, answer }) = read::<Response>(&mut from).await {
+                if let Some(reply) = lock(&waiting).remove(&id) {
+                    reply.send(answer);
+                }
+            }
+        }
+    };
+    tokio::select! {
+        _ = sender => {}
+        _ = receiver => {}
+        _ = stopped => {}
+    }
+    // Calls still waiting never get an answer: their senders are dropped here.
+    lock(&waiting).clear();
+}
+
+/// The client side of a shared store folder.
+pub(crate) struct Client {
+    dir: PathBuf,
+    clock: Arc<dyn Clock>,
+    connection: Mutex<Option<Arc<Connection>>>,
+    closed: AtomicBool,
+}
+
+impl Client {
+    /// Connects to the process serving `dir`.
+    pub(crate) fn connect(dir: &Path, clock: Arc<dyn Clock>) -> Result<Client, ConnectFailure> {
+        let connection = Connection::open(dir)?;
+        Ok(Client {
+            dir: dir.to_path_buf(),
+            clock,
+            connection: Mutex::new(Some(Arc::new(connection))),
+            closed: AtomicBool::new(false),
+        })
+    }
+
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub(crate) fn now(&self) -> Millis {
+        self.clock.now()
+    }
+
+    /// Ends the connection; later calls fail with [`FileError::Closed`].
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        lock(&self.connection).take();
+    }
+
+    /// The live connection, made again if the last one was lost.
+    fn connection(&self) -> Result<Arc<Connection>, BackendError> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(FileError::Closed.into());
+        }
+        let mut slot = lock(&self.connection);
+        if let Some(connection) = slot.as_ref() {
+            if !connection.lost.load(Ordering::Acquire) {
+                return Ok(connection.clone());
+            }
+        }
+        *slot = None;
+        match Connection::open(&self.dir) {
+            Ok(connection) => {
+                let connection = Arc::new(connection);
+                *slot = Some(connection.clone());
+                Ok(connection)
+            }
+            Err(ConnectFailure::NotServed(why)) => Err(BackendError::Unavailable(
+                format!(
+                    "no process serves store folder {} any more ({why}); open the store again to take it over",
+                    self.dir.display()
+                )
+                .into(),
+            )),
+            Err(ConnectFailure::Failed(e)) => Err(BackendError::Unavailable(Box::new(e))),
+        }
+    }
+
+    fn lost(&self) -> BackendError {
+        BackendError::Unavailable(
+            format!(
+                "the connection to the process serving store folder {} was lost; the call may or may not have taken effect",
+                self.dir.display()
+            )
+            .into(),
+        )
+    }
+
+    /// Sends `call` and waits for its answer.
+    async fn call(&self, call: Call) -> Result<Answer, BackendError> {
+        let connection = self.connection()?;
+        let (tx, rx) = oneshot::channel();
+        let sent = connection.calls.send(Outgoing {
+            call,
+            reply: Reply::Async(tx),
+        });
+        if sent.is_err() {
+            connection.lost.store(true, Ordering::Release);
+            return Err(self.lost());
+        }
+        match rx.await {
+            Ok(answer) => answer.map_err(BackendError::from),
+            Err(_) => {
+                connection.lost.store(true, Ordering::Release);
+                Err(self.lost())
+            }
+        }
+    }
+
+    /// Sends `call` and blocks this thread until its answer (for the synchronous accessors).
+    fn call_blocking(&self, call: Call) -> Result<Answer, BackendError> {
+        let connection = self.connection()?;
+        let (tx, rx) = std::sync::mpsc::channel();
+        let sent = connection.calls.send(Outgoing {
+            call,
+            reply: Reply::Blocking(tx),
+        });
+        if sent.is_err() {
+            connection.lost.store(true, Ordering::Release);
+            return Err(self.lost());
+        }
+        match rx.recv_timeout(BLOCKING_WAIT) {
+            Ok(answer) => answer.map_err(BackendError::from),
+            Err(_) => Err(self.lost()),
+        }
+    }
+
+    pub(crate) fn len(&self) -> Result<usize, BackendError> {
+        match self.call_blocking(Call::Len)? {
+            Answer::Count(n) => Ok(usize::try_from(n).unwrap_or(usize::MAX)),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    pub(crate) fn counts(&self, queue: &str) -> Result<StatusCounts, BackendError> {
+        match self.call_blocking(Call::Counts(queue.to_string()))? {
+            Answer::Counts(counts) => Ok(counts),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    pub(crate) fn wake_all(&self) {
+        if let Err(e) = self.call_blocking(Call::WakeAll) {
+            tracing::warn!(error = %e, "could not wake the store's waiters");
+        }
+    }
+
+    async fn count(&self, call: Call) -> Result<u64, BackendError> {
+        match self.call(call).await? {
+            Answer::Count(n) => Ok(n),
+            other => Err(unexpected(&other)),
+        }
+    }
+}
+
+fn unexpected(answer: &Answer) -> BackendError {
+    BackendError::Store(format!("the store's owner answered out of turn: {answer:?}").into())
+}
+
+fn count(max: usize) -> u64 {
+    u64::try_from(max).unwrap_or(u64::MAX)
+}
+
+impl Backend for Client {
+    async fn enqueue(&self, job: NewJob) -> Result<JobId, BackendError> {
+        let ids = self.enqueue_many(vec![job]).await?;
+        ids.into_iter()
+            .next()
+            .ok_or_else(|| BackendError::Invalid("nothing enqueued".into()))
+    }
+
+    async fn enqueue_many(&self, jobs: Vec<NewJob>) -> Result<Vec<JobId>, BackendError> {
+        match self.call(Call::Enqueue(jobs)).await? {
+            Answer::Ids(ids) => Ok(ids),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    async fn claim(
+        &self,
+        queue: &str,
+        max: usize,
+        lease: Duration,
+    ) -> Result<Vec<Job>, BackendError> {
+        let call = Call::Claim {
+            queue: queue.to_string(),
+            max: count(max),
+            lease,
+        };
+        match self.call(call).await? {
+            Answer::Jobs(jobs) => Ok(jobs),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    async fn settle(&self, batch: Vec<Finished>) -> Result<Each<Settled>, BackendError> {
+        match self.call(Call::Settle(batch)).await? {
+            Answer::Settled(answers) => Ok(each_from_wire(answers)),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    async fn settle_and_claim(
+        &self,
+        batch: Vec<Finished>,
+        queue: &str,
+        max: usize,
+        lease: Duration,
+    ) -> Result<SettledAndClaimed, BackendError> {
+        let call = Call::SettleAndClaim {
+            batch,
+            queue: queue.to_string(),
+            max: count(max),
+            lease,
+        };
+        match self.call(call).await? {
+            Answer::SettledAndClaimed { settled, claimed } => Ok(SettledAndClaimed {
+                settled: each_from_wire(settled),
+                claimed: claimed.map_err(BackendError::from),
+            }),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    async fn release(&self, claims: Vec<Claim>) -> Result<Each<()>, BackendError> {
+        match self.call(Call::Release(claims)).await? {
+            Answer::Units(answers) => Ok(each_from_wire(answers)),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    async fn heartbeat(&self, claim: Claim, lease: Duration) -> Result<Millis, BackendError> {
+        self.heartbeat_many(vec![claim], lease)
+            .await?
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| Err(BackendError::Store("the owner answered nothing".into())))
+    }
+
+    async fn heartbeat_many(
+        &self,
+        claims: Vec<Claim>,
+        lease: Duration,
+    ) -> Result<Each<Millis>, BackendError> {
+        match self.call(Call::Heartbeat { claims, lease }).await? {
+            Answer::Deadlines(answers) => Ok(each_from_wire(answers)),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    async fn rescue(&self, queue: &str) -> Result<u64, BackendError> {
+        self.count(Call::Rescue(queue.to_string())).await
+    }
+
+    async fn hold_retries(&self, queue: &str, until: Millis) -> Result<u64, BackendError> {
+        self.count(Call::HoldRetries {
+            queue: queue.to_string(),
+            until,
+        })
+        .await
+    }
+
+    fn wait_for_jobs(&self, queue: &str, timeout: Duration) -> impl Future<Output = ()> + Send {
+        let waited = self.call(Call::WaitForJobs {
+            queue: queue.to_string(),
+            timeout,
+        });
+        async move {
+            // The owner answers at the timeout at the latest; if it cannot be reached, wait
+            // out the timeout here so that a caller's poll loop does not spin.
+            let slack = timeout + Duration::from_secs(1);
+            match tokio::time::timeout(slack, waited).await {
+                Ok(Ok(_)) | Err(_) => {}
+                Ok(Err(_)) => tokio::time::sleep(timeout).await,
+            }
+        }
+    }
+
+    async fn stats(&self) -> Result<Vec<QueueStats>, BackendError> {
+        match self.call(Call::Stats).await? {
+            Answer::Stats(stats) => Ok(stats),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    async fn list(&self, filter: ListFilter) -> Result<Vec<JobInfo>, BackendError> {
+        match self.call(Call::List(filter)).await? {
+            Answer::List(jobs) => Ok(jobs),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    async fn get(&self, id: JobId) -> Result<Option<JobInfo>, BackendError> {
+        match self.call(Call::Get(id)).await? {
+            Answer::Job(job) => Ok(job),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    async fn revive(&self, target: ReviveTarget) -> Result<u64, BackendError> {
+        self.count(Call::Revive(target)).await
+    }
+
+    async fn purge(&self, purge: Purge) -> Result<u64, BackendError> {
+        self.count(Call::Purge(purge)).await
+    }
+
+    async fn prune(&self, older_than: Duration) -> Result<u64, BackendError> {
+        self.count(Call::Prune(older_than)).await
+    }
+}

@@ -1,0 +1,247 @@
+//! The owner's side: a thread that serves the store on the folder's socket, one task per
+//! connection and one per request, each request a call on the [`Local`] store.
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::thread::JoinHandle;
+
+use fairq_worker::Backend;
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::{mpsc, watch};
+
+use super::address::{Address, socket_path};
+use super::wire::{
+    Answer, Call, PROTOCOL, ReadError, Request, Response, WireError, each_to_wire, encode, read,
+    write,
+};
+use crate::error::FileError;
+use crate::local::Local;
+
+/// The longest a client's `wait_for_jobs` is held at the owner.
+const LONGEST_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// A running server; [`Server::stop`] (or dropping it) ends it and removes the socket.
+pub(crate) struct Server {
+    stop: watch::Sender<bool>,
+    thread: Option<JoinHandle<()>>,
+    path: PathBuf,
+}
+
+impl Server {
+    /// Binds the folder's socket (removing one a dead owner left behind: the caller holds the
+    /// folder's lock, so no live process serves it) and starts serving `local` on it.
+    pub(crate) fn start(local: Local, mode: u32) -> Result<Server, FileError> {
+        let dir = local.dir().to_path_buf();
+        let path = socket_path(&dir);
+        remove_stale(&path)?;
+        let listener = Address::of(&dir)?
+            .bind()
+            .map_err(|e| FileError::io(&path, e))?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))
+            .map_err(|e| FileError::io(&path, e))?;
+        // Our own user id, as the socket we just created carries it: only processes of the
+        // same user are served.
+        let uid = std::fs::symlink_metadata(&path)
+            .map_err(|e| FileError::io(&path, e))?
+            .uid();
+        listener
+            .set_nonblocking(true)
+            .map_err(|e| FileError::io(&path, e))?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| FileError::io(&path, e))?;
+        let (stop, mut stopped) = watch::channel(false);
+        let name = path.clone();
+        let thread = std::thread::Builder::new()
+            .name("fairq-file-server".into())
+            .spawn(move || {
+                runtime.block_on(async move {
+                    let listener = match UnixListener::from_std(listener) {
+                        Ok(listener) => listener,
+                        Err(e) => {
+                            tracing::error!(socket = %name.display(), error = %e, "cannot serve the store");
+                            return;
+                        }
+                    };
+                    loop {
+                        tokio::select! {
+                            accepted = listener.accept() => match accepted {
+                                Ok((stream, _)) => {
+                                    if let Some(stream) = admit(stream, uid) {
+                                        tokio::spawn(serve(local.clone(), stream));
+                                    }
+                                }
+                                Err(e) => {
+                                    tracing::warn!(socket = %name.display(), error = %e, "accepting a connection failed");
+                                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                                }
+                            },
+                            _ = stopped.changed() => break,
+                        }
+                    }
+                });
+                // Dropping the runtime ends every connection.
+                drop(runtime);
+            })
+            .map_err(|e| FileError::io(&dir, e))?;
+        Ok(Server {
+            stop,
+            thread: Some(thread),
+            path,
+        })
+    }
+
+    /// Stops serving, waits for the thread and removes the socket.
+    pub(crate) fn stop(&mut self) {
+        let _ = self.stop.send(true);
+        if let Some(thread) = self.thread.take() {
+            if thread.join().is_err() {
+                tracing::error!(socket = %self.path.display(), "the store's server thread panicked");
+            }
+            if let Err(e) = std::fs::remove_file(&self.path) {
+                tracing::warn!(socket = %self.path.display(), error = %e, "could not remove the store's socket");
+            }
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Removes a socket left by an owner that died; refuses anything else under its name.
+fn remove_stale(path: &Path) -> Result<(), FileError> {
+    use std::os::unix::fs::FileTypeExt;
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_socket() => {
+            std::fs::remove_file(path).map_err(|e| FileError::io(path, e))
+        }
+        Ok(meta) => Err(FileError::UnsafeFile {
+            path: path.to_path_buf(),
+            reason: if meta.file_type().is_symlink() {
+                "it is a symbolic link where the store keeps its socket".into()
+            } else {
+                "it is not a socket, but the store keeps its socket under this name".into()
+            },
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(FileError::io(path, e)),
+    }
+}
+
+/// Keeps a connection only when its process runs as the same user as this one.
+fn admit(stream: UnixStream, uid: u32) -> Option<UnixStream> {
+    match stream.peer_cred() {
+        Ok(cred) if cred.uid() == uid => Some(stream),
+        Ok(cred) => {
+            tracing::warn!(
+                peer_uid = cred.uid(),
+                "refused a connection to the store from another user"
+            );
+            None
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "refused a connection whose user is unknown");
+            None
+        }
+    }
+}
+
+/// Serves one connection: each request runs as its own task, answers go back in the order
+/// they are ready.
+async fn serve(local: Local, stream: UnixStream) {
+    let (mut from, mut to) = stream.into_split();
+    let (answers, mut outgoing) = mpsc::unbounded_channel::<Vec<u8>>();
+    let writer = tokio::spawn(async move {
+        while let Some(bytes) = outgoing.recv().await {
+            if write(&mut to, &bytes).await.is_err() {
+                break;
+            }
+        }
+    });
+    loop {
+        let request: Request = match read(&mut from).await {
+            Ok(request) => request,
+            Err(ReadError::Closed) => break,
+            Err(e) => {
+                tracing::warn!(error = %e, "dropped a connection to the store");
+                break;
+            }
+        };
+        let local = local.clone();
+        let answers = answers.clone();
+        tokio::spawn(async move {
+            let id = request.id;
+            let answer = answer(&local, request.call).await;
+            let bytes = encode(&Response { id, answer }).or_else(|e| {
+                encode(&Response {
+                    id,
+                    answer: Err(WireError::Store(format!("cannot encode the answer: {e}"))),
+                })
+            });
+            if let Ok(bytes) = bytes {
+                let _ = answers.send(bytes);
+            }
+        });
+    }
+    drop(answers);
+    let _ = writer.await;
+}
+
+/// Runs one call on the store.
+async fn answer(local: &Local, call: Call) -> Result<Answer, WireError> {
+    Ok(match call {
+        Call::Hello { .. } => Answer::Hello { protocol: PROTOCOL },
+        Call::Enqueue(jobs) => Answer::Ids(local.enqueue_many(jobs).await?),
+        // The client's leases outlive this process: its claims wait for the disk.
+        Call::Claim { queue, max, lease } => {
+            Answer::Jobs(local.claim_durable(&queue, clamp(max), lease).await?)
+        }
+        Call::Settle(batch) => Answer::Settled(each_to_wire(local.settle(batch).await?)),
+        Call::SettleAndClaim {
+            batch,
+            queue,
+            max,
+            lease,
+        } => {
+            let done = local
+                .settle_and_claim(batch, &queue, clamp(max), lease)
+                .await?;
+            Answer::SettledAndClaimed {
+                settled: each_to_wire(done.settled),
+                claimed: done.claimed.map_err(WireError::from),
+            }
+        }
+        Call::Release(claims) => Answer::Units(each_to_wire(local.release(claims).await?)),
+        Call::Heartbeat { claims, lease } => {
+            Answer::Deadlines(each_to_wire(local.heartbeat_many(claims, lease).await?))
+        }
+        Call::Rescue(queue) => Answer::Count(local.rescue(&queue).await?),
+        Call::HoldRetries { queue, until } => {
+            Answer::Count(local.hold_retries(&queue, until).await?)
+        }
+        Call::WaitForJobs { queue, timeout } => {
+            local.wait_for_jobs(&queue, timeout.min(LONGEST_WAIT)).await;
+            Answer::Done
+        }
+        Call::Stats => Answer::Stats(local.stats().await?),
+        Call::List(filter) => Answer::List(local.list(filter).await?),
+        Call::Get(id) => Answer::Job(local.get(id).await?),
+        Call::Revive(target) => Answer::Count(local.revive(target).await?),
+        Call::Purge(purge) => Answer::Count(local.purge(purge).await?),
+        Call::Prune(older_than) => Answer::Count(local.prune(older_than).await?),
+        Call::Counts(queue) => Answer::Counts(local.counts(&queue)),
+        Call::Len => Answer::Count(local.len() as u64),
+        Call::WakeAll => {
+            local.wake_all();
+            Answer::Done
+        }
+    })
+}
+
+fn clamp(max: u64) -> usize {
+    usize::try_from(max).unwrap_or(usize::MAX)
+}

@@ -1,0 +1,96 @@
+//! The store as a client sees it, through the owner's socket: the backend conformance suite
+//! and the shared differential test run on a client handle while an owner handle (here in the
+//! same process) holds the folder. Every answer must be the same as the owner's own.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use fairq_file::{FileBackend, FileOptions, Role};
+use fairq_worker::ManualClock;
+use fairq_worker::conformance::Harness;
+use fairq_worker::conformance::differential::{self, Capabilities, Differential};
+
+/// Each case in its own folder, held by an owner kept here until cleanup.
+#[derive(Default)]
+struct ClientHarness {
+    owners: Mutex<HashMap<PathBuf, FileBackend>>,
+}
+
+impl ClientHarness {
+    fn open_pair(&self, dir: &std::path::Path, clock: ManualClock) -> FileBackend {
+        let options = FileOptions::default().clock(clock);
+        let owner = FileBackend::open(dir, options.clone()).expect("open the owner");
+        assert_eq!(owner.role(), Role::Owner);
+        let client = FileBackend::open(dir, options).expect("open a client");
+        assert_eq!(client.role(), Role::Client);
+        self.owners.lock().unwrap().insert(dir.to_path_buf(), owner);
+        client
+    }
+
+    fn close_pair(&self, client: FileBackend) -> PathBuf {
+        let dir = client.path().to_path_buf();
+        client.close().expect("close the client");
+        let owner = self.owners.lock().unwrap().remove(&dir).expect("its owner");
+        owner.close().expect("close the owner");
+        dir
+    }
+}
+
+impl Harness for ClientHarness {
+    type Backend = FileBackend;
+
+    async fn create(&self, clock: ManualClock) -> FileBackend {
+        let dir = tempfile::tempdir().expect("temporary folder").keep();
+        self.open_pair(&dir, clock)
+    }
+
+    async fn cleanup(&self, backend: FileBackend) {
+        let dir = self.close_pair(backend);
+        std::fs::remove_dir_all(&dir).expect("remove the store folder");
+    }
+}
+
+impl Differential for ClientHarness {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            release: true,
+            reopen: true,
+            hold_retries: true,
+        }
+    }
+
+    async fn reopen(&self, store: FileBackend, clock: ManualClock) -> FileBackend {
+        let dir = self.close_pair(store);
+        self.open_pair(&dir, clock)
+    }
+}
+
+fairq_worker::conformance_tests!(ClientHarness::default());
+
+#[test]
+fn a_client_behaves_like_the_reference_across_owner_restarts() {
+    differential::check(ClientHarness::default(), 32);
+}
+
+/// Checks of calls not every store offers yet.
+mod optional {
+    use super::ClientHarness;
+    use fairq_worker::conformance::{checks, run};
+
+    #[test]
+    fn release_hands_back_without_an_attempt() {
+        run(ClientHarness::default(), |store, clock| {
+            Box::pin(checks::release_hands_back_without_an_attempt(store, clock))
+        });
+    }
+
+    #[test]
+    fn hold_retries_holds_back_due_retries_only() {
+        run(ClientHarness::default(), |store, clock| {
+            Box::pin(checks::hold_retries_holds_back_due_retries_only(
+                store, clock,
+            ))
+        });
+    }
+}
