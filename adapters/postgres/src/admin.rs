@@ -6,13 +6,13 @@ use std::time::Duration;
 use fairq_core::job::{millis, State, TransitionError};
 use fairq_core::stats::Histogram;
 use fairq_worker::{
-    BackendError, JobId, JobInfo, JobStatus, ListFilter, Purge, QueueStats, RetryTarget,
+    BackendError, JobId, JobInfo, JobStatus, ListFilter, Purge, QueueStats, ReviveTarget,
 };
 use tokio_postgres::types::ToSql;
 
-use crate::backend::Core;
 use crate::exec::Exec;
 use crate::rows::{self, from_db, to_db};
+use crate::store::Core;
 
 /// One queue's numbers while they are being added up.
 struct Tally {
@@ -122,13 +122,12 @@ impl Core {
             .collect()
     }
 
-    pub(crate) async fn retry(&self, target: RetryTarget) -> Result<u64, BackendError> {
+    pub(crate) async fn revive(&self, target: ReviveTarget) -> Result<u64, BackendError> {
         let client = self.client().await?;
         let conn: &dyn Exec = &*client;
         let now = self.now();
-        // `known_queue`: the queue the revival touches, when known up front.
-        let (queue, id, known_queue) = match &target {
-            RetryTarget::One(id) => {
+        let (queue, id) = match &target {
+            ReviveTarget::One(id) => {
                 let Some((info, life)) = self.get_with(conn, *id).await? else {
                     return Err(BackendError::NotFound(*id));
                 };
@@ -156,27 +155,27 @@ impl Core {
                         });
                     }
                 }
-                (None, Some(to_db(id.0)), Some(info.queue))
+                (None, Some(to_db(id.0)))
             }
-            RetryTarget::AllDead { queue } => (queue.clone(), None, queue.clone()),
+            ReviveTarget::AllDead { queue } => (queue.clone(), None),
         };
-        // Jobs whose time came before this revival go first, as in the reference store.
-        if let Some(q) = &known_queue {
-            self.promote(conn, q, now).await?;
-        }
         let rows = conn
-            .rows(&self.sql.revive, &[&queue, &id, &to_db(now)])
+            .rows(
+                &self.sql.revive,
+                &[&queue, &id, &to_db(now), &self.sql.due_channel],
+            )
             .await
             .map_err(|e| self.err(e))?;
         let mut revived = 0;
         let mut queues = BTreeSet::new();
         for row in &rows {
-            queues.insert(row.get::<_, String>(0));
+            let queue: String = row.get(0);
+            self.waiting(&queue, now);
+            queues.insert(queue);
             revived += from_db(row.get(1));
         }
-        for queue in queues {
-            self.promote(conn, &queue, now).await?;
-        }
+        // Revived jobs wait behind the jobs whose time came earlier; the promotion orders them.
+        self.promote_after(conn, &queues, now).await;
         Ok(revived)
     }
 

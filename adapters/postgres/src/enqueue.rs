@@ -1,6 +1,6 @@
 //! Enqueueing, on a pooled connection or inside the caller's own transaction (outbox).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use fairq_core::job::Millis;
@@ -14,6 +14,7 @@ use crate::exec::{Exec, Plain};
 use crate::rows::{from_db, metadata_to_db, policy_to_db, to_db};
 use crate::schema::{SchemaName, DEFAULT_SCHEMA};
 use crate::sql::Sql;
+use crate::store::Core;
 
 /// Enqueues jobs through any `tokio_postgres` client or transaction, so a job commits or
 /// rolls back with the caller's own writes (the outbox pattern): rolled back, the job never
@@ -146,32 +147,10 @@ impl Default for Producer {
     }
 }
 
-/// Rejects what the store cannot hold, with the same messages as every store.
-pub(crate) fn validate(job: &NewJob) -> Result<(), BackendError> {
-    if job.queue.is_empty() {
-        return Err(BackendError::Invalid("queue name is empty".into()));
-    }
-    if job.kind.is_empty() {
-        return Err(BackendError::Invalid("job kind is empty".into()));
-    }
-    let texts = [
-        Some(job.queue.as_str()),
-        Some(job.kind.as_str()),
-        job.key.as_deref(),
-        job.unique_key.as_deref(),
-    ];
-    let has_nul = texts.iter().flatten().any(|s| s.contains('\0'))
-        || job
-            .metadata
-            .iter()
-            .any(|(k, v)| k.contains('\0') || v.contains('\0'));
-    if has_nul {
-        return Err(BackendError::Invalid(
-            "text fields (queue, kind, key, unique key, metadata) cannot contain NUL characters"
-                .into(),
-        ));
-    }
-    Ok(())
+/// Rejects what the store cannot hold, with the same messages as every store
+/// ([`NewJob::check`]).
+pub(crate) fn validate(job: &NewJob, now: Millis) -> Result<(), BackendError> {
+    job.check(now).map(drop)
 }
 
 /// Which dependencies block: `true` for an unfinished or dead dependency, `false` for one
@@ -243,7 +222,7 @@ pub(crate) async fn enqueue_batch(
     }
     let schema = sql.schema.as_str();
     for job in &jobs {
-        validate(job)?;
+        validate(job, now)?;
     }
     let blocking = resolve_dependencies(db_, sql, &jobs).await?;
 
@@ -272,7 +251,7 @@ pub(crate) async fn enqueue_batch(
         run_at.push(to_db(job.schedule.run_at(now)));
     }
     let now_db = to_db(now);
-    let params: [&(dyn ToSql + Sync); 12] = [
+    let params: [&(dyn ToSql + Sync); 13] = [
         &queue,
         &kind,
         &key,
@@ -285,6 +264,7 @@ pub(crate) async fn enqueue_batch(
         &run_at,
         &now_db,
         &sql.channel,
+        &sql.due_channel,
     ];
     let rows = db_
         .rows(&sql.enqueue, &params)
@@ -397,4 +377,53 @@ async fn undo(db_: &dyn Exec, sql: &Sql, inserted: &[i64]) -> Result<(), Backend
         .await
         .map(|_| ())
         .map_err(|e| db(e, sql.schema.as_str()))
+}
+
+impl Core {
+    /// Enqueues a batch on a pooled connection: due jobs of the queues that receive ready
+    /// jobs take their places in the fair order first; delayed jobs lower the due times.
+    pub(crate) async fn enqueue_many(&self, jobs: Vec<NewJob>) -> Result<Vec<JobId>, BackendError> {
+        if jobs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let now = self.now();
+        for job in &jobs {
+            validate(job, now)?;
+        }
+        let mut client = self.client().await?;
+        // A job with a dependency may be ready too (its dependency may have succeeded).
+        let ready_queues: BTreeSet<&str> = jobs
+            .iter()
+            .filter(|j| j.schedule.run_at(now) <= now)
+            .map(|j| j.queue.as_str())
+            .collect();
+        let mut delayed: BTreeMap<String, Millis> = BTreeMap::new();
+        for job in jobs.iter().filter(|j| j.schedule.run_at(now) > now) {
+            let at = job.schedule.run_at(now);
+            let slot = delayed.entry(job.queue.clone()).or_insert(at);
+            *slot = (*slot).min(at);
+        }
+        for queue in &ready_queues {
+            self.make_due(&*client, queue, now).await?;
+        }
+        let woken: Vec<String> = ready_queues.iter().map(|q| q.to_string()).collect();
+        let needs_tx = jobs.iter().any(|j| {
+            j.depends_on.is_some() || (j.unique_key.is_some() && j.on_conflict == OnConflict::Error)
+        });
+        let ids = if needs_tx {
+            let tx = client.transaction().await.map_err(|e| self.err(e))?;
+            let ids = enqueue_batch(&tx, &self.sql, jobs, now).await?;
+            tx.commit().await.map_err(|e| self.err(e))?;
+            ids
+        } else {
+            enqueue_batch(&*client, &self.sql, jobs, now).await?
+        };
+        for (queue, at) in delayed {
+            self.waiting(&queue, at);
+        }
+        for queue in woken {
+            self.signals.wake(&queue);
+        }
+        Ok(ids)
+    }
 }

@@ -4,20 +4,35 @@
 
 mod admin;
 mod backend;
+mod claim;
+mod due;
 mod enqueue;
 mod error;
 mod exec;
+mod found;
+mod leases;
 mod listen;
 mod options;
 mod rows;
 mod schema;
+mod settle;
 mod sql;
+mod store;
+mod transactional;
+mod wait;
 
-pub use backend::PgBackend;
 pub use enqueue::Producer;
 pub use error::PgError;
 pub use options::PgOptions;
+
+/// Operator queries per fairness key (the dashboard's tenants view), read through `list`.
+impl fairq_worker::Inspect for PgBackend {}
 pub use schema::{migration_sql, DEFAULT_SCHEMA, MIGRATIONS, SCHEMA_VERSION};
+pub use store::PgBackend;
+
+/// The boxed future a transactional job's work returns (see
+/// [`PgBackend::run_in_transaction`]).
+pub use futures::future::BoxFuture;
 
 /// Re-exported so users build pools and configs with the same versions.
 pub use deadpool_postgres;

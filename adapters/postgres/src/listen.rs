@@ -1,9 +1,13 @@
-//! LISTEN/NOTIFY wake-ups: one dedicated connection per store listens on the schema's
-//! channel and wakes the tasks waiting for the queue named in each notification.
+//! LISTEN/NOTIFY wake-ups: one dedicated connection per store listens on the schema's two
+//! channels. A notification on the ready channel names a queue with new ready jobs: its
+//! waiting tasks wake. One on the due channel (`<millis> <queue>`) says a job of the queue
+//! waits until that time: the store's [`DueTimes`] learn it, and the waiting tasks wake to
+//! look again.
 //!
 //! The connection is re-established with backoff when it drops; every (re)start wakes all
-//! waiters, since notifications sent meanwhile are lost. Waiters also sleep no longer than
-//! the polling interval while the listener is down, so nothing waits forever.
+//! waiters and forgets the due times, since notifications sent meanwhile are lost. Waiters
+//! also sleep no longer than the polling interval while the listener is down, so nothing waits
+//! forever.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -14,11 +18,15 @@ use futures::StreamExt;
 use tokio::sync::{mpsc, Notify};
 use tokio_postgres::AsyncMessage;
 
+use crate::due::DueTimes;
+
 /// Per-queue wake-up signals shared by the store and its listener.
 #[derive(Debug, Default)]
 pub(crate) struct Signals {
     queues: Mutex<HashMap<String, Arc<Notify>>>,
     listening: AtomicBool,
+    /// The earliest due time of each queue's waiting jobs, as far as the store knows.
+    pub(crate) due: DueTimes,
 }
 
 impl Signals {
@@ -55,23 +63,54 @@ impl Signals {
     fn set_listening(&self, on: bool) {
         self.listening.store(on, Ordering::Release);
     }
+
+    /// Handles one notification.
+    fn notified(&self, due_channel: bool, payload: &str) {
+        if !due_channel {
+            self.wake(payload);
+            return;
+        }
+        if let Some((at, queue)) = payload.split_once(' ') {
+            if let Ok(at) = at.parse::<u64>() {
+                self.due.lower(queue, at);
+            }
+            self.wake(queue);
+        }
+    }
 }
 
-/// Listens on `channel` until `signals` is dropped, reconnecting with backoff.
-pub(crate) async fn run(config: tokio_postgres::Config, channel: String, signals: Weak<Signals>) {
+/// Where the listener listens: the ready channel and the due channel.
+#[derive(Debug, Clone)]
+pub(crate) struct Channels {
+    pub(crate) ready: String,
+    pub(crate) due: String,
+}
+
+fn quoted(channel: &str) -> String {
+    format!("\"{}\"", channel.replace('"', "\"\""))
+}
+
+/// Listens on `channels` until `signals` is dropped, reconnecting with backoff.
+pub(crate) async fn run(
+    config: tokio_postgres::Config,
+    channels: Channels,
+    signals: Weak<Signals>,
+) {
     let mut backoff = Duration::from_millis(50);
     loop {
         if signals.strong_count() == 0 {
             return;
         }
         if let Ok((client, mut connection)) = config.connect(tokio_postgres::NoTls).await {
-            let (tx, mut rx) = mpsc::unbounded_channel::<String>();
+            let (tx, mut rx) = mpsc::unbounded_channel::<(bool, String)>();
+            let due_channel = channels.due.clone();
             let driver = tokio::spawn(async move {
                 let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
                 while let Some(message) = messages.next().await {
                     match message {
                         Ok(AsyncMessage::Notification(n)) => {
-                            if tx.send(n.payload().to_string()).is_err() {
+                            let due = n.channel() == due_channel;
+                            if tx.send((due, n.payload().to_string())).is_err() {
                                 break;
                             }
                         }
@@ -80,22 +119,28 @@ pub(crate) async fn run(config: tokio_postgres::Config, channel: String, signals
                     }
                 }
             });
-            let listen = format!("LISTEN \"{}\"", channel.replace('"', "\"\""));
+            let listen = format!(
+                "LISTEN {}; LISTEN {}",
+                quoted(&channels.ready),
+                quoted(&channels.due)
+            );
             if client.batch_execute(&listen).await.is_ok() {
                 backoff = Duration::from_millis(50);
                 if let Some(s) = signals.upgrade() {
+                    s.due.forget();
                     s.set_listening(true);
                     s.wake_all();
                 }
-                while let Some(queue) = rx.recv().await {
+                while let Some((due, payload)) = rx.recv().await {
                     match signals.upgrade() {
-                        Some(s) => s.wake(&queue),
+                        Some(s) => s.notified(due, &payload),
                         None => break,
                     }
                 }
             }
             if let Some(s) = signals.upgrade() {
                 s.set_listening(false);
+                s.due.forget();
                 // Whatever was sent while the connection was dying is lost: look again.
                 s.wake_all();
             }

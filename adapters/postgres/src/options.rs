@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use fairq_worker::{Clock, SystemClock};
+use fairq_worker::{Clock, Random, SystemClock, SystemRandom};
 
 use crate::schema::DEFAULT_SCHEMA;
 
@@ -32,6 +32,7 @@ pub struct PgOptions {
     pub(crate) rescue_batch: i64,
     pub(crate) complete_batch: usize,
     pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) random: Arc<dyn Random>,
 }
 
 impl std::fmt::Debug for PgOptions {
@@ -53,7 +54,8 @@ impl std::fmt::Debug for PgOptions {
 
 impl Default for PgOptions {
     /// Schema `fairq`, 16 pooled connections, 5 s connect and 30 s pool timeouts,
-    /// LISTEN/NOTIFY on with a 1 s polling fallback, no automatic migration, the system clock.
+    /// LISTEN/NOTIFY on with a 1 s polling fallback, no automatic migration, the system clock
+    /// and random numbers.
     fn default() -> Self {
         PgOptions {
             schema: DEFAULT_SCHEMA.to_string(),
@@ -67,6 +69,7 @@ impl Default for PgOptions {
             rescue_batch: 1_000,
             complete_batch: 1_000,
             clock: Arc::new(SystemClock),
+            random: Arc::new(SystemRandom),
         }
     }
 }
@@ -184,6 +187,31 @@ impl PgOptions {
         self
     }
 
+    /// The store's random numbers, for retry jitter (default: [`SystemRandom`]). Tests pass a
+    /// [`FixedRandom`](fairq_worker::FixedRandom) to fix the jitter.
+    ///
+    /// ```
+    /// let o = fairq_postgres::PgOptions::default().random(fairq_worker::FixedRandom(0));
+    /// # let _ = o;
+    /// ```
+    pub fn random(mut self, random: impl Random) -> Self {
+        self.random = Arc::new(random);
+        self
+    }
+
+    /// The store's random numbers, shared.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// let random: Arc<dyn fairq_worker::Random> = Arc::new(fairq_worker::SystemRandom);
+    /// let o = fairq_postgres::PgOptions::default().shared_random(random);
+    /// # let _ = o;
+    /// ```
+    pub fn shared_random(mut self, random: Arc<dyn Random>) -> Self {
+        self.random = random;
+        self
+    }
+
     /// Most delayed or retried jobs given a place in the fair order per claim (default
     /// 10,000; at least 1).
     ///
@@ -196,8 +224,8 @@ impl PgOptions {
         self
     }
 
-    /// Most completions written by one statement (default 1,000; at least 1). Completions
-    /// that arrive together are written together.
+    /// Most finished attempts written by one settlement statement (default 1,000; at least 1).
+    /// Settlements that arrive together are written together.
     ///
     /// ```
     /// let o = fairq_postgres::PgOptions::default().complete_batch(100);

@@ -93,13 +93,39 @@ pub(crate) fn job(row: &Row, queue: &str) -> Result<Job, BackendError> {
 
 /// A job as operators see it, and its lifecycle (the info columns).
 pub(crate) fn info(row: &Row) -> Result<(JobInfo, Lifecycle), BackendError> {
-    let state_name: String = get(row, 4)?;
+    let life = lifecycle(row, 4)?;
+    let state = *life.state();
+    let attempts = life.attempts();
     let run_at = from_db(get(row, 5)?);
-    let attempts = count32(get(row, 6)?);
-    let token = from_db(get(row, 7)?);
-    let lease_deadline: Option<i64> = get(row, 8)?;
-    let finished_at: Option<i64> = get(row, 9)?;
-    let dead_reason: Option<String> = get(row, 10)?;
+    let info = JobInfo {
+        id: JobId(from_db(get(row, 0)?)),
+        queue: get(row, 1)?,
+        kind: get(row, 2)?,
+        key: get(row, 3)?,
+        state,
+        attempts,
+        enqueued_at: from_db(get(row, 11)?),
+        last_error: get(row, 12)?,
+        unique_key: get(row, 13)?,
+        depends_on: get::<Option<i64>>(row, 14)?.map(|d| JobId(from_db(d))),
+        payload: get(row, 15)?,
+        metadata: metadata_from_db(get(row, 16)?)?,
+        run_at: get::<Option<i64>>(row, 17)?.map_or(run_at, from_db),
+        started_at: get::<Option<i64>>(row, 18)?.map(from_db),
+    };
+    Ok((info, life))
+}
+
+/// A job's lifecycle from seven columns starting at `at`: state, run_at, attempts, token,
+/// lease deadline, finish time, dead reason (the order of the info columns).
+pub(crate) fn lifecycle(row: &Row, at: usize) -> Result<Lifecycle, BackendError> {
+    let state_name: String = get(row, at)?;
+    let run_at = from_db(get(row, at + 1)?);
+    let attempts = count32(get(row, at + 2)?);
+    let token = from_db(get(row, at + 3)?);
+    let lease_deadline: Option<i64> = get(row, at + 4)?;
+    let finished_at: Option<i64> = get(row, at + 5)?;
+    let dead_reason: Option<String> = get(row, at + 6)?;
     let state = match state_name.as_str() {
         "blocked" => State::Blocked,
         "scheduled" => State::Scheduled { run_at },
@@ -124,21 +150,7 @@ pub(crate) fn info(row: &Row) -> Result<(JobInfo, Lifecycle), BackendError> {
         },
         other => return Err(corrupt(format!("unknown job state {other:?}"))),
     };
-    let info = JobInfo {
-        id: JobId(from_db(get(row, 0)?)),
-        queue: get(row, 1)?,
-        kind: get(row, 2)?,
-        key: get(row, 3)?,
-        state,
-        attempts,
-        enqueued_at: from_db(get(row, 11)?),
-        last_error: get(row, 12)?,
-        unique_key: get(row, 13)?,
-        depends_on: get::<Option<i64>>(row, 14)?.map(|d| JobId(from_db(d))),
-        payload: get(row, 15)?,
-        metadata: metadata_from_db(get(row, 16)?)?,
-    };
-    Ok((info, Lifecycle::restore(state, attempts, token)))
+    Ok(Lifecycle::restore(state, attempts, token))
 }
 
 /// The stored name of a dead reason.

@@ -6,7 +6,7 @@ use crate::error::PgError;
 pub const DEFAULT_SCHEMA: &str = "fairq";
 
 /// The newest schema version this library creates and understands.
-pub const SCHEMA_VERSION: i32 = 1;
+pub const SCHEMA_VERSION: i32 = 2;
 
 /// The migrations, oldest first, as shipped in the crate's `sql/` folder (written for the
 /// default schema name; see [`migration_sql`] for another name).
@@ -15,7 +15,10 @@ pub const SCHEMA_VERSION: i32 = 1;
 /// assert_eq!(fairq_postgres::MIGRATIONS.len() as i32, fairq_postgres::SCHEMA_VERSION);
 /// assert!(fairq_postgres::MIGRATIONS[0].1.contains("CREATE TABLE fairq.jobs"));
 /// ```
-pub const MIGRATIONS: &[(i32, &str)] = &[(1, include_str!("../sql/v1.sql"))];
+pub const MIGRATIONS: &[(i32, &str)] = &[
+    (1, include_str!("../sql/v1.sql")),
+    (2, include_str!("../sql/v2.sql")),
+];
 
 /// A validated schema name.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,9 +50,14 @@ impl SchemaName {
         format!("\"{}\"", self.0)
     }
 
-    /// The LISTEN/NOTIFY channel of this schema.
+    /// The LISTEN/NOTIFY channel of this schema on which ready jobs are announced.
     pub(crate) fn channel(&self) -> String {
         format!("fairq_{}", self.0)
+    }
+
+    /// The channel on which jobs that wait for a time are announced.
+    pub(crate) fn due_channel(&self) -> String {
+        format!("fairq_{}_due", self.0)
     }
 
     /// Rewrites SQL written for the default schema to use this one.

@@ -9,3 +9,17 @@ fairq_worker::conformance_tests!({
     }
     common::PgHarness
 });
+
+/// Handing back claimed jobs: a check for the stores that offer it (not yet in
+/// `conformance_tests!`, which every store expands).
+#[test]
+fn release_hands_back_without_an_attempt() {
+    if !common::available() {
+        return;
+    }
+    fairq_worker::conformance::run(common::PgHarness, |store, clock| {
+        Box::pin(
+            fairq_worker::conformance::checks::release_hands_back_without_an_attempt(store, clock),
+        )
+    });
+}

@@ -11,10 +11,11 @@ use std::time::Duration;
 use fairq_core::job::State;
 use fairq_core::retry::RetryPolicy;
 use fairq_postgres::{PgBackend, PgOptions};
-use fairq_worker::{Backend, Job, JobId, NewJob, QueueConfig, Worker};
+use fairq_worker::{Backend, Job, JobId, JobOutcome, NewJob, QueueConfig, Worker};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 const CHILD_SCHEMA: &str = "FAIRQ_PG_TEST_CHILD_SCHEMA";
+const BATCH_CHILD_SCHEMA: &str = "FAIRQ_PG_TEST_BATCH_CHILD_SCHEMA";
 
 /// Not a test of its own: the worker process that the kill test starts (this binary run
 /// again with `CHILD_SCHEMA` set). Its handler announces the job on stdout and never ends.
@@ -241,4 +242,192 @@ async fn terminated_connections_lose_nothing() {
     }
     drop(store);
     common::drop_schema(&admin, &schema).await;
+}
+
+/// Not a test of its own: the worker process the mid-batch kill test starts. It works through
+/// its queue at full speed with batched settlement, printing `RAN <id>` when a handler runs
+/// and `DONE <id>` once the store has acknowledged the job's success.
+#[test]
+fn child_batch_worker_process() {
+    let Ok(schema) = std::env::var(BATCH_CHILD_SCHEMA) else {
+        return;
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async move {
+        let store = PgBackend::connect(
+            &common::url(),
+            PgOptions::default().schema(&schema).pool_size(4),
+        )
+        .await
+        .expect("child connects");
+        let _worker = Worker::builder(store)
+            .queue(
+                "batch",
+                QueueConfig::default()
+                    .concurrency(16)
+                    .lease(Duration::from_secs(2))
+                    .poll_interval(Duration::from_millis(50)),
+            )
+            .handle("work", |job: Job| async move {
+                println!("RAN {}", job.claim.id);
+                Ok::<_, String>(())
+            })
+            .on_finished(|report| {
+                if report.outcome == JobOutcome::Succeeded {
+                    println!("DONE {}", report.job.claim.id);
+                }
+            })
+            .build()
+            .expect("worker")
+            .start()
+            .expect("start");
+        std::future::pending::<()>().await;
+    });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_killed_mid_batch_loses_nothing_acknowledged() {
+    const N: usize = 3_000;
+    let t = store_or_skip!("killbatch");
+    let ids: Vec<JobId> = t
+        .store
+        .enqueue_many(
+            (0..N)
+                .map(|i| NewJob::new("batch", "work", vec![]).key(format!("t{}", i % 10)))
+                .collect(),
+        )
+        .await
+        .unwrap();
+    let mut child = tokio::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "child_batch_worker_process",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(BATCH_CHILD_SCHEMA, &t.schema)
+        .env("FAIRQ_PG_URL", common::url())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start the worker process");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut ran: HashMap<JobId, u32> = HashMap::new();
+    let mut acknowledged: Vec<JobId> = Vec::new();
+    let mut killed = false;
+    let parse = |line: &str, tag: &str| {
+        line.find(tag)
+            .and_then(|at| line[at + tag.len()..].trim().parse::<u64>().ok())
+            .map(JobId)
+    };
+    // Read until the child has half the jobs acknowledged, kill it with SIGKILL in the middle
+    // of its stream of settlements, then read what it printed before it died.
+    tokio::time::timeout(Duration::from_secs(120), async {
+        while let Some(line) = lines.next_line().await.expect("read the child") {
+            if let Some(id) = parse(&line, "RAN ") {
+                *ran.entry(id).or_insert(0) += 1;
+            } else if let Some(id) = parse(&line, "DONE ") {
+                acknowledged.push(id);
+                if !killed && acknowledged.len() >= N / 2 {
+                    child.start_kill().expect("SIGKILL");
+                    killed = true;
+                }
+            }
+        }
+    })
+    .await
+    .expect("the worker process ran and died");
+    assert!(killed, "the child exited before it was killed");
+    child.wait().await.expect("reap the child");
+    let in_flight = ran.len() - acknowledged.len();
+    // Nothing acknowledged is lost: every acknowledged job is recorded as succeeded.
+    for id in &acknowledged {
+        let info = t.store.get(*id).await.unwrap().unwrap();
+        assert_eq!(
+            info.status(),
+            fairq_worker::JobStatus::Succeeded,
+            "job {id}"
+        );
+    }
+
+    // A new worker (on the real clock, like the dead one) rescues what the dead one held and
+    // finishes the queue.
+    let store = PgBackend::connect(
+        &common::url(),
+        PgOptions::default().schema(&t.schema).pool_size(4),
+    )
+    .await
+    .unwrap();
+    let reran: Arc<Mutex<HashMap<JobId, u32>>> = Arc::default();
+    let counted = reran.clone();
+    let worker = Worker::builder(store.clone())
+        .queue(
+            "batch",
+            QueueConfig::default()
+                .concurrency(16)
+                .lease(Duration::from_secs(30))
+                .rescue_interval(Duration::from_millis(200))
+                .poll_interval(Duration::from_millis(50)),
+        )
+        .handle("work", move |job: Job| {
+            let counted = counted.clone();
+            async move {
+                *counted.lock().unwrap().entry(job.claim.id).or_insert(0) += 1;
+                Ok::<_, String>(())
+            }
+        })
+        .build()
+        .unwrap()
+        .start()
+        .unwrap();
+    let stats = tokio::time::timeout(Duration::from_secs(120), async {
+        loop {
+            let stats = store.stats().await.unwrap();
+            if stats
+                .first()
+                .is_some_and(|s| s.counts.succeeded == N as u64)
+            {
+                return stats;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("every job succeeded");
+    worker.shutdown(Duration::from_secs(10)).await;
+    assert_eq!(stats[0].counts.pending(), 0);
+    let reran = reran.lock().unwrap().clone();
+    let acknowledged_set: std::collections::HashSet<JobId> = acknowledged.iter().copied().collect();
+    for id in &ids {
+        assert!(
+            ran.contains_key(id) || reran.contains_key(id),
+            "job {id} never ran"
+        );
+        assert!(
+            !(acknowledged_set.contains(id) && reran.contains_key(id)),
+            "job {id} was acknowledged by the killed worker and ran again"
+        );
+    }
+    let twice = ids
+        .iter()
+        .filter(|id| ran.contains_key(id) && reran.contains_key(id))
+        .count();
+    assert!(
+        twice <= in_flight,
+        "only jobs in flight run twice ({twice} > {in_flight})"
+    );
+    println!(
+        "killed worker: {} jobs acknowledged, {} ran without acknowledgement; the new worker ran \
+         {} jobs, {} of them a second time",
+        acknowledged.len(),
+        in_flight,
+        reran.len(),
+        twice
+    );
+    drop(store);
+    t.cleanup().await;
 }

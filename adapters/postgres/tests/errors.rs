@@ -110,7 +110,7 @@ async fn a_missing_schema_says_to_migrate() {
         .to_string()
         .contains("run migrate()"));
     // Migrating brings it back.
-    assert_eq!(store.migrate().await.unwrap(), 1);
+    assert_eq!(store.migrate().await.unwrap(), SCHEMA_VERSION as usize);
     store.enqueue(NewJob::new("q", "k", vec![])).await.unwrap();
     common::drop_schema(&admin, &schema).await;
 }
@@ -174,9 +174,12 @@ async fn migrate_is_idempotent_and_safe_to_run_concurrently() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_shipped_sql_file_creates_a_working_schema() {
-    let sql = include_str!("../sql/v1.sql");
-    assert_eq!(sql, fairq_postgres::MIGRATIONS[0].1);
+async fn the_shipped_sql_files_create_a_working_schema() {
+    let files = [include_str!("../sql/v1.sql"), include_str!("../sql/v2.sql")];
+    assert_eq!(files.len(), fairq_postgres::MIGRATIONS.len());
+    for (file, (_, shipped)) in files.iter().zip(fairq_postgres::MIGRATIONS) {
+        assert_eq!(file, shipped);
+    }
     let Some(mut admin) = common::admin().await else {
         return;
     };
@@ -189,10 +192,12 @@ async fn the_shipped_sql_file_creates_a_working_schema() {
         eprintln!("skipping: a schema named fairq already exists on the test server");
         return;
     }
-    // What a user's own migration tool would run: the file as shipped, in a transaction that
+    // What a user's own migration tool would run: the files as shipped, in a transaction that
     // is rolled back so the shared server is left as it was.
     let tx = admin.transaction().await.unwrap();
-    tx.batch_execute(sql).await.unwrap();
+    for file in files {
+        tx.batch_execute(file).await.unwrap();
+    }
     let producer = fairq_postgres::Producer::default();
     let id = producer
         .enqueue(&tx, NewJob::new("q", "k", vec![1]).key("a"))
@@ -208,4 +213,84 @@ async fn the_shipped_sql_file_creates_a_working_schema() {
         .get(0);
     assert_eq!(round, Some(1), "a ready job gets the first round");
     tx.rollback().await.unwrap();
+}
+
+/// A store created by the first release, holding jobs (ready, delayed, running), upgrades in
+/// place: the jobs keep their order and state and the store works on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_version_1_schema_with_jobs_upgrades_in_place() {
+    let Some(admin) = common::admin().await else {
+        return;
+    };
+    let schema = common::unique_schema("upgrade");
+    let v1 = fairq_postgres::MIGRATIONS[0]
+        .1
+        .replace("fairq.", &format!("\"{schema}\"."))
+        .replace("EXISTS fairq;", &format!("EXISTS \"{schema}\";"));
+    admin.batch_execute(&v1).await.unwrap();
+    // Rows as version 1 wrote them: two ready jobs of two keys, one delayed, one running.
+    admin
+        .batch_execute(&format!(
+            "INSERT INTO \"{schema}\".jobs (id, queue, kind, key, payload, state, run_at, due_at,
+                 round, ready_seq, enqueued_at)
+             VALUES (1, 'q', 'k', 'a', '', 'scheduled', 0, 0, 1, 1, 0),
+                    (2, 'q', 'k', 'b', '', 'scheduled', 0, 0, 1, 2, 0),
+                    (3, 'q', 'k', 'a', '', 'scheduled', 5000, 5000, NULL, NULL, 0);
+             INSERT INTO \"{schema}\".jobs (id, queue, kind, key, payload, state, attempts, token,
+                 lease_deadline, claimed_at, enqueued_at)
+             VALUES (4, 'q', 'k', 'c', '', 'running', 1, 1, 900, 100, 0);
+             SELECT setval('\"{schema}\".job_ids', 4);"
+        ))
+        .await
+        .unwrap();
+    let clock = fairq_worker::ManualClock::new(1_000);
+    let store = PgBackend::connect(
+        &common::url(),
+        PgOptions::default()
+            .schema(&schema)
+            .clock(clock.clone())
+            .random(fairq_worker::FixedRandom(0))
+            .migrate(true),
+    )
+    .await
+    .unwrap();
+    let jobs = store.claim("q", 10, Duration::from_secs(60)).await.unwrap();
+    let ids: Vec<u64> = jobs.iter().map(|j| j.claim.id.0).collect();
+    assert_eq!(
+        ids,
+        vec![1, 2],
+        "ready jobs keep their order; the delayed one waits"
+    );
+    // The running job's lease (900) has expired: the rescue finds it through the new index.
+    assert_eq!(store.rescue("q").await.unwrap(), 1);
+    // Core's verdict with the store's random numbers (the default policy's jitter).
+    let expected = fairq_core::job::verdict(
+        &fairq_core::retry::RetryPolicy::default(),
+        1,
+        fairq_core::job::Setback::LeaseExpired,
+        1_000,
+        0,
+    );
+    let fairq_core::job::Outcome::Retry { run_at } = expected else {
+        panic!("the default policy retries: {expected:?}");
+    };
+    let info = store.get(fairq_worker::JobId(4)).await.unwrap().unwrap();
+    assert_eq!(info.state, fairq_core::job::State::Retrying { run_at });
+    assert!(run_at <= 5_000);
+    clock.set(5_000);
+    let later = store.claim("q", 10, Duration::from_secs(60)).await.unwrap();
+    let mut ids: Vec<u64> = later.iter().map(|j| j.claim.id.0).collect();
+    ids.sort();
+    assert_eq!(
+        ids,
+        vec![3, 4],
+        "the delayed job came due; the rescued one runs again"
+    );
+    for job in jobs.iter().chain(&later) {
+        store.complete(job.claim).await.unwrap();
+    }
+    let stats = store.stats().await.unwrap();
+    assert_eq!(stats[0].counts.succeeded, 4);
+    drop(store);
+    common::drop_schema(&admin, &schema).await;
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use fairq_core::job::{DeadReason, Outcome, State, TransitionError};
 use fairq_core::retry::RetryPolicy;
 use fairq_worker::{
-    Backend, BackendError, Failure, JobStatus, ListFilter, NewJob, OnConflict, Purge, RetryTarget,
+    Backend, BackendError, Failure, JobStatus, ListFilter, NewJob, OnConflict, Purge, ReviveTarget,
 };
 
 const LEASE: Duration = Duration::from_secs(30);
@@ -146,7 +146,7 @@ async fn failures_retry_on_the_policy_schedule_then_die() {
     let first = s.claim("q", 1, LEASE).await.unwrap().remove(0);
     t.clock.advance(Duration::from_millis(3));
     let outcome = s
-        .fail(first.claim, Failure::retryable("smtp down"))
+        .fail(&first, Failure::retryable("smtp down"))
         .await
         .unwrap();
     assert_eq!(outcome, Outcome::Retry { run_at: 1_005_003 });
@@ -162,10 +162,15 @@ async fn failures_retry_on_the_policy_schedule_then_die() {
     assert_eq!(second.attempt, 2);
     assert!(second.claim.token > first.claim.token);
     let outcome = s
-        .fail(second.claim, Failure::retryable("still down"))
+        .fail(&second, Failure::retryable("still down"))
         .await
         .unwrap();
-    assert_eq!(outcome, Outcome::Dead);
+    assert_eq!(
+        outcome,
+        Outcome::Dead {
+            reason: DeadReason::RetriesExhausted
+        }
+    );
     let info = s.get(id).await.unwrap().unwrap();
     assert!(matches!(
         info.state,
@@ -181,7 +186,7 @@ async fn failures_retry_on_the_policy_schedule_then_die() {
     assert_eq!(stats[0].retries.retries, 1);
     assert_eq!(stats[0].oldest_error_at, None);
     // An operator revives it with a fresh budget.
-    assert_eq!(s.retry(RetryTarget::One(id)).await.unwrap(), 1);
+    assert_eq!(s.revive(ReviveTarget::One(id)).await.unwrap(), 1);
     let third = s.claim("q", 1, LEASE).await.unwrap().remove(0);
     assert_eq!(third.attempt, 1);
     s.complete(third.claim).await.unwrap();
@@ -201,11 +206,13 @@ async fn a_permanent_failure_discards_at_once() {
         .await
         .unwrap();
     let j = s.claim("q", 1, LEASE).await.unwrap().remove(0);
-    let outcome = s
-        .fail(j.claim, Failure::permanent("bad payload"))
-        .await
-        .unwrap();
-    assert_eq!(outcome, Outcome::Dead);
+    let outcome = s.fail(&j, Failure::permanent("bad payload")).await.unwrap();
+    assert_eq!(
+        outcome,
+        Outcome::Dead {
+            reason: DeadReason::Discarded
+        }
+    );
     let info = s.get(id).await.unwrap().unwrap();
     assert!(matches!(
         info.state,
@@ -245,7 +252,7 @@ async fn expired_leases_are_rescued_and_the_stale_worker_is_fenced_off() {
     for err in [
         s.complete(stale.claim).await.unwrap_err(),
         s.heartbeat(stale.claim, lease).await.unwrap_err(),
-        s.fail(stale.claim, Failure::retryable("late"))
+        s.fail(&stale, Failure::retryable("late"))
             .await
             .unwrap_err(),
     ] {
@@ -274,10 +281,10 @@ async fn dependencies_hold_a_job_until_its_parent_succeeds() {
     // The parent dies: the child stays blocked.
     let p = s.claim("q", 5, LEASE).await.unwrap();
     assert_eq!(p.len(), 1);
-    s.fail(p[0].claim, Failure::retryable("x")).await.unwrap();
+    s.fail(&p[0], Failure::retryable("x")).await.unwrap();
     assert!(s.claim("q", 5, LEASE).await.unwrap().is_empty());
     // Revived and succeeding, it releases the child.
-    s.retry(RetryTarget::One(parent)).await.unwrap();
+    s.revive(ReviveTarget::One(parent)).await.unwrap();
     let p = s.claim("q", 5, LEASE).await.unwrap();
     assert_eq!(p.len(), 1);
     s.complete(p[0].claim).await.unwrap();

@@ -1,0 +1,111 @@
+//! Statements that add jobs.
+
+/// Batch insert. Parameters: queue[], kind[], key[], payload[], metadata[], retry[],
+/// unique_key[], depends_on[], blocked[], run_at[], now, ready channel, due channel.
+///
+/// Rows whose unique key is taken (by an unfinished job, or earlier in the batch) are left
+/// out before ids and rounds are handed out; `ON CONFLICT DO NOTHING` covers a concurrent
+/// insert of the same key. Each ready row gets the round `max(queue's current round, key's
+/// last ready round) + n`, where `n` numbers the batch's ready rows of that key; the two
+/// lookups run once per key (on its first row). Only window functions combine rows, never a
+/// join between intermediate results, so the cost stays linear in the batch.
+///
+/// The result has three kinds of rows: `(1, id, NULL)` for each inserted id, `(2, id, ord)`
+/// for the id planned for each row that was not left out, and `(3, holder, ord)` for each
+/// row with a unique key, with the unfinished job holding that key before the statement.
+///
+/// Ready rows wake the queue's workers (the ready channel); delayed rows tell every store
+/// when the queue's earliest one is due (the due channel), so no store has to look for due
+/// jobs before every claim.
+pub(super) const ENQUEUE: &str = r#"
+WITH input AS (
+    SELECT t.*, (NOT t.blocked AND t.run_at <= $11) AS ready
+    FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], $5::jsonb[], $6::jsonb[],
+                $7::text[], $8::int8[], $9::bool[], $10::int8[])
+         WITH ORDINALITY AS t(queue, kind, key, payload, metadata, retry, unique_key,
+                              depends_on, blocked, run_at, ord)
+),
+fresh AS (
+    SELECT i.*, nextval('fairq.job_ids') AS id
+    FROM (
+        SELECT u.* FROM (
+            SELECT i.*, row_number() OVER (PARTITION BY i.queue, i.unique_key ORDER BY i.ord)
+                        AS key_rank
+            FROM input i
+        ) u
+        WHERE u.unique_key IS NULL
+           OR (u.key_rank = 1 AND NOT EXISTS (
+                   SELECT 1 FROM fairq.jobs j
+                   WHERE j.queue = u.queue AND j.unique_key = u.unique_key))
+        ORDER BY u.ord
+    ) i
+),
+ranked AS (
+    SELECT f.*, CASE WHEN f.ready THEN f.id END AS seq,
+           row_number() OVER (PARTITION BY f.queue, f.key, f.ready ORDER BY f.ord) AS rn
+    FROM fresh f
+),
+based AS (
+    SELECT r.*,
+           CASE WHEN r.ready AND r.rn = 1 THEN KEY_TAIL END AS head_base
+    FROM ranked r
+),
+placed AS (
+    SELECT b.*,
+           CASE WHEN b.ready
+                THEN max(b.head_base) OVER (PARTITION BY b.queue, b.key, b.ready) + b.rn
+           END AS round
+    FROM based b
+),
+ins AS (
+    INSERT INTO fairq.jobs (id, queue, kind, key, payload, metadata, retry, unique_key,
+                            depends_on, state, run_at, due_at, due_seq, round, ready_seq,
+                            enqueued_at)
+    SELECT p.id, p.queue, p.kind, p.key, p.payload, p.metadata, p.retry, p.unique_key,
+           p.depends_on, CASE WHEN p.blocked THEN 'blocked' ELSE 'scheduled' END,
+           p.run_at, p.run_at, p.id, p.round, p.seq, $11
+    FROM placed p
+    ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
+    RETURNING id, queue, round, state, due_at
+),
+woke AS (
+    SELECT pg_notify($12, q.queue)
+    FROM (SELECT DISTINCT n.queue FROM ins n WHERE n.round IS NOT NULL) q
+),
+woke_due AS (
+    SELECT pg_notify($13, m.at::text || ' ' || m.queue)
+    FROM (SELECT n.queue, min(n.due_at) AS at FROM ins n
+          WHERE n.round IS NULL AND n.state <> 'blocked' GROUP BY n.queue) m
+)
+SELECT 1 AS kind, n.id, NULL::int8 AS ord,
+       (SELECT count(*) FROM woke) + (SELECT count(*) FROM woke_due) AS woke
+FROM ins n
+UNION ALL
+SELECT 2, f.id, f.ord, 0 FROM fresh f
+UNION ALL
+SELECT 3, (SELECT j.id FROM fairq.jobs j
+           WHERE j.queue = i.queue AND j.unique_key = i.unique_key), i.ord, 0
+FROM input i
+WHERE i.unique_key IS NOT NULL
+"#;
+
+/// Marks live dependencies as having dependents (locking them against a concurrent finish).
+pub(super) const DEPS_LIVE: &str = r#"
+UPDATE fairq.jobs SET has_dependents = true WHERE id = ANY($1::int8[]) RETURNING id
+"#;
+
+/// Looks up finished dependencies, marking them too (a dead one may be revived).
+pub(super) const DEPS_ARCHIVED: &str = r#"
+UPDATE fairq.archive SET has_dependents = true WHERE id = ANY($1::int8[]) RETURNING id, state
+"#;
+
+/// Ids of unfinished jobs holding unique keys. Parameters: queue[], unique_key[].
+pub(super) const UNIQUE_HOLDERS: &str = r#"
+SELECT j.queue, j.unique_key, j.id
+FROM fairq.jobs j
+JOIN unnest($1::text[], $2::text[]) AS t(queue, unique_key)
+  ON j.queue = t.queue AND j.unique_key = t.unique_key
+"#;
+
+/// Deletes rows this call inserted (undoing a batch that hit a duplicate).
+pub(super) const UNDO: &str = "DELETE FROM fairq.jobs WHERE id = ANY($1::int8[])";

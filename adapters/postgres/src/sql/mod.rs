@@ -1,0 +1,172 @@
+//! Every statement the store runs, written for the default schema and rendered once per
+//! store for its own schema name.
+//!
+//! Times (`now`, deadlines) are always parameters read from the store's clock, never the
+//! server's `now()`, so tests can drive time and every node agrees with its own clock.
+
+mod enqueue;
+mod operator;
+mod worker;
+
+use crate::schema::SchemaName;
+
+/// Columns of a claimed job, in the order [`crate::rows::job`] reads them.
+const JOB_COLUMNS: &str = "id, token, attempts, lease_deadline, kind, key, payload, \
+                           enqueued_at, due_at, retry, metadata";
+
+/// Columns of a live job as an operator sees it ([`crate::rows::info`]). A blocked job has no
+/// due time until its dependency succeeds.
+const LIVE_INFO: &str = "id, queue, kind, key, state, run_at, attempts, token, lease_deadline, \
+                         NULL::int8 AS finished_at, NULL::text AS dead_reason, enqueued_at, \
+                         last_error, unique_key, depends_on, payload, metadata, \
+                         CASE WHEN state = 'blocked' THEN 0 ELSE due_at END AS due_at, \
+                         claimed_at";
+
+/// The same columns for a finished job.
+const DONE_INFO: &str = "id, queue, kind, key, state, 0::int8 AS run_at, attempts, token, \
+                         NULL::int8 AS lease_deadline, finished_at, dead_reason, enqueued_at, \
+                         last_error, unique_key, depends_on, payload, metadata, \
+                         due_at, claimed_at";
+
+/// The round a key's next ready job goes after: the queue's current round, the key's last
+/// ready job, or a purged job of the key whose round has not come yet (it still holds its
+/// place, as in the reference schedule). Rendered with the row alias `r` (`r.queue`, `r.key`).
+const KEY_TAIL: &str = r#"GREATEST(
+               (SELECT max(c.round) FROM fairq.rounds c WHERE c.queue = r.queue),
+               (SELECT max(j.round) FROM fairq.jobs j
+                WHERE r.key IS NOT NULL AND j.queue = r.queue AND j.key = r.key
+                  AND j.round IS NOT NULL),
+               (SELECT max(j.round) FROM fairq.jobs j
+                WHERE r.key IS NULL AND j.queue = r.queue AND j.key IS NULL
+                  AND j.round IS NOT NULL),
+               (SELECT max(g.round) FROM fairq.ghosts g
+                WHERE r.key IS NOT NULL AND g.queue = r.queue AND g.key = r.key),
+               (SELECT max(g.round) FROM fairq.ghosts g
+                WHERE r.key IS NULL AND g.queue = r.queue AND g.key IS NULL),
+               0)"#;
+
+/// The `due_seq` of jobs made due by an event: above every job id, so such a job is promoted
+/// after the jobs that were already waiting for the same millisecond. An event numbers its
+/// jobs `EVENT + (position << 20) + rank`.
+const EVENT: &str = "4611686018427387904";
+
+/// Every statement, rendered for one schema.
+#[derive(Debug)]
+pub(crate) struct Sql {
+    pub(crate) schema: SchemaName,
+    /// Ready jobs appeared in a queue (payload: the queue).
+    pub(crate) channel: String,
+    /// Jobs of a queue wait for a time (payload: `<millis> <queue>`, the earliest).
+    pub(crate) due_channel: String,
+    pub(crate) enqueue: String,
+    pub(crate) deps_live: String,
+    pub(crate) deps_archived: String,
+    pub(crate) unique_holders: String,
+    pub(crate) undo: String,
+    pub(crate) promote: String,
+    pub(crate) claim: String,
+    pub(crate) settle: String,
+    pub(crate) release: String,
+    pub(crate) heartbeat: String,
+    pub(crate) expired: String,
+    pub(crate) trim_rounds: String,
+    pub(crate) release_stragglers: String,
+    pub(crate) due: String,
+    pub(crate) get: String,
+    pub(crate) get_many: String,
+    pub(crate) list: String,
+    pub(crate) purge_live: String,
+    pub(crate) purge_done: String,
+    pub(crate) prune: String,
+    pub(crate) revive: String,
+    pub(crate) stats_live: String,
+    pub(crate) stats_done: String,
+    pub(crate) stats_base: String,
+    pub(crate) stats_runs: String,
+}
+
+impl Sql {
+    pub(crate) fn new(schema: SchemaName) -> Sql {
+        let r = |template: &str| {
+            let expanded = template
+                .replace("JOB_COLUMNS", JOB_COLUMNS)
+                .replace("LIVE_INFO", LIVE_INFO)
+                .replace("DONE_INFO", DONE_INFO)
+                .replace("KEY_TAIL", KEY_TAIL)
+                .replace("EVENT", EVENT)
+                .replace("FOLD", operator::FOLD.trim());
+            schema.render(&expanded)
+        };
+        Sql {
+            channel: schema.channel(),
+            due_channel: schema.due_channel(),
+            enqueue: r(enqueue::ENQUEUE),
+            deps_live: r(enqueue::DEPS_LIVE),
+            deps_archived: r(enqueue::DEPS_ARCHIVED),
+            unique_holders: r(enqueue::UNIQUE_HOLDERS),
+            undo: r(enqueue::UNDO),
+            promote: r(worker::PROMOTE),
+            claim: r(worker::CLAIM),
+            settle: r(worker::SETTLE),
+            release: r(worker::RELEASE),
+            heartbeat: r(worker::HEARTBEAT),
+            expired: r(worker::EXPIRED),
+            trim_rounds: r(worker::TRIM_ROUNDS),
+            release_stragglers: r(worker::RELEASE_STRAGGLERS),
+            due: r(worker::DUE),
+            get: r(operator::GET),
+            get_many: r(operator::GET_MANY),
+            list: r(operator::LIST),
+            purge_live: r(operator::PURGE_LIVE),
+            purge_done: r(operator::PURGE_DONE),
+            prune: r(operator::PRUNE),
+            revive: r(operator::REVIVE),
+            stats_live: r(operator::STATS_LIVE),
+            stats_done: r(operator::STATS_DONE),
+            stats_base: r(operator::STATS_BASE),
+            stats_runs: r(operator::STATS_RUNS),
+            schema,
+        }
+    }
+
+    /// The advisory-lock key that serialises promotion in `queue`.
+    pub(crate) fn promote_lock(&self, queue: &str) -> String {
+        format!("fairq-promote:{}:{}", self.schema.as_str(), queue)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_statement_is_rendered_for_its_schema() {
+        let sql = Sql::new(SchemaName::new("s1").unwrap());
+        for text in [
+            &sql.enqueue,
+            &sql.promote,
+            &sql.claim,
+            &sql.settle,
+            &sql.release,
+            &sql.release_stragglers,
+            &sql.revive,
+            &sql.purge_live,
+            &sql.list,
+            &sql.get,
+            &sql.get_many,
+        ] {
+            assert!(!text.contains("fairq."), "unrendered: {text}");
+            for placeholder in [
+                "FOLD",
+                "LIVE_INFO",
+                "DONE_INFO",
+                "EVENT",
+                "JOB_COLUMNS",
+                "KEY_TAIL",
+            ] {
+                assert!(!text.contains(placeholder), "{placeholder} left in {text}");
+            }
+            assert!(text.contains("\"s1\"."));
+        }
+    }
+}

@@ -1,0 +1,159 @@
+//! Statements of the operator calls: get, list, statistics, purge, prune, revival.
+
+/// One job, live or finished. Parameter: id.
+pub(super) const GET: &str = "SELECT LIVE_INFO FROM fairq.jobs WHERE id = $1 \
+                   UNION ALL SELECT DONE_INFO FROM fairq.archive WHERE id = $1";
+
+/// Several jobs, live or finished (to explain refused entries of a batch). Parameter: id[].
+pub(super) const GET_MANY: &str = "SELECT LIVE_INFO FROM fairq.jobs WHERE id = ANY($1::int8[]) \
+                   UNION ALL SELECT DONE_INFO FROM fairq.archive WHERE id = ANY($1::int8[])";
+
+/// A page of jobs. Parameters: queue (or NULL), state (or NULL), after id, limit.
+pub(super) const LIST: &str = r#"
+(SELECT LIVE_INFO FROM fairq.jobs
+ WHERE id > $3 AND ($1::text IS NULL OR queue = $1) AND ($2::text IS NULL OR state = $2)
+ ORDER BY id LIMIT $4)
+UNION ALL
+(SELECT DONE_INFO FROM fairq.archive
+ WHERE id > $3 AND ($1::text IS NULL OR queue = $1) AND ($2::text IS NULL OR state = $2)
+ ORDER BY id LIMIT $4)
+ORDER BY id
+LIMIT $4
+"#;
+
+/// Adds the counters of the rows in the `gone` CTE (queue, state, attempts, failures,
+/// runs_ms) to the per-queue base counters, so statistics outlive deleted jobs.
+pub(super) const FOLD: &str = r#"
+tally AS (
+    SELECT g.queue,
+        count(*) FILTER (WHERE g.state = 'succeeded') AS ok,
+        COALESCE(sum(GREATEST(g.attempts - 1, 0))
+                 FILTER (WHERE g.state IN ('succeeded', 'dead')), 0)::int8 AS retries,
+        count(*) FILTER (WHERE g.state = 'dead') AS dead,
+        COALESCE(sum(g.failures), 0)::int8 AS failures
+    FROM gone g GROUP BY g.queue
+),
+kept AS (
+    INSERT INTO fairq.stats_base AS b (queue, ok, retries, dead, failures)
+    SELECT t.queue, t.ok, t.retries, t.dead, t.failures FROM tally t
+    ON CONFLICT (queue) DO UPDATE SET ok = b.ok + EXCLUDED.ok,
+        retries = b.retries + EXCLUDED.retries, dead = b.dead + EXCLUDED.dead,
+        failures = b.failures + EXCLUDED.failures
+),
+kept_runs AS (
+    INSERT INTO fairq.stats_runs AS s (queue, ms, n)
+    SELECT g.queue, u.ms, count(*)
+    FROM gone g CROSS JOIN LATERAL unnest(g.runs_ms) AS u(ms)
+    GROUP BY g.queue, u.ms
+    ON CONFLICT (queue, ms) DO UPDATE SET n = s.n + EXCLUDED.n
+)
+"#;
+
+/// Deletes unfinished jobs that are not running. A ready job whose round claims have not
+/// reached keeps its place (a ghost), so its key's next job still queues behind it.
+/// Parameters: queue (or NULL), state (or NULL).
+pub(super) const PURGE_LIVE: &str = r#"
+WITH gone AS (
+    DELETE FROM fairq.jobs
+    WHERE state <> 'running' AND ($1::text IS NULL OR queue = $1)
+      AND ($2::text IS NULL OR state = $2)
+    RETURNING queue, key, round, state, attempts, failures, runs_ms
+),
+FOLD,
+ghosts AS (
+    INSERT INTO fairq.ghosts (queue, key, round)
+    SELECT g.queue, g.key, max(g.round)
+    FROM gone g
+    WHERE g.round IS NOT NULL
+    GROUP BY g.queue, g.key
+    HAVING max(g.round) > COALESCE(
+        (SELECT max(r.round) FROM fairq.rounds r WHERE r.queue = g.queue), 0)
+)
+SELECT count(*) FROM gone
+"#;
+
+/// Deletes finished jobs. Parameters: queue (or NULL), state (or NULL).
+pub(super) const PURGE_DONE: &str = r#"
+WITH gone AS (
+    DELETE FROM fairq.archive
+    WHERE ($1::text IS NULL OR queue = $1) AND ($2::text IS NULL OR state = $2)
+    RETURNING queue, state, attempts, failures, runs_ms
+),
+FOLD
+SELECT count(*) FROM gone
+"#;
+
+/// Deletes jobs that finished at or before a time. Parameter: cutoff.
+pub(super) const PRUNE: &str = r#"
+WITH gone AS (
+    DELETE FROM fairq.archive WHERE finished_at <= $1
+    RETURNING queue, state, attempts, failures, runs_ms
+),
+FOLD
+SELECT count(*) FROM gone
+"#;
+
+/// Revives dead jobs (of a queue, or one id): back to the live table, due now (in id order,
+/// after the jobs already waiting), attempts reset. Of several dead jobs sharing a unique key
+/// only the oldest comes back, and none whose key an unfinished job holds. Parameters: queue
+/// (or NULL), id (or NULL), now, due channel.
+pub(super) const REVIVE: &str = r#"
+WITH candidates AS (
+    SELECT DISTINCT ON (a.queue, a.unique_key IS NULL, COALESCE(a.unique_key, ''),
+                        CASE WHEN a.unique_key IS NULL THEN a.id END) a.id
+    FROM fairq.archive a
+    WHERE a.state = 'dead' AND ($1::text IS NULL OR a.queue = $1)
+      AND ($2::int8 IS NULL OR a.id = $2)
+      AND (a.unique_key IS NULL OR NOT EXISTS (
+          SELECT 1 FROM fairq.jobs j WHERE j.queue = a.queue AND j.unique_key = a.unique_key))
+    ORDER BY a.queue, a.unique_key IS NULL, COALESCE(a.unique_key, ''),
+             CASE WHEN a.unique_key IS NULL THEN a.id END, a.id
+),
+gone AS (
+    DELETE FROM fairq.archive a USING candidates c WHERE a.id = c.id RETURNING a.*
+),
+FOLD,
+revived AS (
+    INSERT INTO fairq.jobs (id, queue, kind, key, payload, metadata, retry, unique_key,
+        depends_on, has_dependents, state, run_at, due_at, due_seq, attempts, token,
+        claimed_at, enqueued_at, failures, runs_ms, error_since, last_error)
+    SELECT g.id, g.queue, g.kind, g.key, g.payload, g.metadata, g.retry, g.unique_key,
+        g.depends_on, g.has_dependents, 'scheduled', $3, $3,
+        EVENT + (row_number() OVER (ORDER BY g.id) << 20), 0, g.token, g.claimed_at,
+        g.enqueued_at, 0, '{}', NULL, g.last_error
+    FROM gone g
+    RETURNING queue
+),
+woke AS (
+    SELECT pg_notify($4, $3::int8::text || ' ' || q.queue) FROM (SELECT DISTINCT queue FROM revived) q
+)
+SELECT r.queue, count(*), (SELECT count(*) FROM woke) FROM revived r GROUP BY r.queue
+"#;
+
+/// Live jobs per queue and state, with failure counters and the oldest error.
+pub(super) const STATS_LIVE: &str = r#"
+SELECT queue, state, count(*), COALESCE(sum(failures), 0)::int8, min(error_since)
+FROM fairq.jobs GROUP BY queue, state
+"#;
+
+/// Finished jobs per queue and state, with retry and failure counters.
+pub(super) const STATS_DONE: &str = r#"
+SELECT queue, state, count(*), COALESCE(sum(GREATEST(attempts - 1, 0)), 0)::int8,
+       COALESCE(sum(failures), 0)::int8
+FROM fairq.archive GROUP BY queue, state
+"#;
+
+/// Counters of deleted jobs.
+pub(super) const STATS_BASE: &str =
+    "SELECT queue, ok, retries, dead, failures FROM fairq.stats_base";
+
+/// Attempt durations per queue: (queue, ms, how many).
+pub(super) const STATS_RUNS: &str = r#"
+SELECT queue, ms, sum(n)::int8 FROM (
+    SELECT queue, unnest(runs_ms) AS ms, 1::int8 AS n FROM fairq.jobs
+    UNION ALL
+    SELECT queue, unnest(runs_ms) AS ms, 1::int8 AS n FROM fairq.archive
+    UNION ALL
+    SELECT queue, ms, n FROM fairq.stats_runs
+) x GROUP BY queue, ms
+"#;

@@ -1,0 +1,294 @@
+//! Statements of the worker's path: promotion, claims, settlement, heartbeats, hand-backs and
+//! rescue.
+//!
+//! Settlement, hand-backs, rescue and revival can make jobs due *now* (a retry without delay, a
+//! released dependent). Such a job waits in `jobs_waiting` with `due_at = now` and a `due_seq`
+//! of `EVENT` plus its position in the statement, which sorts it after every job that was
+//! already waiting for the same millisecond (those keep their id as `due_seq`). The next
+//! promotion of its queue gives it its round: jobs whose time came earlier go first, then the
+//! event's jobs in the order the event handled them, as the reference store does.
+
+/// Gives a round to every due job of a queue that waits for one (delayed jobs whose time
+/// came, retries, released dependents, revived and handed-back jobs), in order of due time
+/// and `due_seq`. Only one session per queue promotes at a time (a try-lock taken only when
+/// something is due; the others skip), so two promoters never hand out the same key's rounds
+/// twice. Parameters: queue, now, limit, lock key, ready channel.
+///
+/// Returns how many jobs it promoted, whether due jobs were left to another session holding
+/// the lock, and when the earliest job still waiting is due (`NULL`: none is).
+pub(super) const PROMOTE: &str = r#"
+WITH probe AS MATERIALIZED (
+    SELECT EXISTS (
+        SELECT 1 FROM fairq.jobs j
+        WHERE j.queue = $1 AND j.round IS NULL AND j.state IN ('scheduled', 'retrying')
+          AND j.due_at <= $2
+    ) AS due
+),
+gate AS MATERIALIZED (
+    SELECT CASE WHEN p.due THEN pg_try_advisory_xact_lock(hashtextextended($4, 0))
+                ELSE false END AS ok
+    FROM probe p
+),
+due AS (
+    SELECT j.id, j.queue, j.key, j.due_at, j.due_seq
+    FROM fairq.jobs j
+    WHERE j.queue = $1 AND j.round IS NULL AND j.state IN ('scheduled', 'retrying')
+      AND j.due_at <= $2 AND (SELECT g.ok FROM gate g)
+    ORDER BY j.due_at, j.due_seq
+    LIMIT $3
+    FOR UPDATE SKIP LOCKED
+),
+ranked AS (
+    SELECT d.*, row_number() OVER (PARTITION BY d.key ORDER BY d.due_at, d.due_seq) AS rn
+    FROM due d
+),
+based AS (
+    SELECT r.*,
+           CASE WHEN r.rn = 1 THEN KEY_TAIL END AS head_base
+    FROM ranked r
+),
+placed AS (
+    SELECT p.id, p.round, nextval('fairq.job_ids') AS seq
+    FROM (SELECT b.id, max(b.head_base) OVER (PARTITION BY b.key) + b.rn AS round,
+                 b.due_at, b.due_seq
+          FROM based b
+          ORDER BY b.due_at, b.due_seq) p
+),
+promoted AS (
+    UPDATE fairq.jobs j SET round = p.round, ready_seq = p.seq
+    FROM placed p
+    WHERE j.id = p.id
+    RETURNING j.id
+),
+woke AS (
+    SELECT pg_notify($5, $1) FROM (SELECT 1 FROM promoted LIMIT 1) x
+)
+SELECT (SELECT count(*) FROM promoted) AS promoted,
+       (SELECT count(*) FROM woke) AS woke,
+       (SELECT p.due FROM probe p) AND NOT (SELECT g.ok FROM gate g) AS locked_out,
+       (SELECT min(j.due_at) FROM fairq.jobs j
+        WHERE j.queue = $1 AND j.round IS NULL AND j.state IN ('scheduled', 'retrying')
+          AND j.id NOT IN (SELECT p.id FROM promoted p)) AS next_due
+"#;
+
+/// The claim: the first `limit` ready jobs of the queue in fair order that no other session
+/// holds, leased to the caller. When the claim reaches a round no claim had reached, that
+/// round is recorded as the queue's current one (a claim that takes every ready job also
+/// passes the places of purged jobs). Parameters: queue, limit, now, deadline.
+pub(super) const CLAIM: &str = r#"
+WITH picked AS (
+    SELECT j.id, j.round, j.ready_seq
+    FROM fairq.jobs j
+    WHERE j.queue = $1 AND j.round IS NOT NULL
+    ORDER BY j.round, j.ready_seq
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+),
+claimed AS (
+    UPDATE fairq.jobs j
+    SET state = 'running', round = NULL, ready_seq = NULL,
+        attempts = j.attempts + 1, token = j.token + 1,
+        lease_deadline = $4, claimed_at = $3
+    FROM picked p
+    WHERE j.id = p.id
+    RETURNING j.id, j.token, j.attempts, j.lease_deadline, j.kind, j.key, j.payload,
+              j.enqueued_at, j.due_at, j.retry, j.metadata,
+              p.round AS was_round, p.ready_seq AS was_seq
+),
+advanced AS (
+    INSERT INTO fairq.rounds (queue, round)
+    SELECT $1, m.top
+    FROM (SELECT GREATEST(
+                 (SELECT max(c.was_round) FROM claimed c),
+                 -- A claim that runs out of ready jobs has passed every purged job's place.
+                 CASE WHEN (SELECT count(*) FROM claimed) < $2
+                      THEN (SELECT max(g.round) FROM fairq.ghosts g WHERE g.queue = $1) END
+             ) AS top) m
+    WHERE m.top > COALESCE((SELECT max(r.round) FROM fairq.rounds r WHERE r.queue = $1), 0)
+    ON CONFLICT DO NOTHING
+)
+SELECT JOB_COLUMNS FROM claimed ORDER BY was_round, was_seq
+"#;
+
+/// Settles a batch of attempts with one statement: each entry names a job, the token of the
+/// lease it ran under and core's verdict (`succeeded`, `retry` at `run_at`, or `dead` with a
+/// reason), and applies only while the job is still running under that token (fencing per
+/// row). Successes and deaths move to the archive; retries wait for their time; the blocked
+/// dependents of each success become due now.
+///
+/// Parameters: id[], token[], verdict[], run_at[], reason[], message[] (one element per
+/// entry, no (id, token) pair twice), now, rescue (the entries are expired leases: the lease must still be
+/// expired, and no run time is recorded), due channel.
+///
+/// Rows: `(1, id, queue, NULL, token)` for each job archived, `(2, id, queue, due_at, token)`
+/// for each job sent to retry, `(3, id, queue, now, NULL)` for each dependent released, `(4,
+/// id, NULL, NULL, NULL, state...)` with the lifecycle columns of each job an entry named but
+/// did not change, as the statement found it (to explain the refusal; an unknown job has no
+/// row), and one `(0, ...)` row that carries the count of notifications.
+pub(super) const SETTLE: &str = r#"
+WITH input AS (
+    SELECT *
+    FROM unnest($1::int8[], $2::int8[], $3::text[], $4::int8[], $5::text[], $6::text[])
+         WITH ORDINALITY AS t(id, token, verdict, run_at, reason, message, ord)
+),
+gone AS (
+    DELETE FROM fairq.jobs j USING input i
+    WHERE j.id = i.id AND j.token = i.token AND j.state = 'running' AND i.verdict <> 'retry'
+      AND (NOT $8 OR j.lease_deadline <= $7)
+    RETURNING j.*, i.verdict, i.reason, i.message, i.ord
+),
+archived AS (
+    INSERT INTO fairq.archive (id, queue, kind, key, payload, metadata, retry, unique_key,
+        depends_on, has_dependents, state, dead_reason, attempts, token, enqueued_at,
+        claimed_at, finished_at, failures, runs_ms, last_error, due_at)
+    SELECT g.id, g.queue, g.kind, g.key, g.payload, g.metadata, g.retry, g.unique_key,
+        g.depends_on, g.has_dependents,
+        CASE WHEN g.verdict = 'succeeded' THEN 'succeeded' ELSE 'dead' END, g.reason,
+        g.attempts, g.token, g.enqueued_at, g.claimed_at, $7,
+        g.failures + CASE WHEN g.verdict = 'dead' THEN 1 ELSE 0 END,
+        CASE WHEN $8 THEN g.runs_ms
+             ELSE g.runs_ms || GREATEST($7 - COALESCE(g.claimed_at, $7), 0) END,
+        CASE WHEN g.verdict = 'dead' THEN g.message ELSE g.last_error END,
+        g.due_at
+    FROM gone g
+),
+retried AS (
+    UPDATE fairq.jobs j
+    SET state = 'retrying', run_at = i.run_at, due_at = i.run_at,
+        due_seq = CASE WHEN i.run_at <= $7 THEN EVENT + (i.ord << 20) ELSE j.id END,
+        lease_deadline = NULL, failures = j.failures + 1,
+        runs_ms = CASE WHEN $8 THEN j.runs_ms
+                       ELSE j.runs_ms || GREATEST($7 - COALESCE(j.claimed_at, $7), 0) END,
+        error_since = COALESCE(j.error_since, $7), last_error = i.message
+    FROM input i
+    WHERE j.id = i.id AND j.token = i.token AND j.state = 'running' AND i.verdict = 'retry'
+      AND (NOT $8 OR j.lease_deadline <= $7)
+    RETURNING j.id, j.queue, j.due_at, j.token
+),
+freed AS (
+    UPDATE fairq.jobs d
+    SET state = 'scheduled', run_at = 0, due_at = $7, due_seq = EVENT + (f.ord << 20) + f.rank
+    FROM (SELECT b.id, g.ord, row_number() OVER (PARTITION BY g.id ORDER BY b.id) AS rank
+          FROM gone g
+          JOIN fairq.jobs b ON b.depends_on = g.id AND b.state = 'blocked'
+          WHERE g.verdict = 'succeeded' AND g.has_dependents) f
+    WHERE d.id = f.id
+    RETURNING d.id, d.queue
+),
+woke AS (
+    SELECT pg_notify($9, m.at::text || ' ' || m.queue)
+    FROM (SELECT x.queue, min(x.at) AS at
+          FROM (SELECT r.queue, r.due_at AS at FROM retried r
+                UNION ALL SELECT f.queue, $7 FROM freed f) x
+          GROUP BY x.queue) m
+)
+SELECT 1 AS tag, g.id, g.queue, NULL::int8 AS at, g.token, NULL::text AS state,
+       NULL::int8 AS run_at, NULL::int8 AS attempts, NULL::int8 AS last_token,
+       NULL::int8 AS lease_deadline, NULL::int8 AS finished_at, NULL::text AS dead_reason
+FROM gone g
+UNION ALL
+SELECT 2, r.id, r.queue, r.due_at, r.token, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+FROM retried r
+UNION ALL
+SELECT 3, f.id, f.queue, $7, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM freed f
+UNION ALL
+SELECT 4, s.id, NULL, NULL, NULL, s.state, s.run_at, s.attempts, s.token, s.lease_deadline,
+       s.finished_at, s.dead_reason
+FROM (SELECT DISTINCT x.id FROM input x
+      WHERE NOT EXISTS (SELECT 1 FROM gone g WHERE g.id = x.id AND g.token = x.token)
+        AND NOT EXISTS (SELECT 1 FROM retried r WHERE r.id = x.id AND r.token = x.token)) i
+JOIN (SELECT j.id, j.state, j.run_at, j.attempts, j.token, j.lease_deadline,
+             NULL::int8 AS finished_at, NULL::text AS dead_reason
+      FROM fairq.jobs j
+      UNION ALL
+      SELECT a.id, a.state, 0, a.attempts, a.token, NULL, a.finished_at, a.dead_reason
+      FROM fairq.archive a) s ON s.id = i.id
+UNION ALL
+SELECT 0, count(*), NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM woke
+"#;
+
+/// Hands claimed jobs back before they ran: each whose lease is still current becomes due
+/// now (after the jobs already waiting, in the order given) with its attempt refunded; its
+/// token stays, so the lease it was handed out under is fenced. Parameters: id[], token[]
+/// (no pair twice), now, due channel. Rows: the jobs handed back, with their tokens, states
+/// and attempts.
+pub(super) const RELEASE: &str = r#"
+WITH input AS (
+    SELECT * FROM unnest($1::int8[], $2::int8[]) WITH ORDINALITY AS t(id, token, ord)
+),
+released AS (
+    UPDATE fairq.jobs j
+    SET state = CASE WHEN j.attempts > 1 THEN 'retrying' ELSE 'scheduled' END,
+        attempts = j.attempts - 1, run_at = $3, due_at = $3,
+        due_seq = EVENT + (i.ord << 20), lease_deadline = NULL
+    FROM input i
+    WHERE j.id = i.id AND j.token = i.token AND j.state = 'running'
+    RETURNING j.id, j.queue, j.token, j.state, j.attempts
+),
+woke AS (
+    SELECT pg_notify($4, $3::int8::text || ' ' || q.queue)
+    FROM (SELECT DISTINCT r.queue FROM released r) q
+)
+SELECT r.id, r.queue, r.token, r.state, r.attempts, (SELECT count(*) FROM woke)
+FROM released r
+"#;
+
+/// Extends leases: each job still running under the given token gets
+/// `max(its deadline, the new one)`. The other rows are the refused entries. A lease
+/// deadline is in no index, so this is a HOT update. Parameters: id[], token[], deadline.
+pub(super) const HEARTBEAT: &str = r#"
+UPDATE fairq.jobs j SET lease_deadline = GREATEST(j.lease_deadline, $3)
+FROM unnest($1::int8[], $2::int8[]) AS i(id, token)
+WHERE j.id = i.id AND j.token = i.token AND j.state = 'running'
+RETURNING j.id, j.token, j.lease_deadline
+"#;
+
+/// Expired leases of a queue, in id order. Parameters: queue, now, limit.
+pub(super) const EXPIRED: &str = r#"
+SELECT id, attempts, token, retry
+FROM fairq.jobs
+WHERE queue = $1 AND state = 'running' AND lease_deadline <= $2
+ORDER BY id
+LIMIT $3
+"#;
+
+/// Forgets all but the newest round of a queue, and the purged jobs' places that claims
+/// have passed. Parameter: queue.
+pub(super) const TRIM_ROUNDS: &str = r#"
+WITH current AS MATERIALIZED (
+    SELECT max(x.round) AS round FROM fairq.rounds x WHERE x.queue = $1
+),
+ghosts AS (
+    DELETE FROM fairq.ghosts g
+    WHERE g.queue = $1 AND g.round <= (SELECT c.round FROM current c)
+)
+DELETE FROM fairq.rounds r
+WHERE r.queue = $1 AND r.round < (SELECT c.round FROM current c)
+"#;
+
+/// Releases blocked jobs of a queue whose dependency has succeeded: a repair for a finish
+/// that raced with the enqueue of its dependent. Parameters: queue, now, due channel.
+pub(super) const RELEASE_STRAGGLERS: &str = r#"
+WITH freed AS (
+    UPDATE fairq.jobs j
+    SET state = 'scheduled', run_at = 0, due_at = $2,
+        due_seq = EVENT + (s.n << 20)
+    FROM (SELECT b.id, row_number() OVER (ORDER BY b.id) AS n
+          FROM fairq.jobs b
+          JOIN fairq.archive a ON a.id = b.depends_on AND a.state = 'succeeded'
+          WHERE b.queue = $1 AND b.state = 'blocked') s
+    WHERE j.id = s.id
+    RETURNING j.id
+),
+woke AS (
+    SELECT pg_notify($3, $2::int8::text || ' ' || $1) FROM (SELECT 1 FROM freed LIMIT 1) x
+)
+SELECT f.id, (SELECT count(*) FROM woke) FROM freed f
+"#;
+
+/// Whether a queue has a ready job, and when its next waiting job is due. Parameter: queue.
+pub(super) const DUE: &str = r#"
+SELECT EXISTS (SELECT 1 FROM fairq.jobs WHERE queue = $1 AND round IS NOT NULL) AS ready,
+       (SELECT min(due_at) FROM fairq.jobs
+        WHERE queue = $1 AND round IS NULL AND state IN ('scheduled', 'retrying')) AS next_due
+"#;

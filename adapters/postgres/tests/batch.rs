@@ -1,0 +1,219 @@
+//! The batched worker path on a real server: settlement and claim in one transaction, HOT
+//! heartbeats, and promotions that run only when a job can be due (with stores learning of
+//! each other's waiting jobs through the due channel).
+
+mod common;
+
+use std::time::Duration;
+
+use fairq_postgres::{PgBackend, PgOptions};
+use fairq_worker::{Backend, Finished, JobStatus, NewJob, Settled};
+
+const LEASE: Duration = Duration::from_secs(30);
+
+/// Another store on the test store's schema and clock, as another process would open it.
+async fn another_store(t: &common::TestStore, options: PgOptions) -> PgBackend {
+    PgBackend::connect(
+        &common::url(),
+        options.schema(&t.schema).clock(t.clock.clone()),
+    )
+    .await
+    .expect("connect")
+}
+
+/// Counters of the jobs table, once every session that wrote them has reported: a backend
+/// reports its counters when it exits, so the stores whose updates are counted are dropped
+/// first and this waits until the numbers reach `updates`.
+async fn table_updates(t: &common::TestStore, updates: i64) -> (i64, i64) {
+    let query = "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables \
+                 WHERE schemaname = $1 AND relname = 'jobs'";
+    tokio::time::timeout(fairq_worker::conformance::PATIENCE, async {
+        loop {
+            let row = t.admin.query_one(query, &[&t.schema]).await.unwrap();
+            let (all, hot): (i64, i64) = (row.get(0), row.get(1));
+            if all >= updates {
+                return (all, hot);
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the server reported the table's counters")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn heartbeats_are_hot_updates() {
+    let t = store_or_skip!("hot");
+    let ids = t
+        .store
+        .enqueue_many((0..20).map(|i| NewJob::new("q", "k", vec![i])).collect())
+        .await
+        .unwrap();
+    // Claims change indexed columns (the job leaves the ready order): not HOT.
+    let worker = another_store(&t, PgOptions::default().pool_size(1)).await;
+    let jobs = worker.claim("q", 20, LEASE).await.unwrap();
+    assert_eq!(jobs.len(), ids.len());
+    drop(worker);
+    let (claims, hot_claims) = table_updates(&t, 20).await;
+    // A heartbeat changes the lease deadline only, which no index holds.
+    let beater = another_store(&t, PgOptions::default().pool_size(1)).await;
+    for round in 1..=3 {
+        t.clock.advance(Duration::from_secs(1));
+        let answers = beater
+            .heartbeat_many(jobs.iter().map(|j| j.claim).collect(), LEASE)
+            .await
+            .unwrap();
+        assert!(
+            answers.iter().all(Result::is_ok),
+            "round {round}: {answers:?}"
+        );
+    }
+    drop(beater);
+    let (all, hot) = table_updates(&t, claims + 60).await;
+    assert_eq!(all - claims, 60, "one update per extended lease");
+    // A HOT update also needs room for the new row version on the same page, which pruning
+    // of dead versions usually (not always) provides; with the deadline in an index, none
+    // would be HOT.
+    let heartbeats_hot = hot - hot_claims;
+    println!("{heartbeats_hot} of 60 heartbeats were HOT updates");
+    assert!(
+        heartbeats_hot >= 45,
+        "only {heartbeats_hot} of 60 heartbeats were HOT"
+    );
+    t.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settle_and_claim_is_one_transaction() {
+    let t = store_or_skip!("onetx");
+    t.store
+        .enqueue_many((0..4).map(|i| NewJob::new("q", "k", vec![i])).collect())
+        .await
+        .unwrap();
+    let jobs = t.store.claim("q", 2, LEASE).await.unwrap();
+    // A claim the server refuses (a queue name it cannot store) undoes the settlement.
+    let batch: Vec<Finished> = jobs.iter().map(|j| Finished::new(j, Ok(()))).collect();
+    let err = t
+        .store
+        .settle_and_claim(batch.clone(), "bad\0queue", 2, LEASE)
+        .await
+        .expect_err("the claim fails");
+    assert!(!err.is_transient(), "{err}");
+    for job in &jobs {
+        let info = t.store.get(job.claim.id).await.unwrap().unwrap();
+        assert_eq!(info.status(), JobStatus::Running, "nothing was settled");
+    }
+    // The same batch then settles, and the next jobs are claimed with it.
+    let out = t
+        .store
+        .settle_and_claim(batch, "q", 2, LEASE)
+        .await
+        .unwrap();
+    assert!(out
+        .settled
+        .iter()
+        .all(|a| matches!(a, Ok(Settled::Succeeded))));
+    assert_eq!(out.claimed.unwrap().len(), 2);
+    t.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dependent_released_by_a_settlement_is_claimed_with_it() {
+    let t = store_or_skip!("depclaim");
+    let parent = t
+        .store
+        .enqueue(NewJob::new("q", "k", vec![1]))
+        .await
+        .unwrap();
+    let child = t
+        .store
+        .enqueue(NewJob::new("q", "k", vec![2]).after(parent))
+        .await
+        .unwrap();
+    let running = t.store.claim("q", 1, LEASE).await.unwrap().remove(0);
+    assert_eq!(running.claim.id, parent);
+    let out = t
+        .store
+        .settle_and_claim(vec![Finished::new(&running, Ok(()))], "q", 5, LEASE)
+        .await
+        .unwrap();
+    let claimed = out.claimed.unwrap();
+    assert_eq!(
+        claimed.len(),
+        1,
+        "the released dependent is claimable at once"
+    );
+    assert_eq!(claimed[0].claim.id, child);
+    t.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stores_promote_only_when_they_know_a_job_can_be_due() {
+    let t = store_or_skip!("due");
+    // A store without a listener that believes what it read for an hour.
+    let deaf = another_store(
+        &t,
+        PgOptions::default()
+            .listen(false)
+            .poll_interval(Duration::from_secs(3_600)),
+    )
+    .await;
+    // A store with a listener.
+    let listening = another_store(&t, PgOptions::default()).await;
+    assert!(deaf.claim("q", 1, LEASE).await.unwrap().is_empty());
+    tokio::time::timeout(fairq_worker::conformance::PATIENCE, async {
+        while !listening.is_listening() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the listener started");
+    assert!(listening.claim("q", 1, LEASE).await.unwrap().is_empty());
+
+    // The test store enqueues a job due in a second; both other stores believe nothing waits.
+    let id = t
+        .store
+        .enqueue(NewJob::new("q", "k", vec![]).delay(Duration::from_secs(1)))
+        .await
+        .unwrap();
+    t.clock.advance(Duration::from_secs(1));
+    // The deaf store does not promote: it never heard of the job, and its reading is fresh.
+    assert!(deaf.claim("q", 1, LEASE).await.unwrap().is_empty());
+    // The listening store heard of it on the due channel, and promotes once it is due.
+    let claimed = tokio::time::timeout(fairq_worker::conformance::PATIENCE, async {
+        loop {
+            let jobs = listening.claim("q", 1, LEASE).await.unwrap();
+            if let Some(job) = jobs.into_iter().next() {
+                return job;
+            }
+            listening
+                .wait_for_jobs("q", Duration::from_millis(50))
+                .await;
+        }
+    })
+    .await
+    .expect("the listening store claimed the delayed job");
+    assert_eq!(claimed.claim.id, id);
+    drop((deaf, listening));
+
+    // Without a listener, a store looks again once its reading is older than its polling
+    // interval.
+    let polling = another_store(
+        &t,
+        PgOptions::default()
+            .listen(false)
+            .poll_interval(Duration::ZERO),
+    )
+    .await;
+    assert!(polling.claim("q", 1, LEASE).await.unwrap().is_empty());
+    let id = t
+        .store
+        .enqueue(NewJob::new("q", "k", vec![]).delay(Duration::from_secs(1)))
+        .await
+        .unwrap();
+    t.clock.advance(Duration::from_secs(1));
+    let jobs = polling.claim("q", 1, LEASE).await.unwrap();
+    assert_eq!(jobs.len(), 1);
+    assert_eq!(jobs[0].claim.id, id);
+    t.cleanup().await;
+}
