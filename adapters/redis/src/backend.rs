@@ -1,25 +1,25 @@
-//! The connection, the command helpers and the plumbing shared by the store operations.
+//! The store handle: its connection, settings, scripts and client-side caches.
 
-use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use fairq_core::job::Millis;
-use fairq_worker::{BackendError, Clock, JobId};
+use fairq_worker::{BackendError, Clock, Random, SystemRandom};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
-use redis::{AsyncConnectionConfig, Client, Cmd, ErrorKind, FromRedisValue, Pipeline, Value};
+use redis::{AsyncConnectionConfig, Client};
 
+use crate::connection::Connection;
 use crate::error::{self, is_transient, RedisStoreError};
 use crate::keys::KeySpace;
 use crate::options::RedisOptions;
-use crate::scripts::{Named, Scripts};
-
-/// Most claims remembered (job → queue) so that completing a claimed job needs no lookup.
-const CLAIM_CACHE: usize = 100_000;
+use crate::registry::Registry;
+use crate::scripts::Scripts;
+use crate::timing::Timing;
 
 /// A [`Backend`](fairq_worker::Backend) on Redis.
 ///
-/// Cheap to clone: clones share one connection (multiplexed, reconnecting by itself).
+/// Cheap to clone: clones share one connection (multiplexed, reconnecting by itself) and the
+/// client-side caches.
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), fairq_worker::BackendError> {
@@ -41,20 +41,51 @@ pub struct RedisBackend {
 
 pub(crate) struct Inner {
     pub(crate) client: Client,
-    pub(crate) conn: ConnectionManager,
+    pub(crate) conn: Connection,
     pub(crate) keys: KeySpace,
     pub(crate) options: RedisOptions,
     pub(crate) scripts: Scripts,
     pub(crate) addr: String,
-    ids: tokio::sync::Mutex<IdBlock>,
-    claims: Mutex<HashMap<JobId, Arc<str>>>,
+    pub(crate) registry: Registry,
+    pub(crate) timing: Timing,
+    /// Names this client's enqueue requests (with `requests`), so a repeated call is
+    /// recognised. Uniqueness matters here, not testability: it never comes from the injected
+    /// [`Random`].
+    nonce: u64,
+    requests: AtomicU64,
+    /// The highest id sequence this client has seen: the floor of its next ids.
+    pub(crate) highwater: AtomicU64,
     pub(crate) waiters: Mutex<Vec<MultiplexedConnection>>,
 }
 
-#[derive(Default)]
-struct IdBlock {
-    next: u64,
-    end: u64,
+/// The last handle going away sends the run times it still holds, when a runtime is there to
+/// send them (best effort: a process that exits at once may not get to it).
+impl Drop for Inner {
+    fn drop(&mut self) {
+        let pending = self.timing.drain();
+        if pending.is_empty() {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let mut conn = self.conn.clone();
+        let hash = self.scripts.timing.hash().to_string();
+        let bases: Vec<(String, Vec<Vec<u8>>)> = pending
+            .into_iter()
+            .map(|(queue, args)| (self.keys.queue_base(&queue), args))
+            .collect();
+        runtime.spawn(async move {
+            for (base, args) in bases {
+                let mut cmd = redis::cmd("EVALSHA");
+                cmd.arg(&hash).arg(1).arg(base);
+                for arg in &args {
+                    cmd.arg(arg.as_slice());
+                }
+                let _: Result<redis::Value, _> = cmd.query_async(&mut conn).await;
+            }
+        });
+    }
 }
 
 impl std::fmt::Debug for RedisBackend {
@@ -67,9 +98,8 @@ impl std::fmt::Debug for RedisBackend {
 }
 
 impl RedisBackend {
-    /// Connects to the server at `url` (`redis://[:password@]host[:port][/db]`, or
-    /// `rediss://` when the `redis` crate is built with TLS), checks that it answers and loads
-    /// the scripts.
+    /// Connects to the server at `url` (`redis://[:password@]host[:port][/db]`), checks that
+    /// it answers and loads the scripts.
     ///
     /// A malformed URL is [`BackendError::Invalid`]; a server that cannot be reached is
     /// [`BackendError::Unavailable`] naming the address.
@@ -91,19 +121,22 @@ impl RedisBackend {
             .set_response_timeout(options.response_timeout)
             .set_number_of_retries(options.reconnect_retries)
             .set_max_delay(1_000);
-        let conn = ConnectionManager::new_with_config(client.clone(), config)
+        let manager = ConnectionManager::new_with_config(client.clone(), config)
             .await
             .map_err(|source| connect_error(&addr, source))?;
         let backend = RedisBackend {
             inner: Arc::new(Inner {
                 client,
-                conn,
+                conn: Connection::single(manager),
                 keys,
                 options,
                 scripts: Scripts::new(),
                 addr,
-                ids: tokio::sync::Mutex::new(IdBlock::default()),
-                claims: Mutex::new(HashMap::new()),
+                registry: Registry::default(),
+                timing: Timing::default(),
+                nonce: SystemRandom.next_u64(),
+                requests: AtomicU64::new(0),
+                highwater: AtomicU64::new(0),
                 waiters: Mutex::new(Vec::new()),
             }),
         };
@@ -140,7 +173,7 @@ impl RedisBackend {
     /// let id: i64 = redis::cmd("CLIENT").arg("ID").query_async(&mut store.connection()).await?;
     /// # Ok(()) }
     /// ```
-    pub fn connection(&self) -> ConnectionManager {
+    pub fn connection(&self) -> Connection {
         self.inner.conn.clone()
     }
 
@@ -157,7 +190,7 @@ impl RedisBackend {
         for named in self.inner.scripts.all() {
             pipe.cmd("SCRIPT")
                 .arg("LOAD")
-                .arg(named.script_source())
+                .arg(named.source.as_str())
                 .ignore();
         }
         self.pipe_query::<()>("loading scripts", &pipe).await
@@ -172,34 +205,14 @@ impl RedisBackend {
     /// # Ok(()) }
     /// ```
     pub async fn destroy(&self) -> Result<u64, BackendError> {
-        let mut conn = self.inner.conn.clone();
-        let pattern = self.inner.keys.pattern();
-        let mut cursor: u64 = 0;
-        let mut deleted = 0;
-        loop {
-            let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
-                .arg(cursor)
-                .arg("MATCH")
-                .arg(&pattern)
-                .arg("COUNT")
-                .arg(1_000)
-                .query_async(&mut conn)
-                .await
-                .map_err(|e| error::command("SCAN", e))?;
-            if !batch.is_empty() {
-                let n: u64 = redis::cmd("UNLINK")
-                    .arg(&batch)
-                    .query_async(&mut conn)
-                    .await
-                    .map_err(|e| error::command("UNLINK", e))?;
-                deleted += n;
-            }
-            if next == 0 {
-                break;
-            }
-            cursor = next;
-        }
-        self.inner.claims_clear();
+        let deleted = self
+            .inner
+            .conn
+            .delete_matching(&self.inner.keys.pattern())
+            .await
+            .map_err(|e| error::command("deleting keys", e))?;
+        self.inner.registry.clear();
+        self.inner.timing.clear();
         Ok(deleted)
     }
 
@@ -207,146 +220,14 @@ impl RedisBackend {
         self.inner.options.clock.now()
     }
 
-    /// Runs a script on `base`'s queue, repeating it (with `retry_flag`'s argument set to `1`)
-    /// when the connection broke before the reply arrived.
-    pub(crate) async fn eval(
-        &self,
-        named: &Named,
-        base: &str,
-        mut args: Vec<Vec<u8>>,
-        retry_flag: Option<usize>,
-    ) -> Result<Value, BackendError> {
-        let mut conn = self.inner.conn.clone();
-        let mut attempt = 0;
-        loop {
-            let mut call = named.script.prepare_invoke();
-            call.key(base);
-            for arg in &args {
-                call.arg(arg.as_slice());
-            }
-            match call.invoke_async::<Value>(&mut conn).await {
-                Ok(value) => return Ok(value),
-                Err(err) if is_transient(&err) && attempt < self.inner.options.retries => {
-                    attempt += 1;
-                    tracing::debug!(script = named.name, attempt, error = %err, "retrying");
-                    if let Some(index) = retry_flag {
-                        args[index] = b"1".to_vec();
-                    }
-                    tokio::time::sleep(backoff(attempt)).await;
-                }
-                Err(err) => return Err(error::script(named.name, err)),
-            }
-        }
+    pub(crate) fn random(&self) -> u64 {
+        self.inner.options.random.next_u64()
     }
 
-    /// Runs one command, repeating it after a broken connection.
-    pub(crate) async fn cmd_query<T: FromRedisValue>(
-        &self,
-        op: &'static str,
-        cmd: &Cmd,
-    ) -> Result<T, BackendError> {
-        let mut conn = self.inner.conn.clone();
-        let mut attempt = 0;
-        loop {
-            match cmd.query_async::<T>(&mut conn).await {
-                Ok(value) => return Ok(value),
-                Err(err) if is_transient(&err) && attempt < self.inner.options.retries => {
-                    attempt += 1;
-                    tokio::time::sleep(backoff(attempt)).await;
-                }
-                Err(err) => return Err(error::command(op, err)),
-            }
-        }
-    }
-
-    /// Runs a pipeline, repeating it after a broken connection or a `NOSCRIPT` reply (after
-    /// loading the scripts). Only pipelines that are safe to repeat go through here.
-    pub(crate) async fn pipe_query<T: FromRedisValue>(
-        &self,
-        op: &'static str,
-        pipe: &Pipeline,
-    ) -> Result<T, BackendError> {
-        let mut conn = self.inner.conn.clone();
-        let mut attempt = 0;
-        loop {
-            match pipe.query_async::<T>(&mut conn).await {
-                Ok(value) => return Ok(value),
-                Err(err) if err.kind() == ErrorKind::NoScriptError && attempt < 2 => {
-                    attempt += 1;
-                    Box::pin(self.load_scripts()).await?;
-                }
-                Err(err) if is_transient(&err) && attempt < self.inner.options.retries => {
-                    attempt += 1;
-                    tokio::time::sleep(backoff(attempt)).await;
-                }
-                Err(err) if err.kind() == ErrorKind::NoScriptError => {
-                    return Err(error::command(op, err))
-                }
-                Err(err) => {
-                    // A script error inside a pipeline carries the script's message.
-                    return Err(if err.to_string().contains("user_script") {
-                        error::script(op, err)
-                    } else {
-                        error::command(op, err)
-                    });
-                }
-            }
-        }
-    }
-
-    /// Hands out `n` fresh job ids from the shared counter, reserving blocks at a time.
-    pub(crate) async fn reserve_ids(&self, n: usize) -> Result<Vec<u64>, BackendError> {
-        let n = n as u64;
-        let mut block = self.inner.ids.lock().await;
-        if block.end - block.next >= n {
-            let first = block.next;
-            block.next += n;
-            return Ok((first..first + n).collect());
-        }
-        let take = n.max(self.inner.options.id_block.max(1));
-        let last: u64 = self
-            .cmd_query(
-                "reserving job ids",
-                redis::cmd("INCRBY").arg(self.inner.keys.ids()).arg(take),
-            )
-            .await?;
-        let first = last + 1 - take;
-        if take > n {
-            block.next = first + n;
-            block.end = last + 1;
-        }
-        Ok((first..first + n).collect())
-    }
-
-    /// The queue of job `id`: from the claim cache, else from the id index.
-    pub(crate) async fn queue_of(&self, id: JobId) -> Result<Option<Arc<str>>, BackendError> {
-        if let Some(queue) = self.inner.claimed_queue(id) {
-            return Ok(Some(queue));
-        }
-        let queue: Option<String> = self
-            .cmd_query(
-                "looking up a job",
-                redis::cmd("HGET").arg(self.inner.keys.index()).arg(id.0),
-            )
-            .await?;
-        Ok(queue.map(Arc::from))
-    }
-
-    /// Remembers the queue of a claimed job.
-    pub(crate) fn remember_claim(&self, id: JobId, queue: &Arc<str>) {
-        if let Ok(mut claims) = self.inner.claims.lock() {
-            if claims.len() >= CLAIM_CACHE {
-                claims.clear();
-            }
-            claims.insert(id, queue.clone());
-        }
-    }
-
-    /// Forgets a claim that finished.
-    pub(crate) fn forget_claim(&self, id: JobId) {
-        if let Ok(mut claims) = self.inner.claims.lock() {
-            claims.remove(&id);
-        }
+    /// A fresh name for one enqueue request of this client.
+    pub(crate) fn request_id(&self) -> String {
+        let n = self.inner.requests.fetch_add(1, Ordering::Relaxed);
+        format!("{:016x}-{n}", self.inner.nonce)
     }
 
     /// A connection for blocking commands (each waiter needs its own: a blocked connection
@@ -374,37 +255,15 @@ impl RedisBackend {
     }
 }
 
-impl Inner {
-    fn claimed_queue(&self, id: JobId) -> Option<Arc<str>> {
-        self.claims.lock().ok()?.get(&id).cloned()
-    }
-
-    fn claims_clear(&self) {
-        if let Ok(mut claims) = self.claims.lock() {
-            claims.clear();
-        }
-    }
-}
-
-impl Named {
-    fn script_source(&self) -> &str {
-        &self.source
-    }
-}
-
-fn backoff(attempt: u32) -> Duration {
-    Duration::from_millis((20u64 << attempt.min(5)).min(500))
-}
-
-fn connect_error(addr: &str, source: redis::RedisError) -> BackendError {
+pub(crate) fn connect_error(addr: &str, source: redis::RedisError) -> BackendError {
+    let transient = is_transient(&source);
     let err = RedisStoreError::Connect {
         addr: addr.to_string(),
         source,
     };
-    if let RedisStoreError::Connect { source, .. } = &err {
-        if !is_transient(source) {
-            return BackendError::Store(Box::new(err));
-        }
+    if transient {
+        BackendError::Unavailable(Box::new(err))
+    } else {
+        BackendError::Store(Box::new(err))
     }
-    BackendError::Unavailable(Box::new(err))
 }

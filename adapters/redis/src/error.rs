@@ -49,6 +49,21 @@ pub enum RedisStoreError {
         #[source]
         source: RedisError,
     },
+    /// A write was applied on the primary but too few replicas confirmed it in time (see
+    /// [`RedisOptions::replicas`](crate::RedisOptions::replicas)).
+    #[error(
+        "Redis applied {op} but only {confirmed} of {wanted} replicas confirmed it within {timeout:?}"
+    )]
+    Unconfirmed {
+        /// The operation.
+        op: &'static str,
+        /// Replicas that confirmed.
+        confirmed: u64,
+        /// Replicas asked for.
+        wanted: u32,
+        /// How long the store waited.
+        timeout: std::time::Duration,
+    },
     /// Stored data did not have the expected shape.
     #[error("corrupt record ({what}): {detail}")]
     Corrupt {

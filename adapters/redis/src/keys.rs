@@ -2,25 +2,34 @@
 //!
 //! Every key of a deployment starts with its prefix. The keys of one queue share a hash tag,
 //! `<prefix>:{<queue>}:`, so Redis Cluster keeps a whole queue in one slot and every script
-//! that changes the queue runs on one node. Three deployment-wide keys sit outside any queue:
-//! the job id counter, the id → queue index and the set of queue names.
+//! that changes the queue runs on one node, touching only keys of that slot. One
+//! deployment-wide key sits outside any queue: the registry that numbers queues
+//! (`<prefix>:queues`), written once per queue ever and read when a job id's queue is not yet
+//! known to a client.
 //!
 //! | key (after `<prefix>:{<queue>}:`) | type | holds |
 //! |---|---|---|
 //! | `job:<id>` | hash | one job: its data, state, attempts and lease |
 //! | `ready` | sorted set | claimable jobs, scored by fair round, members `<push seq>:<id>` |
-//! | `keys` | hash | per fairness key: its last round (`t…`) and queued count (`c…`) |
-//! | `meta` | hash | the round being served (`current`) and the push sequence |
+//! | `keys` | hash | per fairness key: its last round (`t…`) |
+//! | `meta` | hash | the round being served (`current`), the push and id sequences, the queue's number |
 //! | `delayed` | sorted set | scheduled and retrying jobs not yet due, by run time |
 //! | `leased` | sorted set | running jobs, by lease deadline |
-//! | `st:<status>` | sorted set | jobs per status, by id (listing, counts) |
-//! | `all` | sorted set | every job of the queue, by id |
+//! | `counts` | hash | jobs per status |
+//! | `st:blocked`, `st:retrying`, `st:dead` | sorted set | jobs in these (rarer) statuses, by id |
+//! | `all` | sorted set | every job of the queue, by id (listing, purging) |
 //! | `finished` | sorted set | succeeded and dead jobs, by finish time (pruning) |
-//! | `errs` | sorted set | retrying jobs, by first failure time (health) |
+//! | `errs` | sorted set | unfinished jobs that failed before, by first failure time (health) |
 //! | `uniq` | hash | unique key → id of the unfinished job holding it |
 //! | `deps:<id>`, `xdeps:<id>` | set | jobs blocked on `<id>` (same queue, other queues) |
+//! | `xwait` | sorted set | jobs blocked on another queue's job, by next recheck time |
 //! | `hist`, `pstat`, `rstat` | hash | run-time buckets, run-time totals, retry counters |
 //! | `signal` | list | wake-up tokens for blocked waiters |
+//! | `req:<request>` | string | an enqueue's answer, kept a minute so a repeated call is recognised |
+//!
+//! A job id is `seq * 65536 + n`: `seq` counts per queue and `n` is the queue's number in the
+//! registry, so ids are unique across the deployment without a shared counter, and a job's
+//! queue follows from its id.
 
 use fairq_worker::BackendError;
 
@@ -99,30 +108,12 @@ impl KeySpace {
         format!("{}job:{id}", self.queue_base(queue))
     }
 
-    /// The job id counter.
+    /// The registry that numbers the deployment's queues.
     ///
     /// ```
-    /// assert_eq!(fairq_redis::KeySpace::new("p").unwrap().ids(), "p:ids");
+    /// assert_eq!(fairq_redis::KeySpace::new("p").unwrap().registry(), "p:queues");
     /// ```
-    pub fn ids(&self) -> String {
-        format!("{}:ids", self.prefix)
-    }
-
-    /// The hash from job id to queue name.
-    ///
-    /// ```
-    /// assert_eq!(fairq_redis::KeySpace::new("p").unwrap().index(), "p:index");
-    /// ```
-    pub fn index(&self) -> String {
-        format!("{}:index", self.prefix)
-    }
-
-    /// The set of queue names.
-    ///
-    /// ```
-    /// assert_eq!(fairq_redis::KeySpace::new("p").unwrap().queues(), "p:queues");
-    /// ```
-    pub fn queues(&self) -> String {
+    pub fn registry(&self) -> String {
         format!("{}:queues", self.prefix)
     }
 
@@ -134,6 +125,14 @@ impl KeySpace {
     pub fn pattern(&self) -> String {
         format!("{}:*", self.prefix)
     }
+}
+
+/// Job ids carry their queue's number in the low 16 bits.
+pub(crate) const QUEUE_BITS: u32 = 16;
+
+/// The number of the queue a job id belongs to (0 for no queue: no valid id has it).
+pub(crate) fn queue_number(id: u64) -> u16 {
+    (id & ((1 << QUEUE_BITS) - 1)) as u16
 }
 
 /// Encodes a fairness key for storage: `-` for none, `+key` otherwise.
@@ -163,6 +162,13 @@ mod tests {
             assert_eq!(close, base.len() - 2, "{queue:?} -> {base}");
         }
         assert_ne!(keys.queue_base("%7B"), keys.queue_base("{"));
+    }
+
+    #[test]
+    fn ids_name_their_queue() {
+        assert_eq!(queue_number(65_536 + 1), 1);
+        assert_eq!(queue_number((1 << 37) * 65_536 + 65_535), 65_535);
+        assert_eq!(queue_number(u64::MAX - 7), 65_528);
     }
 
     #[test]

@@ -32,16 +32,29 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod admin;
 mod backend;
+mod call;
+mod connection;
+mod deps;
+mod enqueue;
 mod error;
 mod keys;
 mod ops;
 mod options;
 mod record;
+mod registry;
+mod rescue;
 mod scripts;
+mod settle;
+mod timing;
 mod wait;
 
 pub use backend::RedisBackend;
+pub use connection::Connection;
 pub use error::RedisStoreError;
 pub use keys::KeySpace;
-pub use options::RedisOptions;
+pub use options::{RedisOptions, ReplicaWait};
+
+/// Operator queries per fairness key (the dashboard's tenants view), read through `list`.
+impl fairq_worker::Inspect for RedisBackend {}

@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use fairq_worker::{Clock, SystemClock};
+use fairq_worker::{Clock, Random, SystemClock, SystemRandom};
 
 /// Settings of a [`RedisBackend`](crate::RedisBackend).
 ///
@@ -25,6 +25,9 @@ pub struct RedisOptions {
     /// (run times, lease deadlines, finish times) is read here and passed in, never taken
     /// from the Redis server's clock.
     pub clock: Arc<dyn Clock>,
+    /// Where retry jitter comes from (default: [`SystemRandom`]): each failed attempt draws
+    /// one number for core's verdict.
+    pub random: Arc<dyn Random>,
     /// How long to wait for a TCP connection (default 5 s).
     pub connect_timeout: Duration,
     /// How long to wait for a reply before the connection counts as broken (default 10 s).
@@ -38,8 +41,34 @@ pub struct RedisOptions {
     pub promote_limit: usize,
     /// Jobs per script call for batch enqueues, purges, prunes and revivals (default 500).
     pub batch: usize,
-    /// Job ids reserved from the shared counter at a time (default 64).
-    pub id_block: u64,
+    /// How long run times are aggregated in this client before they are added to the queue's
+    /// histogram in Redis (default 1 s). [`Backend::stats`](fairq_worker::Backend::stats) on
+    /// this client adds its pending ones first; other clients see them at most this late.
+    pub timing_flush: Duration,
+    /// Wait for this many replicas to confirm each acknowledged write (`WAIT`) before
+    /// answering (default `None`: answer once the primary applied it). See
+    /// [`ReplicaWait`].
+    pub replicas: Option<ReplicaWait>,
+}
+
+/// Replication before acknowledgement: after an enqueue, settlement, hand-back, revival or
+/// dependency registration, the store sends `WAIT` and answers only when `replicas` replicas
+/// have the change, or fails with [`BackendError::Unavailable`](fairq_worker::BackendError)
+/// after `timeout` (the change may then exist on the primary only; the caller may repeat
+/// the call, which every script recognises).
+///
+/// ```
+/// use std::time::Duration;
+/// use fairq_redis::{RedisOptions, ReplicaWait};
+/// let o = RedisOptions::new().wait_for_replicas(1, Duration::from_secs(1));
+/// assert_eq!(o.replicas, Some(ReplicaWait { replicas: 1, timeout: Duration::from_secs(1) }));
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReplicaWait {
+    /// Replicas that must confirm.
+    pub replicas: u32,
+    /// How long to wait for them.
+    pub timeout: Duration,
 }
 
 impl RedisOptions {
@@ -52,13 +81,15 @@ impl RedisOptions {
         RedisOptions {
             prefix: "fairq".to_string(),
             clock: Arc::new(SystemClock),
+            random: Arc::new(SystemRandom),
             connect_timeout: Duration::from_secs(5),
             response_timeout: Duration::from_secs(10),
             reconnect_retries: 3,
             retries: 3,
             promote_limit: 10_000,
             batch: 500,
-            id_block: 64,
+            timing_flush: Duration::from_secs(1),
+            replicas: None,
         }
     }
 
@@ -81,6 +112,31 @@ impl RedisOptions {
     /// ```
     pub fn clock(mut self, clock: impl Clock) -> Self {
         self.clock = Arc::new(clock);
+        self
+    }
+
+    /// Sets the source of retry jitter.
+    ///
+    /// ```
+    /// use fairq_worker::FixedRandom;
+    /// let options = fairq_redis::RedisOptions::new().random(FixedRandom(0));
+    /// assert_eq!(options.random.next_u64(), 0);
+    /// ```
+    pub fn random(mut self, random: impl Random) -> Self {
+        self.random = Arc::new(random);
+        self
+    }
+
+    /// Waits for `replicas` replicas to confirm every acknowledged write (see
+    /// [`ReplicaWait`]).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let o = fairq_redis::RedisOptions::new().wait_for_replicas(1, Duration::from_millis(500));
+    /// assert_eq!(o.replicas.unwrap().replicas, 1);
+    /// ```
+    pub fn wait_for_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
+        self.replicas = Some(ReplicaWait { replicas, timeout });
         self
     }
 
@@ -126,7 +182,8 @@ impl fmt::Debug for RedisOptions {
             .field("retries", &self.retries)
             .field("promote_limit", &self.promote_limit)
             .field("batch", &self.batch)
-            .field("id_block", &self.id_block)
+            .field("timing_flush", &self.timing_flush)
+            .field("replicas", &self.replicas)
             .finish()
     }
 }

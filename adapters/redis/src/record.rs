@@ -77,6 +77,33 @@ pub(crate) fn refusal(id: JobId, token: LeaseToken, reply: &[String]) -> Backend
     }
 }
 
+/// How a dead job's reason is stored.
+pub(crate) fn reason_name(reason: DeadReason) -> &'static str {
+    match reason {
+        DeadReason::RetriesExhausted => "retries_exhausted",
+        DeadReason::LeaseExpired => "lease_expired",
+        DeadReason::Discarded => "discarded",
+    }
+}
+
+/// A stored reason (an unknown one reads as retries exhausted).
+pub(crate) fn dead_reason(raw: &str) -> DeadReason {
+    match raw {
+        "lease_expired" => DeadReason::LeaseExpired,
+        "discarded" => DeadReason::Discarded,
+        _ => DeadReason::RetriesExhausted,
+    }
+}
+
+/// The id and token of a claim reply row, when at least those parse.
+pub(crate) fn claim_of(row: &Value) -> Option<Claim> {
+    let f = array(row);
+    Some(Claim {
+        id: JobId(number(f.first()?)?),
+        token: LeaseToken(number(f.get(5)?)?),
+    })
+}
+
 /// The static name of a stored state.
 pub(crate) fn state_name(raw: &str) -> &'static str {
     match raw {
@@ -175,11 +202,7 @@ pub(crate) fn info(
         "succeeded" => State::Succeeded { at: num("at")? },
         "dead" => State::Dead {
             at: num("at")?,
-            reason: match string("reason")?.as_deref() {
-                Some("lease_expired") => DeadReason::LeaseExpired,
-                Some("discarded") => DeadReason::Discarded,
-                _ => DeadReason::RetriesExhausted,
-            },
+            reason: dead_reason(string("reason")?.as_deref().unwrap_or("")),
         },
         other => {
             return Err(corrupt(
@@ -204,6 +227,8 @@ pub(crate) fn info(
             .map(|m| metadata(id, m))
             .transpose()?
             .unwrap_or_default(),
+        run_at: field("due").map(|_| num("due")).transpose()?.unwrap_or(0),
+        started_at: field("claimed_at").map(|_| num("claimed_at")).transpose()?,
     })
 }
 

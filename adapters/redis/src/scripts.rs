@@ -1,8 +1,9 @@
 //! The Lua scripts: every state change of a queue is one of them, run atomically by Redis.
 //!
-//! Each script is the shared prelude (key helpers, the fair-round push, failure handling)
-//! followed by its body. The `redis` crate's [`Script`] calls them by SHA1 (`EVALSHA`) and
-//! loads them again when the server answers `NOSCRIPT` (after a restart or `SCRIPT FLUSH`).
+//! Each per-queue script is the shared prelude (key helpers, collected writes, the fair-round
+//! push, failure handling, the claim) followed by its body. Calls go by SHA1 (`EVALSHA`); the
+//! store loads the scripts again when the server answers `NOSCRIPT` (after a restart, a
+//! failover to a replica that never saw them, or `SCRIPT FLUSH`).
 
 use redis::Script;
 
@@ -16,13 +17,23 @@ pub(crate) struct Named {
 }
 
 impl Named {
-    fn new(name: &'static str, body: &str) -> Self {
-        let source = format!("{PRELUDE}\n{body}");
+    /// A script on one queue's keys: the prelude, then `body`.
+    fn queue(name: &'static str, body: &str) -> Self {
+        Self::plain(name, &format!("{PRELUDE}\n{body}"))
+    }
+
+    /// A script on its own.
+    fn plain(name: &'static str, source: &str) -> Self {
         Named {
             name,
-            script: Script::new(&source),
-            source,
+            script: Script::new(source),
+            source: source.to_string(),
         }
+    }
+
+    /// The SHA1 the server knows the script by.
+    pub(crate) fn hash(&self) -> &str {
+        self.script.get_hash()
     }
 }
 
@@ -30,47 +41,59 @@ impl Named {
 pub(crate) struct Scripts {
     pub(crate) enqueue: Named,
     pub(crate) claim: Named,
-    pub(crate) complete: Named,
-    pub(crate) fail: Named,
+    pub(crate) settle: Named,
     pub(crate) heartbeat: Named,
+    pub(crate) handback: Named,
     pub(crate) rescue: Named,
+    pub(crate) maintain: Named,
     pub(crate) revive: Named,
     pub(crate) purge: Named,
     pub(crate) prune: Named,
+    pub(crate) list: Named,
     pub(crate) depend: Named,
-    pub(crate) release: Named,
+    pub(crate) unblock: Named,
+    pub(crate) timing: Named,
+    pub(crate) register: Named,
 }
 
 impl Scripts {
     pub(crate) fn new() -> Self {
         Scripts {
-            enqueue: Named::new("enqueue", include_str!("lua/enqueue.lua")),
-            claim: Named::new("claim", include_str!("lua/claim.lua")),
-            complete: Named::new("complete", include_str!("lua/complete.lua")),
-            fail: Named::new("fail", include_str!("lua/fail.lua")),
-            heartbeat: Named::new("heartbeat", include_str!("lua/heartbeat.lua")),
-            rescue: Named::new("rescue", include_str!("lua/rescue.lua")),
-            revive: Named::new("revive", include_str!("lua/revive.lua")),
-            purge: Named::new("purge", include_str!("lua/purge.lua")),
-            prune: Named::new("prune", include_str!("lua/prune.lua")),
-            depend: Named::new("depend", include_str!("lua/depend.lua")),
-            release: Named::new("release", include_str!("lua/release.lua")),
+            enqueue: Named::queue("enqueue", include_str!("lua/enqueue.lua")),
+            claim: Named::queue("claim", include_str!("lua/claim.lua")),
+            settle: Named::queue("settle", include_str!("lua/settle.lua")),
+            heartbeat: Named::queue("heartbeat", include_str!("lua/heartbeat.lua")),
+            handback: Named::queue("release", include_str!("lua/handback.lua")),
+            rescue: Named::queue("rescue", include_str!("lua/rescue.lua")),
+            maintain: Named::queue("maintain", include_str!("lua/maintain.lua")),
+            revive: Named::queue("revive", include_str!("lua/revive.lua")),
+            purge: Named::queue("purge", include_str!("lua/purge.lua")),
+            prune: Named::queue("prune", include_str!("lua/prune.lua")),
+            list: Named::queue("list", include_str!("lua/list.lua")),
+            depend: Named::queue("depend", include_str!("lua/depend.lua")),
+            unblock: Named::queue("unblock", include_str!("lua/unblock.lua")),
+            timing: Named::queue("timing", include_str!("lua/timing.lua")),
+            register: Named::plain("register", include_str!("lua/register.lua")),
         }
     }
 
-    pub(crate) fn all(&self) -> [&Named; 11] {
+    pub(crate) fn all(&self) -> [&Named; 15] {
         [
             &self.enqueue,
             &self.claim,
-            &self.complete,
-            &self.fail,
+            &self.settle,
             &self.heartbeat,
+            &self.handback,
             &self.rescue,
+            &self.maintain,
             &self.revive,
             &self.purge,
             &self.prune,
+            &self.list,
             &self.depend,
-            &self.release,
+            &self.unblock,
+            &self.timing,
+            &self.register,
         ]
     }
 }

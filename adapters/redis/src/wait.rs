@@ -4,7 +4,8 @@
 //! `<queue base>signal`. An idle worker blocks in `BLPOP` on that list on a connection of its
 //! own, so it wakes within a round trip of the enqueue. The wait is cut short when a delayed
 //! job falls due before the timeout. A token is only a hint: the worker claims after waking,
-//! and a spurious wake-up costs one empty claim.
+//! and a spurious wake-up costs one empty claim. A queue that already has claimable jobs is
+//! not waited on at all.
 
 use std::time::Duration;
 
@@ -17,19 +18,24 @@ impl RedisBackend {
     pub(crate) async fn wait(&self, queue: &str, timeout: Duration) {
         let base = self.inner.keys.queue_base(queue);
         let mut wait = timeout;
-        let next: Result<Vec<(String, u64)>, _> = self
-            .cmd_query(
-                "reading the next due job",
-                redis::cmd("ZRANGE")
-                    .arg(format!("{base}delayed"))
-                    .arg(0)
-                    .arg(0)
-                    .arg("WITHSCORES"),
-            )
-            .await;
-        if let Some((_, due)) = next.ok().and_then(|v| v.into_iter().next()) {
-            let until = Duration::from_millis(due.saturating_sub(self.now()));
-            wait = wait.min(until);
+        let mut look = redis::pipe();
+        look.cmd("ZCARD").arg(format!("{base}ready"));
+        look.cmd("ZRANGE")
+            .arg(format!("{base}delayed"))
+            .arg(0)
+            .arg(0)
+            .arg("WITHSCORES");
+        let seen: Result<(u64, Vec<(String, u64)>), _> =
+            self.pipe_query("looking for due jobs", &look).await;
+        if let Ok((ready, next)) = seen {
+            if ready > 0 {
+                // Jobs are claimable already: no reason to wait.
+                return;
+            }
+            if let Some((_, due)) = next.into_iter().next() {
+                let until = Duration::from_millis(due.saturating_sub(self.now()));
+                wait = wait.min(until);
+            }
         }
         if wait < Duration::from_millis(1) {
             return;

@@ -201,8 +201,8 @@ async fn run_ops(ops: Vec<Op>) {
                             Failure::retryable("boom")
                         };
                         (
-                            shape(&r.store.fail(ca, failure.clone()).await),
-                            shape(&m.store.fail(cb, failure).await),
+                            shape(&r.store.fail(&r.held[i], failure.clone()).await),
+                            shape(&m.store.fail(&m.held[i], failure).await),
                         )
                     }
                     _ => (
@@ -223,9 +223,9 @@ async fn run_ops(ops: Vec<Op>) {
                 assert_eq!(a, b, "{ctx}: rescued");
             }
             Op::ReviveAll => {
-                let target = fairq_worker::RetryTarget::AllDead { queue: None };
-                let a = r.store.retry(target.clone()).await.expect("redis retry");
-                let b = m.store.retry(target).await.expect("memory retry");
+                let target = fairq_worker::ReviveTarget::AllDead { queue: None };
+                let a = r.store.revive(target.clone()).await.expect("redis retry");
+                let b = m.store.revive(target).await.expect("memory retry");
                 assert_eq!(a, b, "{ctx}: revived");
             }
         }

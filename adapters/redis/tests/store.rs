@@ -9,7 +9,7 @@ use fairq_core::job::State;
 use fairq_core::stats::Histogram;
 use fairq_redis::{RedisBackend, RedisOptions};
 use fairq_worker::{
-    Backend, BackendError, Clock, JobStatus, ListFilter, ManualClock, NewJob, RetryTarget,
+    Backend, BackendError, Clock, JobStatus, ListFilter, ManualClock, NewJob, ReviveTarget,
 };
 
 const LEASE: Duration = Duration::from_secs(30);
@@ -31,6 +31,22 @@ async fn a_malformed_url_is_an_invalid_request() {
         assert!(matches!(err, BackendError::Invalid(_)), "{url}: {err}");
         assert!(err.to_string().contains("invalid Redis URL"), "{err}");
     }
+}
+
+#[test]
+fn the_services_switch_takes_any_truthy_word_and_refuses_others() {
+    for yes in ["1", "true", "TRUE", "yes", "on", " Y "] {
+        assert!(common::required_by(Some(yes)), "{yes}");
+    }
+    for no in ["0", "false", "no", "off", ""] {
+        assert!(!common::required_by(Some(no)), "{no}");
+    }
+    assert!(!common::required_by(None));
+    let refused = std::panic::catch_unwind(|| common::required_by(Some("sometimes")));
+    assert!(
+        refused.is_err(),
+        "an unknown word is a mistake, not a silent skip"
+    );
 }
 
 #[tokio::test]
@@ -63,13 +79,13 @@ async fn a_dead_server_is_unavailable_and_named() {
 async fn a_script_error_surfaces_with_the_script_name() {
     require_redis!();
     let store = common::store(clock()).await;
-    let id = store.enqueue(NewJob::new("q", "k", vec![])).await.unwrap();
-    // Corrupt the job so that the claim script's HINCRBY fails.
+    store.enqueue(NewJob::new("q", "k", vec![])).await.unwrap();
+    // Replace the queue's ready set by a string: the claim script's ZPOPMIN fails.
+    let ready = format!("{}ready", store.keys().queue_base("q"));
     let mut conn = store.connection();
-    let _: () = redis::cmd("HSET")
-        .arg(store.keys().job("q", id.0))
-        .arg("attempts")
-        .arg("not a number")
+    let _: () = redis::cmd("SET")
+        .arg(&ready)
+        .arg("not a sorted set")
         .query_async(&mut conn)
         .await
         .unwrap();
@@ -78,8 +94,159 @@ async fn a_script_error_surfaces_with_the_script_name() {
     assert!(!err.is_transient());
     let text = err.to_string();
     assert!(text.contains("Lua script `claim` failed"), "{text}");
-    assert!(text.contains("not an integer"), "{text}");
-    store.destroy().await.unwrap();
+    assert!(text.contains("WRONGTYPE"), "{text}");
+}
+
+/// Sets `field` of job `id` of `queue` to `value`, behind the store's back.
+async fn corrupt(store: &RedisBackend, queue: &str, id: u64, field: &str, value: &str) {
+    let _: () = redis::cmd("HSET")
+        .arg(store.keys().job(queue, id))
+        .arg(field)
+        .arg(value)
+        .query_async(&mut store.connection())
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn an_unreadable_job_is_set_aside_and_the_queue_goes_on() {
+    require_redis!();
+    let store = common::store(clock()).await;
+    let ids = store
+        .enqueue_many((0..4).map(|_| NewJob::new("q", "k", vec![])).collect())
+        .await
+        .unwrap();
+    // One job's attempt counter is not a number (the script sees it), another's retry policy
+    // is not JSON (only the client sees it).
+    corrupt(&store, "q", ids[1].0, "attempts", "not a number").await;
+    corrupt(&store, "q", ids[2].0, "retry", "{oops").await;
+    let jobs = store.claim("q", 4, LEASE).await.unwrap();
+    let claimed: Vec<_> = jobs.iter().map(|j| j.claim.id).collect();
+    assert_eq!(claimed, [ids[0], ids[3]], "the readable jobs are claimed");
+    for bad in [ids[1], ids[2]] {
+        let info = store.get(bad).await.unwrap().unwrap();
+        assert_eq!(info.status(), JobStatus::Dead, "{bad} is set aside");
+        let error = info.last_error.unwrap_or_default();
+        assert!(
+            error.contains("corrupt") || error.contains("unreadable"),
+            "{error}"
+        );
+    }
+    let stats = store.stats().await.unwrap();
+    assert_eq!(
+        (
+            stats[0].counts.running,
+            stats[0].counts.dead,
+            stats[0].counts.scheduled
+        ),
+        (2, 2, 0)
+    );
+    for job in jobs {
+        store.complete(job.claim).await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn one_unparsable_record_does_not_stop_listing_the_others() {
+    require_redis!();
+    let store = common::store(clock()).await;
+    let ids = store
+        .enqueue_many((0..3).map(|_| NewJob::new("q", "k", vec![])).collect())
+        .await
+        .unwrap();
+    // The record issue 13 found: a run time written as a float.
+    corrupt(&store, "q", ids[1].0, "run_at", "1.8446744073709552e+19").await;
+    let listed: Vec<_> = store
+        .list(ListFilter::default())
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|j| j.id)
+        .collect();
+    assert_eq!(listed, [ids[0], ids[2]]);
+    let scheduled = store
+        .list(ListFilter::default().status(JobStatus::Scheduled))
+        .await
+        .unwrap();
+    assert_eq!(scheduled.len(), 2);
+    let err = store.get(ids[1]).await.unwrap_err();
+    assert!(
+        err.to_string().contains(&format!("job {}", ids[1])),
+        "{err}"
+    );
+    // Claims are not affected: all three run.
+    assert_eq!(store.claim("q", 3, LEASE).await.unwrap().len(), 3);
+}
+
+#[tokio::test]
+async fn run_times_reach_other_clients_when_flushed() {
+    require_redis!();
+    let clock = clock();
+    let options = common::options(clock.clone());
+    let worker = common::connect(options.clone()).await;
+    let viewer = RedisBackend::connect(&common::url(), options)
+        .await
+        .unwrap();
+    worker.enqueue(NewJob::new("t", "k", vec![])).await.unwrap();
+    let job = worker.claim("t", 1, LEASE).await.unwrap().remove(0);
+    clock.advance(Duration::from_millis(250));
+    worker.complete(job.claim).await.unwrap();
+    // Counts are exact at once; the run time waits in the worker's client.
+    let seen = viewer.stats().await.unwrap();
+    assert_eq!(seen[0].counts.succeeded, 1);
+    assert_eq!(seen[0].processing_ms.count, 0);
+    // Reading stats on the worker's client flushes it.
+    assert_eq!(worker.stats().await.unwrap()[0].processing_ms.max, 250);
+    let seen = viewer.stats().await.unwrap();
+    assert_eq!(
+        (seen[0].processing_ms.count, seen[0].processing_ms.max),
+        (1, 250)
+    );
+}
+
+#[tokio::test]
+async fn ids_name_their_queue_and_increase_in_enqueue_order() {
+    require_redis!();
+    let store = common::store(clock()).await;
+    let mut ids = Vec::new();
+    for (i, queue) in ["busy", "quiet", "busy", "busy", "quiet", "third"]
+        .iter()
+        .enumerate()
+    {
+        ids.push(
+            store
+                .enqueue(NewJob::new(*queue, "k", vec![i as u8]))
+                .await
+                .unwrap(),
+        );
+    }
+    let batch = store
+        .enqueue_many(
+            ["quiet", "busy", "third", "busy"]
+                .iter()
+                .map(|q| NewJob::new(*q, "k", vec![]))
+                .collect(),
+        )
+        .await
+        .unwrap();
+    ids.extend(batch);
+    let mut sorted = ids.clone();
+    sorted.sort();
+    assert_eq!(sorted, ids, "one client's ids increase across queues");
+    for id in &ids {
+        assert!(
+            store.get(*id).await.unwrap().is_some(),
+            "{id} is found by id alone"
+        );
+    }
+    // Another client, which never saw these queues, finds them by id too.
+    let other = RedisBackend::connect(
+        &common::url(),
+        RedisOptions::new().prefix(store.keys().prefix()),
+    )
+    .await
+    .unwrap();
+    assert_eq!(other.get(ids[1]).await.unwrap().unwrap().queue, "quiet");
 }
 
 #[tokio::test]
@@ -106,7 +273,6 @@ async fn scripts_are_reloaded_after_the_server_forgets_them() {
         store.get(id).await.unwrap().unwrap().state,
         State::Succeeded { .. }
     ));
-    store.destroy().await.unwrap();
 }
 
 #[tokio::test]
@@ -126,12 +292,13 @@ async fn prefixes_isolate_deployments_and_destroy_removes_every_key() {
         .await
         .unwrap();
     assert!(!keys.is_empty());
-    // Every key of the queue carries the queue's hash tag; only the three deployment-wide
-    // keys do not.
+    // Every key of the queue carries the queue's hash tag; only the queue registry does not.
     let tag = a.keys().queue_base("shared");
-    let global = [a.keys().ids(), a.keys().index(), a.keys().queues()];
     for key in &keys {
-        assert!(key.starts_with(&tag) || global.contains(key), "{key}");
+        assert!(
+            key.starts_with(&tag) || *key == a.keys().registry(),
+            "{key}"
+        );
     }
     assert!(a.destroy().await.unwrap() >= keys.len() as u64);
     let left: Vec<String> = redis::cmd("KEYS")
@@ -140,7 +307,6 @@ async fn prefixes_isolate_deployments_and_destroy_removes_every_key() {
         .await
         .unwrap();
     assert!(left.is_empty(), "{left:?}");
-    b.destroy().await.unwrap();
 }
 
 #[tokio::test]
@@ -156,7 +322,6 @@ async fn queue_names_with_braces_stay_apart() {
     assert_eq!(jobs.len(), 1);
     assert_eq!(jobs[0].payload, [1]);
     assert_eq!(jobs[0].queue, "a}b");
-    store.destroy().await.unwrap();
 }
 
 #[tokio::test]
@@ -184,7 +349,6 @@ async fn a_dependency_in_another_queue_releases_its_dependent() {
         .await
         .unwrap();
     assert_eq!(store.claim("c", 1, LEASE).await.unwrap()[0].claim.id, third);
-    store.destroy().await.unwrap();
 }
 
 #[tokio::test]
@@ -218,7 +382,6 @@ async fn an_enqueue_wakes_a_waiting_worker() {
         waited < Duration::from_secs(60),
         "woke by the enqueue, not the timeout"
     );
-    store.destroy().await.unwrap();
 }
 
 #[tokio::test]
@@ -239,7 +402,7 @@ async fn processing_percentiles_match_the_core_histogram() {
             store.complete(job.claim).await.unwrap();
         } else {
             store
-                .fail(job.claim, fairq_worker::Failure::permanent("x"))
+                .fail(&job, fairq_worker::Failure::permanent("x"))
                 .await
                 .unwrap();
         }
@@ -250,7 +413,6 @@ async fn processing_percentiles_match_the_core_histogram() {
     assert_eq!(stats[0].processing_ms, reference.summary());
     assert_eq!(stats[0].counts.succeeded, 4);
     assert_eq!(stats[0].counts.dead, 3);
-    store.destroy().await.unwrap();
 }
 
 #[tokio::test]
@@ -258,15 +420,11 @@ async fn operator_calls_page_and_revive_across_batches() {
     require_redis!();
     let clock = clock();
     let options = common::options(clock.clone());
-    let store = RedisBackend::connect(
-        &common::url(),
-        RedisOptions {
-            batch: 7,
-            ..options
-        },
-    )
-    .await
-    .unwrap();
+    let store = common::connect(RedisOptions {
+        batch: 7,
+        ..options
+    })
+    .await;
     let policy = fairq_core::retry::RetryPolicy::new(0);
     let jobs: Vec<NewJob> = (0..30)
         .map(|i| NewJob::new(format!("q{}", i % 2), "k", vec![]).retry(policy.clone()))
@@ -275,7 +433,7 @@ async fn operator_calls_page_and_revive_across_batches() {
     for queue in ["q0", "q1"] {
         for job in store.claim(queue, 100, LEASE).await.unwrap() {
             store
-                .fail(job.claim, fairq_worker::Failure::retryable("no"))
+                .fail(&job, fairq_worker::Failure::retryable("no"))
                 .await
                 .unwrap();
         }
@@ -297,7 +455,7 @@ async fn operator_calls_page_and_revive_across_batches() {
     assert_eq!(seen.len(), 30);
     assert!(seen.windows(2).all(|w| w[0] < w[1]), "ordered by id");
     let revived = store
-        .retry(RetryTarget::AllDead { queue: None })
+        .revive(ReviveTarget::AllDead { queue: None })
         .await
         .unwrap();
     assert_eq!(revived, 30);
@@ -306,5 +464,4 @@ async fn operator_calls_page_and_revive_across_batches() {
     assert_eq!(purged, 30);
     assert!(store.get(seen[0]).await.unwrap().is_none());
     assert!(clock.now() > 0);
-    store.destroy().await.unwrap();
 }

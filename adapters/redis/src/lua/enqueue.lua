@@ -1,25 +1,39 @@
--- Enqueues a batch of jobs of one queue, all or nothing.
--- ARGV: now, count, then 10 fields per job:
---   id, kind, fkey, payload, run_at, retry, uniq ('' or '+' .. key), on_conflict ('error' or
---   'ignore'), dep ('' or id .. ':' .. mode with mode 'local', 'blocked' or 'ready'), meta.
--- Returns {'ok', id1, id2, ...} (an existing id for an ignored duplicate),
--- {'dup', unique_key, existing_id} or {'nodep', dep_id}.
-local now = tonumber(ARGV[1])
-local count = tonumber(ARGV[2])
+-- Enqueues a batch of jobs of one queue, all or nothing, and gives each its id:
+-- seq * 65536 + the queue's number, seq counting per queue (never below the caller's floor,
+-- which keeps one client's ids increasing across queues).
+-- ARGV: now, count, request id, retried ('1' when this call repeats one whose reply was lost),
+-- queue number, then 10 fields per job: kind, fkey, payload, run_at, retry, uniq ('' or '+' ..
+-- key), on_conflict ('error' or 'ignore'), dep ('' or dep_id .. ':' .. mode, mode 'local',
+-- 'blocked' (on a job of another queue) or 'ready'), meta, floor.
+-- Returns {'ok', id1, id2, ...} (an existing id for an ignored duplicate), {'dup', unique_key,
+-- existing_id} or {'nodep', dep_id}. The reply is kept for a minute under the request id, so a
+-- repeated call answers the same ids instead of enqueueing twice.
+local now, n, rid, retried = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], ARGV[4] == '1'
+local qnum = tonumber(ARGV[5])
 local F = 10
-local ids = {}
-local taken = {}
-local skip = {}
+local req = k('req:' .. rid)
+if retried then
+  local prior = redis.call('GET', req)
+  if prior then
+    local reply = {'ok'}
+    for id in string.gmatch(prior, '[^,]+') do reply[#reply + 1] = id end
+    return reply
+  end
+end
+local seq, stored = unpack(redis.call('HMGET', k('meta'), 'seq', 'qnum'))
+seq = tonumber(seq or '0')
+if stored and tonumber(stored) ~= qnum then
+  return redis.error_reply('fairq: the queue registry numbers this queue ' .. qnum ..
+    ' but its jobs carry number ' .. stored)
+end
+local MAX_SEQ = 137438953472 -- 2^37: ids stay below 2^53, exact in Lua and in JSON
 
--- Validate everything first so that a refused batch leaves nothing behind.
-for i = 1, count do
-  local o = 2 + (i - 1) * F
-  local id, uniq, conflict, dep = ARGV[o + 1], ARGV[o + 7], ARGV[o + 8], ARGV[o + 9]
-  ids[i] = id
-  if redis.call('EXISTS', jk(id)) == 1 then
-    -- Already written by an earlier attempt of this very call (a retried request).
-    skip[i] = true
-  elseif uniq ~= '' then
+-- Validate and number everything first, so that a refused batch leaves nothing behind.
+local ids, skip, taken = {}, {}, {}
+for i = 1, n do
+  local o = 5 + (i - 1) * F
+  local uniq, conflict, dep, floor = ARGV[o + 6], ARGV[o + 7], ARGV[o + 8], tonumber(ARGV[o + 10])
+  if uniq ~= '' then
     local holder = taken[uniq] or redis.call('HGET', k('uniq'), uniq)
     if holder then
       if conflict == 'ignore' then
@@ -28,57 +42,75 @@ for i = 1, count do
       else
         return {'dup', string.sub(uniq, 2), holder}
       end
-    else
-      taken[uniq] = id
     end
   end
-  if not skip[i] and dep ~= '' then
-    local dep_id, mode = string.match(dep, '^(%d+):(%a+)$')
-    if mode == 'local' and redis.call('EXISTS', jk(dep_id)) == 0 then
-      return {'nodep', dep_id}
+  if not skip[i] then
+    if dep ~= '' then
+      local dep_id, mode = string.match(dep, '^(%d+):(%a+)$')
+      if mode == 'local' and redis.call('EXISTS', jk(dep_id)) == 0 then
+        return {'nodep', dep_id}
+      end
     end
+    seq = seq + 1
+    if floor > seq then seq = floor end
+    if seq >= MAX_SEQ then return redis.error_reply('fairq: job ids of this queue are used up') end
+    ids[i] = string.format('%d', seq * 65536 + qnum)
+    if uniq ~= '' then taken[uniq] = ids[i] end
   end
 end
 
-local ready = 0
-for i = 1, count do
+for i = 1, n do
   if not skip[i] then
-    local o = 2 + (i - 1) * F
-    local id, kind, fkey, payload = ARGV[o + 1], ARGV[o + 2], ARGV[o + 3], ARGV[o + 4]
-    local run_at, retry, uniq, dep, meta = tonumber(ARGV[o + 5]), ARGV[o + 6], ARGV[o + 7],
-      ARGV[o + 9], ARGV[o + 10]
-    local h = jk(id)
-    redis.call('HSET', h, 'kind', kind, 'fkey', fkey, 'payload', payload, 'enq', now,
-      'retry', retry, 'meta', meta, 'attempts', 0, 'token', 0)
-    redis.call('ZADD', k('all'), id, id)
+    local o = 5 + (i - 1) * F
+    local id = ids[i]
+    local kind, fkey, payload, run_at, retry = ARGV[o + 1], ARGV[o + 2], ARGV[o + 3],
+      tonumber(ARGV[o + 4]), ARGV[o + 5]
+    local uniq, dep, meta = ARGV[o + 6], ARGV[o + 8], ARGV[o + 9]
+    local sets = {'kind', kind, 'fkey', fkey, 'payload', payload, 'enq', now, 'retry', retry,
+      'meta', meta, 'attempts', 0, 'token', 0}
     if uniq ~= '' then
-      redis.call('HSET', h, 'uniq', uniq)
+      sets[#sets + 1] = 'uniq'; sets[#sets + 1] = uniq
       redis.call('HSET', k('uniq'), uniq, id)
     end
     local blocked = false
     if dep ~= '' then
       local dep_id, mode = string.match(dep, '^(%d+):(%a+)$')
-      redis.call('HSET', h, 'dep', dep_id)
+      sets[#sets + 1] = 'dep'; sets[#sets + 1] = dep_id
       if mode == 'local' then
-        if redis.call('HGET', jk(dep_id), 'state') ~= 'succeeded' then
+        local dh = jk(dep_id)
+        if redis.call('HGET', dh, 'state') ~= 'succeeded' then
           blocked = true
           redis.call('SADD', k('deps:' .. dep_id), id)
+          redis.call('HSET', dh, 'hd', 1)
         end
       elseif mode == 'blocked' then
         blocked = true
+        zadd('xwait', now + XWAIT_RECHECK, id)
       end
     end
     if blocked then
-      redis.call('HSET', h, 'state', 'blocked')
-      set_status(id, nil, 'blocked')
+      sets[#sets + 1] = 'state'; sets[#sets + 1] = 'blocked'
+      zadd('st:blocked', id, id)
+      count('blocked', 1)
     else
-      redis.call('HSET', h, 'state', 'scheduled', 'run_at', run_at)
-      set_status(id, nil, 'scheduled')
-      ready = ready + make_due(id, fkey, run_at, now)
+      sets[#sets + 1] = 'state'; sets[#sets + 1] = 'scheduled'
+      sets[#sets + 1] = 'run_at'; sets[#sets + 1] = run_at
+      sets[#sets + 1] = 'due'; sets[#sets + 1] = run_at
+      count('scheduled', 1)
+      local member = make_due(id, fkey, run_at, now)
+      if member then
+        sets[#sets + 1] = 'rmember'; sets[#sets + 1] = member
+      end
     end
+    zadd('all', id, id)
+    redis.call('HSET', jk(id), unpack(sets))
   end
 end
-signal(ready)
+redis.call('HSET', k('meta'), 'seq', seq, 'qnum', qnum)
+flush()
+if rid ~= '' then
+  redis.call('SET', req, table.concat(ids, ','), 'PX', 60000)
+end
 local reply = {'ok'}
-for i = 1, count do reply[i + 1] = ids[i] end
+for i = 1, n do reply[i + 1] = ids[i] end
 return reply

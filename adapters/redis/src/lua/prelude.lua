@@ -1,14 +1,62 @@
--- Shared helpers, prepended to every script.
+-- Shared helpers, prepended to every per-queue script.
 -- KEYS[1] is the queue's key base "<prefix>:{<queue>}:"; every key a script touches starts with
 -- it, so all of them share the queue's hash tag (one Redis Cluster slot).
+--
+-- Writes to the queue-wide structures (sorted sets, counters, fairness tails) are collected in
+-- Lua tables while a script runs and applied by flush() as one variadic command per key, so a
+-- batch of N jobs costs a few commands per job for its job hashes plus a constant number for the
+-- shared structures.
 local base = KEYS[1]
 local function k(name) return base .. name end
 local function jk(id) return base .. 'job:' .. id end
 
--- Moves a job between the per-status indexes (sorted sets scored by id).
-local function set_status(id, from, to)
-  if from then redis.call('ZREM', k('st:' .. from), id) end
-  if to then redis.call('ZADD', k('st:' .. to), id, id) end
+-- Collected writes ----------------------------------------------------------------------------
+local zadds = {}    -- key name -> {score, member, score, member, ...}
+local zrems = {}    -- key name -> {member, ...}
+local counts = {}   -- status -> change of its counter
+local rstat = {}    -- retry counter -> change
+local ready_now = 0 -- jobs made claimable (one wake-up signal each)
+
+local function zadd(name, score, member)
+  local t = zadds[name]
+  if not t then t = {}; zadds[name] = t end
+  t[#t + 1] = score
+  t[#t + 1] = member
+end
+
+local function zrem(name, member)
+  local t = zrems[name]
+  if not t then t = {}; zrems[name] = t end
+  t[#t + 1] = member
+end
+
+local function count(status, n)
+  counts[status] = (counts[status] or 0) + n
+end
+
+local function bump(field, n)
+  rstat[field] = (rstat[field] or 0) + n
+end
+
+-- The fair order's state, read once per script (see fair_push).
+local meta_loaded, current, pushseq, pushseq0 = false, 0, 0, 0
+local tails, tails_dirty = {}, {}
+
+local function load_meta()
+  if meta_loaded then return end
+  local c, p = unpack(redis.call('HMGET', k('meta'), 'current', 'pushseq'))
+  current, pushseq = tonumber(c or '0'), tonumber(p or '0')
+  pushseq0 = pushseq
+  meta_loaded = true
+end
+
+-- Big sorted-set writes go out in slices: Lua's unpack has a stack limit.
+local SLICE = 4000
+local function variadic(cmd, key, items)
+  for i = 1, #items, SLICE do
+    local last = math.min(i + SLICE - 1, #items)
+    redis.call(cmd, key, unpack(items, i, last))
+  end
 end
 
 -- Wakes one blocked waiter per ready job, keeping the signal list short.
@@ -21,78 +69,129 @@ local function signal(n)
   end
 end
 
--- The fair ready set mirrors the round engine of fairq-core: a job joins the round after its
--- key's last queued job, but never a round before current + 1 (the pending snapshot is closed).
--- Members sort by a per-queue push sequence inside a round (equal scores sort by member).
+-- Applies the collected writes to the queue's structures (sorted sets, fairness tails, the
+-- push sequence): a script calls it before reading a structure it changed (the claim after a
+-- settlement reads `ready`).
+local function flush_sets()
+  for name, items in pairs(zrems) do variadic('ZREM', k(name), items) end
+  zrems = {}
+  for name, items in pairs(zadds) do variadic('ZADD', k(name), items) end
+  zadds = {}
+  local fields = {}
+  for fkey in pairs(tails_dirty) do
+    fields[#fields + 1] = 't' .. fkey
+    fields[#fields + 1] = tails[fkey]
+  end
+  if #fields > 0 then variadic('HSET', k('keys'), fields) end
+  tails_dirty = {}
+  if meta_loaded and pushseq ~= pushseq0 then
+    redis.call('HSET', k('meta'), 'pushseq', pushseq)
+    pushseq0 = pushseq
+  end
+end
+
+-- Applies every collected write; scripts call it at their end. Counters are only ever added
+-- to, so changes that cancel out within one script (a settled job's running slot taken by
+-- the next claim) cost nothing.
+local function flush()
+  flush_sets()
+  for status, n in pairs(counts) do
+    if n ~= 0 then redis.call('HINCRBY', k('counts'), status, n) end
+  end
+  counts = {}
+  for field, n in pairs(rstat) do
+    if n ~= 0 then redis.call('HINCRBY', k('rstat'), field, n) end
+  end
+  rstat = {}
+  signal(ready_now)
+  ready_now = 0
+end
+
+-- Fairness ------------------------------------------------------------------------------------
+-- The fair ready set mirrors the round engine of fairq-core (core/src/fair/engine.rs): a job
+-- joins the round after its key's last queued job, but never a round before current + 1 (the
+-- snapshot being served is closed). Members sort by a per-queue push sequence inside a round
+-- (equal scores sort by member). Returns the member, which the caller stores in the job hash
+-- as `rmember` (so the job can be taken out of the set again).
 local function fair_push(id, fkey)
-  local current = tonumber(redis.call('HGET', k('meta'), 'current') or '0')
-  local tail = tonumber(redis.call('HGET', k('keys'), 't' .. fkey) or '0')
+  load_meta()
+  local tail = tails[fkey]
+  if tail == nil then
+    tail = tonumber(redis.call('HGET', k('keys'), 't' .. fkey) or '0')
+  end
   local round = tail + 1
   if round < current + 1 then round = current + 1 end
-  local seq = redis.call('HINCRBY', k('meta'), 'pushseq', 1)
-  local member = string.format('%016d:%s', seq, id)
-  redis.call('ZADD', k('ready'), round, member)
-  redis.call('HSET', k('keys'), 't' .. fkey, round)
-  redis.call('HINCRBY', k('keys'), 'c' .. fkey, 1)
-  redis.call('HSET', jk(id), 'rmember', member)
+  tails[fkey] = round
+  tails_dirty[fkey] = true
+  pushseq = pushseq + 1
+  local member = string.format('%016d:%s', pushseq, id)
+  zadd('ready', round, member)
+  ready_now = ready_now + 1
+  return member
 end
 
--- Forgets a queued job's place in the fair ready set (after a pop or a removal).
-local function fair_forget(fkey)
-  local left = redis.call('HINCRBY', k('keys'), 'c' .. fkey, -1)
-  if left <= 0 then redis.call('HDEL', k('keys'), 'c' .. fkey, 't' .. fkey) end
-end
-
--- Removes a job from the ready set if it is there.
-local function fair_remove(id)
-  local h = jk(id)
-  local member = redis.call('HGET', h, 'rmember')
-  if member then
-    if redis.call('ZREM', k('ready'), member) == 1 then
-      fair_forget(redis.call('HGET', h, 'fkey'))
-    end
-    redis.call('HDEL', h, 'rmember')
+-- Takes a queued job out of the ready set (purge, delete). When it was its key's last queued
+-- job, the key's tail moves back one round, so a later push of the key lands where it would
+-- have had the job never been queued.
+local function fair_remove(member, fkey)
+  if not member then return end
+  local round = redis.call('ZSCORE', k('ready'), member)
+  if not round then return end
+  redis.call('ZREM', k('ready'), member)
+  local tail = redis.call('HGET', k('keys'), 't' .. fkey)
+  if tail and tonumber(tail) == tonumber(round) then
+    redis.call('HSET', k('keys'), 't' .. fkey, tonumber(round) - 1)
   end
 end
 
 -- Most delayed jobs one call promotes into the fair order (claims pass their own limit).
 local PROMOTE_LIMIT = 10000
+local promoted = false
 
--- Moves delayed jobs whose time has come into the fair order, by run time, then id.
+-- Moves delayed jobs whose time has come into the fair order, by run time, then id. Runs at
+-- most once per script: time does not move while a script runs.
 local function promote(now, limit)
+  if promoted then return end
+  promoted = true
   local due = redis.call('ZRANGEBYSCORE', k('delayed'), '-inf', now, 'WITHSCORES', 'LIMIT', 0, limit)
   if #due == 0 then return end
-  local batch = {}
-  for i = 1, #due, 2 do batch[#batch + 1] = {tonumber(due[i + 1]), tonumber(due[i]), due[i]} end
+  local batch, ids = {}, {}
+  for i = 1, #due, 2 do
+    batch[#batch + 1] = {tonumber(due[i + 1]), tonumber(due[i]), due[i]}
+    ids[#ids + 1] = due[i]
+  end
   table.sort(batch, function(a, b)
     if a[1] ~= b[1] then return a[1] < b[1] end
     return a[2] < b[2]
   end)
+  variadic('ZREM', k('delayed'), ids)
   for _, entry in ipairs(batch) do
     local id = entry[3]
-    redis.call('ZREM', k('delayed'), id)
-    fair_push(id, redis.call('HGET', jk(id), 'fkey'))
+    local h = jk(id)
+    local fkey = redis.call('HGET', h, 'fkey')
+    if fkey then
+      redis.call('HSET', h, 'rmember', fair_push(id, fkey))
+    end
   end
 end
 
--- Files a job that waits for time only (scheduled or retrying) to become claimable at
--- run_at: at once (after the jobs that fell due before it) or through the delayed set.
--- Returns 1 when it is claimable now.
+-- Files a job that waits for time only (scheduled or retrying) to become claimable at run_at:
+-- at once (after the jobs that fell due before it) or through the delayed set. Returns the
+-- ready-set member when it is claimable now (the caller stores it as `rmember`), else nil.
 local function make_due(id, fkey, run_at, now)
-  redis.call('HSET', jk(id), 'due', run_at)
   if run_at <= now then
     promote(now, PROMOTE_LIMIT)
-    fair_push(id, fkey)
-    return 1
+    return fair_push(id, fkey)
   end
   redis.call('ZADD', k('delayed'), run_at, id)
-  return 0
+  return nil
 end
 
--- Checks that a job is running under `token` (fairq-core's fencing rule); returns nil when
--- it is, or a refusal: {'stale', current token or ''}, {'notrunning', state}, {'notfound'}.
-local function check_lease(h, token)
-  local state, current = unpack(redis.call('HMGET', h, 'state', 'token'))
+-- Leases ----------------------------------------------------------------------------------------
+-- fairq-core's fencing rule (Lifecycle::running_lease) on a job's stored state and token:
+-- returns nil when `token` holds the running lease, or a refusal: {'stale', current token or
+-- ''}, {'notrunning', state} or {'notfound'}.
+local function fence(state, current, token)
   if not state then return {'notfound'} end
   current = tonumber(current)
   if state == 'running' then
@@ -108,92 +207,155 @@ end
 -- The last error recorded when a lease expires.
 local LEASE_EXPIRED = 'lease expired: the worker stopped renewing it'
 
--- Records one finished attempt's run time (ms) in log-linear buckets (as fairq-core's
--- Histogram buckets them: exact below 128, then 64 buckets per power of two).
-local function record_time(ms)
-  if ms < 0 then ms = 0 end
-  local low = ms
-  if ms >= 128 then
-    local shift, m = 0, ms
-    while m >= 128 do m = math.floor(m / 2); shift = shift + 1 end
-    low = m * 2 ^ shift
-  end
-  redis.call('HINCRBY', k('hist'), string.format('%d', low), 1)
-  local count = redis.call('HINCRBY', k('pstat'), 'count', 1)
-  redis.call('HINCRBY', k('pstat'), 'sum', ms)
-  local min, max = unpack(redis.call('HMGET', k('pstat'), 'min', 'max'))
-  if count == 1 or ms < tonumber(min) then redis.call('HSET', k('pstat'), 'min', ms) end
-  if count == 1 or ms > tonumber(max) then redis.call('HSET', k('pstat'), 'max', ms) end
-end
+-- How long a job blocked on another queue's job waits before its dependency is looked at again
+-- (see maintain.lua).
+local XWAIT_RECHECK = 60000
 
--- Gives up a unique key held by a job that finished.
-local function release_unique(h, id)
-  local u = redis.call('HGET', h, 'uniq')
+-- Gives up a unique key held by a job that finished or was deleted.
+local function release_unique(u, id)
   if u and redis.call('HGET', k('uniq'), u) == id then redis.call('HDEL', k('uniq'), u) end
 end
 
--- Moves a job that just finished (succeeded or dead) to the finished index.
-local function finish(id, now)
-  redis.call('ZADD', k('finished'), now, id)
-end
-
--- Releases the blocked dependents of a job that succeeded; returns how many became ready.
+-- Releases the blocked dependents in this queue of a job that succeeded and returns its
+-- dependents in other queues ('<queue>\n<id>' each) for the caller to release there.
 local function release_dependents(id, now)
-  local released = 0
   local deps = k('deps:' .. id)
   for _, d in ipairs(redis.call('SMEMBERS', deps)) do
     local dh = jk(d)
-    if redis.call('HGET', dh, 'state') == 'blocked' then
-      redis.call('HSET', dh, 'state', 'scheduled', 'run_at', 0)
-      set_status(d, 'blocked', 'scheduled')
-      released = released + make_due(d, redis.call('HGET', dh, 'fkey'), now, now)
+    local state, fkey = unpack(redis.call('HMGET', dh, 'state', 'fkey'))
+    if state == 'blocked' then
+      redis.call('ZREM', k('st:blocked'), d)
+      count('blocked', -1)
+      count('scheduled', 1)
+      local member = make_due(d, fkey, now, now)
+      redis.call('HSET', dh, 'state', 'scheduled', 'run_at', 0, 'due', now, 'rmember', member or '')
     end
   end
   redis.call('DEL', deps)
-  return released
+  local xdeps = k('xdeps:' .. id)
+  local others = redis.call('SMEMBERS', xdeps)
+  redis.call('DEL', xdeps)
+  return others
 end
 
--- Applies a failure (handler failure or expired lease) to a running job: decision is 'retry'
--- (with run_at), 'dead' or 'discard'. Returns how many jobs became ready.
-local function apply_failure(id, h, now, decision, run_at, message, reason)
-  local attempts = tonumber(redis.call('HGET', h, 'attempts'))
-  redis.call('ZREM', k('leased'), id)
-  redis.call('HDEL', h, 'deadline', 'claimed_at')
-  redis.call('HINCRBY', k('rstat'), 'failures', 1)
-  if message then redis.call('HSET', h, 'last_error', message) end
-  local first = redis.call('HGET', h, 'first_error_at')
-  if not first then
-    first = now
-    redis.call('HSET', h, 'first_error_at', now)
+-- Applies core's verdict for a failed attempt (a handler failure or an expired lease) to a
+-- running job whose fields `f` were read by the caller (see SETTLE_FIELDS). `verdict` is
+-- 'retry' (with run_at) or 'dead' (with its reason); nothing here decides between them.
+local function apply_failure(id, h, f, now, verdict, run_at, reason, message)
+  local attempts, first_error, uniq, fkey = f[3], f[5], f[7], f[8]
+  zrem('leased', id)
+  count('running', -1)
+  bump('failures', 1)
+  local sets = {'last_error', message}
+  if not first_error then
+    sets[#sets + 1] = 'first_error_at'
+    sets[#sets + 1] = now
   end
-  if decision == 'retry' then
-    redis.call('HSET', h, 'state', 'retrying', 'run_at', run_at)
-    set_status(id, 'running', 'retrying')
-    redis.call('ZADD', k('errs'), first, id)
-    return make_due(id, redis.call('HGET', h, 'fkey'), run_at, now)
+  if verdict == 'retry' then
+    sets[#sets + 1] = 'state'; sets[#sets + 1] = 'retrying'
+    sets[#sets + 1] = 'run_at'; sets[#sets + 1] = run_at
+    sets[#sets + 1] = 'due'; sets[#sets + 1] = run_at
+    count('retrying', 1)
+    zadd('st:retrying', id, id)
+    if not first_error then zadd('errs', now, id) end
+    local member = make_due(id, fkey, run_at, now)
+    if member then
+      sets[#sets + 1] = 'rmember'
+      sets[#sets + 1] = member
+    end
+  else
+    sets[#sets + 1] = 'state'; sets[#sets + 1] = 'dead'
+    sets[#sets + 1] = 'at'; sets[#sets + 1] = now
+    sets[#sets + 1] = 'reason'; sets[#sets + 1] = reason
+    count('dead', 1)
+    zadd('st:dead', id, id)
+    zadd('finished', now, id)
+    if first_error then zrem('errs', id) end
+    bump('dead', 1)
+    bump('retries', tonumber(attempts) - 1)
+    release_unique(uniq, id)
   end
-  redis.call('HSET', h, 'state', 'dead', 'at', now, 'reason', reason)
-  set_status(id, 'running', 'dead')
-  redis.call('ZREM', k('errs'), id)
-  redis.call('HINCRBY', k('rstat'), 'dead', 1)
-  redis.call('HINCRBY', k('rstat'), 'retries', attempts - 1)
-  release_unique(h, id)
-  finish(id, now)
-  return 0
+  redis.call('HSET', h, unpack(sets))
 end
+
+-- The job fields settle, release and rescue read, in this order.
+local SETTLE_FIELDS = {'state', 'token', 'attempts', 'claimed_at', 'first_error_at', 'hd', 'uniq', 'fkey'}
 
 -- Deletes a job that is not running from every structure (its dependents stay blocked).
 local function delete_job(id)
   local h = jk(id)
-  local state, dep, fkey = unpack(redis.call('HMGET', h, 'state', 'dep', 'fkey'))
-  if not state then return end
-  fair_remove(id)
+  local state, dep, fkey, member, uniq = unpack(redis.call('HMGET', h, 'state', 'dep', 'fkey', 'rmember', 'uniq'))
+  if not state then
+    redis.call('ZREM', k('all'), id)
+    return
+  end
+  if member and member ~= '' then fair_remove(member, fkey) end
   redis.call('ZREM', k('delayed'), id)
   redis.call('ZREM', k('errs'), id)
   redis.call('ZREM', k('finished'), id)
   redis.call('ZREM', k('all'), id)
-  set_status(id, state, nil)
-  release_unique(h, id)
+  redis.call('ZREM', k('xwait'), id)
+  if state == 'blocked' or state == 'retrying' or state == 'dead' then
+    redis.call('ZREM', k('st:' .. state), id)
+  end
+  count(state, -1)
+  release_unique(uniq, id)
   if dep then redis.call('SREM', k('deps:' .. dep), id) end
   redis.call('DEL', h, k('deps:' .. id), k('xdeps:' .. id))
+end
+
+-- Claims ----------------------------------------------------------------------------------------
+-- Claims up to `max` due jobs fairly, each under a lease ending at now + lease. Returns one
+-- array per job: {id, kind, fkey, payload, attempt, token, deadline, enq, due, retry, meta}.
+-- A popped job whose record cannot run (missing or unreadable fields) is set aside as dead
+-- with an error saying so, and the claim goes on with the next job.
+local function claim_jobs(now, max, lease, limit)
+  promote(now, limit)
+  flush_sets()
+  local out = {}
+  if max <= 0 then
+    flush()
+    return out
+  end
+  local popped = redis.call('ZPOPMIN', k('ready'), max)
+  if #popped == 0 then
+    flush()
+    return out
+  end
+  local deadline = now + lease
+  local deadline_s = string.format('%d', deadline)
+  for i = 1, #popped, 2 do
+    local id = string.match(popped[i], ':(%d+)$')
+    local h = jk(id)
+    local f = redis.call('HMGET', h, 'state', 'attempts', 'token', 'kind', 'fkey', 'payload',
+      'enq', 'due', 'retry', 'meta')
+    local state, attempts, token = f[1], tonumber(f[2]), tonumber(f[3])
+    if state == 'scheduled' or state == 'retrying' then
+      if attempts and token and f[4] and f[5] and f[6] and f[7] and f[8] and f[9] then
+        attempts, token = attempts + 1, token + 1
+        redis.call('HSET', h, 'state', 'running', 'attempts', attempts, 'token', token,
+          'deadline', deadline, 'claimed_at', now)
+        count(state, -1)
+        count('running', 1)
+        if state == 'retrying' then zrem('st:retrying', id) end
+        zadd('leased', deadline, id)
+        out[#out + 1] = {id, f[4], f[5], f[6], string.format('%d', attempts),
+          string.format('%d', token), deadline_s, f[7], f[8], f[9], f[10] or '{}'}
+      else
+        count(state, -1)
+        count('dead', 1)
+        if state == 'retrying' then zrem('st:retrying', id) end
+        zadd('st:dead', id, id)
+        zadd('finished', now, id)
+        redis.call('HSET', h, 'state', 'dead', 'at', now, 'reason', 'discarded',
+          'attempts', attempts or 0, 'token', token or 0,
+          'last_error', 'corrupt record: attempts, token or job fields unreadable')
+      end
+    end
+  end
+  load_meta()
+  current = tonumber(popped[#popped])
+  redis.call('HSET', k('meta'), 'current', popped[#popped])
+  flush()
+  return out
 end

@@ -1,15 +1,24 @@
--- Deletes up to `limit` jobs in the given statuses (never running ones).
--- ARGV: limit, statuses... Returns the deleted ids.
-local limit = tonumber(ARGV[1])
-local deleted = {}
-for i = 2, #ARGV do
-  local status = ARGV[i]
-  if status ~= 'running' and #deleted < limit then
-    local ids = redis.call('ZRANGE', k('st:' .. status), 0, limit - #deleted - 1)
-    for _, id in ipairs(ids) do
-      delete_job(id)
-      deleted[#deleted + 1] = id
-    end
+-- Deletes jobs in the given statuses (never running ones), walking an index by id: `all`, or
+-- a status's own set when only that status is purged.
+-- ARGV: index, after ('' = from the start), budget (ids looked at), statuses...
+-- Returns {last id looked at, or '' when the walk reached the end; deleted ids...}.
+local index, after, budget = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local wanted = {}
+for i = 4, #ARGV do wanted[ARGV[i]] = true end
+wanted['running'] = nil
+local from = '-inf'
+if after ~= '' then from = '(' .. after end
+local ids = redis.call('ZRANGEBYSCORE', k(index), from, '+inf', 'LIMIT', 0, budget)
+local reply = {''}
+for _, id in ipairs(ids) do
+  local state = redis.call('HGET', jk(id), 'state')
+  if state == nil then
+    delete_job(id)
+  elseif wanted[state] then
+    delete_job(id)
+    reply[#reply + 1] = id
   end
 end
-return deleted
+if #ids == budget then reply[1] = ids[#ids] end
+flush()
+return reply

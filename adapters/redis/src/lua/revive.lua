@@ -1,4 +1,4 @@
--- Operator retry: dead jobs become claimable now with a fresh retry budget. A job whose
+-- Operator revival: dead jobs become claimable now with a fresh retry budget. A job whose
 -- unique key is held by another job meanwhile stays dead.
 -- ARGV: now, 'one', id  -> {'ok', 1}, {'dup', key, holder}, {'notdead', state}, {'notfound'}
 -- ARGV: now, 'all', limit, after -> {'ok', revived, last id looked at (or ''), looked at}
@@ -7,17 +7,20 @@ local now, mode = tonumber(ARGV[1]), ARGV[2]
 -- Returns nil when revived, or the id holding the job's unique key.
 local function revive(id)
   local h = jk(id)
-  local u = redis.call('HGET', h, 'uniq')
+  local u, fkey = unpack(redis.call('HMGET', h, 'uniq', 'fkey'))
   if u then
     local holder = redis.call('HGET', k('uniq'), u)
     if holder and holder ~= id then return holder end
     redis.call('HSET', k('uniq'), u, id)
   end
-  redis.call('HSET', h, 'state', 'scheduled', 'run_at', now, 'attempts', 0)
-  redis.call('HDEL', h, 'at', 'reason', 'first_error_at')
-  set_status(id, 'dead', 'scheduled')
+  redis.call('ZREM', k('st:dead'), id)
   redis.call('ZREM', k('finished'), id)
-  make_due(id, redis.call('HGET', h, 'fkey'), now, now)
+  count('dead', -1)
+  count('scheduled', 1)
+  local member = make_due(id, fkey, now, now)
+  redis.call('HSET', h, 'state', 'scheduled', 'run_at', now, 'due', now, 'attempts', 0,
+    'rmember', member)
+  redis.call('HDEL', h, 'at', 'reason', 'first_error_at')
   return nil
 end
 
@@ -29,7 +32,7 @@ if mode == 'one' then
   if state ~= 'dead' then return {'notdead', state} end
   local holder = revive(id)
   if holder then return {'dup', string.sub(redis.call('HGET', h, 'uniq'), 2), holder} end
-  signal(1)
+  flush()
   return {'ok', 1}
 end
 
@@ -40,5 +43,5 @@ local revived = 0
 for _, id in ipairs(ids) do
   if not revive(id) then revived = revived + 1 end
 end
-signal(revived)
+flush()
 return {'ok', revived, ids[#ids] or '', #ids}

@@ -1,6 +1,8 @@
-//! Shared test plumbing: where the server is, whether it must be there, fresh key prefixes.
+//! Shared test plumbing: where the server is, whether it must be there, fresh key prefixes
+//! that are deleted when the test ends (passed or failed).
 #![allow(dead_code)]
 
+use std::ops::Deref;
 use std::time::Duration;
 
 use fairq_redis::{RedisBackend, RedisOptions};
@@ -12,9 +14,25 @@ pub fn url() -> String {
     std::env::var("FAIRQ_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".to_string())
 }
 
+/// What `FAIRQ_REQUIRE_SERVICES` says: unset or a false word means skip when a server is
+/// missing, a true word means fail; anything else is a mistake and fails the test.
+pub fn required_by(value: Option<&str>) -> bool {
+    let Some(value) = value else {
+        return false;
+    };
+    match value.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" | "y" => true,
+        "" | "0" | "false" | "no" | "off" | "n" => false,
+        other => panic!(
+            "FAIRQ_REQUIRE_SERVICES={other:?} is neither true (1, true, yes, on) nor false \
+             (0, false, no, off)"
+        ),
+    }
+}
+
 /// True when a missing server must fail the tests instead of skipping them.
 pub fn required() -> bool {
-    std::env::var("FAIRQ_REQUIRE_SERVICES").is_ok_and(|v| v == "1")
+    required_by(std::env::var("FAIRQ_REQUIRE_SERVICES").ok().as_deref())
 }
 
 /// Whether the server answers `PING`; when it does not, says so and returns false (or panics
@@ -27,7 +45,7 @@ pub fn available() -> bool {
     if !reachable {
         if required() {
             panic!(
-                "Redis at {} is unreachable and FAIRQ_REQUIRE_SERVICES=1",
+                "Redis at {} is unreachable and FAIRQ_REQUIRE_SERVICES is set",
                 url()
             );
         }
@@ -41,16 +59,88 @@ pub fn prefix() -> String {
     format!("fairq-test-{:016x}", random_u64())
 }
 
+/// Deletes every key of a prefix when dropped, so a failing test cleans up too. It talks to
+/// the server on a connection of its own (no async runtime needed in `drop`).
+pub struct Guard {
+    url: String,
+    prefix: String,
+}
+
+impl Guard {
+    /// A guard for `prefix` on the server under test.
+    pub fn new(prefix: impl Into<String>) -> Self {
+        Guard {
+            url: url(),
+            prefix: prefix.into(),
+        }
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let Ok(mut conn) = redis::Client::open(self.url.as_str())
+            .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(2)))
+        else {
+            return;
+        };
+        let pattern = format!("{}:*", self.prefix);
+        let mut cursor = 0u64;
+        loop {
+            let Ok((next, keys)): Result<(u64, Vec<String>), _> = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(&pattern)
+                .arg("COUNT")
+                .arg(1_000)
+                .query(&mut conn)
+            else {
+                return;
+            };
+            for key in keys {
+                let _: Result<u64, _> = redis::cmd("UNLINK").arg(key).query(&mut conn);
+            }
+            if next == 0 {
+                return;
+            }
+            cursor = next;
+        }
+    }
+}
+
 /// Options for a fresh deployment on `clock`.
 pub fn options(clock: ManualClock) -> RedisOptions {
     RedisOptions::new().prefix(prefix()).clock(clock)
 }
 
-/// A store on a fresh prefix.
-pub async fn store(clock: ManualClock) -> RedisBackend {
-    RedisBackend::connect(&url(), options(clock))
+/// A store on a fresh prefix, deleted when the value is dropped.
+pub struct TestStore {
+    store: RedisBackend,
+    _guard: Guard,
+}
+
+impl Deref for TestStore {
+    type Target = RedisBackend;
+
+    fn deref(&self) -> &RedisBackend {
+        &self.store
+    }
+}
+
+/// Connects with `options`; the prefix is deleted when the returned store is dropped.
+pub async fn connect(options: RedisOptions) -> TestStore {
+    let guard = Guard::new(options.prefix.clone());
+    let store = RedisBackend::connect(&url(), options)
         .await
-        .expect("connect to Redis")
+        .expect("connect to Redis");
+    TestStore {
+        store,
+        _guard: guard,
+    }
+}
+
+/// A store on a fresh prefix, deleted when dropped.
+pub async fn store(clock: ManualClock) -> TestStore {
+    connect(options(clock)).await
 }
 
 /// Makes stores on fresh prefixes and deletes their keys afterwards.
@@ -60,7 +150,9 @@ impl Harness for RedisHarness {
     type Backend = RedisBackend;
 
     async fn create(&self, clock: ManualClock) -> RedisBackend {
-        store(clock).await
+        RedisBackend::connect(&url(), options(clock))
+            .await
+            .expect("connect to Redis")
     }
 
     async fn cleanup(&self, backend: RedisBackend) {

@@ -1,0 +1,321 @@
+//! Operator calls: statistics, listing, revival, purging and pruning. Each works queue by queue
+//! (every queue's keys live in one slot), so on a cluster they gather from every node.
+
+use std::collections::HashMap;
+
+use fairq_core::job::{millis, TransitionError};
+use fairq_core::stats::RetryStats;
+use fairq_worker::{
+    BackendError, JobId, JobInfo, JobStatus, ListFilter, Purge, QueueStats, ReviveTarget,
+    StatusCounts,
+};
+
+use crate::backend::RedisBackend;
+use crate::call::Call;
+use crate::record::{self, ms, number, status, text};
+use crate::scripts::Named;
+use crate::timing::summary;
+
+/// Ids a listing or purge looks at per script call.
+const WALK_BUDGET: usize = 2_000;
+
+/// Statuses that keep a set of their own (the others are found by walking `all`).
+fn own_set(status: JobStatus) -> bool {
+    matches!(
+        status,
+        JobStatus::Blocked | JobStatus::Retrying | JobStatus::Dead
+    )
+}
+
+impl RedisBackend {
+    pub(crate) async fn queue_stats(&self, queue: &str) -> Result<QueueStats, BackendError> {
+        let base = self.inner.keys.queue_base(queue);
+        let mut pipe = redis::pipe();
+        pipe.cmd("HGETALL").arg(format!("{base}counts"));
+        pipe.cmd("HGETALL").arg(format!("{base}rstat"));
+        pipe.cmd("HGETALL").arg(format!("{base}hist"));
+        pipe.cmd("HGETALL").arg(format!("{base}pstat"));
+        pipe.cmd("ZRANGE")
+            .arg(format!("{base}errs"))
+            .arg(0)
+            .arg(0)
+            .arg("WITHSCORES");
+        #[allow(clippy::type_complexity)]
+        let (counts, rstat, hist, pstat, errs): (
+            HashMap<String, i64>,
+            HashMap<String, u64>,
+            HashMap<u64, u64>,
+            HashMap<String, u64>,
+            Vec<(String, u64)>,
+        ) = self.pipe_query("reading stats", &pipe).await?;
+        let count = |status: JobStatus| {
+            counts
+                .get(status.as_str())
+                .map_or(0, |n| u64::try_from(*n).unwrap_or(0))
+        };
+        let get = |m: &HashMap<String, u64>, k: &str| m.get(k).copied().unwrap_or(0);
+        Ok(QueueStats {
+            queue: queue.to_string(),
+            counts: StatusCounts {
+                blocked: count(JobStatus::Blocked),
+                scheduled: count(JobStatus::Scheduled),
+                running: count(JobStatus::Running),
+                retrying: count(JobStatus::Retrying),
+                succeeded: count(JobStatus::Succeeded),
+                dead: count(JobStatus::Dead),
+            },
+            retries: RetryStats {
+                ok: get(&rstat, "ok"),
+                retries: get(&rstat, "retries"),
+                dead: get(&rstat, "dead"),
+                failures: get(&rstat, "failures"),
+            },
+            processing_ms: summary(&hist, &pstat),
+            oldest_error_at: errs.first().map(|(_, at)| *at),
+            // Not tracked by this store (it does not hold retries back either).
+            next_retry_at: None,
+        })
+    }
+
+    pub(crate) async fn all_stats(&self) -> Result<Vec<QueueStats>, BackendError> {
+        self.flush_timing().await?;
+        let mut out = Vec::new();
+        for queue in self.queue_names().await? {
+            out.push(self.queue_stats(&queue).await?);
+        }
+        Ok(out)
+    }
+
+    /// Walks `index` of `queue` by id with `named` until `enough` says stop or the walk ends.
+    /// Returns the ids each call answered.
+    async fn walk(
+        &self,
+        queue: &str,
+        named: &Named,
+        index: &str,
+        after: Option<JobId>,
+        extra: &[Vec<u8>],
+        mut enough: impl FnMut(&[u64]) -> bool,
+    ) -> Result<(), BackendError> {
+        let mut cursor = after.map_or(String::new(), |id| id.0.to_string());
+        loop {
+            let mut args = vec![index.as_bytes().to_vec(), cursor.clone().into_bytes()];
+            args.extend(extra.iter().cloned());
+            let reply = self
+                .run(Call::new(named, self.inner.keys.queue_base(queue), args))
+                .await?;
+            let fields = record::array(&reply);
+            let next = fields.first().and_then(text).unwrap_or_default();
+            let ids: Vec<u64> = fields.iter().skip(1).filter_map(number).collect();
+            if enough(&ids) || next.is_empty() {
+                return Ok(());
+            }
+            cursor = next;
+        }
+    }
+
+    async fn list_queue(
+        &self,
+        queue: &str,
+        filter: &ListFilter,
+    ) -> Result<Vec<JobInfo>, BackendError> {
+        let (index, wanted) = match filter.status {
+            Some(status) if own_set(status) => (format!("st:{status}"), String::new()),
+            Some(status) => ("all".to_string(), status.as_str().to_string()),
+            None => ("all".to_string(), String::new()),
+        };
+        let mut ids = Vec::new();
+        let limit = filter.limit;
+        self.walk(
+            queue,
+            &self.inner.scripts.list,
+            &index,
+            filter.after,
+            &[
+                limit.to_string().into_bytes(),
+                WALK_BUDGET.to_string().into_bytes(),
+                wanted.into_bytes(),
+            ],
+            |found| {
+                ids.extend_from_slice(found);
+                ids.len() >= limit
+            },
+        )
+        .await?;
+        ids.truncate(limit);
+        self.infos(queue, &ids, true).await
+    }
+
+    /// The jobs `ids` of `queue`. With `skip_bad`, a record that does not parse is left out
+    /// (with a warning) instead of failing the whole answer.
+    async fn infos(
+        &self,
+        queue: &str,
+        ids: &[u64],
+        skip_bad: bool,
+    ) -> Result<Vec<JobInfo>, BackendError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut pipe = redis::pipe();
+        for id in ids {
+            pipe.cmd("HGETALL").arg(self.inner.keys.job(queue, *id));
+        }
+        let hashes: Vec<HashMap<String, Vec<u8>>> = self.pipe_query("reading jobs", &pipe).await?;
+        let mut out = Vec::with_capacity(ids.len());
+        for (id, hash) in ids.iter().zip(hashes) {
+            // Deleted between the index read and now.
+            if hash.is_empty() {
+                continue;
+            }
+            match record::info(queue, JobId(*id), &hash) {
+                Ok(info) => out.push(info),
+                Err(err) if skip_bad => {
+                    tracing::warn!(queue, job = id, error = %err, "unreadable job left out");
+                }
+                Err(err) => return Err(err),
+            }
+        }
+        Ok(out)
+    }
+
+    pub(crate) async fn list_jobs(&self, filter: ListFilter) -> Result<Vec<JobInfo>, BackendError> {
+        let mut out = Vec::new();
+        for queue in self.queues_for(&filter.queue).await? {
+            out.extend(self.list_queue(&queue, &filter).await?);
+        }
+        out.sort_by_key(|info| info.id);
+        out.truncate(filter.limit);
+        Ok(out)
+    }
+
+    pub(crate) async fn get_job(&self, id: JobId) -> Result<Option<JobInfo>, BackendError> {
+        let Some(queue) = self.queue_of(id).await? else {
+            return Ok(None);
+        };
+        Ok(self.infos(&queue, &[id.0], false).await?.into_iter().next())
+    }
+
+    pub(crate) async fn revive_jobs(&self, target: ReviveTarget) -> Result<u64, BackendError> {
+        let now = ms(self.now()).into_bytes();
+        match target {
+            ReviveTarget::One(id) => {
+                let queue = self.queue_of(id).await?.ok_or(BackendError::NotFound(id))?;
+                let reply = self
+                    .run(
+                        Call::new(
+                            &self.inner.scripts.revive,
+                            self.inner.keys.queue_base(&queue),
+                            vec![now, b"one".to_vec(), id.0.to_string().into_bytes()],
+                        )
+                        .acknowledged(),
+                    )
+                    .await?;
+                let reply = status("revive", &reply)?;
+                match reply[0].as_str() {
+                    "ok" => Ok(1),
+                    "dup" => Err(BackendError::Duplicate {
+                        queue: queue.to_string(),
+                        key: reply.get(1).cloned().unwrap_or_default(),
+                        existing: JobId(reply.get(2).and_then(|s| s.parse().ok()).unwrap_or(0)),
+                    }),
+                    "notdead" => Err(BackendError::Transition {
+                        id,
+                        source: TransitionError::NotDead {
+                            state: record::state_name(reply.get(1).map_or("", String::as_str)),
+                        },
+                    }),
+                    _ => Err(BackendError::NotFound(id)),
+                }
+            }
+            ReviveTarget::AllDead { queue } => {
+                let batch = self.inner.options.batch.max(1);
+                let mut revived = 0;
+                for queue in self.queues_for(&queue).await? {
+                    let mut after = String::new();
+                    loop {
+                        let reply = self
+                            .run(
+                                Call::new(
+                                    &self.inner.scripts.revive,
+                                    self.inner.keys.queue_base(&queue),
+                                    vec![
+                                        now.clone(),
+                                        b"all".to_vec(),
+                                        batch.to_string().into_bytes(),
+                                        after.clone().into_bytes(),
+                                    ],
+                                )
+                                .acknowledged(),
+                            )
+                            .await?;
+                        let fields = record::array(&reply);
+                        revived += fields.get(1).and_then(number).unwrap_or(0);
+                        after = fields.get(2).and_then(text).unwrap_or_default();
+                        let seen = fields.get(3).and_then(number).unwrap_or(0);
+                        if seen < batch as u64 || after.is_empty() {
+                            break;
+                        }
+                    }
+                }
+                Ok(revived)
+            }
+        }
+    }
+
+    pub(crate) async fn purge_jobs(&self, purge: Purge) -> Result<u64, BackendError> {
+        let statuses: Vec<JobStatus> = JobStatus::ALL
+            .into_iter()
+            .filter(|s| *s != JobStatus::Running && purge.status.is_none_or(|p| p == *s))
+            .collect();
+        let index = match statuses.as_slice() {
+            [] => return Ok(0),
+            [only] if own_set(*only) => format!("st:{only}"),
+            _ => "all".to_string(),
+        };
+        let mut extra = vec![WALK_BUDGET.to_string().into_bytes()];
+        extra.extend(statuses.iter().map(|s| s.as_str().as_bytes().to_vec()));
+        let mut deleted = 0;
+        for queue in self.queues_for(&purge.queue).await? {
+            self.walk(
+                &queue,
+                &self.inner.scripts.purge,
+                &index,
+                None,
+                &extra,
+                |ids| {
+                    deleted += ids.len() as u64;
+                    false
+                },
+            )
+            .await?;
+        }
+        Ok(deleted)
+    }
+
+    pub(crate) async fn prune_jobs(
+        &self,
+        older_than: std::time::Duration,
+    ) -> Result<u64, BackendError> {
+        let cutoff = self.now().saturating_sub(millis(older_than));
+        let batch = self.inner.options.batch.max(1);
+        let mut deleted = 0;
+        for queue in self.queue_names().await? {
+            loop {
+                let reply = self
+                    .run(Call::new(
+                        &self.inner.scripts.prune,
+                        self.inner.keys.queue_base(&queue),
+                        vec![ms(cutoff).into_bytes(), batch.to_string().into_bytes()],
+                    ))
+                    .await?;
+                let n = record::array(&reply).len();
+                deleted += n as u64;
+                if n < batch {
+                    break;
+                }
+            }
+        }
+        Ok(deleted)
+    }
+}

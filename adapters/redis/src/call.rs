@@ -1,0 +1,186 @@
+//! Sending commands and script calls: repeats after broken connections, reloading scripts the
+//! server forgot, and waiting for replicas before acknowledging.
+
+use std::time::Duration;
+
+use fairq_worker::BackendError;
+use redis::{Cmd, ErrorKind, FromRedisValue, Pipeline, Value};
+
+use crate::backend::RedisBackend;
+use crate::error::{self, is_transient, RedisStoreError};
+use crate::record::number;
+use crate::scripts::Named;
+
+/// One script call on one queue.
+pub(crate) struct Call<'a> {
+    /// The script.
+    pub(crate) named: &'a Named,
+    /// The queue's key base (`KEYS[1]`).
+    pub(crate) base: String,
+    /// `ARGV`.
+    pub(crate) args: Vec<Vec<u8>>,
+    /// The argument set to `1` when the call is repeated after its reply was lost, for
+    /// scripts that recognise their own earlier success.
+    pub(crate) retry_flag: Option<usize>,
+    /// Whether the answer acknowledges a write that must reach the replicas first (see
+    /// [`RedisOptions::replicas`](crate::RedisOptions::replicas)).
+    pub(crate) acknowledged: bool,
+    /// Whether the call may be repeated after a broken connection.
+    pub(crate) repeatable: bool,
+}
+
+impl<'a> Call<'a> {
+    /// A call of `named` on the queue whose key base is `base`.
+    pub(crate) fn new(named: &'a Named, base: String, args: Vec<Vec<u8>>) -> Self {
+        Call {
+            named,
+            base,
+            args,
+            retry_flag: None,
+            acknowledged: false,
+            repeatable: true,
+        }
+    }
+
+    /// Marks argument `index` as the retry flag.
+    pub(crate) fn retried_at(mut self, index: usize) -> Self {
+        self.retry_flag = Some(index);
+        self
+    }
+
+    /// Marks the call as one never to repeat after a broken connection.
+    pub(crate) fn once(mut self) -> Self {
+        self.repeatable = false;
+        self
+    }
+
+    /// Marks the call as acknowledging a write.
+    pub(crate) fn acknowledged(mut self) -> Self {
+        self.acknowledged = true;
+        self
+    }
+}
+
+impl RedisBackend {
+    /// Runs a script call, repeating it (with its retry flag set) when the connection broke
+    /// before the reply arrived, and loading the scripts when the server does not know it.
+    pub(crate) async fn run(&self, call: Call<'_>) -> Result<Value, BackendError> {
+        let Call {
+            named,
+            base,
+            mut args,
+            retry_flag,
+            acknowledged,
+            repeatable,
+        } = call;
+        let retries = if repeatable {
+            self.inner.options.retries
+        } else {
+            0
+        };
+        let wait = self.inner.options.replicas.filter(|_| acknowledged);
+        let mut conn = self.inner.conn.clone();
+        let mut attempt = 0;
+        let mut reloaded = false;
+        loop {
+            let mut evalsha = redis::cmd("EVALSHA");
+            evalsha.arg(named.hash()).arg(1).arg(&base);
+            for arg in &args {
+                evalsha.arg(arg.as_slice());
+            }
+            let reply = match wait {
+                None => evalsha.query_async::<Value>(&mut conn).await.map(Ok),
+                Some(wait) => {
+                    let mut pipe = redis::pipe();
+                    pipe.add_command(evalsha);
+                    pipe.cmd("WAIT")
+                        .arg(wait.replicas)
+                        .arg(u64::try_from(wait.timeout.as_millis()).unwrap_or(u64::MAX));
+                    pipe.query_async::<(Value, Value)>(&mut conn)
+                        .await
+                        .map(|(value, confirmed)| {
+                            let confirmed = number(&confirmed).unwrap_or(0);
+                            if confirmed < u64::from(wait.replicas) {
+                                Err(confirmed)
+                            } else {
+                                Ok(value)
+                            }
+                        })
+                }
+            };
+            match reply {
+                Ok(Ok(value)) => return Ok(value),
+                Ok(Err(confirmed)) => {
+                    // The primary has the change; too few replicas confirmed it in time.
+                    let wait = wait.unwrap_or_default();
+                    return Err(BackendError::Unavailable(Box::new(
+                        RedisStoreError::Unconfirmed {
+                            op: named.name,
+                            confirmed,
+                            wanted: wait.replicas,
+                            timeout: wait.timeout,
+                        },
+                    )));
+                }
+                Err(err) if err.kind() == ErrorKind::NoScriptError && !reloaded => {
+                    reloaded = true;
+                    self.load_scripts().await?;
+                }
+                Err(err) if is_transient(&err) && attempt < retries => {
+                    attempt += 1;
+                    tracing::debug!(script = named.name, attempt, error = %err, "retrying");
+                    if let Some(index) = retry_flag {
+                        args[index] = b"1".to_vec();
+                    }
+                    tokio::time::sleep(backoff(attempt)).await;
+                }
+                Err(err) => return Err(error::script(named.name, err)),
+            }
+        }
+    }
+
+    /// Runs one command, repeating it after a broken connection.
+    pub(crate) async fn cmd_query<T: FromRedisValue>(
+        &self,
+        op: &'static str,
+        cmd: &Cmd,
+    ) -> Result<T, BackendError> {
+        let mut conn = self.inner.conn.clone();
+        let mut attempt = 0;
+        loop {
+            match cmd.query_async::<T>(&mut conn).await {
+                Ok(value) => return Ok(value),
+                Err(err) if is_transient(&err) && attempt < self.inner.options.retries => {
+                    attempt += 1;
+                    tokio::time::sleep(backoff(attempt)).await;
+                }
+                Err(err) => return Err(error::command(op, err)),
+            }
+        }
+    }
+
+    /// Runs a pipeline of reads (or other commands safe to repeat), repeating it after a
+    /// broken connection.
+    pub(crate) async fn pipe_query<T: FromRedisValue>(
+        &self,
+        op: &'static str,
+        pipe: &Pipeline,
+    ) -> Result<T, BackendError> {
+        let mut conn = self.inner.conn.clone();
+        let mut attempt = 0;
+        loop {
+            match pipe.query_async::<T>(&mut conn).await {
+                Ok(value) => return Ok(value),
+                Err(err) if is_transient(&err) && attempt < self.inner.options.retries => {
+                    attempt += 1;
+                    tokio::time::sleep(backoff(attempt)).await;
+                }
+                Err(err) => return Err(error::command(op, err)),
+            }
+        }
+    }
+}
+
+fn backoff(attempt: u32) -> Duration {
+    Duration::from_millis((20u64 << attempt.min(5)).min(500))
+}

@@ -1,0 +1,107 @@
+//! Dependencies between jobs of different queues (different Cluster slots, so no script can
+//! see both): the dependent waits blocked in its queue, registered with the dependency's queue;
+//! the dependency's success returns its registered dependents and the store releases each in
+//! its own queue. A recheck in each queue's housekeeping repairs a release that a crash
+//! between the two steps left undone (see maintain.lua).
+
+use std::collections::BTreeMap;
+
+use fairq_worker::{BackendError, JobId};
+
+use crate::backend::RedisBackend;
+use crate::call::Call;
+use crate::record::{ms, text};
+
+impl RedisBackend {
+    /// The state of `dep` in `dep_queue`: `missing`, `succeeded` or `pending`.
+    pub(crate) async fn dependency_state(
+        &self,
+        dep: JobId,
+        dep_queue: &str,
+    ) -> Result<String, BackendError> {
+        let reply = self
+            .run(Call::new(
+                &self.inner.scripts.depend,
+                self.inner.keys.queue_base(dep_queue),
+                vec![b"check".to_vec(), dep.0.to_string().into_bytes()],
+            ))
+            .await?;
+        Ok(text(&reply).unwrap_or_default())
+    }
+
+    /// Registers job `id` of `queue` as waiting for `dep` of `dep_queue`; true when `dep`
+    /// already succeeded (the caller releases the job itself).
+    pub(crate) async fn register_dependent(
+        &self,
+        dep: JobId,
+        dep_queue: &str,
+        queue: &str,
+        id: JobId,
+    ) -> Result<bool, BackendError> {
+        let reply = self
+            .run(
+                Call::new(
+                    &self.inner.scripts.depend,
+                    self.inner.keys.queue_base(dep_queue),
+                    vec![
+                        b"register".to_vec(),
+                        dep.0.to_string().into_bytes(),
+                        format!("{queue}\n{}", id.0).into_bytes(),
+                    ],
+                )
+                .acknowledged(),
+            )
+            .await?;
+        Ok(text(&reply).as_deref() == Some("succeeded"))
+    }
+
+    /// Releases blocked jobs `(queue, id, dependency)` whose dependency succeeded, one script
+    /// call per queue. Returns how many were released.
+    pub(crate) async fn unblock(
+        &self,
+        jobs: Vec<(String, JobId, JobId)>,
+    ) -> Result<u64, BackendError> {
+        let mut by_queue: BTreeMap<String, Vec<(JobId, JobId)>> = BTreeMap::new();
+        for (queue, id, dep) in jobs {
+            by_queue.entry(queue).or_default().push((id, dep));
+        }
+        let mut released = 0;
+        for (queue, jobs) in by_queue {
+            let mut args = vec![ms(self.now()).into_bytes()];
+            for (id, dep) in jobs {
+                args.push(id.0.to_string().into_bytes());
+                args.push(dep.0.to_string().into_bytes());
+            }
+            let reply = self
+                .run(
+                    Call::new(
+                        &self.inner.scripts.unblock,
+                        self.inner.keys.queue_base(&queue),
+                        args,
+                    )
+                    .acknowledged(),
+                )
+                .await?;
+            released += crate::record::number(&reply).unwrap_or(0);
+        }
+        Ok(released)
+    }
+
+    /// Releases the other-queue dependents a success returned (`'<queue>\n<id>'` each).
+    pub(crate) async fn release_dependents(&self, dep: JobId, dependents: &[String]) {
+        let jobs: Vec<(String, JobId, JobId)> = dependents
+            .iter()
+            .filter_map(|d| {
+                let (queue, id) = d.split_once('\n')?;
+                Some((queue.to_string(), JobId(id.parse().ok()?), dep))
+            })
+            .collect();
+        if jobs.is_empty() {
+            return;
+        }
+        if let Err(err) = self.unblock(jobs).await {
+            // The dependents' queues recheck blocked jobs in their housekeeping.
+            tracing::warn!(job = %dep, error = %err, "dependents in other queues not released yet");
+        }
+    }
+}

@@ -1,0 +1,32 @@
+-- Hands claimed jobs back before their handlers started (fairq-core's Lifecycle::release):
+-- the attempt is refunded, the token stays (so the old lease is fenced once the job is claimed
+-- again, and refused as stale before that), and the job is due at once in the fair order.
+-- ARGV: now, then id, token per claim. Returns one answer per claim: {'ok'} or a refusal.
+local now = tonumber(ARGV[1])
+local answers = {}
+for o = 2, #ARGV, 2 do
+  local id, token = ARGV[o], tonumber(ARGV[o + 1])
+  local h = jk(id)
+  local state, current, attempts, fkey = unpack(redis.call('HMGET', h, 'state', 'token', 'attempts', 'fkey'))
+  local refused = fence(state, current, token)
+  if refused then
+    answers[#answers + 1] = refused
+  else
+    attempts = tonumber(attempts) - 1
+    if attempts < 0 then attempts = 0 end
+    local to = 'scheduled'
+    if attempts > 0 then
+      to = 'retrying'
+      zadd('st:retrying', id, id)
+    end
+    zrem('leased', id)
+    count('running', -1)
+    count(to, 1)
+    local member = make_due(id, fkey, now, now)
+    redis.call('HSET', h, 'state', to, 'attempts', attempts, 'run_at', now, 'due', now,
+      'rmember', member)
+    answers[#answers + 1] = {'ok'}
+  end
+end
+flush()
+return answers

@@ -1,0 +1,13 @@
+-- Adds run times aggregated by a client into the queue's histogram (buckets as fairq-core's
+-- Histogram makes them: exact below 128, then 64 per power of two) and exact totals.
+-- ARGV: count, sum, min, max, then bucket low, count pairs.
+local count, sum, min, max = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local total = redis.call('HINCRBY', k('pstat'), 'count', count)
+redis.call('HINCRBY', k('pstat'), 'sum', sum)
+local old_min, old_max = unpack(redis.call('HMGET', k('pstat'), 'min', 'max'))
+if total == count or min < tonumber(old_min) then redis.call('HSET', k('pstat'), 'min', min) end
+if total == count or max > tonumber(old_max) then redis.call('HSET', k('pstat'), 'max', max) end
+for o = 5, #ARGV, 2 do
+  redis.call('HINCRBY', k('hist'), ARGV[o], tonumber(ARGV[o + 1]))
+end
+return total

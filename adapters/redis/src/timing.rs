@@ -1,0 +1,229 @@
+//! Run times: measured from the claim time the settle script returns, aggregated in the
+//! client per queue, and added to the queue's histogram in Redis by one `timing` script call
+//! per queue at most every [`RedisOptions::timing_flush`](crate::RedisOptions::timing_flush)
+//! (and before this client reads statistics).
+//!
+//! What this trades: a client that dies loses the run times it had not flushed yet (never the
+//! jobs or their counts, which the scripts keep exactly); a flush whose connection breaks is
+//! not repeated, so a run time is never counted twice.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use fairq_core::stats::{Histogram, Summary};
+use fairq_worker::BackendError;
+
+use crate::backend::RedisBackend;
+use crate::call::Call;
+
+/// Run times of one queue not yet added to Redis.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct Pending {
+    count: u64,
+    sum: u64,
+    min: u64,
+    max: u64,
+    buckets: HashMap<u64, u64>,
+}
+
+impl Pending {
+    fn record(&mut self, ms: u64) {
+        if self.count == 0 {
+            self.min = ms;
+            self.max = ms;
+        }
+        self.count += 1;
+        self.sum = self.sum.saturating_add(ms);
+        self.min = self.min.min(ms);
+        self.max = self.max.max(ms);
+        *self.buckets.entry(bucket_low(ms)).or_insert(0) += 1;
+    }
+
+    fn args(&self) -> Vec<Vec<u8>> {
+        let mut args = vec![
+            self.count.to_string().into_bytes(),
+            self.sum.to_string().into_bytes(),
+            self.min.to_string().into_bytes(),
+            self.max.to_string().into_bytes(),
+        ];
+        for (low, n) in &self.buckets {
+            args.push(low.to_string().into_bytes());
+            args.push(n.to_string().into_bytes());
+        }
+        args
+    }
+}
+
+/// The client's pending run times and when they were last flushed.
+pub(crate) struct Timing {
+    pending: Mutex<HashMap<Arc<str>, Pending>>,
+    flushed: Mutex<Instant>,
+}
+
+impl Default for Timing {
+    fn default() -> Self {
+        Timing {
+            pending: Mutex::new(HashMap::new()),
+            flushed: Mutex::new(Instant::now()),
+        }
+    }
+}
+
+impl Timing {
+    pub(crate) fn record(&self, queue: &Arc<str>, ms: u64) {
+        if let Ok(mut pending) = self.pending.lock() {
+            pending.entry(Arc::clone(queue)).or_default().record(ms);
+        }
+    }
+
+    fn take(&self) -> HashMap<Arc<str>, Pending> {
+        if let Ok(mut flushed) = self.flushed.lock() {
+            *flushed = Instant::now();
+        }
+        self.pending
+            .lock()
+            .map(|mut p| std::mem::take(&mut *p))
+            .unwrap_or_default()
+    }
+
+    /// True when the pending times are older than `every` (and marks them as being flushed).
+    fn due(&self, every: std::time::Duration) -> bool {
+        let Ok(mut flushed) = self.flushed.lock() else {
+            return false;
+        };
+        if flushed.elapsed() < every {
+            return false;
+        }
+        *flushed = Instant::now();
+        true
+    }
+
+    pub(crate) fn clear(&self) {
+        self.take();
+    }
+
+    /// The pending times as `timing` script calls (queue base, arguments), emptying them.
+    pub(crate) fn drain(&self) -> Vec<(Arc<str>, Vec<Vec<u8>>)> {
+        self.take()
+            .into_iter()
+            .map(|(queue, pending)| (queue, pending.args()))
+            .collect()
+    }
+}
+
+impl RedisBackend {
+    /// Adds this client's pending run times to Redis.
+    pub(crate) async fn flush_timing(&self) -> Result<(), BackendError> {
+        for (queue, args) in self.inner.timing.drain() {
+            // Not repeated after a broken connection: a lost flush loses run times, a
+            // repeated one would count them twice.
+            let call = Call::new(
+                &self.inner.scripts.timing,
+                self.inner.keys.queue_base(&queue),
+                args,
+            )
+            .once();
+            self.run(call).await?;
+        }
+        Ok(())
+    }
+
+    /// Flushes in the background when the pending run times are old enough.
+    pub(crate) fn maybe_flush_timing(&self) {
+        if !self.inner.timing.due(self.inner.options.timing_flush) {
+            return;
+        }
+        let store = self.clone();
+        tokio::spawn(async move {
+            if let Err(err) = store.flush_timing().await {
+                tracing::debug!(error = %err, "run times not flushed");
+            }
+        });
+    }
+}
+
+/// The lowest value of `value`'s bucket (the bucketing of fairq-core's `Histogram`: exact
+/// below 128, then 64 buckets per power of two).
+pub(crate) fn bucket_low(value: u64) -> u64 {
+    if value < 128 {
+        return value;
+    }
+    let shift = 63 - value.leading_zeros() - 6;
+    (value >> shift) << shift
+}
+
+/// Run-time percentiles from the stored buckets and exact totals: the buckets are replayed
+/// into a core `Histogram` (one sample of the min and of the max bucket at the exact value,
+/// so the histogram's clamping matches one that saw every value).
+pub(crate) fn summary(hist: &HashMap<u64, u64>, pstat: &HashMap<String, u64>) -> Summary {
+    let get = |k: &str| pstat.get(k).copied().unwrap_or(0);
+    let count = get("count");
+    if count == 0 {
+        return Summary::default();
+    }
+    let (min, max) = (get("min"), get("max"));
+    let mut histogram = Histogram::new();
+    if min == max {
+        histogram.record_n(min, count);
+    } else {
+        for (&low, &n) in hist {
+            let mut n = n;
+            for exact in [min, max] {
+                if n > 0 && bucket_low(exact) == low {
+                    histogram.record(exact);
+                    n -= 1;
+                }
+            }
+            histogram.record_n(low, n);
+        }
+    }
+    Summary {
+        mean: get("sum") / count,
+        ..histogram.summary()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_replay_into_the_same_summary() {
+        let values = [
+            1_000u64, 1_000, 1_001, 5, 127, 128, 0, 65_535, 2_000_000, 2_000_001,
+        ];
+        let mut reference = Histogram::new();
+        let mut pending = Pending::default();
+        for &v in &values {
+            reference.record(v);
+            pending.record(v);
+            let pstat = HashMap::from([
+                ("count".to_string(), pending.count),
+                ("sum".to_string(), pending.sum),
+                ("min".to_string(), pending.min),
+                ("max".to_string(), pending.max),
+            ]);
+            assert_eq!(
+                summary(&pending.buckets, &pstat),
+                reference.summary(),
+                "after {v}"
+            );
+        }
+    }
+
+    #[test]
+    fn bucket_low_is_within_one_part_in_64() {
+        for v in [128u64, 200, 4_095, 1 << 40, u64::MAX] {
+            let low = bucket_low(v);
+            assert!(low <= v && v - low <= v / 64, "{v} -> {low}");
+        }
+    }
+
+    #[test]
+    fn timing_is_due_once_per_period() {
+        let timing = Timing::default();
+        assert!(!timing.due(std::time::Duration::from_secs(60)));
+        assert!(timing.due(std::time::Duration::ZERO));
+    }
+}
