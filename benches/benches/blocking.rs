@@ -4,20 +4,21 @@
 //! * throughput in ns/item: spsc (one producer thread, one consumer thread), mpsc (a
 //!   producer thread, plus a thread that both produces and consumes; unbounded only),
 //!   mpmc (two threads that each push then pop), unbounded and bounded (1,024; a full
-//!   `WaitQueue` refuses, so its producer yields and retries, while the peers block in
-//!   `send`);
+//!   queue makes every contender's producer wait: `push_timeout` for `WaitQueue`, `send`
+//!   for the peers);
 //! * ping-pong one-way hand-off latency (two queues, an echo thread);
 //! * wake latency of a parked consumer (push to receive, consumer idle before each push);
 //! * timeout accuracy (actual minus requested wait, 1 ms timeouts, nothing arrives);
 //! * async: `pop_async` against tokio mpsc inside a two-worker tokio runtime;
 //! * `FairWaitQueue` against `Mutex<FairQueue>` + `Condvar`.
 //!
-//! Peers: crossbeam-channel, flume, `std::sync::mpsc` (no mpmc: its receiver can't be
+//! Peers: crossbeam-channel, kanal, flume, `std::sync::mpsc` (no mpmc: its receiver can't be
 //! shared), `Mutex<VecDeque>` + `Condvar`, tokio mpsc (async only).
 //! Criterion's statistics come first, then the ratio tables (ours / peer, lower is better).
-//! Targets (benchmark only): unbounded throughput <= 1.0x crossbeam-channel and <= 0.5x
-//! flume; ping-pong <= 1.0x crossbeam-channel; async <= 1.0x tokio mpsc; <= 0.33x
-//! `Mutex<VecDeque>` + `Condvar` under contention (mpmc).
+//! Targets (benchmark only, never a test): spsc (1p1c) and mpmc (2p2c) throughput, unbounded
+//! and bounded, at most 1.2x crossbeam-channel and 1.5x kanal; ping-pong at most flume's;
+//! async <= 1.0x tokio mpsc; <= 0.34x `Mutex<VecDeque>` + `Condvar` under contention (mpmc);
+//! `FairWaitQueue` at most `Mutex<FairQueue>` + `Condvar` (keeps its lead).
 
 use std::collections::VecDeque;
 use std::hint::black_box;
@@ -26,7 +27,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, Criterion, Throughput};
-use fairq_benches::{print_ratio_table, Ratio};
+use fairq_benches::{load_average, print_ratio_table, Ratio};
 use fairq_blocking::{FairWaitQueue, FullPolicy, WaitQueue};
 use fairq_core::fair::FairQueue;
 
@@ -60,9 +61,9 @@ impl Contender for Fairq {
         (Arc::clone(&q), q)
     }
     fn send(tx: &Self::Tx, mut v: u64) {
-        while let Err(back) = tx.push(v) {
-            v = back;
-            thread::yield_now();
+        // A full bounded queue: wait for room, as the peers' `send` does.
+        while let Err(err) = tx.push_timeout(v, LONG) {
+            v = err.into_inner();
         }
     }
     fn recv(rx: &Self::Rx) -> u64 {
@@ -100,6 +101,29 @@ impl Contender for Crossbeam {
     }
 }
 impl Shared for Crossbeam {}
+
+struct Kanal;
+impl Contender for Kanal {
+    const NAME: &'static str = "kanal";
+    type Tx = kanal::Sender<u64>;
+    type Rx = kanal::Receiver<u64>;
+    fn channel(bound: Option<usize>) -> (Self::Tx, Self::Rx) {
+        match bound {
+            Some(n) => kanal::bounded(n),
+            None => kanal::unbounded(),
+        }
+    }
+    fn send(tx: &Self::Tx, v: u64) {
+        tx.send(v).expect("receiver alive");
+    }
+    fn recv(rx: &Self::Rx) -> u64 {
+        rx.recv().expect("sender alive")
+    }
+    fn recv_timeout(rx: &Self::Rx, d: Duration) -> Option<u64> {
+        rx.recv_timeout(d).ok()
+    }
+}
+impl Shared for Kanal {}
 
 struct Flume;
 impl Contender for Flume {
@@ -361,11 +385,7 @@ fn async_fairq(rt: &tokio::runtime::Runtime, bound: Option<usize>, n: u64) -> Du
         let start = Instant::now();
         let producer = tokio::spawn(async move {
             for i in 0..n {
-                let mut v = i;
-                while let Err(back) = tx.push(v) {
-                    v = back;
-                    tokio::task::yield_now().await;
-                }
+                tx.push_async(i, None).await.expect("open");
             }
         });
         let consumer = tokio::spawn(async move {
@@ -573,6 +593,7 @@ fn throughput_group<C: Contender>(
 fn criterion_benches(c: &mut Criterion) {
     throughput_group::<Fairq>(c, Some(mpmc_two_threads::<Fairq>));
     throughput_group::<Crossbeam>(c, Some(mpmc_two_threads::<Crossbeam>));
+    throughput_group::<Kanal>(c, Some(mpmc_two_threads::<Kanal>));
     throughput_group::<Flume>(c, Some(mpmc_two_threads::<Flume>));
     throughput_group::<StdMpsc>(c, None);
     throughput_group::<MutexCondvar>(c, Some(mpmc_two_threads::<MutexCondvar>));
@@ -609,20 +630,105 @@ fn criterion_benches(c: &mut Criterion) {
 
 // ----- ratio tables ---------------------------------------------------------------------
 
-/// Median over `runs` of `f(n)`, in ns per item.
-fn ns_per_item(runs: usize, n: u64, mut f: impl FnMut(u64) -> Duration) -> f64 {
-    let mut times: Vec<f64> = (0..runs)
-        .map(|_| f(n).as_nanos() as f64 / n as f64)
-        .collect();
-    times.sort_by(f64::total_cmp);
-    times[times.len() / 2]
+/// One scenario of one contender: its label, how many samples to take, and a closure that
+/// runs it once and returns ns per item (or per event).
+struct Sampler {
+    label: String,
+    runs: usize,
+    run: Box<dyn FnMut() -> f64>,
 }
 
-/// Median over `runs` of a per-event duration, in ns.
-fn ns_median(runs: usize, mut f: impl FnMut() -> Duration) -> f64 {
-    let mut times: Vec<f64> = (0..runs).map(|_| f().as_nanos() as f64).collect();
-    times.sort_by(f64::total_cmp);
-    times[times.len() / 2]
+impl Sampler {
+    fn new(label: impl Into<String>, runs: usize, run: impl FnMut() -> f64 + 'static) -> Self {
+        Sampler {
+            label: label.into(),
+            runs,
+            run: Box::new(run),
+        }
+    }
+}
+
+fn per_item(took: Duration, n: u64) -> f64 {
+    took.as_nanos() as f64 / n as f64
+}
+
+fn samplers<C: Contender>(
+    n: u64,
+    mpmc: Option<fn(Option<usize>, u64) -> Duration>,
+) -> Vec<Sampler> {
+    const RUNS: usize = 5;
+    let mut out = Vec::new();
+    for (label, bound) in [("unbounded", None), ("bounded", Some(BOUND))] {
+        out.push(Sampler::new(format!("spsc {label}"), RUNS, move || {
+            per_item(spsc::<C>(bound, n), n)
+        }));
+        if bound.is_none() {
+            out.push(Sampler::new(format!("mpsc {label}"), RUNS, move || {
+                per_item(mpsc_two_threads::<C>(bound, n), n)
+            }));
+        }
+        if let Some(mpmc) = mpmc {
+            out.push(Sampler::new(format!("mpmc {label}"), RUNS, move || {
+                per_item(mpmc(bound, n), n)
+            }));
+        }
+    }
+    out.push(Sampler::new("ping-pong one-way", RUNS, || {
+        per_item(ping_pong::<C>(20_000), 20_000) / 2.0
+    }));
+    out.push(Sampler::new("wake latency (parked consumer)", 3, || {
+        per_item(wake_latency::<C>(500), 500)
+    }));
+    out.push(Sampler::new("timeout overshoot (1 ms)", 3, || {
+        timeout_overshoot::<C>(100).as_nanos() as f64
+    }));
+    out
+}
+
+/// Takes every scenario's samples in turns, one sample of each contender before the next
+/// round, so that load changes on the shared machine hit every contender alike; returns,
+/// per contender, each scenario's median.
+fn in_turns(contenders: &mut [Vec<Sampler>]) -> Vec<Vec<(String, f64)>> {
+    let labels: Vec<(String, usize)> = contenders[0]
+        .iter()
+        .map(|s| (s.label.clone(), s.runs))
+        .collect();
+    let mut medians: Vec<Vec<(String, f64)>> = vec![Vec::new(); contenders.len()];
+    for (label, runs) in labels {
+        let mut samples: Vec<Vec<f64>> = vec![Vec::new(); contenders.len()];
+        for _ in 0..runs {
+            for (c, samplers) in contenders.iter_mut().enumerate() {
+                if let Some(s) = samplers.iter_mut().find(|s| s.label == label) {
+                    samples[c].push((s.run)());
+                }
+            }
+        }
+        for (c, mut times) in samples.into_iter().enumerate() {
+            if times.is_empty() {
+                continue;
+            }
+            times.sort_by(f64::total_cmp);
+            medians[c].push((label.clone(), times[times.len() / 2]));
+        }
+    }
+    medians
+}
+
+/// Two contenders' medians over `runs` samples taken in turns.
+fn pair_in_turns(
+    runs: usize,
+    mut a: impl FnMut() -> f64,
+    mut b: impl FnMut() -> f64,
+) -> (f64, f64) {
+    let (mut ta, mut tb) = (Vec::new(), Vec::new());
+    for _ in 0..runs {
+        ta.push(a());
+        tb.push(b());
+    }
+    for t in [&mut ta, &mut tb] {
+        t.sort_by(f64::total_cmp);
+    }
+    (ta[runs / 2], tb[runs / 2])
 }
 
 struct Row {
@@ -631,63 +737,27 @@ struct Row {
     peers: Vec<(&'static str, f64)>,
 }
 
-fn measure_all<C: Contender>(
-    n: u64,
-    mpmc: Option<fn(Option<usize>, u64) -> Duration>,
-) -> Vec<(String, f64)> {
-    const RUNS: usize = 5;
-    let mut out = Vec::new();
-    for (label, bound) in [("unbounded", None), ("bounded", Some(BOUND))] {
-        out.push((
-            format!("spsc {label}"),
-            ns_per_item(RUNS, n, |n| spsc::<C>(bound, n)),
-        ));
-        if bound.is_none() {
-            out.push((
-                format!("mpsc {label}"),
-                ns_per_item(RUNS, n, |n| mpsc_two_threads::<C>(bound, n)),
-            ));
-        }
-        if let Some(mpmc) = mpmc {
-            out.push((
-                format!("mpmc {label}"),
-                ns_per_item(RUNS, n, |n| mpmc(bound, n)),
-            ));
-        }
-    }
-    out.push((
-        "ping-pong one-way".to_string(),
-        ns_per_item(RUNS, 20_000, ping_pong::<C>) / 2.0,
-    ));
-    out.push((
-        "wake latency (parked consumer)".to_string(),
-        ns_per_item(3, 500, wake_latency::<C>),
-    ));
-    out.push((
-        "timeout overshoot (1 ms)".to_string(),
-        ns_median(3, || timeout_overshoot::<C>(100)),
-    ));
-    out
-}
-
 fn ratio_tables() {
     let n = 200_000;
-    let ours = measure_all::<Fairq>(n, Some(mpmc_two_threads::<Fairq>));
-    let peers: Vec<(&'static str, Vec<(String, f64)>)> = vec![
-        (
-            Crossbeam::NAME,
-            measure_all::<Crossbeam>(n, Some(mpmc_two_threads::<Crossbeam>)),
-        ),
-        (
-            Flume::NAME,
-            measure_all::<Flume>(n, Some(mpmc_two_threads::<Flume>)),
-        ),
-        (StdMpsc::NAME, measure_all::<StdMpsc>(n, None)),
-        (
-            MutexCondvar::NAME,
-            measure_all::<MutexCondvar>(n, Some(mpmc_two_threads::<MutexCondvar>)),
-        ),
+    let load_before = load_average();
+    let names = [
+        Crossbeam::NAME,
+        Kanal::NAME,
+        Flume::NAME,
+        StdMpsc::NAME,
+        MutexCondvar::NAME,
     ];
+    let mut contenders = vec![
+        samplers::<Fairq>(n, Some(mpmc_two_threads::<Fairq>)),
+        samplers::<Crossbeam>(n, Some(mpmc_two_threads::<Crossbeam>)),
+        samplers::<Kanal>(n, Some(mpmc_two_threads::<Kanal>)),
+        samplers::<Flume>(n, Some(mpmc_two_threads::<Flume>)),
+        samplers::<StdMpsc>(n, None),
+        samplers::<MutexCondvar>(n, Some(mpmc_two_threads::<MutexCondvar>)),
+    ];
+    let mut medians = in_turns(&mut contenders).into_iter();
+    let ours = medians.next().unwrap_or_default();
+    let peers: Vec<(&'static str, Vec<(String, f64)>)> = names.into_iter().zip(medians).collect();
     let mut rows: Vec<Row> = ours
         .iter()
         .map(|(label, ns)| Row {
@@ -704,15 +774,21 @@ fn ratio_tables() {
         }
     }
 
+    println!();
+    println!(
+        "ratio tables: wall-clock medians, contenders sampled in turns; load average \
+         {load_before} before the tables"
+    );
     for (name, _) in &peers {
         let table: Vec<Ratio> = rows
             .iter()
             .filter_map(|row| {
                 let baseline = row.peers.iter().find(|(p, _)| p == name)?.1;
+                let throughput = row.label.starts_with("spsc") || row.label.starts_with("mpmc");
                 let target = match (*name, row.label.as_str()) {
-                    ("crossbeam", l) if l.ends_with(" unbounded") => Some(1.0),
-                    ("crossbeam", "ping-pong one-way") => Some(1.0),
-                    ("flume", l) if l.ends_with(" unbounded") => Some(0.5),
+                    ("crossbeam", _) if throughput => Some(1.2),
+                    ("kanal", _) if throughput => Some(1.5),
+                    ("flume", "ping-pong one-way") => Some(1.0),
                     ("Mutex+Condvar", l) if l.starts_with("mpmc") => Some(0.34),
                     _ => None,
                 };
@@ -734,33 +810,53 @@ fn ratio_tables() {
     let rt = runtime();
     let mut table = Vec::new();
     for (label, bound) in [("unbounded", None), ("bounded", Some(BOUND))] {
+        let (ours, baseline) = pair_in_turns(
+            5,
+            || per_item(async_fairq(&rt, bound, n), n),
+            || per_item(async_tokio(&rt, bound, n), n),
+        );
         table.push(Ratio {
             label: format!("async spsc {label}"),
-            ours: ns_per_item(5, n, |n| async_fairq(&rt, bound, n)),
-            baseline: ns_per_item(5, n, |n| async_tokio(&rt, bound, n)),
+            ours,
+            baseline,
             target: Some(1.0),
         });
     }
+    let (ours, baseline) = pair_in_turns(
+        3,
+        || async_timeout_fairq(100).as_nanos() as f64,
+        || async_timeout_tokio(&rt, 100).as_nanos() as f64,
+    );
     table.push(Ratio {
         label: "async timeout overshoot (1 ms)".to_string(),
-        ours: ns_median(3, || async_timeout_fairq(100)),
-        baseline: ns_median(3, || async_timeout_tokio(&rt, 100)),
+        ours,
+        baseline,
         target: None,
     });
     print_ratio_table("pop_async vs tokio mpsc", "tokio mpsc", &table);
 
+    let (spsc_ours, spsc_base) = pair_in_turns(
+        5,
+        || per_item(fair_spsc::<FairWaitQueue<u32, u64>>(n), n),
+        || per_item(fair_spsc::<CondvarFair>(n), n),
+    );
+    let (mpmc_ours, mpmc_base) = pair_in_turns(
+        5,
+        || per_item(fair_mpmc::<FairWaitQueue<u32, u64>>(n), n),
+        || per_item(fair_mpmc::<CondvarFair>(n), n),
+    );
     let fair = vec![
         Ratio {
             label: "fair spsc, 16 keys".to_string(),
-            ours: ns_per_item(5, n, fair_spsc::<FairWaitQueue<u32, u64>>),
-            baseline: ns_per_item(5, n, fair_spsc::<CondvarFair>),
-            target: None,
+            ours: spsc_ours,
+            baseline: spsc_base,
+            target: Some(1.0),
         },
         Ratio {
             label: "fair mpmc, 32 keys".to_string(),
-            ours: ns_per_item(5, n, fair_mpmc::<FairWaitQueue<u32, u64>>),
-            baseline: ns_per_item(5, n, fair_mpmc::<CondvarFair>),
-            target: None,
+            ours: mpmc_ours,
+            baseline: mpmc_base,
+            target: Some(1.0),
         },
     ];
     print_ratio_table(
@@ -768,6 +864,7 @@ fn ratio_tables() {
         "Mutex+Condvar",
         &fair,
     );
+    println!("load average {} after the tables", load_average());
 }
 
 criterion_group! {

@@ -2,9 +2,12 @@
 //!
 //! * baseline: 100,000 rows deleted one per statement, `DELETE ... WHERE id = (SELECT id ...
 //!   FOR UPDATE SKIP LOCKED LIMIT 1) RETURNING id`, by 8 and by 32 concurrent connections
-//!   (each statement its own transaction, as a minimal queue runs it);
+//!   (each statement its own transaction, as a minimal queue runs it), and the batched floor:
+//!   the same with 100 rows per statement on 8 connections;
 //! * burn-down: 100,000 no-op jobs run by the fairq `Worker` with concurrency 8 and 32
-//!   (batched claims, batched completions into the archive);
+//!   (batched claims, batched settlement into the archive), and the same jobs through the
+//!   store alone: loops that settle 100 jobs and claim the next 100 in one transaction
+//!   (`settle_and_claim`), with the share of HOT updates on the jobs table;
 //! * enqueue: `enqueue_many` in batches of 1,000 against a bare `INSERT ... SELECT unnest`;
 //! * latency: enqueue-to-start with an idle worker waiting in `wait_for_jobs` (LISTEN/NOTIFY);
 //! * claim cost: one-job claims with 1 key versus 10,000 keys, and with 10,000 versus
@@ -19,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use fairq_core::stats::Histogram;
 use fairq_postgres::{PgBackend, PgOptions};
-use fairq_worker::{random_u64, Backend, Job, NewJob, QueueConfig, Worker};
+use fairq_worker::{random_u64, Backend, Finished, Job, NewJob, QueueConfig, Worker};
 use tokio_postgres::NoTls;
 
 const JOBS: usize = 100_000;
@@ -46,8 +49,8 @@ async fn must_connect() -> tokio_postgres::Client {
     connect().await.expect("connect to PostgreSQL")
 }
 
-/// The minimal queue: a table of ids, drained by single-row deletes.
-async fn baseline(schema: &str, concurrency: usize) -> Duration {
+/// The minimal queue: a table of ids, drained by deletes of `batch` rows at a time.
+async fn baseline(schema: &str, concurrency: usize, batch: usize) -> Duration {
     let admin = must_connect().await;
     admin
         .batch_execute(&format!(
@@ -62,8 +65,9 @@ async fn baseline(schema: &str, concurrency: usize) -> Duration {
         .await
         .expect("vacuum the baseline table");
     let sql = Arc::new(format!(
-        "DELETE FROM \"{schema}\".raw WHERE id = \
-         (SELECT id FROM \"{schema}\".raw ORDER BY id FOR UPDATE SKIP LOCKED LIMIT 1) RETURNING id"
+        "DELETE FROM \"{schema}\".raw WHERE id IN \
+         (SELECT id FROM \"{schema}\".raw ORDER BY id FOR UPDATE SKIP LOCKED LIMIT {batch}) \
+         RETURNING id"
     ));
     let mut clients = Vec::new();
     for _ in 0..concurrency {
@@ -76,15 +80,13 @@ async fn baseline(schema: &str, concurrency: usize) -> Duration {
         tasks.push(tokio::spawn(async move {
             let statement = client.prepare(&sql).await.expect("prepare");
             let mut done = 0usize;
-            while client
-                .query_opt(&statement, &[])
-                .await
-                .expect("delete")
-                .is_some()
-            {
-                done += 1;
+            loop {
+                let rows = client.query(&statement, &[]).await.expect("delete");
+                if rows.is_empty() {
+                    break done;
+                }
+                done += rows.len();
             }
-            done
         }));
     }
     let mut total = 0;
@@ -202,6 +204,61 @@ async fn burn_down(schema: &str, concurrency: usize) -> Duration {
     took
 }
 
+/// 100,000 no-op jobs through the store alone: `loops` tasks, each settling its last 100 jobs
+/// and claiming the next 100 in one transaction. Returns the time and the share of the jobs
+/// table's updates that were HOT.
+async fn store_loop(schema: &str, loops: usize) -> (Duration, f64) {
+    let store = store(schema, loops + 2).await;
+    let queue = format!("loop{loops}");
+    fill(&store, &queue, JOBS, 100).await;
+    let admin = must_connect().await;
+    let counters = format!(
+        "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables \
+         WHERE schemaname = '{schema}' AND relname = 'jobs'"
+    );
+    let before = admin.query_one(&counters, &[]).await.expect("counters");
+    let (upd0, hot0): (i64, i64) = (before.get(0), before.get(1));
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..loops {
+        let store = store.clone();
+        let queue = queue.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut done = 0usize;
+            let mut jobs = store.claim(&queue, 100, LEASE).await.expect("claim");
+            while !jobs.is_empty() {
+                let batch = jobs.iter().map(|j| Finished::new(j, Ok(()))).collect();
+                let out = store
+                    .settle_and_claim(batch, &queue, 100, LEASE)
+                    .await
+                    .expect("settle and claim");
+                done += out.settled.iter().filter(|a| a.is_ok()).count();
+                jobs = out.claimed.expect("claimed");
+            }
+            done
+        }));
+    }
+    let mut total = 0;
+    for task in tasks {
+        total += task.await.expect("task");
+    }
+    let took = start.elapsed();
+    assert_eq!(total, JOBS, "every job was settled once");
+    drop(store);
+    // The store's connections report their counters as they close.
+    let mut share = 0.0;
+    for _ in 0..200 {
+        let after = admin.query_one(&counters, &[]).await.expect("counters");
+        let (upd, hot): (i64, i64) = (after.get(0), after.get(1));
+        if upd - upd0 >= JOBS as i64 {
+            share = (hot - hot0) as f64 / (upd - upd0) as f64;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    (took, share)
+}
+
 /// Enqueue-to-start latency with an idle worker, in microseconds.
 async fn latency(schema: &str, samples: usize) -> Histogram {
     let store = store(schema, 4).await;
@@ -286,20 +343,36 @@ async fn run() {
     );
 
     println!("\n== burn-down of {JOBS} no-op jobs ==");
+    let floor = baseline(&schema, 8, 100).await;
     println!(
-        "{:<14} {:>12} {:>12} {:>12} {:>8}",
-        "concurrency", "baseline", "fairq", "fairq jobs/s", "ratio"
+        "batched floor (100-row deletes, 8 connections): {:.0} rows/s",
+        JOBS as f64 / floor.as_secs_f64()
+    );
+    println!(
+        "{:<14} {:>12} {:>12} {:>12} {:>8} {:>14}",
+        "concurrency", "baseline", "fairq", "fairq jobs/s", "ratio", "vs floor"
     );
     for concurrency in [8, 32] {
-        let base = baseline(&schema, concurrency).await;
+        let base = baseline(&schema, concurrency, 1).await;
         let fairq = burn_down(&schema, concurrency).await;
         println!(
-            "{:<14} {:>10.0}ms {:>10.0}ms {:>12.0} {:>7.2}x",
+            "{:<14} {:>10.0}ms {:>10.0}ms {:>12.0} {:>7.2}x {:>13.2}x",
             concurrency,
             ms(base),
             ms(fairq),
             JOBS as f64 / fairq.as_secs_f64(),
-            base.as_secs_f64() / fairq.as_secs_f64()
+            base.as_secs_f64() / fairq.as_secs_f64(),
+            floor.as_secs_f64() / fairq.as_secs_f64()
+        );
+    }
+    for loops in [4, 8] {
+        let (took, hot) = store_loop(&schema, loops).await;
+        println!(
+            "store alone, {loops} loops of settle_and_claim(100): {:.0} jobs/s, {:.2}x the floor, \
+             {:.0}% of job updates HOT",
+            JOBS as f64 / took.as_secs_f64(),
+            floor.as_secs_f64() / took.as_secs_f64(),
+            hot * 100.0
         );
     }
 

@@ -2,19 +2,24 @@
 //!
 //! * baseline: 100,000 items moved through one list by pipelined `LPUSH` then `RPOP` (1,000
 //!   commands per pipeline), the physical floor of "an item in, an item out";
-//! * enqueue: 100,000 jobs by `enqueue_many` (pipelined script calls of 500 jobs);
-//! * burn-down: the same 100,000 no-op jobs claimed (batches of 8) and completed by 8 and by
-//!   32 concurrent workers on one connection;
+//! * enqueue: 100,000 jobs by `enqueue_many` (script calls of 500 jobs);
+//! * burn-down: the same 100,000 no-op jobs settled and claimed by loops of `settle_and_claim`
+//!   (each call settles the loop's previous jobs and claims the next ones in one script call),
+//!   with 8 and 32 jobs in flight: one job per loop (8 / 32 loops, the shape of a peer that
+//!   finishes one job and fetches the next in one call) and batches (2 loops of 4, 4 loops of 8);
+//!   each row prints client round trips and Redis commands run inside the scripts per job (from
+//!   `INFO commandstats`, so other clients of the same server inflate them);
 //! * latency: enqueue-to-start with an idle worker blocked in `wait_for_jobs`;
 //! * claim cost: one-job claims with every job in 1 key versus spread over 10,000 keys.
 //!
 //! Needs a Redis server at `FAIRQ_REDIS_URL` (default `redis://127.0.0.1:6379/`); without one
 //! it says so and exits successfully. Run with `cargo bench -p fairq-benches --bench redis`.
 
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use fairq_redis::{RedisBackend, RedisOptions};
-use fairq_worker::{random_u64, Backend, NewJob};
+use fairq_worker::{random_u64, Backend, Finished, NewJob};
 
 const JOBS: usize = 100_000;
 const LEASE: Duration = Duration::from_secs(300);
@@ -78,28 +83,69 @@ async fn enqueue(store: &RedisBackend, queue: &str, n: usize, keys: usize) -> Du
     start.elapsed()
 }
 
-async fn burn_down(store: &RedisBackend, queue: &'static str, workers: usize) -> Duration {
+/// Calls per command since the server started (`INFO commandstats`).
+async fn command_calls(store: &RedisBackend) -> HashMap<String, u64> {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut store.connection())
+        .await
+        .expect("INFO commandstats");
+    info.lines()
+        .filter_map(|line| {
+            let (name, rest) = line.strip_prefix("cmdstat_")?.split_once(':')?;
+            let calls = rest.split(',').find_map(|f| f.strip_prefix("calls="))?;
+            Some((name.to_string(), calls.parse().ok()?))
+        })
+        .collect()
+}
+
+/// What one burn-down cost.
+struct Burn {
+    took: Duration,
+    round_trips: f64,
+    in_script: f64,
+}
+
+/// `loops` loops of `settle_and_claim`, each holding up to `batch` jobs, until the queue is
+/// empty.
+async fn burn_down(store: &RedisBackend, queue: &'static str, loops: usize, batch: usize) -> Burn {
+    let before = command_calls(store).await;
     let start = Instant::now();
     let mut tasks = Vec::new();
-    for _ in 0..workers {
+    for _ in 0..loops {
         let store = store.clone();
         tasks.push(tokio::spawn(async move {
+            let mut finished: Vec<Finished> = Vec::new();
             loop {
-                let jobs = store.claim(queue, 8, LEASE).await.expect("claim");
+                let out = store
+                    .settle_and_claim(std::mem::take(&mut finished), queue, batch, LEASE)
+                    .await
+                    .expect("settle and claim");
+                for answer in out.settled {
+                    answer.expect("settled");
+                }
+                let jobs = out.claimed.expect("claimed");
                 if jobs.is_empty() {
                     return;
                 }
-                let done = jobs.iter().map(|job| store.complete(job.claim));
-                for result in futures::future::join_all(done).await {
-                    result.expect("complete");
-                }
+                finished = jobs.iter().map(|job| Finished::new(job, Ok(()))).collect();
             }
         }));
     }
     for task in tasks {
         task.await.expect("worker");
     }
-    start.elapsed()
+    let took = start.elapsed();
+    let after = command_calls(store).await;
+    let delta =
+        |name: &str| after.get(name).copied().unwrap_or(0) - before.get(name).copied().unwrap_or(0);
+    let total: u64 = after.keys().map(|name| delta(name)).sum();
+    let evalsha = delta("evalsha");
+    Burn {
+        took,
+        round_trips: evalsha as f64 / JOBS as f64,
+        in_script: (total - evalsha - delta("info")) as f64 / JOBS as f64,
+    }
 }
 
 async fn latency(store: &RedisBackend, rounds: usize) -> Vec<Duration> {
@@ -168,14 +214,22 @@ async fn run() {
     let raw = raw_baseline(JOBS).await;
     let raw_rate = rate(JOBS, raw);
 
-    let s = store().await;
-    let enq = enqueue(&s, "burn8", JOBS, 100).await;
-    let burn8 = burn_down(&s, "burn8", 8).await;
-    s.destroy().await.expect("cleanup");
-    let s = store().await;
-    enqueue(&s, "burn32", JOBS, 100).await;
-    let burn32 = burn_down(&s, "burn32", 32).await;
-    s.destroy().await.expect("cleanup");
+    let mut enq_rate = 0.0;
+    let mut burns = Vec::new();
+    for (label, loops, batch) in [
+        ("in flight 8: 8 loops of 1 job", 8, 1),
+        ("in flight 8: 2 loops of 4 jobs", 2, 4),
+        ("in flight 32: 32 loops of 1 job", 32, 1),
+        ("in flight 32: 4 loops of 8 jobs", 4, 8),
+    ] {
+        let s = store().await;
+        let took = enqueue(&s, "burn", JOBS, 100).await;
+        if enq_rate == 0.0 {
+            enq_rate = rate(JOBS, took);
+        }
+        burns.push((label, burn_down(&s, "burn", loops, batch).await));
+        s.destroy().await.expect("cleanup");
+    }
 
     let s = store().await;
     let mut lat = latency(&s, 300).await;
@@ -187,9 +241,6 @@ async fn run() {
     let many_keys = claim_cost(&s, "many", 10_000, 10_000).await;
     s.destroy().await.expect("cleanup");
 
-    let enq_rate = rate(JOBS, enq);
-    let b8 = rate(JOBS, burn8);
-    let b32 = rate(JOBS, burn32);
     println!(
         "fairq-redis vs raw Redis list ({JOBS} items, server {})",
         url()
@@ -198,17 +249,18 @@ async fn run() {
     println!("|---|---|---|");
     println!("| raw pipelined LPUSH+RPOP (baseline) | {raw_rate:.0} items/s | 1.00 |");
     println!(
-        "| enqueue_many, pipelined | {enq_rate:.0} jobs/s | {:.3} of baseline |",
+        "| enqueue_many, 500 jobs per script call | {enq_rate:.0} jobs/s | {:.3} of baseline |",
         enq_rate / raw_rate
     );
-    println!(
-        "| burn-down, concurrency 8 | {b8:.0} jobs/s | {:.3} of baseline |",
-        b8 / raw_rate
-    );
-    println!(
-        "| burn-down, concurrency 32 | {b32:.0} jobs/s | {:.3} of baseline |",
-        b32 / raw_rate
-    );
+    for (label, burn) in &burns {
+        let r = rate(JOBS, burn.took);
+        println!(
+            "| burn-down, {label} | {r:.0} jobs/s; {:.2} round trips and {:.1} in-script commands per job | {:.3} of baseline |",
+            burn.round_trips,
+            burn.in_script,
+            r / raw_rate
+        );
+    }
     println!(
         "| enqueue-to-start, idle worker | p50 {:?}, p99 {:?} | |",
         percentile(&lat, 0.5),

@@ -4,6 +4,32 @@
 
 use std::time::Instant;
 
+/// CPU time consumed so far by the calling thread, in nanoseconds.
+///
+/// On a shared machine a wall-clock sample also counts the time the thread spent waiting for
+/// a core while other processes ran; the thread's CPU time counts only the time it ran, so
+/// it is the fairer clock for single-threaded comparisons taken under load. (It still
+/// includes the cost of caches that other processes emptied.)
+///
+/// ```
+/// let before = fairq_benches::thread_cpu_ns();
+/// let mut x = 0u64;
+/// for i in 0..1_000_000u64 {
+///     x = std::hint::black_box(x.wrapping_add(i));
+/// }
+/// assert!(fairq_benches::thread_cpu_ns() > before);
+/// ```
+pub fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; the clock id is a constant Linux knows.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID) failed");
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 /// Runs `op` `ops` times per sample, `samples` times after a warm-up, and returns the median
 /// time per operation in nanoseconds.
 ///
@@ -28,6 +54,18 @@ pub fn time_per_op(samples: usize, ops: u64, mut op: impl FnMut(u64)) -> f64 {
         .collect();
     times.sort_by(f64::total_cmp);
     times[times.len() / 2]
+}
+
+/// The 1, 5 and 15 minute load averages as the kernel reports them (`/proc/loadavg`), to
+/// print next to timings taken on a shared machine; "unknown" where there is no such file.
+///
+/// ```
+/// assert!(!fairq_benches::load_average().is_empty());
+/// ```
+pub fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".into())
 }
 
 /// A row of a ratio table: a label, our time, the baseline's time.

@@ -6,27 +6,52 @@ use std::io::Read;
 use fairq_core::job::{Millis, State as LifeState};
 use fairq_core::retry::RetryPolicy;
 use fairq_worker::{
-    Backend, JobId, JobInfo, JobStatus, ListFilter, NewJob, OnConflict, Purge, QueueStats,
-    RetryTarget,
+    Backend, BackendError, JobId, JobInfo, JobStatus, ListFilter, NewJob, OnConflict, Purge,
+    QueueStats, ReviveTarget,
 };
 use serde::Serialize;
 
-use crate::args::{EnqueueArgs, ListArgs, PruneArgs, PurgeArgs, RetryArgs, StatsArgs};
+use crate::args::{EnqueueArgs, ListArgs, PruneArgs, PurgeArgs, ReviveArgs, StatsArgs};
 use crate::error::CliError;
 use crate::output::{self, Output};
 
-/// Builds the job `fairq enqueue` adds; `stdin` is read when the payload is `-`.
-pub(crate) fn build_job(args: &EnqueueArgs, mut stdin: impl Read) -> Result<NewJob, CliError> {
-    let text = if args.payload == "-" {
-        let mut text = String::new();
-        stdin
-            .read_to_string(&mut text)
-            .map_err(|e| CliError::io("reading the payload from stdin", e))?;
-        text
+/// Reads at most `max` bytes of `source` (named `what` in messages); a source with more is
+/// refused as soon as the byte past the limit arrives, without reading the rest.
+fn read_limited(source: impl Read, max: u64, what: &str) -> Result<Vec<u8>, CliError> {
+    let mut bytes = Vec::new();
+    source
+        .take(max.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(|e| CliError::io(format!("reading the payload from {what}"), e))?;
+    if bytes.len() as u64 > max {
+        return Err(too_big(max));
+    }
+    Ok(bytes)
+}
+
+fn too_big(max: u64) -> CliError {
+    CliError::Usage(format!(
+        "the payload is larger than {max} bytes, the most --max-payload allows"
+    ))
+}
+
+/// Builds the job `fairq enqueue` adds; `stdin` is read when the payload is `-`, a file
+/// when it is `@PATH`; either way at most `--max-payload` bytes are read.
+pub(crate) fn build_job(args: &EnqueueArgs, stdin: impl Read) -> Result<NewJob, CliError> {
+    let max = args.max_payload;
+    let bytes = if args.payload == "-" {
+        read_limited(stdin, max, "stdin")?
+    } else if let Some(path) = args.payload.strip_prefix('@') {
+        let file = std::fs::File::open(path)
+            .map_err(|e| CliError::io(format!("opening the payload file {path}"), e))?;
+        read_limited(file, max, path)?
+    } else if args.payload.len() as u64 > max {
+        return Err(too_big(max));
     } else {
-        args.payload.clone()
+        args.payload.clone().into_bytes()
     };
-    let value: serde_json::Value = serde_json::from_str(&text).map_err(CliError::BadPayload)?;
+    let value: serde_json::Value = serde_json::from_slice(&bytes).map_err(CliError::BadPayload)?;
+    drop(bytes);
     // Re-encoding normalises whitespace; the handler sees compact JSON.
     let mut job = NewJob::json(&args.queue, &args.kind, &value)
         .map_err(|e| CliError::Usage(e.to_string()))?;
@@ -45,12 +70,9 @@ pub(crate) fn build_job(args: &EnqueueArgs, mut stdin: impl Read) -> Result<NewJ
         job = job.retry(policy);
     }
     if let Some(unique) = &args.unique {
-        let on_conflict = if args.if_absent {
-            OnConflict::Ignore
-        } else {
-            OnConflict::Error
-        };
-        job = job.unique(unique, on_conflict);
+        // A duplicate is always reported by the store, so `enqueue` can say whether
+        // anything was added; with --if-absent it is then not an error.
+        job = job.unique(unique, OnConflict::Error);
     }
     if let Some(after) = args.after {
         job = job.after(JobId(after));
@@ -84,6 +106,8 @@ struct Enqueued<'a> {
     queue: &'a str,
     kind: &'a str,
     key: Option<&'a str>,
+    /// False when `--if-absent` found the unique key taken and added nothing.
+    enqueued: bool,
 }
 
 /// `fairq enqueue`.
@@ -93,14 +117,25 @@ pub(crate) async fn enqueue<B: Backend>(
     out: &mut Output,
 ) -> Result<(), CliError> {
     let job = build_job(args, std::io::stdin().lock())?;
-    let id = store.enqueue(job).await?;
+    let (id, enqueued) = match store.enqueue(job).await {
+        Ok(id) => (id, true),
+        Err(BackendError::Duplicate { existing, .. }) if args.if_absent => (existing, false),
+        Err(e) => return Err(e.into()),
+    };
     if out.is_json() {
         out.json(&Enqueued {
             id: id.0,
             queue: &args.queue,
             kind: &args.kind,
             key: args.key.as_deref(),
+            enqueued,
         })
+    } else if !enqueued {
+        out.line(format!(
+            "nothing enqueued: job {id} of queue {} already has unique key {}",
+            args.queue,
+            args.unique.as_deref().unwrap_or_default()
+        ))
     } else {
         out.line(format!(
             "enqueued job {id} on queue {} (kind {}{})",
@@ -167,22 +202,28 @@ pub(crate) async fn stats<B: Backend>(
     if all.is_empty() {
         return out.line("no jobs");
     }
-    let mut table = output::table([
-        "queue",
+    let counts = [
         "blocked",
         "scheduled",
         "running",
         "retrying",
         "succeeded",
         "dead",
-        "retries",
-        "run p50",
-        "run p95",
-        "run p99",
-        "oldest error",
-    ]);
-    for s in &all {
+    ];
+    let timings = ["retries", "run p50", "run p95", "run p99", "oldest error"];
+    let count_cells = |s: &QueueStats| {
         let c = &s.counts;
+        [
+            c.blocked,
+            c.scheduled,
+            c.running,
+            c.retrying,
+            c.succeeded,
+            c.dead,
+        ]
+        .map(|n| n.to_string())
+    };
+    let timing_cells = |s: &QueueStats| {
         let ms = |v: u64| {
             if s.processing_ms.count == 0 {
                 "-".to_string()
@@ -190,14 +231,7 @@ pub(crate) async fn stats<B: Backend>(
                 output::short_duration(std::time::Duration::from_millis(v))
             }
         };
-        table.add_row(vec![
-            s.queue.clone(),
-            c.blocked.to_string(),
-            c.scheduled.to_string(),
-            c.running.to_string(),
-            c.retrying.to_string(),
-            c.succeeded.to_string(),
-            c.dead.to_string(),
+        [
             format!("{:.1}%", s.retries.retry_percentage()),
             ms(s.processing_ms.p50),
             ms(s.processing_ms.p95),
@@ -205,10 +239,40 @@ pub(crate) async fn stats<B: Backend>(
             s.oldest_error_at
                 .map(|at| output::age(at, now))
                 .unwrap_or_else(|| "-".into()),
-        ]);
+        ]
+    };
+    let queue = std::iter::once("queue");
+    let mut wide = output::Grid::new(queue.clone().chain(counts).chain(timings))
+        .right(&[1, 2, 3, 4, 5, 6, 7, 8, 9, 10])
+        .prose(&[11]);
+    for s in &all {
+        let mut row = vec![s.queue.clone()];
+        row.extend(count_cells(s));
+        row.extend(timing_cells(s));
+        wide.row(row);
     }
-    output::right_align(&mut table, &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
-    out.table(&table)
+    if out.fits(&wide) {
+        return out.table(&wide);
+    }
+    // A narrow terminal: the counts, then the retries and timings.
+    let mut jobs = output::Grid::new(queue.clone().chain(counts)).right(&[1, 2, 3, 4, 5, 6]);
+    let mut times = output::Grid::new(queue.chain(timings))
+        .right(&[1, 2, 3, 4])
+        .prose(&[5]);
+    for s in &all {
+        jobs.row(
+            std::iter::once(s.queue.clone())
+                .chain(count_cells(s))
+                .collect(),
+        );
+        times.row(
+            std::iter::once(s.queue.clone())
+                .chain(timing_cells(s))
+                .collect(),
+        );
+    }
+    out.table(&jobs)?;
+    out.table(&times)
 }
 
 /// A job as `fairq list --json` prints it.
@@ -319,7 +383,16 @@ pub(crate) async fn list<B: Backend>(
     if jobs.is_empty() {
         return out.line("no jobs");
     }
-    let mut table = output::table([
+    let shown = jobs.len();
+    let first = jobs.first().map(|j| j.id);
+    let last = jobs.last().map(|j| j.id);
+    let error = |job: &JobInfo| {
+        job.last_error
+            .as_deref()
+            .map(|e| clip(e, 60))
+            .unwrap_or_else(|| "-".into())
+    };
+    let mut wide = output::Grid::new([
         "id",
         "queue",
         "kind",
@@ -329,11 +402,11 @@ pub(crate) async fn list<B: Backend>(
         "enqueued",
         "when",
         "last error",
-    ]);
-    let shown = jobs.len();
-    let last = jobs.last().map(|j| j.id);
+    ])
+    .right(&[0, 5])
+    .prose(&[6, 7, 8]);
     for job in &jobs {
-        table.add_row(vec![
+        wide.row(vec![
             job.id.to_string(),
             job.queue.clone(),
             job.kind.clone(),
@@ -342,18 +415,61 @@ pub(crate) async fn list<B: Backend>(
             job.attempts.to_string(),
             output::age(job.enqueued_at, now),
             when(&job.state, now),
-            job.last_error
-                .as_deref()
-                .map(|e| clip(e, 60))
-                .unwrap_or_else(|| "-".into()),
+            error(job),
         ]);
     }
-    output::right_align(&mut table, &[0, 5]);
-    out.table(&table)?;
+    if out.fits(&wide) {
+        out.table(&wide)?;
+    } else {
+        // A narrow terminal: without the enqueue age, then without the errors, then
+        // without the attempt counts (`--json` has everything).
+        let narrow = |with_errors: bool, with_tries: bool| {
+            let mut headers = vec!["id", "queue", "kind", "key", "state", "when"];
+            if with_tries {
+                headers.push("tries");
+            }
+            if with_errors {
+                headers.push("last error");
+            }
+            let mut grid = output::Grid::new(headers).right(&[0, 6]).prose(&[5, 7]);
+            for job in &jobs {
+                let mut row = vec![
+                    job.id.to_string(),
+                    job.queue.clone(),
+                    job.kind.clone(),
+                    job.key.clone().unwrap_or_else(|| "-".into()),
+                    job.status().to_string(),
+                    when(&job.state, now),
+                ];
+                if with_tries {
+                    row.push(job.attempts.to_string());
+                }
+                if with_errors {
+                    row.push(error(job));
+                }
+                grid.row(row);
+            }
+            grid
+        };
+        let choice = [
+            narrow(true, true),
+            narrow(false, true),
+            narrow(false, false),
+        ]
+        .into_iter()
+        .enumerate()
+        .find(|(_, grid)| out.fits(grid));
+        let (level, grid) = choice.unwrap_or_else(|| (2, narrow(false, false)));
+        out.table(&grid)?;
+        if level > 0 && jobs.iter().any(|j| j.last_error.is_some()) {
+            out.line("(last errors left out to fit the terminal: --json shows them)")?;
+        }
+    }
     if shown == args.limit {
-        if let Some(last) = last {
+        if let (Some(first), Some(last)) = (first, last) {
             out.line(format!(
-                "showing the first {shown}; the next page: --after {last}"
+                "{shown} jobs shown (ids {first} to {last}), the most one page holds: \
+                 add --after {last} for the next page"
             ))?;
         }
     }
@@ -382,10 +498,22 @@ fn jobs(n: u64) -> String {
     }
 }
 
-/// `fairq retry`.
-pub(crate) async fn retry<B: Backend>(
+/// Where a job stands, as a sentence ends: "job 4 {is running}".
+fn standing(status: JobStatus) -> &'static str {
+    match status {
+        JobStatus::Blocked => "is waiting for its dependency",
+        JobStatus::Scheduled => "is waiting to run",
+        JobStatus::Running => "is running",
+        JobStatus::Retrying => "is waiting for a retry",
+        JobStatus::Succeeded => "has succeeded",
+        JobStatus::Dead => "is dead",
+    }
+}
+
+/// `fairq revive` (alias `retry`).
+pub(crate) async fn revive<B: Backend>(
     store: &B,
-    args: &RetryArgs,
+    args: &ReviveArgs,
     out: &mut Output,
 ) -> Result<(), CliError> {
     let target = match (args.id, args.all) {
@@ -396,24 +524,28 @@ pub(crate) async fn retry<B: Backend>(
                 .ok_or(CliError::UnknownJob(id))?;
             if info.status() != JobStatus::Dead {
                 return Err(CliError::Usage(format!(
-                    "job {id} is {}, not dead: only dead jobs can be retried",
-                    info.status()
+                    "job {id} {}: only dead jobs can be revived",
+                    standing(info.status())
                 )));
             }
-            RetryTarget::One(JobId(id))
+            ReviveTarget::One(JobId(id))
         }
         (None, true) => {
             if let Some(queue) = &args.queue {
                 check_queue(store, queue).await?;
             }
-            RetryTarget::AllDead {
+            ReviveTarget::AllDead {
                 queue: args.queue.clone(),
             }
         }
-        _ => return Err(CliError::Usage("give either a job id or --all".to_string())),
+        _ => {
+            return Err(CliError::Usage(
+                "give the id of a dead job, or --all for every dead job".to_string(),
+            ))
+        }
     };
-    let n = store.retry(target).await?;
-    report(out, "retried", n, format!("revived {}", jobs(n)))
+    let n = store.revive(target).await?;
+    report(out, "revived", n, format!("revived {}", jobs(n)))
 }
 
 /// `fairq purge`.
@@ -453,9 +585,9 @@ pub(crate) async fn prune<B: Backend>(
         "pruned",
         n,
         format!(
-            "deleted {} that finished more than {} ago",
+            "pruned {} that finished (succeeded or died) more than {} ago",
             jobs(n),
-            humantime::format_duration(args.older_than)
+            output::long_duration(args.older_than)
         ),
     )
 }
@@ -510,7 +642,7 @@ mod tests {
         for job in claimed {
             if job.claim.id == dead {
                 store
-                    .fail(job.claim, Failure::retryable("smtp said no"))
+                    .fail(&job, Failure::retryable("smtp said no"))
                     .await
                     .unwrap();
             } else {
@@ -564,7 +696,7 @@ mod tests {
             fairq_worker::Schedule::After(Duration::from_secs(30))
         );
         assert_eq!(job.unique_key.as_deref(), Some("u"));
-        assert_eq!(job.on_conflict, OnConflict::Ignore);
+        assert_eq!(job.on_conflict, OnConflict::Error);
         assert_eq!(job.depends_on, Some(JobId(4)));
         assert_eq!(job.metadata["trace"], "abc");
         let policy = job.retry.unwrap();
@@ -683,9 +815,13 @@ mod tests {
         let next = text
             .lines()
             .last()
-            .and_then(|l| l.strip_prefix("showing the first 2; the next page: --after "))
+            .and_then(|l| {
+                l.strip_prefix("2 jobs shown (ids 1 to 2), the most one page holds: add --after ")
+            })
+            .and_then(|l| l.strip_suffix(" for the next page"))
             .unwrap()
             .to_string();
+        assert_eq!(next, "2");
         let Command::List(args) = parse(&["list", "--after", &next, "--json"]) else {
             unreachable!()
         };
@@ -695,36 +831,135 @@ mod tests {
         assert_eq!(rows.as_array().unwrap().len(), 3);
     }
 
+    /// Every line within 80 columns, and every word whole.
+    fn assert_fits_80(text: &str, words: &[&str]) {
+        for line in text.lines() {
+            assert!(
+                line.chars().count() <= 80,
+                "{} columns:\n{text}",
+                line.chars().count()
+            );
+        }
+        for word in words {
+            assert!(text.contains(word), "{word:?} was cut:\n{text}");
+        }
+    }
+
     #[tokio::test]
-    async fn retry_revives_one_or_all_dead_jobs() {
-        let (store, _, dead) = fixture().await;
-        let mut out = Output::buffer(Format::Json);
-        let Command::Retry(args) = parse(&["retry", &dead.0.to_string()]) else {
+    async fn tables_fit_80_columns_without_cutting_words() {
+        let (store, clock, _) = fixture().await;
+        let job = store
+            .enqueue(NewJob::new("notifications", "push-message", b"1".to_vec()).key("tenant-42"))
+            .await
+            .unwrap();
+        let claimed = store
+            .claim("notifications", 1, Duration::from_secs(60))
+            .await
+            .unwrap();
+        store
+            .fail(
+                &claimed[0],
+                Failure::retryable("upstream gateway answered 503 Service Unavailable again"),
+            )
+            .await
+            .unwrap();
+        let mut out = Output::buffer(Format::Table).width(80);
+        let Command::Stats(args) = parse(&["stats"]) else {
             unreachable!()
         };
-        retry(&store, &args, &mut out).await.unwrap();
-        assert_eq!(out.contents(), "{\"action\":\"retried\",\"count\":1}\n");
+        stats(&store, &args, clock.now(), &mut out).await.unwrap();
+        assert_fits_80(
+            &out.contents(),
+            &[
+                "notifications",
+                "scheduled",
+                "succeeded",
+                "retrying",
+                "oldest",
+                "p99",
+            ],
+        );
+        let mut out = Output::buffer(Format::Table).width(80);
+        let Command::List(args) = parse(&["list"]) else {
+            unreachable!()
+        };
+        list(&store, &args, clock.now(), &mut out).await.unwrap();
+        assert_fits_80(
+            &out.contents(),
+            &[
+                "notifications",
+                "push-message",
+                "tenant-42",
+                "retrying",
+                "scheduled",
+                "exhausted)",
+            ],
+        );
+        assert!(out.contents().contains(&job.to_string()));
+        // Without a width (a pipe), one wide table.
+        let mut out = Output::buffer(Format::Table);
+        let Command::Stats(args) = parse(&["stats"]) else {
+            unreachable!()
+        };
+        stats(&store, &args, clock.now(), &mut out).await.unwrap();
+        assert_eq!(out.contents().matches("queue").count(), 1);
+        assert!(out.contents().lines().any(|l| l.chars().count() > 80));
+    }
+
+    /// A time past the year 9999 (a foreign or damaged record; stores refuse to write one)
+    /// lists without a panic, in JSON and in a table.
+    #[tokio::test]
+    async fn far_future_times_list_without_panicking() {
+        let store = MemoryBackend::with_clock(ManualClock::new(0));
+        let id = store
+            .enqueue(NewJob::new("q", "k", b"1".to_vec()))
+            .await
+            .unwrap();
+        let mut info = store.get(id).await.unwrap().unwrap();
+        info.enqueued_at = u64::MAX;
+        info.state = LifeState::Scheduled { run_at: u64::MAX };
+        assert!(when(&info.state, 0).starts_with("due in "));
+        let row = serde_json::to_value(job_row(info)).unwrap();
+        assert_eq!(
+            row["at"],
+            "18446744073709551615 ms after 1970-01-01T00:00:00Z (after the year 9999)"
+        );
+        assert_eq!(row["enqueued_at"], row["at"]);
+    }
+
+    #[tokio::test]
+    async fn revive_brings_back_one_or_all_dead_jobs() {
+        let (store, _, dead) = fixture().await;
+        let mut out = Output::buffer(Format::Json);
+        let Command::Revive(args) = parse(&["revive", &dead.0.to_string()]) else {
+            unreachable!()
+        };
+        revive(&store, &args, &mut out).await.unwrap();
+        assert_eq!(out.contents(), "{\"action\":\"revived\",\"count\":1}\n");
         assert_eq!(
             store.get(dead).await.unwrap().unwrap().status(),
             JobStatus::Scheduled
         );
-        // No longer dead: retrying it again is refused, and so is an unknown id.
-        let err = retry(&store, &args, &mut out).await.unwrap_err();
-        assert!(err.to_string().contains("not dead"), "{err}");
-        let Command::Retry(args) = parse(&["retry", "999"]) else {
+        // No longer dead: reviving it again is refused, and so is an unknown id.
+        let err = revive(&store, &args, &mut out).await.unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!("job {dead} is waiting to run: only dead jobs can be revived")
+        );
+        let Command::Revive(args) = parse(&["retry", "999"]) else {
             unreachable!()
         };
         assert!(matches!(
-            retry(&store, &args, &mut out).await,
+            revive(&store, &args, &mut out).await,
             Err(CliError::UnknownJob(999))
         ));
 
         let (store, _, dead) = fixture().await;
         let mut out = Output::buffer(Format::Table);
-        let Command::Retry(args) = parse(&["retry", "--all", "-q", "mail"]) else {
+        let Command::Revive(args) = parse(&["retry", "--all", "-q", "mail"]) else {
             unreachable!()
         };
-        retry(&store, &args, &mut out).await.unwrap();
+        revive(&store, &args, &mut out).await.unwrap();
         assert_eq!(out.contents(), "revived 1 job\n");
         assert_eq!(
             store.get(dead).await.unwrap().unwrap().status(),
@@ -767,7 +1002,7 @@ mod tests {
         prune(&store, &args, &mut out).await.unwrap();
         assert_eq!(
             out.contents(),
-            "deleted 2 jobs that finished more than 1h ago\n"
+            "pruned 2 jobs that finished (succeeded or died) more than 1 hour ago\n"
         );
         assert_eq!(store.list(ListFilter::default()).await.unwrap().len(), 1);
     }

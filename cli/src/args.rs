@@ -46,12 +46,17 @@ pub enum Command {
     Stats(StatsArgs),
     /// List jobs.
     List(ListArgs),
-    /// Revive dead jobs: one by id, or all of them.
-    Retry(RetryArgs),
+    /// Revive dead jobs: one by id, or all of them (also `fairq retry`).
+    #[command(visible_alias = "retry")]
+    Revive(ReviveArgs),
     /// Delete jobs that are not running.
     Purge(PurgeArgs),
     /// Delete finished jobs older than an age.
     Prune(PruneArgs),
+    /// Web dashboard and HTTP API: queues, tenants (fairness per key), jobs, actions.
+    Serve(crate::serve::ServeArgs),
+    /// Load tests of the journaled queue and the in-memory wait-queues (each test: --help).
+    Qtest(crate::qtest::QtestArgs),
 }
 
 /// `fairq demo`.
@@ -118,18 +123,24 @@ pub struct EnqueueArgs {
     /// Fairness key (tenant); jobs without one share a single key.
     #[arg(long)]
     pub key: Option<String>,
-    /// JSON payload, or `-` to read it from stdin.
+    /// JSON payload; `-` reads it from stdin, `@PATH` from a file.
     #[arg(long, short, default_value = "null", allow_hyphen_values = true)]
     pub payload: String,
-    /// Run no earlier than this long from now (for example 30s, 5m, 1h30m).
-    #[arg(long, value_parser = parse_duration)]
+    /// The largest payload accepted, in bytes (suffixes KiB, MiB, GiB, KB, MB, GB); reading
+    /// stops there, so a larger one is refused without being read whole.
+    #[arg(long, default_value = "16MiB", env = "FAIRQ_MAX_PAYLOAD", value_parser = parse_size)]
+    pub max_payload: u64,
+    /// Run no earlier than this long from now (for example 30s, 5m, 1h30m; at most 100
+    /// years).
+    #[arg(long, value_parser = parse_delay)]
     pub delay: Option<Duration>,
     /// Retries after the first failure before the job is dead [default: the store's policy,
     /// 24 retries with growing delays].
     #[arg(long)]
     pub retries: Option<u32>,
-    /// Delays between retries, the last one repeating (for example 1s,10s,1m).
-    #[arg(long, value_delimiter = ',', value_parser = parse_duration)]
+    /// Delays between retries, the last one repeating (for example 1s,10s,1m; each at most
+    /// 100 years).
+    #[arg(long, value_delimiter = ',', value_parser = parse_delay)]
     pub backoff: Vec<Duration>,
     /// A key unique among the queue's unfinished jobs.
     #[arg(long)]
@@ -170,6 +181,16 @@ pub struct WorkArgs {
     /// and jobs waiting for a dependency stay for another run).
     #[arg(long)]
     pub until_idle: bool,
+    /// Also serve the web dashboard on this address (see `fairq serve`).
+    #[arg(long, value_name = "ADDR")]
+    pub serve: Option<std::net::SocketAddr>,
+    /// Dashboard settings, with --serve.
+    #[command(flatten)]
+    pub dashboard: crate::serve::DashboardArgs,
+    /// Serve metrics for Prometheus on this address (for example 127.0.0.1:9464; scrape
+    /// http://ADDR/metrics).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<std::net::SocketAddr>,
     /// The command run per job, with its arguments; must come last. The payload is on its
     /// stdin, and FAIRQ_JOB_ID, FAIRQ_QUEUE, FAIRQ_KIND, FAIRQ_KEY and FAIRQ_ATTEMPT are set.
     /// Exit code 0 is success; anything else is a failed attempt.
@@ -200,19 +221,20 @@ pub struct ListArgs {
     /// Only this queue.
     #[arg(long, short)]
     pub queue: Option<String>,
-    /// At most this many jobs.
-    #[arg(long, short, default_value_t = 50)]
+    /// At most this many jobs (1 or more).
+    #[arg(long, short, default_value_t = 50, value_parser = parse_limit)]
     pub limit: usize,
     /// Only ids greater than this (the next page).
     #[arg(long, value_name = "ID")]
     pub after: Option<u64>,
 }
 
-/// `fairq retry`.
+/// `fairq revive` (alias `retry`): the id of a dead job, or `--all`.
 #[derive(Debug, Clone, Args)]
-pub struct RetryArgs {
+#[command(group(clap::ArgGroup::new("target").required(true).args(["id", "all"])))]
+pub struct ReviveArgs {
     /// The dead job to revive.
-    #[arg(required_unless_present = "all", conflicts_with = "all")]
+    #[arg(conflicts_with = "all")]
     pub id: Option<u64>,
     /// Revive every dead job (of --queue, if given).
     #[arg(long)]
@@ -292,6 +314,84 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         .map_err(|e| format!("{e} (write a number and a unit, for example 500ms, 30s, 5m, 2h, 7d)"))
 }
 
+/// The longest `--delay` or `--backoff` accepted: 100 years (of 365.25 days). Any job time
+/// a store records then stays far inside what every store, JSON number and RFC 3339 date
+/// can represent.
+///
+/// ```
+/// assert_eq!(fairq_cli::args::MAX_DELAY.as_secs(), 3_155_760_000);
+/// ```
+pub const MAX_DELAY: Duration = Duration::from_secs(100 * 31_557_600);
+
+/// Parses a delay: a duration of at most [`MAX_DELAY`].
+///
+/// ```
+/// use std::time::Duration;
+/// assert_eq!(fairq_cli::args::parse_delay("90s"), Ok(Duration::from_secs(90)));
+/// assert!(fairq_cli::args::parse_delay("8000y").unwrap_err().contains("at most 100 years"));
+/// ```
+pub fn parse_delay(s: &str) -> Result<Duration, String> {
+    let delay = parse_duration(s)?;
+    if delay > MAX_DELAY {
+        Err(format!(
+            "{} is too long: delays are at most 100 years",
+            s.trim()
+        ))
+    } else {
+        Ok(delay)
+    }
+}
+
+/// Parses a size in bytes: a whole number with an optional unit (`KiB`, `MiB`, `GiB` are
+/// powers of 1024; `KB`, `MB`, `GB` powers of 1000; `B` or none is bytes).
+///
+/// ```
+/// assert_eq!(fairq_cli::args::parse_size("16MiB"), Ok(16 << 20));
+/// assert_eq!(fairq_cli::args::parse_size("2 KB"), Ok(2_000));
+/// assert_eq!(fairq_cli::args::parse_size("512"), Ok(512));
+/// assert!(fairq_cli::args::parse_size("lots").is_err());
+/// ```
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let digits = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (number, unit) = s.split_at(digits);
+    let scale: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "kib" | "k" => 1 << 10,
+        "mib" | "m" => 1 << 20,
+        "gib" | "g" => 1 << 30,
+        "kb" => 1_000,
+        "mb" => 1_000_000,
+        "gb" => 1_000_000_000,
+        other => {
+            return Err(format!(
+                "unknown size unit {other:?} (use KiB, MiB, GiB, KB, MB or GB)"
+            ))
+        }
+    };
+    number
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(scale))
+        .ok_or_else(|| {
+            format!("{s:?} is not a size (write a number and a unit, for example 16MiB)")
+        })
+}
+
+/// Parses a page size: a whole number of at least 1.
+///
+/// ```
+/// assert_eq!(fairq_cli::args::parse_limit("20"), Ok(20));
+/// assert!(fairq_cli::args::parse_limit("0").is_err());
+/// ```
+pub fn parse_limit(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(0) => Err("the limit must be at least 1".to_string()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!("{e} (write a whole number, for example 50)")),
+    }
+}
+
 /// Parses `NAME=VALUE`.
 pub(crate) fn parse_meta(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
@@ -331,7 +431,15 @@ mod tests {
     }
 
     #[test]
-    fn retry_needs_an_id_or_all() {
+    fn revive_needs_an_id_or_all_and_is_also_called_retry() {
+        let err = Cli::try_parse_from(["fairq", "revive"]).unwrap_err();
+        assert!(err.to_string().contains("<ID|--all>"), "{err}");
+        assert!(matches!(
+            Cli::try_parse_from(["fairq", "retry", "7"])
+                .unwrap()
+                .command,
+            Command::Revive(ReviveArgs { id: Some(7), .. })
+        ));
         assert!(Cli::try_parse_from(["fairq", "retry"]).is_err());
         assert!(Cli::try_parse_from(["fairq", "retry", "3", "--all"]).is_err());
         assert!(Cli::try_parse_from(["fairq", "retry", "--all", "-q", "mail"]).is_ok());
@@ -339,7 +447,9 @@ mod tests {
     }
 
     #[test]
-    fn bad_states_and_durations_are_refused() {
+    fn bad_states_durations_and_limits_are_refused() {
+        assert!(Cli::try_parse_from(["fairq", "list", "-l", "0"]).is_err());
+        assert!(Cli::try_parse_from(["fairq", "list", "-l", "1"]).is_ok());
         assert!(Cli::try_parse_from(["fairq", "list", "--state", "zombie"]).is_err());
         assert!(Cli::try_parse_from(["fairq", "prune", "--older-than", "7x"]).is_err());
         let cli = Cli::try_parse_from(["fairq", "prune", "--older-than", "7d"]).unwrap();

@@ -292,28 +292,31 @@ pub(crate) fn print(report: &BenchReport, out: &mut Output) -> Result<(), CliErr
         report.queue
     ))?;
     out.line("")?;
-    let mut rates = output::table(["phase", "jobs", "time", "rate"]);
-    rates.add_row(vec![
+    let mut rates = output::Grid::new(["phase", "jobs", "time", "rate"])
+        .right(&[1, 2, 3])
+        .prose(&[0]);
+    rates.row(vec![
         format!("enqueue (batches of {})", c.batch),
         c.jobs.to_string(),
         output::short_duration(Duration::from_secs_f64(report.enqueue_seconds)),
         format!("{:.0} jobs/s", report.enqueue_per_sec),
     ]);
-    rates.add_row(vec![
+    rates.row(vec![
         "claim, run, complete".to_string(),
         c.jobs.to_string(),
         output::short_duration(Duration::from_secs_f64(report.run_seconds)),
         format!("{:.0} jobs/s", report.run_per_sec),
     ]);
-    output::right_align(&mut rates, &[1, 2, 3]);
     out.table(&rates)?;
     out.line("")?;
-    let mut latency = output::table(["latency", "p50", "p90", "p95", "p99", "max"]);
+    let mut latency = output::Grid::new(["latency", "p50", "p90", "p95", "p99", "max"])
+        .right(&[1, 2, 3, 4, 5])
+        .prose(&[0]);
     for (name, s) in [
         ("enqueue to start", &report.wait_us),
         ("start to recorded completion", &report.run_us),
     ] {
-        latency.add_row(vec![
+        latency.row(vec![
             name.to_string(),
             output::micros(s.p50),
             output::micros(s.p90),
@@ -322,7 +325,6 @@ pub(crate) fn print(report: &BenchReport, out: &mut Output) -> Result<(), CliErr
             output::micros(s.max),
         ]);
     }
-    output::right_align(&mut latency, &[1, 2, 3, 4, 5]);
     out.table(&latency)
 }
 

@@ -493,19 +493,19 @@ pub(crate) fn print(report: &DemoReport, out: &mut Output) -> Result<(), CliErro
         output::short_duration(c.work),
     ))?;
     out.line("")?;
-    let mut runs = output::table(["scheduling", "jobs", "time", "throughput"]);
+    let mut runs =
+        output::Grid::new(["scheduling", "jobs", "time", "throughput"]).right(&[1, 2, 3]);
     for run in [&report.fifo, &report.fair] {
-        runs.add_row(vec![
+        runs.row(vec![
             run.mode.label().to_string(),
             run.jobs.to_string(),
             output::short_duration(Duration::from_secs_f64(run.seconds)),
             format!("{:.0} jobs/s", run.jobs_per_sec),
         ]);
     }
-    output::right_align(&mut runs, &[1, 2, 3]);
     out.table(&runs)?;
     out.line("")?;
-    let mut waits = output::table([
+    let mut waits = output::Grid::new([
         "tenant",
         "jobs",
         "FIFO wait p50",
@@ -514,10 +514,12 @@ pub(crate) fn print(report: &DemoReport, out: &mut Output) -> Result<(), CliErro
         "fair wait p50",
         "fair p99",
         "fair max",
-    ]);
+    ])
+    .right(&[1, 2, 3, 4, 5, 6, 7])
+    .prose(&[0]);
     for (fifo, fair) in report.fifo.tenants.iter().zip(&report.fair.tenants) {
         let (a, b) = (&fifo.wait_us, &fair.wait_us);
-        waits.add_row(vec![
+        waits.row(vec![
             fair.tenant.clone(),
             b.count.to_string(),
             output::micros(a.p50),
@@ -528,7 +530,6 @@ pub(crate) fn print(report: &DemoReport, out: &mut Output) -> Result<(), CliErro
             output::micros(b.max),
         ]);
     }
-    output::right_align(&mut waits, &[1, 2, 3, 4, 5, 6, 7]);
     out.table(&waits)?;
     out.line("(wait: from enqueue to the start of the job's handler)")?;
     out.line("")?;

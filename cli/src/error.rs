@@ -2,6 +2,7 @@
 
 use std::error::Error as StdError;
 
+use fairq::ConnectError;
 use fairq_worker::{BackendError, WorkerConfigError};
 
 /// A command that failed. Each variant renders as one line that says what to fix.
@@ -13,23 +14,10 @@ use fairq_worker::{BackendError, WorkerConfigError};
 /// ```
 #[derive(Debug, thiserror::Error)]
 pub enum CliError {
-    /// The `--store` value does not name a store this program knows.
-    #[error("invalid store {url:?}: {reason}")]
-    BadStoreUrl {
-        /// The value given.
-        url: String,
-        /// What is wrong with it.
-        reason: String,
-    },
-    /// The store could not be opened or reached.
-    #[error("cannot open store {url}: {source}")]
-    Open {
-        /// The store, as given.
-        url: String,
-        /// Why.
-        #[source]
-        source: BackendError,
-    },
+    /// The `--store` value does not name a store this program knows, or the store could
+    /// not be opened or reached.
+    #[error(transparent)]
+    Connect(#[from] ConnectError),
     /// A store call failed.
     #[error(transparent)]
     Store(#[from] BackendError),
@@ -102,10 +90,10 @@ impl CliError {
     /// ```
     /// use fairq_cli::CliError;
     /// use fairq_worker::BackendError;
-    /// let err = CliError::Open {
+    /// let err = CliError::Connect(fairq::ConnectError::Open {
     ///     url: "redis://127.0.0.1:1/".into(),
     ///     source: BackendError::Unavailable("connection refused".into()),
-    /// };
+    /// });
     /// assert_eq!(
     ///     err.one_line(),
     ///     "cannot open store redis://127.0.0.1:1/: store unavailable: connection refused"

@@ -1,22 +1,149 @@
 //! Running an external command as a job handler: the payload on stdin, the job's identity
 //! in the environment, the exit code as the verdict.
+//!
+//! Each command runs in a process group of its own, so a Ctrl-C typed in the terminal
+//! reaches `fairq` (which then asks the commands to stop with SIGTERM and waits) instead of
+//! killing them mid-job; and with a parent-death signal, so a `fairq` killed outright
+//! (`kill -9`) takes its commands with it instead of leaving them running while their jobs
+//! are rescued and run again.
 
+use std::collections::HashSet;
+use std::io::{Seek, Write};
 use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use fairq_worker::{Failure, Job};
-use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
+
+/// The commands running now, by process id (each leads a process group of the same id).
+#[derive(Debug, Default)]
+pub(crate) struct Children {
+    running: Mutex<HashSet<i32>>,
+    stopping: AtomicBool,
+}
+
+impl Children {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<i32>> {
+        self.running.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Asks every running command (its whole process group) to stop with SIGTERM, and every
+    /// command started from now on as soon as it starts. Returns how many were asked.
+    pub(crate) fn terminate(&self) -> usize {
+        self.stopping.store(true, Ordering::SeqCst);
+        let running = self.lock();
+        for &pid in running.iter() {
+            signal_group(pid, rustix::process::Signal::TERM);
+        }
+        running.len()
+    }
+
+    /// True once [`terminate`](Self::terminate) was called.
+    fn stopping(&self) -> bool {
+        self.stopping.load(Ordering::SeqCst)
+    }
+}
+
+/// Sends `signal` to process group `pid`; a group that is gone already is no error.
+fn signal_group(pid: i32, signal: rustix::process::Signal) {
+    if let Some(pid) = rustix::process::Pid::from_raw(pid) {
+        let _ = rustix::process::kill_process_group(pid, signal);
+    }
+}
+
+/// A started command, registered in [`Children`] until it is reaped. Dropped before that
+/// (a timeout, or a shutdown that stopped waiting), it kills the command's whole process
+/// group, so nothing it started outlives the attempt.
+struct Running {
+    pid: i32,
+    children: Arc<Children>,
+    reaped: bool,
+}
+
+impl Running {
+    fn new(pid: i32, children: Arc<Children>) -> Running {
+        {
+            let mut running = children.lock();
+            running.insert(pid);
+            metrics::gauge!(crate::prometheus::RUNNING).set(running.len() as f64);
+        }
+        // Started after shutdown began: ask it to stop at once, like the others.
+        if children.stopping() {
+            signal_group(pid, rustix::process::Signal::TERM);
+        }
+        Running {
+            pid,
+            children,
+            reaped: false,
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        {
+            let mut running = self.children.lock();
+            running.remove(&self.pid);
+            metrics::gauge!(crate::prometheus::RUNNING).set(running.len() as f64);
+        }
+        if !self.reaped {
+            signal_group(self.pid, rustix::process::Signal::KILL);
+        }
+    }
+}
+
+/// Makes the command a process-group leader with a parent-death signal. `prctl` only exists
+/// on Linux; elsewhere the command still gets its own process group.
+#[allow(unsafe_code)]
+fn isolate(command: &mut Command) {
+    command.process_group(0);
+    #[cfg(target_os = "linux")]
+    {
+        let parent = rustix::process::getpid();
+        // SAFETY: the closure runs in the child between fork and exec, where only
+        // async-signal-safe calls are allowed. It makes two raw system calls through rustix
+        // (prctl and getppid), allocates nothing and takes no lock.
+        unsafe {
+            command.pre_exec(move || {
+                rustix::process::set_parent_process_death_signal(Some(
+                    rustix::process::Signal::KILL,
+                ))?;
+                // The parent may have died between fork and prctl: then no signal will come.
+                if rustix::process::getppid() != Some(parent) {
+                    return Err(std::io::Error::other(
+                        "fairq exited before the command started",
+                    ));
+                }
+                Ok(())
+            });
+        }
+    }
+}
+
+/// The payload in an unnamed temporary file, positioned at its start: a command reading it
+/// as stdin sees every byte or, if the file could not be written, never starts. A pipe would
+/// let a command read a truncated payload if `fairq` died mid-write.
+fn payload_file(payload: &[u8]) -> std::io::Result<std::fs::File> {
+    let mut file = tempfile::tempfile()?;
+    file.write_all(payload)?;
+    file.flush()?;
+    file.rewind()?;
+    Ok(file)
+}
 
 /// How much of a failed command's stderr is kept as the job's error message.
 pub(crate) const STDERR_TAIL: usize = 2_048;
 
 /// A command run once per job.
 ///
-/// The job's payload is written to the command's stdin; its stdout goes to this program's
-/// stderr (so `--json` output on stdout stays clean); its stderr is captured. The
-/// environment carries `FAIRQ_JOB_ID`, `FAIRQ_QUEUE`, `FAIRQ_KIND`, `FAIRQ_KEY` (empty when
-/// the job has none) and `FAIRQ_ATTEMPT`. Exit code 0 is success; any other exit, a kill by
+/// The job's payload is the command's stdin: a temporary file holding all of it, written
+/// before the command starts (a payload that cannot be written fails the attempt without
+/// starting the command). Its stdout goes to this program's stderr (so `--json` output on
+/// stdout stays clean); its stderr is captured. The environment carries `FAIRQ_JOB_ID`,
+/// `FAIRQ_QUEUE`, `FAIRQ_KIND`, `FAIRQ_KEY` (empty when the job has none), `FAIRQ_ATTEMPT`
+/// and `FAIRQ_PAYLOAD_BYTES`. Exit code 0 is success; any other exit, a kill by
 /// a signal, or running past the timeout is a failed attempt whose message ends with the
 /// tail of stderr.
 ///
@@ -31,11 +158,12 @@ pub(crate) const STDERR_TAIL: usize = 2_048;
 /// assert_eq!(failure.message, "exit status 3: got 7");
 /// # });
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct ExecCommand {
     program: String,
     args: Vec<String>,
     timeout: Option<Duration>,
+    children: Arc<Children>,
 }
 
 impl ExecCommand {
@@ -55,6 +183,7 @@ impl ExecCommand {
             program,
             args: argv.collect(),
             timeout: None,
+            children: Arc::new(Children::default()),
         })
     }
 
@@ -101,6 +230,11 @@ impl ExecCommand {
         }
     }
 
+    /// The commands of this handler running now (to stop them at shutdown).
+    pub(crate) fn children(&self) -> Arc<Children> {
+        Arc::clone(&self.children)
+    }
+
     /// The command line, for messages.
     ///
     /// ```
@@ -125,48 +259,67 @@ impl ExecCommand {
     /// # });
     /// ```
     pub async fn run(&self, job: &Job, kind: &str) -> Result<(), Failure> {
-        let mut child = Command::new(&self.program)
+        let payload = job.payload.clone();
+        let stdin = tokio::task::spawn_blocking(move || payload_file(&payload))
+            .await
+            .map_err(std::io::Error::other)
+            .and_then(|written| written)
+            .map_err(|e| {
+                Failure::retryable(format!(
+                    "cannot hand the payload to the command (not started): {e}"
+                ))
+            })?;
+        let mut command = Command::new(&self.program);
+        command
             .args(&self.args)
             .env("FAIRQ_JOB_ID", job.claim.id.to_string())
             .env("FAIRQ_QUEUE", &job.queue)
             .env("FAIRQ_KIND", kind)
             .env("FAIRQ_KEY", job.key.as_deref().unwrap_or(""))
             .env("FAIRQ_ATTEMPT", job.attempt.to_string())
-            .stdin(Stdio::piped())
+            .env("FAIRQ_PAYLOAD_BYTES", job.payload.len().to_string())
+            .stdin(Stdio::from(stdin))
             .stdout(Stdio::from(std::io::stderr()))
             .stderr(Stdio::piped())
-            .kill_on_drop(true)
+            .kill_on_drop(true);
+        isolate(&mut command);
+        let child = command
             .spawn()
             .map_err(|e| Failure::retryable(format!("cannot start {:?}: {e}", self.program)))?;
-        if let Some(mut stdin) = child.stdin.take() {
-            let payload = job.payload.clone();
-            // A command that does not read its input closes the pipe early; that is its
-            // business, not a failure.
-            tokio::spawn(async move {
-                let _ = stdin.write_all(&payload).await;
-                let _ = stdin.shutdown().await;
-            });
-        }
+        let mut running = child
+            .id()
+            .and_then(|id| i32::try_from(id).ok())
+            .map(|pid| Running::new(pid, Arc::clone(&self.children)));
         let output = child.wait_with_output();
         let output = match self.timeout {
             Some(limit) => match tokio::time::timeout(limit, output).await {
                 Ok(result) => result,
                 Err(_) => {
+                    // `running` kills the command's process group as it goes.
                     return Err(Failure::retryable(format!(
                         "timed out after {} (killed)",
                         humantime::format_duration(limit)
-                    )))
+                    )));
                 }
             },
             None => output.await,
         }
         .map_err(|e| Failure::retryable(format!("waiting for {:?}: {e}", self.program)))?;
+        if let Some(running) = running.as_mut() {
+            running.reaped = true;
+        }
+        drop(running);
         if output.status.success() {
             return Ok(());
         }
         let status = match output.status.code() {
             Some(code) => format!("exit status {code}"),
             None => describe_signal(&output.status),
+        };
+        let status = if self.children.stopping() {
+            format!("stopped at shutdown: {status}")
+        } else {
+            status
         };
         let tail = stderr_tail(&output.stderr);
         Err(Failure::retryable(if tail.is_empty() {
@@ -286,6 +439,65 @@ mod tests {
             proptest::prop_assert!(tail.chars().count() <= STDERR_TAIL);
             proptest::prop_assert_eq!(tail.trim(), tail.as_str());
         }
+    }
+
+    /// True while process `pid` exists and is not a zombie.
+    #[cfg(target_os = "linux")]
+    fn alive(pid: &str) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+            !stat
+                .rsplit_once(')')
+                .is_some_and(|(_, rest)| rest.trim_start().starts_with(['Z', 'X']))
+        })
+    }
+
+    /// A timed-out command goes with everything it started (its whole process group).
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn a_timeout_kills_the_whole_process_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("grandchild");
+        let script = format!("sleep 600 & echo $! > {}; wait", marker.display());
+        let cmd = ExecCommand::new(["sh", "-c", script.as_str()])
+            .unwrap()
+            .timeout(Duration::from_millis(300));
+        let failure = cmd.run(&job(b""), "k").await.unwrap_err();
+        assert!(
+            failure.message.starts_with("timed out"),
+            "{}",
+            failure.message
+        );
+        let pid = std::fs::read_to_string(&marker).unwrap().trim().to_string();
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while alive(&pid) {
+            if std::time::Instant::now() > deadline {
+                let _ = std::process::Command::new("kill")
+                    .args(["-9", &pid])
+                    .status();
+                panic!("the command's child {pid} outlived the timeout");
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(cmd.children().lock().is_empty());
+    }
+
+    /// At shutdown every running command is asked to stop with SIGTERM, and the failure
+    /// says why.
+    #[tokio::test]
+    async fn terminate_sends_sigterm_to_running_commands() {
+        let dir = tempfile::tempdir().unwrap();
+        let started = dir.path().join("started");
+        let script = format!("touch {}; while :; do sleep 0.01; done", started.display());
+        let cmd = ExecCommand::new(["sh", "-c", script.as_str()]).unwrap();
+        let children = cmd.children();
+        let run = tokio::spawn(async move { cmd.run(&job(b""), "k").await });
+        // Registered and running its loop.
+        while !started.exists() || children.lock().is_empty() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(children.terminate(), 1);
+        let failure = run.await.unwrap().unwrap_err();
+        assert_eq!(failure.message, "stopped at shutdown: killed by signal 15");
     }
 
     #[tokio::test]

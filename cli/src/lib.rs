@@ -2,7 +2,7 @@
 //!
 //! The `fairq` command line over every fairq job store: a demo that shows fair-by-key
 //! scheduling against a plain FIFO, a burn-down load test, and operator commands (enqueue,
-//! work, stats, list, retry, purge, prune). The binary is a thin `main` over [`main_with`];
+//! work, stats, list, revive, purge, prune). The binary is a thin `main` over [`main_with`];
 //! everything it does is in this library so it can be tested.
 //!
 //! ```
@@ -11,7 +11,9 @@
 //! assert_eq!(main_with(["fairq", "list", "--state", "zombie"]), std::process::ExitCode::from(2));
 //! ```
 #![deny(missing_docs)]
-#![forbid(unsafe_code)]
+// One function (`exec::isolate`) registers a pre-exec hook, which Rust marks unsafe; it is
+// allowed there alone, with its safety argument.
+#![deny(unsafe_code)]
 
 mod admin;
 pub mod args;
@@ -21,6 +23,10 @@ mod error;
 mod exec;
 mod output;
 mod progress;
+mod prometheus;
+pub mod qtest;
+mod scrub;
+pub mod serve;
 mod signals;
 mod store;
 mod tally;
@@ -36,7 +42,7 @@ pub use args::{parse_duration, Cli, Command, State};
 pub use error::CliError;
 pub use exec::ExecCommand;
 pub use output::{Format, Output};
-pub use store::{OpenOptions, Store, StoreUrl, DEFAULT_STORE};
+pub use store::{ConnectOptions, Store, StoreUrl, DEFAULT_STORE};
 
 /// The README's Rust examples, compiled and run as doctests.
 #[cfg(doctest)]
@@ -60,6 +66,9 @@ where
         Ok(cli) => cli,
         Err(err) => return usage_error(err),
     };
+    if let Some(store) = &cli.store {
+        scrub::remember(store);
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -98,19 +107,25 @@ fn usage_error(err: clap::Error) -> ExitCode {
         }
         _ => {
             // The first paragraph (the message and, say, the missing arguments or the
-            // possible values), without the usage and tips that follow.
+            // possible values) and clap's tips ("a similar subcommand exists: 'stats'"),
+            // without the usage and the pointer to --help.
             let rendered = err.render().to_string();
-            let first: Vec<&str> = rendered
-                .lines()
-                .map(str::trim)
+            let mut lines = rendered.lines().map(str::trim);
+            let first: Vec<&str> = lines
+                .by_ref()
                 .skip_while(|l| l.is_empty())
                 .take_while(|l| !l.is_empty())
                 .collect();
-            if first.is_empty() {
-                output_error_line("error: invalid arguments");
+            let tips: Vec<&str> = lines.filter(|l| l.starts_with("tip:")).collect();
+            let mut line = if first.is_empty() {
+                "error: invalid arguments".to_string()
             } else {
-                output_error_line(&first.join(" "));
+                first.join(" ")
+            };
+            if !tips.is_empty() {
+                line = format!("{line} ({})", tips.join("; "));
             }
+            output_error_line(&line);
             ExitCode::from(2)
         }
     }
@@ -121,8 +136,10 @@ fn failure(err: &CliError) -> ExitCode {
     ExitCode::FAILURE
 }
 
-fn output_error_line(line: &str) {
+/// Writes one line to stderr, credentials hidden, ignoring a closed stream.
+pub(crate) fn output_error_line(line: &str) {
     use std::io::Write;
+    let line = scrub::clean(line);
     let mut stderr = std::io::stderr().lock();
     let _ = writeln!(stderr, "{line}");
 }
@@ -140,11 +157,19 @@ fn output_error_line(line: &str) {
 /// # });
 /// ```
 pub async fn execute(cli: Cli, out: &mut Output) -> Result<(), CliError> {
+    use store::Access::{Create, Existing};
     // From here on a signal is a clean stop (demo and bench return, work shuts down).
     let mut signals = signals::Signals::listen()?;
-    let options = OpenOptions::default();
-    let open = |default: &str| -> Result<StoreUrl, CliError> {
-        cli.store.as_deref().unwrap_or(default).parse::<StoreUrl>()
+    if let Some(store) = &cli.store {
+        scrub::remember(store);
+    }
+    let options = ConnectOptions::default();
+    let url = |default: &str| -> Result<StoreUrl, CliError> {
+        Ok(cli
+            .store
+            .as_deref()
+            .unwrap_or(default)
+            .parse::<StoreUrl>()?)
     };
     match &cli.command {
         Command::Demo(args) => {
@@ -162,7 +187,7 @@ pub async fn execute(cli: Cli, out: &mut Output) -> Result<(), CliError> {
                     (StoreUrl::File(scratch.path().to_path_buf()), Some(scratch))
                 }
             };
-            let store = Store::open(&url, &options).await?;
+            let store = store::open(&url, &options, Create).await?;
             // A shared store keeps nothing of the demo; a scratch one disappears anyway.
             let cleanup = cli.store.is_some() && !store.is_ephemeral();
             // On a signal, return at once so the scratch folder is removed on the way out.
@@ -191,12 +216,9 @@ pub async fn execute(cli: Cli, out: &mut Output) -> Result<(), CliError> {
             if let Some(problem) = config.problem() {
                 return Err(CliError::Usage(problem.to_string()));
             }
-            let url = open(DEFAULT_STORE)?;
-            let options = OpenOptions {
-                pool_size: (config.concurrency + 4).max(options.pool_size),
-                ..options
-            };
-            let store = Store::open(&url, &options).await?;
+            let url = url(DEFAULT_STORE)?;
+            let pool = (config.concurrency + 4).max(options.pool_size);
+            let store = store::open(&url, &options.clone().pool_size(pool), Create).await?;
             let cleanup = !args.keep && !store.is_ephemeral();
             let name = url.to_string();
             let report = tokio::select! {
@@ -212,32 +234,58 @@ pub async fn execute(cli: Cli, out: &mut Output) -> Result<(), CliError> {
             bench::print(&report, out)
         }
         Command::Enqueue(args) => {
-            let store = Store::open(&open(DEFAULT_STORE)?, &options).await?;
+            let store = store::open(&url(DEFAULT_STORE)?, &options, Create).await?;
             admin::enqueue(&store, args, out).await
         }
         Command::Work(args) => {
-            let store = Store::open(&open(DEFAULT_STORE)?, &options).await?;
-            work::work(Arc::new(store), args, &mut signals, out).await
+            let store = Arc::new(store::open(&url(DEFAULT_STORE)?, &options, Create).await?);
+            let dashboard = match args.serve {
+                Some(addr) => {
+                    let given = cli.store.as_deref().unwrap_or(DEFAULT_STORE);
+                    Some(serve::start(Arc::clone(&store), given, addr, &args.dashboard).await?)
+                }
+                None => None,
+            };
+            let worked = work::work(store, args, &mut signals, out).await;
+            if let Some(dashboard) = dashboard {
+                dashboard.stop().await;
+            }
+            worked
         }
         Command::Stats(args) => {
-            let store = Store::open(&open(DEFAULT_STORE)?, &options).await?;
+            let store = store::open(&url(DEFAULT_STORE)?, &options, Existing).await?;
             admin::stats(&store, args, output::now_millis(), out).await
         }
         Command::List(args) => {
-            let store = Store::open(&open(DEFAULT_STORE)?, &options).await?;
+            let store = store::open(&url(DEFAULT_STORE)?, &options, Existing).await?;
             admin::list(&store, args, output::now_millis(), out).await
         }
-        Command::Retry(args) => {
-            let store = Store::open(&open(DEFAULT_STORE)?, &options).await?;
-            admin::retry(&store, args, out).await
+        Command::Revive(args) => {
+            let store = store::open(&url(DEFAULT_STORE)?, &options, Existing).await?;
+            admin::revive(&store, args, out).await
         }
         Command::Purge(args) => {
-            let store = Store::open(&open(DEFAULT_STORE)?, &options).await?;
+            let store = store::open(&url(DEFAULT_STORE)?, &options, Existing).await?;
             admin::purge(&store, args, out).await
         }
         Command::Prune(args) => {
-            let store = Store::open(&open(DEFAULT_STORE)?, &options).await?;
+            let store = store::open(&url(DEFAULT_STORE)?, &options, Existing).await?;
             admin::prune(&store, args, out).await
+        }
+        Command::Serve(args) => {
+            let given = cli.store.as_deref().unwrap_or(DEFAULT_STORE);
+            let store = store::open(&url(DEFAULT_STORE)?, &options, Existing).await?;
+            serve::serve(store, given, args, &mut signals, out).await
+        }
+        Command::Qtest(args) => {
+            // The load runs on threads of its own; a signal stops waiting for it.
+            let (test, quiet) = (args.test.clone(), cli.quiet);
+            let run = tokio::task::spawn_blocking(move || qtest::run(&test, quiet));
+            let report = tokio::select! {
+                report = run => report.map_err(|e| CliError::io("running the load test", std::io::Error::other(e)))??,
+                signal = signals.recv() => return Err(CliError::Stopped(signal?)),
+            };
+            qtest::print(&report, out)
         }
     }
 }

@@ -4,7 +4,7 @@ use std::io::{self, Write};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use comfy_table::presets::UTF8_FULL_CONDENSED;
-use comfy_table::{Cell, CellAlignment, ContentArrangement, Table};
+use comfy_table::{Cell, CellAlignment, ColumnConstraint, ContentArrangement, Table, Width};
 use fairq_core::job::Millis;
 use serde::Serialize;
 
@@ -39,6 +39,7 @@ pub enum Format {
 pub struct Output {
     format: Format,
     sink: Sink,
+    width: Option<u16>,
 }
 
 enum Sink {
@@ -65,6 +66,7 @@ impl Output {
         Output {
             format,
             sink: Sink::Stdout,
+            width: terminal_width(),
         }
     }
 
@@ -78,7 +80,20 @@ impl Output {
         Output {
             format,
             sink: Sink::Buffer(Vec::new()),
+            width: None,
         }
+    }
+
+    /// Lays tables out within `columns` (standard output uses the terminal's width, or
+    /// `COLUMNS`; a buffer has no limit unless given one).
+    ///
+    /// ```
+    /// let out = fairq_cli::Output::buffer(fairq_cli::Format::Table).width(80);
+    /// assert_eq!(out.contents(), "");
+    /// ```
+    pub fn width(mut self, columns: u16) -> Self {
+        self.width = Some(columns);
+        self
     }
 
     /// True for [`Format::Json`].
@@ -127,32 +142,141 @@ impl Output {
         self.line(text)
     }
 
-    /// Prints a table.
-    pub(crate) fn table(&mut self, table: &Table) -> Result<(), CliError> {
-        self.line(table.to_string())
+    /// Prints a table within the output's width.
+    pub(crate) fn table(&mut self, grid: &Grid) -> Result<(), CliError> {
+        self.line(grid.render(self.width))
+    }
+
+    /// True when `grid` fits the output's width without cutting a word.
+    pub(crate) fn fits(&self, grid: &Grid) -> bool {
+        grid.fits(self.width)
     }
 }
 
-/// A table with the house style and these column headers.
-pub(crate) fn table<I, S>(headers: I) -> Table
-where
-    I: IntoIterator<Item = S>,
-    S: Into<String>,
-{
-    let mut table = Table::new();
-    table
-        .load_preset(UTF8_FULL_CONDENSED)
-        .set_content_arrangement(ContentArrangement::Dynamic)
-        .set_header(headers.into_iter().map(|h| Cell::new(h.into())));
-    table
+/// A table to print: headers, rows, which columns are numbers (right-aligned, never wrapped)
+/// and which hold prose (wrapped at blanks when the terminal is narrow). No word is ever cut:
+/// a layout that cannot fit the width without cutting one is reported by
+/// [`Grid::fits`], so the caller can choose a narrower table.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Grid {
+    headers: Vec<String>,
+    rows: Vec<Vec<String>>,
+    right: Vec<usize>,
+    prose: Vec<usize>,
 }
 
-/// Right-aligns the given columns (numbers read better that way).
-pub(crate) fn right_align(table: &mut Table, columns: &[usize]) {
-    for &index in columns {
-        if let Some(column) = table.column_mut(index) {
-            column.set_cell_alignment(CellAlignment::Right);
+impl Grid {
+    /// A grid with these column headers (headers wrap at blanks).
+    pub(crate) fn new<I, S>(headers: I) -> Grid
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Grid {
+            headers: headers.into_iter().map(Into::into).collect(),
+            ..Grid::default()
         }
+    }
+
+    /// Adds a row.
+    pub(crate) fn row(&mut self, cells: Vec<String>) {
+        self.rows.push(cells);
+    }
+
+    /// Right-aligns these columns.
+    pub(crate) fn right(mut self, columns: &[usize]) -> Grid {
+        self.right.extend_from_slice(columns);
+        self
+    }
+
+    /// Lets these columns wrap at blanks.
+    pub(crate) fn prose(mut self, columns: &[usize]) -> Grid {
+        self.prose.extend_from_slice(columns);
+        self
+    }
+
+    /// The narrowest each column can be without cutting a word.
+    fn min_widths(&self) -> Vec<usize> {
+        let longest_word = |text: &str| {
+            text.split_whitespace()
+                .map(|w| w.chars().count())
+                .max()
+                .unwrap_or(0)
+        };
+        let longest_line = |text: &str| text.lines().map(|l| l.chars().count()).max().unwrap_or(0);
+        (0..self.headers.len())
+            .map(|i| {
+                let cells = self.rows.iter().filter_map(|r| r.get(i)).map(|c| {
+                    if self.prose.contains(&i) {
+                        longest_word(c)
+                    } else {
+                        longest_line(c)
+                    }
+                });
+                cells.fold(longest_word(&self.headers[i]), usize::max)
+            })
+            .collect()
+    }
+
+    /// The narrowest the whole table can be, borders and padding included.
+    pub(crate) fn min_width(&self) -> usize {
+        self.min_widths().iter().sum::<usize>() + 3 * self.headers.len() + 1
+    }
+
+    /// True when the table fits `width` columns (any table fits no limit).
+    pub(crate) fn fits(&self, width: Option<u16>) -> bool {
+        width.is_none_or(|w| self.min_width() <= usize::from(w))
+    }
+
+    /// The table laid out within `width` columns (as narrow as it can be when it does not
+    /// fit).
+    pub(crate) fn render(&self, width: Option<u16>) -> String {
+        let mut table = Table::new();
+        table
+            .load_preset(UTF8_FULL_CONDENSED)
+            .set_header(self.headers.iter().map(Cell::new));
+        for row in &self.rows {
+            table.add_row(row.iter().map(Cell::new));
+        }
+        match width {
+            Some(w) => {
+                table
+                    .set_content_arrangement(ContentArrangement::Dynamic)
+                    .set_width(w);
+            }
+            None => {
+                table.set_content_arrangement(ContentArrangement::Disabled);
+            }
+        }
+        for (i, min) in self.min_widths().into_iter().enumerate() {
+            if let Some(column) = table.column_mut(i) {
+                // comfy-table counts the cell's padding (one blank each side) in the bound.
+                let min = u16::try_from(min + 2).unwrap_or(u16::MAX);
+                column.set_constraint(ColumnConstraint::LowerBoundary(Width::Fixed(min)));
+                if self.right.contains(&i) {
+                    column.set_cell_alignment(CellAlignment::Right);
+                }
+            }
+        }
+        table.to_string()
+    }
+}
+
+/// The width tables must fit when printing to standard output: `COLUMNS` when set, else the
+/// terminal's width, else none (a pipe or a file gets whole lines).
+pub(crate) fn terminal_width() -> Option<u16> {
+    if let Some(columns) = std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.trim().parse::<u16>().ok())
+        .filter(|&c| c > 0)
+    {
+        return Some(columns);
+    }
+    let probe = Table::new();
+    if probe.is_tty() {
+        probe.width()
+    } else {
+        None
     }
 }
 
@@ -172,13 +296,51 @@ pub(crate) fn short_duration(d: Duration) -> String {
     }
 }
 
+/// A duration in words, for sentences: `7 days`, `1 hour 30 minutes`, `250 milliseconds`.
+pub(crate) fn long_duration(d: Duration) -> String {
+    let words: Vec<String> = humantime::format_duration(d)
+        .to_string()
+        .split_whitespace()
+        .map(|part| {
+            let digits = part
+                .find(|c: char| !c.is_ascii_digit())
+                .unwrap_or(part.len());
+            let (n, unit) = part.split_at(digits);
+            let unit = match unit {
+                "y" | "year" | "years" => "year",
+                "M" | "month" | "months" => "month",
+                "d" | "day" | "days" => "day",
+                "h" => "hour",
+                "m" => "minute",
+                "s" => "second",
+                "ms" => "millisecond",
+                "us" | "µs" => "microsecond",
+                "ns" => "nanosecond",
+                other => return part.replace(other, &format!(" {other}")),
+            };
+            let plural = if n == "1" { "" } else { "s" };
+            format!("{n} {unit}{plural}")
+        })
+        .collect();
+    words.join(" ")
+}
+
 /// Microseconds (the unit of the CLI's histograms) as [`short_duration`].
 pub(crate) fn micros(us: u64) -> String {
     short_duration(Duration::from_micros(us))
 }
 
-/// A store timestamp (ms since the Unix epoch) as RFC 3339 UTC with milliseconds.
+/// The last instant RFC 3339 can write: 9999-12-31T23:59:59.999Z, in ms since the Unix
+/// epoch.
+const LAST_RFC3339_MS: Millis = 253_402_300_799_999;
+
+/// A store timestamp (ms since the Unix epoch) as RFC 3339 UTC with milliseconds. A time
+/// past the year 9999 (only a damaged or foreign record holds one) is written as its number
+/// of milliseconds instead of failing.
 pub(crate) fn timestamp(at: Millis) -> String {
+    if at > LAST_RFC3339_MS {
+        return format!("{at} ms after 1970-01-01T00:00:00Z (after the year 9999)");
+    }
     humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_millis(at)).to_string()
 }
 
@@ -234,6 +396,35 @@ mod tests {
         assert_eq!(short_duration(Duration::from_secs(200)), "200 s");
         assert_eq!(micros(1_500), "1.50 ms");
         assert_eq!(timestamp(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(timestamp(LAST_RFC3339_MS), "9999-12-31T23:59:59.999Z");
+        assert_eq!(
+            timestamp(u64::MAX),
+            "18446744073709551615 ms after 1970-01-01T00:00:00Z (after the year 9999)"
+        );
+    }
+
+    proptest::proptest! {
+        /// Any stored time formats, as a timestamp and as an age, without panicking.
+        #[test]
+        fn every_time_formats(at in proptest::num::u64::ANY, now in proptest::num::u64::ANY) {
+            proptest::prop_assert!(!timestamp(at).is_empty());
+            proptest::prop_assert!(!age(at, now).is_empty());
+        }
+    }
+
+    #[test]
+    fn long_durations_are_words() {
+        assert_eq!(long_duration(Duration::from_secs(7 * 86_400)), "7 days");
+        assert_eq!(
+            long_duration(Duration::from_secs(5_400)),
+            "1 hour 30 minutes"
+        );
+        assert_eq!(
+            long_duration(Duration::from_millis(250)),
+            "250 milliseconds"
+        );
+        assert_eq!(long_duration(Duration::from_secs(1)), "1 second");
+        assert_eq!(long_duration(Duration::ZERO), "0 seconds");
     }
 
     #[test]

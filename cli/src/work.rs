@@ -7,10 +7,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use fairq_core::job::{Millis, Outcome, State as LifeState};
+use fairq_core::job::{Millis, State as LifeState};
 use fairq_worker::{
-    Backend, BackendError, Claim, Failure, Job, JobId, JobInfo, JobOutcome, JobReport, JobStatus,
-    ListFilter, NewJob, Purge, QueueConfig, QueueStats, RetryTarget, ShutdownReport, Worker,
+    Backend, BackendError, Claim, Each, Job, JobId, JobInfo, JobOutcome, JobReport, JobStatus,
+    ListFilter, NewJob, Purge, QueueConfig, QueueStats, ReviveTarget, Settled, SettledAndClaimed,
+    ShutdownReport, Worker,
 };
 use serde::Serialize;
 
@@ -29,6 +30,15 @@ const KIND_META: &str = "fairq.kind";
 /// metadata), so one handler serves every kind. Only the claimed copy changes; the store
 /// keeps the job as it was enqueued.
 pub(crate) struct EveryKind<B>(pub(crate) B);
+
+/// Moves each claimed job's kind to its metadata and gives it [`EXEC_KIND`].
+fn every_kind(mut jobs: Vec<Job>) -> Vec<Job> {
+    for job in &mut jobs {
+        let kind = std::mem::replace(&mut job.kind, EXEC_KIND.to_string());
+        job.metadata.insert(KIND_META.to_string(), kind);
+    }
+    jobs
+}
 
 impl<B: Backend> Backend for EveryKind<B> {
     fn enqueue(&self, job: NewJob) -> impl Future<Output = Result<JobId, BackendError>> + Send {
@@ -49,26 +59,44 @@ impl<B: Backend> Backend for EveryKind<B> {
         lease: Duration,
     ) -> impl Future<Output = Result<Vec<Job>, BackendError>> + Send {
         let claim = self.0.claim(queue, max, lease);
-        async move {
-            let mut jobs = claim.await?;
-            for job in &mut jobs {
-                let kind = std::mem::replace(&mut job.kind, EXEC_KIND.to_string());
-                job.metadata.insert(KIND_META.to_string(), kind);
-            }
-            Ok(jobs)
-        }
+        async move { Ok(every_kind(claim.await?)) }
     }
 
-    fn complete(&self, claim: Claim) -> impl Future<Output = Result<(), BackendError>> + Send {
-        self.0.complete(claim)
-    }
-
-    fn fail(
+    fn settle(
         &self,
-        claim: Claim,
-        failure: Failure,
-    ) -> impl Future<Output = Result<Outcome, BackendError>> + Send {
-        self.0.fail(claim, failure)
+        batch: Vec<fairq_worker::Finished>,
+    ) -> impl Future<Output = Result<Each<Settled>, BackendError>> + Send {
+        self.0.settle(batch)
+    }
+
+    fn release(
+        &self,
+        claims: Vec<Claim>,
+    ) -> impl Future<Output = Result<Each<()>, BackendError>> + Send {
+        self.0.release(claims)
+    }
+
+    fn heartbeat_many(
+        &self,
+        claims: Vec<Claim>,
+        lease: Duration,
+    ) -> impl Future<Output = Result<Each<Millis>, BackendError>> + Send {
+        self.0.heartbeat_many(claims, lease)
+    }
+
+    fn settle_and_claim(
+        &self,
+        batch: Vec<fairq_worker::Finished>,
+        queue: &str,
+        max: usize,
+        lease: Duration,
+    ) -> impl Future<Output = Result<SettledAndClaimed, BackendError>> + Send {
+        let both = self.0.settle_and_claim(batch, queue, max, lease);
+        async move {
+            let mut both = both.await?;
+            both.claimed = both.claimed.map(every_kind);
+            Ok(both)
+        }
     }
 
     fn heartbeat(
@@ -81,6 +109,14 @@ impl<B: Backend> Backend for EveryKind<B> {
 
     fn rescue(&self, queue: &str) -> impl Future<Output = Result<u64, BackendError>> + Send {
         self.0.rescue(queue)
+    }
+
+    fn hold_retries(
+        &self,
+        queue: &str,
+        until: Millis,
+    ) -> impl Future<Output = Result<u64, BackendError>> + Send {
+        self.0.hold_retries(queue, until)
     }
 
     fn wait_for_jobs(&self, queue: &str, timeout: Duration) -> impl Future<Output = ()> + Send {
@@ -102,8 +138,11 @@ impl<B: Backend> Backend for EveryKind<B> {
         self.0.get(id)
     }
 
-    fn retry(&self, target: RetryTarget) -> impl Future<Output = Result<u64, BackendError>> + Send {
-        self.0.retry(target)
+    fn revive(
+        &self,
+        target: ReviveTarget,
+    ) -> impl Future<Output = Result<u64, BackendError>> + Send {
+        self.0.revive(target)
     }
 
     fn purge(&self, purge: Purge) -> impl Future<Output = Result<u64, BackendError>> + Send {
@@ -291,10 +330,9 @@ async fn idle<B: Backend>(
     }
 }
 
-/// Writes one line to stderr, ignoring a closed stream.
+/// Writes one line to stderr, credentials hidden, ignoring a closed stream.
 pub(crate) fn note(text: &str) {
-    let mut stderr = std::io::stderr().lock();
-    let _ = writeln!(stderr, "{text}");
+    crate::output_error_line(text);
 }
 
 /// `fairq work`.
@@ -304,12 +342,16 @@ pub(crate) async fn work<B: Backend>(
     signals: &mut Signals,
     out: &mut Output,
 ) -> Result<(), CliError> {
+    if args.queue.iter().any(String::is_empty) {
+        return Err(CliError::Usage("the queue must not be empty".into()));
+    }
     let mut command = ExecCommand::new(args.exec.iter().cloned())
         .ok_or_else(|| CliError::Usage("--exec needs a command".into()))?;
     command.check().map_err(CliError::Usage)?;
     if let Some(limit) = args.job_timeout {
         command = command.timeout(limit);
     }
+    let children = command.children();
     let command = Arc::new(command);
     let tally = Arc::new(Tally::default());
     let json = out.is_json();
@@ -338,6 +380,7 @@ pub(crate) async fn work<B: Backend>(
         })
         .on_finished(move |report| {
             finished.add(&report.outcome);
+            crate::prometheus::record_attempt(report, original_kind(&report.job));
             let line = finished_line(report, json);
             let mut stdout = std::io::stdout().lock();
             let _ = writeln!(stdout, "{line}").and_then(|()| stdout.flush());
@@ -345,6 +388,24 @@ pub(crate) async fn work<B: Backend>(
         .on_error(|err| note(&format!("warning: {err}")))
         .build()?;
 
+    // A queue name with a typo would wait forever in silence: say which queues are new.
+    let known: Vec<String> = store.stats().await?.into_iter().map(|s| s.queue).collect();
+    for queue in args.queue.iter().filter(|q| !known.contains(q)) {
+        let others = if known.is_empty() {
+            "the store has no jobs yet".to_string()
+        } else {
+            format!("queues with jobs: {}", known.join(", "))
+        };
+        note(&format!(
+            "fairq: queue {queue:?} has never had a job ({others}); waiting for its first"
+        ));
+    }
+    if let Some(addr) = args.metrics {
+        crate::prometheus::serve(addr)?;
+        note(&format!(
+            "fairq: metrics for Prometheus at http://{addr}/metrics"
+        ));
+    }
     let handle = worker.start()?;
     note(&format!(
         "fairq: serving {} with `{}` ({} at a time per queue); SIGTERM or Ctrl-C stops",
@@ -370,8 +431,12 @@ pub(crate) async fn work<B: Backend>(
         () = std::future::ready(()) => None,
     };
     if why != "idle" {
+        // The commands run in process groups of their own, so a Ctrl-C in the terminal did
+        // not reach them: ask them to finish now.
+        children.terminate();
         note(&format!(
-            "fairq: {why}: no new jobs; waiting up to {} for {running} running job(s)",
+            "fairq: {why}: no new jobs; sent SIGTERM to the running commands and waiting up \
+             to {} for {running} running job(s)",
             humantime::format_duration(args.shutdown_timeout),
         ));
     }
@@ -449,7 +514,7 @@ mod tests {
         job.key = Some("t".into());
         let report = JobReport {
             job,
-            result: Err(Failure::retryable("exit status 2: boom")),
+            result: Err(fairq_worker::Failure::retryable("exit status 2: boom")),
             outcome: JobOutcome::Dead,
             elapsed: Duration::from_millis(3),
         };
@@ -496,6 +561,12 @@ mod tests {
             job_timeout: None,
             shutdown_timeout: Duration::from_secs(5),
             until_idle: true,
+            serve: None,
+            dashboard: crate::serve::DashboardArgs {
+                token: None,
+                refresh: Duration::from_secs(2),
+            },
+            metrics: None,
             exec: vec!["sh".into(), "-c".into(), script],
         };
         let mut out = Output::buffer(Format::Json);

@@ -100,14 +100,58 @@ fn bad_input_gets_one_line_on_stderr_and_a_nonzero_exit() {
             1,
         ),
         (&["--store", "memory:", "purge"], "purge needs --queue", 1),
+        (&["stast"], "exist: 'qtest', 'stats'", 2),
+        (
+            &["enqueue", "-k", "x", "--delay", "8000y"],
+            "8000y is too long: delays are at most 100 years",
+            2,
+        ),
+        (
+            &["enqueue", "-k", "x", "--backoff", "1s,500000000000y"],
+            "500000000000y is too long: delays are at most 100 years",
+            2,
+        ),
+        (
+            &["list", "--stat", "dead"],
+            "tip: a similar argument exists: '--state'",
+            2,
+        ),
+        (&["revive"], "<ID|--all>", 2),
+        (&["retry"], "<ID|--all>", 2),
+        (&["list", "-l", "0"], "the limit must be at least 1", 2),
+        (
+            &["--store", "memory:", "work", "-q", "", "--exec", "true"],
+            "the queue must not be empty",
+            1,
+        ),
+        (
+            &["--store", "memory:", "enqueue", "-q", "", "-k", "x"],
+            "the queue and the kind must not be empty",
+            1,
+        ),
+        (
+            &["stats"],
+            "no file store at ./fairq-data: the folder does not exist",
+            1,
+        ),
         (
             &["--store", "file:a-file", "stats"],
-            "a-file is not a folder",
+            "no file store at a-file: it is a file, not a folder",
             1,
         ),
         (
             &["--store", "file:a-file/sub", "list"],
+            "no file store at a-file/sub: a part of the path is not a folder",
+            1,
+        ),
+        (
+            &["--store", "file:a-file/sub", "enqueue", "-k", "x"],
             "cannot use a-file/sub as a store folder",
+            1,
+        ),
+        (
+            &["--store", "file:no-such-store", "list"],
+            "no file store at no-such-store: the folder does not exist",
             1,
         ),
         (
@@ -145,6 +189,74 @@ fn bad_input_gets_one_line_on_stderr_and_a_nonzero_exit() {
             .stdout("")
             .stderr(one_line_error(expected));
     }
+    // None of that created a store (read-only commands never do).
+    assert!(!dir.path().join("fairq-data").exists());
+    assert!(!dir.path().join("no-such-store").exists());
+}
+
+#[test]
+fn operators_are_told_what_did_not_happen() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = format!("file:{}", dir.path().join("store").display());
+    let first = json(
+        dir.path(),
+        &store,
+        &["enqueue", "-q", "mail", "-k", "digest", "--unique", "mon"],
+    );
+    assert_eq!(first["enqueued"], true);
+    fairq(dir.path())
+        .args(["--store", &store, "enqueue", "-q", "mail", "-k", "digest"])
+        .args(["--unique", "mon", "--if-absent"])
+        .assert()
+        .success()
+        .stdout(format!(
+            "nothing enqueued: job {} of queue mail already has unique key mon\n",
+            first["id"]
+        ));
+    let again = json(
+        dir.path(),
+        &store,
+        &[
+            "enqueue",
+            "-q",
+            "mail",
+            "-k",
+            "digest",
+            "--unique",
+            "mon",
+            "--if-absent",
+        ],
+    );
+    assert_eq!(
+        (again["id"].clone(), again["enqueued"].clone()),
+        (first["id"].clone(), false.into())
+    );
+    // A worker on a queue that never had a job says so, and (until idle) stops.
+    fairq(dir.path())
+        .args([
+            "--store",
+            &store,
+            "work",
+            "-q",
+            "mial",
+            "--until-idle",
+            "--exec",
+            "true",
+        ])
+        .assert()
+        .success()
+        .stderr(predicate::str::contains(
+            "queue \"mial\" has never had a job (queues with jobs: mail); waiting for its first",
+        ));
+    // Reviving a job that is not dead says where it stands.
+    fairq(dir.path())
+        .args(["--store", &store, "revive", &first["id"].to_string()])
+        .assert()
+        .code(1)
+        .stderr(one_line_error(&format!(
+            "job {} is waiting to run: only dead jobs can be revived",
+            first["id"]
+        )));
 }
 
 #[test]
@@ -270,6 +382,21 @@ fn operator_round_trip(store: &str) {
     let (ok, bad) = (ok["id"].as_u64().unwrap(), bad["id"].as_u64().unwrap());
     assert_ne!(ok, bad);
     assert!(later["id"].is_u64());
+    // A taken unique key: --if-absent enqueues nothing and says which job holds it.
+    let unique = [
+        "enqueue", "-q", "other", "-k", "x", "--delay", "1h", "--unique", "u1",
+    ];
+    let first = json(path, store, &unique);
+    let again = json(path, store, &[&unique[..], &["--if-absent"]].concat());
+    assert_eq!(first["enqueued"], true);
+    assert_eq!(again["enqueued"], false);
+    assert_eq!(again["id"], first["id"]);
+    fairq(path)
+        .args(["--store", store])
+        .args(unique)
+        .assert()
+        .code(1)
+        .stderr(one_line_error("already has job"));
 
     // One worker pass: "broken" jobs fail with the end of stderr as the message.
     let script = r#"if [ "$FAIRQ_KIND" = broken ]; then echo "cannot do $FAIRQ_JOB_ID" >&2; exit 4; fi; cat >> out.txt"#;
@@ -308,7 +435,7 @@ fn operator_round_trip(store: &str) {
     assert_eq!(mail["counts"]["succeeded"], 1);
     assert_eq!(mail["counts"]["dead"], 1);
     let other = json(path, store, &["stats", "-q", "other"]);
-    assert_eq!(other[0]["counts"]["scheduled"], 1);
+    assert_eq!(other[0]["counts"]["scheduled"], 2);
 
     let dead = json(path, store, &["list", "--state", "dead"]);
     let dead = dead.as_array().unwrap();
@@ -345,7 +472,7 @@ fn operator_round_trip(store: &str) {
     );
     assert_eq!(purged["count"], 1);
     let purged = json(path, store, &["purge", "--all"]);
-    assert_eq!(purged["count"], 2);
+    assert_eq!(purged["count"], 3);
     assert_eq!(json(path, store, &["list"]), serde_json::json!([]));
     fairq(path)
         .args(["--store", store, "list"])
@@ -392,8 +519,10 @@ fn graceful_shutdown(store: &str) {
             &["enqueue", "-q", "slow", "-k", "step", "-p", &i.to_string()],
         );
     }
-    // The job announces itself, then waits for the test's go-ahead.
-    let script = "touch started; while [ ! -e go ]; do sleep 0.01; done; cat >> out.txt";
+    // The job announces itself, then waits for the test's go-ahead; the SIGTERM that
+    // shutdown sends it is noted and does not stop it.
+    let script = "trap 'touch got-term' TERM; touch started; \
+                  while [ ! -e go ]; do sleep 0.01; done; cat >> out.txt";
     let bin = assert_cmd::cargo::cargo_bin("fairq");
     let mut child = std::process::Command::new(bin)
         .current_dir(path)
@@ -406,18 +535,14 @@ fn graceful_shutdown(store: &str) {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !path.join("started").exists() {
-        assert!(Instant::now() < deadline, "no job started");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_for_file(&path.join("started"));
     if store.starts_with("file:") {
-        // The worker holds the folder: another process is told so, in one line.
+        // The worker holds the folder: another process reaches the store through it.
         fairq(path)
             .args(["--store", store, "stats"])
             .assert()
-            .code(1)
-            .stderr(one_line_error("in use by another process"));
+            .success()
+            .stdout(predicates::str::contains("slow"));
     }
     let status = std::process::Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
@@ -426,24 +551,17 @@ fn graceful_shutdown(store: &str) {
     assert!(status.success());
     // Wait until the worker says it stopped claiming, then let the job finish.
     let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut seen = String::new();
-    loop {
-        let mut line = String::new();
-        assert!(
-            stderr.read_line(&mut line).unwrap() > 0,
-            "no shutdown notice: {seen}"
-        );
-        seen.push_str(&line);
-        if line.contains("SIGTERM: no new jobs") {
-            break;
-        }
-    }
+    let seen = read_until(&mut stderr, "SIGTERM: no new jobs");
     std::fs::write(path.join("go"), b"").unwrap();
     let mut rest = String::new();
     std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
     let status = child.wait().unwrap();
     assert!(status.success(), "{seen}{rest}");
     assert!(rest.contains("stopped: 1 succeeded"), "{rest}");
+    assert!(
+        path.join("got-term").exists(),
+        "the command was not sent SIGTERM"
+    );
     // One job ran to completion; the other two were never claimed.
     assert_eq!(
         std::fs::read_to_string(path.join("out.txt")).unwrap().len(),
@@ -485,7 +603,8 @@ fn a_second_signal_stops_at_once_and_loses_nothing() {
         &["enqueue", "-q", "q", "-k", "stuck", "-p", "1"],
     )["id"]
         .clone();
-    let script = "touch started; while [ ! -e go ]; do sleep 0.01; done";
+    // A command that ignores SIGTERM keeps the shutdown waiting.
+    let script = "trap '' TERM; touch started; while [ ! -e go ]; do sleep 0.01; done";
     let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("fairq"))
         .current_dir(path)
         .env_remove("FAIRQ_STORE")
@@ -495,11 +614,7 @@ fn a_second_signal_stops_at_once_and_loses_nothing() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !path.join("started").exists() {
-        assert!(Instant::now() < deadline, "no job started");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_for_file(&path.join("started"));
     let term = |pid: u32| {
         let status = std::process::Command::new("kill")
             .args(["-TERM", &pid.to_string()])
@@ -509,18 +624,7 @@ fn a_second_signal_stops_at_once_and_loses_nothing() {
     };
     term(child.id());
     let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut seen = String::new();
-    loop {
-        let mut line = String::new();
-        assert!(
-            stderr.read_line(&mut line).unwrap() > 0,
-            "no shutdown notice: {seen}"
-        );
-        seen.push_str(&line);
-        if line.contains("SIGTERM: no new jobs") {
-            break;
-        }
-    }
+    let seen = read_until(&mut stderr, "SIGTERM: no new jobs");
     term(child.id());
     let mut rest = String::new();
     std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
@@ -570,4 +674,366 @@ fn an_interrupted_demo_removes_its_scratch_folder() {
         "error: stopped by SIGINT\n"
     );
     assert_eq!(std::fs::read_dir(scratch.path()).unwrap().count(), 0);
+}
+
+/// A payload past `--max-payload` is refused while it is read: the sender of 300 MiB is cut
+/// off long before the end.
+#[test]
+fn a_huge_payload_is_refused_without_being_read_whole() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("fairq"))
+        .current_dir(dir.path())
+        .env_remove("FAIRQ_STORE")
+        .env_remove("FAIRQ_MAX_PAYLOAD")
+        .args(["--store", "memory:", "enqueue", "-k", "x", "-p", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || {
+        let chunk = vec![b'7'; 1 << 20];
+        let mut sent = 0usize;
+        while sent < 300 << 20 {
+            if stdin.write_all(&chunk).is_err() {
+                break;
+            }
+            sent += chunk.len();
+        }
+        sent
+    });
+    let out = child.wait_with_output().unwrap();
+    let sent = writer.join().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "error: the payload is larger than 16777216 bytes, the most --max-payload allows\n"
+    );
+    assert!(sent < 300 << 20, "all {sent} bytes were read");
+}
+
+/// Credentials in `--store` never reach the terminal, whatever their form.
+#[test]
+fn store_credentials_are_never_printed() {
+    let dir = tempfile::tempdir().unwrap();
+    for store in [
+        "postgres://postgres@127.0.0.1:1/test?password=hunter2",
+        "redis://127.0.0.1:1/?password=hunter2",
+        "mysql://u:hunter2@h/db",
+        "postgres://u:hun/ter2@127.0.0.1:1/db",
+        "redis://:hun/ter2@127.0.0.1:1/",
+        "rediss://u:hunter2@127.0.0.1:1/0?prefix=p",
+    ] {
+        let out = fairq(dir.path())
+            .args(["--store", store, "stats"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{store}: {stderr}");
+        assert!(
+            !stderr.contains("hunter2") && !stderr.contains("ter2") && stderr.contains("***"),
+            "{store}: {stderr}"
+        );
+    }
+}
+
+/// Waits (up to a minute) until `path` exists.
+fn wait_for_file(path: &std::path::Path) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !path.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "{} never appeared",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// True while process `pid` exists and is not a zombie.
+#[cfg(target_os = "linux")]
+fn alive(pid: &str) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the command name in parentheses.
+        Ok(stat) => !stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with(['Z', 'X'])),
+        Err(_) => false,
+    }
+}
+
+/// Reads stderr lines until one contains `text`.
+fn read_until(stderr: &mut BufReader<std::process::ChildStderr>, text: &str) -> String {
+    let mut seen = String::new();
+    loop {
+        let mut line = String::new();
+        assert!(
+            stderr.read_line(&mut line).unwrap() > 0,
+            "never saw {text:?}: {seen}"
+        );
+        seen.push_str(&line);
+        if line.contains(text) {
+            return seen;
+        }
+    }
+}
+
+/// Ctrl-C in a terminal signals the whole foreground process group. The commands run in
+/// groups of their own, so only fairq gets the SIGINT: it sends them SIGTERM and lets them
+/// finish.
+#[cfg(target_os = "linux")]
+#[test]
+fn ctrl_c_in_a_terminal_stops_fairq_gracefully_not_its_commands() {
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path();
+    let store = format!("file:{}", path.join("store").display());
+    json(path, &store, &["enqueue", "-q", "q", "-k", "k", "-p", "1"]);
+    let script = "trap 'touch got-int' INT; trap 'touch got-term' TERM; touch started; \
+                  while [ ! -e go ]; do sleep 0.01; done; cat >> out.txt";
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("fairq"))
+        .current_dir(path)
+        .env_remove("FAIRQ_STORE")
+        .args(["--store", &store, "work", "-q", "q", "--poll", "50ms"])
+        .args(["--exec", "sh", "-c", script])
+        // fairq leads a group, as a shell's foreground job does.
+        .process_group(0)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_file(&path.join("started"));
+    // What the terminal does on Ctrl-C: SIGINT to every process of the foreground group.
+    let group = format!("-{}", child.id());
+    let status = std::process::Command::new("kill")
+        .args(["-INT", "--", &group])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let seen = read_until(&mut stderr, "SIGINT: no new jobs");
+    std::fs::write(path.join("go"), b"").unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+    assert!(child.wait().unwrap().success(), "{seen}{rest}");
+    assert!(rest.contains("stopped: 1 succeeded"), "{seen}{rest}");
+    assert!(
+        !path.join("got-int").exists(),
+        "the command got the terminal's SIGINT"
+    );
+    assert!(
+        path.join("got-term").exists(),
+        "the command was not sent SIGTERM"
+    );
+    assert_eq!(std::fs::read_to_string(path.join("out.txt")).unwrap(), "1");
+}
+
+/// Starts `fairq work -q q --exec sh -c script` on `store` in `path`, and waits until the
+/// script has created the file `started`.
+#[cfg(target_os = "linux")]
+fn work_until_started(path: &std::path::Path, store: &str, script: &str) -> std::process::Child {
+    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("fairq"))
+        .current_dir(path)
+        .env_remove("FAIRQ_STORE")
+        .args(["--store", store, "work", "-q", "q", "--poll", "50ms"])
+        .args(["--exec", "sh", "-c", script])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for_file(&path.join("started"));
+    child
+}
+
+/// Kills process `pid` when dropped, so a failing test leaves nothing running.
+struct KillOnDrop(String);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", &self.0])
+            .status();
+    }
+}
+
+/// kill -9 of fairq takes its running command with it (parent-death signal) instead of
+/// leaving it running while the job is rescued and run again.
+#[cfg(target_os = "linux")]
+#[test]
+fn kill_9_of_fairq_leaves_no_command_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path();
+    let store = format!("file:{}", path.join("store").display());
+    json(path, &store, &["enqueue", "-q", "q", "-k", "k", "-p", "1"]);
+    // Runs until the test says so (it never does).
+    let script = "echo $$ > pid; touch started; while [ ! -e go ]; do sleep 0.01; done";
+    let mut child = work_until_started(path, &store, script);
+    let pid = std::fs::read_to_string(path.join("pid"))
+        .unwrap()
+        .trim()
+        .to_string();
+    let _cleanup = KillOnDrop(pid.clone());
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while alive(&pid) {
+        assert!(
+            Instant::now() < deadline,
+            "command {pid} still runs after fairq was killed"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // Nothing is lost: the job is there for another attempt.
+    let jobs = json(path, &store, &["list", "-q", "q"]);
+    assert_eq!(jobs[0]["attempts"], 1);
+    assert_ne!(jobs[0]["state"], "succeeded");
+}
+
+/// A command never reads a truncated payload, even when fairq dies while the command has
+/// read none of it yet: here a process the command left in the background (beyond the reach
+/// of the parent-death signal) reads its stdin after fairq was killed, and gets all of it.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_command_never_reads_a_truncated_payload() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path();
+    let store = format!("file:{}", path.join("store").display());
+    // A 1 MiB JSON string: far more than a pipe buffer holds.
+    let payload = format!("\"{}\"", "x".repeat(1 << 20));
+    std::fs::write(path.join("payload.json"), &payload).unwrap();
+    json(
+        path,
+        &store,
+        &["enqueue", "-q", "q", "-k", "k", "-p", "@payload.json"],
+    );
+    // (A background list's stdin is /dev/null unless given: keep the real one on fd 3.)
+    let script = "exec 3<&0; ( while [ ! -e go ]; do sleep 0.01; done; wc -c > count.part; \
+                  mv count.part count ) <&3 & echo $! > pid; touch started; wait";
+    let mut child = work_until_started(path, &store, script);
+    let _cleanup = KillOnDrop(
+        std::fs::read_to_string(path.join("pid"))
+            .unwrap()
+            .trim()
+            .into(),
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    std::fs::write(path.join("go"), b"").unwrap();
+    wait_for_file(&path.join("count"));
+    let count = std::fs::read_to_string(path.join("count")).unwrap();
+    assert_eq!(
+        count.trim(),
+        payload.len().to_string(),
+        "a truncated payload was read"
+    );
+}
+
+/// `GET /metrics` from `addr` over plain HTTP/1.1; the response body.
+fn scrape(addr: &str) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        stream,
+        "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    response
+}
+
+/// `work --metrics ADDR` serves Prometheus text; after a run it holds every attempt.
+#[cfg(unix)]
+#[test]
+fn work_serves_metrics_for_prometheus() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path();
+    let store = format!("file:{}", path.join("store").display());
+    for (kind, payload) in [("ok", "1"), ("ok", "2"), ("bad", "3")] {
+        json(
+            path,
+            &store,
+            &[
+                "enqueue",
+                "-q",
+                "q",
+                "-k",
+                kind,
+                "-p",
+                payload,
+                "--retries",
+                "0",
+            ],
+        );
+    }
+    // A free port: bound, read, let go.
+    let addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .to_string();
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("fairq"))
+        .current_dir(path)
+        .env_remove("FAIRQ_STORE")
+        .args(["--store", &store, "work", "-q", "q", "--poll", "50ms"])
+        .args(["--metrics", &addr])
+        .args(["--exec", "sh", "-c", "test \"$FAIRQ_KIND\" = ok"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _cleanup = KillOnDrop(child.id().to_string());
+    // Three attempts reported, one line each.
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    for _ in 0..3 {
+        let mut line = String::new();
+        assert!(stdout.read_line(&mut line).unwrap() > 0);
+    }
+    let body = scrape(&addr);
+    for expected in [
+        "fairq_cli_attempts_total{queue=\"q\",kind=\"ok\",outcome=\"succeeded\"} 2",
+        "fairq_cli_attempts_total{queue=\"q\",kind=\"bad\",outcome=\"dead\"} 1",
+        "fairq_cli_attempt_seconds_count{queue=\"q\",kind=\"ok\"} 2",
+        "fairq_cli_running_commands 0",
+    ] {
+        assert!(body.contains(expected), "no {expected:?} in:\n{body}");
+    }
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    assert!(child.wait().unwrap().success());
+}
+
+/// Read-only commands never create a store on a server either: a PostgreSQL schema that
+/// does not exist is an error, and is still missing afterwards.
+#[test]
+fn read_only_commands_create_no_postgres_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    for store in service_stores() {
+        if store.name() != "postgres" {
+            continue;
+        }
+        for command in ["stats", "list"] {
+            fairq(dir.path())
+                .args(["--store", &store.arg(), command])
+                .assert()
+                .code(1)
+                .stderr(one_line_error(
+                    "does not exist or is incomplete: run migrate() (or apply sql/v1.sql) \
+                     before using the store; `fairq enqueue` or `fairq work` on this store \
+                     creates it",
+                ));
+        }
+        assert!(!store.exists(), "a read-only command created the schema");
+        fairq(dir.path())
+            .args(["--store", &store.arg(), "enqueue", "-k", "x"])
+            .assert()
+            .success();
+        assert!(store.exists());
+    }
 }

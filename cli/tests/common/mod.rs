@@ -62,6 +62,27 @@ impl ServiceStore {
         }
     }
 
+    /// True when the store's PostgreSQL schema exists (Redis stores always do).
+    pub fn exists(&self) -> bool {
+        let ServiceStore::Postgres { url, schema } = self else {
+            return true;
+        };
+        runtime().block_on(async {
+            let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+                .await
+                .expect("PostgreSQL answers");
+            tokio::spawn(conn);
+            let row = client
+                .query_one(
+                    "SELECT count(*) FROM information_schema.schemata WHERE schema_name = $1",
+                    &[schema],
+                )
+                .await
+                .expect("a schema query");
+            row.get::<_, i64>(0) > 0
+        })
+    }
+
     /// A short name for messages.
     pub fn name(&self) -> &'static str {
         match self {

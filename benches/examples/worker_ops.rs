@@ -1,0 +1,45 @@
+//! A driver for instruction counts of the in-memory store, which a noisy machine does not
+//! disturb: runs the job cycle of the worker bench (enqueue, claim under a lease, complete;
+//! keys taken round robin, finished jobs pruned every 4,096 cycles) a number of times.
+//!
+//! ```sh
+//! cargo build --release -p fairq-benches --example worker_ops
+//! valgrind --tool=callgrind target/release/examples/worker_ops 1 100000
+//! valgrind --tool=callgrind target/release/examples/worker_ops 1 0
+//! ```
+//!
+//! Arguments: keys, cycles. Subtract a run with 0 cycles to leave out the set-up.
+
+use std::time::Duration;
+
+use fairq_worker::{Backend, MemoryBackend, NewJob};
+use futures::executor::block_on;
+
+const LEASE: Duration = Duration::from_secs(30);
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let usage = "usage: worker_ops KEYS CYCLES";
+    let number = |i: usize| -> u64 {
+        args.get(i)
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("{usage}"))
+    };
+    let (keys, cycles) = (number(0).max(1), number(1));
+    let keys: Vec<String> = (0..keys).map(|k| format!("tenant-{k}")).collect();
+    let store = MemoryBackend::new();
+    for i in 0..cycles {
+        let key = &keys[i as usize % keys.len()];
+        let job = NewJob::new("bench", "noop", Vec::new()).key(key.clone());
+        block_on(async {
+            store.enqueue(job).await.expect("enqueue");
+            let jobs = store.claim("bench", 1, LEASE).await.expect("claim");
+            for job in jobs {
+                store.complete(job.claim).await.expect("complete");
+            }
+        });
+        if i % 4_096 == 4_095 {
+            block_on(store.prune(Duration::ZERO)).expect("prune");
+        }
+    }
+}

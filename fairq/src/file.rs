@@ -1,0 +1,100 @@
+//! The embedded file store: everything of [`fairq_file`], and [`open`] in the same shape
+//! as the other stores' constructors (async, [`ConnectError`]).
+//!
+//! [`FileBackend::open`] itself is a blocking call (it replays the folder's journal);
+//! [`open`] runs it on tokio's blocking threads so it can be awaited like a connect.
+
+use std::path::{Path, PathBuf};
+
+pub use fairq_file::*;
+
+use crate::error::ConnectError;
+
+/// Opens the file store in folder `path` (created if missing) without blocking the async
+/// runtime. One process owns a folder at a time; opening a folder another process owns
+/// makes a client of that process ([`Role::Client`]).
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// use fairq::file::{self, FileOptions, Role};
+/// let dir = tempfile::tempdir().unwrap();
+/// let store = file::open(dir.path(), FileOptions::default()).await.unwrap();
+/// let again = file::open(dir.path(), FileOptions::default()).await.unwrap();
+/// assert_eq!((store.role(), again.role()), (Role::Owner, Role::Client));
+/// # });
+/// ```
+pub async fn open(
+    path: impl AsRef<Path>,
+    options: FileOptions,
+) -> Result<FileBackend, ConnectError> {
+    let path = path.as_ref().to_path_buf();
+    let url = format!("file:{}", path.display());
+    let opened = tokio::task::spawn_blocking(move || FileBackend::open(path, options)).await;
+    let source = match opened {
+        Ok(Ok(store)) => return Ok(store),
+        Ok(Err(e)) => e.into(),
+        Err(join) => fairq_worker::BackendError::Store(Box::new(join)),
+    };
+    Err(ConnectError::Open { url, source })
+}
+
+/// Fails with [`ConnectError::NoStore`] unless `path` is a folder that holds a file store
+/// (its lock file or journal segments), so that opening it cannot create a new store.
+pub(crate) fn check_store(path: &Path) -> Result<(), ConnectError> {
+    let no_store = |reason| ConnectError::NoStore {
+        path: PathBuf::from(path),
+        reason,
+    };
+    let entries = match std::fs::read_dir(path) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(no_store("the folder does not exist"));
+        }
+        Err(_) if path.is_file() => return Err(no_store("it is a file, not a folder")),
+        Err(e) if e.kind() == std::io::ErrorKind::NotADirectory => {
+            return Err(no_store("a part of the path is not a folder"));
+        }
+        // Let opening report the exact I/O problem.
+        Err(_) => return Ok(()),
+    };
+    let is_store_file = |name: &str| name == "fairq.lock" || name.starts_with("jobs.");
+    if entries
+        .flatten()
+        .any(|e| is_store_file(&e.file_name().to_string_lossy()))
+    {
+        Ok(())
+    } else {
+        Err(no_store("the folder holds no fairq store"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_folders_with_store_files_are_stores() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = check_store(&dir.path().join("missing")).unwrap_err();
+        assert!(
+            err.to_string().ends_with("the folder does not exist"),
+            "{err}"
+        );
+        let err = check_store(dir.path()).unwrap_err();
+        assert!(err.to_string().ends_with("holds no fairq store"), "{err}");
+        std::fs::write(dir.path().join("a-file"), b"x").unwrap();
+        let err = check_store(&dir.path().join("a-file")).unwrap_err();
+        assert!(
+            err.to_string().ends_with("it is a file, not a folder"),
+            "{err}"
+        );
+        let err = check_store(&dir.path().join("a-file/sub")).unwrap_err();
+        assert!(
+            err.to_string()
+                .ends_with("a part of the path is not a folder"),
+            "{err}"
+        );
+        drop(FileBackend::open(dir.path(), FileOptions::default()).unwrap());
+        assert!(check_store(dir.path()).is_ok());
+    }
+}

@@ -1,0 +1,291 @@
+//! Hiding credentials in store URLs and in any text that may quote one.
+//!
+//! Two forms are recognised, in URLs of any scheme and in free text:
+//!
+//! * the password of a URL's user info, `scheme://user:PASSWORD@host`. The user info runs to
+//!   the **last** `@` of the URL, so a password that contains `/`, `@`, `:` or `?` is hidden
+//!   whole (if the query also holds an `@`, more than the password is hidden, never less);
+//! * the value of a parameter whose name says it is a credential (it contains `pass`, `pwd`,
+//!   `secret`, `token`, `auth` or `credential`, in any case): `?password=VALUE`,
+//!   `&sslpassword=VALUE`, and key-value connection strings such as `host=db password=VALUE`
+//!   or `password='VALUE'`. The value runs to the next `&`, `;`, blank or end (or to the
+//!   closing quote); a `:` just before a blank is taken as the punctuation of a message
+//!   (`...?password=***: connection refused`).
+//!
+//! Hidden parts become `***`; user names, hosts, ports and other parameters stay readable.
+
+use std::ops::Range;
+
+/// What a hidden credential is shown as.
+pub const MASK: &str = "***";
+
+/// Name fragments that mark a parameter as a credential.
+const CREDENTIAL_NAMES: [&str; 6] = ["pass", "pwd", "secret", "token", "auth", "credential"];
+
+/// `text` with every credential replaced by [`MASK`].
+///
+/// ```
+/// use fairq::redact;
+/// assert_eq!(redact("postgres://bob:s3cret@db:5432/app"), "postgres://bob:***@db:5432/app");
+/// assert_eq!(redact("redis://h:6379/0?password=hunter2&db=1"), "redis://h:6379/0?password=***&db=1");
+/// assert_eq!(redact("mysql://u:pa/ss@h/db"), "mysql://u:***@h/db");
+/// assert_eq!(redact("host=db password='a b' user=x"), "host=db password=*** user=x");
+/// assert_eq!(redact("file:./fairq-data"), "file:./fairq-data");
+/// ```
+pub fn redact(text: &str) -> String {
+    let ranges = credential_ranges(text);
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0;
+    for range in ranges {
+        out.push_str(&text[at..range.start]);
+        out.push_str(MASK);
+        at = range.end;
+    }
+    out.push_str(&text[at..]);
+    out
+}
+
+/// The credentials [`redact`] hides in `text`, in order (for scrubbing them out of messages
+/// that quote them some other way).
+///
+/// ```
+/// assert_eq!(fairq::secrets("redis://:pw@h/?token=t1"), ["pw", "t1"]);
+/// assert!(fairq::secrets("redis://h/").is_empty());
+/// ```
+pub fn secrets(text: &str) -> Vec<String> {
+    credential_ranges(text)
+        .into_iter()
+        .map(|r| text[r].to_string())
+        .collect()
+}
+
+/// Byte ranges of every credential in `text`, sorted and merged.
+fn credential_ranges(text: &str) -> Vec<Range<usize>> {
+    let mut ranges = userinfo_passwords(text);
+    ranges.extend(credential_parameters(text));
+    ranges.retain(|r| !r.is_empty());
+    ranges.sort_by_key(|r| (r.start, r.end));
+    let mut merged: Vec<Range<usize>> = Vec::with_capacity(ranges.len());
+    for r in ranges {
+        match merged.last_mut() {
+            Some(last) if r.start <= last.end => last.end = last.end.max(r.end),
+            _ => merged.push(r),
+        }
+    }
+    merged
+}
+
+/// The password of every `scheme://user:password@` in `text`.
+fn userinfo_passwords(text: &str) -> Vec<Range<usize>> {
+    let mut found = Vec::new();
+    let mut from = 0;
+    while let Some(pos) = text[from..].find("://") {
+        let start = from + pos + 3;
+        // A URL ends at the first blank.
+        let end = text[start..]
+            .find(char::is_whitespace)
+            .map_or(text.len(), |n| start + n);
+        let url = &text[start..end];
+        if let Some(at) = url.rfind('@') {
+            if let Some(colon) = url[..at].find(':') {
+                found.push(start + colon + 1..start + at);
+            }
+        }
+        from = end.max(start);
+    }
+    found
+}
+
+/// The value of every `name=value` whose name marks a credential.
+fn credential_parameters(text: &str) -> Vec<Range<usize>> {
+    let bytes = text.as_bytes();
+    let is_name = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.';
+    let mut found = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        let starts_name = is_name(bytes[i])
+            && (i == 0 || matches!(bytes[i - 1], b'?' | b'&' | b';' | b',' | b'/') || {
+                bytes[i - 1].is_ascii_whitespace()
+            });
+        if !starts_name {
+            i += 1;
+            continue;
+        }
+        let name_end = (i..bytes.len())
+            .find(|&j| !is_name(bytes[j]))
+            .unwrap_or(bytes.len());
+        // `name=value`, or `name = value` in key-value connection strings.
+        let mut j = name_end;
+        while j < bytes.len() && bytes[j] == b' ' {
+            j += 1;
+        }
+        if j >= bytes.len() || bytes[j] != b'=' {
+            i = name_end.max(i + 1);
+            continue;
+        }
+        j += 1;
+        while j < bytes.len() && bytes[j] == b' ' {
+            j += 1;
+        }
+        let name = text[i..name_end].to_ascii_lowercase();
+        let value_start = j;
+        let value_end = if bytes.get(j) == Some(&b'\'') {
+            // A quoted value (`password='a b'`), with `\'` escapes, runs to its closing quote.
+            let mut k = j + 1;
+            while k < bytes.len() && bytes[k] != b'\'' {
+                k += if bytes[k] == b'\\' { 2 } else { 1 };
+            }
+            (k + 1).min(bytes.len())
+        } else {
+            let end = (j..bytes.len())
+                .find(|&k| matches!(bytes[k], b'&' | b';') || bytes[k].is_ascii_whitespace())
+                .unwrap_or(bytes.len());
+            // In a message a URL is often followed by `: ` and the cause; that colon is
+            // punctuation, not part of the value.
+            if end > j + 1
+                && end < bytes.len()
+                && bytes[end].is_ascii_whitespace()
+                && bytes[end - 1] == b':'
+            {
+                end - 1
+            } else {
+                end
+            }
+        };
+        if CREDENTIAL_NAMES.iter().any(|c| name.contains(c)) {
+            found.push(value_start..value_end);
+        }
+        i = value_end.max(i + 1);
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    #[test]
+    fn every_form_the_issue_names_is_hidden() {
+        for (given, shown) in [
+            (
+                "postgres://postgres@127.0.0.1:1/test?password=hunter2",
+                "postgres://postgres@127.0.0.1:1/test?password=***",
+            ),
+            (
+                "redis://127.0.0.1:1/?password=hunter2",
+                "redis://127.0.0.1:1/?password=***",
+            ),
+            ("mysql://u:hunter2@h/db", "mysql://u:***@h/db"),
+            ("postgres://u:hun/ter2@h/db", "postgres://u:***@h/db"),
+            ("redis://:p@ss:w/rd?@h:6379/0", "redis://:***@h:6379/0"),
+            (
+                "rediss://u:x@h/0?PassWord=y&db=2",
+                "rediss://u:***@h/0?PassWord=***&db=2",
+            ),
+            (
+                "x://h/?sslpassword=a;token=b",
+                "x://h/?sslpassword=***;token=***",
+            ),
+            (
+                "error: cannot open store redis://:pw@h/: refused",
+                "error: cannot open store redis://:***@h/: refused",
+            ),
+            (
+                "cannot open store redis://h/?password=pw: refused",
+                "cannot open store redis://h/?password=***: refused",
+            ),
+            (
+                "host=h password = 'it\\'s x' dbname=d",
+                "host=h password = *** dbname=d",
+            ),
+        ] {
+            assert_eq!(redact(given), shown, "{given}");
+        }
+    }
+
+    #[test]
+    fn text_without_credentials_is_unchanged() {
+        for text in [
+            "file:./fairq-data",
+            "postgres://bob@db/app?schema=jobs",
+            "redis://h:6379/0?prefix=billing",
+            "memory:",
+            "job 4 failed: exit status 1",
+            "page=open",
+            "a=b c=d",
+        ] {
+            assert_eq!(redact(text), text);
+            assert!(secrets(text).is_empty(), "{text}");
+        }
+    }
+
+    fn scheme() -> impl Strategy<Value = String> {
+        "[a-z][a-z0-9+.-]{0,8}"
+    }
+
+    /// Passwords over every printable character but blanks and `*` (the mask).
+    fn password() -> impl Strategy<Value = String> {
+        "[!-)+-~]{1,24}"
+    }
+
+    fn host() -> impl Strategy<Value = String> {
+        "[a-z0-9.-]{1,12}(:[0-9]{1,5})?"
+    }
+
+    fn tail() -> impl Strategy<Value = String> {
+        "(/[a-z0-9_]{0,8})?(\\?[a-z]{1,6}=[a-z0-9]{0,6}(&[a-z]{1,6}=[a-z0-9]{0,6}){0,2})?"
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        /// Against a literal model: the URL with its password, and only it, masked.
+        #[test]
+        fn userinfo_passwords_are_hidden_whole(
+            scheme in scheme(), user in "[a-z]{0,6}", pw in password(), host in host(), tail in tail()
+        ) {
+            prop_assume!(!tail.contains("pass") && !tail.contains("pwd") && !tail.contains("auth")
+                && !tail.contains("token") && !tail.contains("secret"));
+            let url = format!("{scheme}://{user}:{pw}@{host}{tail}");
+            prop_assert_eq!(redact(&url), format!("{scheme}://{user}:***@{host}{tail}"));
+            prop_assert_eq!(secrets(&url), vec![pw]);
+        }
+
+        /// Query parameters named like credentials, in any case, anywhere in the query.
+        #[test]
+        fn credential_parameters_are_hidden(
+            scheme in scheme(),
+            host in host(),
+            name in "(?i-u)(password|pass|pwd|sslpassword|auth_token|secret)",
+            pw in "[!-%'-:<-~]{1,24}",
+            before in proptest::option::of("[a-z]{1,4}=[a-z0-9]{1,4}"),
+            after in proptest::option::of("[a-z]{1,4}=[a-z0-9]{1,4}"),
+        ) {
+            prop_assume!(!pw.contains('*') && !pw.starts_with('\''));
+            let lead = before.map(|b| format!("{b}&")).unwrap_or_default();
+            let trail = after.map(|a| format!("&{a}")).unwrap_or_default();
+            prop_assume!(![&lead, &trail].iter().any(|p| CREDENTIAL_NAMES.iter().any(|c| p.contains(c))));
+            // A value that holds `@` would read as user info in a URL; key-value text has none.
+            let text = format!("{scheme}://{host}/db?{lead}{name}={pw}{trail}");
+            let expected = format!("{scheme}://{host}/db?{lead}{name}=***{trail}");
+            // The password must be the only place its text appears for the check to mean much.
+            prop_assume!(!expected.contains(&pw) && !"dbname=x host=".contains(&pw));
+            if !pw.contains('@') {
+                prop_assert_eq!(redact(&text), expected);
+            }
+            prop_assert!(!redact(&text).contains(&pw));
+            prop_assume!(!pw.ends_with(':'));
+            let kv = format!("host={host} {name}={pw} dbname=x");
+            prop_assert_eq!(redact(&kv), format!("host={host} {name}=*** dbname=x"));
+        }
+
+        /// Whatever the text, redaction never panics, and redacting twice changes nothing more.
+        #[test]
+        fn redaction_is_total_and_idempotent(text in "\\PC{0,80}") {
+            let once = redact(&text);
+            prop_assert_eq!(redact(&once), once.clone());
+        }
+    }
+}

@@ -1,0 +1,297 @@
+//! Store URLs: which store a string names, parsed once and shown without credentials.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use crate::error::ConnectError;
+use crate::redact::redact;
+
+/// A store named by URL:
+///
+/// * `file:PATH` (also `file://PATH`): the embedded file store in folder `PATH`;
+/// * `postgres://...` or `postgresql://...`: PostgreSQL; the `schema` query parameter
+///   (default `fairq`) is taken out, every other parameter goes to the driver;
+/// * `redis://...` or `rediss://...` (TLS): Redis; the `prefix` query parameter (default
+///   `fairq`) is taken out;
+/// * `memory:`: a store inside this process, gone when it exits (tests, demos).
+///
+/// Every scheme parses whichever features are on, so a URL for a store that was not
+/// compiled in gets a clear error from [`connect`](crate::connect), not a parse error.
+/// `Display` hides passwords (see [`redact`](crate::redact())).
+///
+/// ```
+/// use fairq::StoreUrl;
+/// let url: StoreUrl = "redis://:pw@127.0.0.1:6379/?prefix=billing".parse().unwrap();
+/// assert_eq!(
+///     url,
+///     StoreUrl::Redis { url: "redis://:pw@127.0.0.1:6379/".into(), prefix: Some("billing".into()) }
+/// );
+/// assert_eq!(url.to_string(), "redis://:***@127.0.0.1:6379/ (prefix billing)");
+/// assert!("mysql://x".parse::<StoreUrl>().is_err());
+/// ```
+#[derive(Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StoreUrl {
+    /// The file store in a folder.
+    File(PathBuf),
+    /// PostgreSQL.
+    Postgres {
+        /// The connection URL, without the `schema` parameter.
+        url: String,
+        /// The schema, if given.
+        schema: Option<String>,
+    },
+    /// Redis.
+    Redis {
+        /// The connection URL, without the `prefix` parameter.
+        url: String,
+        /// The key prefix, if given.
+        prefix: Option<String>,
+    },
+    /// An in-process store.
+    Memory,
+}
+
+/// Shows the URL without its password, so a `{:?}` in a log line leaks nothing either.
+impl fmt::Debug for StoreUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StoreUrl::File(path) => f.debug_tuple("File").field(path).finish(),
+            StoreUrl::Postgres { url, schema } => f
+                .debug_struct("Postgres")
+                .field("url", &redact(url))
+                .field("schema", schema)
+                .finish(),
+            StoreUrl::Redis { url, prefix } => f
+                .debug_struct("Redis")
+                .field("url", &redact(url))
+                .field("prefix", prefix)
+                .finish(),
+            StoreUrl::Memory => f.write_str("Memory"),
+        }
+    }
+}
+
+impl StoreUrl {
+    /// The scheme's store, for messages: `file`, `postgres`, `redis` or `memory`.
+    ///
+    /// ```
+    /// let url: fairq::StoreUrl = "postgresql://h/db".parse().unwrap();
+    /// assert_eq!(url.kind(), "postgres");
+    /// ```
+    pub fn kind(&self) -> &'static str {
+        match self {
+            StoreUrl::File(_) => "file",
+            StoreUrl::Postgres { .. } => "postgres",
+            StoreUrl::Redis { .. } => "redis",
+            StoreUrl::Memory => "memory",
+        }
+    }
+
+    /// True for a store that lives only as long as this process.
+    ///
+    /// ```
+    /// assert!(fairq::StoreUrl::Memory.is_ephemeral());
+    /// ```
+    pub fn is_ephemeral(&self) -> bool {
+        matches!(self, StoreUrl::Memory)
+    }
+}
+
+impl FromStr for StoreUrl {
+    type Err = ConnectError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = |reason: &str| ConnectError::BadUrl {
+            url: redact(s),
+            reason: reason.to_string(),
+        };
+        let Some((scheme, rest)) = s.split_once(':') else {
+            return Err(bad(
+                "expected file:PATH, postgres://..., redis://... or memory:",
+            ));
+        };
+        match scheme.to_ascii_lowercase().as_str() {
+            "file" => {
+                // `file:///abs` and `file://rel` name the same folders as `file:/abs` and
+                // `file:rel`.
+                let path = rest.strip_prefix("//").unwrap_or(rest);
+                if path.is_empty() {
+                    return Err(bad("file: needs a folder, for example file:./fairq-data"));
+                }
+                Ok(StoreUrl::File(PathBuf::from(path)))
+            }
+            "memory" | "mem" => {
+                if rest.trim_start_matches('/').is_empty() {
+                    Ok(StoreUrl::Memory)
+                } else {
+                    Err(bad("memory: takes nothing after the colon"))
+                }
+            }
+            "postgres" | "postgresql" => {
+                let (url, schema) = take_param(s, "schema").map_err(|r| bad(&r))?;
+                Ok(StoreUrl::Postgres { url, schema })
+            }
+            "redis" | "rediss" => {
+                let (url, prefix) = take_param(s, "prefix").map_err(|r| bad(&r))?;
+                Ok(StoreUrl::Redis { url, prefix })
+            }
+            other => Err(bad(&format!(
+                "unknown scheme {other:?} (expected file:, postgres://, redis:// or memory:)"
+            ))),
+        }
+    }
+}
+
+/// Removes query parameter `name` from `url`, returning the rest and the value (the last
+/// one given wins).
+pub(crate) fn take_param(url: &str, name: &str) -> Result<(String, Option<String>), String> {
+    let Some((base, query)) = url.split_once('?') else {
+        return Ok((url.to_string(), None));
+    };
+    let mut value = None;
+    let mut kept = Vec::new();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        match pair.split_once('=') {
+            Some((key, v)) if key == name => {
+                if v.is_empty() {
+                    return Err(format!("{name}= needs a value"));
+                }
+                value = Some(v.to_string());
+            }
+            _ => kept.push(pair),
+        }
+    }
+    let url = if kept.is_empty() {
+        base.to_string()
+    } else {
+        format!("{base}?{}", kept.join("&"))
+    };
+    Ok((url, value))
+}
+
+impl fmt::Display for StoreUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StoreUrl::File(path) => write!(f, "file:{}", path.display()),
+            StoreUrl::Postgres { url, schema } => {
+                f.write_str(&redact(url))?;
+                match schema {
+                    Some(s) => write!(f, " (schema {s})"),
+                    None => Ok(()),
+                }
+            }
+            StoreUrl::Redis { url, prefix } => {
+                f.write_str(&redact(url))?;
+                match prefix {
+                    Some(p) => write!(f, " (prefix {p})"),
+                    None => Ok(()),
+                }
+            }
+            StoreUrl::Memory => f.write_str("memory:"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(s: &str) -> Result<StoreUrl, String> {
+        s.parse::<StoreUrl>().map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn file_urls_name_folders() {
+        assert_eq!(parse("file:./data"), Ok(StoreUrl::File("./data".into())));
+        assert_eq!(parse("file:///tmp/q"), Ok(StoreUrl::File("/tmp/q".into())));
+        assert_eq!(parse("FILE:rel"), Ok(StoreUrl::File("rel".into())));
+        assert!(parse("file:").unwrap_err().contains("needs a folder"));
+    }
+
+    #[test]
+    fn unknown_schemes_and_bare_paths_are_refused_without_their_passwords() {
+        let err = parse("mysql://u:hunter2@localhost/db").unwrap_err();
+        assert!(err.contains("unknown scheme \"mysql\""), "{err}");
+        assert!(!err.contains("hunter2"), "{err}");
+        assert!(err.contains("mysql://u:***@localhost/db"), "{err}");
+        assert!(parse("./fairq-data")
+            .unwrap_err()
+            .contains("expected file:PATH"));
+        assert!(parse("memory:x").is_err());
+        let err = parse("redis://h/?password=hunter2&prefix=").unwrap_err();
+        assert!(!err.contains("hunter2"), "{err}");
+    }
+
+    #[test]
+    fn schema_and_prefix_are_taken_out_of_the_query() {
+        assert_eq!(
+            parse("postgres://u@h/db?sslmode=disable&schema=jobs"),
+            Ok(StoreUrl::Postgres {
+                url: "postgres://u@h/db?sslmode=disable".into(),
+                schema: Some("jobs".into())
+            })
+        );
+        assert_eq!(
+            parse("postgresql://h/db"),
+            Ok(StoreUrl::Postgres {
+                url: "postgresql://h/db".into(),
+                schema: None
+            })
+        );
+        assert_eq!(
+            parse("rediss://h:1/2?prefix=p"),
+            Ok(StoreUrl::Redis {
+                url: "rediss://h:1/2".into(),
+                prefix: Some("p".into())
+            })
+        );
+        assert!(parse("redis://h/?prefix=").is_err());
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(128))]
+
+        /// Against a literal model: the last `prefix=` wins and every other parameter stays,
+        /// in order.
+        #[test]
+        fn taking_a_parameter_keeps_the_others(
+            params in proptest::collection::vec(("(prefix|db|x|y)", "[a-z0-9]{1,4}"), 0..6)
+        ) {
+            let query: Vec<String> = params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            let url = if query.is_empty() {
+                "redis://h/0".to_string()
+            } else {
+                format!("redis://h/0?{}", query.join("&"))
+            };
+            let (rest, value) = take_param(&url, "prefix").unwrap();
+            let expected_value = params.iter().rev().find(|(k, _)| k == "prefix").map(|(_, v)| v.clone());
+            let kept: Vec<&String> = query.iter().filter(|p| !p.starts_with("prefix=")).collect();
+            let expected_rest = if kept.is_empty() {
+                "redis://h/0".to_string()
+            } else {
+                format!("redis://h/0?{}", kept.iter().map(|s| s.as_str()).collect::<Vec<_>>().join("&"))
+            };
+            proptest::prop_assert_eq!(value, expected_value);
+            proptest::prop_assert_eq!(rest, expected_rest);
+        }
+    }
+
+    #[test]
+    fn passwords_are_not_displayed_nor_debugged() {
+        let url = parse("postgres://bob:secret@db:5432/x?schema=s&password=other").unwrap();
+        assert_eq!(
+            url.to_string(),
+            "postgres://bob:***@db:5432/x?password=*** (schema s)"
+        );
+        let debug = format!("{url:?}");
+        assert!(
+            !debug.contains("secret") && !debug.contains("other"),
+            "{debug}"
+        );
+        let url = parse("redis://:pw@h/").unwrap();
+        assert_eq!(url.to_string(), "redis://:***@h/");
+        assert_eq!(parse("memory:").unwrap().to_string(), "memory:");
+    }
+}

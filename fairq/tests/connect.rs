@@ -1,0 +1,149 @@
+//! `fairq::connect` on every store this machine has: the URL alone picks the store, and the
+//! same application code (enqueue, a worker, stats) runs on each. PostgreSQL and Redis come
+//! from `FAIRQ_PG_URL` / `FAIRQ_REDIS_URL` (skipped when unreachable, failed instead under
+//! `FAIRQ_REQUIRE_SERVICES=1`), each test with a schema or key prefix of its own, removed
+//! afterwards even when the test fails.
+#![cfg(all(feature = "file", feature = "postgres", feature = "redis"))]
+
+use std::time::Duration;
+
+use fairq::{Backend, ConnectError, Job, NewJob, QueueConfig, Store, Worker};
+
+fn required() -> bool {
+    std::env::var("FAIRQ_REQUIRE_SERVICES")
+        .is_ok_and(|v| !matches!(v.trim(), "" | "0" | "false" | "no"))
+}
+
+/// Removes the schema or key prefix of a server store when dropped.
+struct Cleanup(Option<Store>, String);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let Some(store) = self.0.take() else { return };
+        let schema = self.1.clone();
+        // A fresh thread: the test's runtime may be the one unwinding.
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                match store {
+                    Store::Postgres(pg) => {
+                        if let Ok(client) = pg.pool().get().await {
+                            let _ = client
+                                .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+                                .await;
+                        }
+                    }
+                    Store::Redis(redis) => {
+                        let _ = redis.destroy().await;
+                    }
+                    _ => {}
+                }
+            });
+        })
+        .join()
+        .ok();
+    }
+}
+
+/// Enqueues three jobs for two tenants and runs them with a worker: the application code
+/// of the crate docs, whatever the store.
+async fn run_jobs(store: &Store) {
+    let (done_tx, mut done) = tokio::sync::mpsc::unbounded_channel();
+    let worker = Worker::builder(store.clone())
+        .queue("mail", QueueConfig::default().concurrency(2))
+        .handle_json("welcome", move |to: String, _job: Job| {
+            let done = done_tx.clone();
+            async move {
+                done.send(to).ok();
+                Ok::<(), String>(())
+            }
+        })
+        .build()
+        .unwrap()
+        .start()
+        .unwrap();
+    for (to, tenant) in [("ada", "t1"), ("bob", "t2"), ("cy", "t1")] {
+        store
+            .enqueue(NewJob::json("mail", "welcome", &to).unwrap().key(tenant))
+            .await
+            .unwrap();
+    }
+    let mut seen = Vec::new();
+    while seen.len() < 3 {
+        seen.push(
+            tokio::time::timeout(Duration::from_secs(60), done.recv())
+                .await
+                .expect("the worker ran every job")
+                .unwrap(),
+        );
+    }
+    seen.sort();
+    assert_eq!(seen, ["ada", "bob", "cy"]);
+    assert!(worker.shutdown(Duration::from_secs(10)).await.is_clean());
+    let stats = store.stats().await.unwrap();
+    let mail = stats.iter().find(|s| s.queue == "mail").unwrap();
+    assert_eq!(mail.counts.succeeded, 3);
+}
+
+fn tag() -> String {
+    format!("{:010x}", fairq::random_u64() & 0xff_ffff_ffff)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_file_store_by_url() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = fairq::connect(&format!("file:{}", dir.path().join("jobs").display()))
+        .await
+        .unwrap();
+    assert_eq!(store.kind(), "file");
+    run_jobs(&store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_by_url() {
+    let base = std::env::var("FAIRQ_PG_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_string());
+    let schema = format!("fairq_facade_{}", tag());
+    let sep = if base.contains('?') { '&' } else { '?' };
+    let options = fairq::ConnectOptions::default().connect_timeout(Duration::from_secs(3));
+    let store = match fairq::connect_with(&format!("{base}{sep}schema={schema}"), &options).await {
+        Ok(store) => store,
+        Err(e) if e.is_transient() && !required() => {
+            eprintln!("skipped: PostgreSQL unreachable: {e}");
+            return;
+        }
+        Err(e) => panic!("{e}"),
+    };
+    let _cleanup = Cleanup(Some(store.clone()), schema);
+    assert_eq!(store.kind(), "postgres");
+    run_jobs(&store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_by_url() {
+    let base =
+        std::env::var("FAIRQ_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".to_string());
+    let prefix = format!("fairq-facade-{}", tag());
+    let sep = if base.contains('?') { '&' } else { '?' };
+    let store = match fairq::connect(&format!("{base}{sep}prefix={prefix}")).await {
+        Ok(store) => store,
+        Err(e) if e.is_transient() && !required() => {
+            eprintln!("skipped: Redis unreachable: {e}");
+            return;
+        }
+        Err(e) => panic!("{e}"),
+    };
+    let _cleanup = Cleanup(Some(store.clone()), prefix);
+    assert_eq!(store.kind(), "redis");
+    run_jobs(&store).await;
+}
+
+#[tokio::test]
+async fn a_mistyped_scheme_is_a_clear_error() {
+    let err = fairq::connect("postgress://h/db").await.unwrap_err();
+    assert!(matches!(err, ConnectError::BadUrl { .. }), "{err}");
+    assert!(err.to_string().contains("unknown scheme \"postgress\""));
+}

@@ -1,0 +1,188 @@
+//! Keeping the store URL's credentials out of every page and response.
+//!
+//! A store URL may carry a user name and password (`postgres://app:secret@db/jobs`) or secrets
+//! in its query (`?password=...`, `?sslkey=...`). The dashboard shows a *label* made from the
+//! URL without them, and passes every message that leaves the server (store errors quote
+//! whatever their client library says) through a [`Scrubber`] that blanks each secret.
+
+/// Query parameters that name a place, not a secret: kept in the label.
+const SAFE_PARAMS: [&str; 4] = ["schema", "prefix", "dbname", "sslmode"];
+
+/// Secrets shorter than this are not scrubbed from messages: blanking every `a` of a message
+/// because the password is `a` would mangle it and hide nothing an attacker could not guess.
+const MIN_SECRET: usize = 3;
+
+/// A store URL without credentials: scheme, host, port, path and the harmless query
+/// parameters (`schema`, `prefix`, `dbname`, `sslmode`).
+///
+/// ```
+/// use fairq_web::store_label;
+/// assert_eq!(
+///     store_label("postgres://app:s3cret@db.internal:5432/jobs?schema=billing&password=x"),
+///     "postgres://db.internal:5432/jobs?schema=billing"
+/// );
+/// assert_eq!(store_label("redis://:pw@127.0.0.1:6379/"), "redis://127.0.0.1:6379/");
+/// assert_eq!(store_label("file:./fairq-data"), "file:./fairq-data");
+/// ```
+pub fn store_label(url: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((base, query)) => (base, Some(query)),
+        None => (url, None),
+    };
+    let base = match base.split_once("://") {
+        Some((scheme, rest)) => {
+            let authority_end = rest.find('/').unwrap_or(rest.len());
+            let (authority, path) = rest.split_at(authority_end);
+            let host = authority
+                .rsplit_once('@')
+                .map_or(authority, |(_, host)| host);
+            format!("{scheme}://{host}{path}")
+        }
+        None => base.to_string(),
+    };
+    let kept: Vec<&str> = query
+        .into_iter()
+        .flat_map(|q| q.split('&'))
+        .filter(|pair| {
+            pair.split_once('=')
+                .is_some_and(|(name, _)| SAFE_PARAMS.contains(&name))
+        })
+        .collect();
+    if kept.is_empty() {
+        base
+    } else {
+        format!("{base}?{}", kept.join("&"))
+    }
+}
+
+/// Blanks the secrets of a store URL (user info and every query value that is not
+/// harmless) wherever they appear in a message.
+///
+/// ```
+/// use fairq_web::Scrubber;
+/// let scrub = Scrubber::from_url("postgres://app:s3cret@db/jobs?sslpassword=hunter22");
+/// assert_eq!(
+///     scrub.clean("connect to postgres://app:s3cret@db failed (key hunter22)"),
+///     "connect to postgres://***@db failed (key ***)"
+/// );
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct Scrubber {
+    /// Longest first, so a secret that contains another is blanked whole.
+    secrets: Vec<String>,
+}
+
+impl Scrubber {
+    /// The secrets of `url`.
+    ///
+    /// ```
+    /// assert_eq!(fairq_web::Scrubber::from_url("file:./data").clean("file:./data"), "file:./data");
+    /// ```
+    pub fn from_url(url: &str) -> Self {
+        let mut secrets = Vec::new();
+        let (base, query) = match url.split_once('?') {
+            Some((base, query)) => (base, Some(query)),
+            None => (url, None),
+        };
+        if let Some((_, rest)) = base.split_once("://") {
+            let authority = &rest[..rest.find('/').unwrap_or(rest.len())];
+            if let Some((userinfo, _)) = authority.rsplit_once('@') {
+                secrets.push(userinfo.to_string());
+                if let Some((user, password)) = userinfo.split_once(':') {
+                    secrets.push(password.to_string());
+                    secrets.push(user.to_string());
+                }
+            }
+        }
+        for pair in query.into_iter().flat_map(|q| q.split('&')) {
+            if let Some((name, value)) = pair.split_once('=') {
+                if !SAFE_PARAMS.contains(&name) {
+                    secrets.push(value.to_string());
+                }
+            }
+        }
+        // Percent-encoded secrets may be quoted decoded; blank both spellings.
+        let decoded: Vec<String> = secrets
+            .iter()
+            .map(|s| percent_decode(s))
+            .filter(|d| !secrets.contains(d))
+            .collect();
+        secrets.extend(decoded);
+        secrets.retain(|s| s.len() >= MIN_SECRET);
+        secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+        secrets.dedup();
+        Scrubber { secrets }
+    }
+
+    /// `message` with every secret replaced by `***`.
+    ///
+    /// ```
+    /// let scrub = fairq_web::Scrubber::from_url("redis://:topsecret@host/");
+    /// assert_eq!(scrub.clean("NOAUTH topsecret"), "NOAUTH ***");
+    /// ```
+    pub fn clean(&self, message: &str) -> String {
+        let mut out = message.to_string();
+        for secret in &self.secrets {
+            if out.contains(secret.as_str()) {
+                out = out.replace(secret.as_str(), "***");
+            }
+        }
+        out
+    }
+}
+
+/// Decodes `%XX` escapes (invalid ones are kept as written).
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        match (bytes[i], bytes.get(i + 1), bytes.get(i + 2)) {
+            (b'%', Some(&h), Some(&l)) if hex(h).is_some() && hex(l).is_some() => {
+                let (h, l) = (hex(h).unwrap_or(0), hex(l).unwrap_or(0));
+                out.push((h * 16 + l) as u8);
+                i += 3;
+            }
+            (b, _, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_never_hold_user_info_or_secret_parameters() {
+        for url in [
+            "postgres://u:p%40ss@h:1/db?password=zzz&schema=s",
+            "postgresql://user@h/db",
+            "rediss://default:xyz@h:6380/0?prefix=p",
+        ] {
+            let label = store_label(url);
+            assert!(!label.contains('@'), "{label}");
+            assert!(!label.contains("zzz") && !label.contains("xyz"), "{label}");
+        }
+    }
+
+    #[test]
+    fn decoded_passwords_are_scrubbed_too() {
+        let scrub = Scrubber::from_url("postgres://u:p%40ssword@h/db");
+        assert_eq!(scrub.clean("bad p@ssword"), "bad ***");
+        assert_eq!(scrub.clean("bad p%40ssword"), "bad ***");
+    }
+
+    #[test]
+    fn a_user_name_alone_is_scrubbed() {
+        let scrub = Scrubber::from_url("postgres://alice@h/db");
+        assert_eq!(
+            scrub.clean("role alice does not exist"),
+            "role *** does not exist"
+        );
+    }
+}
