@@ -10,8 +10,7 @@ use std::time::Duration;
 use fairq::{Backend, ConnectError, Job, NewJob, QueueConfig, Store, Worker};
 
 fn required() -> bool {
-    std::env::var("FAIRQ_REQUIRE_SERVICES")
-        .is_ok_and(|v| !matches!(v.trim(), "" | "0" | "false" | "no"))
+    fairq::services::required()
 }
 
 /// Removes the schema or key prefix of a server store when dropped.

@@ -75,7 +75,7 @@ pub fn skip_or_fail(needs: &[Needs]) -> bool {
     let Some(why) = missing(needs) else {
         return true;
     };
-    if std::env::var("FAIRQ_REQUIRE_SERVICES").is_ok_and(|v| v == "1") {
+    if fairq::services::required() {
         panic!("FAIRQ_REQUIRE_SERVICES=1 but {why}");
     }
     eprintln!("skipped: {why}");

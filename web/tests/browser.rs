@@ -61,7 +61,7 @@ impl Browser {
         let chromium = find_program(&["chromium", "chromium-browser"]);
         let driver = find_program(&["chromedriver"]);
         let (Some(chromium), Some(driver)) = (chromium, driver) else {
-            if std::env::var("FAIRQ_REQUIRE_SERVICES").is_ok_and(|v| v == "1") {
+            if fairq_worker::services::required() {
                 panic!("chromium and chromedriver are required (FAIRQ_REQUIRE_SERVICES=1)");
             }
             eprintln!("skipping: chromium or chromedriver is not installed");

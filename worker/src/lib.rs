@@ -166,6 +166,7 @@ mod job;
 mod kind;
 pub mod memory;
 mod random;
+pub mod services;
 mod settle;
 mod testing;
 mod worker;

@@ -33,22 +33,6 @@ async fn a_malformed_url_is_an_invalid_request() {
     }
 }
 
-#[test]
-fn the_services_switch_takes_any_truthy_word_and_refuses_others() {
-    for yes in ["1", "true", "TRUE", "yes", "on", " Y "] {
-        assert!(common::required_by(Some(yes)), "{yes}");
-    }
-    for no in ["0", "false", "no", "off", ""] {
-        assert!(!common::required_by(Some(no)), "{no}");
-    }
-    assert!(!common::required_by(None));
-    let refused = std::panic::catch_unwind(|| common::required_by(Some("sometimes")));
-    assert!(
-        refused.is_err(),
-        "an unknown word is a mistake, not a silent skip"
-    );
-}
-
 #[tokio::test]
 async fn a_bad_prefix_is_an_invalid_request() {
     let err = RedisBackend::connect(&common::url(), RedisOptions::new().prefix("a{b}"))

@@ -20,7 +20,7 @@ pub fn fairq(dir: &std::path::Path) -> Command {
 }
 
 fn required() -> bool {
-    std::env::var("FAIRQ_REQUIRE_SERVICES").is_ok_and(|v| v == "1")
+    fairq_worker::services::required()
 }
 
 fn pg_url() -> String {

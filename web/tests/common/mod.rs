@@ -20,7 +20,7 @@ pub const XSS_PAYLOAD: &str =
 pub const XSS_KEY: &str = "<img src=x onerror=window.__xss=3>";
 
 fn required() -> bool {
-    std::env::var("FAIRQ_REQUIRE_SERVICES").is_ok_and(|v| v == "1")
+    fairq_worker::services::required()
 }
 
 pub fn pg_url() -> String {

@@ -16,7 +16,7 @@ pub fn url() -> String {
 }
 
 fn required() -> bool {
-    std::env::var("FAIRQ_REQUIRE_SERVICES").is_ok_and(|v| v == "1")
+    fairq_worker::services::required()
 }
 
 /// A plain connection to the test server, or `None` (after saying so) when it is down and

@@ -14,25 +14,9 @@ pub fn url() -> String {
     std::env::var("FAIRQ_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".to_string())
 }
 
-/// What `FAIRQ_REQUIRE_SERVICES` says: unset or a false word means skip when a server is
-/// missing, a true word means fail; anything else is a mistake and fails the test.
-pub fn required_by(value: Option<&str>) -> bool {
-    let Some(value) = value else {
-        return false;
-    };
-    match value.trim().to_ascii_lowercase().as_str() {
-        "1" | "true" | "yes" | "on" | "y" => true,
-        "" | "0" | "false" | "no" | "off" | "n" => false,
-        other => panic!(
-            "FAIRQ_REQUIRE_SERVICES={other:?} is neither true (1, true, yes, on) nor false \
-             (0, false, no, off)"
-        ),
-    }
-}
-
 /// True when a missing server must fail the tests instead of skipping them.
 pub fn required() -> bool {
-    required_by(std::env::var("FAIRQ_REQUIRE_SERVICES").ok().as_deref())
+    fairq_worker::services::required()
 }
 
 /// Whether the server answers `PING`; when it does not, says so and returns false (or panics
