@@ -169,15 +169,21 @@ pub(crate) fn scan(
                 }
                 Err(e) => {
                     // The last segment's end may be torn by a crash; so may the end of a
-                    // segment that was sealed without a sync (the next header says so).
+                    // segment that was sealed without a sync (the next header says so), and
+                    // the end of the one before a last segment whose header is torn (the
+                    // crash came while that one was being created, so this one was still
+                    // the last written).
                     let may_be_torn = is_last
                         || seg_ids.get(i + 1).is_some_and(|&next| {
                             let p = dir.join(segment_name(queue, next));
-                            storage
-                                .read_all(&p)
-                                .ok()
-                                .and_then(|d| decode_segment_header(&d).ok())
-                                .is_some_and(|h| h.prev_unsynced)
+                            let next_is_last = i + 2 == seg_ids.len();
+                            match storage.read_all(&p) {
+                                Ok(d) => match decode_segment_header(&d) {
+                                    Ok(h) => h.prev_unsynced,
+                                    Err(_) => next_is_last,
+                                },
+                                Err(_) => false,
+                            }
                         });
                     if !may_be_torn || valid_record_after(&data, off + 1, out.last_id) {
                         return Err(corrupt(&path, off, e.to_string()));
