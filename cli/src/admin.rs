@@ -210,7 +210,14 @@ pub(crate) async fn stats<B: Backend>(
         "succeeded",
         "dead",
     ];
-    let timings = ["retries", "run p50", "run p95", "run p99", "oldest error"];
+    let timings = [
+        "retries",
+        "run p50",
+        "run p95",
+        "run p99",
+        "oldest error",
+        "next retry",
+    ];
     let count_cells = |s: &QueueStats| {
         let c = &s.counts;
         [
@@ -239,12 +246,18 @@ pub(crate) async fn stats<B: Backend>(
             s.oldest_error_at
                 .map(|at| output::age(at, now))
                 .unwrap_or_else(|| "-".into()),
+            // After a retry sweep stopped at a failed retry, the time of the next sweep.
+            match s.next_retry_at {
+                None => "-".into(),
+                Some(at) if at <= now => "due".into(),
+                Some(at) => output::age(at, now),
+            },
         ]
     };
     let queue = std::iter::once("queue");
     let mut wide = output::Grid::new(queue.clone().chain(counts).chain(timings))
         .right(&[1, 2, 3, 4, 5, 6, 7, 8, 9, 10])
-        .prose(&[11]);
+        .prose(&[11, 12]);
     for s in &all {
         let mut row = vec![s.queue.clone()];
         row.extend(count_cells(s));
@@ -258,7 +271,7 @@ pub(crate) async fn stats<B: Backend>(
     let mut jobs = output::Grid::new(queue.clone().chain(counts)).right(&[1, 2, 3, 4, 5, 6]);
     let mut times = output::Grid::new(queue.chain(timings))
         .right(&[1, 2, 3, 4])
-        .prose(&[5]);
+        .prose(&[5, 6]);
     for s in &all {
         jobs.row(
             std::iter::once(s.queue.clone())
@@ -757,6 +770,49 @@ mod tests {
             err.to_string(),
             "unknown queue \"nope\" (queues with jobs: mail, web)"
         );
+    }
+
+    /// After a retry sweep stopped, `stats` shows when the next one begins.
+    #[tokio::test]
+    async fn stats_show_when_held_retries_run() {
+        let clock = ManualClock::new(1_000_000);
+        let store = MemoryBackend::with_clock(clock.clone());
+        let policy = RetryPolicy::new(3).with_delays([Duration::from_secs(1)]);
+        store
+            .enqueue(NewJob::new("crm", "sync", vec![]).retry(policy))
+            .await
+            .unwrap();
+        let job = store
+            .claim("crm", 1, Duration::from_secs(30))
+            .await
+            .unwrap()
+            .remove(0);
+        store.fail(&job, Failure::retryable("down")).await.unwrap();
+        clock.advance(Duration::from_secs(1));
+        let until = clock.now() + 120_000;
+        assert_eq!(store.hold_retries("crm", until).await.unwrap(), 1);
+
+        let mut out = Output::buffer(Format::Json);
+        stats(&store, &StatsArgs { queue: None }, clock.now(), &mut out)
+            .await
+            .unwrap();
+        let rows: serde_json::Value = serde_json::from_str(&out.contents()).unwrap();
+        assert_eq!(rows[0]["next_retry_at"], until);
+
+        let mut out = Output::buffer(Format::Table);
+        stats(&store, &StatsArgs { queue: None }, clock.now(), &mut out)
+            .await
+            .unwrap();
+        let text = out.contents();
+        assert!(
+            text.contains("next retry") && text.contains("in 2m"),
+            "{text}"
+        );
+        let mut out = Output::buffer(Format::Table);
+        stats(&store, &StatsArgs { queue: None }, until, &mut out)
+            .await
+            .unwrap();
+        assert!(out.contents().contains("due"), "{}", out.contents());
     }
 
     #[tokio::test]

@@ -192,8 +192,9 @@ pub use random::{FixedRandom, Random, SystemRandom, random_u64};
 pub use settle::{Each, Ending, Finished, Settled, SettledAndClaimed};
 pub use testing::{RunOutcome, RunResult, TestQueue, TestQueueError};
 pub use worker::{
-    DeadJob, JobOutcome, JobReport, Operation, QueueConfig, ShutdownReport, SlowJob, StopSignal,
-    Worker, WorkerBuilder, WorkerConfigError, WorkerError, WorkerHandle,
+    DeadJob, HealthChange, JobOutcome, JobReport, Operation, QueueConfig, QueueHealth,
+    ShutdownReport, SlowJob, StopSignal, SweepStatus, Worker, WorkerBuilder, WorkerConfigError,
+    WorkerError, WorkerHandle,
 };
 
 /// Re-exported so stores and users name one version of the core types.

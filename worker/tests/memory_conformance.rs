@@ -42,3 +42,13 @@ fn hold_retries_holds_back_due_retries_only() {
         )
     });
 }
+
+/// The retry sweep through a worker: a check for the stores that can hold retries back.
+#[test]
+fn retry_sweep_stops_at_a_failed_retry() {
+    fairq_worker::conformance::run(Memory, |store, clock| {
+        Box::pin(
+            fairq_worker::conformance::sweep::retry_sweep_stops_at_a_failed_retry(store, clock),
+        )
+    });
+}

@@ -45,4 +45,15 @@ mod optional {
             ))
         });
     }
+
+    /// The retry sweep through a worker on the file store: a failed retry holds the
+    /// queue's other retries in the journal until the next sweep.
+    #[test]
+    fn retry_sweep_stops_at_a_failed_retry() {
+        run(FileHarness, |store, clock| {
+            Box::pin(
+                fairq_worker::conformance::sweep::retry_sweep_stops_at_a_failed_retry(store, clock),
+            )
+        });
+    }
 }

@@ -30,6 +30,7 @@
 
 pub mod checks;
 pub mod differential;
+pub mod sweep;
 
 use std::future::Future;
 use std::sync::Arc;

@@ -26,13 +26,16 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::config::ErrorBackoff;
+use super::health;
 use super::hooks::{self, DeadJob, JobOutcome, JobReport, Operation};
 use super::queue::QueueRuntime;
 use super::shared::{Shared, raised};
 use super::slot::accept;
+use super::sweep;
 use crate::backend::{Backend, BackendError};
 use crate::job::{Failure, Job, JobId};
 use crate::settle::{Each, Finished, Settled};
+use fairq_core::job::Millis;
 
 /// A finished attempt on its way to the store.
 pub(crate) struct Done {
@@ -108,7 +111,7 @@ pub(crate) async fn acker<B: Backend>(
             }
             Some(answered) = flights.next(), if !flights.is_empty() => {
                 flying.remove(&answered.flight);
-                report(&shared, &queue, answered);
+                report(&shared, &queue, answered).await;
             }
             received = inbox.recv(), if open => match received {
                 Some(done) => {
@@ -191,16 +194,43 @@ async fn flush<B: Backend>(
     }
 }
 
-/// Turns the store's answers into outcomes and calls the hooks, in batch order.
-fn report<B: Backend>(shared: &Shared<B>, queue: &QueueRuntime, answered: Answered) {
+/// Turns the store's answers into outcomes, lets the retry sweep judge them (holding the
+/// queue's retries if a retry failed again), then calls the hooks, in batch order, and
+/// judges the queue's health.
+async fn report<B: Backend>(shared: &Shared<B>, queue: &QueueRuntime, answered: Answered) {
     let settled = answered.batch.len();
     let mut answers = answered.answers.into_iter();
+    let mut reports = Vec::with_capacity(settled);
     for done in answered.batch {
         let answer = answers.next().unwrap_or_else(|| {
             Err(BackendError::Store(
                 "the store answered fewer entries than it was sent".into(),
             ))
         });
+        let outcome = match answer {
+            Ok(Settled::Succeeded) => JobOutcome::Succeeded,
+            Ok(Settled::Retry { run_at }) => JobOutcome::Retry { run_at },
+            Ok(Settled::Dead { .. }) => JobOutcome::Dead,
+            Err(source) => {
+                let _in = done.span.enter();
+                let operation = if done.result.is_ok() {
+                    Operation::Complete
+                } else {
+                    Operation::Fail
+                };
+                shared.report(&queue.name, operation, Some(done.job.claim.id), source);
+                tracing::warn!("the store did not record the outcome; the job will be rescued");
+                JobOutcome::Unrecorded
+            }
+        };
+        reports.push((done, outcome));
+    }
+    let (hold, judged) = judge_sweep(shared, queue, &reports);
+    if let Some(until) = hold {
+        sweep::hold(shared, queue, until).await;
+    }
+    queue.judged(judged);
+    for (done, outcome) in reports {
         let Done {
             job,
             result,
@@ -208,21 +238,6 @@ fn report<B: Backend>(shared: &Shared<B>, queue: &QueueRuntime, answered: Answer
             span,
         } = done;
         let _in = span.enter();
-        let outcome = match answer {
-            Ok(Settled::Succeeded) => JobOutcome::Succeeded,
-            Ok(Settled::Retry { run_at }) => JobOutcome::Retry { run_at },
-            Ok(Settled::Dead { .. }) => JobOutcome::Dead,
-            Err(source) => {
-                let operation = if result.is_ok() {
-                    Operation::Complete
-                } else {
-                    Operation::Fail
-                };
-                shared.report(&queue.name, operation, Some(job.claim.id), source);
-                tracing::warn!("the store did not record the outcome; the job will be rescued");
-                JobOutcome::Unrecorded
-            }
-        };
         match (&outcome, &result) {
             (JobOutcome::Dead, Err(failure)) => {
                 tracing::error!(error = %failure.message, "job is dead");
@@ -250,4 +265,46 @@ fn report<B: Backend>(shared: &Shared<B>, queue: &QueueRuntime, answered: Answer
         }
     }
     queue.settled(settled);
+    health::check(shared, queue);
+}
+
+/// Feeds the recorded retries of a batch to the queue's sweep, in batch order; returns when
+/// to hold the queue's retries until (if a failed retry stopped the sweep) and how many
+/// failed retries were judged (claims waited for them).
+fn judge_sweep<B>(
+    shared: &Shared<B>,
+    queue: &QueueRuntime,
+    reports: &[(Done, JobOutcome)],
+) -> (Option<Millis>, usize) {
+    let mut st = queue.lock();
+    let judged = reports
+        .iter()
+        .filter(|(d, _)| st.sweep.must_judge(&d.job, &d.result))
+        .count();
+    let Some(retry_sweep) = st.sweep.sweep.as_mut() else {
+        return (None, judged);
+    };
+    let now = shared.clock.now();
+    let mut hold = None;
+    for (done, outcome) in reports {
+        if !outcome.is_recorded() {
+            continue;
+        }
+        if let Some(succeeded) = sweep::signal(&done.job, &done.result) {
+            if let Some(until) = retry_sweep.retried(succeeded, now) {
+                hold = Some(until);
+            }
+        }
+    }
+    // Jobs that failed while the sweep was already stopped wait for the next one too, not
+    // only for their own backoff.
+    if let Some(until) = retry_sweep.held_until(now) {
+        let sooner = reports
+            .iter()
+            .any(|(_, o)| matches!(o, JobOutcome::Retry { run_at } if *run_at < until));
+        if sooner {
+            hold = Some(until);
+        }
+    }
+    (hold, judged)
 }

@@ -5,6 +5,8 @@
 //! One claim is in flight at a time per queue (the acker's combined settle-and-claim
 //! included), so jobs are buffered in the order the store claimed them. A claim that comes
 //! back short means the queue is drained: the claimer then waits for the store's wake-up.
+//! While a stopped retry sweep holds new jobs back too, it claims nothing and looks again
+//! every poll interval.
 
 use std::sync::Arc;
 
@@ -32,6 +34,15 @@ pub(crate) async fn claimer<B: Backend>(shared: Arc<Shared<B>>, queue: Arc<Queue
             room.as_mut().enable();
             if queue.lock().stopping {
                 return;
+            }
+            if let Some(left) = queue.paused_for(shared.clock.now()) {
+                // A stopped retry sweep holds every job back: look again at the next poll
+                // (the worker's clock may not be the wall clock).
+                tokio::select! {
+                    () = tokio::time::sleep(left.min(queue.config.get_poll_interval())) => {}
+                    () = raised(&mut stop) => return,
+                }
+                continue;
             }
             if let Some(want) = queue.reserve_claim() {
                 break want;

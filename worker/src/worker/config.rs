@@ -40,6 +40,8 @@ pub struct QueueConfig {
     settles_in_flight: usize,
     max_unsettled: Option<usize>,
     timeout: Option<Duration>,
+    retry_sweep: Option<Duration>,
+    sweep_holds_new_jobs: bool,
 }
 
 impl Default for QueueConfig {
@@ -47,7 +49,7 @@ impl Default for QueueConfig {
     /// wake-ups, heartbeats every third of the lease, rescue sweeps every half lease; a
     /// prefetch buffer as deep as the concurrency whose jobs are handed back after a lease
     /// of waiting; settlement batches of at most 128 attempts, 2 in flight, a 5 ms window;
-    /// no handler timeout.
+    /// no handler timeout; no retry sweep.
     fn default() -> Self {
         QueueConfig {
             concurrency: 10,
@@ -62,6 +64,8 @@ impl Default for QueueConfig {
             settles_in_flight: 2,
             max_unsettled: None,
             timeout: None,
+            retry_sweep: None,
+            sweep_holds_new_jobs: false,
         }
     }
 }
@@ -237,6 +241,80 @@ impl QueueConfig {
         self
     }
 
+    /// Retries the queue's failed jobs in *sweeps*, one every `every` (yoltq's retry poller;
+    /// see [`fairq_core::sweep`]): while retried jobs succeed, due retries run as they come;
+    /// when a retried job fails again, the queue's other due retries wait for the next sweep,
+    /// `every` later, so a downstream service that is down gets one request per sweep rather
+    /// than one per waiting job. New jobs keep running unless
+    /// [`sweep_holds_new_jobs`](Self::sweep_holds_new_jobs) is set; other queues are not
+    /// affected. Default: off (each retry runs when its own backoff ends).
+    ///
+    /// The worker asks the store to hold the retries ([`Backend::hold_retries`]); on a store
+    /// that cannot, it says so once in the log and carries on without holding them.
+    /// [`WorkerHandle::health_report`] and the `on_unhealthy` / `on_recovered` hooks show the
+    /// sweep's state.
+    ///
+    /// [`Backend::hold_retries`]: crate::Backend::hold_retries
+    /// [`WorkerHandle::health_report`]: crate::WorkerHandle::health_report
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let c = fairq_worker::QueueConfig::new().retry_sweep(Duration::from_secs(10));
+    /// assert_eq!(c.get_retry_sweep(), Some(Duration::from_secs(10)));
+    /// assert!(!c.get_sweep_holds_new_jobs());
+    /// ```
+    pub fn retry_sweep(mut self, every: Duration) -> Self {
+        self.retry_sweep = Some(every);
+        self
+    }
+
+    /// Turns the [retry sweep](Self::retry_sweep) off (the default).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let c = fairq_worker::QueueConfig::new().retry_sweep(Duration::from_secs(1)).no_retry_sweep();
+    /// assert_eq!(c.get_retry_sweep(), None);
+    /// ```
+    pub fn no_retry_sweep(mut self) -> Self {
+        self.retry_sweep = None;
+        self
+    }
+
+    /// While a stopped [retry sweep](Self::retry_sweep) waits for the next one, this worker
+    /// claims no job of the queue at all, new jobs included (default `false`: new jobs run,
+    /// since their first attempt says nothing yet about the downstream service). Has no
+    /// effect without a retry sweep.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let c = fairq_worker::QueueConfig::new()
+    ///     .retry_sweep(Duration::from_secs(10))
+    ///     .sweep_holds_new_jobs(true);
+    /// assert!(c.get_sweep_holds_new_jobs());
+    /// ```
+    pub fn sweep_holds_new_jobs(mut self, hold: bool) -> Self {
+        self.sweep_holds_new_jobs = hold;
+        self
+    }
+
+    /// The retry sweep interval, if the sweep is on.
+    ///
+    /// ```
+    /// assert_eq!(fairq_worker::QueueConfig::new().get_retry_sweep(), None);
+    /// ```
+    pub fn get_retry_sweep(&self) -> Option<Duration> {
+        self.retry_sweep
+    }
+
+    /// Whether a stopped retry sweep holds new jobs back too.
+    ///
+    /// ```
+    /// assert!(!fairq_worker::QueueConfig::new().get_sweep_holds_new_jobs());
+    /// ```
+    pub fn get_sweep_holds_new_jobs(&self) -> bool {
+        self.sweep_holds_new_jobs
+    }
+
     /// The concurrency.
     ///
     /// ```
@@ -380,6 +458,8 @@ impl QueueConfig {
             Some("the unsettled backlog must allow at least 1 attempt")
         } else if self.timeout.is_some_and(|t| t.is_zero()) {
             Some("the handler timeout must not be zero")
+        } else if self.retry_sweep.is_some_and(|every| every.is_zero()) {
+            Some("the retry sweep interval must not be zero")
         } else {
             None
         }
@@ -453,6 +533,7 @@ mod tests {
             QueueConfig::new().settles_in_flight(0),
             QueueConfig::new().max_unsettled(0),
             QueueConfig::new().timeout(Duration::ZERO),
+            QueueConfig::new().retry_sweep(Duration::ZERO),
         ] {
             assert!(bad.problem().is_some(), "{bad:?}");
         }

@@ -39,6 +39,8 @@ pub(crate) async fn heartbeater<B: Backend>(
             () = raised(&mut exit) => return,
         }
         let beat = Instant::now();
+        // An error that merely grew old can make the queue unhealthy: judge it every beat.
+        super::health::check(&shared, &queue);
         unreleased.extend(expired(&queue, beat));
         if !unreleased.is_empty() {
             unreleased = release_expired(&shared, &queue, std::mem::take(&mut unreleased)).await;

@@ -1,4 +1,5 @@
-//! Callbacks a worker makes: final failures, its own errors, slow handlers, finished jobs.
+//! Callbacks a worker makes: final failures, its own errors, slow handlers, finished jobs,
+//! queues turning unhealthy and recovering.
 
 use std::fmt;
 use std::panic::AssertUnwindSafe;
@@ -32,6 +33,8 @@ pub enum Operation {
     Release,
     /// Sweeping expired leases.
     Rescue,
+    /// Holding a queue's retries back until the next retry sweep.
+    HoldRetries,
 }
 
 impl fmt::Display for Operation {
@@ -44,6 +47,7 @@ impl fmt::Display for Operation {
             Operation::Heartbeat => "heartbeat",
             Operation::Release => "release",
             Operation::Rescue => "rescue",
+            Operation::HoldRetries => "hold retries",
         })
     }
 }
@@ -174,6 +178,8 @@ pub(crate) struct Hooks {
     pub(crate) error: Option<Hook<WorkerError>>,
     pub(crate) slow: Option<Hook<SlowJob>>,
     pub(crate) finished: Option<Hook<JobReport>>,
+    pub(crate) unhealthy: Option<Hook<super::HealthChange>>,
+    pub(crate) recovered: Option<Hook<super::HealthChange>>,
 }
 
 impl fmt::Debug for Hooks {
@@ -183,6 +189,8 @@ impl fmt::Debug for Hooks {
             .field("error", &self.error.is_some())
             .field("slow", &self.slow.is_some())
             .field("finished", &self.finished.is_some())
+            .field("unhealthy", &self.unhealthy.is_some())
+            .field("recovered", &self.recovered.is_some())
             .finish()
     }
 }

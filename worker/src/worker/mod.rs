@@ -4,6 +4,7 @@
 mod acker;
 mod claimer;
 mod config;
+mod health;
 mod heartbeat;
 mod hooks;
 mod queue;
@@ -11,6 +12,7 @@ mod shared;
 mod shutdown;
 mod slot;
 mod stop;
+mod sweep;
 
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
@@ -28,12 +30,14 @@ use crate::handler::Handlers;
 use crate::job::{Failure, Job};
 
 pub use config::QueueConfig;
+pub use health::{HealthChange, QueueHealth};
 pub use hooks::{DeadJob, JobOutcome, JobReport, Operation, SlowJob, WorkerError};
 use queue::QueueRuntime;
 use shared::Shared;
 pub use shutdown::ShutdownReport;
 use shutdown::{QueueTasks, Signals};
 pub use stop::StopSignal;
+pub use sweep::SweepStatus;
 
 /// A worker whose settings cannot work.
 ///
@@ -202,6 +206,34 @@ impl<B: Backend> WorkerBuilder<B> {
     /// ```
     pub fn on_slow(mut self, hook: impl Fn(&SlowJob) + Send + Sync + 'static) -> Self {
         self.hooks.slow = Some(Arc::new(hook));
+        self
+    }
+
+    /// Called when a queue turns unhealthy (see [`WorkerHandle::health`]): once per change,
+    /// not once per failed job. yoltq's `on-system-error`.
+    ///
+    /// ```
+    /// use fairq_worker::{MemoryBackend, Worker};
+    /// let b = Worker::builder(MemoryBackend::new())
+    ///     .on_unhealthy(|change| eprintln!("queue {} is unhealthy: {:?}", change.queue, change.health));
+    /// # drop(b);
+    /// ```
+    pub fn on_unhealthy(mut self, hook: impl Fn(&HealthChange) + Send + Sync + 'static) -> Self {
+        self.hooks.unhealthy = Some(Arc::new(hook));
+        self
+    }
+
+    /// Called when an unhealthy queue recovers (a handler of the queue succeeded): once per
+    /// change. yoltq's `on-system-recovery`.
+    ///
+    /// ```
+    /// use fairq_worker::{MemoryBackend, Worker};
+    /// let b = Worker::builder(MemoryBackend::new())
+    ///     .on_recovered(|change| eprintln!("queue {} recovered", change.queue));
+    /// # drop(b);
+    /// ```
+    pub fn on_recovered(mut self, hook: impl Fn(&HealthChange) + Send + Sync + 'static) -> Self {
+        self.hooks.recovered = Some(Arc::new(hook));
         self
     }
 
@@ -575,12 +607,37 @@ impl<B: Backend> WorkerHandle<B> {
     /// ```
     pub fn health(&self, queue: &str) -> Option<Health> {
         let q = self.shared.queues.iter().find(|q| q.name == queue)?;
-        let since = q.lock().errors.since();
-        Some(
-            self.shared
-                .health
-                .evaluate(self.shared.started_at, since, self.shared.clock.now()),
-        )
+        Some(health::check(&self.shared, q))
+    }
+
+    /// Every served queue's health and retry sweep, sorted by queue: whether the queue is
+    /// healthy, and, where it has a [retry sweep](QueueConfig::retry_sweep), whether a
+    /// failed retry holds its retries until the next sweep, and until when.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// use std::time::Duration;
+    /// use fairq_core::health::Health;
+    /// use fairq_worker::{Job, MemoryBackend, QueueConfig, Worker};
+    /// let handle = Worker::builder(MemoryBackend::new())
+    ///     .queue("a", QueueConfig::default())
+    ///     .queue("b", QueueConfig::default().retry_sweep(Duration::from_secs(10)))
+    ///     .handle("k", |_job: Job| async { Ok::<_, String>(()) })
+    ///     .build().unwrap().start().unwrap();
+    /// let report = handle.health_report();
+    /// assert_eq!(report[0].health, Health::Healthy);
+    /// assert!(report[0].retry_sweep.is_none());
+    /// let sweep = report[1].retry_sweep.unwrap();
+    /// assert_eq!((sweep.every, sweep.held_until), (Duration::from_secs(10), None));
+    /// handle.shutdown(Duration::from_secs(1)).await;
+    /// # });
+    /// ```
+    pub fn health_report(&self) -> Vec<QueueHealth> {
+        self.shared
+            .queues
+            .iter()
+            .map(|q| health::report(&self.shared, q))
+            .collect()
     }
 
     /// The health of `queue` as the store sees it: judged from the time the oldest job of

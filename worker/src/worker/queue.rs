@@ -18,6 +18,7 @@ use tokio::time::Instant;
 use super::acker::Done;
 use super::config::QueueConfig;
 use super::shared::lock;
+use super::sweep::SweepState;
 use crate::job::{Claim, Job};
 
 /// One served queue.
@@ -86,6 +87,10 @@ pub(crate) struct Pipeline {
     pub(crate) errors: ErrorClock,
     /// Handler run time in microseconds.
     pub(crate) timings: Histogram,
+    /// The retry sweep.
+    pub(crate) sweep: SweepState,
+    /// The last health verdict was unhealthy (for the hooks, called on a change).
+    pub(crate) unhealthy: bool,
 }
 
 impl QueueRuntime {
@@ -107,6 +112,8 @@ impl QueueRuntime {
                 acker: Some(acker),
                 errors: ErrorClock::default(),
                 timings: Histogram::new(),
+                sweep: SweepState::new(config.get_retry_sweep()),
+                unhealthy: false,
             }),
             job_ready: Notify::new(),
             room: Notify::new(),
@@ -142,6 +149,32 @@ impl QueueRuntime {
         if st.claimable(&self.config).is_some() {
             self.room.notify_one();
         }
+    }
+
+    /// With `sweep_holds_new_jobs`: how long claims stay paused at `now`, if they are (a
+    /// pause whose time has come ends).
+    pub(crate) fn paused_for(&self, now: fairq_core::job::Millis) -> Option<std::time::Duration> {
+        let mut st = self.lock();
+        let until = st.sweep.paused_until?;
+        if now >= until {
+            st.sweep.paused_until = None;
+            return None;
+        }
+        Some(std::time::Duration::from_millis(until - now))
+    }
+
+    /// The sweep judged `n` failed retries: claims may go on.
+    pub(crate) fn judged(&self, n: usize) {
+        if n == 0 {
+            return;
+        }
+        let mut st = self.lock();
+        st.sweep.judging = st.sweep.judging.saturating_sub(n);
+        if st.sweep.judging == 0 && !st.buffer.is_empty() {
+            // Buffered retries that waited for the verdict may start.
+            self.job_ready.notify_waiters();
+        }
+        self.wake_claimer_if_room(&st);
     }
 
     /// The store answered for `n` finished attempts.
@@ -226,9 +259,15 @@ impl QueueRuntime {
 impl Pipeline {
     /// How many jobs a claim may take now, if one may start: none while a claim is in
     /// flight, after shutdown began, while the store owes answers for too many finished
-    /// attempts, or while the buffer is above its low-water mark.
+    /// attempts, while the retry sweep is being judged or holds every job back, or while the
+    /// buffer is above its low-water mark.
     pub(crate) fn claimable(&self, config: &QueueConfig) -> Option<usize> {
         if self.claiming || self.stopping || self.unsettled >= config.get_max_unsettled() {
+            return None;
+        }
+        // A failed retry may stop the sweep: wait for its verdict; and a stopped sweep that
+        // holds new jobs too claims nothing.
+        if self.sweep.judging > 0 || self.sweep.paused_until.is_some() {
             return None;
         }
         // The low-water mark: half the prefetch depth.
@@ -243,6 +282,19 @@ impl Pipeline {
         let capacity = config.get_concurrency().saturating_add(prefetch);
         let held = self.running + self.buffer.len();
         (held < capacity).then(|| capacity - held)
+    }
+
+    /// The next buffered job to start: the oldest, except that while a failed retry is being
+    /// judged by the retry sweep, buffered retries wait (the sweep may hand them back).
+    pub(crate) fn take_next(&mut self) -> Option<Buffered> {
+        if self.sweep.judging == 0 {
+            return self.buffer.pop_front();
+        }
+        let i = self
+            .buffer
+            .iter()
+            .position(|b| !super::sweep::is_retry(&b.job))?;
+        self.buffer.remove(i)
     }
 
     /// Every lease the worker holds and renews: running jobs (unless lost), then buffered

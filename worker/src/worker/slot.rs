@@ -98,7 +98,7 @@ async fn next_job<B: Backend>(
                 record(shared, &mut st, index, done, acker);
             }
             if !st.stopping {
-                if let Some(next) = st.buffer.pop_front() {
+                if let Some(next) = st.take_next() {
                     if let Some(slot) = st.slots.get_mut(index) {
                         slot.running = Some(Running {
                             claim: next.job.claim,
@@ -150,9 +150,16 @@ fn record<B: Backend>(
         Err(_) => st.errors.failure(shared.clock.now()),
     }
     st.unsettled += 1;
+    let judge = st.sweep.must_judge(&done.job, &done.result);
+    if judge {
+        st.sweep.judging += 1;
+    }
     if acker.send(done).is_err() {
         // The acker gave up at the shutdown deadline: the job is left to lease expiry.
         st.unsettled -= 1;
+        if judge {
+            st.sweep.judging -= 1;
+        }
     }
 }
 

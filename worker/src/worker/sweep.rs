@@ -1,0 +1,196 @@
+//! The per-queue retry sweep, applied: core's [`RetrySweep`] decides when a failed retry
+//! stops the sweep; the worker holds the queue's other retries in the store until the next
+//! sweep ([`Backend::hold_retries`]), hands back retries it had already claimed ahead of a
+//! free slot, and (when so configured) claims nothing at all until then.
+//!
+//! Claims wait while a failed retry's outcome is on its way to the store: the sweep is
+//! judged once the store answered, and a claim made in between could take a retry the hold
+//! is about to move.
+
+use fairq_core::job::Millis;
+use fairq_core::sweep::RetrySweep;
+use std::time::Duration;
+
+use super::hooks::Operation;
+use super::queue::{Buffered, QueueRuntime};
+use super::shared::Shared;
+use crate::backend::{Backend, BackendError};
+use crate::job::{Failure, Job};
+
+/// A queue's sweep as [`WorkerHandle::health_report`](crate::WorkerHandle::health_report)
+/// shows it.
+///
+/// ```
+/// use std::time::Duration;
+/// use fairq_worker::SweepStatus;
+/// let status = SweepStatus {
+///     every: Duration::from_secs(10),
+///     held_until: Some(12_000),
+///     stops: 1,
+///     holds_new_jobs: false,
+///     store_holds: true,
+/// };
+/// assert!(status.is_held());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SweepStatus {
+    /// The time between sweeps.
+    pub every: Duration,
+    /// When the next sweep begins, while a failed retry has stopped the current one.
+    pub held_until: Option<Millis>,
+    /// How many times a failed retry stopped a sweep of this worker.
+    pub stops: u64,
+    /// Whether a stopped sweep holds new jobs back too.
+    pub holds_new_jobs: bool,
+    /// False once the store answered that it cannot hold retries back
+    /// ([`BackendError::Unsupported`]): retries then run when their own backoff ends.
+    pub store_holds: bool,
+}
+
+impl SweepStatus {
+    /// True while the queue's retries wait for the next sweep.
+    ///
+    /// ```
+    /// let status = fairq_worker::SweepStatus {
+    ///     every: std::time::Duration::from_secs(1),
+    ///     held_until: None,
+    ///     stops: 0,
+    ///     holds_new_jobs: false,
+    ///     store_holds: true,
+    /// };
+    /// assert!(!status.is_held());
+    /// ```
+    pub fn is_held(&self) -> bool {
+        self.held_until.is_some()
+    }
+}
+
+/// One queue's sweep state, kept in its pipeline.
+#[derive(Debug)]
+pub(crate) struct SweepState {
+    /// `None`: the sweep is off.
+    pub(crate) sweep: Option<RetrySweep>,
+    /// Failed retries that finished but whose outcome the store has not answered for yet:
+    /// claims wait for them.
+    pub(crate) judging: usize,
+    /// The store cannot hold retries back (said once in the log).
+    pub(crate) store_cannot_hold: bool,
+    /// With `sweep_holds_new_jobs`: no claim at all before this time.
+    pub(crate) paused_until: Option<Millis>,
+}
+
+impl SweepState {
+    pub(crate) fn new(every: Option<Duration>) -> Self {
+        SweepState {
+            sweep: every.map(RetrySweep::new),
+            judging: 0,
+            store_cannot_hold: false,
+            paused_until: None,
+        }
+    }
+
+    /// True when `job`'s finished attempt, with `result`, is a failed retry the sweep must
+    /// judge before the queue claims again.
+    pub(crate) fn must_judge(&self, job: &Job, result: &Result<(), Failure>) -> bool {
+        self.sweep.is_some() && is_retry(job) && matches!(result, Err(f) if !f.permanent)
+    }
+}
+
+/// A job that failed before (or lost a lease): its attempt is a retry.
+pub(crate) fn is_retry(job: &Job) -> bool {
+    job.attempt > 1
+}
+
+/// What a finished attempt tells the sweep: `Some(true)` a retry succeeded, `Some(false)` a
+/// retry failed again; `None` nothing (a first attempt, or a permanent failure, which is the
+/// job's fault, not the downstream service's).
+pub(crate) fn signal(job: &Job, result: &Result<(), Failure>) -> Option<bool> {
+    if !is_retry(job) {
+        return None;
+    }
+    match result {
+        Ok(()) => Some(true),
+        Err(failure) if !failure.permanent => Some(false),
+        Err(_) => None,
+    }
+}
+
+/// Holds the queue's retries until `until`: retries already buffered here are handed back
+/// (where the store can take jobs back) and the store moves every due retry to `until`.
+pub(crate) async fn hold<B: Backend>(shared: &Shared<B>, queue: &QueueRuntime, until: Millis) {
+    tracing::info!(
+        queue = %queue.name,
+        until,
+        "a retried job failed again: the queue's other retries wait for the next sweep"
+    );
+    let buffered: Vec<Buffered> = {
+        let mut st = queue.lock();
+        if queue.config.get_sweep_holds_new_jobs() {
+            st.sweep.paused_until = Some(until);
+        }
+        if st.release_unsupported {
+            Vec::new()
+        } else {
+            let (retries, rest): (Vec<Buffered>, Vec<Buffered>) = std::mem::take(&mut st.buffer)
+                .into_iter()
+                .partition(|b| is_retry(&b.job));
+            st.buffer = rest.into();
+            retries
+        }
+    };
+    if !buffered.is_empty() {
+        let claims = buffered.iter().map(|b| b.job.claim).collect();
+        match shared.backend.release(claims).await {
+            Ok(answers) => {
+                for (b, answer) in buffered.iter().zip(answers) {
+                    if let Err(source) = answer {
+                        // The lease was lost already: someone else has the job.
+                        shared.report(
+                            &queue.name,
+                            Operation::Release,
+                            Some(b.job.claim.id),
+                            source,
+                        );
+                    }
+                }
+            }
+            Err(source) => {
+                shared.report(&queue.name, Operation::Release, None, source);
+                // Still ours: they run from the buffer after all.
+                let mut st = queue.lock();
+                for b in buffered.into_iter().rev() {
+                    st.buffer.push_front(b);
+                }
+            }
+        }
+    }
+    if queue.lock().sweep.store_cannot_hold {
+        return;
+    }
+    match shared.backend.hold_retries(&queue.name, until).await {
+        Ok(held) => tracing::debug!(queue = %queue.name, held, "retries held until the next sweep"),
+        Err(BackendError::Unsupported(what)) => {
+            queue.lock().sweep.store_cannot_hold = true;
+            tracing::warn!(
+                queue = %queue.name,
+                "the store does not support {what}: the retry sweep cannot hold retries back, \
+                 each retry runs when its own backoff ends"
+            );
+        }
+        Err(source) => shared.report(&queue.name, Operation::HoldRetries, None, source),
+    }
+}
+
+/// The sweep's state at `now`, if the queue has a sweep.
+pub(crate) fn status(queue: &QueueRuntime, now: Millis) -> Option<SweepStatus> {
+    let mut st = queue.lock();
+    let store_holds = !st.sweep.store_cannot_hold;
+    let sweep = st.sweep.sweep.as_mut()?;
+    Some(SweepStatus {
+        every: sweep.every(),
+        held_until: sweep.held_until(now),
+        stops: sweep.stops(),
+        holds_new_jobs: queue.config.get_sweep_holds_new_jobs(),
+        store_holds,
+    })
+}

@@ -1,0 +1,276 @@
+//! The worker's retry sweep and health hooks on the in-memory store, on tokio's paused clock
+//! and a manual store clock. (The main sweep scenario runs for every store that can hold
+//! retries: `conformance::sweep`, expanded in `memory_conformance.rs` and the file store's
+//! tests.)
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::Probe;
+use fairq_core::health::{Health, HealthPolicy};
+use fairq_core::job::{Millis, State};
+use fairq_core::retry::RetryPolicy;
+use fairq_worker::{
+    Backend, Clock, Failure, HealthChange, Job, JobId, JobOutcome, JobReport, ManualClock,
+    MemoryBackend, NewJob, QueueConfig, Worker, WorkerError,
+};
+use tokio::sync::mpsc;
+
+const START: Millis = 1_700_000_000_000;
+const LEASE: Duration = Duration::from_secs(30);
+const SWEEP: Duration = Duration::from_secs(10);
+
+/// Enqueues one job per payload and fails each first attempt: each waits for a retry 1 s
+/// later.
+async fn retrying(store: &impl Backend, queue: &str, payloads: &[&str]) -> Vec<JobId> {
+    let policy = RetryPolicy::new(5).with_delays([Duration::from_secs(1)]);
+    let mut ids = Vec::new();
+    for p in payloads {
+        let job = NewJob::new(queue, "call", p.as_bytes().to_vec()).retry(policy.clone());
+        ids.push(store.enqueue(job).await.unwrap());
+    }
+    for _ in payloads {
+        let job = store.claim(queue, 1, LEASE).await.unwrap().remove(0);
+        store.fail(&job, Failure::retryable("down")).await.unwrap();
+    }
+    ids
+}
+
+/// A handler for kind `call` that fails the payloads in `failing`, and `fresh` jobs that
+/// succeed.
+fn handlers(failing: &Arc<Mutex<Vec<String>>>) -> fairq_worker::Handlers {
+    let failing = Arc::clone(failing);
+    fairq_worker::Handlers::new()
+        .on("call", move |job: Job| {
+            let p = String::from_utf8_lossy(&job.payload).into_owned();
+            let fails = failing.lock().unwrap().contains(&p);
+            async move {
+                if fails {
+                    Err(format!("{p}: down"))
+                } else {
+                    Ok(())
+                }
+            }
+        })
+        .on("fresh", |_job: Job| async { Ok::<_, String>(()) })
+}
+
+fn reporter() -> (
+    impl Fn(&JobReport) + Send + Sync + 'static,
+    mpsc::UnboundedReceiver<JobReport>,
+) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    (move |r: &JobReport| drop(tx.send(r.clone())), rx)
+}
+
+async fn state(store: &impl Backend, id: JobId) -> State {
+    store.get(id).await.unwrap().unwrap().state
+}
+
+/// Retries already claimed ahead of a free slot when a retry fails again are handed back and
+/// wait for the next sweep too; only the failed one ran.
+#[tokio::test(start_paused = true)]
+async fn buffered_retries_are_handed_back_and_held() {
+    let clock = ManualClock::new(START);
+    let store = Arc::new(MemoryBackend::with_clock(clock.clone()));
+    let ids = retrying(&*store, "q", &["bad", "r2", "r3"]).await;
+    clock.advance(Duration::from_secs(1));
+    let failing = Arc::new(Mutex::new(vec!["bad".to_string()]));
+    let (hook, mut rx) = reporter();
+    let worker = Worker::builder(Arc::clone(&store))
+        .queue(
+            "q",
+            QueueConfig::default()
+                .concurrency(1)
+                .prefetch(2)
+                .retry_sweep(SWEEP),
+        )
+        .handlers(handlers(&failing))
+        .clock(clock.clone())
+        .on_finished(hook)
+        .build()
+        .unwrap()
+        .start()
+        .unwrap();
+    let report = rx.recv().await.unwrap();
+    assert_eq!(report.job.claim.id, ids[0]);
+    let until = clock.now() + SWEEP.as_millis() as u64;
+    for id in &ids {
+        assert_eq!(state(&*store, *id).await, State::Retrying { run_at: until });
+    }
+    // Handed back without counting an attempt: each has the one failed first attempt.
+    assert_eq!(store.get(ids[1]).await.unwrap().unwrap().attempts, 1);
+    // A new job runs (and is the only thing that does) while the retries wait.
+    let fresh = store
+        .enqueue(NewJob::new("q", "fresh", vec![]))
+        .await
+        .unwrap();
+    assert_eq!(rx.recv().await.unwrap().job.claim.id, fresh);
+    assert!(worker.shutdown(Duration::from_secs(1)).await.is_clean());
+}
+
+/// With `sweep_holds_new_jobs`, a stopped sweep holds every job of the queue back until the
+/// next sweep, new ones included.
+#[tokio::test(start_paused = true)]
+async fn a_stopped_sweep_can_hold_new_jobs_too() {
+    let clock = ManualClock::new(START);
+    let store = Arc::new(MemoryBackend::with_clock(clock.clone()));
+    let ids = retrying(&*store, "q", &["bad"]).await;
+    clock.advance(Duration::from_secs(1));
+    let failing = Arc::new(Mutex::new(vec!["bad".to_string()]));
+    let (hook, mut rx) = reporter();
+    let worker = Worker::builder(Arc::clone(&store))
+        .queue(
+            "q",
+            QueueConfig::default()
+                .concurrency(1)
+                .poll_interval(Duration::from_millis(50))
+                .retry_sweep(SWEEP)
+                .sweep_holds_new_jobs(true),
+        )
+        .handlers(handlers(&failing))
+        .clock(clock.clone())
+        .on_finished(hook)
+        .build()
+        .unwrap()
+        .start()
+        .unwrap();
+    assert_eq!(rx.recv().await.unwrap().job.claim.id, ids[0]);
+    let fresh = store
+        .enqueue(NewJob::new("q", "fresh", vec![]))
+        .await
+        .unwrap();
+    // Many poll intervals pass on tokio's paused clock (timers fire only once every task is
+    // idle, so the claimer has looked again each time): the new job is still waiting.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(rx.try_recv().is_err(), "nothing ran during the hold");
+    assert!(matches!(
+        state(&*store, fresh).await,
+        State::Scheduled { .. }
+    ));
+    assert!(
+        worker.health_report()[0]
+            .retry_sweep
+            .unwrap()
+            .holds_new_jobs
+    );
+    // The next sweep: both run.
+    failing.lock().unwrap().clear();
+    clock.advance(SWEEP);
+    let mut ran = vec![
+        rx.recv().await.unwrap().job.claim.id,
+        rx.recv().await.unwrap().job.claim.id,
+    ];
+    ran.sort_unstable();
+    assert_eq!(ran, [ids[0], fresh]);
+    assert!(worker.shutdown(Duration::from_secs(1)).await.is_clean());
+}
+
+/// On a store that cannot hold retries back, the worker says so (in its health report and
+/// once in the log, not through `on_error`) and carries on: retries run on their own
+/// backoff.
+#[tokio::test(start_paused = true)]
+async fn a_store_that_cannot_hold_retries_degrades_gracefully() {
+    let clock = ManualClock::new(START);
+    let store = Arc::new(Probe::new(MemoryBackend::with_clock(clock.clone())));
+    let ids = retrying(&*store, "q", &["bad", "next"]).await;
+    clock.advance(Duration::from_secs(1));
+    let failing = Arc::new(Mutex::new(vec!["bad".to_string()]));
+    let (hook, mut rx) = reporter();
+    let errors: Arc<Mutex<Vec<String>>> = Arc::default();
+    let seen = Arc::clone(&errors);
+    let worker = Worker::builder(Arc::clone(&store))
+        .queue(
+            "q",
+            QueueConfig::default()
+                .concurrency(1)
+                .prefetch(0)
+                .retry_sweep(SWEEP),
+        )
+        .handlers(handlers(&failing))
+        .clock(clock.clone())
+        .on_finished(hook)
+        .on_error(move |e: &WorkerError| seen.lock().unwrap().push(e.to_string()))
+        .build()
+        .unwrap()
+        .start()
+        .unwrap();
+    let mut ran = [rx.recv().await.unwrap(), rx.recv().await.unwrap()];
+    ran.sort_by_key(|r| r.job.claim.id);
+    assert_eq!(ran[0].job.claim.id, ids[0]);
+    assert!(ran[0].result.is_err());
+    assert_eq!(
+        (ran[1].job.claim.id, ran[1].outcome),
+        (ids[1], JobOutcome::Succeeded),
+        "the next retry was not held"
+    );
+    let sweep = worker.health_report()[0].retry_sweep.unwrap();
+    assert!(!sweep.store_holds);
+    assert_eq!(
+        sweep.stops, 1,
+        "the sweep still stopped, in the worker's view"
+    );
+    assert!(
+        errors.lock().unwrap().is_empty(),
+        "{:?}",
+        errors.lock().unwrap()
+    );
+    assert!(worker.shutdown(Duration::from_secs(1)).await.is_clean());
+}
+
+/// `on_unhealthy` and `on_recovered` are called once per change of a queue's health, not
+/// once per failed job; other queues are judged on their own.
+#[tokio::test(start_paused = true)]
+async fn health_hooks_fire_once_per_change() {
+    let clock = ManualClock::new(START);
+    let store = Arc::new(MemoryBackend::with_clock(clock.clone()));
+    let failing = Arc::new(Mutex::new(vec!["bad".to_string()]));
+    let (hook, mut rx) = reporter();
+    let (changes_tx, mut changes) = mpsc::unbounded_channel::<(bool, HealthChange)>();
+    let recovered_tx = changes_tx.clone();
+    let worker = Worker::builder(Arc::clone(&store))
+        .queue("q", QueueConfig::default().concurrency(1))
+        .queue("calm", QueueConfig::default())
+        .handlers(handlers(&failing))
+        .clock(clock.clone())
+        .health_policy(
+            HealthPolicy::default()
+                .with_allowed_error_time(Duration::ZERO)
+                .with_startup_grace(Duration::ZERO),
+        )
+        .on_finished(hook)
+        .on_unhealthy(move |c| drop(changes_tx.send((false, c.clone()))))
+        .on_recovered(move |c| drop(recovered_tx.send((true, c.clone()))))
+        .build()
+        .unwrap()
+        .start()
+        .unwrap();
+    let bad = || NewJob::new("q", "call", b"bad".to_vec()).retry(RetryPolicy::new(0));
+    store.enqueue_many(vec![bad(), bad(), bad()]).await.unwrap();
+    for _ in 0..3 {
+        assert!(rx.recv().await.unwrap().result.is_err());
+    }
+    let (healthy, change) = changes.recv().await.unwrap();
+    assert!(!healthy);
+    assert_eq!(change.queue, "q");
+    assert_eq!(change.health, Health::Unhealthy { since: START });
+    // A success: recovered. Its hook is the next change, so the three failures made one.
+    store
+        .enqueue(NewJob::new("q", "fresh", vec![]))
+        .await
+        .unwrap();
+    rx.recv().await.unwrap();
+    let (healthy, change) = changes.recv().await.unwrap();
+    assert!(healthy, "{change:?}");
+    assert_eq!(change.health, Health::Healthy);
+    // Failing again: unhealthy again.
+    store.enqueue(bad()).await.unwrap();
+    rx.recv().await.unwrap();
+    assert!(!changes.recv().await.unwrap().0);
+    assert!(!worker.is_healthy());
+    assert_eq!(worker.health("calm"), Some(Health::Healthy));
+    assert!(worker.shutdown(Duration::from_secs(1)).await.is_clean());
+    assert!(changes.try_recv().is_err(), "no other change was reported");
+}
