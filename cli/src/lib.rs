@@ -157,7 +157,7 @@ pub(crate) fn output_error_line(line: &str) {
 /// # });
 /// ```
 pub async fn execute(cli: Cli, out: &mut Output) -> Result<(), CliError> {
-    use store::Access::{Create, Existing};
+    use store::Access::{Create, Existing, ReadOnly};
     // From here on a signal is a clean stop (demo and bench return, work shuts down).
     let mut signals = signals::Signals::listen()?;
     if let Some(store) = &cli.store {
@@ -253,11 +253,11 @@ pub async fn execute(cli: Cli, out: &mut Output) -> Result<(), CliError> {
             worked
         }
         Command::Stats(args) => {
-            let store = store::open(&url(DEFAULT_STORE)?, &options, Existing).await?;
+            let store = store::open(&url(DEFAULT_STORE)?, &options, ReadOnly).await?;
             admin::stats(&store, args, output::now_millis(), out).await
         }
         Command::List(args) => {
-            let store = store::open(&url(DEFAULT_STORE)?, &options, Existing).await?;
+            let store = store::open(&url(DEFAULT_STORE)?, &options, ReadOnly).await?;
             admin::list(&store, args, output::now_millis(), out).await
         }
         Command::Revive(args) => {

@@ -15,8 +15,11 @@ pub(crate) enum Access {
     /// The command may create a new store (`enqueue`, `work`, `bench`, `demo`).
     Create,
     /// The store must exist already: a mistyped `file:` path or PostgreSQL schema is an
-    /// error, never a new store (`stats`, `list`, `revive`, `purge`, `prune`).
+    /// error, never a new store (`revive`, `purge`, `prune`, `serve`).
     Existing,
+    /// As `Existing`, and the command only looks: a file store is opened read-only, so it
+    /// can be inspected on a full disk or a read-only mount (`stats`, `list`).
+    ReadOnly,
 }
 
 /// Parses `url` and opens the store for a command with `access`.
@@ -26,8 +29,12 @@ pub(crate) async fn open(
     access: Access,
 ) -> Result<Store, CliError> {
     let create = access == Access::Create;
-    let options = options.clone().create(create).migrate(create);
-    Store::open(url, &options).await.map_err(|err| {
+    let options = options
+        .clone()
+        .create(create)
+        .migrate(create)
+        .read_only(access == Access::ReadOnly);
+    let store = Store::open(url, &options).await.map_err(|err| {
         if !create && schema_missing(&err) {
             CliError::Usage(format!(
                 "{}; `fairq enqueue` or `fairq work` on this store creates it",
@@ -36,7 +43,19 @@ pub(crate) async fn open(
         } else {
             err.into()
         }
-    })
+    })?;
+    warn_about_repairs(&store);
+    Ok(store)
+}
+
+/// Prints to stderr what opening a file store found and repaired (a torn tail cut off, a
+/// damaged last record dropped...), one `warning:` line each: never silent.
+fn warn_about_repairs(store: &Store) {
+    if let Store::File(file) = store {
+        for warning in file.recovery_warnings() {
+            crate::output_error_line(&format!("warning: {warning}"));
+        }
+    }
 }
 
 /// True when `err` says a PostgreSQL store's schema does not exist.

@@ -38,6 +38,35 @@ pub async fn open(
     Err(ConnectError::Open { url, source })
 }
 
+/// Opens the file store in folder `path` for looking only, without blocking the async
+/// runtime (see [`FileBackend::open_read_only`]): nothing in the folder is created or
+/// changed, and every change is refused.
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// use fairq::file::{self, FileOptions, Role};
+/// let dir = tempfile::tempdir().unwrap();
+/// file::open(dir.path(), FileOptions::default()).await.unwrap().close().unwrap();
+/// let view = file::open_read_only(dir.path(), FileOptions::default()).await.unwrap();
+/// assert_eq!(view.role(), Role::Snapshot);
+/// # });
+/// ```
+pub async fn open_read_only(
+    path: impl AsRef<Path>,
+    options: FileOptions,
+) -> Result<FileBackend, ConnectError> {
+    let path = path.as_ref().to_path_buf();
+    let url = format!("file:{}", path.display());
+    let opened =
+        tokio::task::spawn_blocking(move || FileBackend::open_read_only(path, options)).await;
+    let source = match opened {
+        Ok(Ok(store)) => return Ok(store),
+        Ok(Err(e)) => e.into(),
+        Err(join) => fairq_worker::BackendError::Store(Box::new(join)),
+    };
+    Err(ConnectError::Open { url, source })
+}
+
 /// Fails with [`ConnectError::NoStore`] unless `path` is a folder that holds a file store
 /// (its lock file or journal segments), so that opening it cannot create a new store.
 pub(crate) fn check_store(path: &Path) -> Result<(), ConnectError> {

@@ -38,6 +38,11 @@ pub struct ConnectOptions {
     /// a folder without a store is [`ConnectError::NoStore`], so a mistyped path is an
     /// error instead of a new, empty store.
     pub create: bool,
+    /// File: open the store for looking only ([`FileBackend::open_read_only`](crate::file::FileBackend::open_read_only)):
+    /// nothing in the folder is created or changed, so a store on a full disk or a
+    /// read-only mount can be inspected, and every change is refused (default off). The
+    /// server stores ignore it.
+    pub read_only: bool,
 }
 
 impl Default for ConnectOptions {
@@ -47,6 +52,7 @@ impl Default for ConnectOptions {
             connect_timeout: Duration::from_secs(5),
             migrate: true,
             create: true,
+            read_only: false,
         }
     }
 }
@@ -91,6 +97,16 @@ impl ConnectOptions {
     /// ```
     pub fn create(mut self, create: bool) -> Self {
         self.create = create;
+        self
+    }
+
+    /// Sets [`read_only`](Self::read_only).
+    ///
+    /// ```
+    /// assert!(fairq::ConnectOptions::default().read_only(true).read_only);
+    /// ```
+    pub fn read_only(mut self, read_only: bool) -> Self {
+        self.read_only = read_only;
         self
     }
 }
@@ -197,16 +213,18 @@ impl Store {
             StoreUrl::File(path) => {
                 #[cfg(feature = "file")]
                 {
-                    if !options.create {
+                    if !options.create || options.read_only {
                         crate::file::check_store(path)?;
                     }
-                    crate::file::open(path, fairq_file::FileOptions::default())
-                        .await
-                        .map(Store::File)
-                        .map_err(|e| match e {
-                            ConnectError::Open { source, .. } => source,
-                            other => other.into(),
-                        })
+                    let opened = if options.read_only {
+                        crate::file::open_read_only(path, fairq_file::FileOptions::default()).await
+                    } else {
+                        crate::file::open(path, fairq_file::FileOptions::default()).await
+                    };
+                    opened.map(Store::File).map_err(|e| match e {
+                        ConnectError::Open { source, .. } => source,
+                        other => other.into(),
+                    })
                 }
                 #[cfg(not(feature = "file"))]
                 {

@@ -57,6 +57,10 @@ fn corrupt(path: &Path, offset: usize, reason: impl Into<String>) -> JournalErro
     }
 }
 
+/// The longest a new segment whose header write was torn by a crash can be: its header plus
+/// the rest of one file system block of garbage or zeros.
+const TORN_NEW_SEGMENT_MAX: usize = 4096;
+
 /// Whether a valid record with an id above `prev` starts anywhere at or after `from`.
 fn valid_record_after(data: &[u8], from: usize, prev: Option<u64>) -> bool {
     (from..data.len())
@@ -118,7 +122,21 @@ pub(crate) fn scan(
                 ))
             }
             Err(e) => {
-                if is_last && !valid_record_after(&data, 0, out.last_id) {
+                eprintln!(
+                    "DEBUG bad header {} len {} is_last {} data {:?}",
+                    path.display(),
+                    data.len(),
+                    is_last,
+                    &data[..data.len().min(80)]
+                );
+                // A segment's header is synced before anything is appended to it, so a crash
+                // can tear the header of a new last segment only while the file holds nothing
+                // else (at most a torn block: garbage or zeros up to a file system block): a
+                // longer file with a bad header is damage, never removed.
+                if is_last
+                    && data.len() <= TORN_NEW_SEGMENT_MAX
+                    && !valid_record_after(&data, 0, out.last_id)
+                {
                     // Created just before a crash: nothing in it was ever acknowledged.
                     tracing::warn!(path = %path.display(), error = %e, read_only, "removing a segment with a torn header");
                     if !read_only {
@@ -180,7 +198,8 @@ pub(crate) fn scan(
                             match storage.read_all(&p) {
                                 Ok(d) => match decode_segment_header(&d) {
                                     Ok(h) => h.prev_unsynced,
-                                    Err(_) => next_is_last,
+                                    // Only a block-sized file is a torn new segment.
+                                    Err(_) => next_is_last && d.len() <= TORN_NEW_SEGMENT_MAX,
                                 },
                                 Err(_) => false,
                             }

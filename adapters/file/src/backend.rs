@@ -13,12 +13,14 @@ use fairq_worker::{
 };
 
 use crate::error::FileError;
-use crate::folder::{FolderLock, prepare_folder};
+use crate::folder::{FolderLock, SharedLock, prepare_folder};
 use crate::local::Local;
 use crate::options::FileOptions;
 use crate::remote::client::{Client, ConnectFailure};
 use crate::remote::server::Server;
+use crate::snapshot::Snapshot;
 use crate::writer::lock;
+use fairq_journal::RecoveryReport;
 
 /// How often opening looks again while the folder's holder does not answer yet.
 const RETRY_EVERY: Duration = Duration::from_millis(20);
@@ -40,6 +42,10 @@ pub enum Role {
     Owner,
     /// Another process holds the folder; every call goes to it over the folder's socket.
     Client,
+    /// Nobody held the folder when it was opened with
+    /// [`FileBackend::open_read_only`]: a snapshot of the store, read from its files
+    /// without changing them, that refuses every change.
+    Snapshot,
 }
 
 /// The store of a folder this process holds, and the server that shares it.
@@ -70,6 +76,7 @@ impl Drop for Owner {
 enum Side {
     Owner(Owner),
     Client(Client),
+    Snapshot(Box<Snapshot>),
 }
 
 /// A durable job store in one folder on the local file system, on a `fairq-journal` journal.
@@ -105,6 +112,8 @@ enum Side {
 #[derive(Clone)]
 pub struct FileBackend {
     side: Arc<Side>,
+    /// Opened with [`FileBackend::open_read_only`]: every change is refused, also as a client.
+    read_only: bool,
 }
 
 impl std::fmt::Debug for FileBackend {
@@ -155,10 +164,10 @@ impl FileBackend {
     /// ```
     pub fn open(path: impl AsRef<Path>, options: FileOptions) -> Result<FileBackend, FileError> {
         let dir = path.as_ref().to_path_buf();
-        prepare_folder(&dir)?;
+        prepare_folder(&dir, options.dir_mode)?;
         let deadline = Instant::now() + options.connect_timeout;
         loop {
-            if let Some(folder_lock) = FolderLock::try_acquire(&dir)? {
+            if let Some(folder_lock) = FolderLock::try_acquire(&dir, options.file_mode)? {
                 return Self::own(&dir, folder_lock, &options);
             }
             if !options.share {
@@ -171,6 +180,7 @@ impl FileBackend {
                 Ok(client) => {
                     return Ok(FileBackend {
                         side: Arc::new(Side::Client(client)),
+                        read_only: false,
                     });
                 }
                 Err(ConnectFailure::NotServed(why)) if Instant::now() >= deadline => {
@@ -194,7 +204,7 @@ impl FileBackend {
     ) -> Result<FileBackend, FileError> {
         let local = Local::open(dir, folder_lock, options)?;
         let server = if options.serve {
-            match Server::start(local.clone(), 0o600) {
+            match Server::start(local.clone(), options.file_mode) {
                 Ok(server) => Some(server),
                 Err(e) => {
                     // The store works without it; other processes are told it is in use.
@@ -210,7 +220,135 @@ impl FileBackend {
                 local,
                 server: Mutex::new(server),
             })),
+            read_only: false,
         })
+    }
+
+    /// Opens the store in folder `path` for looking only: nothing in the folder is created,
+    /// repaired or changed, so a store on a full disk or a read-only mount can still be
+    /// inspected (`fairq stats`, `fairq list`).
+    ///
+    /// If a live process owns the folder, this is a client of it (as [`FileBackend::open`]
+    /// makes) that refuses every change. Otherwise the journal is read once, as the next
+    /// owner would replay it, into a [`Role::Snapshot`]: reads answer from it, and it does
+    /// not follow later changes. A torn tail is ignored instead of cut off, and reported in
+    /// [`recovery_report`](Self::recovery_report); jobs that were running when the last owner
+    /// stopped are shown running (the next owner rescues them). Every change fails with
+    /// [`FileError::ReadOnly`].
+    ///
+    /// Errors: as [`FileBackend::open`], and [`FileError::Io`] when the folder does not
+    /// exist (it is never created).
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// use fairq_file::{FileBackend, FileError, FileOptions, Role};
+    /// use fairq_worker::{Backend, ListFilter, NewJob};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let store = FileBackend::open(dir.path(), FileOptions::default()).unwrap();
+    /// store.enqueue(NewJob::new("q", "k", vec![])).await.unwrap();
+    /// store.close().unwrap();
+    ///
+    /// let view = FileBackend::open_read_only(dir.path(), FileOptions::default()).unwrap();
+    /// assert_eq!(view.role(), Role::Snapshot);
+    /// assert_eq!(view.list(ListFilter::default()).await.unwrap().len(), 1);
+    /// let refused = view.enqueue(NewJob::new("q", "k", vec![])).await.unwrap_err();
+    /// assert!(refused.to_string().contains("read-only"));
+    /// # });
+    /// ```
+    pub fn open_read_only(
+        path: impl AsRef<Path>,
+        options: FileOptions,
+    ) -> Result<FileBackend, FileError> {
+        let dir = path.as_ref().to_path_buf();
+        match std::fs::metadata(&dir) {
+            Ok(meta) if meta.is_dir() => {}
+            Ok(_) => return Err(FileError::NotAFolder { path: dir }),
+            Err(e) => return Err(FileError::io(&dir, e)),
+        }
+        let deadline = Instant::now() + options.connect_timeout;
+        loop {
+            let side = match FolderLock::try_shared(&dir)? {
+                SharedLock::Taken(folder_lock) => {
+                    let snapshot = Snapshot::open(&dir, &options);
+                    drop(folder_lock);
+                    Side::Snapshot(Box::new(snapshot?))
+                }
+                SharedLock::NoLockFile => Side::Snapshot(Box::new(Snapshot::open(&dir, &options)?)),
+                SharedLock::Held if !options.share => {
+                    return Err(FileError::Locked {
+                        path: dir,
+                        detail: " (its lock file is held)".into(),
+                    });
+                }
+                SharedLock::Held => match Client::connect(&dir, options.clock.clone()) {
+                    Ok(client) => Side::Client(client),
+                    Err(ConnectFailure::NotServed(why)) if Instant::now() >= deadline => {
+                        return Err(FileError::Locked {
+                            path: dir,
+                            detail: format!(
+                                ", which does not serve the store to other processes ({why})"
+                            ),
+                        });
+                    }
+                    Err(ConnectFailure::NotServed(_)) => {
+                        std::thread::sleep(RETRY_EVERY);
+                        continue;
+                    }
+                    Err(ConnectFailure::Failed(e)) => return Err(e),
+                },
+            };
+            return Ok(FileBackend {
+                side: Arc::new(side),
+                read_only: true,
+            });
+        }
+    }
+
+    /// Whether this handle refuses every change ([`FileBackend::open_read_only`]).
+    ///
+    /// ```
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let store = fairq_file::FileBackend::open(dir.path(), Default::default()).unwrap();
+    /// assert!(!store.is_read_only());
+    /// ```
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// What opening the journal found and repaired, for the process that read it (the owner,
+    /// or a snapshot); `None` for a client. A crash leaves a torn tail, which is cut off (a
+    /// snapshot only ignores it): each [`TailRepair`](fairq_journal::TailRepair) names the
+    /// file, the offset and the bytes dropped, and says whether they were the remains of an
+    /// interrupted write ([`TailCause::Incomplete`](fairq_journal::TailCause::Incomplete)) or a
+    /// complete record that failed its checksum
+    /// ([`TailCause::Damaged`](fairq_journal::TailCause::Damaged)), which may have been an
+    /// acknowledged change. [`FileBackend::recovery_warnings`] puts it in words.
+    ///
+    /// ```
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let store = fairq_file::FileBackend::open(dir.path(), Default::default()).unwrap();
+    /// assert!(store.recovery_report().unwrap().is_clean());
+    /// ```
+    pub fn recovery_report(&self) -> Option<&RecoveryReport> {
+        match &*self.side {
+            Side::Owner(owner) => Some(owner.local.recovery_report()),
+            Side::Client(_) => None,
+            Side::Snapshot(snapshot) => Some(snapshot.recovery_report()),
+        }
+    }
+
+    /// One line per thing [`recovery_report`](Self::recovery_report) found, for an operator
+    /// (the CLI prints them to stderr): empty after a clean shutdown.
+    ///
+    /// ```
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let store = fairq_file::FileBackend::open(dir.path(), Default::default()).unwrap();
+    /// assert!(store.recovery_warnings().is_empty());
+    /// ```
+    pub fn recovery_warnings(&self) -> Vec<String> {
+        self.recovery_report()
+            .map(crate::recovery::warnings)
+            .unwrap_or_default()
     }
 
     /// Whether this handle owns the folder or is a client of the process that does.
@@ -224,6 +362,7 @@ impl FileBackend {
         match &*self.side {
             Side::Owner(_) => Role::Owner,
             Side::Client(_) => Role::Client,
+            Side::Snapshot(_) => Role::Snapshot,
         }
     }
 
@@ -244,6 +383,7 @@ impl FileBackend {
                 client.close();
                 Ok(())
             }
+            Side::Snapshot(_) => Ok(()),
         }
     }
 
@@ -258,6 +398,7 @@ impl FileBackend {
         match &*self.side {
             Side::Owner(owner) => owner.local.dir(),
             Side::Client(client) => client.dir(),
+            Side::Snapshot(snapshot) => snapshot.dir(),
         }
     }
 
@@ -274,6 +415,7 @@ impl FileBackend {
         match &*self.side {
             Side::Owner(owner) => owner.local.now(),
             Side::Client(client) => client.now(),
+            Side::Snapshot(snapshot) => snapshot.now(),
         }
     }
 
@@ -292,6 +434,7 @@ impl FileBackend {
                 tracing::warn!(error = %e, "could not count the store's jobs");
                 0
             }),
+            Side::Snapshot(snapshot) => snapshot.len(),
         }
     }
 
@@ -324,6 +467,7 @@ impl FileBackend {
                 tracing::warn!(error = %e, "could not count the queue's jobs");
                 StatusCounts::default()
             }),
+            Side::Snapshot(snapshot) => snapshot.counts(queue),
         }
     }
 
@@ -337,6 +481,7 @@ impl FileBackend {
         match &*self.side {
             Side::Owner(owner) => owner.local.wake_all(),
             Side::Client(client) => client.wake_all(),
+            Side::Snapshot(_) => {}
         }
     }
 }
@@ -353,17 +498,39 @@ macro_rules! each_side {
                 let $store = client;
                 $call.await
             }
+            Side::Snapshot(snapshot) => {
+                let $store = snapshot;
+                $call.await
+            }
         }
     };
+    // A change: refused by a read-only handle before it reaches any side.
+    ($self:ident, $operation:literal, $store:ident => $call:expr) => {{
+        $self.writable($operation)?;
+        each_side!($self, $store => $call)
+    }};
+}
+
+impl FileBackend {
+    fn writable(&self, operation: &'static str) -> Result<(), BackendError> {
+        if self.read_only {
+            return Err(FileError::ReadOnly {
+                path: self.path().to_path_buf(),
+                operation,
+            }
+            .into());
+        }
+        Ok(())
+    }
 }
 
 impl Backend for FileBackend {
     async fn enqueue(&self, job: NewJob) -> Result<JobId, BackendError> {
-        each_side!(self, store => store.enqueue(job))
+        each_side!(self, "enqueue", store => store.enqueue(job))
     }
 
     async fn enqueue_many(&self, jobs: Vec<NewJob>) -> Result<Vec<JobId>, BackendError> {
-        each_side!(self, store => store.enqueue_many(jobs))
+        each_side!(self, "enqueue", store => store.enqueue_many(jobs))
     }
 
     /// Claims without waiting for the disk when this process owns the folder: the claim is
@@ -376,13 +543,13 @@ impl Backend for FileBackend {
         max: usize,
         lease: Duration,
     ) -> Result<Vec<Job>, BackendError> {
-        each_side!(self, store => store.claim(queue, max, lease))
+        each_side!(self, "claim", store => store.claim(queue, max, lease))
     }
 
     /// Settles the whole batch in one change: its records share one journal frame and one
     /// sync.
     async fn settle(&self, batch: Vec<Finished>) -> Result<Each<Settled>, BackendError> {
-        each_side!(self, store => store.settle(batch))
+        each_side!(self, "settle", store => store.settle(batch))
     }
 
     /// Settles `batch` and claims the next jobs under one lock, in one journal frame: the
@@ -394,17 +561,17 @@ impl Backend for FileBackend {
         max: usize,
         lease: Duration,
     ) -> Result<SettledAndClaimed, BackendError> {
-        each_side!(self, store => store.settle_and_claim(batch, queue, max, lease))
+        each_side!(self, "settle", store => store.settle_and_claim(batch, queue, max, lease))
     }
 
     async fn release(&self, claims: Vec<Claim>) -> Result<Each<()>, BackendError> {
-        each_side!(self, store => store.release(claims))
+        each_side!(self, "release", store => store.release(claims))
     }
 
     /// Extends a lease in memory only: leases do not outlive the owning process (a reopened
     /// store rescues every job that was running), so a deadline is not worth a disk write.
     async fn heartbeat(&self, claim: Claim, lease: Duration) -> Result<Millis, BackendError> {
-        each_side!(self, store => store.heartbeat(claim, lease))
+        each_side!(self, "heartbeat", store => store.heartbeat(claim, lease))
     }
 
     /// Extends every lease under one lock, in memory only.
@@ -413,15 +580,15 @@ impl Backend for FileBackend {
         claims: Vec<Claim>,
         lease: Duration,
     ) -> Result<Each<Millis>, BackendError> {
-        each_side!(self, store => store.heartbeat_many(claims, lease))
+        each_side!(self, "heartbeat", store => store.heartbeat_many(claims, lease))
     }
 
     async fn rescue(&self, queue: &str) -> Result<u64, BackendError> {
-        each_side!(self, store => store.rescue(queue))
+        each_side!(self, "rescue", store => store.rescue(queue))
     }
 
     async fn hold_retries(&self, queue: &str, until: Millis) -> Result<u64, BackendError> {
-        each_side!(self, store => store.hold_retries(queue, until))
+        each_side!(self, "hold_retries", store => store.hold_retries(queue, until))
     }
 
     fn wait_for_jobs(&self, queue: &str, timeout: Duration) -> impl Future<Output = ()> + Send {
@@ -443,15 +610,15 @@ impl Backend for FileBackend {
     }
 
     async fn revive(&self, target: ReviveTarget) -> Result<u64, BackendError> {
-        each_side!(self, store => store.revive(target))
+        each_side!(self, "revive", store => store.revive(target))
     }
 
     async fn purge(&self, purge: Purge) -> Result<u64, BackendError> {
-        each_side!(self, store => store.purge(purge))
+        each_side!(self, "purge", store => store.purge(purge))
     }
 
     async fn prune(&self, older_than: Duration) -> Result<u64, BackendError> {
-        each_side!(self, store => store.prune(older_than))
+        each_side!(self, "prune", store => store.prune(older_than))
     }
 }
 

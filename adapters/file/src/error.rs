@@ -90,6 +90,24 @@ pub enum FileError {
         /// The version this build writes and reads.
         supported: u8,
     },
+    /// The disk holding the store is full (or the user's quota is used up): the store says
+    /// what was not recorded. Everything acknowledged before is on disk.
+    #[error("the disk holding the store {} is full: {unrecorded}", path.display())]
+    DiskFull {
+        /// The store folder.
+        path: PathBuf,
+        /// What was not recorded because of it.
+        unrecorded: String,
+    },
+    /// The store was opened read-only ([`FileBackend::open_read_only`](crate::FileBackend::open_read_only))
+    /// and the call would change it.
+    #[error("the store in {} is open read-only; {operation} would change it", path.display())]
+    ReadOnly {
+        /// The store folder.
+        path: PathBuf,
+        /// The refused call.
+        operation: &'static str,
+    },
     /// Any other journal failure.
     #[error("journal error: {0}")]
     Journal(#[source] JournalError),
@@ -128,6 +146,30 @@ impl FileError {
             FileError::CorruptJournal { .. } | FileError::CorruptRecord { .. }
         )
     }
+
+    /// True when the error is an I/O failure because the disk is full
+    /// ([`FileError::DiskFull`], or a plain I/O error saying so).
+    ///
+    /// ```
+    /// use fairq_file::FileError;
+    /// let err = FileError::DiskFull { path: "d".into(), unrecorded: "job 3".into() };
+    /// assert!(err.is_disk_full());
+    /// assert!(err.to_string().contains("is full: job 3"));
+    /// ```
+    pub fn is_disk_full(&self) -> bool {
+        match self {
+            FileError::DiskFull { .. } => true,
+            FileError::Io { source, .. } => is_disk_full(source),
+            FileError::Journal(JournalError::Io { source, .. }) => is_disk_full(source),
+            _ => false,
+        }
+    }
+}
+
+/// Whether an I/O error says the disk (or the user's quota) is full.
+pub(crate) fn is_disk_full(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::StorageFull
+        || matches!(e.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT))
 }
 
 impl From<JournalError> for FileError {

@@ -2,6 +2,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::Path;
 
 use fs4::TryLockError;
@@ -14,34 +15,98 @@ pub(crate) const LOCK_FILE: &str = "fairq.lock";
 /// Name of the socket the owning process serves the store on, inside the store folder.
 pub(crate) const SOCKET_FILE: &str = "fairq.sock";
 
-/// An exclusive advisory lock on a store folder, released when dropped (or when the process
-/// dies, since the operating system drops it with the file descriptor).
+/// An advisory lock on a store folder, released when dropped (or when the process dies,
+/// since the operating system drops it with the file descriptor). The owner holds it
+/// exclusively; a read-only view holds it shared while it reads the journal.
 #[derive(Debug)]
 pub(crate) struct FolderLock {
     _file: File,
 }
 
+/// What a read-only look at a folder's lock found.
+#[derive(Debug)]
+pub(crate) enum SharedLock {
+    /// Nobody owns the folder; the shared lock keeps an owner out while it is held.
+    Taken(FolderLock),
+    /// A live process owns the folder.
+    Held,
+    /// The folder has no lock file (no store was ever opened in it, or it was removed).
+    NoLockFile,
+}
+
 impl FolderLock {
-    /// Takes the lock of `dir` without waiting; `None` when another holder has it.
-    pub(crate) fn try_acquire(dir: &Path) -> Result<Option<FolderLock>, FileError> {
+    /// Takes the lock of `dir` without waiting; `None` when another holder has it. The lock
+    /// file is created with permission bits `mode` if missing, and never through a symbolic
+    /// link.
+    pub(crate) fn try_acquire(dir: &Path, mode: u32) -> Result<Option<FolderLock>, FileError> {
         let path = dir.join(LOCK_FILE);
-        let file = OpenOptions::new()
+        let mut options = OpenOptions::new();
+        options
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
-            .open(&path)
-            .map_err(|e| FileError::io(&path, e))?;
+            .mode(mode);
+        let file = open_regular(&path, &mut options)?;
         match fs4::FileExt::try_lock(&file) {
             Ok(()) => Ok(Some(FolderLock { _file: file })),
             Err(TryLockError::WouldBlock) => Ok(None),
             Err(TryLockError::Error(e)) => Err(FileError::io(&path, e)),
         }
     }
+
+    /// Takes the lock of `dir` shared, creating and changing nothing: only an owner's
+    /// exclusive lock conflicts with it.
+    pub(crate) fn try_shared(dir: &Path) -> Result<SharedLock, FileError> {
+        let path = dir.join(LOCK_FILE);
+        let file = match open_regular(&path, OpenOptions::new().read(true)) {
+            Ok(file) => file,
+            Err(FileError::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
+                return Ok(SharedLock::NoLockFile);
+            }
+            Err(e) => return Err(e),
+        };
+        match fs4::FileExt::try_lock_shared(&file) {
+            Ok(()) => Ok(SharedLock::Taken(FolderLock { _file: file })),
+            Err(TryLockError::WouldBlock) => Ok(SharedLock::Held),
+            Err(TryLockError::Error(e)) => Err(FileError::io(&path, e)),
+        }
+    }
 }
 
-/// Creates `dir` if needed and checks that it is a folder.
-pub(crate) fn prepare_folder(dir: &Path) -> Result<(), FileError> {
+/// Opens `path` without following a symbolic link, and refuses anything but a regular file.
+fn open_regular(path: &Path, options: &mut OpenOptions) -> Result<File, FileError> {
+    let file = options
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| match std::fs::symlink_metadata(path) {
+            Ok(meta) if meta.file_type().is_symlink() || e.raw_os_error() == Some(libc::ELOOP) => {
+                FileError::UnsafeFile {
+                    path: path.to_path_buf(),
+                    reason: "it is a symbolic link where the store keeps its lock file".into(),
+                }
+            }
+            Ok(meta) if !meta.is_file() => not_regular(path),
+            _ => FileError::io(path, e),
+        })?;
+    let meta = file.metadata().map_err(|e| FileError::io(path, e))?;
+    if !meta.is_file() {
+        return Err(not_regular(path));
+    }
+    Ok(file)
+}
+
+fn not_regular(path: &Path) -> FileError {
+    FileError::UnsafeFile {
+        path: path.to_path_buf(),
+        reason: "it is not a regular file, but the store keeps its lock file under this name"
+            .into(),
+    }
+}
+
+/// Creates `dir` if needed (the folders it creates get permission bits `mode`) and checks
+/// that it is a folder.
+pub(crate) fn prepare_folder(dir: &Path, mode: u32) -> Result<(), FileError> {
     match std::fs::metadata(dir) {
         Ok(meta) if meta.is_dir() => return Ok(()),
         Ok(_) => {
@@ -52,5 +117,9 @@ pub(crate) fn prepare_folder(dir: &Path) -> Result<(), FileError> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
         Err(e) => return Err(FileError::io(dir, e)),
     }
-    std::fs::create_dir_all(dir).map_err(|e| FileError::io(dir, e))
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(mode)
+        .create(dir)
+        .map_err(|e| FileError::io(dir, e))
 }

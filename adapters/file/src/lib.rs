@@ -157,8 +157,10 @@ mod frame;
 mod ledger;
 mod local;
 mod options;
+mod recovery;
 mod remote;
 mod replay;
+mod snapshot;
 mod totals;
 mod writer;
 

@@ -9,14 +9,14 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use fairq_core::job::Millis;
-use fairq_journal::{JournalConfig, JournaledQueue, SyncPolicy};
+use fairq_journal::{JournalConfig, JournaledQueue, RecoveryReport, SyncPolicy};
 use fairq_worker::memory::store::Store;
 use fairq_worker::{
     Backend, BackendError, Claim, Each, Finished, Job, JobId, JobInfo, ListFilter, NewJob, Purge,
     QueueStats, Random, ReviveTarget, Settled, SettledAndClaimed, StatusCounts,
 };
 
-use crate::error::FileError;
+use crate::error::{FileError, is_disk_full};
 use crate::folder::FolderLock;
 use crate::options::{FileOptions, SyncMode};
 use crate::replay::{Replayed, replay};
@@ -37,6 +37,8 @@ struct Inner {
     writer: Mutex<Option<JoinHandle<Result<(), FileError>>>>,
     /// Released once the writer has closed the journal.
     folder_lock: Mutex<Option<FolderLock>>,
+    /// What opening the journal found and repaired.
+    report: RecoveryReport,
 }
 
 impl Inner {
@@ -85,23 +87,18 @@ impl Local {
         options: &FileOptions,
     ) -> Result<Local, FileError> {
         let dir = dir.to_path_buf();
-        let config = JournalConfig {
-            segment_size: options.segment_size.max(64 << 10),
-            sync: match options.sync {
-                SyncMode::Group => SyncPolicy::Group,
-                SyncMode::Always => SyncPolicy::Always,
-            },
-            max_item_size: MAX_ITEM_SIZE,
-            ..JournalConfig::default()
-        };
-        let config = match &options.storage {
-            Some(storage) => JournalConfig {
-                storage: storage.clone(),
-                ..config
-            },
-            None => config,
-        };
-        let journal = JournaledQueue::open(&dir, JOURNAL_NAME, config)?;
+        let journal = JournaledQueue::open(&dir, JOURNAL_NAME, journal_config(options))
+            .map_err(|e| match FileError::from(e) {
+                FileError::Io { path, source } if is_disk_full(&source) => FileError::DiskFull {
+                    path: dir.clone(),
+                    unrecorded: format!(
+                        "opening the store must write ({}) and could not ({source}); nothing was recorded or changed. Free space, or look at the store read-only (`fairq stats`, `fairq list`)",
+                        path.display()
+                    ),
+                },
+                e => e,
+            })?;
+        let report = journal.recovery_report().clone();
         let reader = journal.reader(READER_NAME)?;
         let now = options.clock.now();
 
@@ -160,6 +157,7 @@ impl Local {
                 shared,
                 writer: Mutex::new(Some(handle)),
                 folder_lock: Mutex::new(Some(folder_lock)),
+                report,
             }),
         })
     }
@@ -169,6 +167,11 @@ impl Local {
     /// [`FileError::Closed`].
     pub(crate) fn shutdown(&self) -> Result<(), FileError> {
         self.inner.shutdown()
+    }
+
+    /// What opening the journal found and repaired.
+    pub(crate) fn recovery_report(&self) -> &RecoveryReport {
+        &self.inner.report
     }
 
     pub(crate) fn dir(&self) -> &Path {
@@ -229,7 +232,7 @@ impl Local {
             (result, ack, woken)
         };
         shared.wake(woken);
-        acknowledged(ack).await?;
+        acknowledged(&shared.dir, ack).await?;
         result
     }
 
@@ -237,6 +240,41 @@ impl Local {
         let st = lock(&self.inner.shared.state);
         st.usable()?;
         Ok(f(&st))
+    }
+}
+
+/// Every queue's statistics, with the run-time summaries the store keeps beside its jobs.
+pub(crate) fn stats_of(st: &State) -> Vec<QueueStats> {
+    let mut stats = st.store.stats();
+    for queue in &mut stats {
+        queue.processing_ms = st
+            .totals
+            .get(&queue.queue)
+            .map(QueueTotals::summary)
+            .unwrap_or_default();
+    }
+    stats
+}
+
+/// The journal's configuration for a store opened with `options`.
+pub(crate) fn journal_config(options: &FileOptions) -> JournalConfig {
+    let config = JournalConfig {
+        segment_size: options.segment_size.max(64 << 10),
+        sync: match options.sync {
+            SyncMode::Group => SyncPolicy::Group,
+            SyncMode::Always => SyncPolicy::Always,
+        },
+        max_item_size: MAX_ITEM_SIZE,
+        file_mode: options.file_mode,
+        dir_mode: options.dir_mode,
+        ..JournalConfig::default()
+    };
+    match &options.storage {
+        Some(storage) => JournalConfig {
+            storage: storage.clone(),
+            ..config
+        },
+        None => config,
     }
 }
 
@@ -444,17 +482,7 @@ impl Backend for Local {
     }
 
     async fn stats(&self) -> Result<Vec<QueueStats>, BackendError> {
-        self.read(|st| {
-            let mut stats = st.store.stats();
-            for queue in &mut stats {
-                queue.processing_ms = st
-                    .totals
-                    .get(&queue.queue)
-                    .map(QueueTotals::summary)
-                    .unwrap_or_default();
-            }
-            stats
-        })
+        self.read(stats_of)
     }
 
     async fn list(&self, filter: ListFilter) -> Result<Vec<JobInfo>, BackendError> {

@@ -56,6 +56,13 @@ pub struct FileOptions {
     /// How long opening waits for the process holding the folder to answer on its socket (it
     /// may still be reading its journal) before giving up (default 10 s).
     pub connect_timeout: Duration,
+    /// Permission bits of the files the store creates: journal segments, checkpoints, the
+    /// lock file and the socket (default `0o600`: only the owner can read the payloads). The
+    /// process umask still applies.
+    pub file_mode: u32,
+    /// Permission bits of the store folder when opening creates it (default `0o700`). An
+    /// existing folder keeps its permissions.
+    pub dir_mode: u32,
 }
 
 impl Default for FileOptions {
@@ -69,6 +76,8 @@ impl Default for FileOptions {
             share: true,
             serve: true,
             connect_timeout: Duration::from_secs(10),
+            file_mode: 0o600,
+            dir_mode: 0o700,
         }
     }
 }
@@ -83,6 +92,8 @@ impl fmt::Debug for FileOptions {
             .field("share", &self.share)
             .field("serve", &self.serve)
             .field("connect_timeout", &self.connect_timeout)
+            .field("file_mode", &format_args!("{:o}", self.file_mode))
+            .field("dir_mode", &format_args!("{:o}", self.dir_mode))
             .finish()
     }
 }
@@ -175,6 +186,28 @@ impl FileOptions {
     /// ```
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;
+        self
+    }
+
+    /// Sets the permission bits of the files the store creates (see
+    /// [`FileOptions::file_mode`](Self::file_mode)).
+    ///
+    /// ```
+    /// assert_eq!(fairq_file::FileOptions::default().file_mode(0o640).file_mode, 0o640);
+    /// ```
+    pub fn file_mode(mut self, mode: u32) -> Self {
+        self.file_mode = mode;
+        self
+    }
+
+    /// Sets the permission bits of a store folder that opening creates (see
+    /// [`FileOptions::dir_mode`](Self::dir_mode)).
+    ///
+    /// ```
+    /// assert_eq!(fairq_file::FileOptions::default().dir_mode(0o750).dir_mode, 0o750);
+    /// ```
+    pub fn dir_mode(mut self, mode: u32) -> Self {
+        self.dir_mode = mode;
         self
     }
 }

@@ -9,7 +9,7 @@
 //! later is written, and every request fails until the store is reopened.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use fairq_core::job::Millis;
@@ -59,13 +59,59 @@ impl State {
     }
 }
 
+/// Why a request's change was not written.
+#[derive(Debug, Clone)]
+pub(crate) struct WriteFailure {
+    /// What went wrong (also the reason the store is poisoned).
+    reason: String,
+    /// The disk is full: the request is told so, and what it did not record.
+    disk_full: bool,
+    /// The changes of the request that were not recorded.
+    unrecorded: String,
+}
+
 /// The acknowledgement a request waits for.
-pub(crate) type Ack = oneshot::Receiver<Result<(), String>>;
+pub(crate) type Ack = oneshot::Receiver<Result<(), WriteFailure>>;
 
 struct Queued {
     batch: Batch,
     next_id: u64,
-    ack: Option<oneshot::Sender<Result<(), String>>>,
+    ack: Option<oneshot::Sender<Result<(), WriteFailure>>>,
+}
+
+/// The jobs whose changes `touches` hold, for an error message ("jobs 4, 5 and 3 more").
+fn describe(touches: &[Touch]) -> String {
+    let mut jobs = BTreeSet::new();
+    let mut queues = BTreeSet::new();
+    for touch in touches {
+        match touch {
+            Touch::Job(id) | Touch::Progress(id) | Touch::Deleted(id) => {
+                jobs.insert(id.0);
+            }
+            Touch::Queue(name) => {
+                queues.insert(name.as_str());
+            }
+        }
+    }
+    const SHOWN: usize = 5;
+    let mut text = match jobs.len() {
+        0 => String::new(),
+        1 => "the change to job ".to_string(),
+        _ => "the changes to jobs ".to_string(),
+    };
+    let listed: Vec<String> = jobs.iter().take(SHOWN).map(u64::to_string).collect();
+    text.push_str(&listed.join(", "));
+    if jobs.len() > SHOWN {
+        text.push_str(&format!(" and {} more", jobs.len() - SHOWN));
+    }
+    if jobs.is_empty() {
+        text.push_str(if queues.is_empty() {
+            "nothing of this call"
+        } else {
+            "the counters of this call's queues"
+        });
+    }
+    text
 }
 
 #[derive(Default)]
@@ -198,12 +244,25 @@ impl Shared {
     }
 }
 
-/// Waits for a request's acknowledgement.
-pub(crate) async fn acknowledged(ack: Option<Ack>) -> Result<(), BackendError> {
+/// Waits for a request's acknowledgement. A full disk is reported as such, with what the
+/// request did not record.
+pub(crate) async fn acknowledged(dir: &Path, ack: Option<Ack>) -> Result<(), BackendError> {
     let Some(ack) = ack else { return Ok(()) };
     match ack.await {
         Ok(Ok(())) => Ok(()),
-        Ok(Err(reason)) => Err(FileError::Poisoned { reason }.into()),
+        Ok(Err(failure)) if failure.disk_full => Err(FileError::DiskFull {
+            path: dir.to_path_buf(),
+            unrecorded: format!(
+                "{} {} not recorded, nor any later change; the store takes no changes until it is reopened with free space (everything acknowledged before is on disk)",
+                failure.unrecorded,
+                if failure.unrecorded.starts_with("the changes") { "were" } else { "was" }
+            ),
+        }
+        .into()),
+        Ok(Err(failure)) => Err(FileError::Poisoned {
+            reason: failure.reason,
+        }
+        .into()),
         Err(_) => Err(FileError::Closed.into()),
     }
 }
@@ -250,7 +309,7 @@ pub(crate) struct Writer {
     pub(crate) journal: JournaledQueue,
     pub(crate) reader: Reader,
     pub(crate) ledger: Ledger,
-    failed: Option<String>,
+    failed: Option<WriteFailure>,
 }
 
 impl Writer {
@@ -284,7 +343,9 @@ impl Writer {
         }
         let closed = self.journal.close().map_err(FileError::from);
         match self.failed {
-            Some(reason) => Err(FileError::Poisoned { reason }),
+            Some(failure) => Err(FileError::Poisoned {
+                reason: failure.reason,
+            }),
             None => closed,
         }
     }
@@ -325,7 +386,7 @@ impl Writer {
 
     fn write_frame(&mut self, frame: Vec<Queued>) {
         let result = match &self.failed {
-            Some(reason) => Err(reason.clone()),
+            Some(failure) => Err(failure.clone()),
             // Only requests waiting for what was written before them: nothing to write.
             None if frame.iter().all(|q| q.batch.is_empty()) => Ok(()),
             None => {
@@ -337,18 +398,32 @@ impl Writer {
                     touches.extend(queued.batch.touches.iter().cloned());
                 }
                 self.write(&bytes, &touches).map_err(|e| {
-                    let reason = format!("writing to the journal failed: {e}");
+                    let disk_full = e.is_disk_full();
+                    let reason = if disk_full {
+                        format!("writing to the journal failed: the disk is full ({e})")
+                    } else {
+                        format!("writing to the journal failed: {e}")
+                    };
                     tracing::error!(dir = %self.shared.dir.display(), %reason, "file store poisoned");
-                    self.failed = Some(reason.clone());
-                    lock(&self.shared.state).poisoned = Some(reason.clone());
-                    reason
+                    let failure = WriteFailure {
+                        reason: reason.clone(),
+                        disk_full,
+                        unrecorded: String::new(),
+                    };
+                    self.failed = Some(failure.clone());
+                    lock(&self.shared.state).poisoned = Some(reason);
+                    failure
                 })
             }
         };
         for queued in frame {
             if let Some(ack) = queued.ack {
+                let answer = result.clone().map_err(|failure| WriteFailure {
+                    unrecorded: describe(&queued.batch.touches),
+                    ..failure
+                });
                 // The requester may have gone away; nothing to tell then.
-                let _ = ack.send(result.clone());
+                let _ = ack.send(answer);
             }
         }
     }
