@@ -245,41 +245,60 @@ fn the_owner_killed_mid_run_loses_nothing_acknowledged() {
     let dir = tempfile::tempdir().unwrap();
     let first_log = dir.path().join("worker-1.log");
     let second_log = dir.path().join("worker-2.log");
-    let producer_log = dir.path().join("producer.log");
+    let producer_logs: Vec<PathBuf> = ["p1", "p2"]
+        .iter()
+        .map(|n| dir.path().join(format!("{n}.log")))
+        .collect();
     let mut first = spawn("worker", dir.path(), &first_log);
     wait_for(&first_log, "the first worker's open", |l| !l.is_empty());
-    let mut producer = spawn("producer", dir.path(), &producer_log);
-    wait_for(&producer_log, "50 acknowledged enqueues", |l| {
-        l.iter().filter(|l| l.starts_with('E')).count() >= 50
-    });
+    // Two producers enqueue while the owner works.
+    let mut producers: Vec<Process> = producer_logs
+        .iter()
+        .map(|log| spawn("producer", dir.path(), log))
+        .collect();
+    for log in &producer_logs {
+        wait_for(log, "50 acknowledged enqueues", |l| {
+            l.iter().filter(|l| l.starts_with('E')).count() >= 50
+        });
+    }
     first.kill();
-    // With no owner left, the producer's calls fail with a clear error.
-    wait_for(&producer_log, "a failed call", |l| {
-        l.iter().any(|l| l.starts_with('X'))
-    });
-    let failure = lines(&producer_log)
-        .into_iter()
-        .find(|l| l.starts_with('X'))
-        .unwrap();
-    eprintln!("the producer was told: {failure}");
-    assert!(
-        failure.contains("store folder") && failure.contains("unavailable"),
-        "{failure}"
-    );
+    // With no owner left, each producer's calls fail with a clear error.
+    for log in &producer_logs {
+        wait_for(log, "a failed call", |l| {
+            l.iter().any(|l| l.starts_with('X'))
+        });
+        let failure = lines(log).into_iter().find(|l| l.starts_with('X')).unwrap();
+        eprintln!("a producer was told: {failure}");
+        assert!(
+            failure.contains("store folder") && failure.contains("unavailable"),
+            "{failure}"
+        );
+    }
     // The killed owner left its socket behind; the next process to open the folder takes it
-    // over, and the producer reconnects to it.
+    // over, and the producers reconnect to it.
     assert!(dir.path().join("store").join("fairq.sock").exists());
     let mut second = spawn("worker", dir.path(), &second_log);
-    assert!(producer.succeeds(), "the producer failed");
+    for producer in &mut producers {
+        assert!(producer.succeeds(), "a producer failed");
+    }
     assert_eq!(lines(&second_log)[0], "O owner");
     std::fs::write(dir.path().join("done"), b"").unwrap();
     assert!(second.succeeds(), "the second worker failed");
-    let acknowledged = assert_all_done(dir.path(), std::slice::from_ref(&producer_log));
-    assert!(acknowledged >= PER_PRODUCER);
+    let acknowledged = assert_all_done(dir.path(), &producer_logs);
+    assert!(acknowledged >= 2 * PER_PRODUCER);
+    // A job whose completion the killed owner acknowledged is never run again.
+    let completed_before: BTreeSet<u64> = ids(&first_log, "D").into_iter().collect();
+    let run_again: Vec<u64> = ids(&second_log, "D")
+        .into_iter()
+        .filter(|id| completed_before.contains(id))
+        .collect();
+    assert!(run_again.is_empty(), "completed twice: {run_again:?}");
     eprintln!(
-        "{acknowledged} acknowledged enqueues, {} failed calls while no process owned the folder",
-        lines(&producer_log)
+        "{acknowledged} acknowledged enqueues, {} completed before the kill, {} failed calls while no process owned the folder",
+        completed_before.len(),
+        producer_logs
             .iter()
+            .flat_map(|l| lines(l))
             .filter(|l| l.starts_with('X'))
             .count()
     );
