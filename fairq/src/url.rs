@@ -147,7 +147,12 @@ impl FromStr for StoreUrl {
 /// Removes query parameter `name` from `url`, returning the rest and the value (the last
 /// one given wins).
 pub(crate) fn take_param(url: &str, name: &str) -> Result<(String, Option<String>), String> {
-    let Some((base, query)) = url.split_once('?') else {
+    // A fragment (Redis' `#insecure`) follows the query and stays with the URL.
+    let (body, fragment) = match url.split_once('#') {
+        Some((body, fragment)) => (body, Some(fragment)),
+        None => (url, None),
+    };
+    let Some((base, query)) = body.split_once('?') else {
         return Ok((url.to_string(), None));
     };
     let mut value = None;
@@ -163,11 +168,15 @@ pub(crate) fn take_param(url: &str, name: &str) -> Result<(String, Option<String
             _ => kept.push(pair),
         }
     }
-    let url = if kept.is_empty() {
+    let mut url = if kept.is_empty() {
         base.to_string()
     } else {
         format!("{base}?{}", kept.join("&"))
     };
+    if let Some(fragment) = fragment {
+        url.push('#');
+        url.push_str(fragment);
+    }
     Ok((url, value))
 }
 
@@ -248,6 +257,13 @@ mod tests {
             })
         );
         assert!(parse("redis://h/?prefix=").is_err());
+        assert_eq!(
+            parse("rediss://h/?prefix=p&cacert=/ca.pem#insecure"),
+            Ok(StoreUrl::Redis {
+                url: "rediss://h/?cacert=/ca.pem#insecure".into(),
+                prefix: Some("p".into())
+            })
+        );
     }
 
     proptest::proptest! {

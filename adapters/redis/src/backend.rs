@@ -98,11 +98,16 @@ impl std::fmt::Debug for RedisBackend {
 }
 
 impl RedisBackend {
-    /// Connects to the server at `url` (`redis://[:password@]host[:port][/db]`), checks that
-    /// it answers and loads the scripts.
+    /// Connects to the server at `url` (`redis://[:password@]host[:port][/db]`, or
+    /// `rediss://` for TLS), checks that it answers and loads the scripts.
+    ///
+    /// Over TLS the server's certificate must chain to the Mozilla roots, or to
+    /// [`RedisOptions::root_certificate`], or to the PEM file the URL parameter
+    /// `cacert=PATH` names; `rediss://...#insecure` skips the check.
     ///
     /// A malformed URL is [`BackendError::Invalid`]; a server that cannot be reached is
-    /// [`BackendError::Unavailable`] naming the address.
+    /// [`BackendError::Unavailable`] naming the address; a refused certificate is
+    /// [`BackendError::Store`] holding [`RedisStoreError::Tls`].
     ///
     /// ```
     /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
@@ -113,14 +118,26 @@ impl RedisBackend {
     /// ```
     pub async fn connect(url: &str, options: RedisOptions) -> Result<Self, BackendError> {
         let keys = KeySpace::new(options.prefix.clone())?;
-        let client = Client::open(url)
-            .map_err(|e| BackendError::Invalid(format!("invalid Redis URL: {e}")))?;
+        let client = crate::tls::client(url, &options)?;
         let addr = client.get_connection_info().addr.to_string();
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(options.connect_timeout)
             .set_response_timeout(options.response_timeout)
             .set_number_of_retries(options.reconnect_retries)
             .set_max_delay(1_000);
+        // One connection first, without the manager's reconnection attempts: a refused
+        // certificate or password fails at once instead of after every retry. It becomes
+        // the first connection for blocking waits.
+        let first = client
+            .get_multiplexed_async_connection_with_config(
+                &AsyncConnectionConfig::new().set_connection_timeout(options.connect_timeout),
+            )
+            .await;
+        let first = match first {
+            Ok(conn) => Some(conn),
+            Err(source) if !is_transient(&source) => return Err(connect_error(&addr, source)),
+            Err(_) => None,
+        };
         let manager = ConnectionManager::new_with_config(client.clone(), config)
             .await
             .map_err(|source| connect_error(&addr, source))?;
@@ -137,7 +154,7 @@ impl RedisBackend {
                 nonce: SystemRandom.next_u64(),
                 requests: AtomicU64::new(0),
                 highwater: AtomicU64::new(0),
-                waiters: Mutex::new(Vec::new()),
+                waiters: Mutex::new(first.into_iter().collect()),
             }),
         };
         backend.load_scripts().await?;
@@ -256,6 +273,12 @@ impl RedisBackend {
 }
 
 pub(crate) fn connect_error(addr: &str, source: redis::RedisError) -> BackendError {
+    if crate::tls::tls_failure(&source).is_some() {
+        return BackendError::Store(Box::new(RedisStoreError::Tls {
+            addr: addr.to_string(),
+            source,
+        }));
+    }
     let transient = is_transient(&source);
     let err = RedisStoreError::Connect {
         addr: addr.to_string(),

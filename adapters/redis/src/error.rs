@@ -22,6 +22,18 @@ pub enum RedisStoreError {
         #[source]
         source: RedisError,
     },
+    /// The TLS handshake failed: most often the server's certificate does not chain to a
+    /// trusted root (see [`RedisOptions::root_certificate`](crate::RedisOptions)), has
+    /// expired, or names another host. Repeating does not help, so it is reported as
+    /// [`BackendError::Store`], not as a server that is down.
+    #[error("TLS handshake with Redis at {addr} failed: {source}")]
+    Tls {
+        /// Host and port.
+        addr: String,
+        /// The client's error (the TLS library's reason inside).
+        #[source]
+        source: RedisError,
+    },
     /// The connection broke or timed out during an operation.
     #[error("Redis connection lost during {op}: {source}")]
     Connection {
@@ -76,6 +88,10 @@ pub enum RedisStoreError {
 
 /// True for errors that a retry on a fresh connection may cure.
 pub(crate) fn is_transient(err: &RedisError) -> bool {
+    // A refused certificate arrives as an I/O error, but no retry cures it.
+    if crate::tls::tls_failure(err).is_some() {
+        return false;
+    }
     err.is_io_error()
         || err.is_connection_refusal()
         || err.is_connection_dropped()

@@ -48,6 +48,7 @@ mod rescue;
 mod scripts;
 mod settle;
 mod timing;
+mod tls;
 mod wait;
 
 pub use backend::RedisBackend;

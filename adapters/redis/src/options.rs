@@ -49,6 +49,10 @@ pub struct RedisOptions {
     /// answering (default `None`: answer once the primary applied it). See
     /// [`ReplicaWait`].
     pub replicas: Option<ReplicaWait>,
+    /// Root certificates (PEM) that a `rediss://` server's certificate must chain to
+    /// (default `None`: the Mozilla root set). The URL parameter `cacert=PATH` names a file
+    /// instead and wins over this field. Giving one with a `redis://` URL is an error.
+    pub root_certificate: Option<Vec<u8>>,
 }
 
 /// Replication before acknowledgement: after an enqueue, settlement, hand-back, revival or
@@ -90,6 +94,7 @@ impl RedisOptions {
             batch: 500,
             timing_flush: Duration::from_secs(1),
             replicas: None,
+            root_certificate: None,
         }
     }
 
@@ -140,6 +145,19 @@ impl RedisOptions {
         self
     }
 
+    /// Trusts only the root certificates in `pem` (one or more PEM certificates) for
+    /// `rediss://` connections: a private certificate authority, say.
+    ///
+    /// ```
+    /// let pem = b"-----BEGIN CERTIFICATE-----\n...\n-----END CERTIFICATE-----\n".to_vec();
+    /// let o = fairq_redis::RedisOptions::new().root_certificate(pem.clone());
+    /// assert_eq!(o.root_certificate, Some(pem));
+    /// ```
+    pub fn root_certificate(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.root_certificate = Some(pem.into());
+        self
+    }
+
     /// Sets the connect timeout.
     ///
     /// ```
@@ -184,6 +202,10 @@ impl fmt::Debug for RedisOptions {
             .field("batch", &self.batch)
             .field("timing_flush", &self.timing_flush)
             .field("replicas", &self.replicas)
+            .field(
+                "root_certificate",
+                &self.root_certificate.as_ref().map(Vec::len),
+            )
             .finish()
     }
 }

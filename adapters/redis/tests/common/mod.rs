@@ -2,6 +2,9 @@
 //! that are deleted when the test ends (passed or failed).
 #![allow(dead_code)]
 
+pub mod certs;
+pub mod server;
+
 use std::ops::Deref;
 use std::time::Duration;
 
