@@ -8,12 +8,12 @@
 //! restarts from the oldest item.
 //!
 //! Both files are small, written whole and checksummed; see `FORMAT.md` for the layout.
-//! Checkpoints are written in version 2; version 1 files (without `head_segment` and
-//! `errors`) are still read.
+//! Checkpoints are written in version 3; version 2 files (without `tail_segment`) and
+//! version 1 files (without `head_segment` and `errors` either) are still read.
 //!
 //! ```
 //! use fairq_journal::checkpoint::{decode_checkpoint, encode_checkpoint, Checkpoint};
-//! let cp = Checkpoint { head: 10, head_segment: 3, done: vec![12, 15], errors: vec![(11, 2)] };
+//! let cp = Checkpoint { head: 10, head_segment: 3, tail_segment: 4, done: vec![12, 15], errors: vec![(11, 2)] };
 //! assert_eq!(decode_checkpoint(&encode_checkpoint(&cp)).unwrap(), cp);
 //! ```
 
@@ -26,7 +26,7 @@ pub const REGISTRY_MAGIC: [u8; 8] = *b"FAIRQRDR";
 /// The version of the registry format, and the oldest checkpoint version still read.
 const VERSION: u32 = 1;
 /// The checkpoint version this crate writes.
-pub const CHECKPOINT_VERSION: u32 = 2;
+pub const CHECKPOINT_VERSION: u32 = 3;
 /// Upper bound on how many out-of-order ids a checkpoint may list (guards allocations).
 pub const MAX_DONE_IDS: usize = 1 << 24;
 /// Upper bound on registry entries and on a reader name's length.
@@ -42,6 +42,11 @@ pub struct Checkpoint {
     /// item, or where its next read starts). Segments before it may be retired; one of them
     /// missing is not damage, one from it on missing is. `0` when unknown (version 1 files).
     pub head_segment: u64,
+    /// The newest segment of the queue when the checkpoint was written. It existed (its
+    /// creation was synced) and the newest segment is never retired, so a later open that
+    /// finds no segment this new is missing the end of the journal. `0` when unknown
+    /// (versions 1 and 2).
+    pub tail_segment: u64,
     /// Ids at or above `head` that are finished, in increasing order.
     pub done: Vec<u64>,
     /// Abort counts of unfinished items: `(id, count)` with ids at or above `head`, in
@@ -49,18 +54,19 @@ pub struct Checkpoint {
     pub errors: Vec<(u64, u32)>,
 }
 
-/// Encodes a checkpoint file (version 2).
+/// Encodes a checkpoint file (version 3).
 ///
 /// ```
 /// use fairq_journal::checkpoint::{encode_checkpoint, Checkpoint};
-/// assert_eq!(encode_checkpoint(&Checkpoint { head: 1, ..Default::default() }).len(), 40);
+/// assert_eq!(encode_checkpoint(&Checkpoint { head: 1, ..Default::default() }).len(), 48);
 /// ```
 pub fn encode_checkpoint(cp: &Checkpoint) -> Vec<u8> {
-    let mut out = Vec::with_capacity(40 + 8 * cp.done.len() + 12 * cp.errors.len());
+    let mut out = Vec::with_capacity(48 + 8 * cp.done.len() + 12 * cp.errors.len());
     out.extend_from_slice(&CHECKPOINT_MAGIC);
     out.extend_from_slice(&CHECKPOINT_VERSION.to_le_bytes());
     out.extend_from_slice(&cp.head.to_le_bytes());
     out.extend_from_slice(&cp.head_segment.to_le_bytes());
+    out.extend_from_slice(&cp.tail_segment.to_le_bytes());
     out.extend_from_slice(&(cp.done.len() as u32).to_le_bytes());
     for id in &cp.done {
         out.extend_from_slice(&id.to_le_bytes());
@@ -104,10 +110,11 @@ fn check_envelope(buf: &[u8], magic: &[u8; 8], min_len: usize) -> Result<u32, De
 pub fn decode_checkpoint(buf: &[u8]) -> Result<Checkpoint, DecodeError> {
     let version = check_envelope(buf, &CHECKPOINT_MAGIC, 28)?;
     let head = u64_at(buf, 12);
-    let (head_segment, mut at) = match version {
-        1 => (0, 20),
-        2 if buf.len() >= 40 => (u64_at(buf, 20), 28),
-        2 => return Err(DecodeError::BadLength(buf.len() as u64)),
+    let (head_segment, tail_segment, mut at) = match version {
+        1 => (0, 0, 20),
+        2 if buf.len() >= 40 => (u64_at(buf, 20), 0, 28),
+        3 if buf.len() >= 48 => (u64_at(buf, 20), u64_at(buf, 28), 36),
+        2 | 3 => return Err(DecodeError::BadLength(buf.len() as u64)),
         other => return Err(DecodeError::BadVersion(other)),
     };
     let end = buf.len() - 4;
@@ -152,6 +159,7 @@ pub fn decode_checkpoint(buf: &[u8]) -> Result<Checkpoint, DecodeError> {
     Ok(Checkpoint {
         head,
         head_segment,
+        tail_segment,
         done,
         errors,
     })
@@ -225,6 +233,7 @@ mod tests {
         let cp = Checkpoint {
             head: 5,
             head_segment: 2,
+            tail_segment: 3,
             done: vec![7, 9],
             errors: vec![(6, 1), (8, 3)],
         };

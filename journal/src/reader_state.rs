@@ -195,6 +195,8 @@ impl ReaderState {
         Checkpoint {
             head,
             head_segment: self.head_segment(),
+            // Filled in by the queue, which knows its segments.
+            tail_segment: 0,
             done: self.done.range(head..).copied().collect(),
             errors,
         }

@@ -149,6 +149,7 @@ fn read_checkpoint(
         name: reader.to_string(),
         head: cp.head,
         head_segment: cp.head_segment,
+        tail_segment: cp.tail_segment,
         has_checkpoint,
         done: cp.done.into_iter().collect(),
         errors: cp.errors.into_iter().collect(),
@@ -160,7 +161,8 @@ fn read_checkpoint(
 
 /// Segments are retired oldest first and only once every reader's checkpoint has passed
 /// them, so a reader's checkpoint names the oldest segment that must still exist. One
-/// missing at the front (or every one missing) is damage, never skipped.
+/// missing at the front (or every one missing) is damage, never skipped. A checkpoint also
+/// names the newest segment of its time: one missing at the end is damage too.
 fn check_front(
     dir: &Path,
     queue: &str,
@@ -181,6 +183,19 @@ fn check_front(
         } else {
             format!("reader {:?}", r.name)
         };
+        if let (Some(l), true) = (last, r.tail_segment > 0) {
+            // Version 3 checkpoint: it names the newest segment of its time, which was never
+            // retired (the writer's segment never is) and so must still exist.
+            if l < r.tail_segment {
+                return Err(missing(
+                    l + 1,
+                    format!(
+                        "{who}'s checkpoint was written when segment {} existed (the newest left is {l})",
+                        r.tail_segment
+                    ),
+                ));
+            }
+        }
         if r.head_segment > 0 {
             // Version 2 checkpoint: it names the segment.
             match (first, last) {

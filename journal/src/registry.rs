@@ -77,7 +77,10 @@ impl Inner {
                     let now = self.config.clock.coarse_now_ms();
                     st.checkpoint_due_ms =
                         now.saturating_add(duration_ms(self.config.checkpoint_interval));
-                    st.checkpoint_data()
+                    crate::checkpoint::Checkpoint {
+                        tail_segment: self.tail_segment(),
+                        ..st.checkpoint_data()
+                    }
                 };
                 let new_path = checkpoint_path(&self.dir, &self.name, name);
                 if !self.read_only {

@@ -3,7 +3,7 @@
 
 use std::sync::atomic::Ordering;
 
-use crate::checkpoint::encode_checkpoint;
+use crate::checkpoint::{encode_checkpoint, Checkpoint};
 use crate::files::segment_name;
 use crate::next::duration_ms;
 use crate::reader_state::ReaderShared;
@@ -81,6 +81,10 @@ pub(crate) fn write_checkpoint(
         st.dirty = false;
         st.checkpoint_due_ms = now.saturating_add(duration_ms(inner.config.checkpoint_interval));
         st.checkpoint_data()
+    };
+    let data = Checkpoint {
+        tail_segment: inner.tail_segment(),
+        ..data
     };
     let bytes = encode_checkpoint(&data);
     if let Err(e) = replace_atomically(inner.storage(), &cp.path, &bytes, inner.config.file_mode) {

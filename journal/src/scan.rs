@@ -20,6 +20,8 @@ pub(crate) struct Restored {
     pub(crate) head: u64,
     /// The oldest segment the checkpoint says the reader needs (0: unknown).
     pub(crate) head_segment: u64,
+    /// The newest segment when the checkpoint was written (0: unknown).
+    pub(crate) tail_segment: u64,
     /// Whether the checkpoint was read (a reader without one restarts from the oldest item).
     pub(crate) has_checkpoint: bool,
     pub(crate) done: BTreeSet<u64>,

@@ -295,6 +295,15 @@ impl Inner {
         lock(&self.index).visible
     }
 
+    /// The newest segment: the writer's. Its creation was synced before anything was put
+    /// in it, and it is never retired.
+    pub(crate) fn tail_segment(&self) -> u64 {
+        lock(&self.index)
+            .segs
+            .last_key_value()
+            .map_or(0, |(&seg, _)| seg)
+    }
+
     pub(crate) fn segment_end(&self, seg: u64) -> SegEnd {
         match lock(&self.index).segs.get(&seg) {
             Some(None) => SegEnd::Open,

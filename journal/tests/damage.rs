@@ -372,3 +372,23 @@ fn a_zero_filled_last_segment_is_corruption_not_a_torn_new_segment() {
         assert_eq!(std::fs::metadata(&segs[0]).unwrap().len() as usize, len);
     }
 }
+
+/// The newest segments deleted after a clean close: the checkpoint names the newest segment
+/// of its time, so the missing end is reported (naming the first missing file), not skipped.
+#[test]
+fn the_last_segments_missing_are_corruption_naming_the_first_of_them() {
+    for gone in [1, 2] {
+        let dir = filled(4);
+        let segs = segments(dir.path());
+        assert!(segs.len() >= 3, "{segs:?}");
+        for seg in &segs[segs.len() - gone..] {
+            std::fs::remove_file(seg).unwrap();
+        }
+        let first_missing = &segs[segs.len() - gone];
+        expect_missing(open_all(dir.path()), first_missing);
+        match JournaledQueue::open_read_only(dir.path(), "q", cfg(40)) {
+            Err(JournalError::Corrupt { path, .. }) => assert_eq!(&path, first_missing),
+            other => panic!("expected corruption, got {other:?}"),
+        }
+    }
+}

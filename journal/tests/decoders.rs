@@ -59,10 +59,10 @@ proptest! {
             prop_assert_eq!(&again[..], &bytes[..again.len()]);
         }
         if let Ok(cp) = decode_checkpoint(&bytes) {
-            // Version 2 files re-encode to themselves; version 1 files are read and rewritten
-            // as version 2 with the same content.
+            // Version 3 files re-encode to themselves; older ones are read and rewritten as
+            // version 3 with the same content.
             let again = encode_checkpoint(&cp);
-            if bytes[8] == 2 {
+            if bytes[8] == 3 {
                 prop_assert_eq!(&again, &bytes);
             }
             prop_assert_eq!(decode_checkpoint(&again).unwrap(), cp);
@@ -75,7 +75,7 @@ proptest! {
     #[test]
     fn decoders_never_panic_on_plausible_prefixes(
         magic in prop_oneof![Just(&b"FAIRQCKP"[..]), Just(&b"FAIRQRDR"[..]), Just(&b"FAIRQJNL"[..])],
-        version in 1u8..=2,
+        version in 1u8..=3,
         rest in proptest::collection::vec(any::<u8>(), 0..80),
     ) {
         // Random bytes rarely get past the magic; start from it so the later checks run.

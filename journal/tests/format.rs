@@ -79,15 +79,23 @@ fn checkpoint_and_registry_match_golden_vectors() {
     let cp = Checkpoint {
         head: 3,
         head_segment: 2,
+        tail_segment: 4,
         done: vec![5],
         errors: vec![(4, 2)],
     };
     assert_eq!(encode_checkpoint(&cp), golden("checkpoint"));
     assert_eq!(decode_checkpoint(&golden("checkpoint")).unwrap(), cp);
+    // Version 2 files (written before the tail segment was kept) still read.
+    let v2 = Checkpoint {
+        tail_segment: 0,
+        ..cp.clone()
+    };
+    assert_eq!(decode_checkpoint(&golden("checkpoint-v2")).unwrap(), v2);
     // Version 1 files (written before error counts and head segments were kept) still read.
     let v1 = Checkpoint {
         head: 3,
         head_segment: 0,
+        tail_segment: 0,
         done: vec![5],
         errors: vec![],
     };
