@@ -142,6 +142,20 @@
 //! simulated journal at random points (keeping a random prefix of the commits as the durable
 //! checkpoint) and checks that replay rebuilds the latest written state every time.
 //!
+//! ## Looking, permissions and damage
+//!
+//! * [`FileBackend::open_read_only`] looks at a store without creating, repairing or changing
+//!   anything in its folder (a full disk, a read-only mount): a client of a live owner, or a
+//!   snapshot of the journal, that refuses every change with [`FileError::ReadOnly`].
+//! * Files are created `0600` and folders `0700` ([`FileOptions::file_mode`],
+//!   [`FileOptions::dir_mode`]); no store file is opened through a symbolic link, and one that
+//!   is a link or not a regular file is refused ([`FileError::UnsafeFile`]).
+//! * A missing segment file (front, middle, or end as of the last checkpoint) is
+//!   [`FileError::CorruptJournal`] naming it. What opening repaired (a torn tail cut off) is in
+//!   [`FileBackend::recovery_report`], in words in [`FileBackend::recovery_warnings`], which
+//!   tell the remains of an interrupted write from a complete record failing its checksum.
+//! * A full disk is [`FileError::DiskFull`], saying what was not recorded.
+//!
 //! ## Limits
 //!
 //! One owning process per folder; other processes go through it (on the same machine: the

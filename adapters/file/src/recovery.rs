@@ -47,3 +47,61 @@ pub(crate) fn warnings(report: &RecoveryReport) -> Vec<String> {
     }
     lines
 }
+
+#[cfg(test)]
+mod tests {
+    use fairq_journal::{RecoveryReport, TailCause, TailRepair};
+
+    use super::warnings;
+
+    fn tail(cause: TailCause, truncated: bool) -> TailRepair {
+        TailRepair {
+            path: "/q/jobs.00000000000000000007.seg".into(),
+            offset: 4096,
+            dropped_bytes: 37,
+            cause,
+            truncated,
+        }
+    }
+
+    #[test]
+    fn a_torn_tail_and_a_damaged_record_are_told_apart_with_file_offset_and_bytes() {
+        let report = RecoveryReport {
+            tails: vec![
+                tail(TailCause::Incomplete, true),
+                tail(
+                    TailCause::Damaged {
+                        reason: "checksum mismatch".into(),
+                    },
+                    false,
+                ),
+            ],
+            removed_segments: vec!["/q/jobs.00000000000000000008.seg".into()],
+            restarted_readers: vec!["state".into()],
+        };
+        let lines = warnings(&report);
+        assert_eq!(lines.len(), 4, "{lines:?}");
+        for line in &lines[..2] {
+            assert!(
+                line.starts_with("/q/jobs.00000000000000000007.seg: 37 bytes at offset 4096 "),
+                "{line}"
+            );
+        }
+        assert!(lines[0].contains("cut off: a torn tail"), "{}", lines[0]);
+        assert!(!lines[0].contains("acknowledged changes"), "{}", lines[0]);
+        assert!(
+            lines[1].contains(
+                "ignored (read-only): a complete record fails its check (checksum mismatch)"
+            ) && lines[1].contains("may have held acknowledged changes"),
+            "{}",
+            lines[1]
+        );
+        assert!(
+            lines[2].contains("jobs.00000000000000000008.seg"),
+            "{}",
+            lines[2]
+        );
+        assert!(lines[3].contains("\"state\""), "{}", lines[3]);
+        assert!(warnings(&RecoveryReport::default()).is_empty());
+    }
+}
