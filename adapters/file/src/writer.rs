@@ -106,7 +106,7 @@ fn describe(touches: &[Touch]) -> String {
     }
     if jobs.is_empty() {
         text.push_str(if queues.is_empty() {
-            "nothing of this call"
+            ""
         } else {
             "the counters of this call's queues"
         });
@@ -250,15 +250,21 @@ pub(crate) async fn acknowledged(dir: &Path, ack: Option<Ack>) -> Result<(), Bac
     let Some(ack) = ack else { return Ok(()) };
     match ack.await {
         Ok(Ok(())) => Ok(()),
-        Ok(Err(failure)) if failure.disk_full => Err(FileError::DiskFull {
-            path: dir.to_path_buf(),
-            unrecorded: format!(
-                "{} {} not recorded, nor any later change; the store takes no changes until it is reopened with free space (everything acknowledged before is on disk)",
-                failure.unrecorded,
-                if failure.unrecorded.starts_with("the changes") { "were" } else { "was" }
-            ),
+        Ok(Err(failure)) if failure.disk_full => {
+            let what = match failure.unrecorded.as_str() {
+                // A call that changed nothing waited for the changes queued before it.
+                "" => "the changes queued before this call were".to_string(),
+                some if some.starts_with("the changes") => format!("{some} were"),
+                some => format!("{some} was"),
+            };
+            Err(FileError::DiskFull {
+                path: dir.to_path_buf(),
+                unrecorded: format!(
+                    "{what} not recorded, nor any later change; the store takes no changes until it is reopened with free space (everything acknowledged before is on disk)"
+                ),
+            }
+            .into())
         }
-        .into()),
         Ok(Err(failure)) => Err(FileError::Poisoned {
             reason: failure.reason,
         }
@@ -496,5 +502,31 @@ impl Writer {
             ack: None,
         });
         drop(st);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use fairq_worker::JobId;
+
+    use super::describe;
+    use crate::ledger::Touch;
+
+    #[test]
+    fn unrecorded_changes_are_named_by_job() {
+        assert_eq!(describe(&[Touch::Job(JobId(4))]), "the change to job 4");
+        let many: Vec<Touch> = (1..=7)
+            .map(|i| Touch::Progress(JobId(i)))
+            .chain([Touch::Deleted(JobId(3)), Touch::Queue("q".into())])
+            .collect();
+        assert_eq!(
+            describe(&many),
+            "the changes to jobs 1, 2, 3, 4, 5 and 2 more"
+        );
+        assert_eq!(
+            describe(&[Touch::Queue("q".into())]),
+            "the counters of this call's queues"
+        );
+        assert_eq!(describe(&[]), "");
     }
 }
