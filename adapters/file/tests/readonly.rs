@@ -249,13 +249,17 @@ impl Tmpfs {
         status.success().then_some(Tmpfs(dir))
     }
 
-    fn grow(&self) {
+    fn remount(&self, options: &str) {
         let status = std::process::Command::new("mount")
-            .args(["-o", "remount,size=4m"])
+            .args(["-o", &format!("remount,{options}")])
             .arg(self.0.path())
             .status()
             .unwrap();
         assert!(status.success());
+    }
+
+    fn grow(&self) {
+        self.remount("size=4m");
     }
 }
 
@@ -318,6 +322,35 @@ fn a_full_tmpfs_says_so_and_can_still_be_inspected() {
     let store = FileBackend::open(&dir, options).unwrap();
     assert_eq!(ids(&store), kept);
     store.close().unwrap();
+}
+
+/// On a read-only mount (which binds root too, unlike file modes) a store can be listed.
+#[test]
+fn a_store_on_a_read_only_mount_can_be_listed() {
+    let Some(tmpfs) = Tmpfs::mount() else {
+        eprintln!("skipped: cannot mount a tmpfs here (the chmod test covers it)");
+        return;
+    };
+    let dir = tmpfs.0.path().join("store");
+    let ids_written = runtime().block_on(async {
+        let store = FileBackend::open(&dir, FileOptions::default()).unwrap();
+        let mut ids = Vec::new();
+        for i in 0..4u8 {
+            ids.push(store.enqueue(NewJob::new("q", "k", vec![i])).await.unwrap());
+        }
+        store.close().unwrap();
+        ids
+    });
+    tmpfs.remount("ro");
+    let before = observe(&dir);
+    let view = FileBackend::open_read_only(&dir, FileOptions::default()).unwrap();
+    assert_eq!(ids(&view), ids_written);
+    drop(view);
+    assert_eq!(observe(&dir), before);
+    // A writable open cannot work there, and says why.
+    let err = FileBackend::open(&dir, FileOptions::default()).unwrap_err();
+    assert!(err.to_string().contains("Read-only file system"), "{err}");
+    tmpfs.remount("rw");
 }
 
 fn umask() -> u32 {
