@@ -16,8 +16,9 @@ use fairq_worker::JobStatus;
 #[derive(Debug, Parser)]
 #[command(name = "fairq", version, about, long_about = None)]
 pub struct Cli {
-    /// Job store: file:PATH, postgres://..., redis://... or memory: [default: file:./fairq-data;
-    /// `demo` uses a fresh temporary folder]
+    /// Job store: file:PATH, postgres://..., redis://... (a Redis Cluster:
+    /// redis+cluster://host1:port1,host2:port2/, or any node's redis:// URL) or memory:
+    /// [default: file:./fairq-data; `demo` uses a fresh temporary folder]
     #[arg(long, global = true, env = "FAIRQ_STORE", value_name = "URL")]
     pub store: Option<String>,
     /// Print JSON instead of tables.

@@ -13,7 +13,9 @@ use crate::redact::redact;
 /// * `postgres://...` or `postgresql://...`: PostgreSQL; the `schema` query parameter
 ///   (default `fairq`) is taken out, every other parameter goes to the driver;
 /// * `redis://...` or `rediss://...` (TLS): Redis; the `prefix` query parameter (default
-///   `fairq`) is taken out;
+///   `fairq`) is taken out; a Redis Cluster is `redis+cluster://host1:port1,host2:port2/`
+///   (`rediss+cluster://` with TLS) or `redis://host:port/?cluster=true` (discovered from one
+///   node), see `fairq_redis::Target`;
 /// * `memory:`: a store inside this process, gone when it exits (tests, demos).
 ///
 /// Every scheme parses whichever features are on, so a URL for a store that was not
@@ -133,7 +135,7 @@ impl FromStr for StoreUrl {
                 let (url, schema) = take_param(s, "schema").map_err(|r| bad(&r))?;
                 Ok(StoreUrl::Postgres { url, schema })
             }
-            "redis" | "rediss" => {
+            "redis" | "rediss" | "redis+cluster" | "rediss+cluster" => {
                 let (url, prefix) = take_param(s, "prefix").map_err(|r| bad(&r))?;
                 Ok(StoreUrl::Redis { url, prefix })
             }
@@ -217,6 +219,29 @@ mod tests {
         assert_eq!(parse("file:///tmp/q"), Ok(StoreUrl::File("/tmp/q".into())));
         assert_eq!(parse("FILE:rel"), Ok(StoreUrl::File("rel".into())));
         assert!(parse("file:").unwrap_err().contains("needs a folder"));
+    }
+
+    #[test]
+    fn cluster_urls_are_redis_urls_with_their_prefix_taken_out_and_passwords_hidden() {
+        let url = parse("redis+cluster://:hunter2@a:1,b:2/?prefix=p").unwrap();
+        assert_eq!(
+            url,
+            StoreUrl::Redis {
+                url: "redis+cluster://:hunter2@a:1,b:2/".into(),
+                prefix: Some("p".into())
+            }
+        );
+        assert_eq!(url.to_string(), "redis+cluster://:***@a:1,b:2/ (prefix p)");
+        assert_eq!(url.kind(), "redis");
+        let url = parse("redis://h:1/?cluster=true").unwrap();
+        assert_eq!(
+            url,
+            StoreUrl::Redis {
+                url: "redis://h:1/?cluster=true".into(),
+                prefix: None
+            }
+        );
+        assert!(parse("rediss+cluster://h:1/").is_ok());
     }
 
     #[test]

@@ -2,18 +2,21 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use fairq_core::job::Millis;
 use fairq_worker::{BackendError, Clock, Random, SystemRandom};
-use redis::aio::{ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
-use redis::{AsyncConnectionConfig, Client};
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::ClusterClientBuilder;
+use redis::AsyncConnectionConfig;
 
-use crate::connection::Connection;
+use crate::connection::{Connection, Opener};
 use crate::error::{self, is_transient, RedisStoreError};
 use crate::keys::KeySpace;
 use crate::options::RedisOptions;
 use crate::registry::Registry;
 use crate::scripts::Scripts;
+use crate::target::Target;
 use crate::timing::Timing;
 
 /// A [`Backend`](fairq_worker::Backend) on Redis.
@@ -40,7 +43,7 @@ pub struct RedisBackend {
 }
 
 pub(crate) struct Inner {
-    pub(crate) client: Client,
+    pub(crate) opener: Opener,
     pub(crate) conn: Connection,
     pub(crate) keys: KeySpace,
     pub(crate) options: RedisOptions,
@@ -55,7 +58,7 @@ pub(crate) struct Inner {
     requests: AtomicU64,
     /// The highest id sequence this client has seen: the floor of its next ids.
     pub(crate) highwater: AtomicU64,
-    pub(crate) waiters: Mutex<Vec<MultiplexedConnection>>,
+    pub(crate) waiters: Mutex<Vec<Connection>>,
 }
 
 /// The last handle going away sends the run times it still holds, when a runtime is there to
@@ -98,8 +101,11 @@ impl std::fmt::Debug for RedisBackend {
 }
 
 impl RedisBackend {
-    /// Connects to the server at `url` (`redis://[:password@]host[:port][/db]`, or
-    /// `rediss://` for TLS), checks that it answers and loads the scripts.
+    /// Connects to the server or cluster `url` names, checks that it answers and loads the
+    /// scripts. The URL forms are those of [`Target::parse`]:
+    /// `redis://[:password@]host[:port][/db]` (or `rediss://` for TLS) for one server;
+    /// `redis+cluster://host1:port1,host2:port2/` or `redis://host:port/?cluster=true` for a
+    /// Redis Cluster, discovered from the nodes given (see the crate README, "Redis Cluster").
     ///
     /// Over TLS the server's certificate must chain to the Mozilla roots, or to
     /// [`RedisOptions::root_certificate`], or to the PEM file the URL parameter
@@ -118,33 +124,61 @@ impl RedisBackend {
     /// ```
     pub async fn connect(url: &str, options: RedisOptions) -> Result<Self, BackendError> {
         let keys = KeySpace::new(options.prefix.clone())?;
-        let client = crate::tls::client(url, &options)?;
-        let addr = client.get_connection_info().addr.to_string();
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(options.connect_timeout)
-            .set_response_timeout(options.response_timeout)
-            .set_number_of_retries(options.reconnect_retries)
-            .set_max_delay(1_000);
-        // One connection first, without the manager's reconnection attempts: a refused
-        // certificate or password fails at once instead of after every retry. It becomes
-        // the first connection for blocking waits.
-        let first = client
-            .get_multiplexed_async_connection_with_config(
-                &AsyncConnectionConfig::new().set_connection_timeout(options.connect_timeout),
-            )
-            .await;
-        let first = match first {
-            Ok(conn) => Some(conn),
-            Err(source) if !is_transient(&source) => return Err(connect_error(&addr, source)),
-            Err(_) => None,
+        let (opener, conn, addr, first) = match Target::parse(url)? {
+            Target::Single(url) => {
+                let client = crate::tls::client(&url, &options)?;
+                let addr = client.get_connection_info().addr.to_string();
+                let config = ConnectionManagerConfig::new()
+                    .set_connection_timeout(options.connect_timeout)
+                    .set_response_timeout(options.response_timeout)
+                    .set_number_of_retries(options.reconnect_retries)
+                    .set_max_delay(1_000);
+                // One connection first, without the manager's reconnection attempts: a refused
+                // certificate or password fails at once instead of after every retry. It
+                // becomes the first connection for blocking waits.
+                let first = client
+                    .get_multiplexed_async_connection_with_config(
+                        &AsyncConnectionConfig::new()
+                            .set_connection_timeout(options.connect_timeout),
+                    )
+                    .await;
+                let first = match first {
+                    Ok(conn) => Some(Connection::plain(conn)),
+                    Err(source) if !is_transient(&source) => {
+                        return Err(connect_error(&addr, source));
+                    }
+                    Err(_) => None,
+                };
+                let mut manager = ConnectionManager::new_with_config(client.clone(), config)
+                    .await
+                    .map_err(|source| connect_error(&addr, source))?;
+                // A node of a cluster named by a plain URL: the cluster is discovered from it.
+                let info: String = redis::cmd("INFO")
+                    .arg("cluster")
+                    .query_async(&mut manager)
+                    .await
+                    .map_err(|source| connect_error(&addr, source))?;
+                if info.lines().any(|l| l.trim() == "cluster_enabled:1") {
+                    let (opener, conn, addr) = open_cluster(vec![url], &options).await?;
+                    (opener, conn, addr, None)
+                } else {
+                    (
+                        Opener::Single(client),
+                        Connection::single(manager),
+                        addr,
+                        first,
+                    )
+                }
+            }
+            Target::Cluster(nodes) => {
+                let (opener, conn, addr) = open_cluster(nodes, &options).await?;
+                (opener, conn, addr, None)
+            }
         };
-        let manager = ConnectionManager::new_with_config(client.clone(), config)
-            .await
-            .map_err(|source| connect_error(&addr, source))?;
         let backend = RedisBackend {
             inner: Arc::new(Inner {
-                client,
-                conn: Connection::single(manager),
+                opener,
+                conn,
                 keys,
                 options,
                 scripts: Scripts::new(),
@@ -159,6 +193,19 @@ impl RedisBackend {
         };
         backend.load_scripts().await?;
         Ok(backend)
+    }
+
+    /// True when the store runs on a Redis Cluster.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), fairq_worker::BackendError> {
+    /// use fairq_redis::{RedisBackend, RedisOptions};
+    /// let store = RedisBackend::connect("redis+cluster://127.0.0.1:7001/", RedisOptions::new()).await?;
+    /// assert!(store.is_cluster());
+    /// # Ok(()) }
+    /// ```
+    pub fn is_cluster(&self) -> bool {
+        self.inner.conn.is_cluster()
     }
 
     /// The key layout in use.
@@ -203,6 +250,20 @@ impl RedisBackend {
     /// # Ok(()) }
     /// ```
     pub async fn load_scripts(&self) -> Result<(), BackendError> {
+        if self.is_cluster() {
+            // Each master is sent each script (a pipeline would go to one node). A master
+            // that does not answer now gets them on its first call (see `call.rs`).
+            for named in self.inner.scripts.all() {
+                let mut load = redis::cmd("SCRIPT");
+                load.arg("LOAD").arg(named.source.as_str());
+                self.inner
+                    .conn
+                    .to_every_master(&load)
+                    .await
+                    .map_err(|e| error::command("loading scripts", e))?;
+            }
+            return Ok(());
+        }
         let mut pipe = redis::pipe();
         for named in self.inner.scripts.all() {
             pipe.cmd("SCRIPT")
@@ -249,27 +310,63 @@ impl RedisBackend {
 
     /// A connection for blocking commands (each waiter needs its own: a blocked connection
     /// cannot serve other requests).
-    pub(crate) async fn waiter_connection(&self) -> Result<MultiplexedConnection, BackendError> {
+    pub(crate) async fn waiter_connection(&self) -> Result<Connection, BackendError> {
         if let Some(conn) = self.inner.waiters.lock().ok().and_then(|mut w| w.pop()) {
             return Ok(conn);
         }
-        let config =
-            AsyncConnectionConfig::new().set_connection_timeout(self.inner.options.connect_timeout);
         self.inner
-            .client
-            .get_multiplexed_async_connection_with_config(&config)
+            .opener
+            .open(self.inner.options.connect_timeout)
             .await
             .map_err(|source| connect_error(&self.inner.addr, source))
     }
 
     /// Returns a healthy blocking connection to the pool.
-    pub(crate) fn return_waiter(&self, conn: MultiplexedConnection) {
+    pub(crate) fn return_waiter(&self, conn: Connection) {
         if let Ok(mut waiters) = self.inner.waiters.lock() {
             if waiters.len() < 64 {
                 waiters.push(conn);
             }
         }
     }
+}
+
+/// Connects to the cluster that `nodes` belong to.
+async fn open_cluster(
+    nodes: Vec<String>,
+    options: &RedisOptions,
+) -> Result<(Opener, Connection, String), BackendError> {
+    let mut addrs = Vec::with_capacity(nodes.len());
+    for node in &nodes {
+        let info = redis::IntoConnectionInfo::into_connection_info(node.as_str())
+            .map_err(|e| BackendError::Invalid(format!("invalid Redis URL: {e}")))?;
+        addrs.push(info.addr.to_string());
+    }
+    let addr = format!("cluster {}", addrs.join(","));
+    if nodes.iter().any(|node| crate::tls::is_tls(node)) {
+        crate::tls::install_crypto_provider();
+    }
+    // The cluster client repeats nothing itself (`retries(0)`): a call repeated after a lost
+    // reply must say so to its script (see `call.rs`), so repeats are this crate's.
+    // Redirections and lost nodes still make it update its slot map.
+    let builder = |response_timeout: Option<Duration>| {
+        let mut b = ClusterClientBuilder::new(nodes.clone())
+            .connection_timeout(options.connect_timeout)
+            .retries(0);
+        if let Some(timeout) = response_timeout {
+            b = b.response_timeout(timeout);
+        }
+        b.build()
+            .map_err(|e| BackendError::Invalid(format!("invalid Redis URL: {e}")))
+    };
+    let client = builder(Some(options.response_timeout))?;
+    // Blocking waits bound their own time: their connections have no reply timeout.
+    let waiters = builder(None)?;
+    let conn = client
+        .get_async_connection()
+        .await
+        .map_err(|source| connect_error(&addr, source))?;
+    Ok((Opener::Cluster(waiters), Connection::cluster(conn), addr))
 }
 
 pub(crate) fn connect_error(addr: &str, source: redis::RedisError) -> BackendError {

@@ -83,8 +83,18 @@ impl RedisBackend {
         let mut attempt = 0;
         let mut reloaded = false;
         loop {
-            let mut evalsha = redis::cmd("EVALSHA");
-            evalsha.arg(named.hash()).arg(1).arg(&base);
+            // After a NOSCRIPT the call is sent with its source (EVAL), which also caches the
+            // script on whichever node runs it: on a cluster, the node of this queue's slot.
+            let mut evalsha = if reloaded {
+                let mut eval = redis::cmd("EVAL");
+                eval.arg(named.source.as_str());
+                eval
+            } else {
+                let mut evalsha = redis::cmd("EVALSHA");
+                evalsha.arg(named.hash());
+                evalsha
+            };
+            evalsha.arg(1).arg(&base);
             for arg in &args {
                 evalsha.arg(arg.as_slice());
             }
@@ -124,7 +134,10 @@ impl RedisBackend {
                 }
                 Err(err) if err.kind() == ErrorKind::NoScriptError && !reloaded => {
                     reloaded = true;
-                    self.load_scripts().await?;
+                    // Best effort: the EVAL above does not depend on it.
+                    if let Err(err) = self.load_scripts().await {
+                        tracing::debug!(error = %err, "reloading scripts failed");
+                    }
                 }
                 Err(err) if is_transient(&err) && attempt < retries => {
                     attempt += 1;

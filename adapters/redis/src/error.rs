@@ -98,7 +98,18 @@ pub(crate) fn is_transient(err: &RedisError) -> bool {
         || err.is_timeout()
         || matches!(
             err.kind(),
-            ErrorKind::BusyLoadingError | ErrorKind::TryAgain | ErrorKind::ClusterDown
+            ErrorKind::BusyLoadingError
+                | ErrorKind::TryAgain
+                | ErrorKind::ClusterDown
+                // Cluster topology changes: a slot moved or is moving, a master is down or
+                // was demoted in a failover, a node's connection is not there yet. The
+                // cluster connection updates its slot map on these; a repeat goes to the
+                // new owner.
+                | ErrorKind::Moved
+                | ErrorKind::Ask
+                | ErrorKind::MasterDown
+                | ErrorKind::ReadOnly
+                | ErrorKind::ClusterConnectionNotFound
         )
 }
 

@@ -2,10 +2,11 @@
 //!
 //! Every key of a deployment starts with its prefix. The keys of one queue share a hash tag,
 //! `<prefix>:{<queue>}:`, so Redis Cluster keeps a whole queue in one slot and every script
-//! that changes the queue runs on one node, touching only keys of that slot. One
-//! deployment-wide key sits outside any queue: the registry that numbers queues
-//! (`<prefix>:queues`), written once per queue ever and read when a job id's queue is not yet
-//! known to a client.
+//! that changes the queue runs on one node, touching only keys of that slot; different queues
+//! spread over the masters. One deployment-wide key sits outside any queue: the registry that
+//! numbers queues (`<prefix>:queues`), written once per queue ever and read when a job id's
+//! queue is not yet known to a client (clients cache it: it is on no job's path, so it is
+//! not a hot key).
 //!
 //! | key (after `<prefix>:{<queue>}:`) | type | holds |
 //! |---|---|---|

@@ -47,6 +47,7 @@ mod registry;
 mod rescue;
 mod scripts;
 mod settle;
+mod target;
 mod timing;
 mod tls;
 mod wait;
@@ -56,6 +57,7 @@ pub use connection::Connection;
 pub use error::RedisStoreError;
 pub use keys::KeySpace;
 pub use options::{RedisOptions, ReplicaWait};
+pub use target::Target;
 
 /// Operator queries per fairness key (the dashboard's tenants view), read through `list`.
 impl fairq_worker::Inspect for RedisBackend {}

@@ -74,7 +74,7 @@ pub(crate) fn is_tls(url: &str) -> bool {
 /// rustls needs a process-wide cryptography provider. The application may have installed
 /// one already; otherwise *ring*'s is installed here, so the choice does not depend on which
 /// rustls features other crates of the build happened to enable.
-fn install_crypto_provider() {
+pub(crate) fn install_crypto_provider() {
     if rustls::crypto::CryptoProvider::get_default().is_none() {
         // Losing a race to another installer is fine: a provider is then installed.
         let _ = rustls::crypto::ring::default_provider().install_default();

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod certs;
+pub mod cluster;
 pub mod server;
 
 use std::ops::Deref;
@@ -155,4 +156,43 @@ macro_rules! require_redis {
             return;
         }
     };
+}
+
+/// Makes stores on fresh prefixes of the private cluster shared by the test binary (see
+/// [`cluster::shared`]) and deletes their keys afterwards.
+pub struct ClusterHarness {
+    pub url: String,
+}
+
+impl ClusterHarness {
+    /// The harness on the shared cluster, or `None` when it cannot run (said why).
+    pub fn shared() -> Option<ClusterHarness> {
+        cluster::shared().map(|c| ClusterHarness { url: c.url() })
+    }
+}
+
+impl Harness for ClusterHarness {
+    type Backend = RedisBackend;
+
+    async fn create(&self, clock: ManualClock) -> RedisBackend {
+        let store = RedisBackend::connect(&self.url, options(clock))
+            .await
+            .expect("connect to the cluster");
+        assert!(store.is_cluster());
+        store
+    }
+
+    async fn cleanup(&self, backend: RedisBackend) {
+        backend.destroy().await.expect("delete the test's keys");
+    }
+}
+
+impl fairq_worker::conformance::differential::Differential for ClusterHarness {
+    fn capabilities(&self) -> fairq_worker::conformance::differential::Capabilities {
+        fairq_worker::conformance::differential::Capabilities {
+            release: true,
+            reopen: false,
+            hold_retries: false,
+        }
+    }
 }

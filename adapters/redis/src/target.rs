@@ -1,0 +1,183 @@
+//! What a connection URL names: one server, or a Redis Cluster given by one or more of its
+//! nodes.
+
+use fairq_worker::BackendError;
+
+/// The servers a URL names.
+///
+/// Three forms:
+///
+/// * `redis://[user:password@]host[:port][/db]` (or `rediss://` for TLS): one server;
+/// * `redis+cluster://[user:password@]host1:port1,host2:port2[/]` (or `rediss+cluster://`):
+///   a cluster, reached through any of the nodes listed (the rest of the cluster is
+///   discovered from them; listing several only matters while some are down);
+/// * `redis://host:port/?cluster=true` (also `1`, `yes`, `on`): a cluster discovered from
+///   that one node.
+///
+/// A cluster has only database 0: a cluster URL naming another one is refused.
+///
+/// ```
+/// use fairq_redis::Target;
+/// let t = Target::parse("redis+cluster://:pw@10.0.0.1:7001,10.0.0.2:7002/").unwrap();
+/// assert_eq!(
+///     t,
+///     Target::Cluster(vec!["redis://:pw@10.0.0.1:7001/".into(), "redis://:pw@10.0.0.2:7002/".into()])
+/// );
+/// let t = Target::parse("redis://127.0.0.1:7001/?cluster=true").unwrap();
+/// assert_eq!(t, Target::Cluster(vec!["redis://127.0.0.1:7001/".into()]));
+/// let t = Target::parse("redis://127.0.0.1:6379/2").unwrap();
+/// assert_eq!(t, Target::Single("redis://127.0.0.1:6379/2".into()));
+/// assert!(Target::parse("redis+cluster://h:1/3").is_err());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// One server, by its URL.
+    Single(String),
+    /// A cluster, by the URLs of the nodes to discover it from.
+    Cluster(Vec<String>),
+}
+
+impl Target {
+    /// Reads a connection URL (see the type's docs). Errors are
+    /// [`BackendError::Invalid`] and never quote a password.
+    pub fn parse(url: &str) -> Result<Target, BackendError> {
+        let bad = |reason: &str| BackendError::Invalid(format!("invalid Redis URL: {reason}"));
+        let (url, cluster_param) = take_cluster_param(url).map_err(|r| bad(&r))?;
+        let Some((scheme, rest)) = url.split_once("://") else {
+            return Ok(Target::Single(url));
+        };
+        let node_scheme = match scheme.to_ascii_lowercase().as_str() {
+            "redis+cluster" => "redis",
+            "rediss+cluster" => "rediss",
+            _ if cluster_param => return Ok(Target::Cluster(vec![check_db0(&url)?])),
+            _ => return Ok(Target::Single(url)),
+        };
+        // The user info runs to the last '@' before the query; the hosts to the next '/'.
+        let query = rest.find('?').unwrap_or(rest.len());
+        let host_start = rest[..query].rfind('@').map_or(0, |at| at + 1);
+        let slash = rest[host_start..query]
+            .find('/')
+            .map_or(query, |slash| host_start + slash);
+        let (authority, path) = rest.split_at(slash);
+        let (userinfo, hosts) = match authority.rfind('@') {
+            Some(at) => (&authority[..=at], &authority[at + 1..]),
+            None => ("", authority),
+        };
+        let path = if path.starts_with('/') {
+            path.to_string()
+        } else {
+            format!("/{path}")
+        };
+        let mut nodes = Vec::new();
+        for host in hosts.split(',') {
+            let host = host.trim();
+            if host.is_empty() {
+                return Err(bad("a cluster URL lists an empty node"));
+            }
+            nodes.push(check_db0(&format!(
+                "{node_scheme}://{userinfo}{host}{path}"
+            ))?);
+        }
+        Ok(Target::Cluster(nodes))
+    }
+
+    /// True for a cluster.
+    ///
+    /// ```
+    /// assert!(fairq_redis::Target::parse("redis+cluster://h:1/").unwrap().is_cluster());
+    /// ```
+    pub fn is_cluster(&self) -> bool {
+        matches!(self, Target::Cluster(_))
+    }
+}
+
+/// Takes the `cluster` query parameter out of `url`: its value as a boolean (false when
+/// absent).
+fn take_cluster_param(url: &str) -> Result<(String, bool), String> {
+    let Some((base, query)) = url.split_once('?') else {
+        return Ok((url.to_string(), false));
+    };
+    let mut cluster = false;
+    let mut kept = Vec::new();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        match pair.split_once('=') {
+            Some(("cluster", value)) => {
+                cluster = match value.to_ascii_lowercase().as_str() {
+                    "1" | "true" | "yes" | "on" => true,
+                    "0" | "false" | "no" | "off" => false,
+                    other => return Err(format!("cluster={other:?} is neither true nor false")),
+                };
+            }
+            _ => kept.push(pair),
+        }
+    }
+    Ok(if kept.is_empty() {
+        (base.to_string(), cluster)
+    } else {
+        (format!("{base}?{}", kept.join("&")), cluster)
+    })
+}
+
+/// Refuses a node URL naming a database other than 0 (a cluster has no others).
+fn check_db0(url: &str) -> Result<String, BackendError> {
+    let info = redis::IntoConnectionInfo::into_connection_info(url)
+        .map_err(|e| BackendError::Invalid(format!("invalid Redis URL: {e}")))?;
+    if info.redis.db != 0 {
+        return Err(BackendError::Invalid(format!(
+            "invalid Redis URL: a cluster has only database 0, not {}",
+            info.redis.db
+        )));
+    }
+    Ok(url.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cluster_urls_name_every_node_with_the_same_credentials() {
+        let t = Target::parse("redis+cluster://u:pw@a:1,b:2,c:3/?protocol=resp3").unwrap();
+        assert_eq!(
+            t,
+            Target::Cluster(vec![
+                "redis://u:pw@a:1/?protocol=resp3".into(),
+                "redis://u:pw@b:2/?protocol=resp3".into(),
+                "redis://u:pw@c:3/?protocol=resp3".into(),
+            ])
+        );
+        let t = Target::parse("redis+cluster://a:1").unwrap();
+        assert_eq!(t, Target::Cluster(vec!["redis://a:1/".into()]));
+    }
+
+    #[test]
+    fn the_cluster_parameter_is_taken_out_and_read_as_a_boolean() {
+        assert_eq!(
+            Target::parse("redis://a:1/?x=1&cluster=yes").unwrap(),
+            Target::Cluster(vec!["redis://a:1/?x=1".into()])
+        );
+        assert_eq!(
+            Target::parse("redis://a:1/?cluster=off").unwrap(),
+            Target::Single("redis://a:1/".into())
+        );
+        let err = Target::parse("redis://:hunter2@a:1/?cluster=maybe").unwrap_err();
+        assert!(err.to_string().contains("cluster=\"maybe\""), "{err}");
+        assert!(!err.to_string().contains("hunter2"), "{err}");
+    }
+
+    #[test]
+    fn empty_nodes_and_other_databases_are_refused_without_the_password() {
+        for url in [
+            "redis+cluster://:hunter2@a:1,,b:2/",
+            "redis+cluster://:hunter2@a:1/5",
+            "redis://:hunter2@a:1/5?cluster=1",
+        ] {
+            let err = Target::parse(url).unwrap_err().to_string();
+            assert!(
+                err.starts_with("invalid request: invalid Redis URL"),
+                "{err}"
+            );
+            assert!(!err.contains("hunter2"), "{err}");
+        }
+    }
+}

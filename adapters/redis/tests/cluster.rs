@@ -1,0 +1,234 @@
+//! The store on a private Redis Cluster of three masters and three replicas (started by the
+//! first test that needs it, stopped when the test process exits): the conformance suite, the
+//! differential test, and what only a cluster shows (queues spread over the masters, ids,
+//! operator calls gathering from every node, dependencies across slots, discovery from one
+//! node given by a plain URL).
+
+mod common;
+
+use std::collections::{BTreeSet, HashSet};
+use std::time::Duration;
+
+use common::cluster::{self, cli};
+use common::ClusterHarness;
+use fairq_redis::{RedisBackend, RedisOptions};
+use fairq_worker::{Backend, JobId, JobStatus, ListFilter, ManualClock, NewJob, Purge};
+
+fairq_worker::conformance_tests!({
+    match ClusterHarness::shared() {
+        Some(harness) => harness,
+        None => return,
+    }
+});
+
+/// Handing back claimed jobs (not yet in `conformance_tests!`).
+#[test]
+fn release_hands_back_without_an_attempt() {
+    let Some(harness) = ClusterHarness::shared() else {
+        return;
+    };
+    fairq_worker::conformance::run(harness, |store, clock| {
+        Box::pin(
+            fairq_worker::conformance::checks::release_hands_back_without_an_attempt(store, clock),
+        )
+    });
+}
+
+/// Random request sequences on the cluster and on the reference store agree answer for
+/// answer.
+#[test]
+fn the_cluster_store_matches_the_reference_store() {
+    let Some(harness) = ClusterHarness::shared() else {
+        return;
+    };
+    fairq_worker::conformance::differential::check(harness, 24);
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+async fn connect(url: &str) -> RedisBackend {
+    RedisBackend::connect(url, common::options(ManualClock::new(1_700_000_000_000)))
+        .await
+        .expect("connect to the cluster")
+}
+
+/// Queues land on every master, every script of a queue touches only its slot (a script
+/// touching another slot fails on a cluster, so each operation succeeding shows it), ids are
+/// unique across queues, and stats, list, revive, purge and prune gather from every node.
+#[test]
+fn queues_spread_over_the_masters_and_operator_calls_gather_from_all_of_them() {
+    let Some(cluster) = cluster::shared() else {
+        return;
+    };
+    runtime().block_on(async {
+        let store = connect(&cluster.url()).await;
+        let queues: Vec<String> = (0..24).map(|i| format!("q{i}")).collect();
+        let mut ids = HashSet::new();
+        for (i, queue) in queues.iter().enumerate() {
+            let jobs = (0..3)
+                .map(|n| NewJob::new(queue.as_str(), "k", vec![n]).key(format!("t{}", i % 4)))
+                .collect();
+            for id in store.enqueue_many(jobs).await.expect("enqueue") {
+                assert!(ids.insert(id), "id {id} given twice");
+            }
+        }
+        assert_eq!(ids.len(), 72);
+        // Where each queue's keys live.
+        let mut owners = BTreeSet::new();
+        for queue in &queues {
+            let key = format!("{}meta", store.keys().queue_base(queue));
+            owners.insert(cluster.master_of(&key).expect("an owner"));
+        }
+        assert_eq!(
+            owners.len(),
+            3,
+            "24 queues on {owners:?}, not on all 3 masters"
+        );
+        // Every master holds keys of the deployment.
+        for master in cluster.masters() {
+            let pattern = format!("{}:*", store.keys().prefix());
+            let out = cli(master, &["--scan", "--pattern", &pattern]);
+            assert!(out.lines().count() > 0, "master {master} holds no keys");
+        }
+
+        let stats = store.stats().await.expect("stats");
+        assert_eq!(stats.len(), 24);
+        assert!(stats.iter().all(|s| s.counts.scheduled == 3), "{stats:?}");
+
+        let listed = store.list(ListFilter::default()).await.expect("list");
+        let listed: HashSet<JobId> = listed.iter().map(|j| j.id).collect();
+        assert_eq!(listed, ids);
+
+        // One job of each queue dies, then all are revived at once.
+        for queue in &queues {
+            let jobs = store
+                .claim(queue, 1, Duration::from_secs(30))
+                .await
+                .expect("claim");
+            let failure = fairq_worker::Failure::permanent("no");
+            store
+                .fail(&jobs[0], failure)
+                .await
+                .expect("fail permanently");
+        }
+        let dead = store
+            .list(ListFilter {
+                status: Some(JobStatus::Dead),
+                ..ListFilter::default()
+            })
+            .await
+            .expect("list dead");
+        assert_eq!(dead.len(), 24);
+        let revived = store
+            .revive(fairq_worker::ReviveTarget::AllDead { queue: None })
+            .await
+            .expect("revive");
+        assert_eq!(revived, 24);
+
+        // One job of each queue succeeds and is pruned; the rest are purged.
+        for queue in &queues {
+            let jobs = store
+                .claim(queue, 1, Duration::from_secs(30))
+                .await
+                .expect("claim");
+            store.complete(jobs[0].claim).await.expect("complete");
+        }
+        let pruned = store.prune(Duration::ZERO).await.expect("prune");
+        assert_eq!(pruned, 24);
+        let purged = store.purge(Purge::default()).await.expect("purge");
+        assert_eq!(purged, 48);
+        let stats = store.stats().await.expect("stats");
+        assert!(stats.iter().all(|s| s.counts.total() == 0), "{stats:?}");
+        store.destroy().await.expect("destroy");
+    });
+}
+
+/// A job depending on a job of a queue in another slot (on another master) waits for it and
+/// is released when it succeeds.
+#[test]
+fn a_dependency_on_another_masters_queue_is_released_on_success() {
+    let Some(cluster) = cluster::shared() else {
+        return;
+    };
+    runtime().block_on(async {
+        let store = connect(&cluster.url()).await;
+        // Two queues on different masters.
+        let owner = |q: &str| cluster.master_of(&format!("{}meta", store.keys().queue_base(q)));
+        let first = "deps-a";
+        let second = (0..100)
+            .map(|i| format!("deps-b{i}"))
+            .find(|q| owner(q) != owner(first))
+            .expect("a queue on another master");
+        let dep = store
+            .enqueue(NewJob::new(first, "k", vec![]))
+            .await
+            .expect("enqueue the dependency");
+        let dependent = store
+            .enqueue(NewJob::new(second.as_str(), "k", vec![]).after(dep))
+            .await
+            .expect("enqueue the dependent");
+        let info = store.get(dependent).await.expect("get").expect("the job");
+        assert_eq!(info.status(), JobStatus::Blocked);
+        assert!(store
+            .claim(&second, 1, Duration::from_secs(30))
+            .await
+            .expect("claim")
+            .is_empty());
+        let jobs = store
+            .claim(first, 1, Duration::from_secs(30))
+            .await
+            .expect("claim");
+        store.complete(jobs[0].claim).await.expect("complete");
+        let jobs = store
+            .claim(&second, 1, Duration::from_secs(30))
+            .await
+            .expect("claim");
+        assert_eq!(jobs.len(), 1);
+        assert_eq!(jobs[0].claim.id, dependent);
+        store.destroy().await.expect("destroy");
+    });
+}
+
+/// A plain `redis://` URL naming one node of a cluster finds the whole cluster, and so does
+/// `?cluster=true`; both see the same jobs.
+#[test]
+fn one_node_by_a_plain_url_discovers_the_cluster() {
+    let Some(cluster) = cluster::shared() else {
+        return;
+    };
+    runtime().block_on(async {
+        let port = cluster.nodes[1].port;
+        let options = common::options(ManualClock::new(1_700_000_000_000));
+        let prefix = options.prefix.clone();
+        let plain = RedisBackend::connect(&format!("redis://127.0.0.1:{port}/"), options)
+            .await
+            .expect("connect by one node");
+        assert!(plain.is_cluster());
+        let explicit = RedisBackend::connect(
+            &format!("redis://127.0.0.1:{port}/?cluster=true"),
+            RedisOptions::new().prefix(prefix),
+        )
+        .await
+        .expect("connect with ?cluster=true");
+        assert!(explicit.is_cluster());
+        let mut ids = Vec::new();
+        for i in 0..12 {
+            ids.push(
+                plain
+                    .enqueue(NewJob::new(format!("plain{i}"), "k", vec![]))
+                    .await
+                    .expect("enqueue"),
+            );
+        }
+        for id in ids {
+            assert!(explicit.get(id).await.expect("get").is_some(), "job {id}");
+        }
+        plain.destroy().await.expect("destroy");
+    });
+}

@@ -1,0 +1,295 @@
+//! A private Redis Cluster for tests: masters with replicas on ports 57000-57999 of
+//! 127.0.0.1 (data ports 57000-57499, each node's cluster bus 500 above), in a temporary
+//! folder.
+//!
+//! Each node runs under a small `sh` watchdog that holds the test process's end of a pipe: when
+//! the test process exits, for whatever reason, the pipe closes, the watchdog kills its node
+//! and deletes the node's folder. So a cluster shared by every test of a binary (see
+//! [`shared`]) is stopped at exit without a teardown hook, and a dropped [`LocalCluster`]
+//! stops its nodes at once.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// Data ports are taken from here up.
+const FIRST_PORT: u16 = 57_000;
+/// Data ports end below this; bus ports are `port + BUS_OFFSET`.
+const LAST_PORT: u16 = 57_500;
+const BUS_OFFSET: u16 = 500;
+/// How long the nodes may take to start and agree (a readiness bound, not a synchronisation).
+const READY_WITHIN: Duration = Duration::from_secs(60);
+
+/// One node: its port, its server's process id, its watchdog.
+pub struct Node {
+    pub port: u16,
+    pub pid: u32,
+    watchdog: Child,
+}
+
+/// A running private cluster.
+pub struct LocalCluster {
+    pub nodes: Vec<Node>,
+    dir: tempfile::TempDir,
+}
+
+fn free(port: u16) -> bool {
+    TcpListener::bind(("127.0.0.1", port)).is_ok()
+        && TcpListener::bind(("127.0.0.1", port + BUS_OFFSET)).is_ok()
+}
+
+/// `redis-cli -p PORT ARGS...`, its output (empty when it could not run).
+pub fn cli(port: u16, args: &[&str]) -> String {
+    Command::new("redis-cli")
+        .args(["-h", "127.0.0.1", "-p", &port.to_string()])
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default()
+}
+
+/// The `name:value` lines of an `INFO`-style answer.
+pub fn info(text: &str) -> HashMap<String, String> {
+    text.lines()
+        .filter_map(|l| l.trim().split_once(':'))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// Polls `ready` until it holds or [`READY_WITHIN`] passes.
+fn await_ready(what: &str, mut ready: impl FnMut() -> bool) -> Result<(), String> {
+    let until = Instant::now() + READY_WITHIN;
+    while !ready() {
+        if Instant::now() > until {
+            return Err(format!("timed out waiting for {what}"));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Ok(())
+}
+
+impl LocalCluster {
+    /// Starts `masters` masters with `replicas` replicas each and waits until every node says
+    /// `cluster_state:ok` and every master has its replicas.
+    pub fn start(masters: usize, replicas: usize) -> Result<LocalCluster, String> {
+        let dir = tempfile::Builder::new()
+            .prefix("fairq-redis-cluster-")
+            .tempdir()
+            .map_err(|e| format!("temporary folder: {e}"))?;
+        let mut cluster = LocalCluster {
+            nodes: Vec::new(),
+            dir,
+        };
+        let count = masters * (1 + replicas);
+        let mut port = FIRST_PORT;
+        while cluster.nodes.len() < count {
+            while port < LAST_PORT && !free(port) {
+                port += 1;
+            }
+            if port >= LAST_PORT {
+                return Err("no free ports left in 57000-57499".into());
+            }
+            let node = cluster.launch(port)?;
+            cluster.nodes.push(node);
+            port += 1;
+        }
+        let mut create = Command::new("redis-cli");
+        create.args(["--cluster", "create"]);
+        for node in &cluster.nodes {
+            create.arg(format!("127.0.0.1:{}", node.port));
+        }
+        let out = create
+            .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("redis-cli --cluster create: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "redis-cli --cluster create failed: {}",
+                String::from_utf8_lossy(&out.stdout)
+            ));
+        }
+        let ports: Vec<u16> = cluster.nodes.iter().map(|n| n.port).collect();
+        await_ready("the cluster to agree", || {
+            ports.iter().all(|&p| {
+                let i = info(&cli(p, &["cluster", "info"]));
+                i.get("cluster_state").map(String::as_str) == Some("ok")
+                    && i.get("cluster_known_nodes") == Some(&count.to_string())
+            }) && cluster.masters().len() == masters
+                && cluster.masters().iter().all(|&m| {
+                    info(&cli(m, &["info", "replication"])).get("connected_slaves")
+                        == Some(&replicas.to_string())
+                })
+        })?;
+        Ok(cluster)
+    }
+
+    fn launch(&self, port: u16) -> Result<Node, String> {
+        let node_dir = self.dir.path().join(port.to_string());
+        std::fs::create_dir_all(&node_dir).map_err(|e| format!("node folder: {e}"))?;
+        let server = format!(
+            "redis-server --bind 127.0.0.1 --port {port} --cluster-port {bus} \
+             --cluster-enabled yes --cluster-config-file nodes.conf \
+             --cluster-node-timeout 1000 --save '' --appendonly no --protected-mode no \
+             --dir {dir} --logfile {dir}/redis.log",
+            bus = port + BUS_OFFSET,
+            dir = node_dir.display(),
+        );
+        // The server runs in the background (stdin /dev/null); the watchdog reads its own
+        // stdin, our pipe, until it closes, then kills the server and removes its folder.
+        let script = format!(
+            "{server} & pid=$!; echo $pid; read _; kill -9 $pid 2>/dev/null; wait $pid; \
+             rm -rf {dir}; rmdir {parent} 2>/dev/null",
+            dir = node_dir.display(),
+            parent = self.dir.path().display(),
+        );
+        let mut watchdog = Command::new("sh")
+            .args(["-c", &script])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("starting redis-server: {e}"))?;
+        let mut line = String::new();
+        let stdout = watchdog.stdout.take().ok_or("no watchdog output")?;
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .map_err(|e| format!("watchdog: {e}"))?;
+        let pid = line
+            .trim()
+            .parse()
+            .map_err(|_| format!("watchdog said {line:?}"))?;
+        await_ready(&format!("redis-server on port {port}"), || {
+            cli(port, &["ping"]).trim() == "PONG"
+        })?;
+        Ok(Node {
+            port,
+            pid,
+            watchdog,
+        })
+    }
+
+    /// `redis+cluster://` URL listing every node.
+    pub fn url(&self) -> String {
+        let nodes: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port))
+            .collect();
+        format!("redis+cluster://{}/", nodes.join(","))
+    }
+
+    /// The ports of the nodes that are masters now and answer.
+    pub fn masters(&self) -> Vec<u16> {
+        self.nodes
+            .iter()
+            .filter(|n| {
+                info(&cli(n.port, &["info", "replication"]))
+                    .get("role")
+                    .map(String::as_str)
+                    == Some("master")
+            })
+            .map(|n| n.port)
+            .collect()
+    }
+
+    /// The port of the master serving `key` now (asked of any live node).
+    pub fn master_of(&self, key: &str) -> Option<u16> {
+        let slot: u16 = self.nodes.iter().find_map(|n| {
+            cli(n.port, &["cluster", "keyslot", key])
+                .trim()
+                .parse()
+                .ok()
+        })?;
+        for node in &self.nodes {
+            let nodes = cli(node.port, &["cluster", "nodes"]);
+            for line in nodes.lines() {
+                let fields: Vec<&str> = line.split_whitespace().collect();
+                if fields.len() < 9 || !fields[2].contains("master") || fields[2].contains("fail") {
+                    continue;
+                }
+                let serves = fields[8..].iter().any(|range| match range.split_once('-') {
+                    Some((a, b)) => {
+                        a.parse::<u16>().is_ok_and(|a| a <= slot)
+                            && b.parse::<u16>().is_ok_and(|b| slot <= b)
+                    }
+                    None => range.parse::<u16>() == Ok(slot),
+                });
+                if serves {
+                    let port = fields[1].split(['@', ':']).nth(1)?.parse().ok()?;
+                    return Some(port);
+                }
+            }
+            if !nodes.is_empty() {
+                return None;
+            }
+        }
+        None
+    }
+
+    /// `kill -9` of the node on `port`.
+    pub fn kill9(&self, port: u16) {
+        if let Some(node) = self.nodes.iter().find(|n| n.port == port) {
+            let _ = Command::new("kill")
+                .args(["-9", &node.pid.to_string()])
+                .status();
+        }
+    }
+
+    /// The cluster's folder.
+    pub fn dir(&self) -> PathBuf {
+        self.dir.path().to_path_buf()
+    }
+}
+
+impl Drop for LocalCluster {
+    fn drop(&mut self) {
+        for node in &mut self.nodes {
+            // Closing the pipe makes the watchdog kill its server.
+            drop(node.watchdog.stdin.take());
+        }
+        for node in &mut self.nodes {
+            let _ = node.watchdog.wait();
+        }
+    }
+}
+
+/// Whether `redis-server` and `redis-cli` can be run; when not, says so and returns false, or
+/// panics when services are required.
+pub fn programs_available() -> bool {
+    let found = ["redis-server", "redis-cli"].iter().all(|p| {
+        Command::new(p)
+            .arg("--version")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok()
+    });
+    if !found {
+        if super::required() {
+            panic!("redis-server or redis-cli is missing and FAIRQ_REQUIRE_SERVICES is set");
+        }
+        eprintln!("skipped: redis-server or redis-cli is missing");
+    }
+    found
+}
+
+/// One 3-master, 3-replica cluster shared by every test of the binary, started on first use
+/// and stopped when the test process exits. `None` (after saying why) when the programs are
+/// missing and services are not required.
+pub fn shared() -> Option<&'static LocalCluster> {
+    static CLUSTER: OnceLock<Option<LocalCluster>> = OnceLock::new();
+    CLUSTER
+        .get_or_init(|| {
+            if !programs_available() {
+                return None;
+            }
+            Some(LocalCluster::start(3, 1).unwrap_or_else(|e| panic!("private cluster: {e}")))
+        })
+        .as_ref()
+}
