@@ -34,6 +34,8 @@ pub struct Node {
 /// A running private cluster.
 pub struct LocalCluster {
     pub nodes: Vec<Node>,
+    /// Watchdogs of nodes that were restarted (their servers are dead).
+    retired: Vec<Node>,
     dir: tempfile::TempDir,
 }
 
@@ -83,6 +85,7 @@ impl LocalCluster {
             .map_err(|e| format!("temporary folder: {e}"))?;
         let mut cluster = LocalCluster {
             nodes: Vec::new(),
+            retired: Vec::new(),
             dir,
         };
         let count = masters * (1 + replicas);
@@ -241,6 +244,21 @@ impl LocalCluster {
         }
     }
 
+    /// Starts the node on `port` again after [`kill9`](Self::kill9), with its folder and
+    /// cluster configuration: it rejoins the cluster (as a replica when its slots were taken
+    /// over meanwhile).
+    pub fn restart(&mut self, port: u16) -> Result<(), String> {
+        let index = self
+            .nodes
+            .iter()
+            .position(|n| n.port == port)
+            .ok_or_else(|| format!("no node on port {port}"))?;
+        let node = self.launch(port)?;
+        let old = std::mem::replace(&mut self.nodes[index], node);
+        self.retired.push(old);
+        Ok(())
+    }
+
     /// The cluster's folder.
     pub fn dir(&self) -> PathBuf {
         self.dir.path().to_path_buf()
@@ -249,11 +267,11 @@ impl LocalCluster {
 
 impl Drop for LocalCluster {
     fn drop(&mut self) {
-        for node in &mut self.nodes {
+        for node in self.nodes.iter_mut().chain(self.retired.iter_mut()) {
             // Closing the pipe makes the watchdog kill its server.
             drop(node.watchdog.stdin.take());
         }
-        for node in &mut self.nodes {
+        for node in self.nodes.iter_mut().chain(self.retired.iter_mut()) {
             let _ = node.watchdog.wait();
         }
     }
