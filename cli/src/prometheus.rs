@@ -1,6 +1,8 @@
 //! `fairq work --metrics ADDR`: every metric of the process served for Prometheus at
-//! `http://ADDR/metrics`: what the worker records through the `metrics` facade, and the
-//! command line's own numbers per attempt of an `--exec` command.
+//! `http://ADDR/metrics`: what the worker records through the `metrics` facade (the
+//! `fairq_jobs_*`, `fairq_job_*` and `fairq_queue_depth` series of
+//! [`fairq_worker::metrics`], with the crate's default `metrics` feature), and the command
+//! line's own numbers per attempt of an `--exec` command.
 
 use std::net::SocketAddr;
 
@@ -37,6 +39,7 @@ pub(crate) fn serve(addr: SocketAddr) -> Result<(), CliError> {
         "Run time of --exec attempts."
     );
     metrics::describe_gauge!(RUNNING, "--exec commands running now.");
+    describe_worker_metrics();
     tokio::spawn(async move {
         if let Err(e) = exporter.await {
             crate::output_error_line(&format!("warning: the metrics endpoint stopped: {e:?}"));
@@ -58,4 +61,27 @@ pub(crate) fn record_attempt(report: &JobReport, kind: &str) {
         .increment(1);
     metrics::histogram!(ATTEMPT_SECONDS, "queue" => queue, "kind" => kind.to_string())
         .record(report.elapsed.as_secs_f64());
+}
+
+/// Help lines for the worker's series.
+fn describe_worker_metrics() {
+    use fairq_worker::metrics as m;
+    metrics::describe_counter!(m::ENQUEUED, "Jobs enqueued through a metered store.");
+    metrics::describe_counter!(m::STARTED, "Attempts the worker started.");
+    metrics::describe_counter!(m::SUCCEEDED, "Attempts whose success the store recorded.");
+    metrics::describe_counter!(m::FAILED, "Attempts whose failure the store recorded.");
+    metrics::describe_counter!(m::DEAD, "Jobs that failed for good.");
+    metrics::describe_counter!(m::RESCUED, "Jobs of dead workers taken back by a rescue.");
+    metrics::describe_histogram!(
+        m::WAIT_SECONDS,
+        metrics::Unit::Seconds,
+        "From when a job became due to when its attempt started."
+    );
+    metrics::describe_histogram!(
+        m::RUN_SECONDS,
+        metrics::Unit::Seconds,
+        "How long handlers ran."
+    );
+    metrics::describe_gauge!(m::RUNNING, "Attempts running in this worker.");
+    metrics::describe_gauge!(m::QUEUE_DEPTH, "Jobs in the store by queue and state.");
 }

@@ -1,16 +1,14 @@
 //! `fairq work`: a [`Worker`] whose handler runs a command per job, until SIGTERM or Ctrl-C
 //! (or, with `--until-idle`, until the queues are empty).
 
-use std::future::Future;
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use fairq_core::job::{Millis, State as LifeState};
+use fairq_core::job::State as LifeState;
 use fairq_worker::{
-    Backend, BackendError, Claim, Each, Job, JobId, JobInfo, JobOutcome, JobReport, JobStatus,
-    ListFilter, NewJob, Purge, QueueConfig, QueueStats, ReviveTarget, Settled, SettledAndClaimed,
+    Backend, Handlers, Job, JobOutcome, JobReport, JobStatus, ListFilter, QueueConfig, QueueStats,
     ShutdownReport, Worker,
 };
 use serde::Serialize;
@@ -20,150 +18,6 @@ use crate::error::CliError;
 use crate::exec::ExecCommand;
 use crate::output::{self, Output};
 use crate::signals::Signals;
-
-/// The one handler kind the worker knows: [`EveryKind`] files every claimed job under it.
-const EXEC_KIND: &str = "fairq.exec";
-/// Where [`EveryKind`] keeps a claimed job's own kind.
-const KIND_META: &str = "fairq.kind";
-
-/// A store whose claimed jobs all carry the kind [`EXEC_KIND`] (their own kind moves to the
-/// metadata), so one handler serves every kind. Only the claimed copy changes; the store
-/// keeps the job as it was enqueued.
-pub(crate) struct EveryKind<B>(pub(crate) B);
-
-/// Moves each claimed job's kind to its metadata and gives it [`EXEC_KIND`].
-fn every_kind(mut jobs: Vec<Job>) -> Vec<Job> {
-    for job in &mut jobs {
-        let kind = std::mem::replace(&mut job.kind, EXEC_KIND.to_string());
-        job.metadata.insert(KIND_META.to_string(), kind);
-    }
-    jobs
-}
-
-impl<B: Backend> Backend for EveryKind<B> {
-    fn enqueue(&self, job: NewJob) -> impl Future<Output = Result<JobId, BackendError>> + Send {
-        self.0.enqueue(job)
-    }
-
-    fn enqueue_many(
-        &self,
-        jobs: Vec<NewJob>,
-    ) -> impl Future<Output = Result<Vec<JobId>, BackendError>> + Send {
-        self.0.enqueue_many(jobs)
-    }
-
-    fn claim(
-        &self,
-        queue: &str,
-        max: usize,
-        lease: Duration,
-    ) -> impl Future<Output = Result<Vec<Job>, BackendError>> + Send {
-        let claim = self.0.claim(queue, max, lease);
-        async move { Ok(every_kind(claim.await?)) }
-    }
-
-    fn settle(
-        &self,
-        batch: Vec<fairq_worker::Finished>,
-    ) -> impl Future<Output = Result<Each<Settled>, BackendError>> + Send {
-        self.0.settle(batch)
-    }
-
-    fn release(
-        &self,
-        claims: Vec<Claim>,
-    ) -> impl Future<Output = Result<Each<()>, BackendError>> + Send {
-        self.0.release(claims)
-    }
-
-    fn heartbeat_many(
-        &self,
-        claims: Vec<Claim>,
-        lease: Duration,
-    ) -> impl Future<Output = Result<Each<Millis>, BackendError>> + Send {
-        self.0.heartbeat_many(claims, lease)
-    }
-
-    fn settle_and_claim(
-        &self,
-        batch: Vec<fairq_worker::Finished>,
-        queue: &str,
-        max: usize,
-        lease: Duration,
-    ) -> impl Future<Output = Result<SettledAndClaimed, BackendError>> + Send {
-        let both = self.0.settle_and_claim(batch, queue, max, lease);
-        async move {
-            let mut both = both.await?;
-            both.claimed = both.claimed.map(every_kind);
-            Ok(both)
-        }
-    }
-
-    fn heartbeat(
-        &self,
-        claim: Claim,
-        lease: Duration,
-    ) -> impl Future<Output = Result<Millis, BackendError>> + Send {
-        self.0.heartbeat(claim, lease)
-    }
-
-    fn rescue(&self, queue: &str) -> impl Future<Output = Result<u64, BackendError>> + Send {
-        self.0.rescue(queue)
-    }
-
-    fn hold_retries(
-        &self,
-        queue: &str,
-        until: Millis,
-    ) -> impl Future<Output = Result<u64, BackendError>> + Send {
-        self.0.hold_retries(queue, until)
-    }
-
-    fn wait_for_jobs(&self, queue: &str, timeout: Duration) -> impl Future<Output = ()> + Send {
-        self.0.wait_for_jobs(queue, timeout)
-    }
-
-    fn stats(&self) -> impl Future<Output = Result<Vec<QueueStats>, BackendError>> + Send {
-        self.0.stats()
-    }
-
-    fn list(
-        &self,
-        filter: ListFilter,
-    ) -> impl Future<Output = Result<Vec<JobInfo>, BackendError>> + Send {
-        self.0.list(filter)
-    }
-
-    fn get(&self, id: JobId) -> impl Future<Output = Result<Option<JobInfo>, BackendError>> + Send {
-        self.0.get(id)
-    }
-
-    fn revive(
-        &self,
-        target: ReviveTarget,
-    ) -> impl Future<Output = Result<u64, BackendError>> + Send {
-        self.0.revive(target)
-    }
-
-    fn purge(&self, purge: Purge) -> impl Future<Output = Result<u64, BackendError>> + Send {
-        self.0.purge(purge)
-    }
-
-    fn prune(
-        &self,
-        older_than: Duration,
-    ) -> impl Future<Output = Result<u64, BackendError>> + Send {
-        self.0.prune(older_than)
-    }
-}
-
-/// The kind a job was enqueued with (see [`EveryKind`]).
-fn original_kind(job: &Job) -> &str {
-    job.metadata
-        .get(KIND_META)
-        .map(String::as_str)
-        .unwrap_or(&job.kind)
-}
 
 /// One finished attempt, as `--json` prints it.
 #[derive(Serialize)]
@@ -200,7 +54,7 @@ fn finished_line(report: &JobReport, json: bool) -> String {
         let finished = Finished {
             id: job.claim.id.0,
             queue: &job.queue,
-            kind: original_kind(job),
+            kind: &job.kind,
             key: job.key.as_deref(),
             attempt: job.attempt,
             outcome: outcome_name(&report.outcome),
@@ -225,7 +79,7 @@ fn finished_line(report: &JobReport, json: bool) -> String {
         "job {} {}/{}{} attempt {}: {what} ({})",
         job.claim.id,
         job.queue,
-        original_kind(job),
+        &job.kind,
         job.key
             .as_deref()
             .map(|k| format!(" key {k}"))
@@ -356,7 +210,7 @@ pub(crate) async fn work<B: Backend>(
     let tally = Arc::new(Tally::default());
     let json = out.is_json();
 
-    let mut builder = Worker::builder(EveryKind(Arc::clone(&store)))
+    let mut builder = Worker::builder(Arc::clone(&store))
         .shutdown_timeout(args.shutdown_timeout)
         .error_backoff(Duration::from_millis(200), Duration::from_secs(10));
     for queue in &args.queue {
@@ -371,16 +225,17 @@ pub(crate) async fn work<B: Backend>(
     let run = Arc::clone(&command);
     let finished = Arc::clone(&tally);
     let worker = builder
-        .handle(EXEC_KIND, move |job: Job| {
+        // One handler serves every kind; jobs keep their own kind (in logs and metrics too).
+        .handlers(Handlers::new().otherwise(move |job: Job| {
             let command = Arc::clone(&run);
             async move {
-                let kind = original_kind(&job).to_string();
+                let kind = job.kind.clone();
                 command.run(&job, &kind).await
             }
-        })
+        }))
         .on_finished(move |report| {
             finished.add(&report.outcome);
-            crate::prometheus::record_attempt(report, original_kind(&report.job));
+            crate::prometheus::record_attempt(report, &report.job.kind);
             let line = finished_line(report, json);
             let mut stdout = std::io::stdout().lock();
             let _ = writeln!(stdout, "{line}").and_then(|()| stdout.flush());
@@ -488,29 +343,15 @@ pub(crate) async fn work<B: Backend>(
 
 #[cfg(all(test, unix))]
 mod tests {
-    use fairq_worker::MemoryBackend;
+    use fairq_worker::{MemoryBackend, NewJob};
 
     use super::*;
     use crate::output::Format;
 
-    #[tokio::test]
-    async fn claimed_jobs_keep_their_kind_in_the_metadata() {
-        let store = EveryKind(MemoryBackend::new());
-        let id = store
-            .enqueue(NewJob::new("q", "resize", vec![]))
-            .await
-            .unwrap();
-        let jobs = store.claim("q", 1, Duration::from_secs(5)).await.unwrap();
-        assert_eq!(jobs[0].kind, EXEC_KIND);
-        assert_eq!(original_kind(&jobs[0]), "resize");
-        // The store still has the job under its own kind.
-        assert_eq!(store.get(id).await.unwrap().unwrap().kind, "resize");
-    }
-
     #[test]
     fn finished_lines_say_what_happened() {
         let mut job = Job::example(vec![]);
-        job.metadata.insert(KIND_META.into(), "mail".into());
+        job.kind = "mail".into();
         job.key = Some("t".into());
         let report = JobReport {
             job,

@@ -998,6 +998,15 @@ fn work_serves_metrics_for_prometheus() {
         "fairq_cli_attempts_total{queue=\"q\",kind=\"bad\",outcome=\"dead\"} 1",
         "fairq_cli_attempt_seconds_count{queue=\"q\",kind=\"ok\"} 2",
         "fairq_cli_running_commands 0",
+        // The worker's own series.
+        "fairq_jobs_started_total{queue=\"q\",kind=\"ok\"} 2",
+        "fairq_jobs_started_total{queue=\"q\",kind=\"bad\"} 1",
+        "fairq_jobs_succeeded_total{queue=\"q\",kind=\"ok\"} 2",
+        "fairq_jobs_failed_total{queue=\"q\",kind=\"bad\"} 1",
+        "fairq_jobs_dead_total{queue=\"q\",kind=\"bad\"} 1",
+        "fairq_job_run_seconds_count{queue=\"q\",kind=\"ok\"} 2",
+        "fairq_job_wait_seconds_count{queue=\"q\",kind=\"bad\"} 1",
+        "fairq_jobs_running{queue=\"q\"} 0",
     ] {
         assert!(body.contains(expected), "no {expected:?} in:\n{body}");
     }

@@ -86,11 +86,15 @@ where
 #[derive(Clone, Default)]
 pub struct Handlers {
     by_kind: BTreeMap<String, Arc<dyn Erased>>,
+    otherwise: Option<Arc<dyn Erased>>,
 }
 
 impl fmt::Debug for Handlers {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_set().entries(self.by_kind.keys()).finish()
+        f.debug_set()
+            .entries(self.by_kind.keys())
+            .entries(self.otherwise.as_ref().map(|_| "(any other kind)"))
+            .finish()
     }
 }
 
@@ -183,6 +187,42 @@ impl Handlers {
         })
     }
 
+    /// Registers `handler` for jobs of every kind that has no handler of its own (a
+    /// dispatcher that serves any kind, like the CLI's `fairq work --exec`). Jobs keep their
+    /// kind, so logs, spans and metrics name it. Without one, a kind without a handler
+    /// fails (see [`run`](Self::run)).
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// use fairq_worker::{Handlers, Job};
+    /// let handlers = Handlers::new()
+    ///     .on("known", |_job: Job| async { Ok::<_, String>(()) })
+    ///     .otherwise(|job: Job| async move { Err::<(), _>(format!("no luck with {}", job.kind)) });
+    /// let failure = handlers.run(Job::example(vec![])).await.unwrap_err();
+    /// assert_eq!(failure.message, "no luck with example");
+    /// assert!(handlers.has_any());
+    /// # });
+    /// ```
+    pub fn otherwise<F, Fut, E>(mut self, handler: F) -> Self
+    where
+        F: Fn(Job) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), E>> + Send + 'static,
+        E: Into<Failure> + 'static,
+    {
+        self.otherwise = Some(Arc::new(FnHandler(handler)));
+        self
+    }
+
+    /// True when any job can find a handler: a kind is registered, or a handler for every
+    /// other kind ([`otherwise`](Self::otherwise)).
+    ///
+    /// ```
+    /// assert!(!fairq_worker::Handlers::new().has_any());
+    /// ```
+    pub fn has_any(&self) -> bool {
+        !self.by_kind.is_empty() || self.otherwise.is_some()
+    }
+
     /// True when `kind` has a handler.
     ///
     /// ```
@@ -202,7 +242,8 @@ impl Handlers {
         self.by_kind.keys().map(String::as_str)
     }
 
-    /// Runs the handler of `job.kind` on `job`. A kind without a handler is a retryable
+    /// Runs the handler of `job.kind` on `job` (or the [`otherwise`](Self::otherwise)
+    /// handler). A kind without a handler is a retryable
     /// failure (another worker, or a later version of this one, may know it); a panic is a
     /// retryable failure whose message carries the panic's.
     ///
@@ -219,7 +260,8 @@ impl Handlers {
     /// # });
     /// ```
     pub async fn run(&self, job: Job) -> Result<(), Failure> {
-        let Some(handler) = self.by_kind.get(&job.kind).cloned() else {
+        let found = self.by_kind.get(&job.kind).or(self.otherwise.as_ref());
+        let Some(handler) = found.cloned() else {
             return Err(Failure::retryable(format!(
                 "no handler for job kind {:?}",
                 job.kind

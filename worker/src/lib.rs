@@ -153,6 +153,8 @@
 //! ## Features
 //!
 //! * `conformance`: the `conformance` module and the `conformance_tests!` macro.
+//! * `metrics`: the worker records the [`metrics`] (counters, histograms, gauges) through the
+//!   `metrics` facade.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
@@ -165,6 +167,8 @@ pub mod inspect;
 mod job;
 mod kind;
 pub mod memory;
+mod metered;
+pub mod metrics;
 mod random;
 pub mod services;
 mod settle;
@@ -188,6 +192,7 @@ pub use job::{
 };
 pub use kind::{JobKind, WithState};
 pub use memory::MemoryBackend;
+pub use metered::Metered;
 pub use random::{FixedRandom, Random, SystemRandom, random_u64};
 pub use settle::{Each, Ending, Finished, Settled, SettledAndClaimed};
 pub use testing::{RunOutcome, RunResult, TestQueue, TestQueueError};

@@ -238,6 +238,14 @@ async fn report<B: Backend>(shared: &Shared<B>, queue: &QueueRuntime, answered: 
             span,
         } = done;
         let _in = span.enter();
+        match outcome {
+            JobOutcome::Succeeded => crate::metrics::settled(&job, true, false, shared.metrics_key),
+            JobOutcome::Retry { .. } => {
+                crate::metrics::settled(&job, false, false, shared.metrics_key)
+            }
+            JobOutcome::Dead => crate::metrics::settled(&job, false, true, shared.metrics_key),
+            JobOutcome::Unrecorded => {}
+        }
         match (&outcome, &result) {
             (JobOutcome::Dead, Err(failure)) => {
                 tracing::error!(error = %failure.message, "job is dead");

@@ -78,7 +78,8 @@ pub(crate) async fn claimer<B: Backend>(shared: Arc<Shared<B>>, queue: Arc<Queue
     }
 }
 
-/// Takes back jobs of dead workers every rescue interval, until shutdown.
+/// Takes back jobs of dead workers every rescue interval, until shutdown; with metrics on,
+/// also reads the queue's depth from the store's stats.
 pub(crate) async fn rescuer<B: Backend>(shared: Arc<Shared<B>>, queue: Arc<QueueRuntime>) {
     let mut stop = shared.stop.subscribe();
     let every = queue.config.get_rescue_interval();
@@ -89,9 +90,21 @@ pub(crate) async fn rescuer<B: Backend>(shared: Arc<Shared<B>>, queue: Arc<Queue
         match shared.backend.rescue(&queue.name).await {
             Ok(0) => {}
             Ok(n) => {
+                crate::metrics::rescued(&queue.name, n);
                 tracing::info!(queue = %queue.name, rescued = n, "rescued jobs with expired leases")
             }
             Err(source) => shared.report(&queue.name, Operation::Rescue, None, source),
+        }
+        if crate::metrics::ON {
+            // The queue-depth gauges, from the store's numbers.
+            match shared.backend.stats().await {
+                Ok(stats) => {
+                    if let Some(mine) = stats.iter().find(|s| s.queue == queue.name) {
+                        crate::metrics::depth(mine);
+                    }
+                }
+                Err(source) => shared.report(&queue.name, Operation::Stats, None, source),
+            }
         }
         tokio::select! {
             () = tokio::time::sleep(every) => {}

@@ -35,6 +35,8 @@ pub enum Operation {
     Rescue,
     /// Holding a queue's retries back until the next retry sweep.
     HoldRetries,
+    /// Reading the store's numbers (for the queue-depth metrics).
+    Stats,
 }
 
 impl fmt::Display for Operation {
@@ -48,6 +50,7 @@ impl fmt::Display for Operation {
             Operation::Release => "release",
             Operation::Rescue => "rescue",
             Operation::HoldRetries => "hold retries",
+            Operation::Stats => "stats",
         })
     }
 }

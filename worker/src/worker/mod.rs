@@ -102,6 +102,7 @@ pub struct WorkerBuilder<B> {
     kind_timeouts: HashMap<String, Duration>,
     error_backoff: (Duration, Duration),
     shutdown_timeout: Duration,
+    metrics_key: bool,
 }
 
 impl<B: Backend> WorkerBuilder<B> {
@@ -330,6 +331,20 @@ impl<B: Backend> WorkerBuilder<B> {
         self
     }
 
+    /// Labels the per-job [metrics](crate::metrics) with the fairness key too (a `key`
+    /// label; default off, since one series per tenant can be very many series). Needs the
+    /// crate's `metrics` feature to record anything.
+    ///
+    /// ```
+    /// use fairq_worker::{MemoryBackend, Worker};
+    /// let b = Worker::builder(MemoryBackend::new()).metrics_key_label(true);
+    /// # drop(b);
+    /// ```
+    pub fn metrics_key_label(mut self, on: bool) -> Self {
+        self.metrics_key = on;
+        self
+    }
+
     /// Checks the settings and makes the worker.
     ///
     /// ```
@@ -345,7 +360,7 @@ impl<B: Backend> WorkerBuilder<B> {
         if self.queues.is_empty() {
             return Err(WorkerConfigError::NoQueues);
         }
-        if self.handlers.kinds().next().is_none() {
+        if !self.handlers.has_any() {
             return Err(WorkerConfigError::NoHandlers);
         }
         for (queue, config) in &self.queues {
@@ -429,6 +444,7 @@ impl<B: Backend> Worker<B> {
             kind_timeouts: HashMap::new(),
             error_backoff: (Duration::from_millis(100), Duration::from_secs(30)),
             shutdown_timeout: Duration::from_secs(30),
+            metrics_key: false,
         }
     }
 
@@ -487,6 +503,7 @@ impl<B: Backend> Worker<B> {
             kind_timeouts: config.kind_timeouts,
             error_backoff: config.error_backoff,
             queues,
+            metrics_key: config.metrics_key,
             stop,
         });
         let (exit, _) = watch::channel(false);

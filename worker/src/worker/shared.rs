@@ -34,6 +34,8 @@ pub(crate) struct Shared<B> {
     pub(crate) kind_timeouts: HashMap<String, Duration>,
     pub(crate) error_backoff: (Duration, Duration),
     pub(crate) queues: Vec<Arc<QueueRuntime>>,
+    /// Label per-job metrics with the fairness key too.
+    pub(crate) metrics_key: bool,
     /// `true` once shutdown began: stop claiming, stop starting jobs, tell handlers.
     pub(crate) stop: watch::Sender<bool>,
 }

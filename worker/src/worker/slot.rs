@@ -106,6 +106,7 @@ async fn next_job<B: Backend>(
                         });
                     }
                     st.running += 1;
+                    crate::metrics::running(&queue.name, st.running);
                     st.idle = st.idle.saturating_sub(1);
                     queue.wake_claimer_if_room(&st);
                     return Some(next.job);
@@ -133,6 +134,7 @@ fn record<B: Backend>(
         slot.running = None;
     }
     st.running = st.running.saturating_sub(1);
+    crate::metrics::running(&done.job.queue, st.running);
     st.idle += 1;
     st.prefetch_paused = false;
     let gave_up = matches!(&done.result, Err(failure) if !failure.permanent);
@@ -177,11 +179,14 @@ async fn run<B: Backend>(shared: &Shared<B>, queue: &QueueRuntime, job: Job) -> 
     if let Some(trace) = job.metadata.get("trace_id") {
         span.record("trace_id", trace.as_str());
     }
+    let wait_ms = shared.clock.now().saturating_sub(job.run_at);
+    crate::metrics::started(&job, wait_ms, shared.metrics_key);
     let started = Instant::now();
     let result = supervise(shared, queue, &job)
         .instrument(span.clone())
         .await;
     let elapsed = started.elapsed();
+    crate::metrics::ran(&job, elapsed, shared.metrics_key);
     if let Err(failure) = &result {
         if !*shared.stop.borrow() {
             let _in = span.enter();
