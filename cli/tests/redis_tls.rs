@@ -1,6 +1,6 @@
 //! `--store rediss://...` end to end: the CLI (and under it `fairq::connect`) against a
-//! private `redis-server` that speaks only TLS, with a certificate made for the test. Port
-//! 56403 belongs to this test.
+//! private `redis-server` that speaks only TLS, with a certificate made for the test, on
+//! the first free port of 56450-56499.
 
 mod common;
 
@@ -12,7 +12,12 @@ use std::time::Duration;
 use common::fairq;
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
 
-const PORT: u16 = 56403;
+/// The first port of 56450-56499 that nothing listens on.
+fn free_port() -> u16 {
+    (56450..56500)
+        .find(|&p| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok())
+        .expect("a free port in 56450-56499")
+}
 
 /// Kills the server when the test ends, passed or failed.
 struct Server(Child);
@@ -35,7 +40,7 @@ fn authority(name: &str) -> (rcgen::Certificate, KeyPair) {
 /// Writes the certificates into `dir` and starts a TLS-only server there; waits for its
 /// "Ready to accept connections" line. None when redis-server is not installed (a skip,
 /// unless services are required).
-fn start(dir: &Path) -> Option<Server> {
+fn start(dir: &Path, port: u16) -> Option<Server> {
     let (ca, ca_key) = authority("fairq cli test CA");
     let params = CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
     let key = KeyPair::generate().unwrap();
@@ -52,7 +57,7 @@ fn start(dir: &Path) -> Option<Server> {
             "--port",
             "0",
             "--tls-port",
-            &PORT.to_string(),
+            &port.to_string(),
             "--bind",
             "127.0.0.1",
         ])
@@ -96,12 +101,13 @@ fn start(dir: &Path) -> Option<Server> {
 #[test]
 fn the_cli_works_over_tls_and_names_a_refused_certificate() {
     let dir = tempfile::tempdir().unwrap();
-    let Some(_server) = start(dir.path()) else {
+    let port = free_port();
+    let Some(_server) = start(dir.path(), port) else {
         return;
     };
     let ca = dir.path().join("ca.crt");
     let store = format!(
-        "rediss://127.0.0.1:{PORT}/?cacert={}&prefix=cli-tls",
+        "rediss://127.0.0.1:{port}/?cacert={}&prefix=cli-tls",
         ca.display()
     );
     fairq(dir.path())
@@ -123,7 +129,7 @@ fn the_cli_works_over_tls_and_names_a_refused_certificate() {
     assert!(stats.to_string().contains("\"mail\""), "{stats}");
 
     let wrong = format!(
-        "rediss://127.0.0.1:{PORT}/?cacert={}&prefix=cli-tls",
+        "rediss://127.0.0.1:{port}/?cacert={}&prefix=cli-tls",
         dir.path().join("other.crt").display()
     );
     let out = fairq(dir.path())
@@ -132,9 +138,7 @@ fn the_cli_works_over_tls_and_names_a_refused_certificate() {
         .unwrap();
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("TLS handshake with Redis at 127.0.0.1:56403 failed"),
-        "{stderr}"
-    );
+    let expected = format!("TLS handshake with Redis at 127.0.0.1:{port} failed");
+    assert!(stderr.contains(&expected), "{stderr}");
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
 }

@@ -40,12 +40,18 @@ impl RedisBackend {
             .arg(0)
             .arg(0)
             .arg("WITHSCORES");
+        pipe.cmd("ZRANGE")
+            .arg(format!("{base}retry_at"))
+            .arg(0)
+            .arg(0)
+            .arg("WITHSCORES");
         #[allow(clippy::type_complexity)]
-        let (counts, rstat, hist, pstat, errs): (
+        let (counts, rstat, hist, pstat, errs, next_retry): (
             HashMap<String, i64>,
             HashMap<String, u64>,
             HashMap<u64, u64>,
             HashMap<String, u64>,
+            Vec<(String, u64)>,
             Vec<(String, u64)>,
         ) = self.pipe_query("reading stats", &pipe).await?;
         let count = |status: JobStatus| {
@@ -72,8 +78,7 @@ impl RedisBackend {
             },
             processing_ms: summary(&hist, &pstat),
             oldest_error_at: errs.first().map(|(_, at)| *at),
-            // Not tracked by this store (it does not hold retries back either).
-            next_retry_at: None,
+            next_retry_at: next_retry.first().map(|(_, at)| *at),
         })
     }
 

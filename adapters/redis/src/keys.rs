@@ -15,6 +15,7 @@
 //! | `keys` | hash | per fairness key: its last round (`t…`) |
 //! | `meta` | hash | the round being served (`current`), the push and id sequences, the queue's number |
 //! | `delayed` | sorted set | scheduled and retrying jobs not yet due, by run time |
+//! | `retry_at` | sorted set | retrying jobs, by run time (holding retries, `next_retry_at`) |
 //! | `leased` | sorted set | running jobs, by lease deadline |
 //! | `counts` | hash | jobs per status |
 //! | `st:blocked`, `st:retrying`, `st:dead` | sorted set | jobs in these (rarer) statuses, by id |

@@ -39,6 +39,7 @@ mod connection;
 mod deps;
 mod enqueue;
 mod error;
+mod hold;
 mod keys;
 mod ops;
 mod options;

@@ -88,6 +88,10 @@ impl Backend for RedisBackend {
         self.wait(queue, timeout).await
     }
 
+    async fn hold_retries(&self, queue: &str, until: Millis) -> Result<u64, BackendError> {
+        self.hold_queue_retries(queue, until).await
+    }
+
     async fn stats(&self) -> Result<Vec<QueueStats>, BackendError> {
         self.all_stats().await
     }

@@ -45,6 +45,7 @@ pub(crate) struct Scripts {
     pub(crate) heartbeat: Named,
     pub(crate) handback: Named,
     pub(crate) rescue: Named,
+    pub(crate) hold: Named,
     pub(crate) maintain: Named,
     pub(crate) revive: Named,
     pub(crate) purge: Named,
@@ -65,6 +66,7 @@ impl Scripts {
             heartbeat: Named::queue("heartbeat", include_str!("lua/heartbeat.lua")),
             handback: Named::queue("release", include_str!("lua/handback.lua")),
             rescue: Named::queue("rescue", include_str!("lua/rescue.lua")),
+            hold: Named::queue("hold", include_str!("lua/hold.lua")),
             maintain: Named::queue("maintain", include_str!("lua/maintain.lua")),
             revive: Named::queue("revive", include_str!("lua/revive.lua")),
             purge: Named::queue("purge", include_str!("lua/purge.lua")),
@@ -77,7 +79,7 @@ impl Scripts {
         }
     }
 
-    pub(crate) fn all(&self) -> [&Named; 15] {
+    pub(crate) fn all(&self) -> [&Named; 16] {
         [
             &self.enqueue,
             &self.claim,
@@ -85,6 +87,7 @@ impl Scripts {
             &self.heartbeat,
             &self.handback,
             &self.rescue,
+            &self.hold,
             &self.maintain,
             &self.revive,
             &self.purge,

@@ -156,14 +156,22 @@ impl RedisBackend {
             answers[i] = Some(Err(BackendError::NotFound(batch[i].claim.id)));
         }
         let mut groups = split.groups;
+        // The claim rides in the settlement's script when every entry is of the claim's queue
+        // (a worker's batch). Entries of other queues may release dependents into the claim's
+        // queue only after their scripts answered, so then the claim follows as a call of its
+        // own, after the settlement, as the reference store orders them.
+        let mut next_after = None;
         if let Some(next) = &next {
             if next.queue.is_empty() {
                 return Err(BackendError::Invalid("queue name is empty".into()));
             }
-            if next.max > 0 && !groups.iter().any(|(q, _)| **q == *next.queue) {
+            if groups.iter().any(|(q, _)| **q != *next.queue) {
+                next_after = Some((next.queue, next.max, next.lease));
+            } else if next.max > 0 && groups.is_empty() {
                 groups.push((Arc::from(next.queue), Vec::new()));
             }
         }
+        let next = next.filter(|_| next_after.is_none());
         let mut calls = Vec::with_capacity(groups.len());
         for (queue, positions) in &groups {
             let mut args = Vec::with_capacity(6 + positions.len() * 6);
@@ -261,6 +269,9 @@ impl RedisBackend {
             if is_next {
                 claimed = Ok(self.claimed(queue, jobs).await);
             }
+        }
+        if let Some((queue, max, lease)) = next_after {
+            claimed = self.claim_jobs(queue, max, lease).await;
         }
         self.maybe_flush_timing();
         Ok(SettledAndClaimed {

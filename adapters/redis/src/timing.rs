@@ -175,7 +175,9 @@ pub(crate) fn summary(hist: &HashMap<u64, u64>, pstat: &HashMap<String, u64>) ->
                     n -= 1;
                 }
             }
-            histogram.record_n(low, n);
+            // The rest of the min's bucket lies at or above the min: recorded at the min (same
+            // bucket), not at the bucket's low end, which would lower the summary's minimum.
+            histogram.record_n(low.max(min), n);
         }
     }
     Summary {
@@ -210,6 +212,25 @@ mod tests {
                 "after {v}"
             );
         }
+    }
+
+    /// Found by the shared differential test: two runs of 255 ms and one of 256 ms; the
+    /// second 255 was replayed at its bucket's low end (254) and became the minimum.
+    #[test]
+    fn the_rest_of_the_minimums_bucket_does_not_lower_the_minimum() {
+        let mut reference = Histogram::new();
+        let mut pending = Pending::default();
+        for v in [255u64, 255, 256] {
+            reference.record(v);
+            pending.record(v);
+        }
+        let pstat = HashMap::from([
+            ("count".to_string(), pending.count),
+            ("sum".to_string(), pending.sum),
+            ("min".to_string(), pending.min),
+            ("max".to_string(), pending.max),
+        ]);
+        assert_eq!(summary(&pending.buckets, &pstat), reference.summary());
     }
 
     #[test]

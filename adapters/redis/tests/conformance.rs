@@ -21,3 +21,32 @@ fn release_hands_back_without_an_attempt() {
         )
     });
 }
+
+/// Holding a queue's retries back (optional in the suite; Redis offers it).
+#[test]
+fn hold_retries_holds_back_due_retries_only() {
+    if !common::available() {
+        return;
+    }
+    fairq_worker::conformance::run(common::RedisHarness, |store, clock| {
+        Box::pin(
+            fairq_worker::conformance::checks::hold_retries_holds_back_due_retries_only(
+                store, clock,
+            ),
+        )
+    });
+}
+
+/// The retry sweep through a worker: a failed retry holds the queue's other retries back in
+/// Redis until the next sweep.
+#[test]
+fn retry_sweep_stops_at_a_failed_retry() {
+    if !common::available() {
+        return;
+    }
+    fairq_worker::conformance::run(common::RedisHarness, |store, clock| {
+        Box::pin(
+            fairq_worker::conformance::sweep::retry_sweep_stops_at_a_failed_retry(store, clock),
+        )
+    });
+}

@@ -266,3 +266,15 @@ proptest! {
         runtime.block_on(run_ops(ops));
     }
 }
+
+/// The differential test every store shares (`fairq_worker::conformance::differential`):
+/// settlement batches, releases, held retries, unique keys, purges and prunes on two queues
+/// against the reference store, comparing every record and statistic (`next_retry_at`
+/// included) after each step.
+#[test]
+fn redis_store_matches_the_shared_differential_test() {
+    if !common::available() {
+        return;
+    }
+    fairq_worker::conformance::differential::check(common::RedisHarness, 64);
+}

@@ -10,16 +10,10 @@ use common::server::{self, PrivateRedis};
 use fairq_redis::{RedisBackend, RedisOptions, RedisStoreError};
 use fairq_worker::{Backend, BackendError, Failure, JobStatus, ManualClock, NewJob};
 
-/// Starts a TLS-only server on `port` whose certificate `ca` signed.
-fn tls_server(port: u16, ca: &Authority) -> PrivateRedis {
-    let port_text = port.to_string();
+/// Starts a TLS-only server whose certificate `ca` signed.
+fn tls_server(ca: &Authority) -> PrivateRedis {
     PrivateRedis::start_prepared(
-        port,
         &[
-            "--port",
-            "0",
-            "--tls-port",
-            &port_text,
             "--tls-cert-file",
             "server.crt",
             "--tls-key-file",
@@ -29,6 +23,7 @@ fn tls_server(port: u16, ca: &Authority) -> PrivateRedis {
             "--tls-auth-clients",
             "no",
         ],
+        true,
         |dir| ca.write_server_files(dir),
     )
 }
@@ -57,7 +52,7 @@ fn jobs_are_enqueued_claimed_and_settled_over_tls() {
         return;
     }
     let ca = Authority::new("fairq test CA");
-    let redis = tls_server(56401, &ca);
+    let redis = tls_server(&ca);
     runtime().block_on(async {
         let clock = ManualClock::new(1_000);
         let url = format!("rediss://127.0.0.1:{}/", redis.port);
@@ -160,7 +155,7 @@ fn a_certificate_from_another_authority_is_a_typed_tls_error() {
     }
     let ca = Authority::new("fairq test CA");
     let stranger = Authority::new("some other CA");
-    let redis = tls_server(56402, &ca);
+    let redis = tls_server(&ca);
     runtime().block_on(async {
         let url = format!("rediss://127.0.0.1:{}/", redis.port);
         let options = RedisOptions::new()
@@ -172,10 +167,11 @@ fn a_certificate_from_another_authority_is_a_typed_tls_error() {
             .unwrap_err();
         let tls = tls_error(&err).unwrap_or_else(|| panic!("not a TLS error: {err:?}"));
         let text = tls.to_string();
-        assert!(
-            text.contains("TLS handshake with Redis at 127.0.0.1:56402 failed"),
-            "{text}"
+        let expected = format!(
+            "TLS handshake with Redis at 127.0.0.1:{} failed",
+            redis.port
         );
+        assert!(text.contains(&expected), "{text}");
         assert!(text.contains("UnknownIssuer"), "{text}");
         assert!(
             !err.is_transient(),

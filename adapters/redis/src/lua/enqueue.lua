@@ -33,6 +33,13 @@ local ids, skip, taken = {}, {}, {}
 for i = 1, n do
   local o = 5 + (i - 1) * F
   local uniq, conflict, dep, floor = ARGV[o + 6], ARGV[o + 7], ARGV[o + 8], tonumber(ARGV[o + 10])
+  -- The dependency first, then the unique key, as the reference store checks them.
+  if dep ~= '' then
+    local dep_id, mode = string.match(dep, '^(%d+):(%a+)$')
+    if mode == 'local' and redis.call('EXISTS', jk(dep_id)) == 0 then
+      return {'nodep', dep_id}
+    end
+  end
   if uniq ~= '' then
     local holder = taken[uniq] or redis.call('HGET', k('uniq'), uniq)
     if holder then
@@ -45,12 +52,6 @@ for i = 1, n do
     end
   end
   if not skip[i] then
-    if dep ~= '' then
-      local dep_id, mode = string.match(dep, '^(%d+):(%a+)$')
-      if mode == 'local' and redis.call('EXISTS', jk(dep_id)) == 0 then
-        return {'nodep', dep_id}
-      end
-    end
     seq = seq + 1
     if floor > seq then seq = floor end
     if seq >= MAX_SEQ then return redis.error_reply('fairq: job ids of this queue are used up') end

@@ -18,6 +18,7 @@ for o = 2, #ARGV, 2 do
     if attempts > 0 then
       to = 'retrying'
       zadd('st:retrying', id, id)
+      zadd('retry_at', now, id)
     end
     zrem('leased', id)
     count('running', -1)

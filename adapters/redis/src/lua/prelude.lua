@@ -130,19 +130,10 @@ local function fair_push(id, fkey)
   return member
 end
 
--- Takes a queued job out of the ready set (purge, delete). When it was its key's last queued
--- job, the key's tail moves back one round, so a later push of the key lands where it would
--- have had the job never been queued.
-local function fair_remove(member, fkey)
-  if not member then return end
-  local round = redis.call('ZSCORE', k('ready'), member)
-  if not round then return end
-  redis.call('ZREM', k('ready'), member)
-  local tail = redis.call('HGET', k('keys'), 't' .. fkey)
-  if tail and tonumber(tail) == tonumber(round) then
-    redis.call('HSET', k('keys'), 't' .. fkey, tonumber(round) - 1)
-  end
-end
+-- A job taken out of the fair order (purged, or its retry held back) leaves its member in the
+-- ready set, superseded: the claim skips a member that is not its job's current `rmember`, as
+-- the reference store skips a superseded entry of its fair queue. The rounds then stay exactly
+-- the reference's (the key's tail and the round being served move as if the entry were there).
 
 -- Most delayed jobs one call promotes into the fair order (claims pass their own limit).
 local PROMOTE_LIMIT = 10000
@@ -257,6 +248,7 @@ local function apply_failure(id, h, f, now, verdict, run_at, reason, message)
     sets[#sets + 1] = 'due'; sets[#sets + 1] = run_at
     count('retrying', 1)
     zadd('st:retrying', id, id)
+    zadd('retry_at', run_at, id)
     if not first_error then zadd('errs', now, id) end
     local member = make_due(id, fkey, run_at, now)
     if member then
@@ -284,12 +276,11 @@ local SETTLE_FIELDS = {'state', 'token', 'attempts', 'claimed_at', 'first_error_
 -- Deletes a job that is not running from every structure (its dependents stay blocked).
 local function delete_job(id)
   local h = jk(id)
-  local state, dep, fkey, member, uniq = unpack(redis.call('HMGET', h, 'state', 'dep', 'fkey', 'rmember', 'uniq'))
+  local state, dep, uniq = unpack(redis.call('HMGET', h, 'state', 'dep', 'uniq'))
   if not state then
     redis.call('ZREM', k('all'), id)
     return
   end
-  if member and member ~= '' then fair_remove(member, fkey) end
   redis.call('ZREM', k('delayed'), id)
   redis.call('ZREM', k('errs'), id)
   redis.call('ZREM', k('finished'), id)
@@ -298,6 +289,7 @@ local function delete_job(id)
   if state == 'blocked' or state == 'retrying' or state == 'dead' then
     redis.call('ZREM', k('st:' .. state), id)
   end
+  if state == 'retrying' then redis.call('ZREM', k('retry_at'), id) end
   count(state, -1)
   release_unique(uniq, id)
   if dep then redis.call('SREM', k('deps:' .. dep), id) end
@@ -317,45 +309,53 @@ local function claim_jobs(now, max, lease, limit)
     flush()
     return out
   end
-  local popped = redis.call('ZPOPMIN', k('ready'), max)
-  if #popped == 0 then
-    flush()
-    return out
-  end
   local deadline = now + lease
   local deadline_s = string.format('%d', deadline)
-  for i = 1, #popped, 2 do
-    local id = string.match(popped[i], ':(%d+)$')
-    local h = jk(id)
-    local f = redis.call('HMGET', h, 'state', 'attempts', 'token', 'kind', 'fkey', 'payload',
-      'enq', 'due', 'retry', 'meta')
-    local state, attempts, token = f[1], tonumber(f[2]), tonumber(f[3])
-    if state == 'scheduled' or state == 'retrying' then
-      if attempts and token and f[4] and f[5] and f[6] and f[7] and f[8] and f[9] then
-        attempts, token = attempts + 1, token + 1
-        redis.call('HSET', h, 'state', 'running', 'attempts', attempts, 'token', token,
-          'deadline', deadline, 'claimed_at', now)
-        count(state, -1)
-        count('running', 1)
-        if state == 'retrying' then zrem('st:retrying', id) end
-        zadd('leased', deadline, id)
-        out[#out + 1] = {id, f[4], f[5], f[6], string.format('%d', attempts),
-          string.format('%d', token), deadline_s, f[7], f[8], f[9], f[10] or '{}'}
-      else
-        count(state, -1)
-        count('dead', 1)
-        if state == 'retrying' then zrem('st:retrying', id) end
-        zadd('st:dead', id, id)
-        zadd('finished', now, id)
-        redis.call('HSET', h, 'state', 'dead', 'at', now, 'reason', 'discarded',
-          'attempts', attempts or 0, 'token', token or 0,
-          'last_error', 'corrupt record: attempts, token or job fields unreadable')
+  local last_round
+  -- Superseded members do not count: pop again until `max` jobs or an empty set.
+  while #out < max do
+    local popped = redis.call('ZPOPMIN', k('ready'), max - #out)
+    if #popped == 0 then break end
+    last_round = popped[#popped]
+    for i = 1, #popped, 2 do
+      local member = popped[i]
+      local id = string.match(member, ':(%d+)$')
+      local h = jk(id)
+      local f = redis.call('HMGET', h, 'state', 'attempts', 'token', 'kind', 'fkey', 'payload',
+        'enq', 'due', 'retry', 'meta', 'rmember')
+      local state, attempts, token = f[1], tonumber(f[2]), tonumber(f[3])
+      local current_member = (not f[11]) or f[11] == member
+      if current_member and (state == 'scheduled' or state == 'retrying') then
+        if attempts and token and f[4] and f[5] and f[6] and f[7] and f[8] and f[9] then
+          attempts, token = attempts + 1, token + 1
+          redis.call('HSET', h, 'state', 'running', 'attempts', attempts, 'token', token,
+            'deadline', deadline, 'claimed_at', now)
+          count(state, -1)
+          count('running', 1)
+          if state == 'retrying' then zrem('st:retrying', id); zrem('retry_at', id) end
+          zadd('leased', deadline, id)
+          out[#out + 1] = {id, f[4], f[5], f[6], string.format('%d', attempts),
+            string.format('%d', token), deadline_s, f[7], f[8], f[9], f[10] or '{}'}
+        else
+          count(state, -1)
+          count('dead', 1)
+          if state == 'retrying' then zrem('st:retrying', id); zrem('retry_at', id) end
+          zadd('st:dead', id, id)
+          zadd('finished', now, id)
+          redis.call('HSET', h, 'state', 'dead', 'at', now, 'reason', 'discarded',
+            'attempts', attempts or 0, 'token', token or 0,
+            'last_error', 'corrupt record: attempts, token or job fields unreadable')
+        end
       end
     end
   end
+  if not last_round then
+    flush()
+    return out
+  end
   load_meta()
-  current = tonumber(popped[#popped])
-  redis.call('HSET', k('meta'), 'current', popped[#popped])
+  current = tonumber(last_round)
+  redis.call('HSET', k('meta'), 'current', last_round)
   flush()
   return out
 end

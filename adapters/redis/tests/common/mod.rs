@@ -148,6 +148,18 @@ impl Harness for RedisHarness {
     }
 }
 
+/// The shared differential test's view of Redis: releases and holds retries; a store is not
+/// reopened (a restart of the server is the crash tests' business).
+impl fairq_worker::conformance::differential::Differential for RedisHarness {
+    fn capabilities(&self) -> fairq_worker::conformance::differential::Capabilities {
+        fairq_worker::conformance::differential::Capabilities {
+            release: true,
+            reopen: false,
+            hold_retries: true,
+        }
+    }
+}
+
 /// Returns from the calling test (after saying why) when the server is unreachable.
 #[macro_export]
 macro_rules! require_redis {

@@ -1,16 +1,33 @@
 //! A private `redis-server` in a temporary folder, for tests that need their own server (TLS,
 //! restarts). It is stopped when the value is dropped, also when the test fails. Ports come
-//! from the range 56400-56499 reserved for these tests; each test uses its own.
+//! from the range 56400-56449 reserved for these tests: each server takes the next one that
+//! nothing listens on.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
 
 /// How long a starting server may take to say it is ready (a deadline against hangs, not a
 /// wait: the server's own "Ready to accept connections" line is what the start waits for).
 const READY_DEADLINE: Duration = Duration::from_secs(60);
+
+/// The next port to try.
+static NEXT_PORT: AtomicU16 = AtomicU16::new(56400);
+
+/// A port of the range that nothing listens on now, never the same twice in one process.
+pub fn free_port() -> u16 {
+    for _ in 0..50 {
+        let port = NEXT_PORT.fetch_add(1, Ordering::Relaxed);
+        let port = 56400 + (port - 56400) % 50;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port in 56400-56449");
+}
 
 /// A running private server.
 pub struct PrivateRedis {
@@ -41,21 +58,32 @@ pub fn installed() -> bool {
 }
 
 impl PrivateRedis {
-    /// Starts `redis-server` on `port` with `args` (for example `--tls-port`), persisting
-    /// nothing unless `args` say otherwise, and waits until it accepts connections.
-    pub fn start(port: u16, args: &[&str]) -> PrivateRedis {
-        Self::start_prepared(port, args, |_| {})
+    /// Starts `redis-server` on a free port with `args` (for example `--appendonly yes`),
+    /// persisting nothing unless `args` say otherwise, and waits until it accepts connections.
+    pub fn start(args: &[&str]) -> PrivateRedis {
+        Self::start_prepared(args, false, |_| {})
     }
 
     /// Like [`start`](Self::start), after `prepare` wrote what the server needs (certificates)
-    /// into its folder, which `args` may name relative to it (the server runs there).
-    pub fn start_prepared(port: u16, args: &[&str], prepare: impl FnOnce(&Path)) -> PrivateRedis {
+    /// into its folder, which `args` may name relative to it (the server runs there). With
+    /// `tls`, the port is a TLS port (`--tls-port`) and plain TCP is off.
+    pub fn start_prepared(args: &[&str], tls: bool, prepare: impl FnOnce(&Path)) -> PrivateRedis {
         let dir = tempfile::tempdir().expect("temp folder for redis-server");
         prepare(dir.path());
+        let port = free_port();
+        let mut args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        if tls {
+            args.extend([
+                "--port".into(),
+                "0".into(),
+                "--tls-port".into(),
+                port.to_string(),
+            ]);
+        }
         let mut server = PrivateRedis {
             child: None,
             dir,
-            args: args.iter().map(|a| a.to_string()).collect(),
+            args,
             port,
         };
         server.launch();
