@@ -1046,3 +1046,40 @@ fn read_only_commands_create_no_postgres_schema() {
         assert!(store.exists());
     }
 }
+
+/// `--store` passes libpq's TLS parameters on: `sslmode=require` works against the shared
+/// server (which has `ssl=on`, as Debian's PostgreSQL does; with it off, the refusal is
+/// checked), and a root certificate file that does not exist is named in a one-line error.
+#[test]
+fn postgres_store_urls_take_tls_parameters() {
+    let dir = tempfile::tempdir().unwrap();
+    fairq(dir.path())
+        .args([
+            "--store",
+            "postgres://postgres@127.0.0.1:1/test?sslmode=verify-full&sslrootcert=/nonexistent/ca.pem",
+            "stats",
+        ])
+        .assert()
+        .code(1)
+        .stderr(one_line_error("/nonexistent/ca.pem"));
+    for store in service_stores() {
+        if store.name() != "postgres" {
+            continue;
+        }
+        let url = format!("{}&sslmode=require", store.arg());
+        if !common::pg_ssl_on() {
+            fairq(dir.path())
+                .args(["--store", &url, "enqueue", "-k", "x"])
+                .assert()
+                .code(1)
+                .stderr(one_line_error("does not support TLS"));
+            continue;
+        }
+        fairq(dir.path())
+            .args(["--store", &url, "enqueue", "-k", "x"])
+            .assert()
+            .success();
+        let stats = json(dir.path(), &url, &["stats"]);
+        assert!(stats.to_string().contains("\"pending\":1"), "{stats}");
+    }
+}

@@ -11,7 +11,8 @@ use crate::redact::redact;
 ///
 /// * `file:PATH` (also `file://PATH`): the embedded file store in folder `PATH`;
 /// * `postgres://...` or `postgresql://...`: PostgreSQL; the `schema` query parameter
-///   (default `fairq`) is taken out, every other parameter goes to the driver;
+///   (default `fairq`) is taken out, every other parameter goes to the driver (TLS by
+///   libpq's `sslmode` and `sslrootcert`, see [`fairq_postgres`]'s docs);
 /// * `redis://...` or `rediss://...` (TLS): Redis; the `prefix` query parameter (default
 ///   `fairq`) is taken out; a Redis Cluster is `redis+cluster://host1:port1,host2:port2/`
 ///   (`rediss+cluster://` with TLS) or `redis://host:port/?cluster=true` (discovered from one

@@ -121,6 +121,61 @@ async fn postgres_by_url() {
     run_jobs(&store).await;
 }
 
+/// `sslmode=require` in the URL: the store's sessions are encrypted (the shared test server
+/// has `ssl=on`, as Debian's PostgreSQL does; with it off, the typed refusal is checked).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_by_url_with_sslmode_require() {
+    use fairq::postgres::{tokio_postgres, PgError};
+    let base = std::env::var("FAIRQ_PG_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_string());
+    let tag = tag();
+    let schema = format!("fairq_facade_tls_{tag}");
+    let app = format!("fq_facade_{tag}");
+    let sep = if base.contains('?') { '&' } else { '?' };
+    let Ok((admin, connection)) = tokio_postgres::connect(&base, tokio_postgres::NoTls).await
+    else {
+        assert!(!required(), "PostgreSQL at {base} is required");
+        return;
+    };
+    tokio::spawn(connection);
+    let ssl_on: String = admin.query_one("SHOW ssl", &[]).await.unwrap().get(0);
+    let url = format!("{base}{sep}sslmode=require&application_name={app}&schema={schema}");
+    let result = fairq::connect(&url).await;
+    if ssl_on != "on" {
+        let err = result.unwrap_err();
+        let ConnectError::Open {
+            source: fairq::BackendError::Store(source),
+            ..
+        } = &err
+        else {
+            panic!("{err:?}")
+        };
+        assert!(
+            matches!(
+                source.downcast_ref::<PgError>(),
+                Some(PgError::TlsUnsupported)
+            ),
+            "{err:?}"
+        );
+        return;
+    }
+    let store = result.expect("sslmode=require connects");
+    let _cleanup = Cleanup(Some(store.clone()), schema);
+    run_jobs(&store).await;
+    let ssl: Vec<bool> = admin
+        .query(
+            "SELECT s.ssl FROM pg_stat_activity a JOIN pg_stat_ssl s USING (pid) \
+             WHERE a.application_name = $1",
+            &[&app],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert!(!ssl.is_empty() && ssl.iter().all(|s| *s), "{ssl:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_by_url() {
     let base =

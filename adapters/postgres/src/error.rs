@@ -4,6 +4,8 @@ use std::error::Error as StdError;
 
 use fairq_worker::{BackendError, BoxError};
 
+use crate::tls::TlsError;
+
 /// What can go wrong setting up or talking to the PostgreSQL store.
 ///
 /// Every variant converts into a [`BackendError`]: connection trouble becomes
@@ -56,17 +58,35 @@ pub enum PgError {
     /// A stored value could not be decoded (a corrupt or foreign row).
     #[error("corrupt job row: {0}")]
     Corrupt(String),
-    /// Any other database error.
-    #[error("PostgreSQL error: {0}")]
+    /// Any other database error. The message includes the server's (with its SQLSTATE code).
+    #[error("PostgreSQL error: {}", describe(.0))]
     Db(#[source] tokio_postgres::Error),
     /// The connection pool could not be built or used.
     #[error("connection pool: {0}")]
     Pool(String),
+    /// The TLS settings cannot be used (an unknown `sslmode`, an unreadable root
+    /// certificate file).
+    #[error("PostgreSQL TLS settings: {0}")]
+    Tls(#[from] TlsError),
+    /// The server does not offer TLS, and the `sslmode` (`require`, `verify-ca`,
+    /// `verify-full`) does not allow a plain connection.
+    #[error(
+        "the PostgreSQL server does not support TLS, and the sslmode requires it \
+         (turn ssl on in the server, or use sslmode=prefer or disable)"
+    )]
+    TlsUnsupported,
+    /// The TLS handshake failed: most often the server's certificate does not chain to a
+    /// trusted root (`verify-ca`, `verify-full`) or does not name the host (`verify-full`).
+    #[error("TLS handshake with PostgreSQL failed: {0}")]
+    TlsHandshake(#[source] BoxError),
 }
 
 impl PgError {
     /// Classifies a driver error: connection trouble, a missing schema, or another error.
     pub(crate) fn from_db(err: tokio_postgres::Error, schema: &str) -> PgError {
+        if let Some(tls) = tls_failure(&err) {
+            return tls;
+        }
         if let Some(code) = err.code() {
             let code = code.code();
             if code == "42P01" || code == "3F000" {
@@ -81,12 +101,12 @@ impl PgError {
                 || code == "57P03"
                 || code == "53300"
             {
-                return PgError::Unavailable(Box::new(err));
+                return PgError::Unavailable(Box::new(Described(err)));
             }
             return PgError::Db(err);
         }
         if is_connection_error(&err) {
-            PgError::Unavailable(Box::new(err))
+            PgError::Unavailable(Box::new(Described(err)))
         } else {
             PgError::Db(err)
         }
@@ -103,6 +123,72 @@ impl PgError {
             PoolError::Closed => PgError::Unavailable("the connection pool is closed".into()),
             other => PgError::Pool(other.to_string()),
         }
+    }
+}
+
+/// A TLS failure of a connection attempt, typed: the server refused TLS, or rustls refused
+/// the server (its certificate, most often). `None` for anything else, including a network
+/// error in the middle of a handshake (which is the network's, and transient).
+fn tls_failure(err: &tokio_postgres::Error) -> Option<PgError> {
+    if !err
+        .to_string()
+        .starts_with("error performing TLS handshake")
+    {
+        return None;
+    }
+    let mut source: Option<&(dyn StdError + 'static)> = err.source();
+    while let Some(inner) = source {
+        if inner.to_string() == "server does not support TLS" {
+            return Some(PgError::TlsUnsupported);
+        }
+        // tokio-rustls hands rustls' error over inside an io::Error.
+        let rustls = inner.downcast_ref::<rustls::Error>().or_else(|| {
+            inner
+                .downcast_ref::<std::io::Error>()
+                .and_then(|io| io.get_ref())
+                .and_then(|e| e.downcast_ref::<rustls::Error>())
+        });
+        if let Some(e) = rustls {
+            return Some(PgError::TlsHandshake(Box::new(e.clone())));
+        }
+        source = inner.source();
+    }
+    None
+}
+
+/// A driver error with everything it knows in its message: the driver's `Display` says only
+/// what kind of error it is ("db error", "error connecting to server"), leaving the server's
+/// message and the OS error to the source chain, which many logs never print.
+pub(crate) fn describe(err: &tokio_postgres::Error) -> String {
+    if let Some(db) = err.as_db_error() {
+        return format!("{} {}: {}", db.severity(), db.code().code(), db.message());
+    }
+    let mut text = err.to_string();
+    let mut source: Option<&(dyn StdError + 'static)> = err.source();
+    while let Some(inner) = source {
+        let more = inner.to_string();
+        if !more.is_empty() && !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        source = inner.source();
+    }
+    text
+}
+
+/// A driver error shown with [`describe`]; its source is the driver's error.
+#[derive(Debug)]
+struct Described(tokio_postgres::Error);
+
+impl std::fmt::Display for Described {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&describe(&self.0))
+    }
+}
+
+impl StdError for Described {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        Some(&self.0)
     }
 }
 

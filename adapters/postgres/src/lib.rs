@@ -18,6 +18,7 @@ mod schema;
 mod settle;
 mod sql;
 mod store;
+mod tls;
 mod transactional;
 mod wait;
 
@@ -29,6 +30,7 @@ pub use options::PgOptions;
 impl fairq_worker::Inspect for PgBackend {}
 pub use schema::{migration_sql, DEFAULT_SCHEMA, MIGRATIONS, SCHEMA_VERSION};
 pub use store::PgBackend;
+pub use tls::{RootCerts, SslMode, TlsError};
 
 /// The boxed future a transactional job's work returns (see
 /// [`PgBackend::run_in_transaction`]).

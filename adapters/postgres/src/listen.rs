@@ -4,7 +4,7 @@
 //! waits until that time: the store's [`DueTimes`] learn it, and the waiting tasks wake to
 //! look again.
 //!
-//! The connection is re-established with backoff when it drops; every (re)start wakes all
+//! The connection uses the store's TLS settings. It is re-established with backoff when it drops; every (re)start wakes all
 //! waiters and forgets the due times, since notifications sent meanwhile are lost. Waiters
 //! also sleep no longer than the polling interval while the listener is down, so nothing waits
 //! forever.
@@ -17,6 +17,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use tokio::sync::{mpsc, Notify};
 use tokio_postgres::AsyncMessage;
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 use crate::due::DueTimes;
 
@@ -93,6 +94,7 @@ fn quoted(channel: &str) -> String {
 /// Listens on `channels` until `signals` is dropped, reconnecting with backoff.
 pub(crate) async fn run(
     config: tokio_postgres::Config,
+    tls: MakeRustlsConnect,
     channels: Channels,
     signals: Weak<Signals>,
 ) {
@@ -101,7 +103,7 @@ pub(crate) async fn run(
         if signals.strong_count() == 0 {
             return;
         }
-        if let Ok((client, mut connection)) = config.connect(tokio_postgres::NoTls).await {
+        if let Ok((client, mut connection)) = config.connect(tls.clone()).await {
             let (tx, mut rx) = mpsc::unbounded_channel::<(bool, String)>();
             let due_channel = channels.due.clone();
             let driver = tokio::spawn(async move {

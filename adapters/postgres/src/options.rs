@@ -6,6 +6,7 @@ use std::time::Duration;
 use fairq_worker::{Clock, Random, SystemClock, SystemRandom};
 
 use crate::schema::DEFAULT_SCHEMA;
+use crate::tls::{RootCerts, SslMode};
 
 /// Settings of a [`PgBackend`](crate::PgBackend), built with chained setters.
 ///
@@ -33,6 +34,8 @@ pub struct PgOptions {
     pub(crate) complete_batch: usize,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) random: Arc<dyn Random>,
+    pub(crate) ssl_mode: Option<SslMode>,
+    pub(crate) ssl_roots: Option<RootCerts>,
 }
 
 impl std::fmt::Debug for PgOptions {
@@ -48,6 +51,8 @@ impl std::fmt::Debug for PgOptions {
             .field("promote_batch", &self.promote_batch)
             .field("rescue_batch", &self.rescue_batch)
             .field("complete_batch", &self.complete_batch)
+            .field("ssl_mode", &self.ssl_mode)
+            .field("ssl_roots", &self.ssl_roots)
             .finish_non_exhaustive()
     }
 }
@@ -55,7 +60,7 @@ impl std::fmt::Debug for PgOptions {
 impl Default for PgOptions {
     /// Schema `fairq`, 16 pooled connections, 5 s connect and 30 s pool timeouts,
     /// LISTEN/NOTIFY on with a 1 s polling fallback, no automatic migration, the system clock
-    /// and random numbers.
+    /// and random numbers, `sslmode=prefer` unless the URL says otherwise.
     fn default() -> Self {
         PgOptions {
             schema: DEFAULT_SCHEMA.to_string(),
@@ -70,6 +75,8 @@ impl Default for PgOptions {
             complete_batch: 1_000,
             clock: Arc::new(SystemClock),
             random: Arc::new(SystemRandom),
+            ssl_mode: None,
+            ssl_roots: None,
         }
     }
 }
@@ -233,6 +240,59 @@ impl PgOptions {
     /// ```
     pub fn complete_batch(mut self, n: usize) -> Self {
         self.complete_batch = n.max(1);
+        self
+    }
+
+    /// The TLS mode when the connection string has no `sslmode` (default
+    /// [`SslMode::Prefer`], as libpq). An `sslmode` in the URL wins. See the
+    /// [crate docs](crate#tls) for what each mode checks.
+    ///
+    /// ```
+    /// use fairq_postgres::{PgOptions, SslMode};
+    /// let o = PgOptions::default().ssl_mode(SslMode::VerifyFull);
+    /// # let _ = o;
+    /// ```
+    pub fn ssl_mode(mut self, mode: SslMode) -> Self {
+        self.ssl_mode = Some(mode);
+        self
+    }
+
+    /// Trusts the root certificates in the PEM file at `path` when the connection string has
+    /// no `sslrootcert` (which wins). With a root given, `prefer` and `require` check the
+    /// server's chain too, as libpq does.
+    ///
+    /// ```
+    /// let o = fairq_postgres::PgOptions::default().ssl_root_cert("/etc/ssl/db-ca.pem");
+    /// # let _ = o;
+    /// ```
+    pub fn ssl_root_cert(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.ssl_roots = Some(RootCerts::PemFile(path.into()));
+        self
+    }
+
+    /// Trusts the root certificates in `pem` (PEM text, one or more certificates), for a
+    /// certificate that comes from a secret store rather than a file. Like
+    /// [`ssl_root_cert`](Self::ssl_root_cert), a `sslrootcert` in the URL wins.
+    ///
+    /// ```
+    /// let pem = b"-----BEGIN CERTIFICATE-----\n...".to_vec();
+    /// let o = fairq_postgres::PgOptions::default().ssl_root_cert_pem(pem);
+    /// # let _ = o;
+    /// ```
+    pub fn ssl_root_cert_pem(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.ssl_roots = Some(RootCerts::Pem(pem.into()));
+        self
+    }
+
+    /// Trusts the operating system's root certificates (as `sslrootcert=system`), when the
+    /// URL names no other.
+    ///
+    /// ```
+    /// let o = fairq_postgres::PgOptions::default().ssl_system_roots();
+    /// # let _ = o;
+    /// ```
+    pub fn ssl_system_roots(mut self) -> Self {
+        self.ssl_roots = Some(RootCerts::System);
         self
     }
 }

@@ -19,6 +19,7 @@ use crate::rows::{self, deadline, to_db};
 use crate::schema::{self, SchemaName};
 use crate::settle::Settler;
 use crate::sql::Sql;
+use crate::tls::{self, Tls};
 use crate::transactional::SelfSettled;
 
 /// A job store on PostgreSQL. Clones share the pool, the listener and the batcher.
@@ -71,7 +72,7 @@ impl std::fmt::Debug for PgBackend {
 pub(crate) struct Inner {
     pub(crate) core: Arc<Core>,
     pub(crate) settler: Settler,
-    listen_config: Option<tokio_postgres::Config>,
+    listen_config: Option<(tokio_postgres::Config, Tls)>,
     listener: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -105,8 +106,13 @@ impl PgBackend {
     /// pool and starts the listener. With [`PgOptions::migrate`] on, the schema is created
     /// or upgraded; otherwise a missing schema is an error that says to migrate.
     ///
+    /// TLS follows libpq's `sslmode` and `sslrootcert` parameters in `url`, or
+    /// [`PgOptions::ssl_mode`] and [`PgOptions::ssl_root_cert`] when the URL has none (see the
+    /// [crate docs](crate#tls)); the LISTEN connection uses the same settings.
+    ///
     /// Errors: [`PgError::BadUrl`], [`PgError::Unavailable`] (server down or refusing),
-    /// [`PgError::SchemaMissing`], [`PgError::SchemaTooNew`].
+    /// [`PgError::SchemaMissing`], [`PgError::SchemaTooNew`], [`PgError::Tls`] (settings),
+    /// [`PgError::TlsUnsupported`], [`PgError::TlsHandshake`] (certificate refused).
     ///
     /// ```no_run
     /// # async fn demo() -> Result<(), fairq_postgres::PgError> {
@@ -117,7 +123,12 @@ impl PgBackend {
     /// # let _ = store; Ok(()) }
     /// ```
     pub async fn connect(url: &str, options: PgOptions) -> Result<PgBackend, PgError> {
-        let mut config: tokio_postgres::Config = url.parse().map_err(PgError::BadUrl)?;
+        let (conn, url_tls) = tls::split(url)?;
+        let mut config: tokio_postgres::Config = conn.parse().map_err(PgError::BadUrl)?;
+        let mode = url_tls.mode.or(options.ssl_mode).unwrap_or_default();
+        let roots = url_tls.roots.or_else(|| options.ssl_roots.clone());
+        let tls = Tls::new(mode, roots.as_ref())?;
+        tls.apply(&mut config);
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(options.connect_timeout);
         }
@@ -126,7 +137,7 @@ impl PgBackend {
         }
         let manager = Manager::from_config(
             config.clone(),
-            tokio_postgres::NoTls,
+            tls.connector.clone(),
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
             },
@@ -139,7 +150,7 @@ impl PgBackend {
             .build()
             .map_err(|e| PgError::Pool(e.to_string()))?;
         let migrate = options.migrate;
-        let backend = PgBackend::build(pool, Some(config), options)?;
+        let backend = PgBackend::build(pool, Some((config, tls)), options)?;
         let schema = backend.inner.core.sql.schema.clone();
         let mut client = backend
             .inner
@@ -187,12 +198,16 @@ impl PgBackend {
         config: tokio_postgres::Config,
         options: PgOptions,
     ) -> Result<PgBackend, PgError> {
-        PgBackend::build(pool, Some(config), options)
+        let mut config = config;
+        let mode = options.ssl_mode.unwrap_or_else(|| Tls::mode_of(&config));
+        let tls = Tls::new(mode, options.ssl_roots.as_ref())?;
+        tls.apply(&mut config);
+        PgBackend::build(pool, Some((config, tls)), options)
     }
 
     fn build(
         pool: Pool,
-        listen_config: Option<tokio_postgres::Config>,
+        listen_config: Option<(tokio_postgres::Config, Tls)>,
         options: PgOptions,
     ) -> Result<PgBackend, PgError> {
         let schema = SchemaName::new(&options.schema)?;
@@ -383,7 +398,7 @@ impl PgBackend {
         if !core.options.listen {
             return;
         }
-        let Some(config) = self.inner.listen_config.clone() else {
+        let Some((config, tls)) = self.inner.listen_config.clone() else {
             return;
         };
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
@@ -401,7 +416,12 @@ impl PgBackend {
             ready: core.sql.channel.clone(),
             due: core.sql.due_channel.clone(),
         };
-        let task = runtime.spawn(listen::run(config, channels, Arc::downgrade(&core.signals)));
+        let task = runtime.spawn(listen::run(
+            config,
+            tls.connector,
+            channels,
+            Arc::downgrade(&core.signals),
+        ));
         *listener = Some(task);
     }
 }

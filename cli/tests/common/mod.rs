@@ -125,6 +125,22 @@ impl Drop for ServiceStore {
     }
 }
 
+/// Whether the shared PostgreSQL server has `ssl=on`.
+pub fn pg_ssl_on() -> bool {
+    runtime().block_on(async {
+        let Ok((client, connection)) =
+            tokio_postgres::connect(&pg_url(), tokio_postgres::NoTls).await
+        else {
+            return false;
+        };
+        tokio::spawn(connection);
+        client
+            .query_one("SHOW ssl", &[])
+            .await
+            .is_ok_and(|row| row.get::<_, String>(0) == "on")
+    })
+}
+
 fn pg_reachable(url: &str) -> bool {
     runtime().block_on(async {
         matches!(

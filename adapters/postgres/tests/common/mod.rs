@@ -184,3 +184,4 @@ impl fairq_worker::conformance::Harness for PgHarness {
         }
     }
 }
+pub mod server;

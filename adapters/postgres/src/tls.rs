@@ -1,0 +1,583 @@
+//! TLS to PostgreSQL with rustls, following libpq's `sslmode` and `sslrootcert`.
+//!
+//! The driver (`tokio-postgres`) knows three modes (disable, prefer, require) and no root
+//! certificates; this module takes libpq's two parameters out of the connection string, tells
+//! the driver whether to ask for TLS, and builds the rustls configuration that decides what a
+//! server certificate must prove:
+//!
+//! | `sslmode` | TLS | certificate checked |
+//! |---|---|---|
+//! | `disable` | never | - |
+//! | `prefer` (default) | if the server offers it, else plain | only if a root certificate is given |
+//! | `require` | always | only if a root certificate is given (then as `verify-ca`) |
+//! | `verify-ca` | always | chain to a trusted root |
+//! | `verify-full` | always | chain to a trusted root, and the host name (or IP address) |
+//!
+//! Roots come from `sslrootcert=PATH` (PEM, one or more certificates), from
+//! [`PgOptions::ssl_root_cert`](crate::PgOptions::ssl_root_cert) or
+//! [`ssl_root_cert_pem`](crate::PgOptions::ssl_root_cert_pem), or, for `sslrootcert=system`
+//! and for the verifying modes when none is given, from the operating system's store (with
+//! the Mozilla roots of `webpki-roots` when the system has none).
+
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::Arc;
+
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::WebPkiServerVerifier;
+use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvider};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{
+    CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme,
+};
+use tokio_postgres_rustls::MakeRustlsConnect;
+
+/// How connections use TLS, by libpq's `sslmode` names (see the [crate docs](crate) for
+/// what each checks).
+///
+/// ```
+/// use fairq_postgres::SslMode;
+/// assert_eq!("verify-full".parse::<SslMode>().unwrap(), SslMode::VerifyFull);
+/// assert_eq!(SslMode::default(), SslMode::Prefer);
+/// assert!("allow".parse::<SslMode>().is_err());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum SslMode {
+    /// Plain connections only.
+    Disable,
+    /// TLS when the server offers it, plain otherwise (libpq's default).
+    #[default]
+    Prefer,
+    /// TLS or no connection. The certificate is checked only when a root certificate is
+    /// given (then as [`VerifyCa`](Self::VerifyCa)), as libpq does.
+    Require,
+    /// TLS with a certificate that chains to a trusted root; the name is not checked.
+    VerifyCa,
+    /// TLS with a certificate that chains to a trusted root and names the host.
+    VerifyFull,
+}
+
+impl SslMode {
+    /// The libpq name of the mode.
+    ///
+    /// ```
+    /// assert_eq!(fairq_postgres::SslMode::VerifyCa.as_str(), "verify-ca");
+    /// ```
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SslMode::Disable => "disable",
+            SslMode::Prefer => "prefer",
+            SslMode::Require => "require",
+            SslMode::VerifyCa => "verify-ca",
+            SslMode::VerifyFull => "verify-full",
+        }
+    }
+
+    /// What the driver is told: whether to ask for TLS and whether to insist.
+    fn driver(self) -> tokio_postgres::config::SslMode {
+        use tokio_postgres::config::SslMode as Driver;
+        match self {
+            SslMode::Disable => Driver::Disable,
+            SslMode::Prefer => Driver::Prefer,
+            SslMode::Require | SslMode::VerifyCa | SslMode::VerifyFull => Driver::Require,
+        }
+    }
+}
+
+impl std::fmt::Display for SslMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for SslMode {
+    type Err = TlsError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "disable" => Ok(SslMode::Disable),
+            "prefer" => Ok(SslMode::Prefer),
+            "require" => Ok(SslMode::Require),
+            "verify-ca" => Ok(SslMode::VerifyCa),
+            "verify-full" => Ok(SslMode::VerifyFull),
+            other => Err(TlsError::BadMode(other.to_string())),
+        }
+    }
+}
+
+/// Where trusted root certificates come from.
+///
+/// ```
+/// use fairq_postgres::RootCerts;
+/// let roots = RootCerts::PemFile("/etc/ssl/db-ca.pem".into());
+/// # let _ = (roots, RootCerts::System);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RootCerts {
+    /// The operating system's store (Mozilla's roots when it has none).
+    System,
+    /// A PEM file with one or more certificates (`sslrootcert=PATH`).
+    PemFile(PathBuf),
+    /// PEM text with one or more certificates.
+    Pem(Vec<u8>),
+}
+
+/// A TLS setting that cannot be used.
+///
+/// ```
+/// let err = "verify_full".parse::<fairq_postgres::SslMode>().unwrap_err();
+/// assert!(err.to_string().contains("verify-full"));
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TlsError {
+    /// An `sslmode` this library does not know (libpq's `allow` is not supported).
+    #[error(
+        "sslmode={0:?} is not supported: use disable, prefer, require, verify-ca or verify-full"
+    )]
+    BadMode(String),
+    /// The root certificate file cannot be read.
+    #[error("cannot read the root certificates in {path}: {source}")]
+    RootCertFile {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: rustls::pki_types::pem::Error,
+    },
+    /// The root certificates given contain no usable certificate.
+    #[error("no usable root certificate in {0}")]
+    NoRootCerts(String),
+    /// rustls refused the configuration.
+    #[error("TLS configuration: {0}")]
+    Config(#[source] rustls::Error),
+}
+
+/// The TLS parameters taken out of a connection string.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct UrlTls {
+    pub(crate) mode: Option<SslMode>,
+    pub(crate) roots: Option<RootCerts>,
+}
+
+/// Splits `sslmode` and `sslrootcert` off a connection string (URL or key-value form),
+/// returning the rest for the driver.
+pub(crate) fn split(conn: &str) -> Result<(String, UrlTls), TlsError> {
+    let mut tls = UrlTls::default();
+    let mut take = |key: &str, value: &str| -> Result<bool, TlsError> {
+        match key {
+            "sslmode" => {
+                tls.mode = Some(value.parse()?);
+                Ok(true)
+            }
+            "sslrootcert" => {
+                tls.roots = Some(if value == "system" {
+                    RootCerts::System
+                } else {
+                    RootCerts::PemFile(PathBuf::from(value))
+                });
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    };
+    let rest = if conn.starts_with("postgres://") || conn.starts_with("postgresql://") {
+        split_url(conn, &mut take)?
+    } else {
+        split_key_values(conn, &mut take)?
+    };
+    Ok((rest, tls))
+}
+
+type Take<'a> = dyn FnMut(&str, &str) -> Result<bool, TlsError> + 'a;
+
+fn split_url(url: &str, take: &mut Take<'_>) -> Result<String, TlsError> {
+    let Some((base, query)) = url.split_once('?') else {
+        return Ok(url.to_string());
+    };
+    let mut kept = Vec::new();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        if !take(&percent_decode(key), &percent_decode(value))? {
+            kept.push(pair);
+        }
+    }
+    Ok(if kept.is_empty() {
+        base.to_string()
+    } else {
+        format!("{base}?{}", kept.join("&"))
+    })
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        match bytes[i] {
+            b'%' if i + 2 < bytes.len() => match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                (Some(h), Some(l)) => {
+                    out.push((h * 16 + l) as u8);
+                    i += 3;
+                    continue;
+                }
+                _ => out.push(b'%'),
+            },
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The key-value form: `key=value` pairs separated by spaces, values optionally in single
+/// quotes with backslash escapes (as libpq and the driver read them).
+fn split_key_values(conn: &str, take: &mut Take<'_>) -> Result<String, TlsError> {
+    let chars: Vec<(usize, char)> = conn.char_indices().collect();
+    let mut kept = String::new();
+    let mut i = 0;
+    while i < chars.len() {
+        while i < chars.len() && chars[i].1.is_whitespace() {
+            i += 1;
+        }
+        if i == chars.len() {
+            break;
+        }
+        let start = chars[i].0;
+        let mut key = String::new();
+        while i < chars.len() && chars[i].1 != '=' && !chars[i].1.is_whitespace() {
+            key.push(chars[i].1);
+            i += 1;
+        }
+        while i < chars.len() && chars[i].1.is_whitespace() {
+            i += 1;
+        }
+        let mut value = String::new();
+        if i < chars.len() && chars[i].1 == '=' {
+            i += 1;
+            while i < chars.len() && chars[i].1.is_whitespace() {
+                i += 1;
+            }
+            let quoted = i < chars.len() && chars[i].1 == '\'';
+            if quoted {
+                i += 1;
+            }
+            while i < chars.len() {
+                let c = chars[i].1;
+                if quoted && c == '\'' {
+                    i += 1;
+                    break;
+                }
+                if !quoted && c.is_whitespace() {
+                    break;
+                }
+                if c == '\\' && i + 1 < chars.len() {
+                    i += 1;
+                    value.push(chars[i].1);
+                } else {
+                    value.push(c);
+                }
+                i += 1;
+            }
+        }
+        let end = chars.get(i).map_or(conn.len(), |c| c.0);
+        if !take(&key, &value)? {
+            if !kept.is_empty() {
+                kept.push(' ');
+            }
+            kept.push_str(&conn[start..end]);
+        }
+    }
+    Ok(kept)
+}
+
+/// The TLS a store's connections use: the mode, and the rustls connector that enforces it.
+#[derive(Clone)]
+pub(crate) struct Tls {
+    pub(crate) mode: SslMode,
+    pub(crate) connector: MakeRustlsConnect,
+}
+
+impl std::fmt::Debug for Tls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tls").field("mode", &self.mode).finish()
+    }
+}
+
+impl Tls {
+    /// The TLS for `mode` with `roots` (given roots make `prefer` and `require` verify the
+    /// chain, as libpq does with a root certificate file).
+    pub(crate) fn new(mode: SslMode, roots: Option<&RootCerts>) -> Result<Tls, TlsError> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let builder = ClientConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .map_err(TlsError::Config)?;
+        let verify_chain = match mode {
+            SslMode::Disable => false,
+            SslMode::Prefer | SslMode::Require => roots.is_some(),
+            SslMode::VerifyCa | SslMode::VerifyFull => true,
+        };
+        let config = if verify_chain {
+            let store = Arc::new(root_store(roots.unwrap_or(&RootCerts::System))?);
+            let webpki = WebPkiServerVerifier::builder_with_provider(store, provider)
+                .build()
+                .map_err(|e| TlsError::Config(rustls::Error::General(e.to_string())))?;
+            if mode == SslMode::VerifyFull {
+                builder.with_webpki_verifier(webpki).with_no_client_auth()
+            } else {
+                builder
+                    .dangerous()
+                    .with_custom_certificate_verifier(Arc::new(ChainOnly(webpki)))
+                    .with_no_client_auth()
+            }
+        } else {
+            builder
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(Unverified(provider)))
+                .with_no_client_auth()
+        };
+        Ok(Tls {
+            mode,
+            connector: MakeRustlsConnect::new(config),
+        })
+    }
+
+    /// Tells `config` whether to ask for TLS.
+    pub(crate) fn apply(&self, config: &mut tokio_postgres::Config) {
+        config.ssl_mode(self.mode.driver());
+    }
+
+    /// The mode a driver config asks for, when nothing else says.
+    pub(crate) fn mode_of(config: &tokio_postgres::Config) -> SslMode {
+        use tokio_postgres::config::SslMode as Driver;
+        match config.get_ssl_mode() {
+            Driver::Disable => SslMode::Disable,
+            Driver::Require => SslMode::Require,
+            _ => SslMode::Prefer,
+        }
+    }
+}
+
+fn root_store(roots: &RootCerts) -> Result<RootCertStore, TlsError> {
+    let mut store = RootCertStore::empty();
+    let (certs, what): (Vec<CertificateDer<'static>>, String) = match roots {
+        RootCerts::System => {
+            let found = rustls_native_certs::load_native_certs();
+            store.add_parsable_certificates(found.certs);
+            if store.is_empty() {
+                store.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+            }
+            return Ok(store);
+        }
+        RootCerts::PemFile(path) => (read_pem_file(path)?, path.display().to_string()),
+        RootCerts::Pem(pem) => (
+            CertificateDer::pem_slice_iter(pem)
+                .filter_map(Result::ok)
+                .collect(),
+            "the PEM text given".to_string(),
+        ),
+    };
+    let (added, _ignored) = store.add_parsable_certificates(certs);
+    if added == 0 {
+        return Err(TlsError::NoRootCerts(what));
+    }
+    Ok(store)
+}
+
+fn read_pem_file(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let failed = |source| TlsError::RootCertFile {
+        path: path.to_path_buf(),
+        source,
+    };
+    CertificateDer::pem_file_iter(path)
+        .map_err(failed)?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(failed)
+}
+
+/// `verify-ca`: the chain must lead to a trusted root; the name is not looked at.
+#[derive(Debug)]
+struct ChainOnly(Arc<WebPkiServerVerifier>);
+
+impl ServerCertVerifier for ChainOnly {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        match self
+            .0
+            .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
+        {
+            // The chain was verified before the name was compared.
+            Err(rustls::Error::InvalidCertificate(
+                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
+            )) => Ok(ServerCertVerified::assertion()),
+            other => other,
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.supported_verify_schemes()
+    }
+}
+
+/// `prefer` and `require` without a root certificate: any certificate is accepted (the
+/// connection is encrypted, the server unauthenticated), though the handshake signatures
+/// are still checked against it.
+#[derive(Debug)]
+struct Unverified(Arc<CryptoProvider>);
+
+impl ServerCertVerifier for Unverified {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parts(conn: &str) -> (String, UrlTls) {
+        split(conn).unwrap()
+    }
+
+    #[test]
+    fn url_parameters_are_taken_out_and_the_rest_kept_in_order() {
+        let (rest, tls) =
+            parts("postgres://u@h:5/db?application_name=a&sslmode=verify-full&sslrootcert=%2Ftmp%2Fca.pem&x=1");
+        assert_eq!(rest, "postgres://u@h:5/db?application_name=a&x=1");
+        assert_eq!(tls.mode, Some(SslMode::VerifyFull));
+        assert_eq!(tls.roots, Some(RootCerts::PemFile("/tmp/ca.pem".into())));
+        let (rest, tls) = parts("postgresql://h/db?sslmode=require");
+        assert_eq!(rest, "postgresql://h/db");
+        assert_eq!(tls.mode, Some(SslMode::Require));
+        assert_eq!(parts("postgres://h/db").1, UrlTls::default());
+        let (_, tls) = parts("postgres://h/db?sslrootcert=system");
+        assert_eq!(tls.roots, Some(RootCerts::System));
+    }
+
+    #[test]
+    fn key_value_parameters_are_taken_out_with_quotes_and_escapes() {
+        let (rest, tls) =
+            parts("host=h  sslmode = verify-ca sslrootcert='/a b/c\\'s.pem' user=u password='x y'");
+        assert_eq!(rest, "host=h user=u password='x y'");
+        assert_eq!(tls.mode, Some(SslMode::VerifyCa));
+        assert_eq!(tls.roots, Some(RootCerts::PemFile("/a b/c's.pem".into())));
+    }
+
+    #[test]
+    fn unknown_modes_are_refused_by_name() {
+        let err = split("postgres://h/db?sslmode=allow").unwrap_err();
+        assert!(matches!(err, TlsError::BadMode(m) if m == "allow"));
+        assert!(split("sslmode=bogus").is_err());
+    }
+
+    #[test]
+    fn percent_decoding_leaves_broken_escapes_alone() {
+        assert_eq!(percent_decode("a%2Fb%zz%"), "a/b%zz%");
+        assert_eq!(percent_decode("%4"), "%4");
+    }
+
+    #[test]
+    fn root_files_that_are_missing_or_empty_are_typed_errors() {
+        let err = Tls::new(
+            SslMode::VerifyFull,
+            Some(&RootCerts::PemFile("/nonexistent/ca.pem".into())),
+        )
+        .unwrap_err();
+        assert!(matches!(err, TlsError::RootCertFile { .. }), "{err}");
+        let err = Tls::new(
+            SslMode::VerifyCa,
+            Some(&RootCerts::Pem(b"not pem".to_vec())),
+        )
+        .unwrap_err();
+        assert!(matches!(err, TlsError::NoRootCerts(_)), "{err}");
+    }
+
+    #[test]
+    fn every_mode_builds_with_system_roots() {
+        for mode in [
+            SslMode::Disable,
+            SslMode::Prefer,
+            SslMode::Require,
+            SslMode::VerifyCa,
+            SslMode::VerifyFull,
+        ] {
+            let tls = Tls::new(mode, None).unwrap();
+            let mut config = tokio_postgres::Config::new();
+            tls.apply(&mut config);
+            assert_eq!(
+                Tls::mode_of(&config),
+                match mode {
+                    SslMode::VerifyCa | SslMode::VerifyFull => SslMode::Require,
+                    m => m,
+                }
+            );
+        }
+    }
+}
