@@ -67,6 +67,10 @@ impl Core {
                 t.stats.oldest_error_at =
                     Some(t.stats.oldest_error_at.map_or(since, |o| o.min(since)));
             }
+            if state == "retrying" {
+                let at = from_db(row.get::<_, i64>(5));
+                t.stats.next_retry_at = Some(t.stats.next_retry_at.map_or(at, |n| n.min(at)));
+            }
         }
         for row in &done {
             let t = tally(&mut queues, row.get(0));

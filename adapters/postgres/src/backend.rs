@@ -86,6 +86,10 @@ impl Backend for PgBackend {
         self.inner.core.rescue(queue).await
     }
 
+    async fn hold_retries(&self, queue: &str, until: Millis) -> Result<u64, BackendError> {
+        self.inner.core.hold_retries(queue, until).await
+    }
+
     async fn wait_for_jobs(&self, queue: &str, timeout: Duration) {
         self.wait(queue, timeout).await
     }

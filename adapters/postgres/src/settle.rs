@@ -345,6 +345,29 @@ impl Core {
 
     /// Takes back every job of `queue` whose lease has expired, each by core's verdict for a
     /// lost attempt, through the settlement statement (which re-checks the lease).
+    /// Holds back the retries of `queue` until `until` (see
+    /// [`Backend::hold_retries`](fairq_worker::Backend::hold_retries)): one statement moves
+    /// every earlier retry, whether it waits for its time or already has a place in the fair
+    /// order.
+    pub(crate) async fn hold_retries(
+        &self,
+        queue: &str,
+        until: Millis,
+    ) -> Result<u64, BackendError> {
+        let client = self.client().await?;
+        let conn: &dyn Exec = &*client;
+        let rows = conn
+            .rows(&self.sql.hold_retries, &[&queue, &to_db(until)])
+            .await
+            .map_err(|e| self.err(e))?;
+        let held = rows.first().map_or(0, |r| from_db(r.get::<_, i64>(0)));
+        if held > 0 {
+            // Due again at `until`: the next look after it promotes them.
+            self.waiting(queue, until);
+        }
+        Ok(held)
+    }
+
     pub(crate) async fn rescue(&self, queue: &str) -> Result<u64, BackendError> {
         let client = self.client().await?;
         let conn: &dyn Exec = &*client;

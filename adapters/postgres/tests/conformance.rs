@@ -10,8 +10,8 @@ fairq_worker::conformance_tests!({
     common::PgHarness
 });
 
-/// Handing back claimed jobs: a check for the stores that offer it (not yet in
-/// `conformance_tests!`, which every store expands).
+/// Handing back claimed jobs and holding retries back: checks for the stores that offer them
+/// (not in `conformance_tests!`, which every store expands).
 #[test]
 fn release_hands_back_without_an_attempt() {
     if !common::available() {
@@ -20,6 +20,20 @@ fn release_hands_back_without_an_attempt() {
     fairq_worker::conformance::run(common::PgHarness, |store, clock| {
         Box::pin(
             fairq_worker::conformance::checks::release_hands_back_without_an_attempt(store, clock),
+        )
+    });
+}
+
+#[test]
+fn hold_retries_holds_back_due_retries_only() {
+    if !common::available() {
+        return;
+    }
+    fairq_worker::conformance::run(common::PgHarness, |store, clock| {
+        Box::pin(
+            fairq_worker::conformance::checks::hold_retries_holds_back_due_retries_only(
+                store, clock,
+            ),
         )
     });
 }

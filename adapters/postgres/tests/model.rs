@@ -14,8 +14,7 @@ impl Differential for common::PgHarness {
             // A new store on the same schema does not end the leases of the old one (another
             // process may still hold them): there is no restart to model.
             reopen: false,
-            // Not offered yet: the retry sweep's hold is not stored on PostgreSQL.
-            hold_retries: false,
+            hold_retries: true,
         }
     }
 }

@@ -130,9 +130,10 @@ woke AS (
 SELECT r.queue, count(*), (SELECT count(*) FROM woke) FROM revived r GROUP BY r.queue
 "#;
 
-/// Live jobs per queue and state, with failure counters and the oldest error.
+/// Live jobs per queue and state, with failure counters, the oldest error and the earliest
+/// run time (which, for retrying jobs, is when the next retry is due).
 pub(super) const STATS_LIVE: &str = r#"
-SELECT queue, state, count(*), COALESCE(sum(failures), 0)::int8, min(error_since)
+SELECT queue, state, count(*), COALESCE(sum(failures), 0)::int8, min(error_since), min(run_at)
 FROM fairq.jobs GROUP BY queue, state
 "#;
 

@@ -292,3 +292,16 @@ SELECT EXISTS (SELECT 1 FROM fairq.jobs WHERE queue = $1 AND round IS NOT NULL) 
        (SELECT min(due_at) FROM fairq.jobs
         WHERE queue = $1 AND round IS NULL AND state IN ('scheduled', 'retrying')) AS next_due
 "#;
+
+/// Holds back a queue's retries: every retrying job due before `$2` becomes due at `$2`, and
+/// one that already had a place in the fair order gives it up (it gets a new one when it is
+/// due again). `$1` queue, `$2` until. Returns how many moved.
+pub(super) const HOLD_RETRIES: &str = r#"
+WITH held AS (
+    UPDATE fairq.jobs
+    SET run_at = $2, due_at = $2, round = NULL, ready_seq = NULL
+    WHERE queue = $1 AND state = 'retrying' AND run_at < $2
+    RETURNING 1
+)
+SELECT count(*) FROM held
+"#;
