@@ -254,6 +254,7 @@ pub async fn execute(cli: Cli, out: &mut Output) -> Result<(), CliError> {
         }
         Command::Stats(args) => {
             let store = store::open(&url(DEFAULT_STORE)?, &options, ReadOnly).await?;
+            store::warn_about_persistence(&store).await;
             admin::stats(&store, args, output::now_millis(), out).await
         }
         Command::List(args) => {

@@ -58,6 +58,18 @@ fn warn_about_repairs(store: &Store) {
     }
 }
 
+/// Prints a `warning:` line when a Redis store's server would lose jobs on a restart (no
+/// append-only file); says nothing when the server will not tell.
+pub(crate) async fn warn_about_persistence(store: &Store) {
+    if let Store::Redis(redis) = store {
+        if let Ok(persistence) = redis.persistence().await {
+            if persistence.loses_jobs() {
+                crate::output_error_line(&format!("warning: Redis {persistence}"));
+            }
+        }
+    }
+}
+
 /// True when `err` says a PostgreSQL store's schema does not exist.
 fn schema_missing(err: &fairq::ConnectError) -> bool {
     let fairq::ConnectError::Open {

@@ -125,6 +125,14 @@ fn the_cli_works_over_tls_and_names_a_refused_certificate() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // The private server runs without the append-only file (issue 13.13): stats says what
+    // a restart would lose, on stderr, so the JSON on stdout stays clean.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("warning: Redis the server persists nothing")
+            && stderr.contains("appendonly yes"),
+        "{stderr}"
+    );
     let stats: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(stats.to_string().contains("\"mail\""), "{stats}");
 

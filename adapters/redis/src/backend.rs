@@ -192,6 +192,7 @@ impl RedisBackend {
             }),
         };
         backend.load_scripts().await?;
+        backend.warn_about_persistence().await;
         Ok(backend)
     }
 

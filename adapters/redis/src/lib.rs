@@ -43,6 +43,7 @@ mod hold;
 mod keys;
 mod ops;
 mod options;
+mod persistence;
 mod record;
 mod registry;
 mod rescue;
@@ -58,6 +59,7 @@ pub use connection::Connection;
 pub use error::RedisStoreError;
 pub use keys::KeySpace;
 pub use options::{RedisOptions, ReplicaWait};
+pub use persistence::Persistence;
 pub use target::Target;
 
 /// Operator queries per fairness key (the dashboard's tenants view), read through `list`.

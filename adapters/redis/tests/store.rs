@@ -449,3 +449,43 @@ async fn operator_calls_page_and_revive_across_batches() {
     assert!(store.get(seen[0]).await.unwrap().is_none());
     assert!(clock.now() > 0);
 }
+
+/// Issue 13.1: a run time past the year 9999 is refused at enqueue (it used to be stored as
+/// 1.8446744073709552e+19 and break listings), and a retry backoff that long is clamped to
+/// the last representable time; either way the other jobs go on.
+#[tokio::test]
+async fn run_times_past_the_year_9999_are_refused_or_clamped() {
+    require_redis!();
+    let clock = clock();
+    let store = common::store(clock.clone()).await;
+    let far = Duration::from_secs(500_000_000_000 * 365 * 86_400);
+    let err = store
+        .enqueue(NewJob::new("q", "k", vec![]).delay(far))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, BackendError::Invalid(_)), "{err:?}");
+    assert!(err.to_string().contains("year 9999"), "{err}");
+
+    let policy = fairq_core::retry::RetryPolicy::new(1).with_delays([far]);
+    let id = store
+        .enqueue(NewJob::new("q", "k", vec![]).retry(policy))
+        .await
+        .unwrap();
+    let other = store.enqueue(NewJob::new("q", "k", vec![])).await.unwrap();
+    let job = store.claim("q", 1, LEASE).await.unwrap().remove(0);
+    assert_eq!(job.claim.id, id);
+    store
+        .fail(&job, fairq_worker::Failure::retryable("down"))
+        .await
+        .unwrap();
+    let max = fairq_core::job::MAX_MILLIS;
+    assert_eq!(
+        store.get(id).await.unwrap().unwrap().state,
+        State::Retrying { run_at: max }
+    );
+    assert_eq!(store.list(ListFilter::default()).await.unwrap().len(), 2);
+    assert_eq!(store.stats().await.unwrap()[0].next_retry_at, Some(max));
+    let next = store.claim("q", 5, LEASE).await.unwrap();
+    assert_eq!(next.len(), 1);
+    assert_eq!(next[0].claim.id, other);
+}
