@@ -205,6 +205,9 @@ fn a_redis_restart_with_aof_loses_no_job() {
             "{} duplicates",
             duplicates.len()
         );
-        assert!(!duplicates.is_empty(), "the killed worker's batch ran twice");
+        assert!(
+            !duplicates.is_empty(),
+            "the killed worker's batch ran twice"
+        );
     });
 }
