@@ -1054,3 +1054,40 @@ fn a_zero_timeout_is_refused() {
         .unwrap_err();
     assert!(err.to_string().contains("timeout"), "{err}");
 }
+
+/// A handler that ignores the stop signal and reaches its timeout while the shutdown waits
+/// has failed its attempt, as it would have without a shutdown: the attempt counts and the
+/// failure is recorded, rather than the job being handed back as stopped by the shutdown.
+#[tokio::test(start_paused = true)]
+async fn a_timeout_during_shutdown_fails_the_attempt() {
+    let store = Probe::new(MemoryBackend::new());
+    let dropped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (hook, mut rx) = reporter();
+    let worker = Worker::builder(store.clone())
+        .queue("q", QueueConfig::default().lease(LEASE))
+        .kind_timeout("long", Duration::from_secs(5))
+        .handlers(stoppable(OnStop::Ignore, &dropped))
+        .on_finished(hook)
+        .build()
+        .unwrap()
+        .start()
+        .unwrap();
+    let policy = RetryPolicy::new(3).with_delays([Duration::from_secs(60)]);
+    let id = store
+        .enqueue(NewJob::new("q", "long", vec![]).retry(policy))
+        .await
+        .unwrap();
+    until("started", || worker.running() == 1).await;
+    let report = worker.shutdown(Duration::from_secs(30)).await;
+    assert!(dropped.load(Ordering::SeqCst), "the handler was dropped");
+    assert!(report.is_clean(), "{report:?}");
+    assert!(report.released.is_empty() && report.abandoned.is_empty());
+    let finished = rx.recv().await.unwrap();
+    assert!(matches!(finished.outcome, JobOutcome::Retry { .. }));
+    let info = store.get(id).await.unwrap().unwrap();
+    assert_eq!((info.status(), info.attempts), (JobStatus::Retrying, 1));
+    assert_eq!(
+        info.last_error.as_deref(),
+        Some("timed out after 5s: the handler was stopped")
+    );
+}

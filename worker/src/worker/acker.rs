@@ -43,6 +43,8 @@ pub(crate) struct Done {
     pub(crate) result: Result<(), Failure>,
     pub(crate) elapsed: Duration,
     pub(crate) span: tracing::Span,
+    /// The handler was stopped at its timeout (a failure of the job, even during shutdown).
+    pub(crate) timed_out: bool,
 }
 
 /// A batch the store answered.
@@ -236,6 +238,7 @@ async fn report<B: Backend>(shared: &Shared<B>, queue: &QueueRuntime, answered: 
             result,
             elapsed,
             span,
+            ..
         } = done;
         let _in = span.enter();
         match outcome {

@@ -743,11 +743,19 @@ impl<B: Backend> WorkerHandle<B> {
         self.shared.queues.iter().map(|q| q.lock().running).sum()
     }
 
-    /// Stops gracefully within `deadline`: stops claiming, hands prefetched jobs that never
-    /// started back to the store (when it supports [`Backend::release`]), lets running jobs
-    /// finish and the store record their outcomes, then stops whatever still runs. Stopped
-    /// jobs stay claimed in the store until their leases expire and a rescue hands them to
-    /// another worker, so nothing is lost; the report lists them.
+    /// Stops gracefully within `deadline`: stops claiming, raises every running handler's
+    /// [`StopSignal`], hands prefetched jobs that never started back to the store (when it
+    /// supports [`Backend::release`]), lets running jobs finish and the store record their
+    /// outcomes, then drops the handlers still running at the deadline.
+    ///
+    /// A job stopped by the shutdown (its handler returned a retryable error after the
+    /// signal, or was dropped at the deadline) is handed back like a prefetched one: due
+    /// again at once, **its attempt not counted** (`report.released`, and
+    /// `report.abandoned` for the dropped ones). On a store without `release` it stays
+    /// claimed until its lease expires, and the rescue then counts the attempt
+    /// (`report.left_claimed`); nothing is lost either way. A handler that reaches its
+    /// own timeout during the shutdown has failed its attempt as usual, and a permanent
+    /// error or a success after the signal is recorded as usual.
     ///
     /// The first poll of the returned future already stops claiming.
     ///

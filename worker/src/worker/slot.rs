@@ -137,7 +137,9 @@ fn record<B: Backend>(
     crate::metrics::running(&done.job.queue, st.running);
     st.idle += 1;
     st.prefetch_paused = false;
-    let gave_up = matches!(&done.result, Err(failure) if !failure.permanent);
+    // A retryable error after the stop signal is the handler giving up when asked; a
+    // timeout is not (it would have failed the attempt without a shutdown too).
+    let gave_up = !done.timed_out && matches!(&done.result, Err(failure) if !failure.permanent);
     if gave_up && *shared.stop.borrow() {
         // The handler stopped when asked to: not a failure of the job. It goes back to the
         // store, its attempt not counted.
@@ -182,7 +184,7 @@ async fn run<B: Backend>(shared: &Shared<B>, queue: &QueueRuntime, job: Job) -> 
     let wait_ms = shared.clock.now().saturating_sub(job.run_at);
     crate::metrics::started(&job, wait_ms, shared.metrics_key);
     let started = Instant::now();
-    let result = supervise(shared, queue, &job)
+    let (result, timed_out) = supervise(shared, queue, &job)
         .instrument(span.clone())
         .await;
     let elapsed = started.elapsed();
@@ -198,6 +200,7 @@ async fn run<B: Backend>(shared: &Shared<B>, queue: &QueueRuntime, job: Job) -> 
         result,
         elapsed,
         span,
+        timed_out,
     }
 }
 
@@ -210,12 +213,13 @@ fn timeout_of<B>(shared: &Shared<B>, queue: &QueueRuntime, job: &Job) -> Option<
         .or(queue.config.get_timeout())
 }
 
-/// Runs the handler, warning once when it is slow and stopping it at its timeout.
+/// Runs the handler, warning once when it is slow and stopping it at its timeout; the flag
+/// says it was stopped at its timeout.
 async fn supervise<B: Backend>(
     shared: &Shared<B>,
     queue: &QueueRuntime,
     job: &Job,
-) -> Result<(), Failure> {
+) -> (Result<(), Failure>, bool) {
     let signal = StopSignal::from_worker(shared.stop.subscribe());
     let handler = with_signal(job.claim, signal, shared.handlers.run(job.clone()));
     let timeout = timeout_of(shared, queue, job);
@@ -223,7 +227,7 @@ async fn supervise<B: Backend>(
         .slow_after
         .filter(|slow| timeout.is_none_or(|limit| *slow < limit));
     if slow_after.is_none() && timeout.is_none() {
-        return handler.await;
+        return (handler.await, false);
     }
     tokio::pin!(handler);
     let started = Instant::now();
@@ -235,13 +239,14 @@ async fn supervise<B: Backend>(
     loop {
         tokio::select! {
             biased;
-            result = &mut handler => return result,
+            result = &mut handler => return (result, false),
             () = &mut limit => {
                 let limit = timeout.unwrap_or_default();
                 tracing::warn!(timeout_ms = limit.as_millis() as u64, "job handler timed out");
-                return Err(Failure::retryable(format!(
+                let failure = Failure::retryable(format!(
                     "timed out after {limit:?}: the handler was stopped"
-                )));
+                ));
+                return (Err(failure), true);
             }
             () = &mut slow, if watching => {
                 watching = false;
