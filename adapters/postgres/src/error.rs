@@ -64,6 +64,18 @@ pub enum PgError {
     /// The connection pool could not be built or used.
     #[error("connection pool: {0}")]
     Pool(String),
+    /// The address answered like another service, not like PostgreSQL (for example a
+    /// `postgres://` URL with Redis' port).
+    #[error(
+        "the server at {address} does not speak the PostgreSQL protocol (it answered \
+         {answer:?}): check the host and port"
+    )]
+    NotPostgres {
+        /// The host and port.
+        address: String,
+        /// The first line of its answer, unprintable bytes escaped.
+        answer: String,
+    },
     /// The TLS settings cannot be used (an unknown `sslmode`, an unreadable root
     /// certificate file).
     #[error("PostgreSQL TLS settings: {0}")]

@@ -13,6 +13,7 @@ mod found;
 mod leases;
 mod listen;
 mod options;
+mod probe;
 mod rows;
 mod schema;
 mod settle;

@@ -15,6 +15,7 @@ use crate::error::{db, pool, PgError};
 use crate::exec::Exec;
 use crate::listen::{self, Channels, Signals};
 use crate::options::PgOptions;
+use crate::probe;
 use crate::rows::{self, deadline, to_db};
 use crate::schema::{self, SchemaName};
 use crate::settle::Settler;
@@ -112,7 +113,8 @@ impl PgBackend {
     ///
     /// Errors: [`PgError::BadUrl`], [`PgError::Unavailable`] (server down or refusing),
     /// [`PgError::SchemaMissing`], [`PgError::SchemaTooNew`], [`PgError::Tls`] (settings),
-    /// [`PgError::TlsUnsupported`], [`PgError::TlsHandshake`] (certificate refused).
+    /// [`PgError::TlsUnsupported`], [`PgError::TlsHandshake`] (certificate refused),
+    /// [`PgError::NotPostgres`] (the address is another service's, such as Redis').
     ///
     /// ```no_run
     /// # async fn demo() -> Result<(), fairq_postgres::PgError> {
@@ -150,15 +152,24 @@ impl PgBackend {
             .build()
             .map_err(|e| PgError::Pool(e.to_string()))?;
         let migrate = options.migrate;
+        let connect_timeout = options.connect_timeout;
+        let probe_config = config.clone();
         let backend = PgBackend::build(pool, Some((config, tls)), options)?;
+        let config = probe_config;
         let schema = backend.inner.core.sql.schema.clone();
-        let mut client = backend
-            .inner
-            .core
-            .pool
-            .get()
-            .await
-            .map_err(|e| PgError::from_pool(e, schema.as_str()))?;
+        // A first connection that is slow may be to a service that is not PostgreSQL and
+        // will never answer: ask the address (see `probe`) while the attempt goes on.
+        let pool = backend.inner.core.pool.clone();
+        let first = pool.get();
+        let probe = async {
+            tokio::time::sleep(probe::PROBE_AFTER).await;
+            probe::not_postgres(&config, connect_timeout).await
+        };
+        tokio::pin!(first, probe);
+        let mut client = tokio::select! {
+            got = &mut first => got.map_err(|e| PgError::from_pool(e, schema.as_str()))?,
+            Some(wrong) = &mut probe => return Err(wrong),
+        };
         if migrate {
             schema::migrate(&mut client, &schema).await?;
         } else {

@@ -294,3 +294,113 @@ async fn a_version_1_schema_with_jobs_upgrades_in_place() {
     drop(store);
     common::drop_schema(&admin, &schema).await;
 }
+
+/// A `postgres://` URL with Redis' port: the probe (a cancel request full of newlines, which
+/// Redis answers and PostgreSQL never does) ends the attempt with `NotPostgres`, long before
+/// the 10-minute connect timeout this test sets would.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_port_is_not_taken_for_postgres() {
+    let redis =
+        std::env::var("FAIRQ_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".into());
+    let authority = redis
+        .trim_start_matches("redis://")
+        .split('/')
+        .next()
+        .unwrap_or_default();
+    let address = authority.rsplit('@').next().unwrap_or_default().to_string();
+    if tokio::net::TcpStream::connect(&address).await.is_err() {
+        assert!(
+            !std::env::var("FAIRQ_REQUIRE_SERVICES").is_ok_and(|v| v == "1"),
+            "Redis at {address} is required"
+        );
+        eprintln!("skipping: no Redis at {address}");
+        return;
+    }
+    let url = format!("postgres://postgres@{address}/test");
+    let err = tokio::time::timeout(
+        Duration::from_secs(120),
+        PgBackend::connect(
+            &url,
+            PgOptions::default().connect_timeout(Duration::from_secs(600)),
+        ),
+    )
+    .await
+    .expect("the probe ended the attempt")
+    .unwrap_err();
+    assert!(matches!(err, PgError::NotPostgres { .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(
+        text.contains("does not speak the PostgreSQL protocol"),
+        "{text}"
+    );
+    assert!(text.contains("-ERR"), "Redis' answer is shown: {text}");
+    assert!(!BackendError::from(err).is_transient());
+}
+
+/// Errors the server sends carry its message and SQLSTATE, not just "db error": a role over
+/// its connection limit (53300, the class a restart's "shutting down" and "terminating
+/// connection" errors are in: unavailable) and a database that does not exist.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_errors_carry_the_servers_message() {
+    let Some(admin) = common::admin().await else {
+        return;
+    };
+    let role = format!("fq_limited_{}", std::process::id());
+    admin
+        .batch_execute(&format!(
+            "DROP ROLE IF EXISTS {role}; CREATE ROLE {role} LOGIN CONNECTION LIMIT 0"
+        ))
+        .await
+        .unwrap();
+    struct DropRole(String);
+    impl Drop for DropRole {
+        fn drop(&mut self) {
+            let role = self.0.clone();
+            let _ = std::thread::spawn(move || {
+                tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap()
+                    .block_on(async {
+                        if let Some(admin) = common::admin().await {
+                            let _ = admin
+                                .batch_execute(&format!("DROP ROLE IF EXISTS {role}"))
+                                .await;
+                        }
+                    })
+            })
+            .join();
+        }
+    }
+    let _role = DropRole(role.clone());
+    let base: tokio_postgres::Config = common::url().parse().unwrap();
+    let host = match &base.get_hosts()[0] {
+        tokio_postgres::config::Host::Tcp(h) => h.clone(),
+        #[allow(unreachable_patterns)]
+        _ => "127.0.0.1".to_string(),
+    };
+    let port = base.get_ports().first().copied().unwrap_or(5432);
+    let err = PgBackend::connect(
+        &format!("postgres://{role}@{host}:{port}/test"),
+        PgOptions::default(),
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(err, PgError::Unavailable(_)), "{err:?}");
+    let text = err.to_string();
+    assert!(
+        text.contains("53300") && text.contains("too many connections"),
+        "{text}"
+    );
+    let err = PgBackend::connect(
+        &format!("postgres://postgres@{host}:{port}/fq_no_such_database"),
+        PgOptions::default(),
+    )
+    .await
+    .unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("3D000") && text.contains("fq_no_such_database"),
+        "{text}"
+    );
+}
