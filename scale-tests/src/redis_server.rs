@@ -16,8 +16,12 @@ use crate::{wait_for, Guarded, HarnessError};
 /// How long servers may take to answer, and a cluster to agree on its slots.
 const READY_WITHIN: Duration = Duration::from_secs(60);
 
-/// A cluster node's bus listens on its port plus this.
-const BUS_OFFSET: u16 = 10_000;
+/// A cluster node's bus listens on its port plus this (`--cluster-port`).
+const BUS_OFFSET: u16 = 500;
+/// Cluster nodes take data ports from here up to `LAST_NODE_PORT` (buses 500 above): the
+/// range kept for private clusters of the Redis adapter's and these tests.
+const FIRST_NODE_PORT: u16 = 57_000;
+const LAST_NODE_PORT: u16 = 57_500;
 
 fn program(name: &str) -> Result<PathBuf, HarnessError> {
     find_program(name).ok_or_else(|| HarnessError::Missing(name.into()))
@@ -120,28 +124,26 @@ impl PrivateRedis {
     }
 }
 
-/// Ports `port` and `port + BUS_OFFSET` on `ip`, both free now.
+/// Ports `port` and `port + BUS_OFFSET` on `ip`, both free now, from the cluster range.
 fn free_node_port(ip: Ipv4Addr, taken: &[u16]) -> Result<u16, HarnessError> {
-    for _ in 0..200 {
-        let port = free_port(ip)?;
-        let Some(bus) = port.checked_add(BUS_OFFSET) else {
-            continue;
-        };
-        if taken.contains(&port) || taken.iter().any(|t| t + BUS_OFFSET == port) {
+    for port in FIRST_NODE_PORT..LAST_NODE_PORT {
+        if taken.contains(&port) {
             continue;
         }
-        if TcpListener::bind((ip, bus)).is_ok() {
+        if TcpListener::bind((ip, port)).is_ok()
+            && TcpListener::bind((ip, port + BUS_OFFSET)).is_ok()
+        {
             return Ok(port);
         }
     }
     Err(HarnessError::Other(format!(
-        "no free port pair (port, port + {BUS_OFFSET}) on {ip}"
+        "no free port pair (port, port + {BUS_OFFSET}) in {FIRST_NODE_PORT}-{LAST_NODE_PORT} on {ip}"
     )))
 }
 
 /// A private Redis Cluster: `masters` masters with `replicas` replicas each, made with
-/// `redis-cli --cluster create`, every node on its own port of one address (their bus ports
-/// 10,000 above). Started, it has every slot assigned and says `cluster_state:ok` on every
+/// `redis-cli --cluster create`, every node on its own port of one address, in 57000-57499
+/// (their bus ports 500 above). Started, it has every slot assigned and says `cluster_state:ok` on every
 /// node; dropped, every node is stopped and the folder deleted.
 ///
 /// ```no_run
@@ -179,6 +181,7 @@ impl RedisCluster {
             let port = free_node_port(ip, &taken)?;
             let addr = SocketAddr::from((ip, port));
             let config = format!("nodes-{port}.conf");
+            let bus = (port + BUS_OFFSET).to_string();
             let server = launch(
                 addr,
                 cluster.dir.path(),
@@ -187,6 +190,8 @@ impl RedisCluster {
                     "yes",
                     "--cluster-config-file",
                     &config,
+                    "--cluster-port",
+                    &bus,
                     "--cluster-node-timeout",
                     "2000",
                 ],
@@ -231,6 +236,17 @@ impl RedisCluster {
     /// `redis://IP:PORT/` of each node.
     pub fn urls(&self) -> Vec<String> {
         self.nodes.iter().map(|n| format!("redis://{n}/")).collect()
+    }
+
+    /// The `--store` URL of the cluster (every node listed) with key prefix `prefix`.
+    ///
+    /// ```no_run
+    /// let cluster = fairq_scale_tests::RedisCluster::start("127.0.0.1".parse().unwrap(), 3, 1).unwrap();
+    /// assert!(cluster.store_url("p").starts_with("redis+cluster://127.0.0.1:"));
+    /// ```
+    pub fn store_url(&self, prefix: &str) -> String {
+        let nodes: Vec<String> = self.nodes.iter().map(SocketAddr::to_string).collect();
+        format!("redis+cluster://{}/?prefix={prefix}", nodes.join(","))
     }
 
     /// The cluster's folder (node configurations and logs).

@@ -1,12 +1,16 @@
-//! The private Redis Cluster the multi-process tests will run on: it starts with three
-//! masters and three replicas on the address the namespaces reach, says `cluster_state:ok`,
-//! answers from inside a namespace, and stops completely.
+//! The private Redis Cluster the multi-process tests run on: it starts with three masters and
+//! three replicas on the address the namespaces reach, says `cluster_state:ok`, answers from
+//! inside a namespace, and stops completely. Then the multi-process scenarios of
+//! `tests/common/` on it: several `fairq work` processes, each in a namespace of its own,
+//! sharing the cluster through a `redis+cluster://` store URL.
 
 mod common;
 
 use std::path::Path;
 
-use fairq_scale_tests::{cluster_info, skip_or_fail, Needs, Network, PrivateRedis, RedisCluster};
+use fairq_scale_tests::{
+    cluster_info, knob, skip_or_fail, Needs, Network, PrivateRedis, RedisCluster,
+};
 
 fn alive(pid: u32) -> bool {
     Path::new(&format!("/proc/{pid}")).exists()
@@ -83,4 +87,35 @@ fn a_private_redis_answers_from_a_namespace_and_stops() {
     let pid = redis.pid();
     drop(redis);
     assert!(!alive(pid), "redis-server still runs");
+}
+
+/// A network of `FAIRQ_SCALE_PROCESSES` hosts (3 by default) and a 3-master, 3-replica
+/// cluster on its service address, with the `--store` URL listing every node.
+fn setup() -> (Network, RedisCluster, String) {
+    let net = Network::create(knob("FAIRQ_SCALE_PROCESSES", 3)).expect("namespaces");
+    let cluster = RedisCluster::start(net.service_ip(), 3, 1).expect("a private cluster");
+    let url = cluster.store_url("fairq-scale");
+    (net, cluster, url)
+}
+
+/// See [`common::fair::light_tenants_start_within_the_fair_bound`].
+#[test]
+fn a_light_tenant_starts_within_the_fair_bound_across_processes_on_a_cluster() {
+    if !skip_or_fail(&[Needs::Redis]) {
+        return;
+    }
+    let _one = common::one_at_a_time();
+    let (net, _cluster, url) = setup();
+    common::fair::light_tenants_start_within_the_fair_bound(&net, &url);
+}
+
+/// See [`common::kill::every_job_completes_exactly_once_after_kill_9`].
+#[test]
+fn every_job_completes_exactly_once_after_kill_9_of_one_process_on_a_cluster() {
+    if !skip_or_fail(&[Needs::Redis]) {
+        return;
+    }
+    let _one = common::one_at_a_time();
+    let (net, _cluster, url) = setup();
+    common::kill::every_job_completes_exactly_once_after_kill_9(&net, &url);
 }
