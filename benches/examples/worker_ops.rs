@@ -9,6 +9,18 @@
 //! ```
 //!
 //! Arguments: keys, cycles. Subtract a run with 0 cycles to leave out the set-up.
+//!
+//! # Measured
+//!
+//! Instructions per cycle (`Ir` of 100,000 cycles minus 0 cycles, divided by 100,000; the
+//! system allocator, glibc 2.36; a cycle includes the driver's own `NewJob` and the three
+//! strings it allocates). Roughly 3,000 to 4,000 instructions make a microsecond on the
+//! development machine.
+//!
+//! | step | 1 key | 10,000 keys |
+//! |---|---:|---:|
+//! | before (B-tree job table, string clones per job) | 12,224 | 13,014 |
+//! | hash job table + id order, `&str` lookups, no per-call vectors | 6,445 | 7,171 |
 
 use std::time::Duration;
 

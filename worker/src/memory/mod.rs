@@ -299,38 +299,32 @@ impl MemoryBackend {
     }
 
     /// Runs `f` on the store at the clock's current time, then wakes queues that gained work.
+    ///
+    /// The wakers are notified with the store still locked (the lock order is store, then
+    /// wakers; nothing takes them the other way round), so no list of woken queues is built.
     fn with_store<R>(&self, f: impl FnOnce(&mut Store, Millis) -> R) -> R {
-        let (result, woken) = {
-            let mut store = self.store();
-            let now = self.inner.clock.now();
-            let result = f(&mut store, now);
-            (result, store.take_woken())
-        };
-        if !woken.is_empty() {
-            let wakers = self
-                .inner
-                .wakers
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            for queue in woken {
-                if let Some(notify) = wakers.get(&queue) {
-                    notify.notify_waiters();
-                }
+        let mut store = self.store();
+        let now = self.inner.clock.now();
+        let result = f(&mut store, now);
+        let mut wakers = None;
+        store.drain_woken(|queue| {
+            let wakers = wakers.get_or_insert_with(|| {
+                self.inner
+                    .wakers
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+            });
+            if let Some(notify) = wakers.get(queue) {
+                notify.notify_waiters();
             }
-        }
+        });
         result
     }
 }
 
 impl Backend for MemoryBackend {
-    fn enqueue(&self, job: NewJob) -> impl Future<Output = Result<JobId, BackendError>> + Send {
-        let this = self.clone();
-        async move {
-            let ids = this.with_store(|s, now| s.enqueue_many(vec![job], now))?;
-            ids.into_iter()
-                .next()
-                .ok_or_else(|| BackendError::Invalid("nothing enqueued".into()))
-        }
+    async fn enqueue(&self, job: NewJob) -> Result<JobId, BackendError> {
+        self.with_store(|s, now| s.enqueue(job, now))
     }
 
     fn enqueue_many(
@@ -341,20 +335,21 @@ impl Backend for MemoryBackend {
         async move { this.with_store(|s, now| s.enqueue_many(jobs, now)) }
     }
 
-    fn claim(
+    async fn claim(
         &self,
         queue: &str,
         max: usize,
         lease: Duration,
-    ) -> impl Future<Output = Result<Vec<Job>, BackendError>> + Send {
-        let this = self.clone();
-        let queue = queue.to_string();
-        async move {
-            if this.is_paused(&queue) {
-                return Ok(Vec::new());
-            }
-            Ok(this.with_store(|s, now| s.claim(&queue, max, lease, now)))
+    ) -> Result<Vec<Job>, BackendError> {
+        if self.is_paused(queue) {
+            return Ok(Vec::new());
         }
+        Ok(self.with_store(|s, now| s.claim(queue, max, lease, now)))
+    }
+
+    /// `settle` with one success, without the batch's vectors.
+    async fn complete(&self, claim: Claim) -> Result<(), BackendError> {
+        self.with_store(|s, now| s.complete(claim, now))
     }
 
     fn settle(

@@ -22,13 +22,15 @@
 //! assert_eq!(again.claim("mail", 1, std::time::Duration::from_secs(30), 1_000).len(), 1);
 //! ```
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use fairq_core::fair::FairQueue;
 use fairq_core::job::{Lifecycle, Millis, Outcome, Setback, State, TransitionError, millis};
 use fairq_core::retry::RetryPolicy;
 use fairq_core::stats::{Histogram, RetryStats};
+use hashbrown::{HashMap, HashSet};
 use serde::{Deserialize, Serialize};
 
 use crate::backend::{BackendError, ListFilter, Purge, QueueStats, ReviveTarget, StatusCounts};
@@ -36,6 +38,11 @@ use crate::job::{Claim, Failure, Job, JobId, JobInfo, JobStatus, NewJob, OnConfl
 use crate::settle::{Each, Finished, Settled};
 
 mod inspect;
+mod jobs;
+mod unique;
+
+use jobs::Jobs;
+use unique::UniqueKeys;
 
 /// The message recorded when a job's lease expires.
 pub(crate) const LEASE_EXPIRED: &str = "lease expired: the worker stopped renewing it";
@@ -108,7 +115,9 @@ impl Record {
         }
     }
 
-    fn job(&self, id: JobId) -> Option<Job> {
+    /// The running job as its worker receives it; `key` is the record's key (the claim
+    /// passes the copy it popped from the fair queue, so no other copy is made).
+    fn job(&self, id: JobId, key: Option<String>) -> Option<Job> {
         let State::Running { lease } = *self.life.state() else {
             return None;
         };
@@ -119,7 +128,7 @@ impl Record {
             },
             queue: self.queue.clone(),
             kind: self.kind.clone(),
-            key: self.key.clone(),
+            key,
             payload: self.payload.clone(),
             attempt: lease.attempt,
             lease_deadline: lease.deadline,
@@ -274,18 +283,24 @@ struct QueueState {
     /// Jobs waiting for time (scheduled or retrying), by due time then id.
     timed: BTreeSet<(Millis, JobId)>,
     /// Jobs held by workers.
-    running: BTreeSet<JobId>,
+    running: HashSet<JobId>,
+    /// The queue's name, shared with the list of woken queues.
+    name: Arc<str>,
+    /// True while the queue is in [`Store::woken`].
+    woken: bool,
     retries: RetryStats,
     /// Claim-to-finish time of attempts, in milliseconds.
     processing: Box<Histogram>,
 }
 
 impl QueueState {
-    fn new() -> Self {
+    fn new(name: &str) -> Self {
         QueueState {
             ready: FairQueue::unbounded(),
             timed: BTreeSet::new(),
-            running: BTreeSet::new(),
+            running: HashSet::new(),
+            name: Arc::from(name),
+            woken: false,
             retries: RetryStats::default(),
             processing: Box::new(Histogram::new()),
         }
@@ -316,16 +331,24 @@ enum Plan {
 #[derive(Debug, Default)]
 pub struct Store {
     next_id: u64,
-    jobs: BTreeMap<JobId, Record>,
-    queues: BTreeMap<String, QueueState>,
-    /// `(queue, unique key)` of unfinished jobs.
-    unique: HashMap<(String, String), JobId>,
+    jobs: Jobs,
+    queues: HashMap<String, QueueState>,
+    /// Unique keys of unfinished jobs.
+    unique: UniqueKeys,
     /// Blocked jobs per dependency.
     dependents: HashMap<JobId, Vec<JobId>>,
-    /// Queues that gained due jobs since the last [`Store::take_woken`].
-    woken: BTreeSet<String>,
+    /// Queues that gained due jobs since the last [`Store::take_woken`] (each once: its
+    /// [`QueueState::woken`] is set while it is listed).
+    woken: Vec<Arc<str>>,
     /// Jobs changed since the last [`Store::take_changed`], once tracking is on.
     changed: Option<BTreeSet<JobId>>,
+}
+
+/// The state of queue `name`, created empty on first use (the name is copied only then).
+fn queue_entry<'a>(queues: &'a mut HashMap<String, QueueState>, name: &str) -> &'a mut QueueState {
+    queues
+        .entry_ref(name)
+        .or_insert_with(|| QueueState::new(name))
 }
 
 /// Notes that job `id` changed, if changes are tracked.
@@ -374,10 +397,7 @@ impl Store {
         let mut due: Vec<(Millis, JobId)> = Vec::new();
         for (&id, record) in &records {
             store.next_id = store.next_id.max(id.0);
-            let queue = store
-                .queues
-                .entry(record.queue.clone())
-                .or_insert_with(QueueState::new);
+            let queue = queue_entry(&mut store.queues, &record.queue);
             match *record.life.state() {
                 State::Running { .. } => {
                     queue.running.insert(id);
@@ -397,20 +417,18 @@ impl Store {
             }
             if !record.life.state().is_final() {
                 if let Some(unique) = &record.unique_key {
-                    store
-                        .unique
-                        .insert((record.queue.clone(), unique.clone()), id);
+                    store.unique.insert(&record.queue, unique, id);
                 }
             }
         }
-        store.jobs = records;
+        store.jobs = Jobs::from_records(records);
         due.sort_unstable();
         for (_, id) in due {
             let Some(record) = store.jobs.get_mut(&id) else {
                 continue;
             };
             record.ready_gen = 1;
-            if let Some(queue) = store.queues.get_mut(&record.queue) {
+            if let Some(queue) = store.queues.get_mut(record.queue.as_str()) {
                 // An unbounded queue never refuses a push.
                 queue.ready.push(record.key.clone(), (id, 1)).ok();
             }
@@ -504,10 +522,7 @@ impl Store {
     /// assert_eq!(store.stats()[0].retries.ok, 4);
     /// ```
     pub fn set_retry_stats(&mut self, queue: &str, retries: RetryStats) {
-        self.queues
-            .entry(queue.to_string())
-            .or_insert_with(QueueState::new)
-            .retries = retries;
+        queue_entry(&mut self.queues, queue).retries = retries;
     }
 
     /// Queues that may have new due jobs since the last call.
@@ -520,7 +535,86 @@ impl Store {
     /// assert!(store.take_woken().contains("q"));
     /// ```
     pub fn take_woken(&mut self) -> BTreeSet<String> {
-        std::mem::take(&mut self.woken)
+        let mut woken = BTreeSet::new();
+        self.drain_woken(|queue| {
+            woken.insert(queue.to_string());
+        });
+        woken
+    }
+
+    /// Hands each queue that may have new due jobs since the last call to `f`, once, and
+    /// forgets them: [`Store::take_woken`] without building a set.
+    pub(crate) fn drain_woken(&mut self, mut f: impl FnMut(&str)) {
+        for name in self.woken.drain(..) {
+            if let Some(queue) = self.queues.get_mut(&*name) {
+                queue.woken = false;
+            }
+            f(&name);
+        }
+    }
+
+    /// Lists `queue` as woken (once until the next drain).
+    fn wake(woken: &mut Vec<Arc<str>>, queue: &mut QueueState) {
+        if !queue.woken {
+            queue.woken = true;
+            woken.push(Arc::clone(&queue.name));
+        }
+    }
+
+    /// Adds one job: [`Store::enqueue_many`] with a batch of one, without the batch's
+    /// vectors.
+    ///
+    /// ```
+    /// use fairq_worker::memory::store::Store;
+    /// use fairq_worker::NewJob;
+    /// let mut store = Store::default();
+    /// let id = store.enqueue(NewJob::new("q", "k", vec![]), 0).unwrap();
+    /// assert_eq!(store.next_id(), id.0);
+    /// assert!(store.enqueue(NewJob::new("", "k", vec![]), 0).is_err());
+    /// ```
+    pub fn enqueue(&mut self, job: NewJob, now: Millis) -> Result<JobId, BackendError> {
+        match self.plan(&job, now, &HashMap::new(), self.next_id)? {
+            Plan::Existing(id) => Ok(id),
+            Plan::New(id) => {
+                self.insert(id, job, now);
+                self.next_id = id.0;
+                Ok(id)
+            }
+        }
+    }
+
+    /// How `job` would resolve if enqueued now, `next` being the last id handed out and
+    /// `batch` the unique keys taken by earlier jobs of its batch. Changes nothing.
+    fn plan(
+        &self,
+        job: &NewJob,
+        now: Millis,
+        batch: &HashMap<(&str, &str), JobId>,
+        next: u64,
+    ) -> Result<Plan, BackendError> {
+        job.check(now)?;
+        if let Some(dep) = job.depends_on {
+            if !self.jobs.contains_key(&dep) {
+                return Err(BackendError::UnknownDependency(dep));
+            }
+        }
+        if let Some(unique) = &job.unique_key {
+            let taken = self
+                .unique
+                .get(&job.queue, unique)
+                .or_else(|| batch.get(&(job.queue.as_str(), unique.as_str())).copied());
+            if let Some(existing) = taken {
+                return match job.on_conflict {
+                    OnConflict::Error => Err(BackendError::Duplicate {
+                        queue: job.queue.clone(),
+                        key: unique.clone(),
+                        existing,
+                    }),
+                    OnConflict::Ignore => Ok(Plan::Existing(existing)),
+                };
+            }
+        }
+        Ok(Plan::New(JobId(next + 1)))
     }
 
     /// Adds jobs, all or nothing.
@@ -540,45 +634,19 @@ impl Store {
     ) -> Result<Vec<JobId>, BackendError> {
         // Validate the whole batch before changing anything.
         let mut plans = Vec::with_capacity(jobs.len());
-        let mut batch_unique: HashMap<(String, String), JobId> = HashMap::new();
+        let mut batch_unique: HashMap<(&str, &str), JobId> = HashMap::new();
         let mut next = self.next_id;
         for job in &jobs {
-            job.check(now)?;
-            if let Some(dep) = job.depends_on {
-                if !self.jobs.contains_key(&dep) {
-                    return Err(BackendError::UnknownDependency(dep));
+            let plan = self.plan(job, now, &batch_unique, next)?;
+            if let Plan::New(id) = plan {
+                next = id.0;
+                if let Some(unique) = &job.unique_key {
+                    batch_unique.insert((job.queue.as_str(), unique.as_str()), id);
                 }
             }
-            if let Some(unique) = &job.unique_key {
-                let slot = (job.queue.clone(), unique.clone());
-                let taken = self
-                    .unique
-                    .get(&slot)
-                    .or_else(|| batch_unique.get(&slot))
-                    .copied();
-                if let Some(existing) = taken {
-                    match job.on_conflict {
-                        OnConflict::Error => {
-                            return Err(BackendError::Duplicate {
-                                queue: job.queue.clone(),
-                                key: unique.clone(),
-                                existing,
-                            });
-                        }
-                        OnConflict::Ignore => {
-                            plans.push(Plan::Existing(existing));
-                            continue;
-                        }
-                    }
-                }
-                next += 1;
-                batch_unique.insert(slot, JobId(next));
-                plans.push(Plan::New(JobId(next)));
-                continue;
-            }
-            next += 1;
-            plans.push(Plan::New(JobId(next)));
+            plans.push(plan);
         }
+        drop(batch_unique); // it borrows the batch's names
 
         let mut ids = Vec::with_capacity(plans.len());
         for (job, plan) in jobs.into_iter().zip(plans) {
@@ -609,15 +677,13 @@ impl Store {
         };
         let retry = job.effective_retry();
         if let Some(unique) = &job.unique_key {
-            self.unique.insert((job.queue.clone(), unique.clone()), id);
+            self.unique.insert(&job.queue, unique, id);
         }
         if let (true, Some(dep)) = (blocked, job.depends_on) {
             self.dependents.entry(dep).or_default().push(id);
         }
         touch(&mut self.changed, id);
-        self.queues
-            .entry(job.queue.clone())
-            .or_insert_with(QueueState::new);
+        queue_entry(&mut self.queues, &job.queue);
         self.jobs.insert(
             id,
             Record {
@@ -650,22 +716,25 @@ impl Store {
         };
         record.due_at = run_at;
         touch(&mut self.changed, id);
-        let queue = self
-            .queues
-            .entry(record.queue.clone())
-            .or_insert_with(QueueState::new);
+        let queue = queue_entry(&mut self.queues, &record.queue);
         if run_at <= now {
-            // Jobs that became due earlier go first.
-            Self::promote_into(queue, &mut self.jobs, now);
-            let Some(record) = self.jobs.get_mut(&id) else {
-                return;
+            // Jobs that became due earlier go first (none is waiting in the common case, and
+            // then the job's record needs no second lookup).
+            let record = if queue.timed.first().is_some_and(|&(at, _)| at <= now) {
+                Self::promote_into(queue, &mut self.jobs, now);
+                let Some(record) = self.jobs.get_mut(&id) else {
+                    return;
+                };
+                record
+            } else {
+                record
             };
             record.ready_gen += 1;
             queue
                 .ready
                 .push(record.key.clone(), (id, record.ready_gen))
                 .ok();
-            self.woken.insert(record.queue.clone());
+            Self::wake(&mut self.woken, queue);
         } else {
             queue.timed.insert((run_at, id));
         }
@@ -673,7 +742,7 @@ impl Store {
 
     /// Moves every job of `queue` whose time has come into the fair ready queue, oldest due
     /// time first.
-    fn promote_into(queue: &mut QueueState, jobs: &mut BTreeMap<JobId, Record>, now: Millis) {
+    fn promote_into(queue: &mut QueueState, jobs: &mut Jobs, now: Millis) {
         while let Some(&(at, id)) = queue.timed.first() {
             if at > now {
                 break;
@@ -715,7 +784,7 @@ impl Store {
         Self::promote_into(queue, &mut self.jobs, now);
         let mut claimed = Vec::new();
         while claimed.len() < max {
-            let Some((id, generation)) = queue.ready.pop() else {
+            let Some((key, (id, generation))) = queue.ready.pop_with_key() else {
                 break;
             };
             let Some(record) = self.jobs.get_mut(&id) else {
@@ -730,7 +799,8 @@ impl Store {
             record.claimed_at = now;
             queue.running.insert(id);
             touch(&mut self.changed, id);
-            if let Some(job) = record.job(id) {
+            // The fair queue's copy of the key (equal to the record's) goes to the worker.
+            if let Some(job) = record.job(id, key) {
                 claimed.push(job);
             }
         }
@@ -757,7 +827,7 @@ impl Store {
         let record = self.jobs.get_mut(&id).ok_or(BackendError::NotFound(id))?;
         if let Some(at) = record.life.due_at() {
             if at > now {
-                if let Some(queue) = self.queues.get_mut(&record.queue) {
+                if let Some(queue) = self.queues.get_mut(record.queue.as_str()) {
                     queue.timed.remove(&(at, id));
                 }
                 let attempts = record.life.attempts();
@@ -773,11 +843,13 @@ impl Store {
         // Any ready-queue entry of the job is now stale.
         record.ready_gen += 1;
         record.claimed_at = now;
-        if let Some(queue) = self.queues.get_mut(&record.queue) {
+        if let Some(queue) = self.queues.get_mut(record.queue.as_str()) {
             queue.running.insert(id);
         }
         touch(&mut self.changed, id);
-        record.job(id).ok_or(BackendError::NotFound(id))
+        record
+            .job(id, record.key.clone())
+            .ok_or(BackendError::NotFound(id))
     }
 
     /// A job as a worker would receive it, without changing it (test helpers).
@@ -831,13 +903,14 @@ impl Store {
         touch(&mut self.changed, id);
         record.error_since = None;
         let elapsed = now.saturating_sub(record.claimed_at);
-        let queue_name = record.queue.clone();
-        if let Some(queue) = self.queues.get_mut(&queue_name) {
+        if let Some(queue) = self.queues.get_mut(record.queue.as_str()) {
             queue.running.remove(&id);
             queue.retries.succeeded(attempt);
             queue.processing.record(elapsed);
         }
-        self.release_unique(id);
+        if let Some(unique) = &record.unique_key {
+            self.unique.release(&record.queue, unique, id);
+        }
         self.release_dependents(id, now);
         Ok(())
     }
@@ -881,7 +954,7 @@ impl Store {
         record.last_error = Some(failure.message);
         touch(&mut self.changed, id);
         let elapsed = now.saturating_sub(record.claimed_at);
-        if let Some(queue) = self.queues.get_mut(&record.queue) {
+        if let Some(queue) = self.queues.get_mut(record.queue.as_str()) {
             queue.processing.record(elapsed);
         }
         self.after_failure(id, attempt, outcome, now);
@@ -953,7 +1026,7 @@ impl Store {
                     .release(claim.token, now)
                     .map_err(transition(id))?;
                 touch(&mut self.changed, id);
-                if let Some(queue) = self.queues.get_mut(&record.queue) {
+                if let Some(queue) = self.queues.get_mut(record.queue.as_str()) {
                     queue.running.remove(&id);
                 }
                 self.schedule(id, now, now);
@@ -968,8 +1041,7 @@ impl Store {
             return;
         };
         record.error_since.get_or_insert(now);
-        let queue_name = record.queue.clone();
-        if let Some(queue) = self.queues.get_mut(&queue_name) {
+        if let Some(queue) = self.queues.get_mut(record.queue.as_str()) {
             queue.running.remove(&id);
             queue.retries.failed();
             if outcome.is_dead() {
@@ -1034,7 +1106,7 @@ impl Store {
         let Some(queue) = self.queues.get(queue_name) else {
             return 0;
         };
-        let expired: Vec<JobId> = queue
+        let mut expired: Vec<JobId> = queue
             .running
             .iter()
             .copied()
@@ -1044,6 +1116,8 @@ impl Store {
                 )
             })
             .collect();
+        // Oldest id first, so rescued jobs are due in a fixed order.
+        expired.sort_unstable();
         let mut rescued = 0;
         for id in expired {
             let Some(record) = self.jobs.get_mut(&id) else {
@@ -1087,10 +1161,11 @@ impl Store {
             return 0;
         };
         let mut held = 0;
-        for (id, record) in self.jobs.iter_mut() {
-            if record.queue != queue_name {
+        for id in self.jobs.ids_where(|record| record.queue == queue_name) {
+            let Some(record) = self.jobs.get_mut(&id) else {
                 continue;
-            }
+            };
+            let id = &id;
             let Some(at) = record.life.due_at() else {
                 continue;
             };
@@ -1217,14 +1292,12 @@ impl Store {
     /// assert_eq!(store.list(&ListFilter::default().limit(2)).len(), 2);
     /// ```
     pub fn list(&self, filter: &ListFilter) -> Vec<JobInfo> {
-        use std::ops::Bound;
-        let from = filter.after.map_or(Bound::Unbounded, Bound::Excluded);
         self.jobs
-            .range((from, Bound::Unbounded))
+            .after(filter.after)
             .filter(|(_, r)| filter.queue.as_deref().is_none_or(|q| q == r.queue))
             .filter(|(_, r)| filter.status.is_none_or(|s| s == r.status()))
             .take(filter.limit)
-            .map(|(id, r)| r.info(*id))
+            .map(|(id, r)| r.info(id))
             .collect()
     }
 
@@ -1253,13 +1326,9 @@ impl Store {
                 Ok(1)
             }
             ReviveTarget::AllDead { queue } => {
-                let dead: Vec<JobId> = self
-                    .jobs
-                    .iter()
-                    .filter(|(_, r)| r.status() == JobStatus::Dead)
-                    .filter(|(_, r)| queue.as_deref().is_none_or(|q| q == r.queue))
-                    .map(|(id, _)| *id)
-                    .collect();
+                let dead = self.jobs.ids_where(|r| {
+                    r.status() == JobStatus::Dead && queue.as_deref().is_none_or(|q| q == r.queue)
+                });
                 let mut revived = 0;
                 for id in dead {
                     // A job whose unique key was taken meanwhile stays dead.
@@ -1283,15 +1352,14 @@ impl Store {
             });
         }
         if let Some(unique) = &record.unique_key {
-            let slot = (record.queue.clone(), unique.clone());
-            if let Some(&existing) = self.unique.get(&slot) {
+            if let Some(existing) = self.unique.get(&record.queue, unique) {
                 return Err(BackendError::Duplicate {
-                    queue: slot.0,
-                    key: slot.1,
+                    queue: record.queue.clone(),
+                    key: unique.clone(),
                     existing,
                 });
             }
-            self.unique.insert(slot, id);
+            self.unique.insert(&record.queue, unique, id);
         }
         let record = self.jobs.get_mut(&id).ok_or(BackendError::NotFound(id))?;
         record.life.revive(now).map_err(transition(id))?;
@@ -1311,12 +1379,7 @@ impl Store {
     /// assert_eq!(store.purge(&Purge::default()), 1);
     /// ```
     pub fn purge(&mut self, purge: &Purge) -> u64 {
-        let doomed: Vec<JobId> = self
-            .jobs
-            .iter()
-            .filter(|(_, r)| purge.matches(&r.queue, r.status()))
-            .map(|(id, _)| *id)
-            .collect();
+        let doomed = self.jobs.ids_where(|r| purge.matches(&r.queue, r.status()));
         let n = doomed.len() as u64;
         for id in doomed {
             self.remove(id);
@@ -1334,12 +1397,9 @@ impl Store {
     /// ```
     pub fn prune(&mut self, older_than: Duration, now: Millis) -> u64 {
         let cutoff = now.saturating_sub(millis(older_than));
-        let doomed: Vec<JobId> = self
+        let doomed = self
             .jobs
-            .iter()
-            .filter(|(_, r)| r.finished_at().is_some_and(|at| at <= cutoff))
-            .map(|(id, _)| *id)
-            .collect();
+            .ids_where(|r| r.finished_at().is_some_and(|at| at <= cutoff));
         let n = doomed.len() as u64;
         for id in doomed {
             self.remove(id);
@@ -1353,7 +1413,7 @@ impl Store {
             return;
         };
         touch(&mut self.changed, id);
-        if let Some(queue) = self.queues.get_mut(&record.queue) {
+        if let Some(queue) = self.queues.get_mut(record.queue.as_str()) {
             if let Some(at) = record.life.due_at() {
                 queue.timed.remove(&(at, id));
             }
@@ -1366,7 +1426,9 @@ impl Store {
             }
         }
         // Jobs blocked on this one keep waiting (see the module docs); the list goes.
-        self.dependents.remove(&id);
+        if !self.dependents.is_empty() {
+            self.dependents.remove(&id);
+        }
     }
 
     fn release_unique(&mut self, id: JobId) {
@@ -1374,14 +1436,14 @@ impl Store {
             return;
         };
         if let Some(unique) = &record.unique_key {
-            let slot = (record.queue.clone(), unique.clone());
-            if self.unique.get(&slot) == Some(&id) {
-                self.unique.remove(&slot);
-            }
+            self.unique.release(&record.queue, unique, id);
         }
     }
 
     fn release_dependents(&mut self, id: JobId, now: Millis) {
+        if self.dependents.is_empty() {
+            return;
+        }
         let Some(waiting) = self.dependents.remove(&id) else {
             return;
         };

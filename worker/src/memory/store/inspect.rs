@@ -24,7 +24,7 @@ impl Store {
     /// ```
     pub fn backlog_by_key(&self, queue: &str, now: Millis) -> Vec<KeyBacklog> {
         let mut keys: BTreeMap<Option<&str>, KeyBacklog> = BTreeMap::new();
-        for (&id, record) in self.jobs.iter().filter(|(_, r)| r.queue == queue) {
+        for (id, record) in self.jobs.iter().filter(|(_, r)| r.queue == queue) {
             let state = record.life.state();
             if state.is_final() {
                 continue;
@@ -53,7 +53,7 @@ impl Store {
         self.jobs
             .iter()
             .filter(|(_, r)| r.queue == queue && r.life.attempts() > 0 && r.claimed_at >= since)
-            .filter_map(|(&id, r)| {
+            .filter_map(|(id, r)| {
                 let (finished_at, succeeded) = match *r.life.state() {
                     State::Succeeded { at } => (Some(at), true),
                     State::Dead { at, .. } => (Some(at), false),
