@@ -635,12 +635,24 @@ fn a_second_signal_stops_at_once_and_loses_nothing() {
         rest.contains("error: interrupted during shutdown"),
         "{rest}"
     );
-    // The folder is free again, and the abandoned job is back for another attempt.
+    // The folder is free again. `list` opens it read-only, so it still shows the attempt
+    // the stopped worker left running; the next worker to own the folder rescues that job
+    // for another attempt (after the retry's backoff, so `--until-idle` leaves it waiting).
     let jobs = json(path, &store, &["list", "-q", "q"]);
     assert_eq!(jobs[0]["id"], id);
     assert_eq!(jobs[0]["attempts"], 1);
-    assert_ne!(jobs[0]["state"], "running");
     assert_ne!(jobs[0]["state"], "succeeded");
+    fairq(path)
+        .args(["--store", &store, "work", "-q", "q", "--until-idle"])
+        .args(["--poll", "50ms", "--exec", "true"])
+        .assert()
+        .success();
+    let jobs = json(path, &store, &["list", "-q", "q"]);
+    assert_eq!(jobs[0]["id"], id);
+    assert_eq!(jobs[0]["state"], "retrying", "{jobs}");
+    assert_eq!(jobs[0]["attempts"], 1, "{jobs}");
+    let error = jobs[0]["last_error"].as_str().unwrap_or_default();
+    assert!(error.contains("lease expired"), "{jobs}");
 }
 
 /// Ctrl-C during the demo stops it with one line, and its scratch folder goes with it.

@@ -76,10 +76,22 @@ async fn heartbeats_are_hot_updates() {
     // would be HOT.
     let heartbeats_hot = hot - hot_claims;
     println!("{heartbeats_hot} of 60 heartbeats were HOT updates");
-    assert!(
-        heartbeats_hot >= 45,
-        "only {heartbeats_hot} of 60 heartbeats were HOT"
-    );
+    // How many are HOT depends on free room in the pages, which other sessions' work and
+    // vacuum timing change; an indexed deadline would make none of them HOT.
+    assert!(heartbeats_hot > 0, "no heartbeat was a HOT update");
+    // And the rule that makes them HOT: no index of the table holds the lease deadline.
+    let indexes = t
+        .admin
+        .query(
+            "SELECT indexdef FROM pg_indexes WHERE schemaname = $1 AND tablename = 'jobs'",
+            &[&t.schema],
+        )
+        .await
+        .unwrap();
+    for row in indexes {
+        let def: String = row.get(0);
+        assert!(!def.contains("lease_deadline"), "{def}");
+    }
     t.cleanup().await;
 }
 
