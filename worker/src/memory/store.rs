@@ -683,7 +683,10 @@ impl Store {
             self.dependents.entry(dep).or_default().push(id);
         }
         touch(&mut self.changed, id);
-        queue_entry(&mut self.queues, &job.queue);
+        if blocked {
+            // `schedule` makes the queue otherwise.
+            queue_entry(&mut self.queues, &job.queue);
+        }
         self.jobs.insert(
             id,
             Record {
@@ -1397,23 +1400,55 @@ impl Store {
     /// ```
     pub fn prune(&mut self, older_than: Duration, now: Millis) -> u64 {
         let cutoff = now.saturating_sub(millis(older_than));
-        let doomed = self
-            .jobs
-            .ids_where(|r| r.finished_at().is_some_and(|at| at <= cutoff));
-        let n = doomed.len() as u64;
-        for id in doomed {
-            self.remove(id);
-        }
+        let mut n = 0;
+        let Store {
+            jobs,
+            queues,
+            unique,
+            dependents,
+            changed,
+            ..
+        } = self;
+        // One pass, dropping records in place (the order of removals is not observable).
+        jobs.retain(|id, record| {
+            if record.finished_at().is_none_or(|at| at > cutoff) {
+                return true;
+            }
+            Self::forget(id, record, queues, unique, dependents, changed);
+            n += 1;
+            false
+        });
         n
     }
 
     fn remove(&mut self, id: JobId) {
-        self.release_unique(id);
         let Some(record) = self.jobs.remove(&id) else {
             return;
         };
-        touch(&mut self.changed, id);
-        if let Some(queue) = self.queues.get_mut(record.queue.as_str()) {
+        Self::forget(
+            id,
+            &record,
+            &mut self.queues,
+            &mut self.unique,
+            &mut self.dependents,
+            &mut self.changed,
+        );
+    }
+
+    /// Everything but the record that refers to job `id`, which is being deleted.
+    fn forget(
+        id: JobId,
+        record: &Record,
+        queues: &mut HashMap<String, QueueState>,
+        unique: &mut UniqueKeys,
+        dependents: &mut HashMap<JobId, Vec<JobId>>,
+        changed: &mut Option<BTreeSet<JobId>>,
+    ) {
+        if let Some(key) = &record.unique_key {
+            unique.release(&record.queue, key, id);
+        }
+        touch(changed, id);
+        if let Some(queue) = queues.get_mut(record.queue.as_str()) {
             if let Some(at) = record.life.due_at() {
                 queue.timed.remove(&(at, id));
             }
@@ -1421,13 +1456,13 @@ impl Store {
             // Its ready entry, if any, is skipped when reached.
         }
         if let (State::Blocked, Some(dep)) = (record.life.state(), record.depends_on) {
-            if let Some(waiting) = self.dependents.get_mut(&dep) {
+            if let Some(waiting) = dependents.get_mut(&dep) {
                 waiting.retain(|w| *w != id);
             }
         }
         // Jobs blocked on this one keep waiting (see the module docs); the list goes.
-        if !self.dependents.is_empty() {
-            self.dependents.remove(&id);
+        if !dependents.is_empty() {
+            dependents.remove(&id);
         }
     }
 

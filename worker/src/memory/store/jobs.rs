@@ -78,12 +78,25 @@ impl Jobs {
     pub(super) fn remove(&mut self, id: &JobId) -> Option<Record> {
         let record = self.map.remove(id)?;
         self.holes += 1;
+        self.compact_if_due();
+        Some(record)
+    }
+
+    /// Keeps the records for which `keep` is true and drops the others in place, in no
+    /// particular order (one pass, no lookup or move per record).
+    pub(super) fn retain(&mut self, mut keep: impl FnMut(JobId, &mut Record) -> bool) {
+        let before = self.map.len();
+        self.map.retain(|id, record| keep(*id, record));
+        self.holes += before - self.map.len();
+        self.compact_if_due();
+    }
+
+    fn compact_if_due(&mut self) {
         if self.holes >= MIN_HOLES && self.holes * 2 >= self.order.len() {
             let map = &self.map;
             self.order.retain(|id| map.contains_key(id));
             self.holes = 0;
         }
-        Some(record)
     }
 
     pub(super) fn len(&self) -> usize {
@@ -162,6 +175,12 @@ mod tests {
             [980, 990, 1_000]
         );
         assert_eq!(jobs.after(Some(JobId(1_000))).count(), 0);
+        jobs.retain(|id, _| id.0 % 20 == 0);
+        jobs.insert(JobId(1_001), record());
+        assert_eq!(
+            ids(&jobs),
+            (1..=50).map(|i| i * 20).chain([1_001]).collect::<Vec<_>>()
+        );
     }
 
     #[test]
