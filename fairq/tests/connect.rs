@@ -7,7 +7,9 @@
 
 use std::time::Duration;
 
-use fairq::{Backend, ConnectError, Job, NewJob, QueueConfig, Store, Worker};
+use fairq::{
+    Backend, BackendError, ConnectError, Inspect, Job, NewJob, QueueConfig, Store, Worker,
+};
 
 fn required() -> bool {
     fairq::services::required()
@@ -85,6 +87,23 @@ async fn run_jobs(store: &Store) {
     let stats = store.stats().await.unwrap();
     let mail = stats.iter().find(|s| s.queue == "mail").unwrap();
     assert_eq!(mail.counts.succeeded, 3);
+    cancel_one(store).await;
+}
+
+/// The facade hands the dashboard's cancel to the store inside, whichever it is.
+async fn cancel_one(store: &Store) {
+    assert!(store.capabilities().cancel, "{} cancels", store.kind());
+    let id = store
+        .enqueue(NewJob::new("cancelled", "welcome", vec![]))
+        .await
+        .unwrap();
+    store.cancel(id).await.unwrap();
+    assert!(store.get(id).await.unwrap().is_none());
+    let again = store.cancel(id).await.unwrap_err();
+    assert!(
+        matches!(again, BackendError::NotFound(found) if found == id),
+        "{again}"
+    );
 }
 
 fn tag() -> String {

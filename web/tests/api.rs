@@ -273,31 +273,48 @@ async fn suite<B: Inspect>(store: Arc<B>, name: &str) {
         "{name}"
     );
 
-    // Cancel and pause where the store can; a clear refusal where it cannot.
+    // Every store cancels a waiting job (and says so); running and unknown jobs are refused.
+    assert!(caps.cancel, "{name}: every store can cancel one job");
+    assert_eq!(
+        overview["capabilities"]["cancel"],
+        Value::Bool(true),
+        "{name}: the overview names the capability"
+    );
     let (status, body) = api
         .post(&format!("/api/jobs/{}/cancel", seeded.later.0), None)
         .await;
-    if caps.cancel {
-        assert_eq!(status, StatusCode::OK, "{name}: {body}");
-        assert!(
-            store.get(seeded.later).await.expect("get").is_none(),
-            "{name}"
-        );
-        let (status, _) = api
-            .post(&format!("/api/jobs/{}/cancel", seeded.running.0), None)
-            .await;
-        assert_eq!(
-            status,
-            StatusCode::BAD_REQUEST,
-            "{name}: running jobs are not cancelled"
-        );
-    } else {
-        assert_eq!(status, StatusCode::NOT_IMPLEMENTED, "{name}: {body}");
-        assert!(
-            store.get(seeded.later).await.expect("get").is_some(),
-            "{name}"
-        );
-    }
+    assert_eq!(status, StatusCode::OK, "{name}: {body}");
+    assert_eq!(body["cancelled"].as_u64(), Some(seeded.later.0), "{name}");
+    assert!(
+        store.get(seeded.later).await.expect("get").is_none(),
+        "{name}: the cancelled job is gone"
+    );
+    let (status, body) = api
+        .post(&format!("/api/jobs/{}/cancel", seeded.later.0), None)
+        .await;
+    assert_eq!(
+        status,
+        StatusCode::NOT_FOUND,
+        "{name}: a cancelled job is not found again: {body}"
+    );
+    let (status, body) = api
+        .post(&format!("/api/jobs/{}/cancel", seeded.running.0), None)
+        .await;
+    assert_eq!(
+        status,
+        StatusCode::BAD_REQUEST,
+        "{name}: running jobs are not cancelled: {body}"
+    );
+    assert_eq!(
+        store
+            .get(seeded.running)
+            .await
+            .expect("get")
+            .map(|info| info.status()),
+        Some(JobStatus::Running),
+        "{name}: a refused cancel leaves the job running"
+    );
+    // Pause where the store can; a clear refusal where it cannot.
     let (status, body) = api.post("/api/queues/images/pause", None).await;
     if caps.pause {
         assert_eq!(status, StatusCode::OK, "{name}: {body}");

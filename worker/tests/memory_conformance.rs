@@ -52,3 +52,12 @@ fn retry_sweep_stops_at_a_failed_retry() {
         )
     });
 }
+
+/// Cancelling one job (an [`Inspect`](fairq_worker::Inspect) action, outside
+/// `conformance_tests!`).
+#[test]
+fn cancel_deletes_waiting_jobs_only() {
+    fairq_worker::conformance::run(Memory, |store, clock| {
+        Box::pin(fairq_worker::conformance::cancel::cancel_deletes_waiting_jobs_only(store, clock))
+    });
+}

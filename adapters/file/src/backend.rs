@@ -49,8 +49,8 @@ pub enum Role {
 }
 
 /// The store of a folder this process holds, and the server that shares it.
-struct Owner {
-    local: Local,
+pub(crate) struct Owner {
+    pub(crate) local: Local,
     server: Mutex<Option<Server>>,
 }
 
@@ -73,7 +73,7 @@ impl Drop for Owner {
     }
 }
 
-enum Side {
+pub(crate) enum Side {
     Owner(Owner),
     Client(Client),
     Snapshot(Box<Snapshot>),
@@ -111,7 +111,7 @@ enum Side {
 /// ```
 #[derive(Clone)]
 pub struct FileBackend {
-    side: Arc<Side>,
+    pub(crate) side: Arc<Side>,
     /// Opened with [`FileBackend::open_read_only`]: every change is refused, also as a client.
     read_only: bool,
 }
@@ -512,7 +512,7 @@ macro_rules! each_side {
 }
 
 impl FileBackend {
-    fn writable(&self, operation: &'static str) -> Result<(), BackendError> {
+    pub(crate) fn writable(&self, operation: &'static str) -> Result<(), BackendError> {
         if self.read_only {
             return Err(FileError::ReadOnly {
                 path: self.path().to_path_buf(),

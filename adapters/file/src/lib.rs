@@ -165,6 +165,7 @@
 #![forbid(unsafe_code)]
 
 mod backend;
+mod cancel;
 mod error;
 mod folder;
 mod frame;
@@ -181,9 +182,6 @@ mod writer;
 pub use backend::{FileBackend, Role, folder_from_url};
 pub use error::FileError;
 pub use options::{FileOptions, SyncMode};
-
-/// Operator queries per fairness key (the dashboard's tenants view), read through `list`.
-impl fairq_worker::Inspect for FileBackend {}
 
 /// The folder of the default store of the `fairq` CLI (`file:./fairq-data`).
 ///

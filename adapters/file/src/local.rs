@@ -210,7 +210,7 @@ impl Local {
 
     /// Applies a change at the clock's current time and queues its records for the journal;
     /// waits until they are durable if `persist` says so.
-    async fn change<R>(
+    pub(crate) async fn change<R>(
         &self,
         persist: Persist,
         f: impl FnOnce(&mut State, Millis, &dyn Random) -> Result<R, BackendError>,
@@ -299,7 +299,7 @@ fn check_size(jobs: &[NewJob]) -> Result<(), BackendError> {
 
 /// How far a change is written before its call returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Persist {
+pub(crate) enum Persist {
     /// Written and synced: the call returns once the change survives a crash.
     Durable,
     /// Queued for the journal, which writes it with the next frame; the call does not wait.

@@ -93,4 +93,14 @@ mod optional {
             ))
         });
     }
+
+    /// Cancelling through the owner: refusals keep their kind on the way back.
+    #[test]
+    fn cancel_deletes_waiting_jobs_only() {
+        run(ClientHarness::default(), |store, clock| {
+            Box::pin(
+                fairq_worker::conformance::cancel::cancel_deletes_waiting_jobs_only(store, clock),
+            )
+        });
+    }
 }

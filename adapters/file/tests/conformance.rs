@@ -57,3 +57,11 @@ mod optional {
         });
     }
 }
+
+/// Cancelling one job: the owner deletes it and journals the deletion.
+#[test]
+fn cancel_deletes_waiting_jobs_only() {
+    fairq_worker::conformance::run(FileHarness, |store, clock| {
+        Box::pin(fairq_worker::conformance::cancel::cancel_deletes_waiting_jobs_only(store, clock))
+    });
+}

@@ -4,6 +4,7 @@
 
 mod admin;
 mod backend;
+mod cancel;
 mod claim;
 mod due;
 mod enqueue;
@@ -27,8 +28,6 @@ pub use enqueue::Producer;
 pub use error::PgError;
 pub use options::PgOptions;
 
-/// Operator queries per fairness key (the dashboard's tenants view), read through `list`.
-impl fairq_worker::Inspect for PgBackend {}
 pub use schema::{migration_sql, DEFAULT_SCHEMA, MIGRATIONS, SCHEMA_VERSION};
 pub use store::PgBackend;
 pub use tls::{RootCerts, SslMode, TlsError};

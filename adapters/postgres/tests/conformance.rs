@@ -37,3 +37,14 @@ fn hold_retries_holds_back_due_retries_only() {
         )
     });
 }
+
+/// Cancelling one job (an `Inspect` action, outside `conformance_tests!`).
+#[test]
+fn cancel_deletes_waiting_jobs_only() {
+    if !common::available() {
+        return;
+    }
+    fairq_worker::conformance::run(common::PgHarness, |store, clock| {
+        Box::pin(fairq_worker::conformance::cancel::cancel_deletes_waiting_jobs_only(store, clock))
+    });
+}

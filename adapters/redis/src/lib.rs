@@ -35,6 +35,7 @@
 mod admin;
 mod backend;
 mod call;
+mod cancel;
 mod connection;
 mod deps;
 mod enqueue;
@@ -61,6 +62,3 @@ pub use keys::KeySpace;
 pub use options::{RedisOptions, ReplicaWait};
 pub use persistence::Persistence;
 pub use target::Target;
-
-/// Operator queries per fairness key (the dashboard's tenants view), read through `list`.
-impl fairq_worker::Inspect for RedisBackend {}

@@ -49,6 +49,7 @@ pub(crate) struct Scripts {
     pub(crate) maintain: Named,
     pub(crate) revive: Named,
     pub(crate) purge: Named,
+    pub(crate) cancel: Named,
     pub(crate) prune: Named,
     pub(crate) list: Named,
     pub(crate) depend: Named,
@@ -70,6 +71,7 @@ impl Scripts {
             maintain: Named::queue("maintain", include_str!("lua/maintain.lua")),
             revive: Named::queue("revive", include_str!("lua/revive.lua")),
             purge: Named::queue("purge", include_str!("lua/purge.lua")),
+            cancel: Named::queue("cancel", include_str!("lua/cancel.lua")),
             prune: Named::queue("prune", include_str!("lua/prune.lua")),
             list: Named::queue("list", include_str!("lua/list.lua")),
             depend: Named::queue("depend", include_str!("lua/depend.lua")),
@@ -79,7 +81,7 @@ impl Scripts {
         }
     }
 
-    pub(crate) fn all(&self) -> [&Named; 16] {
+    pub(crate) fn all(&self) -> [&Named; 17] {
         [
             &self.enqueue,
             &self.claim,
@@ -91,6 +93,7 @@ impl Scripts {
             &self.maintain,
             &self.revive,
             &self.purge,
+            &self.cancel,
             &self.prune,
             &self.list,
             &self.depend,

@@ -50,3 +50,14 @@ fn retry_sweep_stops_at_a_failed_retry() {
         )
     });
 }
+
+/// Cancelling one job (an `Inspect` action, outside `conformance_tests!`).
+#[test]
+fn cancel_deletes_waiting_jobs_only() {
+    if !common::available() {
+        return;
+    }
+    fairq_worker::conformance::run(common::RedisHarness, |store, clock| {
+        Box::pin(fairq_worker::conformance::cancel::cancel_deletes_waiting_jobs_only(store, clock))
+    });
+}

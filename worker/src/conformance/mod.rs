@@ -28,6 +28,7 @@
 //! that calls [`differential::check`] with its harness (made a [`differential::Differential`],
 //! which says whether the store can hand back claims and be reopened).
 
+pub mod cancel;
 pub mod checks;
 pub mod differential;
 pub mod sweep;

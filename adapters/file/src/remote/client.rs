@@ -353,6 +353,16 @@ impl Client {
     }
 }
 
+impl Client {
+    /// Cancels job `id` at the owner ([`crate::cancel`]).
+    pub(crate) async fn cancel(&self, id: JobId) -> Result<(), BackendError> {
+        match self.call(Call::Cancel(id)).await? {
+            Answer::Done => Ok(()),
+            other => Err(unexpected(&other)),
+        }
+    }
+}
+
 fn unexpected(answer: &Answer) -> BackendError {
     BackendError::Store(format!("the store's owner answered out of turn: {answer:?}").into())
 }

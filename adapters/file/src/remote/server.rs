@@ -239,6 +239,10 @@ async fn answer(local: &Local, call: Call) -> Result<Answer, WireError> {
             local.wake_all();
             Answer::Done
         }
+        Call::Cancel(id) => {
+            local.cancel(id).await?;
+            Answer::Done
+        }
     })
 }
 

@@ -75,6 +75,9 @@ pub(crate) enum Call {
     Counts(String),
     Len,
     WakeAll,
+    /// [`Inspect::cancel`](fairq_worker::Inspect::cancel): added last, so older clients
+    /// still number the other calls the same.
+    Cancel(JobId),
 }
 
 /// The answers, one shape per call.

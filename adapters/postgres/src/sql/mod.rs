@@ -4,6 +4,7 @@
 //! Times (`now`, deadlines) are always parameters read from the store's clock, never the
 //! server's `now()`, so tests can drive time and every node agrees with its own clock.
 
+mod cancel;
 mod enqueue;
 mod operator;
 mod worker;
@@ -84,6 +85,7 @@ pub(crate) struct Sql {
     pub(crate) stats_done: String,
     pub(crate) stats_base: String,
     pub(crate) stats_runs: String,
+    pub(crate) cancel: cancel::CancelSql,
 }
 
 impl Sql {
@@ -127,6 +129,7 @@ impl Sql {
             stats_done: r(operator::STATS_DONE),
             stats_base: r(operator::STATS_BASE),
             stats_runs: r(operator::STATS_RUNS),
+            cancel: cancel::CancelSql::new(r),
             schema,
         }
     }
@@ -156,6 +159,9 @@ mod tests {
             &sql.list,
             &sql.get,
             &sql.get_many,
+            &sql.cancel.state,
+            &sql.cancel.live,
+            &sql.cancel.done,
         ] {
             assert!(!text.contains("fairq."), "unrendered: {text}");
             for placeholder in [

@@ -1,0 +1,70 @@
+//! Cancelling one job ([`Inspect::cancel`]): in one transaction, the job's row is locked and
+//! read, a running job is refused, and any other is deleted with the one-job versions of the
+//! purge statements (see `sql/cancel.rs`), so it leaves what a purge leaves.
+
+use fairq_worker::{BackendError, Capabilities, Inspect, JobId};
+
+use crate::exec::Exec;
+use crate::rows::{from_db, to_db};
+use crate::store::{Core, PgBackend};
+
+impl Core {
+    /// Deletes job `id` unless it is running.
+    pub(crate) async fn cancel(&self, id: JobId) -> Result<(), BackendError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(|e| self.err(e))?;
+        let db_id = to_db(id.0);
+        let rows = tx
+            .rows(&self.sql.cancel.state, &[&db_id])
+            .await
+            .map_err(|e| self.err(e))?;
+        let statement = match rows.first().map(|r| r.get::<_, String>(0)) {
+            Some(state) if state == "running" => {
+                // Dropping the transaction rolls it back and lets the row go.
+                return Err(BackendError::Invalid(format!(
+                    "job {id} is running: it cannot be cancelled"
+                )));
+            }
+            Some(_) => &self.sql.cancel.live,
+            // Not live: finished (archived), or unknown.
+            None => &self.sql.cancel.done,
+        };
+        let rows = tx
+            .rows(statement, &[&db_id])
+            .await
+            .map_err(|e| self.err(e))?;
+        if rows.first().map_or(0, |r| from_db(r.get(0))) == 0 {
+            return Err(BackendError::NotFound(id));
+        }
+        tx.commit().await.map_err(|e| self.err(e))
+    }
+}
+
+/// Operator queries per fairness key (the dashboard's tenants view), read through `list`,
+/// and cancelling one job that is not running.
+///
+/// ```no_run
+/// use fairq_worker::{Backend, Inspect, NewJob};
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// let store = fairq_postgres::PgBackend::connect(
+///     "postgres://postgres@127.0.0.1/test",
+///     fairq_postgres::PgOptions::default().migrate(true),
+/// ).await?;
+/// assert!(store.capabilities().cancel);
+/// let id = store.enqueue(NewJob::new("mail", "send", vec![])).await?;
+/// store.cancel(id).await?;
+/// assert!(store.get(id).await?.is_none());
+/// # Ok(()) }
+/// ```
+impl Inspect for PgBackend {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            pause: false,
+            cancel: true,
+        }
+    }
+
+    async fn cancel(&self, id: JobId) -> Result<(), BackendError> {
+        self.inner.core.cancel(id).await
+    }
+}

@@ -1,0 +1,60 @@
+//! Cancelling one job ([`Inspect::cancel`]): one script on the job's queue (`lua/cancel.lua`)
+//! refuses a running job and deletes any other the way purge does.
+
+use fairq_worker::{BackendError, Capabilities, Inspect, JobId};
+
+use crate::backend::RedisBackend;
+use crate::call::Call;
+use crate::record::status;
+
+impl RedisBackend {
+    /// Deletes job `id` unless it is running.
+    async fn cancel_job(&self, id: JobId) -> Result<(), BackendError> {
+        let queue = self.queue_of(id).await?.ok_or(BackendError::NotFound(id))?;
+        let reply = self
+            .run(
+                Call::new(
+                    &self.inner.scripts.cancel,
+                    self.inner.keys.queue_base(&queue),
+                    vec![id.0.to_string().into_bytes(), b"0".to_vec()],
+                )
+                .retried_at(1)
+                .acknowledged(),
+            )
+            .await?;
+        match status("cancel", &reply)?[0].as_str() {
+            "ok" => Ok(()),
+            "running" => Err(BackendError::Invalid(format!(
+                "job {id} is running: it cannot be cancelled"
+            ))),
+            _ => Err(BackendError::NotFound(id)),
+        }
+    }
+}
+
+/// Operator queries per fairness key (the dashboard's tenants view), read through `list`,
+/// and cancelling one job that is not running.
+///
+/// ```no_run
+/// use fairq_redis::{RedisBackend, RedisOptions};
+/// use fairq_worker::{Backend, Inspect, NewJob};
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// let store = RedisBackend::connect("redis://127.0.0.1:6379/", RedisOptions::new()).await?;
+/// assert!(store.capabilities().cancel);
+/// let id = store.enqueue(NewJob::new("mail", "send", vec![])).await?;
+/// store.cancel(id).await?;
+/// assert!(store.get(id).await?.is_none());
+/// # Ok(()) }
+/// ```
+impl Inspect for RedisBackend {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            pause: false,
+            cancel: true,
+        }
+    }
+
+    async fn cancel(&self, id: JobId) -> Result<(), BackendError> {
+        self.cancel_job(id).await
+    }
+}
