@@ -20,39 +20,6 @@ impl Harness for Memory {
 
 fairq_worker::conformance_tests!(Memory);
 
-/// Handing back claimed jobs: a check for the stores that offer it (not yet in
-/// `conformance_tests!`, which every store expands).
-#[test]
-fn release_hands_back_without_an_attempt() {
-    fairq_worker::conformance::run(Memory, |store, clock| {
-        Box::pin(
-            fairq_worker::conformance::checks::release_hands_back_without_an_attempt(store, clock),
-        )
-    });
-}
-
-/// Holding retries back: a check for the stores that offer it.
-#[test]
-fn hold_retries_holds_back_due_retries_only() {
-    fairq_worker::conformance::run(Memory, |store, clock| {
-        Box::pin(
-            fairq_worker::conformance::checks::hold_retries_holds_back_due_retries_only(
-                store, clock,
-            ),
-        )
-    });
-}
-
-/// The retry sweep through a worker: a check for the stores that can hold retries back.
-#[test]
-fn retry_sweep_stops_at_a_failed_retry() {
-    fairq_worker::conformance::run(Memory, |store, clock| {
-        Box::pin(
-            fairq_worker::conformance::sweep::retry_sweep_stops_at_a_failed_retry(store, clock),
-        )
-    });
-}
-
 /// Cancelling one job (an [`Inspect`](fairq_worker::Inspect) action, outside
 /// `conformance_tests!`).
 #[test]

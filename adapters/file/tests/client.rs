@@ -73,34 +73,10 @@ fn a_client_behaves_like_the_reference_across_owner_restarts() {
     differential::check(ClientHarness::default(), 32);
 }
 
-/// Checks of calls not every store offers yet.
-mod optional {
-    use super::ClientHarness;
-    use fairq_worker::conformance::{checks, run};
-
-    #[test]
-    fn release_hands_back_without_an_attempt() {
-        run(ClientHarness::default(), |store, clock| {
-            Box::pin(checks::release_hands_back_without_an_attempt(store, clock))
-        });
-    }
-
-    #[test]
-    fn hold_retries_holds_back_due_retries_only() {
-        run(ClientHarness::default(), |store, clock| {
-            Box::pin(checks::hold_retries_holds_back_due_retries_only(
-                store, clock,
-            ))
-        });
-    }
-
-    /// Cancelling through the owner: refusals keep their kind on the way back.
-    #[test]
-    fn cancel_deletes_waiting_jobs_only() {
-        run(ClientHarness::default(), |store, clock| {
-            Box::pin(
-                fairq_worker::conformance::cancel::cancel_deletes_waiting_jobs_only(store, clock),
-            )
-        });
-    }
+/// Cancelling through the owner: refusals keep their kind on the way back.
+#[test]
+fn cancel_deletes_waiting_jobs_only() {
+    fairq_worker::conformance::run(ClientHarness::default(), |store, clock| {
+        Box::pin(fairq_worker::conformance::cancel::cancel_deletes_waiting_jobs_only(store, clock))
+    });
 }

@@ -25,39 +25,6 @@ impl Harness for FileHarness {
 
 fairq_worker::conformance_tests!(FileHarness);
 
-/// Checks of calls not every store offers yet.
-mod optional {
-    use super::FileHarness;
-    use fairq_worker::conformance::{checks, run};
-
-    #[test]
-    fn release_hands_back_without_an_attempt() {
-        run(FileHarness, |store, clock| {
-            Box::pin(checks::release_hands_back_without_an_attempt(store, clock))
-        });
-    }
-
-    #[test]
-    fn hold_retries_holds_back_due_retries_only() {
-        run(FileHarness, |store, clock| {
-            Box::pin(checks::hold_retries_holds_back_due_retries_only(
-                store, clock,
-            ))
-        });
-    }
-
-    /// The retry sweep through a worker on the file store: a failed retry holds the
-    /// queue's other retries in the journal until the next sweep.
-    #[test]
-    fn retry_sweep_stops_at_a_failed_retry() {
-        run(FileHarness, |store, clock| {
-            Box::pin(
-                fairq_worker::conformance::sweep::retry_sweep_stops_at_a_failed_retry(store, clock),
-            )
-        });
-    }
-}
-
 /// Cancelling one job: the owner deletes it and journals the deletion.
 #[test]
 fn cancel_deletes_waiting_jobs_only() {

@@ -21,19 +21,6 @@ fairq_worker::conformance_tests!({
     }
 });
 
-/// Handing back claimed jobs (not yet in `conformance_tests!`).
-#[test]
-fn release_hands_back_without_an_attempt() {
-    let Some(harness) = ClusterHarness::shared() else {
-        return;
-    };
-    fairq_worker::conformance::run(harness, |store, clock| {
-        Box::pin(
-            fairq_worker::conformance::checks::release_hands_back_without_an_attempt(store, clock),
-        )
-    });
-}
-
 /// Random request sequences on the cluster and on the reference store agree answer for
 /// answer.
 #[test]

@@ -1303,8 +1303,8 @@ pub async fn heartbeat_many_extends_each_lease<B: Backend>(store: &B, clock: &Ma
 }
 
 /// Holding a queue's retries back moves its due and soon-due retries to the hold's end,
-/// leaves new jobs, later retries and other queues alone, and shows in `stats`. (Checked for
-/// every store that offers [`Backend::hold_retries`].)
+/// leaves new jobs, later retries and other queues alone, and shows in `stats`. Every store
+/// in this workspace offers [`Backend::hold_retries`], so the suite requires it.
 pub async fn hold_retries_holds_back_due_retries_only<B: Backend>(store: &B, clock: &ManualClock) {
     let soon = RetryPolicy::new(3).with_delays([Duration::from_secs(1)]);
     let late = RetryPolicy::new(3).with_delays([Duration::from_secs(600)]);
@@ -1355,8 +1355,8 @@ pub async fn hold_retries_holds_back_due_retries_only<B: Backend>(store: &B, clo
 }
 
 /// A claimed job handed back before it ran is due again at once, its attempt refunded, and
-/// its old lease fenced. (Checked for every store that offers
-/// [`Backend::release`].)
+/// its old lease fenced. Every store in this workspace offers [`Backend::release`], so the
+/// suite requires it.
 pub async fn release_hands_back_without_an_attempt<B: Backend>(store: &B, _clock: &ManualClock) {
     store
         .enqueue_many(vec![new_job("rel"), new_job("rel")])

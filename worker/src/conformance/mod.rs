@@ -185,7 +185,17 @@ macro_rules! conformance_tests {
             worker_retries_and_reports_dead_jobs,
             undecodable_payload_fails_only_that_job,
             graceful_shutdown_loses_nothing,
+            release_hands_back_without_an_attempt,
+            hold_retries_holds_back_due_retries_only,
         );
+        #[test]
+        fn retry_sweep_stops_at_a_failed_retry() {
+            $crate::conformance::run($harness, |store, clock| {
+                ::std::boxed::Box::pin(
+                    $crate::conformance::sweep::retry_sweep_stops_at_a_failed_retry(store, clock),
+                )
+            });
+        }
     };
     (@each $harness:expr; $($check:ident),* $(,)?) => {
         $(

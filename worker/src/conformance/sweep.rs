@@ -1,7 +1,5 @@
-//! The yoltq retry sweep through a real [`Worker`]: a check for stores that offer
-//! [`Backend::hold_retries`] (the file store and the in-memory reference run it; it is not
-//! in [`conformance_tests!`](crate::conformance_tests) while other stores cannot hold
-//! retries yet).
+//! The yoltq retry sweep through a real [`Worker`]: a check of [`Backend::hold_retries`]
+//! as the worker uses it, part of [`conformance_tests!`](crate::conformance_tests).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
