@@ -231,9 +231,6 @@ fn with_wait_for_replicas_a_master_failover_loses_no_acknowledged_job() {
 }
 
 #[test]
-#[ignore = "fails on the CI machine class: no replica takes over within 60 s after the kill \
-            (seen alone and in full runs on 2026-11-24; the waiting variant above passes); \
-            run by hand with --ignored while this is investigated"]
 fn without_waiting_the_workers_carry_on_through_a_master_failover() {
     if !cluster::programs_available() {
         return;

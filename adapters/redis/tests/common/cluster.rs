@@ -128,6 +128,14 @@ impl LocalCluster {
                     info(&cli(m, &["info", "replication"])).get("connected_slaves")
                         == Some(&replicas.to_string())
                 })
+                // A replica counts as connected from its first PSYNC, before it has any
+                // data; one that never finished its first sync cannot be promoted, so a
+                // master killed that early never fails over.
+                && ports.iter().all(|&p| {
+                    let i = info(&cli(p, &["info", "replication"]));
+                    i.get("role").map(String::as_str) != Some("slave")
+                        || i.get("master_link_status").map(String::as_str) == Some("up")
+                })
         })?;
         Ok(cluster)
     }
