@@ -162,6 +162,7 @@ mod backend;
 mod clock;
 mod codec;
 mod defaults;
+mod forward;
 mod handler;
 pub mod inspect;
 mod job;
