@@ -66,7 +66,7 @@ pub(crate) fn record_attempt(report: &JobReport, kind: &str) {
 /// Help lines for the worker's series.
 fn describe_worker_metrics() {
     use fairq_worker::metrics as m;
-    metrics::describe_counter!(m::ENQUEUED, "Jobs enqueued through a metered store.");
+    metrics::describe_counter!(m::ENQUEUED, "Jobs the store accepted from this process.");
     metrics::describe_counter!(m::STARTED, "Attempts the worker started.");
     metrics::describe_counter!(m::SUCCEEDED, "Attempts whose success the store recorded.");
     metrics::describe_counter!(m::FAILED, "Attempts whose failure the store recorded.");

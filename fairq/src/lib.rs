@@ -58,7 +58,7 @@
 //! | `file` | yes | [`file::FileBackend`], a durable store in a local folder | `file:PATH` |
 //! | `postgres` | no | [`postgres::PgBackend`]: `SKIP LOCKED` claims, enqueue inside your transaction, LISTEN/NOTIFY | `postgres://`, `postgresql://` |
 //! | `redis` | no | [`redis::RedisBackend`]: one Lua script per change | `redis://`, `rediss://`, `redis+cluster://` |
-//! | `metrics` | no | records the worker's counters, histograms and gauges through the `metrics` facade (names in [`metrics`]); wrap a store in [`Metered`] to count enqueued jobs too | |
+//! | `metrics` | no | records the worker's counters, histograms and gauges through the `metrics` facade (names in [`metrics`]); the [`Store`] of [`connect`] counts enqueued jobs too (a store built otherwise is wrapped in [`Metered`] for that) | |
 //!
 //! A URL for a store whose feature is off is refused with [`ConnectError::NotCompiled`],
 //! which names the feature. `memory:` is always there.

@@ -4,6 +4,7 @@ use std::fmt;
 use std::time::Duration;
 
 use fairq_core::job::Millis;
+use fairq_worker::metrics::EnqueueTally;
 use fairq_worker::{
     Backend, BackendError, Claim, Each, Finished, Job, JobId, JobInfo, ListFilter, MemoryBackend,
     NewJob, Purge, QueueStats, ReviveTarget, Settled, SettledAndClaimed,
@@ -151,6 +152,11 @@ pub async fn connect_with(url: &str, options: &ConnectOptions) -> Result<Store, 
 
 /// A store of any kind, chosen at run time; implements [`Backend`] by handing each call to
 /// the store inside. Clones share the store.
+///
+/// With the `metrics` feature, the jobs it accepts are counted in
+/// `fairq_jobs_enqueued_total{queue, kind}` (see [`metrics`](crate::metrics)), so an
+/// application that opens its store with [`connect`] needs no [`Metered`](crate::Metered)
+/// wrapper (one around a `Store` would count every job twice).
 ///
 /// Match on it to reach a store's own API (a PostgreSQL producer inside your transaction,
 /// say); the variants present depend on the crate's features.
@@ -331,11 +337,17 @@ macro_rules! each {
 
 impl Backend for Store {
     async fn enqueue(&self, job: NewJob) -> Result<JobId, BackendError> {
-        each!(self, s => s.enqueue(job))
+        let tally = EnqueueTally::of(std::slice::from_ref(&job));
+        let id = each!(self, s => s.enqueue(job))?;
+        tally.record();
+        Ok(id)
     }
 
     async fn enqueue_many(&self, jobs: Vec<NewJob>) -> Result<Vec<JobId>, BackendError> {
-        each!(self, s => s.enqueue_many(jobs))
+        let tally = EnqueueTally::of(&jobs);
+        let ids = each!(self, s => s.enqueue_many(jobs))?;
+        tally.record();
+        Ok(ids)
     }
 
     async fn claim(

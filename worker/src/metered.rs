@@ -3,7 +3,6 @@
 //! The worker counts what it runs itself; enqueues happen wherever an application enqueues,
 //! so that is where a store is wrapped.
 
-use std::collections::BTreeMap;
 use std::future::Future;
 use std::time::Duration;
 
@@ -11,12 +10,15 @@ use fairq_core::job::{Millis, Outcome};
 
 use crate::backend::{Backend, BackendError, ListFilter, Purge, QueueStats, ReviveTarget};
 use crate::job::{Claim, Failure, Job, JobId, JobInfo, NewJob};
-use crate::metrics;
+use crate::metrics::EnqueueTally;
 use crate::settle::{Each, Finished, Settled, SettledAndClaimed};
 
 /// A store whose enqueues are counted in `fairq_jobs_enqueued_total{queue, kind}` (with the
 /// crate's `metrics` feature; without it, a plain pass-through). Jobs count once the store
 /// accepted them.
+///
+/// The `fairq` facade's `Store` (what `fairq::connect` opens) counts its own enqueues; wrap
+/// the stores an application builds itself, not that one, which would count every job twice.
 ///
 /// ```
 /// use fairq_worker::{Backend, Metered, MemoryBackend, NewJob};
@@ -65,11 +67,11 @@ impl<B> Metered<B> {
 
 impl<B: Backend> Backend for Metered<B> {
     fn enqueue(&self, job: NewJob) -> impl Future<Output = Result<JobId, BackendError>> + Send {
-        let (queue, kind) = (job.queue.clone(), job.kind.clone());
+        let tally = EnqueueTally::of(std::slice::from_ref(&job));
         let enqueue = self.inner.enqueue(job);
         async move {
             let id = enqueue.await?;
-            metrics::enqueued(&queue, &kind, 1);
+            tally.record();
             Ok(id)
         }
     }
@@ -78,18 +80,11 @@ impl<B: Backend> Backend for Metered<B> {
         &self,
         jobs: Vec<NewJob>,
     ) -> impl Future<Output = Result<Vec<JobId>, BackendError>> + Send {
-        let mut counts: BTreeMap<(String, String), u64> = BTreeMap::new();
-        for job in &jobs {
-            *counts
-                .entry((job.queue.clone(), job.kind.clone()))
-                .or_default() += 1;
-        }
+        let tally = EnqueueTally::of(&jobs);
         let enqueue = self.inner.enqueue_many(jobs);
         async move {
             let ids = enqueue.await?;
-            for ((queue, kind), n) in counts {
-                metrics::enqueued(&queue, &kind, n);
-            }
+            tally.record();
             Ok(ids)
         }
     }

@@ -5,7 +5,7 @@
 //!
 //! | name | type | labels | what |
 //! | --- | --- | --- | --- |
-//! | `fairq_jobs_enqueued_total` | counter | queue, kind | jobs enqueued through a [`Metered`](crate::Metered) store |
+//! | `fairq_jobs_enqueued_total` | counter | queue, kind | jobs enqueued through a [`Metered`](crate::Metered) store or the `fairq` facade's `Store` (what `fairq::connect` returns) |
 //! | `fairq_jobs_started_total` | counter | queue, kind | attempts a worker started |
 //! | `fairq_jobs_succeeded_total` | counter | queue, kind | attempts whose success the store recorded |
 //! | `fairq_jobs_failed_total` | counter | queue, kind | attempts whose failure the store recorded (retried or dead) |
@@ -67,12 +67,67 @@ fn job_labels(job: &Job, with_key: bool) -> Vec<::metrics::Label> {
     labels(&job.queue, &job.kind, key)
 }
 
-/// `n` jobs of `kind` were enqueued to `queue`.
-pub(crate) fn enqueued(queue: &str, kind: &str, n: u64) {
+/// Jobs about to be enqueued, counted by queue and kind, so that they can be recorded in
+/// `fairq_jobs_enqueued_total` once the store accepted them: take the tally before handing
+/// the jobs over, [`record`](Self::record) it after the store said yes. Without the crate's
+/// `metrics` feature it holds and records nothing.
+///
+/// [`Metered`](crate::Metered) counts this way; so does a store that counts its own
+/// enqueues (the `fairq` facade's `Store`).
+///
+/// ```
+/// use fairq_worker::{metrics::EnqueueTally, Backend, MemoryBackend, NewJob};
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let store = MemoryBackend::new();
+/// let jobs = vec![NewJob::new("mail", "welcome", vec![]), NewJob::new("mail", "bye", vec![])];
+/// let tally = EnqueueTally::of(&jobs);
+/// store.enqueue_many(jobs).await.unwrap();
+/// tally.record(); // +1 for {queue="mail",kind="welcome"}, +1 for {queue="mail",kind="bye"}
+/// # });
+/// ```
+#[derive(Debug, Default)]
+#[must_use = "a tally counts nothing until it is recorded"]
+pub struct EnqueueTally {
     #[cfg(feature = "metrics")]
-    ::metrics::counter!(ENQUEUED, labels(queue, kind, None)).increment(n);
-    #[cfg(not(feature = "metrics"))]
-    let _ = (queue, kind, n);
+    counts: std::collections::BTreeMap<(String, String), u64>,
+}
+
+impl EnqueueTally {
+    /// The tally of `jobs`.
+    ///
+    /// ```
+    /// let job = fairq_worker::NewJob::new("q", "k", vec![]);
+    /// fairq_worker::metrics::EnqueueTally::of(std::slice::from_ref(&job)).record();
+    /// ```
+    pub fn of(jobs: &[crate::job::NewJob]) -> EnqueueTally {
+        #[cfg(feature = "metrics")]
+        {
+            let mut counts = std::collections::BTreeMap::new();
+            for job in jobs {
+                *counts
+                    .entry((job.queue.clone(), job.kind.clone()))
+                    .or_default() += 1;
+            }
+            EnqueueTally { counts }
+        }
+        #[cfg(not(feature = "metrics"))]
+        {
+            let _ = jobs;
+            EnqueueTally {}
+        }
+    }
+
+    /// Adds the tally to `fairq_jobs_enqueued_total{queue, kind}`.
+    ///
+    /// ```
+    /// fairq_worker::metrics::EnqueueTally::of(&[]).record();
+    /// ```
+    pub fn record(self) {
+        #[cfg(feature = "metrics")]
+        for ((queue, kind), n) in self.counts {
+            ::metrics::counter!(ENQUEUED, labels(&queue, &kind, None)).increment(n);
+        }
+    }
 }
 
 /// An attempt of `job` started `wait_ms` after the job became due.
