@@ -11,6 +11,7 @@ use tokio_postgres::GenericClient;
 
 use crate::error::{corrupt, db, PgError};
 use crate::exec::{Exec, Plain};
+use crate::payload;
 use crate::rows::{from_db, metadata_to_db, policy_to_db, to_db};
 use crate::schema::{SchemaName, DEFAULT_SCHEMA};
 use crate::sql::Sql;
@@ -231,6 +232,7 @@ pub(crate) async fn enqueue_batch(
     let mut kind = Vec::with_capacity(n);
     let mut key = Vec::with_capacity(n);
     let mut payload = Vec::with_capacity(n);
+    let mut payload_json: Vec<Option<Value>> = Vec::with_capacity(n);
     let mut metadata: Vec<Value> = Vec::with_capacity(n);
     let mut retry: Vec<Option<Value>> = Vec::with_capacity(n);
     let mut unique = Vec::with_capacity(n);
@@ -241,7 +243,9 @@ pub(crate) async fn enqueue_batch(
         queue.push(job.queue.as_str());
         kind.push(job.kind.as_str());
         key.push(job.key.as_deref());
-        payload.push(job.payload.as_slice());
+        let columns = payload::split(&job.payload);
+        payload.push(columns.bytes);
+        payload_json.push(columns.json);
         metadata.push(metadata_to_db(&job.metadata));
         retry.push(policy_to_db(job.retry.as_ref())?);
         unique.push(job.unique_key.as_deref());
@@ -251,7 +255,7 @@ pub(crate) async fn enqueue_batch(
         run_at.push(to_db(job.schedule.run_at(now)));
     }
     let now_db = to_db(now);
-    let params: [&(dyn ToSql + Sync); 13] = [
+    let params: [&(dyn ToSql + Sync); 14] = [
         &queue,
         &kind,
         &key,
@@ -265,6 +269,7 @@ pub(crate) async fn enqueue_batch(
         &now_db,
         &sql.channel,
         &sql.due_channel,
+        &payload_json,
     ];
     let rows = db_
         .rows(&sql.enqueue, &params)

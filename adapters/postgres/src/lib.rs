@@ -14,6 +14,7 @@ mod found;
 mod leases;
 mod listen;
 mod options;
+mod payload;
 mod probe;
 mod rows;
 mod schema;

@@ -10,6 +10,7 @@ use serde_json::Value;
 use tokio_postgres::Row;
 
 use crate::error::corrupt;
+use crate::payload;
 
 /// Milliseconds as stored (bigint), saturating.
 pub(crate) fn to_db(ms: Millis) -> i64 {
@@ -83,7 +84,7 @@ pub(crate) fn job(row: &Row, queue: &str) -> Result<Job, BackendError> {
         queue: queue.to_string(),
         kind: get(row, 4)?,
         key: get(row, 5)?,
-        payload: get(row, 6)?,
+        payload: payload::join(get(row, 6)?, get(row, 11)?)?,
         enqueued_at: from_db(get(row, 7)?),
         run_at: from_db(get(row, 8)?),
         retry: policy_from_db(get(row, 9)?)?,
@@ -108,7 +109,7 @@ pub(crate) fn info(row: &Row) -> Result<(JobInfo, Lifecycle), BackendError> {
         last_error: get(row, 12)?,
         unique_key: get(row, 13)?,
         depends_on: get::<Option<i64>>(row, 14)?.map(|d| JobId(from_db(d))),
-        payload: get(row, 15)?,
+        payload: payload::join(get(row, 15)?, get(row, 19)?)?,
         metadata: metadata_from_db(get(row, 16)?)?,
         run_at: get::<Option<i64>>(row, 17)?.map_or(run_at, from_db),
         started_at: get::<Option<i64>>(row, 18)?.map(from_db),

@@ -175,7 +175,11 @@ async fn migrate_is_idempotent_and_safe_to_run_concurrently() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_shipped_sql_files_create_a_working_schema() {
-    let files = [include_str!("../sql/v1.sql"), include_str!("../sql/v2.sql")];
+    let files = [
+        include_str!("../sql/v1.sql"),
+        include_str!("../sql/v2.sql"),
+        include_str!("../sql/v3.sql"),
+    ];
     assert_eq!(files.len(), fairq_postgres::MIGRATIONS.len());
     for (file, (_, shipped)) in files.iter().zip(fairq_postgres::MIGRATIONS) {
         assert_eq!(file, shipped);

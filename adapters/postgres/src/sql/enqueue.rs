@@ -1,7 +1,8 @@
 //! Statements that add jobs.
 
 /// Batch insert. Parameters: queue[], kind[], key[], payload[], metadata[], retry[],
-/// unique_key[], depends_on[], blocked[], run_at[], now, ready channel, due channel.
+/// unique_key[], depends_on[], blocked[], run_at[], now, ready channel, due channel,
+/// payload_json[] (the two payload columns as [`crate::payload::split`] fills them).
 ///
 /// Rows whose unique key is taken (by an unfinished job, or earlier in the batch) are left
 /// out before ids and rounds are handed out; `ON CONFLICT DO NOTHING` covers a concurrent
@@ -21,9 +22,9 @@ pub(super) const ENQUEUE: &str = r#"
 WITH input AS (
     SELECT t.*, (NOT t.blocked AND t.run_at <= $11) AS ready
     FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], $5::jsonb[], $6::jsonb[],
-                $7::text[], $8::int8[], $9::bool[], $10::int8[])
+                $7::text[], $8::int8[], $9::bool[], $10::int8[], $14::jsonb[])
          WITH ORDINALITY AS t(queue, kind, key, payload, metadata, retry, unique_key,
-                              depends_on, blocked, run_at, ord)
+                              depends_on, blocked, run_at, payload_json, ord)
 ),
 fresh AS (
     SELECT i.*, nextval('fairq.job_ids') AS id
@@ -58,11 +59,11 @@ placed AS (
     FROM based b
 ),
 ins AS (
-    INSERT INTO fairq.jobs (id, queue, kind, key, payload, metadata, retry, unique_key,
-                            depends_on, state, run_at, due_at, due_seq, round, ready_seq,
-                            enqueued_at)
-    SELECT p.id, p.queue, p.kind, p.key, p.payload, p.metadata, p.retry, p.unique_key,
-           p.depends_on, CASE WHEN p.blocked THEN 'blocked' ELSE 'scheduled' END,
+    INSERT INTO fairq.jobs (id, queue, kind, key, payload, payload_json, metadata, retry,
+                            unique_key, depends_on, state, run_at, due_at, due_seq, round,
+                            ready_seq, enqueued_at)
+    SELECT p.id, p.queue, p.kind, p.key, p.payload, p.payload_json, p.metadata, p.retry,
+           p.unique_key, p.depends_on, CASE WHEN p.blocked THEN 'blocked' ELSE 'scheduled' END,
            p.run_at, p.run_at, p.id, p.round, p.seq, $11
     FROM placed p
     ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL DO NOTHING

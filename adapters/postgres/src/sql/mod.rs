@@ -13,7 +13,7 @@ use crate::schema::SchemaName;
 
 /// Columns of a claimed job, in the order [`crate::rows::job`] reads them.
 const JOB_COLUMNS: &str = "id, token, attempts, lease_deadline, kind, key, payload, \
-                           enqueued_at, due_at, retry, metadata";
+                           enqueued_at, due_at, retry, metadata, payload_json";
 
 /// Columns of a live job as an operator sees it ([`crate::rows::info`]). A blocked job has no
 /// due time until its dependency succeeds.
@@ -21,13 +21,13 @@ const LIVE_INFO: &str = "id, queue, kind, key, state, run_at, attempts, token, l
                          NULL::int8 AS finished_at, NULL::text AS dead_reason, enqueued_at, \
                          last_error, unique_key, depends_on, payload, metadata, \
                          CASE WHEN state = 'blocked' THEN 0 ELSE due_at END AS due_at, \
-                         claimed_at";
+                         claimed_at, payload_json";
 
 /// The same columns for a finished job.
 const DONE_INFO: &str = "id, queue, kind, key, state, 0::int8 AS run_at, attempts, token, \
                          NULL::int8 AS lease_deadline, finished_at, dead_reason, enqueued_at, \
                          last_error, unique_key, depends_on, payload, metadata, \
-                         due_at, claimed_at";
+                         due_at, claimed_at, payload_json";
 
 /// The round a key's next ready job goes after: the queue's current round, the key's last
 /// ready job, or a purged job of the key whose round has not come yet (it still holds its

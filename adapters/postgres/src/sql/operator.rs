@@ -114,10 +114,10 @@ gone AS (
 ),
 FOLD,
 revived AS (
-    INSERT INTO fairq.jobs (id, queue, kind, key, payload, metadata, retry, unique_key,
+    INSERT INTO fairq.jobs (id, queue, kind, key, payload, payload_json, metadata, retry, unique_key,
         depends_on, has_dependents, state, run_at, due_at, due_seq, attempts, token,
         claimed_at, enqueued_at, failures, runs_ms, error_since, last_error)
-    SELECT g.id, g.queue, g.kind, g.key, g.payload, g.metadata, g.retry, g.unique_key,
+    SELECT g.id, g.queue, g.kind, g.key, g.payload, g.payload_json, g.metadata, g.retry, g.unique_key,
         g.depends_on, g.has_dependents, 'scheduled', $3, $3,
         EVENT + (row_number() OVER (ORDER BY g.id) << 20), 0, g.token, g.claimed_at,
         g.enqueued_at, 0, '{}', NULL, g.last_error

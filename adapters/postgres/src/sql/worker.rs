@@ -92,7 +92,7 @@ claimed AS (
     FROM picked p
     WHERE j.id = p.id
     RETURNING j.id, j.token, j.attempts, j.lease_deadline, j.kind, j.key, j.payload,
-              j.enqueued_at, j.due_at, j.retry, j.metadata,
+              j.enqueued_at, j.due_at, j.retry, j.metadata, j.payload_json,
               p.round AS was_round, p.ready_seq AS was_seq
 ),
 advanced AS (
@@ -138,10 +138,10 @@ gone AS (
     RETURNING j.*, i.verdict, i.reason, i.message, i.ord
 ),
 archived AS (
-    INSERT INTO fairq.archive (id, queue, kind, key, payload, metadata, retry, unique_key,
+    INSERT INTO fairq.archive (id, queue, kind, key, payload, payload_json, metadata, retry, unique_key,
         depends_on, has_dependents, state, dead_reason, attempts, token, enqueued_at,
         claimed_at, finished_at, failures, runs_ms, last_error, due_at)
-    SELECT g.id, g.queue, g.kind, g.key, g.payload, g.metadata, g.retry, g.unique_key,
+    SELECT g.id, g.queue, g.kind, g.key, g.payload, g.payload_json, g.metadata, g.retry, g.unique_key,
         g.depends_on, g.has_dependents,
         CASE WHEN g.verdict = 'succeeded' THEN 'succeeded' ELSE 'dead' END, g.reason,
         g.attempts, g.token, g.enqueued_at, g.claimed_at, $7,
