@@ -18,6 +18,7 @@ use crate::registry::Registry;
 use crate::scripts::Scripts;
 use crate::target::Target;
 use crate::timing::Timing;
+use crate::tls::TlsSettings;
 
 /// A [`Backend`](fairq_worker::Backend) on Redis.
 ///
@@ -124,9 +125,10 @@ impl RedisBackend {
     /// ```
     pub async fn connect(url: &str, options: RedisOptions) -> Result<Self, BackendError> {
         let keys = KeySpace::new(options.prefix.clone())?;
-        let (opener, conn, addr, first) = match Target::parse(url)? {
+        let (url, tls) = TlsSettings::take(url, &options)?;
+        let (opener, conn, addr, first) = match Target::parse(&url)? {
             Target::Single(url) => {
-                let client = crate::tls::client(&url, &options)?;
+                let client = tls.client(&url)?;
                 let addr = client.get_connection_info().addr.to_string();
                 let config = ConnectionManagerConfig::new()
                     .set_connection_timeout(options.connect_timeout)
@@ -159,7 +161,7 @@ impl RedisBackend {
                     .await
                     .map_err(|source| connect_error(&addr, source))?;
                 if info.lines().any(|l| l.trim() == "cluster_enabled:1") {
-                    let (opener, conn, addr) = open_cluster(vec![url], &options).await?;
+                    let (opener, conn, addr) = open_cluster(vec![url], &tls, &options).await?;
                     (opener, conn, addr, None)
                 } else {
                     (
@@ -171,7 +173,7 @@ impl RedisBackend {
                 }
             }
             Target::Cluster(nodes) => {
-                let (opener, conn, addr) = open_cluster(nodes, &options).await?;
+                let (opener, conn, addr) = open_cluster(nodes, &tls, &options).await?;
                 (opener, conn, addr, None)
             }
         };
@@ -335,6 +337,7 @@ impl RedisBackend {
 /// Connects to the cluster that `nodes` belong to.
 async fn open_cluster(
     nodes: Vec<String>,
+    tls: &TlsSettings,
     options: &RedisOptions,
 ) -> Result<(Opener, Connection, String), BackendError> {
     let mut addrs = Vec::with_capacity(nodes.len());
@@ -344,9 +347,6 @@ async fn open_cluster(
         addrs.push(info.addr.to_string());
     }
     let addr = format!("cluster {}", addrs.join(","));
-    if nodes.iter().any(|node| crate::tls::is_tls(node)) {
-        crate::tls::install_crypto_provider();
-    }
     // The cluster client repeats nothing itself (`retries(0)`): a call repeated after a lost
     // reply must say so to its script (see `call.rs`), so repeats are this crate's.
     // Redirections and lost nodes still make it update its slot map.
@@ -357,17 +357,46 @@ async fn open_cluster(
         if let Some(timeout) = response_timeout {
             b = b.response_timeout(timeout);
         }
-        b.build()
+        tls.cluster(&nodes, b)?
+            .build()
             .map_err(|e| BackendError::Invalid(format!("invalid Redis URL: {e}")))
     };
     let client = builder(Some(options.response_timeout))?;
     // Blocking waits bound their own time: their connections have no reply timeout.
     let waiters = builder(None)?;
-    let conn = client
-        .get_async_connection()
-        .await
-        .map_err(|source| connect_error(&addr, source))?;
-    Ok((Opener::Cluster(waiters), Connection::cluster(conn), addr))
+    match client.get_async_connection().await {
+        Ok(conn) => Ok((Opener::Cluster(waiters), Connection::cluster(conn), addr)),
+        Err(source) => Err(match refused_node(&nodes, tls, options).await {
+            Some(refused) => refused,
+            None => connect_error(&addr, source),
+        }),
+    }
+}
+
+/// Why the first node that refuses a connection of its own refuses it, when that is
+/// something no retry cures (a certificate, most often). The cluster client reports failed
+/// initial connections as text only, so the reason is asked of the nodes one by one, after
+/// the cluster connection failed (never on the way to a working one).
+async fn refused_node(
+    nodes: &[String],
+    tls: &TlsSettings,
+    options: &RedisOptions,
+) -> Option<BackendError> {
+    let config = AsyncConnectionConfig::new().set_connection_timeout(options.connect_timeout);
+    for node in nodes {
+        let Ok(client) = tls.client(node) else {
+            continue;
+        };
+        let addr = client.get_connection_info().addr.to_string();
+        match client
+            .get_multiplexed_async_connection_with_config(&config)
+            .await
+        {
+            Err(source) if !is_transient(&source) => return Some(connect_error(&addr, source)),
+            _ => {}
+        }
+    }
+    None
 }
 
 pub(crate) fn connect_error(addr: &str, source: redis::RedisError) -> BackendError {

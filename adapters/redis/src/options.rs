@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use fairq_worker::{Clock, Random, SystemClock, SystemRandom};
 
+use crate::tls::ClientCertificate;
+
 /// Settings of a [`RedisBackend`](crate::RedisBackend).
 ///
 /// ```
@@ -53,6 +55,10 @@ pub struct RedisOptions {
     /// (default `None`: the Mozilla root set). The URL parameter `cacert=PATH` names a file
     /// instead and wins over this field. Giving one with a `redis://` URL is an error.
     pub root_certificate: Option<Vec<u8>>,
+    /// The certificate and key shown to a server that asks for one (mutual TLS; default
+    /// `None`). The URL parameters `cert=PATH&key=PATH` name files instead and win over this
+    /// field. Giving one with a `redis://` URL is an error.
+    pub client_certificate: Option<ClientCertificate>,
 }
 
 /// Replication before acknowledgement: after an enqueue, settlement, hand-back, revival or
@@ -95,6 +101,7 @@ impl RedisOptions {
             timing_flush: Duration::from_secs(1),
             replicas: None,
             root_certificate: None,
+            client_certificate: None,
         }
     }
 
@@ -158,6 +165,20 @@ impl RedisOptions {
         self
     }
 
+    /// Shows `certificate` to `rediss://` servers that ask for a client certificate
+    /// (`--tls-auth-clients yes`).
+    ///
+    /// ```
+    /// use fairq_redis::{ClientCertificate, RedisOptions};
+    /// # let (cert_pem, key_pem) = (Vec::<u8>::new(), Vec::<u8>::new());
+    /// let o = RedisOptions::new().client_certificate(ClientCertificate::new(cert_pem, key_pem));
+    /// assert!(o.client_certificate.is_some());
+    /// ```
+    pub fn client_certificate(mut self, certificate: ClientCertificate) -> Self {
+        self.client_certificate = Some(certificate);
+        self
+    }
+
     /// Sets the connect timeout.
     ///
     /// ```
@@ -206,6 +227,7 @@ impl fmt::Debug for RedisOptions {
                 "root_certificate",
                 &self.root_certificate.as_ref().map(Vec::len),
             )
+            .field("client_certificate", &self.client_certificate)
             .finish()
     }
 }

@@ -92,30 +92,18 @@ impl Target {
 }
 
 /// Takes the `cluster` query parameter out of `url`: its value as a boolean (false when
-/// absent).
+/// absent; the last one given wins).
 fn take_cluster_param(url: &str) -> Result<(String, bool), String> {
-    let Some((base, query)) = url.split_once('?') else {
-        return Ok((url.to_string(), false));
-    };
+    let (rest, taken) = crate::query::take(url, &["cluster"]);
     let mut cluster = false;
-    let mut kept = Vec::new();
-    for pair in query.split('&').filter(|p| !p.is_empty()) {
-        match pair.split_once('=') {
-            Some(("cluster", value)) => {
-                cluster = match value.to_ascii_lowercase().as_str() {
-                    "1" | "true" | "yes" | "on" => true,
-                    "0" | "false" | "no" | "off" => false,
-                    other => return Err(format!("cluster={other:?} is neither true nor false")),
-                };
-            }
-            _ => kept.push(pair),
-        }
+    for (_, value) in taken {
+        cluster = match value.to_ascii_lowercase().as_str() {
+            "1" | "true" | "yes" | "on" => true,
+            "0" | "false" | "no" | "off" => false,
+            other => return Err(format!("cluster={other:?} is neither true nor false")),
+        };
     }
-    Ok(if kept.is_empty() {
-        (base.to_string(), cluster)
-    } else {
-        (format!("{base}?{}", kept.join("&")), cluster)
-    })
+    Ok((rest, cluster))
 }
 
 /// Refuses a node URL naming a database other than 0 (a cluster has no others).

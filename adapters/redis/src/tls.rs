@@ -1,68 +1,232 @@
-//! TLS (`rediss://`): building the client with the roots a connection trusts, and telling a
-//! refused certificate apart from a server that is down.
+//! TLS (`rediss://`): building clients with the roots a connection trusts and the certificate
+//! it shows (mutual TLS), for one server and for a cluster, and telling a refused certificate
+//! apart from a server that is down.
 //!
 //! The TLS library is rustls. Without a root certificate the Mozilla root set is trusted
 //! (enough for managed Redis services with public certificates); with one, only that root
 //! (or those roots) is, which is what a private certificate authority needs. The URL's
 //! `#insecure` fragment (the `redis` crate's) turns certificate checks off altogether.
+//! A client certificate and its key are shown to servers that ask for one
+//! (`--tls-auth-clients yes` or `optional`).
+//!
+//! The URL parameters have `redis-cli`'s option names: `cacert=PATH`, `cert=PATH`,
+//! `key=PATH`.
 
 use std::error::Error as _;
+use std::fmt;
 
 use fairq_worker::BackendError;
-use redis::{Client, TlsCertificates};
+use redis::cluster::ClusterClientBuilder;
+use redis::{Client, ClientTlsConfig, TlsCertificates};
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::CertificateDer;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 use crate::options::RedisOptions;
 
 /// The query parameter naming a PEM file of root certificates.
 pub(crate) const CACERT_PARAM: &str = "cacert";
+/// The query parameter naming a PEM file with the client certificate (and its chain).
+pub(crate) const CERT_PARAM: &str = "cert";
+/// The query parameter naming a PEM file with the client certificate's private key.
+pub(crate) const KEY_PARAM: &str = "key";
 
-/// Builds the client for `url` with the roots of `options` or of the URL's `cacert`
-/// parameter (which wins, being the more specific configuration).
-pub(crate) fn client(url: &str, options: &RedisOptions) -> Result<Client, BackendError> {
-    let (url, cacert) = take_param(url, CACERT_PARAM)?;
-    let root = match cacert {
-        Some(path) => Some(std::fs::read(&path).map_err(|e| {
-            BackendError::Invalid(format!(
-                "cannot read the root certificate file {path} (from ?{CACERT_PARAM}=): {e}"
-            ))
-        })?),
-        None => options.root_certificate.clone(),
-    };
-    let invalid = |e: redis::RedisError| BackendError::Invalid(format!("invalid Redis URL: {e}"));
-    if !is_tls(&url) {
-        if root.is_some() {
+/// A client certificate (PEM, the certificate first, then any intermediates) and its private
+/// key (PEM: PKCS#8, PKCS#1 or SEC1), shown to a server that asks for one (mutual TLS). Its
+/// `Debug` shows the key's length, never the key.
+///
+/// ```
+/// use fairq_redis::ClientCertificate;
+/// let id = ClientCertificate::new(b"-----BEGIN CERTIFICATE-----...".to_vec(), b"secret".to_vec());
+/// assert!(!format!("{id:?}").contains("secret"));
+/// ```
+#[derive(Clone, PartialEq, Eq)]
+pub struct ClientCertificate {
+    cert: Vec<u8>,
+    key: Vec<u8>,
+}
+
+impl ClientCertificate {
+    /// The certificate chain `cert` and its key `key`, both PEM. They are checked when a
+    /// store connects with them.
+    ///
+    /// ```
+    /// let id = fairq_redis::ClientCertificate::new(b"cert".to_vec(), b"key".to_vec());
+    /// assert_eq!(id.certificate(), b"cert");
+    /// ```
+    pub fn new(cert: impl Into<Vec<u8>>, key: impl Into<Vec<u8>>) -> Self {
+        ClientCertificate {
+            cert: cert.into(),
+            key: key.into(),
+        }
+    }
+
+    /// The certificate chain (PEM).
+    ///
+    /// ```
+    /// let id = fairq_redis::ClientCertificate::new(b"cert".to_vec(), b"key".to_vec());
+    /// assert_eq!(id.certificate(), b"cert");
+    /// ```
+    pub fn certificate(&self) -> &[u8] {
+        &self.cert
+    }
+}
+
+impl fmt::Debug for ClientCertificate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClientCertificate")
+            .field("cert_bytes", &self.cert.len())
+            .field("key_bytes", &self.key.len())
+            .finish()
+    }
+}
+
+/// What a store's connections trust and show: taken from the URL's parameters, or from
+/// [`RedisOptions`] when the URL names none (the URL is the more specific configuration).
+#[derive(Clone, Default)]
+pub(crate) struct TlsSettings {
+    root: Option<Vec<u8>>,
+    identity: Option<ClientCertificate>,
+}
+
+impl TlsSettings {
+    /// Takes `cacert`, `cert` and `key` out of `url` and reads the files they name; returns
+    /// the rest of the URL and the settings.
+    pub(crate) fn take(
+        url: &str,
+        options: &RedisOptions,
+    ) -> Result<(String, TlsSettings), BackendError> {
+        let (rest, taken) = crate::query::take(url, &[CACERT_PARAM, CERT_PARAM, KEY_PARAM]);
+        let mut root = None;
+        let (mut cert, mut key) = (None, None);
+        for (name, path) in taken {
+            if path.is_empty() {
+                return Err(BackendError::Invalid(format!("{name}= needs a file name")));
+            }
+            let slot = match name {
+                CACERT_PARAM => &mut root,
+                CERT_PARAM => &mut cert,
+                _ => &mut key,
+            };
+            *slot = Some(read_file(name, &path)?);
+        }
+        let identity = match (cert, key) {
+            (Some(cert), Some(key)) => Some(ClientCertificate { cert, key }),
+            (None, None) => options.client_certificate.clone(),
+            _ => {
+                return Err(BackendError::Invalid(format!(
+                    "{CERT_PARAM}= and {KEY_PARAM}= go together: a client certificate needs                      its key"
+                )))
+            }
+        };
+        let settings = TlsSettings {
+            root: root.or_else(|| options.root_certificate.clone()),
+            identity,
+        };
+        settings.validate()?;
+        Ok((rest, settings))
+    }
+
+    /// Refuses PEM that holds nothing usable, before any connection is tried. Messages name
+    /// what was wrong, never the key's contents.
+    fn validate(&self) -> Result<(), BackendError> {
+        if let Some(pem) = &self.root {
+            certificates(pem, "the root certificate")?;
+        }
+        if let Some(id) = &self.identity {
+            certificates(&id.cert, "the client certificate")?;
+            PrivateKeyDer::from_pem_slice(&id.key).map_err(|_| {
+                BackendError::Invalid(
+                    "the client key is not a PEM private key (PKCS#8, PKCS#1 or SEC1)".into(),
+                )
+            })?;
+        }
+        Ok(())
+    }
+
+    /// True when certificates were given (which only a TLS URL can use).
+    fn any(&self) -> bool {
+        self.root.is_some() || self.identity.is_some()
+    }
+
+    /// Refuses certificates given for a URL that is not a TLS one.
+    fn check_scheme(&self, tls: bool) -> Result<(), BackendError> {
+        if self.any() && !tls {
             return Err(BackendError::Invalid(
-                "a root certificate was given but the URL is not a TLS one: use rediss://".into(),
+                "a root or client certificate was given but the URL is not a TLS one: use \
+                 rediss:// (or rediss+cluster://)"
+                    .into(),
             ));
         }
-        return Client::open(url.as_str()).map_err(invalid);
+        Ok(())
     }
-    install_crypto_provider();
-    match root {
-        None => Client::open(url.as_str()).map_err(invalid),
-        Some(pem) => {
-            let count = CertificateDer::pem_slice_iter(&pem)
-                .try_fold(0usize, |n, cert| cert.map(|_| n + 1))
-                .map_err(|e| {
-                    BackendError::Invalid(format!("the root certificate is not valid PEM: {e}"))
-                })?;
-            if count == 0 {
-                return Err(BackendError::Invalid(
-                    "the root certificate holds no PEM certificate".into(),
-                ));
-            }
-            Client::build_with_tls(
-                url.as_str(),
-                TlsCertificates {
-                    client_tls: None,
-                    root_cert: Some(pem),
-                },
-            )
-            .map_err(invalid)
+
+    /// The certificates in the `redis` crate's form, when any were given.
+    fn certificates(&self) -> Option<TlsCertificates> {
+        self.any().then(|| TlsCertificates {
+            client_tls: self.identity.as_ref().map(|id| ClientTlsConfig {
+                client_cert: id.cert.clone(),
+                client_key: id.key.clone(),
+            }),
+            root_cert: self.root.clone(),
+        })
+    }
+
+    /// The client for one server at `url`.
+    pub(crate) fn client(&self, url: &str) -> Result<Client, BackendError> {
+        let tls = is_tls(url);
+        self.check_scheme(tls)?;
+        if tls {
+            install_crypto_provider();
         }
+        match self.certificates() {
+            None => Client::open(url),
+            Some(certs) => Client::build_with_tls(url, certs),
+        }
+        .map_err(invalid_url)
     }
+
+    /// Gives a cluster client for `nodes` these certificates.
+    pub(crate) fn cluster(
+        &self,
+        nodes: &[String],
+        builder: ClusterClientBuilder,
+    ) -> Result<ClusterClientBuilder, BackendError> {
+        let tls = nodes.iter().any(|node| is_tls(node));
+        self.check_scheme(tls)?;
+        if !tls {
+            return Ok(builder);
+        }
+        install_crypto_provider();
+        // Without certificates the mode (checked or `#insecure`) comes from the first node's
+        // URL; `certs` would set it to checked, so it is given only with certificates.
+        Ok(match self.certificates() {
+            Some(certs) => builder.certs(certs),
+            None => builder,
+        })
+    }
+}
+
+/// Reads the file a URL parameter names (its contents are never quoted).
+fn read_file(param: &str, path: &str) -> Result<Vec<u8>, BackendError> {
+    std::fs::read(path)
+        .map_err(|e| BackendError::Invalid(format!("cannot read {path} (from ?{param}=): {e}")))
+}
+
+/// Counts the PEM certificates in `pem`; none is an error.
+fn certificates(pem: &[u8], what: &str) -> Result<usize, BackendError> {
+    let count = CertificateDer::pem_slice_iter(pem)
+        .try_fold(0usize, |n, cert| cert.map(|_| n + 1))
+        .map_err(|e| BackendError::Invalid(format!("{what} is not valid PEM: {e}")))?;
+    if count == 0 {
+        return Err(BackendError::Invalid(format!(
+            "{what} holds no PEM certificate"
+        )));
+    }
+    Ok(count)
+}
+
+fn invalid_url(e: redis::RedisError) -> BackendError {
+    BackendError::Invalid(format!("invalid Redis URL: {e}"))
 }
 
 /// True for URLs the `redis` crate connects to over TLS.
@@ -88,86 +252,13 @@ pub(crate) fn tls_failure(err: &redis::RedisError) -> Option<&rustls::Error> {
     io.get_ref()?.downcast_ref::<rustls::Error>()
 }
 
-/// Removes query parameter `name` from `url`; returns the rest and the value (the last one
-/// given wins). The fragment (`#insecure`) stays.
-fn take_param(url: &str, name: &str) -> Result<(String, Option<String>), BackendError> {
-    let (body, fragment) = match url.split_once('#') {
-        Some((body, fragment)) => (body, Some(fragment)),
-        None => (url, None),
-    };
-    let Some((base, query)) = body.split_once('?') else {
-        return Ok((url.to_string(), None));
-    };
-    let mut value = None;
-    let mut kept = Vec::new();
-    for pair in query.split('&').filter(|p| !p.is_empty()) {
-        match pair.split_once('=') {
-            Some((key, v)) if key == name => {
-                if v.is_empty() {
-                    return Err(BackendError::Invalid(format!("{name}= needs a file name")));
-                }
-                value = Some(percent_decode(v));
-            }
-            _ => kept.push(pair),
-        }
-    }
-    let mut rest = base.to_string();
-    if !kept.is_empty() {
-        rest.push('?');
-        rest.push_str(&kept.join("&"));
-    }
-    if let Some(fragment) = fragment {
-        rest.push('#');
-        rest.push_str(fragment);
-    }
-    Ok((rest, value))
-}
-
-/// Decodes `%XX` escapes (a path with spaces or `&` in a URL); anything else is kept as is.
-fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = |b: u8| (b as char).to_digit(16);
-        if bytes[i] == b'%' && i + 2 < bytes.len() {
-            if let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
-                out.push((h * 16 + l) as u8);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn cacert_is_taken_out_and_the_fragment_kept() {
-        let (url, value) = take_param(
-            "rediss://h:1/0?cacert=/etc/ca%20x.pem&protocol=resp3#insecure",
-            "cacert",
-        )
-        .unwrap();
-        assert_eq!(url, "rediss://h:1/0?protocol=resp3#insecure");
-        assert_eq!(value.as_deref(), Some("/etc/ca x.pem"));
-        let (url, value) = take_param("rediss://h/?cacert=a.pem", "cacert").unwrap();
-        assert_eq!(
-            (url.as_str(), value.as_deref()),
-            ("rediss://h/", Some("a.pem"))
-        );
-        assert_eq!(
-            take_param("redis://h/", "cacert").unwrap(),
-            ("redis://h/".to_string(), None)
-        );
-        assert!(take_param("rediss://h/?cacert=", "cacert").is_err());
-        assert_eq!(percent_decode("a%2"), "a%2");
-        assert_eq!(percent_decode("%zz%41"), "%zzA");
+    fn client(url: &str, options: &RedisOptions) -> Result<Client, BackendError> {
+        let (url, settings) = TlsSettings::take(url, options)?;
+        settings.client(&url)
     }
 
     #[test]
@@ -183,6 +274,7 @@ mod tests {
         let options = RedisOptions::new().root_certificate(b"not pem".to_vec());
         let err = client("rediss://127.0.0.1/", &options).unwrap_err();
         assert!(err.to_string().contains("no PEM certificate"), "{err}");
+        let options = RedisOptions::new().root_certificate(TEST_CERT.to_vec());
         let err = client("redis://127.0.0.1/", &options).unwrap_err();
         assert!(err.to_string().contains("use rediss://"), "{err}");
         let err = client(
@@ -191,6 +283,47 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.to_string().contains("/no/such/file.pem"), "{err}");
+        let err = client("rediss://127.0.0.1/?cacert=", &RedisOptions::new()).unwrap_err();
+        assert!(
+            err.to_string().contains("cacert= needs a file name"),
+            "{err}"
+        );
         assert!(client("rediss://127.0.0.1/#insecure", &RedisOptions::new()).is_ok());
+    }
+
+    /// A self-signed certificate of no use but its shape.
+    const TEST_CERT: &[u8] =
+        b"-----BEGIN CERTIFICATE-----\nMIIBMzCB2qADAgECAhQK\n-----END CERTIFICATE-----\n";
+
+    #[test]
+    fn client_certificates_need_their_key_and_never_show_it() {
+        let dir = std::env::temp_dir().join(format!("fairq-redis-tls-unit-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let cert = dir.join("c.pem");
+        std::fs::write(&cert, TEST_CERT).unwrap();
+        let key = dir.join("k.pem");
+        std::fs::write(&key, b"hunter2-key-material").unwrap();
+
+        let url = format!("rediss://h/?cert={}", cert.display());
+        let err = client(&url, &RedisOptions::new()).unwrap_err();
+        assert!(err.to_string().contains("go together"), "{err}");
+
+        let url = format!("rediss://h/?cert={}&key={}", cert.display(), key.display());
+        let err = client(&url, &RedisOptions::new()).unwrap_err().to_string();
+        assert!(err.contains("not a PEM private key"), "{err}");
+        assert!(!err.contains("hunter2"), "{err}");
+
+        let options = RedisOptions::new()
+            .client_certificate(ClientCertificate::new(TEST_CERT, "hunter2-key-material"));
+        let err = client("rediss://h/", &options).unwrap_err().to_string();
+        assert!(!err.contains("hunter2"), "{err}");
+        assert!(!format!("{options:?}").contains("hunter2"));
+        // Certificates are for TLS URLs only.
+        let key = b"-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n";
+        let options =
+            RedisOptions::new().client_certificate(ClientCertificate::new(TEST_CERT, key));
+        let err = client("redis://h/", &options).unwrap_err().to_string();
+        assert!(err.contains("use rediss://"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -9,7 +9,7 @@ mod common;
 use std::collections::{BTreeSet, HashSet};
 use std::time::Duration;
 
-use common::cluster::{self, cli};
+use common::cluster;
 use common::ClusterHarness;
 use fairq_redis::{RedisBackend, RedisOptions};
 use fairq_worker::{Backend, JobId, JobStatus, ListFilter, ManualClock, NewJob, Purge};
@@ -80,7 +80,7 @@ fn queues_spread_over_the_masters_and_operator_calls_gather_from_all_of_them() {
         // Every master holds keys of the deployment.
         for master in cluster.masters() {
             let pattern = format!("{}:*", store.keys().prefix());
-            let out = cli(master, &["--scan", "--pattern", &pattern]);
+            let out = cluster.cli(master, &["--scan", "--pattern", &pattern]);
             assert!(out.lines().count() > 0, "master {master} holds no keys");
         }
 

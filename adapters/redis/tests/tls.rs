@@ -7,11 +7,14 @@ use std::time::Duration;
 
 use common::certs::Authority;
 use common::server::{self, PrivateRedis};
-use fairq_redis::{RedisBackend, RedisOptions, RedisStoreError};
-use fairq_worker::{Backend, BackendError, Failure, JobStatus, ManualClock, NewJob};
+use common::tls_error;
+use fairq_redis::{ClientCertificate, RedisBackend, RedisOptions};
+use fairq_worker::{Backend, JobStatus, ManualClock, NewJob};
 
-/// Starts a TLS-only server whose certificate `ca` signed.
-fn tls_server(ca: &Authority) -> PrivateRedis {
+/// Starts a TLS-only server whose certificate `ca` signed; with `require_client_cert`,
+/// clients must show a certificate `ca` signed (`--tls-auth-clients yes`). Its folder holds
+/// `ca.crt`, and a client certificate `client.crt` with its key `client.key`.
+fn tls_server(ca: &Authority, require_client_cert: bool) -> PrivateRedis {
     PrivateRedis::start_prepared(
         &[
             "--tls-cert-file",
@@ -21,11 +24,55 @@ fn tls_server(ca: &Authority) -> PrivateRedis {
             "--tls-ca-cert-file",
             "ca.crt",
             "--tls-auth-clients",
-            "no",
+            if require_client_cert { "yes" } else { "no" },
         ],
         true,
         |dir| ca.write_server_files(dir),
     )
+}
+
+/// The blocking wait runs on connections of its own; they must speak TLS (and show the
+/// client certificate) too. A waiter whose connection failed would sleep instead of
+/// blocking in BLPOP, so the server listing a BLPOP client proves the waiter's connection is
+/// up; an enqueue then wakes it. Returns the id of the job enqueued (completed by then).
+async fn wait_is_woken(store: &RedisBackend, queue: &str) -> fairq_worker::JobId {
+    let waiter = store.clone();
+    let waited = queue.to_string();
+    let wait = tokio::spawn(async move {
+        waiter
+            .wait_for_jobs(&waited, Duration::from_secs(120))
+            .await;
+    });
+    let mut conn = store.connection();
+    let mut blocked = false;
+    for _ in 0..2_000 {
+        let clients: String = redis::cmd("CLIENT")
+            .arg("LIST")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        if clients.contains("cmd=blpop") {
+            blocked = true;
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert!(blocked, "no waiter ever blocked in BLPOP over TLS");
+    let c = store
+        .enqueue(NewJob::new(queue, "work", b"c".to_vec()))
+        .await
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(60), wait)
+        .await
+        .expect("the enqueue woke the waiter")
+        .unwrap();
+    let claimed = store
+        .claim(queue, 1, Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert_eq!(claimed[0].claim.id, c);
+    store.complete(claimed[0].claim).await.unwrap();
+    c
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -36,23 +83,13 @@ fn runtime() -> tokio::runtime::Runtime {
         .expect("runtime")
 }
 
-/// The TLS error inside a failed connect, if that is what it is.
-fn tls_error(err: &BackendError) -> Option<&RedisStoreError> {
-    match err {
-        BackendError::Store(inner) => inner
-            .downcast_ref::<RedisStoreError>()
-            .filter(|e| matches!(e, RedisStoreError::Tls { .. })),
-        _ => None,
-    }
-}
-
 #[test]
 fn jobs_are_enqueued_claimed_and_settled_over_tls() {
     if !server::installed() {
         return;
     }
     let ca = Authority::new("fairq test CA");
-    let redis = tls_server(&ca);
+    let redis = tls_server(&ca, false);
     runtime().block_on(async {
         let clock = ManualClock::new(1_000);
         let url = format!("rediss://127.0.0.1:{}/", redis.port);
@@ -61,75 +98,9 @@ fn jobs_are_enqueued_claimed_and_settled_over_tls() {
             .await
             .expect("connect over TLS with the test CA");
 
-        let a = store
-            .enqueue(NewJob::new("tls", "work", b"a".to_vec()).key("t1"))
-            .await
-            .unwrap();
-        let b = store
-            .enqueue(NewJob::new("tls", "work", b"b".to_vec()).key("t2"))
-            .await
-            .unwrap();
-        let claimed = store
-            .claim("tls", 2, Duration::from_secs(30))
-            .await
-            .unwrap();
-        assert_eq!(claimed.len(), 2);
-        for job in &claimed {
-            if job.claim.id == a {
-                store.complete(job.claim).await.unwrap();
-            } else {
-                assert_eq!(job.claim.id, b);
-                store
-                    .fail(job, Failure::permanent("over TLS"))
-                    .await
-                    .unwrap();
-            }
-        }
-        assert_eq!(
-            store.get(a).await.unwrap().unwrap().status(),
-            JobStatus::Succeeded
-        );
-        assert_eq!(
-            store.get(b).await.unwrap().unwrap().status(),
-            JobStatus::Dead
-        );
+        common::round_trip(&store, "tls").await;
 
-        // The blocking wait runs on connections of its own; they must speak TLS too. A
-        // waiter whose connection failed would sleep instead of blocking in BLPOP, so the
-        // server listing a BLPOP client proves the waiter's connection is up.
-        let waiter = store.clone();
-        let wait = tokio::spawn(async move {
-            waiter.wait_for_jobs("tls", Duration::from_secs(120)).await;
-        });
-        let mut conn = store.connection();
-        let mut blocked = false;
-        for _ in 0..2_000 {
-            let clients: String = redis::cmd("CLIENT")
-                .arg("LIST")
-                .query_async(&mut conn)
-                .await
-                .unwrap();
-            if clients.contains("cmd=blpop") {
-                blocked = true;
-                break;
-            }
-            tokio::task::yield_now().await;
-        }
-        assert!(blocked, "no waiter ever blocked in BLPOP over TLS");
-        let c = store
-            .enqueue(NewJob::new("tls", "work", b"c".to_vec()))
-            .await
-            .unwrap();
-        tokio::time::timeout(Duration::from_secs(60), wait)
-            .await
-            .expect("the enqueue woke the waiter")
-            .unwrap();
-        let claimed = store
-            .claim("tls", 1, Duration::from_secs(30))
-            .await
-            .unwrap();
-        assert_eq!(claimed[0].claim.id, c);
-        store.complete(claimed[0].claim).await.unwrap();
+        let c = wait_is_woken(&store, "tls").await;
 
         // The same root named by file in the URL instead of the options.
         let by_file = format!(
@@ -155,7 +126,7 @@ fn a_certificate_from_another_authority_is_a_typed_tls_error() {
     }
     let ca = Authority::new("fairq test CA");
     let stranger = Authority::new("some other CA");
-    let redis = tls_server(&ca);
+    let redis = tls_server(&ca, false);
     runtime().block_on(async {
         let url = format!("rediss://127.0.0.1:{}/", redis.port);
         let options = RedisOptions::new()
@@ -196,6 +167,90 @@ fn a_certificate_from_another_authority_is_a_typed_tls_error() {
         assert!(store.get(id).await.unwrap().is_some());
         store.destroy().await.unwrap();
     });
+}
+
+#[test]
+fn a_server_that_requires_client_certificates_gets_one_or_refuses() {
+    if !server::installed() {
+        return;
+    }
+    let ca = Authority::new("fairq test CA");
+    let redis = tls_server(&ca, true);
+    let key_pem = std::fs::read_to_string(redis.file("client.key")).unwrap();
+    runtime().block_on(async {
+        let clock = ManualClock::new(1_000);
+        // The certificate and key by file, as URL parameters (redis-cli's names).
+        let url = format!(
+            "rediss://127.0.0.1:{}/?cacert={}&cert={}&key={}",
+            redis.port,
+            redis.file("ca.crt").display(),
+            redis.file("client.crt").display(),
+            redis.file("client.key").display(),
+        );
+        let store = RedisBackend::connect(&url, common::options(clock.clone()))
+            .await
+            .expect("connect with a client certificate");
+        common::round_trip(&store, "mtls").await;
+        let c = wait_is_woken(&store, "mtls").await;
+
+        // The same identity given as options.
+        let options = common::options(clock.clone())
+            .prefix(store.keys().prefix())
+            .root_certificate(ca.pem.clone())
+            .client_certificate(ClientCertificate::new(
+                std::fs::read(redis.file("client.crt")).unwrap(),
+                key_pem.clone(),
+            ));
+        let plain_url = format!("rediss://127.0.0.1:{}/", redis.port);
+        let other = RedisBackend::connect(&plain_url, options.clone())
+            .await
+            .expect("connect with the client certificate given as options");
+        assert_eq!(
+            other.get(c).await.unwrap().unwrap().status(),
+            JobStatus::Succeeded
+        );
+        assert!(!format!("{options:?}").contains(key_line(&key_pem)));
+
+        // Without a certificate: refused, typed, not worth retrying, and no key in sight.
+        let mut without = options.clone();
+        without.client_certificate = None;
+        let err = RedisBackend::connect(&plain_url, without)
+            .await
+            .unwrap_err();
+        let tls = tls_error(&err).unwrap_or_else(|| panic!("not a TLS error: {err:?}"));
+        let text = tls.to_string();
+        assert!(
+            text.contains(&format!(
+                "TLS handshake with Redis at 127.0.0.1:{} failed",
+                redis.port
+            )),
+            "{text}"
+        );
+        assert!(text.contains("CertificateRequired"), "{text}");
+        assert!(!err.is_transient(), "{err}");
+
+        // A certificate of another authority is refused the same way.
+        let stranger = Authority::new("some other CA");
+        let (cert, key) = stranger.client_pair("intruder");
+        let err = RedisBackend::connect(
+            &plain_url,
+            options
+                .clone()
+                .client_certificate(ClientCertificate::new(cert, key.clone())),
+        )
+        .await
+        .unwrap_err();
+        assert!(tls_error(&err).is_some(), "not a TLS error: {err:?}");
+        let text = format!("{err} {err:?}");
+        assert!(!text.contains(key_line(&key)), "{text}");
+        assert!(!text.contains(key_line(&key_pem)), "{text}");
+        store.destroy().await.unwrap();
+    });
+}
+
+/// A line of a PEM key's body: what a message must never hold.
+fn key_line(pem: &str) -> &str {
+    pem.lines().nth(1).expect("a PEM body")
 }
 
 trait WithoutRoot {

@@ -2,6 +2,9 @@
 //! 127.0.0.1 (data ports 57000-57499, each node's cluster bus 500 above), in a temporary
 //! folder.
 //!
+//! With [`LocalCluster::start_tls`] every node's port is a TLS port (plain TCP off), and the
+//! cluster bus and replication speak TLS too, with certificates of a test authority.
+//!
 //! Each node runs under a small `sh` watchdog that holds the test process's end of a pipe: when
 //! the test process exits, for whatever reason, the pipe closes, the watchdog kills its node
 //! and deletes the node's folder. So a cluster shared by every test of a binary (see
@@ -13,8 +16,11 @@ use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
+
+use super::certs::Authority;
 
 /// Data ports are taken from here up.
 const FIRST_PORT: u16 = 57_000;
@@ -23,6 +29,31 @@ const LAST_PORT: u16 = 57_500;
 const BUS_OFFSET: u16 = 500;
 /// How long the nodes may take to start and agree (a readiness bound, not a synchronisation).
 const READY_WITHIN: Duration = Duration::from_secs(60);
+
+/// The next data port to try: clusters started by one test process never pick the same.
+static NEXT_PORT: AtomicU16 = AtomicU16::new(FIRST_PORT);
+
+/// The next data port of the range whose bus port is free too.
+fn next_free_port() -> Result<u16, String> {
+    for _ in FIRST_PORT..LAST_PORT {
+        let n = NEXT_PORT.fetch_add(1, Ordering::Relaxed);
+        let port = FIRST_PORT + (n - FIRST_PORT) % (LAST_PORT - FIRST_PORT);
+        if free(port) {
+            return Ok(port);
+        }
+    }
+    Err("no free ports left in 57000-57499".into())
+}
+
+/// What every node of a TLS cluster gets in its folder: the CA certificate (`ca.crt`), a
+/// server certificate (`server.crt`, `server.key`, also shown as the client certificate on
+/// the bus and in replication), and a client certificate for `redis-cli` (`client.crt`,
+/// `client.key`).
+struct TlsFiles {
+    files: Vec<(&'static str, String)>,
+    /// Whether clients must show a certificate (`--tls-auth-clients yes`).
+    require_client_cert: bool,
+}
 
 /// One node: its port, its server's process id, its watchdog.
 pub struct Node {
@@ -37,22 +68,12 @@ pub struct LocalCluster {
     /// Watchdogs of nodes that were restarted (their servers are dead).
     retired: Vec<Node>,
     dir: tempfile::TempDir,
+    tls: Option<TlsFiles>,
 }
 
 fn free(port: u16) -> bool {
     TcpListener::bind(("127.0.0.1", port)).is_ok()
         && TcpListener::bind(("127.0.0.1", port + BUS_OFFSET)).is_ok()
-}
-
-/// `redis-cli -p PORT ARGS...`, its output (empty when it could not run).
-pub fn cli(port: u16, args: &[&str]) -> String {
-    Command::new("redis-cli")
-        .args(["-h", "127.0.0.1", "-p", &port.to_string()])
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-        .unwrap_or_default()
 }
 
 /// The `name:value` lines of an `INFO`-style answer.
@@ -79,6 +100,41 @@ impl LocalCluster {
     /// Starts `masters` masters with `replicas` replicas each and waits until every node says
     /// `cluster_state:ok` and every master has its replicas.
     pub fn start(masters: usize, replicas: usize) -> Result<LocalCluster, String> {
+        Self::start_with(masters, replicas, None)
+    }
+
+    /// Like [`start`](Self::start), over TLS only: certificates signed by `ca`, and with
+    /// `require_client_cert` clients must show one that `ca` signed.
+    pub fn start_tls(
+        masters: usize,
+        replicas: usize,
+        ca: &Authority,
+        require_client_cert: bool,
+    ) -> Result<LocalCluster, String> {
+        let (server, server_key) = ca.server_pair();
+        let (client, client_key) = ca.client_pair("redis-cli");
+        let files = vec![
+            ("ca.crt", ca.pem.clone()),
+            ("server.crt", server),
+            ("server.key", server_key),
+            ("client.crt", client),
+            ("client.key", client_key),
+        ];
+        Self::start_with(
+            masters,
+            replicas,
+            Some(TlsFiles {
+                files,
+                require_client_cert,
+            }),
+        )
+    }
+
+    fn start_with(
+        masters: usize,
+        replicas: usize,
+        tls: Option<TlsFiles>,
+    ) -> Result<LocalCluster, String> {
         let dir = tempfile::Builder::new()
             .prefix("fairq-redis-cluster-")
             .tempdir()
@@ -87,21 +143,15 @@ impl LocalCluster {
             nodes: Vec::new(),
             retired: Vec::new(),
             dir,
+            tls,
         };
         let count = masters * (1 + replicas);
-        let mut port = FIRST_PORT;
         while cluster.nodes.len() < count {
-            while port < LAST_PORT && !free(port) {
-                port += 1;
-            }
-            if port >= LAST_PORT {
-                return Err("no free ports left in 57000-57499".into());
-            }
-            let node = cluster.launch(port)?;
+            let node = cluster.launch(next_free_port()?)?;
             cluster.nodes.push(node);
-            port += 1;
         }
-        let mut create = Command::new("redis-cli");
+        let first = cluster.nodes[0].port;
+        let mut create = cluster.cli_command(first);
         create.args(["--cluster", "create"]);
         for node in &cluster.nodes {
             create.arg(format!("127.0.0.1:{}", node.port));
@@ -120,19 +170,19 @@ impl LocalCluster {
         let ports: Vec<u16> = cluster.nodes.iter().map(|n| n.port).collect();
         await_ready("the cluster to agree", || {
             ports.iter().all(|&p| {
-                let i = info(&cli(p, &["cluster", "info"]));
+                let i = info(&cluster.cli(p, &["cluster", "info"]));
                 i.get("cluster_state").map(String::as_str) == Some("ok")
                     && i.get("cluster_known_nodes") == Some(&count.to_string())
             }) && cluster.masters().len() == masters
                 && cluster.masters().iter().all(|&m| {
-                    info(&cli(m, &["info", "replication"])).get("connected_slaves")
+                    info(&cluster.cli(m, &["info", "replication"])).get("connected_slaves")
                         == Some(&replicas.to_string())
                 })
                 // A replica counts as connected from its first PSYNC, before it has any
                 // data; one that never finished its first sync cannot be promoted, so a
                 // master killed that early never fails over.
                 && ports.iter().all(|&p| {
-                    let i = info(&cli(p, &["info", "replication"]));
+                    let i = info(&cluster.cli(p, &["info", "replication"]));
                     i.get("role").map(String::as_str) != Some("slave")
                         || i.get("master_link_status").map(String::as_str) == Some("up")
                 })
@@ -143,8 +193,24 @@ impl LocalCluster {
     fn launch(&self, port: u16) -> Result<Node, String> {
         let node_dir = self.dir.path().join(port.to_string());
         std::fs::create_dir_all(&node_dir).map_err(|e| format!("node folder: {e}"))?;
+        let ports = match &self.tls {
+            None => format!("--port {port}"),
+            Some(tls) => {
+                for (name, text) in &tls.files {
+                    std::fs::write(node_dir.join(name), text)
+                        .map_err(|e| format!("writing {name}: {e}"))?;
+                }
+                format!(
+                    "--port 0 --tls-port {port} --tls-cluster yes --tls-replication yes \
+                     --tls-cert-file {dir}/server.crt --tls-key-file {dir}/server.key \
+                     --tls-ca-cert-file {dir}/ca.crt --tls-auth-clients {auth}",
+                    dir = node_dir.display(),
+                    auth = if tls.require_client_cert { "yes" } else { "no" },
+                )
+            }
+        };
         let server = format!(
-            "redis-server --bind 127.0.0.1 --port {port} --cluster-port {bus} \
+            "redis-server --bind 127.0.0.1 {ports} --cluster-port {bus} \
              --cluster-enabled yes --cluster-config-file nodes.conf \
              --cluster-node-timeout 1000 --save '' --appendonly no --protected-mode no \
              --dir {dir} --logfile {dir}/redis.log",
@@ -176,7 +242,7 @@ impl LocalCluster {
             .parse()
             .map_err(|_| format!("watchdog said {line:?}"))?;
         await_ready(&format!("redis-server on port {port}"), || {
-            cli(port, &["ping"]).trim() == "PONG"
+            self.cli(port, &["ping"]).trim() == "PONG"
         })?;
         Ok(Node {
             port,
@@ -185,14 +251,52 @@ impl LocalCluster {
         })
     }
 
-    /// `redis+cluster://` URL listing every node.
+    /// `redis+cluster://` URL listing every node (`rediss+cluster://` over TLS).
     pub fn url(&self) -> String {
         let nodes: Vec<String> = self
             .nodes
             .iter()
             .map(|n| format!("127.0.0.1:{}", n.port))
             .collect();
-        format!("redis+cluster://{}/", nodes.join(","))
+        let scheme = if self.tls.is_some() {
+            "rediss"
+        } else {
+            "redis"
+        };
+        format!("{scheme}+cluster://{}/", nodes.join(","))
+    }
+
+    /// A file of the node on `port`'s folder (over TLS: `ca.crt`, `client.crt`, ...).
+    pub fn file(&self, port: u16, name: &str) -> PathBuf {
+        self.dir.path().join(port.to_string()).join(name)
+    }
+
+    /// `redis-cli` for the node on `port`, with the cluster's TLS settings.
+    fn cli_command(&self, port: u16) -> Command {
+        let mut command = Command::new("redis-cli");
+        command.args(["-h", "127.0.0.1", "-p", &port.to_string()]);
+        if self.tls.is_some() {
+            command.arg("--tls");
+            for (flag, name) in [
+                ("--cacert", "ca.crt"),
+                ("--cert", "client.crt"),
+                ("--key", "client.key"),
+            ] {
+                command.arg(flag).arg(self.file(port, name));
+            }
+        }
+        command
+    }
+
+    /// `redis-cli -p PORT ARGS...` (over TLS when the cluster speaks it), its output (empty
+    /// when it could not run).
+    pub fn cli(&self, port: u16, args: &[&str]) -> String {
+        self.cli_command(port)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default()
     }
 
     /// The ports of the nodes that are masters now and answer.
@@ -200,7 +304,7 @@ impl LocalCluster {
         self.nodes
             .iter()
             .filter(|n| {
-                info(&cli(n.port, &["info", "replication"]))
+                info(&self.cli(n.port, &["info", "replication"]))
                     .get("role")
                     .map(String::as_str)
                     == Some("master")
@@ -212,13 +316,13 @@ impl LocalCluster {
     /// The port of the master serving `key` now (asked of any live node).
     pub fn master_of(&self, key: &str) -> Option<u16> {
         let slot: u16 = self.nodes.iter().find_map(|n| {
-            cli(n.port, &["cluster", "keyslot", key])
+            self.cli(n.port, &["cluster", "keyslot", key])
                 .trim()
                 .parse()
                 .ok()
         })?;
         for node in &self.nodes {
-            let nodes = cli(node.port, &["cluster", "nodes"]);
+            let nodes = self.cli(node.port, &["cluster", "nodes"]);
             for line in nodes.lines() {
                 let fields: Vec<&str> = line.split_whitespace().collect();
                 if fields.len() < 9 || !fields[2].contains("master") || fields[2].contains("fail") {

@@ -208,3 +208,52 @@ impl fairq_worker::conformance::differential::Differential for ClusterHarness {
         }
     }
 }
+
+/// Enqueues two jobs of two tenants on `queue`, claims both, completes one and fails the
+/// other for good, and checks what the store then says of each: the round trip every
+/// connection setting must carry.
+pub async fn round_trip(store: &RedisBackend, queue: &str) {
+    use fairq_worker::{Backend, Failure, JobStatus, NewJob};
+    let a = store
+        .enqueue(NewJob::new(queue, "work", b"a".to_vec()).key("t1"))
+        .await
+        .expect("enqueue a");
+    let b = store
+        .enqueue(NewJob::new(queue, "work", b"b".to_vec()).key("t2"))
+        .await
+        .expect("enqueue b");
+    let claimed = store
+        .claim(queue, 2, Duration::from_secs(30))
+        .await
+        .expect("claim");
+    assert_eq!(claimed.len(), 2);
+    for job in &claimed {
+        if job.claim.id == a {
+            store.complete(job.claim).await.expect("complete");
+        } else {
+            assert_eq!(job.claim.id, b);
+            store
+                .fail(job, Failure::permanent("failed on purpose"))
+                .await
+                .expect("fail");
+        }
+    }
+    assert_eq!(
+        store.get(a).await.unwrap().unwrap().status(),
+        JobStatus::Succeeded
+    );
+    assert_eq!(
+        store.get(b).await.unwrap().unwrap().status(),
+        JobStatus::Dead
+    );
+}
+
+/// The TLS error inside a failed connect, if that is what it is.
+pub fn tls_error(err: &fairq_worker::BackendError) -> Option<&fairq_redis::RedisStoreError> {
+    match err {
+        fairq_worker::BackendError::Store(inner) => inner
+            .downcast_ref::<fairq_redis::RedisStoreError>()
+            .filter(|e| matches!(e, fairq_redis::RedisStoreError::Tls { .. })),
+        _ => None,
+    }
+}

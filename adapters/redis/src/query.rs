@@ -1,0 +1,97 @@
+//! Query parameters of a connection URL that this crate reads itself (`cluster`, `cacert`,
+//! `cert`, `key`) and takes out before the `redis` crate sees the URL.
+
+/// Removes the query parameters named in `names` from `url`; returns the rest of the URL
+/// and the parameters taken, in the order given, values percent-decoded. The other
+/// parameters keep their order; the fragment (`#insecure`) stays.
+///
+/// ```text
+/// let (rest, taken) = take("rediss://h/?a=1&cacert=%2Fca.pem#insecure", &["cacert"]);
+/// assert_eq!(rest, "rediss://h/?a=1#insecure");
+/// assert_eq!(taken, vec![("cacert", "/ca.pem".to_string())]);
+/// ```
+pub(crate) fn take(url: &str, names: &[&'static str]) -> (String, Vec<(&'static str, String)>) {
+    let (body, fragment) = match url.split_once('#') {
+        Some((body, fragment)) => (body, Some(fragment)),
+        None => (url, None),
+    };
+    let Some((base, query)) = body.split_once('?') else {
+        return (url.to_string(), Vec::new());
+    };
+    let mut taken = Vec::new();
+    let mut kept = Vec::new();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        match names.iter().find(|name| **name == key) {
+            Some(name) => taken.push((*name, percent_decode(value))),
+            None => kept.push(pair),
+        }
+    }
+    let mut rest = base.to_string();
+    if !kept.is_empty() {
+        rest.push('?');
+        rest.push_str(&kept.join("&"));
+    }
+    if let Some(fragment) = fragment {
+        rest.push('#');
+        rest.push_str(fragment);
+    }
+    (rest, taken)
+}
+
+/// Decodes `%XX` escapes (a path with spaces or `&` in a URL); anything else is kept as is.
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            if let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn named_parameters_are_taken_out_and_the_rest_and_fragment_kept() {
+        let (url, taken) = take(
+            "rediss://h:1/0?cacert=/etc/ca%20x.pem&protocol=resp3&key=k.pem#insecure",
+            &["cacert", "cert", "key"],
+        );
+        assert_eq!(url, "rediss://h:1/0?protocol=resp3#insecure");
+        assert_eq!(
+            taken,
+            vec![
+                ("cacert", "/etc/ca x.pem".to_string()),
+                ("key", "k.pem".to_string())
+            ]
+        );
+        let (url, taken) = take("rediss://h/?cacert=a.pem", &["cacert"]);
+        assert_eq!((url.as_str(), taken.len()), ("rediss://h/", 1));
+        assert_eq!(
+            take("redis://h/", &["cacert"]),
+            ("redis://h/".to_string(), vec![])
+        );
+        assert_eq!(
+            take("redis://h/?cluster", &["cluster"]).1,
+            vec![("cluster", String::new())]
+        );
+    }
+
+    #[test]
+    fn broken_escapes_are_kept() {
+        assert_eq!(percent_decode("a%2"), "a%2");
+        assert_eq!(percent_decode("%zz%41"), "%zzA");
+    }
+}
