@@ -15,7 +15,7 @@
 //! group sync (`write.rs`).
 
 use std::io::{self, IoSlice};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::config::{to_ms, FullPolicy, PutOptions, SyncPolicy};
 use crate::format::{encode_record, encode_record_header, Record, RecordKind, RECORD_HEADER_LEN};
@@ -28,8 +28,9 @@ use crate::sync::proto;
 use crate::sync::{lock, read_lock};
 use crate::JournalError;
 
-/// Records up to this size (header included) are written from one buffer.
-const SMALL_RECORD: usize = 512;
+/// A lone put copies a payload up to this size next to its header and writes both with one
+/// `write`; a larger one is written with `writev` straight from the caller's slice.
+const COPY_LIMIT: usize = 4096;
 
 impl Inner {
     /// Appends `items` (consecutive ids) and returns the first id once they are as durable
@@ -52,7 +53,7 @@ impl Inner {
         if items.is_empty() {
             return Ok(proto::lock(&self.writer).next_id);
         }
-        let added_at_ms = to_ms(self.config.clock.now());
+        let added_at_ms = self.config.clock.now_ms();
         let expires_at_ms = opts.expires_at.map(to_ms);
         let n = items.len() as u64;
         let bytes: u64 = items.iter().map(|d| d.len() as u64).sum();
@@ -65,8 +66,9 @@ impl Inner {
         }
         let first = w.next_id;
         w.next_id += n;
-        self.put_items.fetch_add(n, Ordering::AcqRel);
-        self.put_bytes.fetch_add(bytes, Ordering::AcqRel);
+        // Only changed under the writer's lock: a load and a store, no read-modify-write.
+        bump(&self.put_items, n);
+        bump(&self.put_bytes, bytes);
         fn record(id: u64, added_at_ms: u64, expires_at_ms: Option<u64>, d: &[u8]) -> Record<'_> {
             Record {
                 kind: RecordKind::Item,
@@ -92,19 +94,21 @@ impl Inner {
             w.leading = true;
             let file = w.file.clone();
             let start = w.offset;
+            let mut buf = std::mem::take(&mut w.own);
+            buf.clear();
             drop(w);
             let written = if let [d] = items {
-                // The common case: one record, no allocation. A small one is copied next to
-                // its header (a second iovec costs the kernel more than the copy); a larger
-                // one is written from the caller's slice.
-                let h = encode_record_header(&record(first, added_at_ms, expires_at_ms, d));
-                if d.len() <= SMALL_RECORD - RECORD_HEADER_LEN {
-                    let mut buf = [0u8; SMALL_RECORD];
-                    let len = RECORD_HEADER_LEN + d.len();
-                    buf[..RECORD_HEADER_LEN].copy_from_slice(&h);
-                    buf[RECORD_HEADER_LEN..len].copy_from_slice(d);
-                    write_all(file.as_ref(), &buf[..len]).map(|()| len as u64)
+                // The common case: one record. A small one is encoded into the writer's
+                // reusable buffer next to its header and written with one `write` (a second
+                // iovec costs the kernel more than the copy); a larger one is written with
+                // one `writev` from the caller's slice.
+                let rec = record(first, added_at_ms, expires_at_ms, d);
+                if d.len() <= COPY_LIMIT {
+                    encode_record(&rec, &mut buf);
+                    let len = buf.len();
+                    write_all(file.as_ref(), &buf).map(|()| len as u64)
                 } else {
+                    let h = encode_record_header(&rec);
                     write_all_vectored(file.as_ref(), &[IoSlice::new(&h), IoSlice::new(d)])
                 }
             } else {
@@ -124,6 +128,9 @@ impl Inner {
                 write_all_vectored(file.as_ref(), &slices)
             };
             let mut w = proto::lock(&self.writer);
+            if buf.capacity() <= COPY_LIMIT + RECORD_HEADER_LEN {
+                w.own = buf;
+            }
             let own = self.settle(&mut w, start, written, first, first + n - 1, 0);
             let (w, synced) = self.lead(w);
             let result = match own {
@@ -133,11 +140,11 @@ impl Inner {
             (w, result)
         };
         let end = w.end();
-        drop(w);
         if result.is_err() {
-            self.put_items.fetch_sub(n, Ordering::AcqRel);
-            self.put_bytes.fetch_sub(bytes, Ordering::AcqRel);
+            bump(&self.put_items, n.wrapping_neg());
+            bump(&self.put_bytes, bytes.wrapping_neg());
         }
+        drop(w);
         result?;
         if self.limited.load(Ordering::Acquire) {
             self.drop_for_room(end);
@@ -356,4 +363,12 @@ impl Inner {
             }
         }
     }
+}
+
+/// Adds `by` (wrapping) to a put total; only called under the writer's lock.
+fn bump(total: &AtomicU64, by: u64) {
+    total.store(
+        total.load(Ordering::Relaxed).wrapping_add(by),
+        Ordering::Release,
+    );
 }

@@ -122,6 +122,19 @@ pub trait Clock: Send + Sync + fmt::Debug {
     fn coarse_now_ms(&self) -> u64 {
         to_ms(self.now())
     }
+
+    /// [`Clock::now`] in milliseconds since the Unix epoch (0 before it): what a put records
+    /// as its item's add time. The default converts [`Clock::now`].
+    ///
+    /// ```
+    /// use fairq_journal::{Clock, ManualClock};
+    /// use std::time::{Duration, UNIX_EPOCH};
+    /// let c = ManualClock::new(UNIX_EPOCH + Duration::from_millis(1500));
+    /// assert_eq!(c.now_ms(), 1500);
+    /// ```
+    fn now_ms(&self) -> u64 {
+        to_ms(self.now())
+    }
 }
 
 /// The system's wall clock.
@@ -144,6 +157,17 @@ impl Clock for SystemClock {
     fn coarse_now_ms(&self) -> u64 {
         let t = rustix::time::clock_gettime(rustix::time::ClockId::RealtimeCoarse);
         let secs = u64::try_from(t.tv_sec).unwrap_or(0);
+        let ms = u64::try_from(t.tv_nsec).unwrap_or(0) / 1_000_000;
+        secs.saturating_mul(1000).saturating_add(ms)
+    }
+
+    /// `CLOCK_REALTIME` read straight into milliseconds (no `SystemTime` arithmetic).
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    fn now_ms(&self) -> u64 {
+        let t = rustix::time::clock_gettime(rustix::time::ClockId::Realtime);
+        let Ok(secs) = u64::try_from(t.tv_sec) else {
+            return 0;
+        };
         let ms = u64::try_from(t.tv_nsec).unwrap_or(0) / 1_000_000;
         secs.saturating_mul(1000).saturating_add(ms)
     }
@@ -189,6 +213,10 @@ impl ManualClock {
 impl Clock for ManualClock {
     fn now(&self) -> SystemTime {
         from_ms(self.ms.load(Ordering::SeqCst))
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.ms.load(Ordering::SeqCst)
     }
 }
 

@@ -215,9 +215,16 @@ impl Record<'_> {
 /// assert_eq!(buf.len(), 37);
 /// ```
 pub fn encode_record(rec: &Record<'_>, out: &mut Vec<u8>) {
+    let start = out.len();
     out.reserve(RECORD_HEADER_LEN + rec.payload.len());
-    out.extend_from_slice(&encode_record_header(rec));
+    let mut h = fixed_part(rec);
+    // The checksum covers the length, then the body and payload: with the length copied
+    // into the checksum's place they are one run of bytes, checksummed in one call.
+    h.copy_within(0..4, 4);
+    out.extend_from_slice(&h);
     out.extend_from_slice(rec.payload);
+    let crc = crc32c::crc32c(&out[start + 4..]);
+    out[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
 }
 
 /// The fixed part of a record's encoding (everything before the payload), with the
@@ -234,6 +241,16 @@ pub fn encode_record(rec: &Record<'_>, out: &mut Vec<u8>) {
 /// assert_eq!(parts, whole);
 /// ```
 pub fn encode_record_header(rec: &Record<'_>) -> [u8; RECORD_HEADER_LEN] {
+    let mut h = fixed_part(rec);
+    // The length in the checksum's place makes length and body one run of bytes.
+    h.copy_within(0..4, 4);
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&h[4..]), rec.payload);
+    h[4..8].copy_from_slice(&crc.to_le_bytes());
+    h
+}
+
+/// A record's fixed part with the checksum field left zero.
+fn fixed_part(rec: &Record<'_>) -> [u8; RECORD_HEADER_LEN] {
     let mut h = [0u8; RECORD_HEADER_LEN];
     let body_len = (BODY_FIXED_LEN + rec.payload.len()) as u32;
     h[0..4].copy_from_slice(&body_len.to_le_bytes());
@@ -246,8 +263,6 @@ pub fn encode_record_header(rec: &Record<'_>) -> [u8; RECORD_HEADER_LEN] {
     h[12..20].copy_from_slice(&rec.id.to_le_bytes());
     h[20..28].copy_from_slice(&rec.added_at_ms.to_le_bytes());
     h[28..36].copy_from_slice(&rec.expires_at_ms.unwrap_or(0).to_le_bytes());
-    let crc = crc32c::crc32c_append(record_crc(&h[0..4], &h[8..]), rec.payload);
-    h[4..8].copy_from_slice(&crc.to_le_bytes());
     h
 }
 

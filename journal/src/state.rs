@@ -41,6 +41,8 @@ pub(crate) struct Writer {
     pub(crate) sleepers: usize,
     /// The previous pending buffer, kept for its capacity.
     pub(crate) spare: Vec<u8>,
+    /// The leader's buffer for a lone small record, kept for its capacity.
+    pub(crate) own: Vec<u8>,
     /// Every id up to this one is written (under `Always`: and synced), or failed.
     pub(crate) done_id: u64,
     /// Batches that failed, until each of their followers has read it.
@@ -65,6 +67,7 @@ impl Writer {
             pending_followers: 0,
             sleepers: 0,
             spare: Vec::new(),
+            own: Vec::new(),
             done_id: next_id - 1,
             failures: Vec::new(),
             unsynced: Vec::new(),

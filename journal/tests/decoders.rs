@@ -5,7 +5,8 @@ use fairq_journal::checkpoint::{
     decode_checkpoint, decode_registry, encode_checkpoint, encode_registry,
 };
 use fairq_journal::format::{
-    decode_record, decode_segment_header, encode_record, encode_segment_header,
+    decode_record, decode_segment_header, encode_record, encode_record_header,
+    encode_segment_header,
 };
 use proptest::prelude::*;
 
@@ -19,6 +20,35 @@ proptest! {
             encode_record(&rec, &mut again);
             prop_assert_eq!(&again[..], &bytes[..used]);
         }
+    }
+
+    /// The header encoded apart (written with the caller's slice by `writev`) and the whole
+    /// record encoded at once (one buffer) are the same bytes, appended after anything, and
+    /// decode to the record.
+    #[test]
+    fn record_encoders_agree(
+        prefix in proptest::collection::vec(any::<u8>(), 0..16),
+        payload in proptest::collection::vec(any::<u8>(), 0..5000),
+        id in any::<u64>(),
+        added_at_ms in any::<u64>(),
+        expires_at_ms in proptest::option::of(any::<u64>()),
+    ) {
+        let rec = fairq_journal::format::Record {
+            kind: fairq_journal::format::RecordKind::Item,
+            id,
+            added_at_ms,
+            expires_at_ms,
+            payload: &payload,
+        };
+        let mut whole = prefix.clone();
+        encode_record(&rec, &mut whole);
+        let mut parts = prefix.clone();
+        parts.extend_from_slice(&encode_record_header(&rec));
+        parts.extend_from_slice(&payload);
+        prop_assert_eq!(&whole, &parts);
+        let (back, used) = decode_record(&whole[prefix.len()..]).unwrap();
+        prop_assert_eq!(back, rec);
+        prop_assert_eq!(used, whole.len() - prefix.len());
     }
 
     #[test]

@@ -1,0 +1,206 @@
+//! A driver for instruction counts and CPU time of the journal's put and get paths, which
+//! a noisy machine disturbs less than wall time: one contender runs a number of operations
+//! and prints its wall time and the process's user and system CPU time per operation.
+//!
+//! ```sh
+//! cargo build --release -p fairq-benches --example journal_ops
+//! valgrind --tool=callgrind target/release/examples/journal_ops put 128 100000
+//! valgrind --tool=callgrind target/release/examples/journal_ops raw-write 128 100000
+//! ```
+//!
+//! Arguments: contender, item size in bytes, operations. Contenders: `put` (`put` under
+//! `SyncPolicy::Never`, one thread), `raw-write` (one `write` per item), `get` (get+commit
+//! of a queue filled beforehand), `raw-read` (a length-prefixed file read 64 KiB at a time,
+//! each item copied into a `Vec`), `fan-out-N` (N readers of a filled queue, one thread
+//! each, draining it at once; the count is deliveries), `raw-read-N` (N threads each
+//! reading their own copy of the raw file). Filling is not timed; subtract a run with 0
+//! operations to leave it out of instruction counts.
+
+use std::fs::{File, OpenOptions};
+use std::hint::black_box;
+use std::io::Write;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use fairq_journal::{JournalConfig, JournaledQueue, SyncPolicy};
+
+/// User and system CPU time of the whole process so far.
+fn cpu() -> (Duration, Duration) {
+    // SAFETY: getrusage only writes the struct it is given.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+    let d = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    (d(u.ru_utime), d(u.ru_stime))
+}
+
+fn queue(dir: &Path) -> JournaledQueue {
+    let cfg = JournalConfig {
+        sync: SyncPolicy::Never,
+        segment_size: std::env::var("JOURNAL_OPS_SEGMENT")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(JournalConfig::default().segment_size),
+        ..JournalConfig::default()
+    };
+    JournaledQueue::open(dir, "ops", cfg).expect("open")
+}
+
+fn filled(dir: &Path, size: usize, readers: usize, n: u64) -> JournaledQueue {
+    let q = queue(dir);
+    for r in 0..readers {
+        q.reader(&format!("r{r}")).expect("reader");
+    }
+    let data = vec![0xA5u8; size];
+    let items: Vec<&[u8]> = vec![&data[..]; 256];
+    let mut left = n;
+    while left > 0 {
+        let k = left.min(256) as usize;
+        q.put_many(&items[..k]).expect("put_many");
+        left -= k as u64;
+    }
+    q
+}
+
+fn raw_file(dir: &Path, size: usize, n: u64) -> std::path::PathBuf {
+    let path = dir.join("raw");
+    let mut f = std::io::BufWriter::new(File::create(&path).expect("create"));
+    let data = vec![0xA5u8; size];
+    for _ in 0..n {
+        f.write_all(&(size as u32).to_le_bytes()).expect("write");
+        f.write_all(&data).expect("write");
+    }
+    f.flush().expect("flush");
+    path
+}
+
+fn raw_read(path: &Path, size: usize, n: u64) {
+    let f = File::open(path).expect("open");
+    let mut buf = vec![0u8; 64 * 1024];
+    let (mut file_off, mut filled, mut at) = (0u64, 0usize, 0usize);
+    for _ in 0..n {
+        if filled - at < 4 + size {
+            buf.copy_within(at..filled, 0);
+            filled -= at;
+            at = 0;
+            let k = std::os::unix::fs::FileExt::read_at(&f, &mut buf[filled..], file_off)
+                .expect("read");
+            file_off += k as u64;
+            filled += k;
+        }
+        let len = u32::from_le_bytes(buf[at..at + 4].try_into().expect("4 bytes")) as usize;
+        black_box(buf[at + 4..at + 4 + len].to_vec());
+        at += 4 + len;
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let usage = "usage: journal_ops put|raw-write|get|raw-read|fan-out-N|raw-read-N SIZE OPS";
+    let number = |i: usize| -> u64 {
+        args.get(i)
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("{usage}"))
+    };
+    let (what, size, n) = (
+        args.first().expect(usage).as_str(),
+        number(1) as usize,
+        number(2),
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = vec![0xA5u8; size];
+    let timed = |f: &dyn Fn()| {
+        let c0 = cpu();
+        let t0 = Instant::now();
+        f();
+        let wall = t0.elapsed();
+        let c1 = cpu();
+        (wall, c1.0 - c0.0, c1.1 - c0.1)
+    };
+    let (wall, user, sys) = match what {
+        "put" => {
+            let q = queue(dir.path());
+            timed(&|| {
+                for _ in 0..n {
+                    q.put(&data).expect("put");
+                }
+            })
+        }
+        "raw-write" => {
+            let mut f = OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(dir.path().join("raw"))
+                .expect("open");
+            let f = std::cell::RefCell::new(&mut f);
+            timed(&|| {
+                for _ in 0..n {
+                    f.borrow_mut().write_all(&data).expect("write");
+                }
+            })
+        }
+        "get" => {
+            let q = filled(dir.path(), size, 1, n);
+            let r = q.reader("r0").expect("reader");
+            timed(&|| {
+                for _ in 0..n {
+                    let item = r.get().expect("get").expect("an item");
+                    r.commit(item.id).expect("commit");
+                }
+            })
+        }
+        "raw-read" => {
+            let path = raw_file(dir.path(), size, n);
+            timed(&|| raw_read(&path, size, n))
+        }
+        other => {
+            let (kind, k) = other.rsplit_once('-').expect(usage);
+            let k: usize = k.parse().expect(usage);
+            let per = n.div_ceil(k as u64);
+            match kind {
+                "fan-out" => {
+                    let q = filled(dir.path(), size, k, per);
+                    let readers: Vec<_> = (0..k)
+                        .map(|i| q.reader(&format!("r{i}")).expect("reader"))
+                        .collect();
+                    timed(&|| {
+                        std::thread::scope(|s| {
+                            for r in &readers {
+                                s.spawn(move || {
+                                    for _ in 0..per {
+                                        let item = r.get().expect("get").expect("an item");
+                                        r.commit(item.id).expect("commit");
+                                    }
+                                });
+                            }
+                        })
+                    })
+                }
+                "raw-read" => {
+                    let paths: Vec<_> = (0..k)
+                        .map(|i| {
+                            let d = dir.path().join(format!("t{i}"));
+                            std::fs::create_dir(&d).expect("mkdir");
+                            raw_file(&d, size, per)
+                        })
+                        .collect();
+                    timed(&|| {
+                        std::thread::scope(|s| {
+                            for p in &paths {
+                                s.spawn(move || raw_read(p, size, per));
+                            }
+                        })
+                    })
+                }
+                _ => panic!("{usage}"),
+            }
+        }
+    };
+    let per = |d: Duration| d.as_secs_f64() * 1e9 / n.max(1) as f64;
+    println!(
+        "{what} {size} B x {n}: {:.0} ops/s wall; per op: wall {:.0} ns, user {:.0} ns, sys {:.0} ns",
+        n as f64 / wall.as_secs_f64().max(1e-12),
+        per(wall),
+        per(user),
+        per(sys),
+    );
+}
