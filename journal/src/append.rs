@@ -221,6 +221,9 @@ impl Inner {
                 w.spare = batch;
             }
             let healthy = self.check_poisoned().is_ok();
+            if healthy {
+                self.create_next_ahead(&mut w);
+            }
             if healthy && w.offset >= self.config.segment_size {
                 // Under Always and Group rotation syncs the sealed segment first, which
                 // covers everything written so far.

@@ -26,7 +26,7 @@ impl Inner {
         }
         self.stop_flusher();
         self.bell.ring_always();
-        drop(self.idle_writer());
+        let ahead = self.finish_next(&mut self.idle_writer());
         let storage = self.storage();
         let remove = |p: &Path| match storage.remove_file(p) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(JournalError::io(p, e)),
@@ -43,6 +43,9 @@ impl Inner {
         for seg in segments {
             remove(&self.segment_path(seg))?;
         }
+        if let Some(path) = ahead {
+            remove(&path)?;
+        }
         storage
             .sync_dir(&self.dir)
             .map_err(|e| JournalError::io(&self.dir, e))?;
@@ -57,8 +60,9 @@ impl Inner {
         }
         self.stop_flusher();
         self.bell.ring_always();
-        // Wait for a put that is writing right now; later ones see `closed`.
-        drop(self.idle_writer());
+        // Wait for a put that is writing right now (later ones see `closed`) and for a
+        // segment being created ahead (it stays, empty, for the next open to reuse).
+        self.finish_next(&mut self.idle_writer());
         if self.read_only {
             drop(lock(&self.dir_lock).take());
             return Ok(());

@@ -102,6 +102,10 @@ pub(crate) fn read_record_at(
         match fetch.take() {
             Some(fresh) => {
                 st.at.set(st.cursor.min(pos));
+                // Let go of the chunk read so far first: if every reader has passed it, the
+                // cache then holds the only reference and reuses its buffer for the next
+                // chunk (no allocation, no zero fill) instead of freeing it.
+                st.chunk = None;
                 let want = (CHUNK_LEN as u64).max(min).min(avail);
                 let path = inner.segment_path(pos.seg);
                 let chunk = inner

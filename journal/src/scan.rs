@@ -124,13 +124,6 @@ pub(crate) fn scan(
                 ))
             }
             Err(e) => {
-                eprintln!(
-                    "DEBUG bad header {} len {} is_last {} data {:?}",
-                    path.display(),
-                    data.len(),
-                    is_last,
-                    &data[..data.len().min(80)]
-                );
                 // A segment's header is synced before anything is appended to it, so a crash
                 // can tear the header of a new last segment only while the file holds nothing
                 // else (at most a torn block: garbage or zeros up to a file system block): a

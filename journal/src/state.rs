@@ -49,6 +49,16 @@ pub(crate) struct Writer {
     pub(crate) failures: Vec<Failure>,
     /// Under `Always`: batches written since the leader's last sync.
     pub(crate) unsynced: Vec<Unsynced>,
+    /// Under `Never` and `Periodic`: the next segment, created ahead (`write.rs`).
+    pub(crate) next: Option<NextSegment>,
+}
+
+/// The segment after the writer's, being created (header written and synced, directory
+/// entry synced) by a helper thread, so that rotation does not wait for two syncs.
+pub(crate) struct NextSegment {
+    pub(crate) seg: u64,
+    pub(crate) path: PathBuf,
+    pub(crate) creating: JoinHandle<Result<Arc<dyn WriteFile>, JournalError>>,
 }
 
 impl Writer {
@@ -71,6 +81,7 @@ impl Writer {
             done_id: next_id - 1,
             failures: Vec::new(),
             unsynced: Vec::new(),
+            next: None,
         }
     }
 }

@@ -1,7 +1,7 @@
 //! Durability: segment rotation, group commit, the periodic sync thread and creating
 //! segments. Appending records is in `append.rs`.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -9,7 +9,7 @@ use crate::config::PutOptions;
 use crate::format::{encode_segment_header, SegmentHeader};
 use crate::item::ItemId;
 use crate::pos::Pos;
-use crate::state::{Inner, Sealed, Writer};
+use crate::state::{Inner, NextSegment, Sealed, Writer};
 use crate::storage::{write_all, Storage, WriteFile};
 use crate::sync::lock;
 use crate::sync::proto;
@@ -35,14 +35,17 @@ impl Inner {
         }
         let new = old + 1;
         let path = self.segment_path(new);
-        let file = create_segment(
-            self.storage(),
-            &self.dir,
-            &path,
-            new,
-            !sync_now,
-            self.config.file_mode,
-        )?;
+        let file = match self.take_next(w, new) {
+            Some(file) => file,
+            None => create_segment(
+                self.storage(),
+                &self.dir,
+                &path,
+                new,
+                !sync_now,
+                self.config.file_mode,
+            )?,
+        };
         if !sync_now {
             w.unsynced_sealed.push(old);
         }
@@ -60,6 +63,71 @@ impl Inner {
         }
         self.publish(start);
         Ok(())
+    }
+
+    /// Under `Never` and `Periodic`, once the writer's segment is half full, starts creating
+    /// the next one on a helper thread: rotation then finds it ready instead of waiting for
+    /// the two syncs a new segment needs (its header and its directory entry). Rotation
+    /// under these policies does not sync the sealed segment, so the new segment's header
+    /// says so (`prev_unsynced`), as an inline creation's would. A crash leaves at most one
+    /// empty (or torn) segment after the writer's, which recovery reuses (or removes).
+    pub(crate) fn create_next_ahead(&self, w: &mut Writer) {
+        if self.config.sync.is_durable_on_put()
+            || w.next.is_some()
+            || w.offset < self.config.segment_size / 2
+        {
+            return;
+        }
+        let seg = w.seg_id + 1;
+        let path = self.segment_path(seg);
+        let (storage, dir, mode) = (
+            self.config.storage.clone(),
+            self.dir.clone(),
+            self.config.file_mode,
+        );
+        let target = path.clone();
+        let spawned = std::thread::Builder::new()
+            .name(format!("fairq-journal-next-{}", self.name))
+            .spawn(move || create_segment(storage.as_ref(), &dir, &target, seg, true, mode));
+        match spawned {
+            Ok(creating) => {
+                w.next = Some(NextSegment {
+                    seg,
+                    path,
+                    creating,
+                })
+            }
+            // Rotation creates it then.
+            Err(e) => {
+                tracing::debug!(queue = %self.name, error = %e, "no thread to create the next segment ahead")
+            }
+        }
+    }
+
+    /// The next segment created ahead, if it is `seg` and was created; waits for its helper.
+    fn take_next(&self, w: &mut Writer, seg: u64) -> Option<Arc<dyn WriteFile>> {
+        let next = w.next.take()?;
+        match next.creating.join() {
+            Ok(Ok(file)) if next.seg == seg => Some(file),
+            Ok(Ok(_)) => None,
+            Ok(Err(e)) => {
+                tracing::warn!(queue = %self.name, error = %e, "creating the next segment ahead failed; creating it now");
+                None
+            }
+            Err(_) => {
+                tracing::error!(queue = %self.name, "the thread creating the next segment panicked");
+                None
+            }
+        }
+    }
+
+    /// Waits for a segment being created ahead (closing, deleting, dropping): no helper
+    /// touches the queue's files once its handle let go of them. Returns its path if it
+    /// may exist.
+    pub(crate) fn finish_next(&self, w: &mut Writer) -> Option<PathBuf> {
+        let next = w.next.take()?;
+        let _ = next.creating.join();
+        Some(next.path)
     }
 
     /// Waits until everything before `target` is durable; the first waiter syncs for all.
@@ -145,10 +213,14 @@ impl Inner {
 impl Drop for Inner {
     fn drop(&mut self) {
         self.stop_flusher();
+        let mut w = proto::lock(&self.writer);
+        self.finish_next(&mut w);
     }
 }
 
-/// Creates a segment file with its header and makes it and its directory entry durable.
+/// Creates a segment file with its header and makes it and its directory entry durable. A
+/// file it created but could not finish is removed again (best effort: a crash leaves an
+/// empty or torn last segment, which recovery removes).
 pub(crate) fn create_segment(
     storage: &dyn Storage,
     dir: &Path,
@@ -159,6 +231,23 @@ pub(crate) fn create_segment(
 ) -> Result<Arc<dyn WriteFile>, JournalError> {
     let io = |e| JournalError::io(path, e);
     let file: Arc<dyn WriteFile> = Arc::from(storage.create(path, mode).map_err(io)?);
+    let finished = init_segment(storage, dir, path, file.as_ref(), seg_id, prev_unsynced);
+    if finished.is_err() {
+        let _ = storage.remove_file(path);
+    }
+    finished.map(|()| file)
+}
+
+/// Writes a new segment's header and syncs it and the directory.
+fn init_segment(
+    storage: &dyn Storage,
+    dir: &Path,
+    path: &Path,
+    file: &dyn WriteFile,
+    seg_id: u64,
+    prev_unsynced: bool,
+) -> Result<(), JournalError> {
+    let io = |e| JournalError::io(path, e);
     let mut header = Vec::new();
     encode_segment_header(
         &SegmentHeader {
@@ -167,12 +256,9 @@ pub(crate) fn create_segment(
         },
         &mut header,
     );
-    write_all(file.as_ref(), &header).map_err(io)?;
+    write_all(file, &header).map_err(io)?;
     file.sync_data().map_err(io)?;
-    storage
-        .sync_dir(dir)
-        .map_err(|e| JournalError::io(dir, e))?;
-    Ok(file)
+    storage.sync_dir(dir).map_err(|e| JournalError::io(dir, e))
 }
 
 pub(crate) fn spawn_flusher(inner: &Arc<Inner>, every: Duration) -> Result<(), JournalError> {

@@ -829,3 +829,50 @@ fn error_counts_survive_a_reopen_and_a_crash_after_a_checkpoint() {
     assert_eq!(r.get().unwrap().unwrap().error_count, 4);
     assert_eq!(r.get().unwrap().unwrap().error_count, 2);
 }
+
+#[test]
+fn the_next_segment_is_created_ahead_under_never_and_periodic_only() {
+    let item = [7u8; 1000];
+    for sync in [
+        SyncPolicy::Never,
+        SyncPolicy::Periodic(Duration::from_secs(3600)),
+        SyncPolicy::Group,
+        SyncPolicy::Always,
+    ] {
+        let ahead = !matches!(sync, SyncPolicy::Group | SyncPolicy::Always);
+        let dir = tempfile::tempdir().unwrap();
+        let config = JournalConfig {
+            sync,
+            segment_size: 4096,
+            ..cfg()
+        };
+        let q = JournaledQueue::open(dir.path(), "q", config.clone()).unwrap();
+        // Past half of the first segment: the second is created ahead (close waits for it).
+        for _ in 0..3 {
+            q.put(&item).unwrap();
+        }
+        q.close().unwrap();
+        let created = if ahead { 2 } else { 1 };
+        assert_eq!(segments(dir.path(), "q").len(), created, "{sync:?}");
+
+        // Reopened, the empty segment made ahead becomes the writer's; filling it rotates
+        // into the one made ahead of it; a drop without close (a crash of the process)
+        // loses nothing and the next open still checks out.
+        let q = JournaledQueue::open(dir.path(), "q", config.clone()).unwrap();
+        assert!(q.recovery_report().is_clean(), "{sync:?}");
+        for _ in 0..9 {
+            q.put(&item).unwrap();
+        }
+        drop(q);
+        let q = JournaledQueue::open(dir.path(), "q", config.clone()).unwrap();
+        assert!(q.recovery_report().is_clean(), "{sync:?}");
+        let r = q.reader("").unwrap();
+        assert_eq!(drain(&r).len(), 12, "{sync:?}");
+        let names = segments(dir.path(), "q");
+        let ids: Vec<u64> = names.iter().map(|n| n[2..22].parse().unwrap()).collect();
+        assert!(ids.windows(2).all(|w| w[1] == w[0] + 1), "{names:?}");
+        // Deleting removes every segment, the one made ahead included.
+        q.delete().unwrap();
+        assert!(segments(dir.path(), "q").is_empty(), "{sync:?}");
+    }
+}
