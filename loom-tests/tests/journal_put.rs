@@ -49,6 +49,9 @@ fn three_puts(sync: SyncPolicy) {
         put.sort();
         assert_eq!(put[1].0 .0, put[0].0 .0 + 1, "ids are consecutive");
         assert_eq!(put[2].0 .0, put[0].0 .0 + 2, "ids are consecutive");
+        // The put totals are stored (not added atomically) under the writer's lock: no put
+        // is lost from a reader's waiting count.
+        assert_eq!(q.reader("r").unwrap().len(), 3, "every put counted once");
         assert_eq!(drain(&q, "r"), put, "each put written once, in id order");
     });
 }
