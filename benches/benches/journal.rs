@@ -412,9 +412,8 @@ fn paired(a: Run<'_>, b: Run<'_>) -> Paired {
             (ra / rb, ra, rb)
         })
         .collect();
-    let max = |v: &[(f64, f64, f64)], f: fn(&(f64, f64, f64)) -> f64| {
-        v.iter().map(f).fold(0.0, f64::max)
-    };
+    let max =
+        |v: &[(f64, f64, f64)], f: fn(&(f64, f64, f64)) -> f64| v.iter().map(f).fold(0.0, f64::max);
     let best = max(&rounds, |r| r.1) / max(&rounds, |r| r.2).max(1e-12);
     let mid = rounds.len() / 2;
     let mut rates: Vec<f64> = rounds.iter().map(|r| r.1).collect();
