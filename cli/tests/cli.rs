@@ -1061,7 +1061,8 @@ fn read_only_commands_create_no_postgres_schema() {
 
 /// `--store` passes libpq's TLS parameters on: `sslmode=require` works against the shared
 /// server (which has `ssl=on`, as Debian's PostgreSQL does; with it off, the refusal is
-/// checked), and a root certificate file that does not exist is named in a one-line error.
+/// checked), and a root certificate or client certificate file that does not exist is named
+/// in a one-line error.
 #[test]
 fn postgres_store_urls_take_tls_parameters() {
     let dir = tempfile::tempdir().unwrap();
@@ -1074,6 +1075,17 @@ fn postgres_store_urls_take_tls_parameters() {
         .assert()
         .code(1)
         .stderr(one_line_error("/nonexistent/ca.pem"));
+    // The client certificate's parameters reach the TLS settings too (the driver alone
+    // would refuse them as unknown options).
+    fairq(dir.path())
+        .args([
+            "--store",
+            "postgres://postgres@127.0.0.1:1/test?sslmode=require&sslcert=/nonexistent/app.crt&sslkey=/nonexistent/app.key",
+            "stats",
+        ])
+        .assert()
+        .code(1)
+        .stderr(one_line_error("client certificate in /nonexistent/app.crt"));
     for store in service_stores() {
         if store.name() != "postgres" {
             continue;

@@ -88,9 +88,16 @@ pub enum PgError {
     )]
     TlsUnsupported,
     /// The TLS handshake failed: most often the server's certificate does not chain to a
-    /// trusted root (`verify-ca`, `verify-full`) or does not name the host (`verify-full`).
+    /// trusted root (`verify-ca`, `verify-full`) or does not name the host (`verify-full`),
+    /// or the server refused the client certificate (`UnknownCA`).
     #[error("TLS handshake with PostgreSQL failed: {0}")]
     TlsHandshake(#[source] BoxError),
+    /// The server refused the login (SQLSTATE class 28): a wrong password, no `pg_hba.conf`
+    /// line for this user and address, or no valid client certificate where `pg_hba.conf`
+    /// says `cert`. The message is the server's (`connection requires a valid client
+    /// certificate`, say). Repeating does not help.
+    #[error("PostgreSQL refused the login: {}", describe(.0))]
+    Auth(#[source] tokio_postgres::Error),
 }
 
 impl PgError {
@@ -105,6 +112,9 @@ impl PgError {
                 return PgError::SchemaMissing {
                     schema: schema.to_string(),
                 };
+            }
+            if code.starts_with("28") {
+                return PgError::Auth(err);
             }
             // Connection exceptions, shutdowns, "cannot connect now", too many connections.
             if code.starts_with("08")
@@ -139,18 +149,21 @@ impl PgError {
 }
 
 /// A TLS failure of a connection attempt, typed: the server refused TLS, or rustls refused
-/// the server (its certificate, most often). `None` for anything else, including a network
-/// error in the middle of a handshake (which is the network's, and transient).
+/// the server (its certificate, most often), or the server refused ours. `None` for
+/// anything else, including a network error in the middle of a handshake (which is the
+/// network's, and transient).
+///
+/// With TLS 1.3 the client's side of the handshake is done before the server has checked
+/// the client certificate, so a server's refusal of it (`UnknownCA`, `CertificateRequired`)
+/// arrives as an alert on the first read, after the driver's handshake step: an alert from
+/// the server counts wherever it arrives.
 fn tls_failure(err: &tokio_postgres::Error) -> Option<PgError> {
-    if !err
+    let handshake = err
         .to_string()
-        .starts_with("error performing TLS handshake")
-    {
-        return None;
-    }
+        .starts_with("error performing TLS handshake");
     let mut source: Option<&(dyn StdError + 'static)> = err.source();
     while let Some(inner) = source {
-        if inner.to_string() == "server does not support TLS" {
+        if handshake && inner.to_string() == "server does not support TLS" {
             return Some(PgError::TlsUnsupported);
         }
         // tokio-rustls hands rustls' error over inside an io::Error.
@@ -161,7 +174,9 @@ fn tls_failure(err: &tokio_postgres::Error) -> Option<PgError> {
                 .and_then(|e| e.downcast_ref::<rustls::Error>())
         });
         if let Some(e) = rustls {
-            return Some(PgError::TlsHandshake(Box::new(e.clone())));
+            if handshake || matches!(e, rustls::Error::AlertReceived(_)) {
+                return Some(PgError::TlsHandshake(Box::new(e.clone())));
+            }
         }
         source = inner.source();
     }

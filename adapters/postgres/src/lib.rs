@@ -31,7 +31,7 @@ pub use options::PgOptions;
 
 pub use schema::{migration_sql, DEFAULT_SCHEMA, MIGRATIONS, SCHEMA_VERSION};
 pub use store::PgBackend;
-pub use tls::{RootCerts, SslMode, TlsError};
+pub use tls::{ClientCert, PemKind, RootCerts, SslMode, TlsError};
 
 /// The boxed future a transactional job's work returns (see
 /// [`PgBackend::run_in_transaction`]).

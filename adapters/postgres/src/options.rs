@@ -6,7 +6,7 @@ use std::time::Duration;
 use fairq_worker::{Clock, Random, SystemClock, SystemRandom};
 
 use crate::schema::DEFAULT_SCHEMA;
-use crate::tls::{RootCerts, SslMode};
+use crate::tls::{ClientCert, RootCerts, SslMode};
 
 /// Settings of a [`PgBackend`](crate::PgBackend), built with chained setters.
 ///
@@ -36,6 +36,7 @@ pub struct PgOptions {
     pub(crate) random: Arc<dyn Random>,
     pub(crate) ssl_mode: Option<SslMode>,
     pub(crate) ssl_roots: Option<RootCerts>,
+    pub(crate) ssl_client: Option<ClientCert>,
 }
 
 impl std::fmt::Debug for PgOptions {
@@ -53,6 +54,7 @@ impl std::fmt::Debug for PgOptions {
             .field("complete_batch", &self.complete_batch)
             .field("ssl_mode", &self.ssl_mode)
             .field("ssl_roots", &self.ssl_roots)
+            .field("ssl_client", &self.ssl_client)
             .finish_non_exhaustive()
     }
 }
@@ -77,6 +79,7 @@ impl Default for PgOptions {
             random: Arc::new(SystemRandom),
             ssl_mode: None,
             ssl_roots: None,
+            ssl_client: None,
         }
     }
 }
@@ -293,6 +296,49 @@ impl PgOptions {
     /// ```
     pub fn ssl_system_roots(mut self) -> Self {
         self.ssl_roots = Some(RootCerts::System);
+        self
+    }
+
+    /// Shows the client certificate in the PEM file `cert` (with any intermediates) and its
+    /// private key in `key` to a server that asks for one (`cert` authentication in
+    /// `pg_hba.conf`, or `clientcert=verify-ca`), when the connection string has no
+    /// `sslcert`/`sslkey` (which win). Every connection of the store shows it, the LISTEN
+    /// one too.
+    ///
+    /// ```
+    /// let o = fairq_postgres::PgOptions::default()
+    ///     .ssl_client_cert("/etc/ssl/app.crt", "/etc/ssl/app.key");
+    /// # let _ = o;
+    /// ```
+    pub fn ssl_client_cert(
+        mut self,
+        cert: impl Into<std::path::PathBuf>,
+        key: impl Into<std::path::PathBuf>,
+    ) -> Self {
+        self.ssl_client = Some(ClientCert::PemFiles {
+            cert: cert.into(),
+            key: key.into(),
+        });
+        self
+    }
+
+    /// Like [`ssl_client_cert`](Self::ssl_client_cert), with the certificate and key as PEM
+    /// text (from a secret store, say). The key never appears in messages or `Debug`.
+    ///
+    /// ```
+    /// let o = fairq_postgres::PgOptions::default()
+    ///     .ssl_client_cert_pem(b"-----BEGIN CERTIFICATE-----...".to_vec(), b"secret".to_vec());
+    /// assert!(!format!("{o:?}").contains("secret"));
+    /// ```
+    pub fn ssl_client_cert_pem(
+        mut self,
+        cert: impl Into<Vec<u8>>,
+        key: impl Into<Vec<u8>>,
+    ) -> Self {
+        self.ssl_client = Some(ClientCert::Pem {
+            cert: cert.into(),
+            key: key.into(),
+        });
         self
     }
 }

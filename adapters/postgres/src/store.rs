@@ -107,13 +107,16 @@ impl PgBackend {
     /// pool and starts the listener. With [`PgOptions::migrate`] on, the schema is created
     /// or upgraded; otherwise a missing schema is an error that says to migrate.
     ///
-    /// TLS follows libpq's `sslmode` and `sslrootcert` parameters in `url`, or
-    /// [`PgOptions::ssl_mode`] and [`PgOptions::ssl_root_cert`] when the URL has none (see the
-    /// [crate docs](crate#tls)); the LISTEN connection uses the same settings.
+    /// TLS follows libpq's `sslmode`, `sslrootcert`, `sslcert` and `sslkey` parameters in
+    /// `url`, or [`PgOptions::ssl_mode`], [`PgOptions::ssl_root_cert`] and
+    /// [`PgOptions::ssl_client_cert`] when the URL has none (see the [crate docs](crate#tls));
+    /// the LISTEN connection uses the same settings.
     ///
     /// Errors: [`PgError::BadUrl`], [`PgError::Unavailable`] (server down or refusing),
     /// [`PgError::SchemaMissing`], [`PgError::SchemaTooNew`], [`PgError::Tls`] (settings),
     /// [`PgError::TlsUnsupported`], [`PgError::TlsHandshake`] (certificate refused),
+    /// [`PgError::Auth`] (login refused, for example without a client certificate the
+    /// server requires),
     /// [`PgError::NotPostgres`] (the address is another service's, such as Redis').
     ///
     /// ```no_run
@@ -128,8 +131,11 @@ impl PgBackend {
         let (conn, url_tls) = tls::split(url)?;
         let mut config: tokio_postgres::Config = conn.parse().map_err(PgError::BadUrl)?;
         let mode = url_tls.mode.or(options.ssl_mode).unwrap_or_default();
+        let client = url_tls
+            .client_cert()?
+            .or_else(|| options.ssl_client.clone());
         let roots = url_tls.roots.or_else(|| options.ssl_roots.clone());
-        let tls = Tls::new(mode, roots.as_ref())?;
+        let tls = Tls::new(mode, roots.as_ref(), client.as_ref())?;
         tls.apply(&mut config);
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(options.connect_timeout);
@@ -211,7 +217,11 @@ impl PgBackend {
     ) -> Result<PgBackend, PgError> {
         let mut config = config;
         let mode = options.ssl_mode.unwrap_or_else(|| Tls::mode_of(&config));
-        let tls = Tls::new(mode, options.ssl_roots.as_ref())?;
+        let tls = Tls::new(
+            mode,
+            options.ssl_roots.as_ref(),
+            options.ssl_client.as_ref(),
+        )?;
         tls.apply(&mut config);
         PgBackend::build(pool, Some((config, tls)), options)
     }

@@ -18,6 +18,13 @@
 //! [`ssl_root_cert_pem`](crate::PgOptions::ssl_root_cert_pem), or, for `sslrootcert=system`
 //! and for the verifying modes when none is given, from the operating system's store (with
 //! the Mozilla roots of `webpki-roots` when the system has none).
+//!
+//! A client certificate (for a server whose `pg_hba.conf` says `cert`, or `clientcert=`)
+//! comes from libpq's `sslcert=PATH` and `sslkey=PATH`, or from
+//! [`PgOptions::ssl_client_cert`](crate::PgOptions::ssl_client_cert) or
+//! [`ssl_client_cert_pem`](crate::PgOptions::ssl_client_cert_pem). Every certificate and key,
+//! by file or as PEM text, is read by one loader, so they fail alike and no message ever
+//! holds a key's contents.
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -27,7 +34,7 @@ use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, Server
 use rustls::client::WebPkiServerVerifier;
 use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvider};
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::{
     CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme,
 };
@@ -125,6 +132,143 @@ pub enum RootCerts {
     Pem(Vec<u8>),
 }
 
+/// A client certificate and its private key (mutual TLS), shown to a server that asks for
+/// one. Its `Debug` never shows the key.
+///
+/// ```
+/// use fairq_postgres::ClientCert;
+/// let id = ClientCert::PemFiles { cert: "/etc/ssl/app.crt".into(), key: "/etc/ssl/app.key".into() };
+/// assert!(format!("{id:?}").contains("app.key"));
+/// let id = ClientCert::Pem { cert: b"...".to_vec(), key: b"secret".to_vec() };
+/// assert!(!format!("{id:?}").contains("secret"));
+/// ```
+#[derive(Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ClientCert {
+    /// PEM files: the certificate (and any intermediates), and the key (PKCS#8, PKCS#1 or
+    /// SEC1), as `sslcert=` and `sslkey=`.
+    PemFiles {
+        /// The certificate file.
+        cert: PathBuf,
+        /// The key file.
+        key: PathBuf,
+    },
+    /// PEM text, for a certificate and key that come from a secret store.
+    Pem {
+        /// The certificate (and any intermediates).
+        cert: Vec<u8>,
+        /// The key.
+        key: Vec<u8>,
+    },
+}
+
+impl std::fmt::Debug for ClientCert {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ClientCert::PemFiles { cert, key } => f
+                .debug_struct("PemFiles")
+                .field("cert", cert)
+                .field("key", key)
+                .finish(),
+            ClientCert::Pem { cert, key } => f
+                .debug_struct("Pem")
+                .field("cert_bytes", &cert.len())
+                .field("key_bytes", &key.len())
+                .finish(),
+        }
+    }
+}
+
+impl ClientCert {
+    /// The certificate chain and the key, loaded.
+    fn load(&self) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), TlsError> {
+        let (cert, key) = match self {
+            ClientCert::PemFiles { cert, key } => (Pem::File(cert), Pem::File(key)),
+            ClientCert::Pem { cert, key } => (Pem::Text(cert), Pem::Text(key)),
+        };
+        Ok((cert.certificates(PemKind::ClientCert)?, key.private_key()?))
+    }
+}
+
+/// What a PEM source was meant to hold, for messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PemKind {
+    /// Trusted root certificates (`sslrootcert`).
+    RootCerts,
+    /// The client certificate (`sslcert`).
+    ClientCert,
+    /// The client certificate's private key (`sslkey`).
+    ClientKey,
+}
+
+impl std::fmt::Display for PemKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            PemKind::RootCerts => "root certificates",
+            PemKind::ClientCert => "client certificate",
+            PemKind::ClientKey => "client key",
+        })
+    }
+}
+
+/// Where PEM comes from: a file, or text given directly. The one loader of every
+/// certificate and key.
+#[derive(Clone, Copy)]
+enum Pem<'a> {
+    File(&'a Path),
+    Text(&'a [u8]),
+}
+
+impl Pem<'_> {
+    /// The PEM text.
+    fn read(&self, what: PemKind) -> Result<std::borrow::Cow<'_, [u8]>, TlsError> {
+        match self {
+            Pem::File(path) => std::fs::read(path)
+                .map(std::borrow::Cow::Owned)
+                .map_err(|source| TlsError::File {
+                    what,
+                    path: path.to_path_buf(),
+                    source,
+                }),
+            Pem::Text(text) => Ok(std::borrow::Cow::Borrowed(text)),
+        }
+    }
+
+    /// Where it comes from, for messages: the file, or "the PEM text given".
+    fn origin(&self) -> String {
+        match self {
+            Pem::File(path) => path.display().to_string(),
+            Pem::Text(_) => "the PEM text given".to_string(),
+        }
+    }
+
+    /// The certificates in it: at least one, every block valid.
+    fn certificates(&self, what: PemKind) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+        let text = self.read(what)?;
+        let certs = CertificateDer::pem_slice_iter(&text)
+            .collect::<Result<Vec<_>, _>>()
+            .unwrap_or_default();
+        if certs.is_empty() {
+            return Err(TlsError::NoPem {
+                what,
+                from: self.origin(),
+            });
+        }
+        Ok(certs)
+    }
+
+    /// The private key in it. A failure names the source only: never the key's bytes.
+    fn private_key(&self) -> Result<PrivateKeyDer<'static>, TlsError> {
+        let what = PemKind::ClientKey;
+        let text = self.read(what)?;
+        PrivateKeyDer::from_pem_slice(&text).map_err(|_| TlsError::NoPem {
+            what,
+            from: self.origin(),
+        })
+    }
+}
+
 /// A TLS setting that cannot be used.
 ///
 /// ```
@@ -139,19 +283,30 @@ pub enum TlsError {
         "sslmode={0:?} is not supported: use disable, prefer, require, verify-ca or verify-full"
     )]
     BadMode(String),
-    /// The root certificate file cannot be read.
-    #[error("cannot read the root certificates in {path}: {source}")]
-    RootCertFile {
+    /// A certificate or key file cannot be read.
+    #[error("cannot read the {what} in {path}: {source}")]
+    File {
+        /// What the file was to hold.
+        what: PemKind,
         /// The file.
         path: PathBuf,
         /// Why.
         #[source]
-        source: rustls::pki_types::pem::Error,
+        source: std::io::Error,
     },
-    /// The root certificates given contain no usable certificate.
-    #[error("no usable root certificate in {0}")]
-    NoRootCerts(String),
-    /// rustls refused the configuration.
+    /// The PEM given holds no usable certificate (or key): none at all, or not valid PEM.
+    #[error("no usable {what} in {from}")]
+    NoPem {
+        /// What it was to hold.
+        what: PemKind,
+        /// The file, or "the PEM text given".
+        from: String,
+    },
+    /// Only one of `sslcert` and `sslkey` was given.
+    #[error("a client certificate needs its key: give sslcert and sslkey together")]
+    HalfClientCert,
+    /// rustls refused the configuration (for example a key that does not belong to the
+    /// client certificate).
     #[error("TLS configuration: {0}")]
     Config(#[source] rustls::Error),
 }
@@ -161,9 +316,25 @@ pub enum TlsError {
 pub(crate) struct UrlTls {
     pub(crate) mode: Option<SslMode>,
     pub(crate) roots: Option<RootCerts>,
+    cert: Option<PathBuf>,
+    key: Option<PathBuf>,
 }
 
-/// Splits `sslmode` and `sslrootcert` off a connection string (URL or key-value form),
+impl UrlTls {
+    /// The client certificate the URL names (`sslcert` with `sslkey`).
+    pub(crate) fn client_cert(&self) -> Result<Option<ClientCert>, TlsError> {
+        match (&self.cert, &self.key) {
+            (Some(cert), Some(key)) => Ok(Some(ClientCert::PemFiles {
+                cert: cert.clone(),
+                key: key.clone(),
+            })),
+            (None, None) => Ok(None),
+            _ => Err(TlsError::HalfClientCert),
+        }
+    }
+}
+
+/// Splits `sslmode`, `sslrootcert`, `sslcert` and `sslkey` off a connection string (URL or key-value form),
 /// returning the rest for the driver.
 pub(crate) fn split(conn: &str) -> Result<(String, UrlTls), TlsError> {
     let mut tls = UrlTls::default();
@@ -179,6 +350,14 @@ pub(crate) fn split(conn: &str) -> Result<(String, UrlTls), TlsError> {
                 } else {
                     RootCerts::PemFile(PathBuf::from(value))
                 });
+                Ok(true)
+            }
+            "sslcert" => {
+                tls.cert = Some(PathBuf::from(value));
+                Ok(true)
+            }
+            "sslkey" => {
+                tls.key = Some(PathBuf::from(value));
                 Ok(true)
             }
             _ => Ok(false),
@@ -310,8 +489,13 @@ impl std::fmt::Debug for Tls {
 
 impl Tls {
     /// The TLS for `mode` with `roots` (given roots make `prefer` and `require` verify the
-    /// chain, as libpq does with a root certificate file).
-    pub(crate) fn new(mode: SslMode, roots: Option<&RootCerts>) -> Result<Tls, TlsError> {
+    /// chain, as libpq does with a root certificate file), showing `client` to servers that
+    /// ask for a certificate.
+    pub(crate) fn new(
+        mode: SslMode,
+        roots: Option<&RootCerts>,
+        client: Option<&ClientCert>,
+    ) -> Result<Tls, TlsError> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let builder = ClientConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
@@ -321,24 +505,32 @@ impl Tls {
             SslMode::Prefer | SslMode::Require => roots.is_some(),
             SslMode::VerifyCa | SslMode::VerifyFull => true,
         };
-        let config = if verify_chain {
+        let builder = if verify_chain {
             let store = Arc::new(root_store(roots.unwrap_or(&RootCerts::System))?);
             let webpki = WebPkiServerVerifier::builder_with_provider(store, provider)
                 .build()
                 .map_err(|e| TlsError::Config(rustls::Error::General(e.to_string())))?;
             if mode == SslMode::VerifyFull {
-                builder.with_webpki_verifier(webpki).with_no_client_auth()
+                builder.with_webpki_verifier(webpki)
             } else {
                 builder
                     .dangerous()
                     .with_custom_certificate_verifier(Arc::new(ChainOnly(webpki)))
-                    .with_no_client_auth()
             }
         } else {
             builder
                 .dangerous()
                 .with_custom_certificate_verifier(Arc::new(Unverified(provider)))
-                .with_no_client_auth()
+        };
+        let config = match client {
+            // `disable` never shakes hands, as libpq ignores sslcert then.
+            Some(client) if mode != SslMode::Disable => {
+                let (chain, key) = client.load()?;
+                builder
+                    .with_client_auth_cert(chain, key)
+                    .map_err(TlsError::Config)?
+            }
+            _ => builder.with_no_client_auth(),
         };
         Ok(Tls {
             mode,
@@ -364,7 +556,7 @@ impl Tls {
 
 fn root_store(roots: &RootCerts) -> Result<RootCertStore, TlsError> {
     let mut store = RootCertStore::empty();
-    let (certs, what): (Vec<CertificateDer<'static>>, String) = match roots {
+    let source = match roots {
         RootCerts::System => {
             let found = rustls_native_certs::load_native_certs();
             store.add_parsable_certificates(found.certs);
@@ -373,30 +565,18 @@ fn root_store(roots: &RootCerts) -> Result<RootCertStore, TlsError> {
             }
             return Ok(store);
         }
-        RootCerts::PemFile(path) => (read_pem_file(path)?, path.display().to_string()),
-        RootCerts::Pem(pem) => (
-            CertificateDer::pem_slice_iter(pem)
-                .filter_map(Result::ok)
-                .collect(),
-            "the PEM text given".to_string(),
-        ),
+        RootCerts::PemFile(path) => Pem::File(path),
+        RootCerts::Pem(pem) => Pem::Text(pem),
     };
-    let (added, _ignored) = store.add_parsable_certificates(certs);
+    let (added, _ignored) =
+        store.add_parsable_certificates(source.certificates(PemKind::RootCerts)?);
     if added == 0 {
-        return Err(TlsError::NoRootCerts(what));
+        return Err(TlsError::NoPem {
+            what: PemKind::RootCerts,
+            from: source.origin(),
+        });
     }
     Ok(store)
-}
-
-fn read_pem_file(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
-    let failed = |source| TlsError::RootCertFile {
-        path: path.to_path_buf(),
-        source,
-    };
-    CertificateDer::pem_file_iter(path)
-        .map_err(failed)?
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(failed)
 }
 
 /// `verify-ca`: the chain must lead to a trusted root; the name is not looked at.
@@ -531,6 +711,70 @@ mod tests {
     }
 
     #[test]
+    fn client_certificates_come_in_pairs_and_never_show_the_key() {
+        let (rest, tls) = parts("postgres://h/db?sslcert=%2Fa%2Fc.pem&sslkey=/a/k.pem&x=1");
+        assert_eq!(rest, "postgres://h/db?x=1");
+        assert_eq!(
+            tls.client_cert().unwrap(),
+            Some(ClientCert::PemFiles {
+                cert: "/a/c.pem".into(),
+                key: "/a/k.pem".into()
+            })
+        );
+        let (_, tls) = parts("host=h sslcert=/a/c.pem");
+        assert!(matches!(tls.client_cert(), Err(TlsError::HalfClientCert)));
+        let (_, tls) = parts("postgres://h/db?sslkey=/a/k.pem");
+        assert!(matches!(tls.client_cert(), Err(TlsError::HalfClientCert)));
+
+        let cert = rcgen::generate_simple_self_signed(vec!["c".to_string()]).unwrap();
+        let good = cert.cert.pem().into_bytes();
+        let key = |k: &[u8]| ClientCert::Pem {
+            cert: good.clone(),
+            key: k.to_vec(),
+        };
+        let err = Tls::new(SslMode::Require, None, Some(&key(b"hunter2 secret"))).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                TlsError::NoPem {
+                    what: PemKind::ClientKey,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(!err.to_string().contains("hunter2"), "{err}");
+        assert!(!format!("{:?}", key(b"hunter2")).contains("hunter2"));
+        // A key of another certificate: refused by rustls, without its bytes.
+        let other = rcgen::KeyPair::generate().unwrap().serialize_pem();
+        let err = Tls::new(SslMode::Require, None, Some(&key(other.as_bytes()))).unwrap_err();
+        assert!(matches!(err, TlsError::Config(_)), "{err}");
+        assert!(
+            !err.to_string().contains(other.lines().nth(1).unwrap()),
+            "{err}"
+        );
+        let right = cert.key_pair.serialize_pem();
+        assert!(Tls::new(SslMode::Require, None, Some(&key(right.as_bytes()))).is_ok());
+        // `disable` never uses it (as libpq).
+        assert!(Tls::new(SslMode::Disable, None, Some(&key(b"x"))).is_ok());
+        let missing = ClientCert::PemFiles {
+            cert: "/nonexistent/c.pem".into(),
+            key: "/nonexistent/k.pem".into(),
+        };
+        let err = Tls::new(SslMode::Require, None, Some(&missing)).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                TlsError::File {
+                    what: PemKind::ClientCert,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn unknown_modes_are_refused_by_name() {
         let err = split("postgres://h/db?sslmode=allow").unwrap_err();
         assert!(matches!(err, TlsError::BadMode(m) if m == "allow"));
@@ -548,15 +792,36 @@ mod tests {
         let err = Tls::new(
             SslMode::VerifyFull,
             Some(&RootCerts::PemFile("/nonexistent/ca.pem".into())),
+            None,
         )
         .unwrap_err();
-        assert!(matches!(err, TlsError::RootCertFile { .. }), "{err}");
+        assert!(
+            matches!(
+                err,
+                TlsError::File {
+                    what: PemKind::RootCerts,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(err.to_string().contains("/nonexistent/ca.pem"), "{err}");
         let err = Tls::new(
             SslMode::VerifyCa,
             Some(&RootCerts::Pem(b"not pem".to_vec())),
+            None,
         )
         .unwrap_err();
-        assert!(matches!(err, TlsError::NoRootCerts(_)), "{err}");
+        assert!(
+            matches!(
+                err,
+                TlsError::NoPem {
+                    what: PemKind::RootCerts,
+                    ..
+                }
+            ),
+            "{err}"
+        );
     }
 
     #[test]
@@ -568,7 +833,7 @@ mod tests {
             SslMode::VerifyCa,
             SslMode::VerifyFull,
         ] {
-            let tls = Tls::new(mode, None).unwrap();
+            let tls = Tls::new(mode, None, None).unwrap();
             let mut config = tokio_postgres::Config::new();
             tls.apply(&mut config);
             assert_eq!(

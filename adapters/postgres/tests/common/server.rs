@@ -14,11 +14,15 @@ use std::sync::atomic::{AtomicU16, Ordering};
 
 const PORTS: std::ops::Range<u16> = 55400..55500;
 
-/// A CA and a server certificate it signed for `localhost` and `127.0.0.1`, in PEM.
+/// A CA, a server certificate it signed for `localhost` and `127.0.0.1`, and a client
+/// certificate it signed for the user `postgres` (`cert` authentication compares the common
+/// name with the user), in PEM.
 pub struct TestCerts {
     pub ca_pem: String,
     pub server_pem: String,
     pub server_key_pem: String,
+    pub client_pem: String,
+    pub client_key_pem: String,
 }
 
 impl TestCerts {
@@ -41,10 +45,20 @@ impl TestCerts {
         let server_cert = server
             .signed_by(&key, &ca_cert, &ca_key)
             .expect("the server certificate");
+        let client_key = KeyPair::generate().expect("a client key");
+        let mut client = CertificateParams::new(Vec::<String>::new()).expect("client params");
+        client
+            .distinguished_name
+            .push(DnType::CommonName, "postgres");
+        let client_cert = client
+            .signed_by(&client_key, &ca_cert, &ca_key)
+            .expect("the client certificate");
         TestCerts {
             ca_pem: ca_cert.pem(),
             server_pem: server_cert.pem(),
             server_key_pem: key.serialize_pem(),
+            client_pem: client_cert.pem(),
+            client_key_pem: client_key.serialize_pem(),
         }
     }
 }
@@ -93,6 +107,14 @@ impl PrivatePg {
     /// Starts a server with TLS on (when `certs` is given) or off. `None` (after saying why)
     /// when PostgreSQL's programs are not installed and services are not required.
     pub fn start(certs: Option<&TestCerts>) -> Option<PrivatePg> {
+        Self::start_with(certs, false)
+    }
+
+    /// Like [`start`](Self::start); with `require_client_cert`, TCP logins need TLS and a
+    /// client certificate that the test CA signed, naming the user (`hostssl ... cert` in
+    /// `pg_hba.conf`, the CA as `ssl_ca_file`). The Unix socket in [`dir`](Self::dir) stays
+    /// open to `postgres` without a password, for looking at the server.
+    pub fn start_with(certs: Option<&TestCerts>, require_client_cert: bool) -> Option<PrivatePg> {
         let Some(bin) = bin_dir() else {
             if std::env::var("FAIRQ_REQUIRE_SERVICES").is_ok_and(|v| v == "1") {
                 panic!("initdb/pg_ctl not found under /usr/lib/postgresql/*/bin");
@@ -147,6 +169,17 @@ impl PrivatePg {
                 cert.display(),
                 key.display()
             ));
+            if require_client_cert {
+                let ca = write("client-ca.crt", &certs.ca_pem);
+                options.push_str(&format!(" -c ssl_ca_file={}", ca.display()));
+                let hba = server.data().join("pg_hba.conf");
+                std::fs::write(
+                    &hba,
+                    "local all all trust\nhostssl all all 127.0.0.1/32 cert\n",
+                )
+                .expect("write pg_hba.conf");
+                std::os::unix::fs::chown(&hba, Some(uid), Some(gid)).expect("chown");
+            }
         } else {
             options.push_str(" -c ssl=off");
         }
@@ -243,6 +276,15 @@ impl PrivatePg {
 
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// A connection string through the server's Unix socket (trusted in every setup).
+    pub fn socket_conn(&self) -> String {
+        format!(
+            "host={} port={} user=postgres dbname=postgres",
+            self.dir.display(),
+            self.port
+        )
     }
 
     /// `postgres://postgres@127.0.0.1:PORT/postgres` followed by `query` (`?a=b&...` or empty).
