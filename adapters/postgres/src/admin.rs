@@ -8,9 +8,9 @@ use fairq_core::stats::Histogram;
 use fairq_worker::{
     BackendError, JobId, JobInfo, JobStatus, ListFilter, Purge, QueueStats, ReviveTarget,
 };
-use tokio_postgres::types::ToSql;
 
 use crate::exec::Exec;
+use crate::pipeline::Pipelined;
 use crate::rows::{self, from_db, to_db};
 use crate::store::Core;
 
@@ -36,20 +36,36 @@ fn status_of(name: &str) -> Option<JobStatus> {
 impl Core {
     pub(crate) async fn stats(&self) -> Result<Vec<QueueStats>, BackendError> {
         let client = self.client().await?;
-        let conn: &dyn Exec = &*client;
-        let no: [&(dyn ToSql + Sync); 0] = [];
-        let (live, done, base, runs) = tokio::join!(
-            conn.rows(&self.sql.stats_live, &no),
-            conn.rows(&self.sql.stats_done, &no),
-            conn.rows(&self.sql.stats_base, &no),
-            conn.rows(&self.sql.stats_runs, &no),
+        let (live, done, base, runs) = tokio::try_join!(
+            client.prepare_cached(&self.sql.stats_live),
+            client.prepare_cached(&self.sql.stats_done),
+            client.prepare_cached(&self.sql.stats_base),
+            client.prepare_cached(&self.sql.stats_runs),
+        )
+        .map_err(|e| self.err(e))?;
+        // One snapshot for the four reads: a job that finishes meanwhile moves from the live
+        // table to the archive, and two snapshots could count it in both or in neither.
+        let tx = Pipelined::new(client);
+        let c = tx.client();
+        let (begin, live, done, base, runs, commit) = tokio::join!(
+            c.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"),
+            c.query(&live, &[]),
+            c.query(&done, &[]),
+            c.query(&base, &[]),
+            c.query(&runs, &[]),
+            c.batch_execute("COMMIT"),
         );
+        drop(tx.done());
+        // The first error in statement order: the later ones only say the transaction was
+        // aborted.
+        begin.map_err(|e| self.err(e))?;
         let (live, done, base, runs) = (
             live.map_err(|e| self.err(e))?,
             done.map_err(|e| self.err(e))?,
             base.map_err(|e| self.err(e))?,
             runs.map_err(|e| self.err(e))?,
         );
+        commit.map_err(|e| self.err(e))?;
         let mut queues: BTreeMap<String, Tally> = BTreeMap::new();
         fn tally<'a>(queues: &'a mut BTreeMap<String, Tally>, queue: &str) -> &'a mut Tally {
             queues

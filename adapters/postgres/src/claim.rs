@@ -9,54 +9,17 @@
 
 use std::time::Duration;
 
-use deadpool_postgres::Object;
 use fairq_core::job::Millis;
 use fairq_worker::{BackendError, Each, Finished, Job, Settled, SettledAndClaimed};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 
 use crate::due::Promotion;
+use crate::pipeline::Pipelined;
 use crate::rows::{self, deadline, to_db};
 use crate::settle::Plan;
 use crate::store::Core;
 use crate::transactional::merge;
-
-/// A pooled connection in the middle of a pipelined transaction. If the caller gives up (the
-/// future is dropped) before the transaction's replies came back, the connection is taken
-/// out of the pool rather than handed to the next user inside a transaction.
-struct Pipelined {
-    client: Option<Object>,
-}
-
-impl Pipelined {
-    fn new(client: Object) -> Pipelined {
-        Pipelined {
-            client: Some(client),
-        }
-    }
-
-    fn client(&self) -> &tokio_postgres::Client {
-        self.client
-            .as_deref()
-            .map(std::ops::Deref::deref)
-            .unwrap_or_else(|| unreachable!("the client is only taken by `done`"))
-    }
-
-    /// Every reply came back: the connection may go back to the pool.
-    fn done(mut self) -> Object {
-        self.client
-            .take()
-            .unwrap_or_else(|| unreachable!("`done` is called once"))
-    }
-}
-
-impl Drop for Pipelined {
-    fn drop(&mut self) {
-        if let Some(client) = self.client.take() {
-            drop(Object::take(client));
-        }
-    }
-}
 
 /// The claim's parameters.
 struct ClaimArgs<'a> {

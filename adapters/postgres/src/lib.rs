@@ -15,6 +15,7 @@ mod leases;
 mod listen;
 mod options;
 mod payload;
+mod pipeline;
 mod probe;
 mod rows;
 mod schema;

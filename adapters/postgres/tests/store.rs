@@ -427,3 +427,49 @@ async fn invalid_jobs_are_refused_with_typed_errors() {
     assert!(s.claim("never-used", 3, LEASE).await.unwrap().is_empty());
     t.cleanup().await;
 }
+
+/// `stats` reads the live jobs and the archive in one snapshot: while jobs finish (moving
+/// from one table to the other) every answer still counts each job exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stats_count_each_job_once_while_jobs_finish() {
+    const JOBS: u64 = 2_000;
+    let t = store_or_skip!("stats_snapshot");
+    let s = t.store.clone();
+    s.enqueue_many(
+        (0..JOBS)
+            .map(|i| job("q").key(format!("k{}", i % 7)))
+            .collect(),
+    )
+    .await
+    .unwrap();
+    let finisher = {
+        let s = s.clone();
+        tokio::spawn(async move {
+            loop {
+                let jobs = s.claim("q", 20, LEASE).await.unwrap();
+                if jobs.is_empty() {
+                    break;
+                }
+                let batch = jobs
+                    .iter()
+                    .map(|j| fairq_worker::Finished::new(j, Ok(())))
+                    .collect();
+                for settled in s.settle(batch).await.unwrap() {
+                    settled.unwrap();
+                }
+            }
+        })
+    };
+    let mut reads = 0;
+    loop {
+        let stats = s.stats().await.unwrap();
+        let counts = stats.first().map(|q| q.counts).unwrap_or_default();
+        assert_eq!(counts.total(), JOBS, "read {reads}: {counts:?}");
+        reads += 1;
+        if counts.succeeded == JOBS {
+            break;
+        }
+    }
+    finisher.await.unwrap();
+    println!("{reads} consistent reads while {JOBS} jobs finished");
+}

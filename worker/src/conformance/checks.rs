@@ -872,6 +872,58 @@ pub async fn list_and_get<B: Backend>(store: &B, clock: &ManualClock) {
     assert_eq!(info.queue, "lb");
 }
 
+/// Stats answer from one consistent view of a queue: while jobs finish (which may move them
+/// between tables, keys or files), every answer counts each job of the queue exactly once.
+pub async fn stats_count_each_job_once_while_jobs_finish<B: Backend>(
+    store: &B,
+    _clock: &ManualClock,
+) {
+    const JOBS: u64 = 600;
+    store
+        .enqueue_many(
+            (0..JOBS)
+                .map(|i| new_job("snap").key(format!("k{}", i % 5)))
+                .collect(),
+        )
+        .await
+        .expect("enqueue");
+    let finished = std::sync::atomic::AtomicBool::new(false);
+    let finish = async {
+        loop {
+            let jobs = store.claim("snap", 10, LEASE).await.expect("claim");
+            if jobs.is_empty() {
+                break;
+            }
+            let batch = jobs.iter().map(|j| Finished::new(j, Ok(()))).collect();
+            for settled in store.settle(batch).await.expect("settle") {
+                settled.expect("each job settles");
+            }
+        }
+        finished.store(true, Ordering::SeqCst);
+    };
+    let read = async {
+        let mut reads = 0;
+        loop {
+            let last = finished.load(Ordering::SeqCst);
+            let stats = store.stats().await.expect("stats");
+            let counts = stats
+                .iter()
+                .find(|s| s.queue == "snap")
+                .map(|s| s.counts)
+                .unwrap_or_default();
+            assert_eq!(counts.total(), JOBS, "stats read {reads}: {counts:?}");
+            reads += 1;
+            if last {
+                assert_eq!(counts.succeeded, JOBS, "every job finished");
+                break;
+            }
+            // An in-process store answers without waiting: let the finishing side go on.
+            tokio::task::yield_now().await;
+        }
+    };
+    tokio::join!(finish, read);
+}
+
 /// Stats count jobs per queue and status, retries, processing time and the oldest error.
 pub async fn stats_count_and_time<B: Backend>(store: &B, clock: &ManualClock) {
     let policy = RetryPolicy::new(1).with_delays([Duration::from_secs(60)]);

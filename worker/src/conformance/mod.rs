@@ -173,6 +173,7 @@ macro_rules! conformance_tests {
             unique_keys,
             list_and_get,
             stats_count_and_time,
+            stats_count_each_job_once_while_jobs_finish,
             operator_retry_revives_dead_jobs,
             purge_spares_running_jobs,
             prune_deletes_old_finished_jobs,
