@@ -20,7 +20,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fairq_core::stats::Histogram;
+use fairq_benches::{idle_latency, latency_line};
 use fairq_postgres::{PgBackend, PgOptions};
 use fairq_worker::{random_u64, Backend, Finished, Job, NewJob, QueueConfig, Worker};
 use tokio_postgres::NoTls;
@@ -259,48 +259,6 @@ async fn store_loop(schema: &str, loops: usize) -> (Duration, f64) {
     (took, share)
 }
 
-/// Enqueue-to-start latency with an idle worker, in microseconds.
-async fn latency(schema: &str, samples: usize) -> Histogram {
-    let store = store(schema, 4).await;
-    let queue = "latency";
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Instant>();
-    let worker = {
-        let store = store.clone();
-        tokio::spawn(async move {
-            let mut started = Vec::new();
-            while started.len() < samples {
-                let jobs = store.claim(queue, 1, LEASE).await.expect("claim");
-                if jobs.is_empty() {
-                    store.wait_for_jobs(queue, Duration::from_secs(5)).await;
-                    continue;
-                }
-                let at = Instant::now();
-                store.complete(jobs[0].claim).await.expect("complete");
-                started.push(at);
-                tx.send(at).expect("report");
-            }
-        })
-    };
-    // Let the listener start.
-    while !store.is_listening() {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    let mut histogram = Histogram::new();
-    for _ in 0..samples {
-        // The worker is idle (it reported the previous job and went back to waiting).
-        tokio::time::sleep(Duration::from_millis(3)).await;
-        let sent = Instant::now();
-        store
-            .enqueue(NewJob::new(queue, "noop", Vec::new()))
-            .await
-            .expect("enqueue");
-        let started = rx.recv().await.expect("started");
-        histogram.record(started.saturating_duration_since(sent).as_micros() as u64);
-    }
-    worker.await.expect("worker");
-    histogram
-}
-
 /// Mean time of `claims` one-job claims from a queue prepared by `prepare`.
 async fn claim_cost(store: &PgBackend, queue: &str, claims: usize) -> Duration {
     // Warm up the plan and the cache.
@@ -388,14 +346,14 @@ async fn run() {
     );
 
     println!("\n== enqueue-to-start latency, idle worker (LISTEN/NOTIFY) ==");
-    let h = latency(&schema, 300).await;
-    println!(
-        "p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms ({} samples)",
-        h.p50() as f64 / 1_000.0,
-        h.p99() as f64 / 1_000.0,
-        h.max() as f64 / 1_000.0,
-        h.count()
-    );
+    // Let the listener start, so the first samples do not measure polling.
+    while !store.is_listening() {
+        store
+            .wait_for_jobs("latency", Duration::from_millis(5))
+            .await;
+    }
+    let h = idle_latency(&store, "latency", 300, Duration::from_millis(3)).await;
+    println!("{}", latency_line(&h));
 
     println!("\n== claim cost (one-job claims) ==");
     fill(&store, "one-key", 100_000, 1).await;

@@ -18,6 +18,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+use fairq_benches::{idle_latency, latency_line};
 use fairq_redis::{RedisBackend, RedisOptions};
 use fairq_worker::{random_u64, Backend, Finished, NewJob};
 
@@ -148,43 +149,6 @@ async fn burn_down(store: &RedisBackend, queue: &'static str, loops: usize, batc
     }
 }
 
-async fn latency(store: &RedisBackend, rounds: usize) -> Vec<Duration> {
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Instant>();
-    let worker = {
-        let store = store.clone();
-        tokio::spawn(async move {
-            let mut seen = 0;
-            while seen < rounds {
-                let jobs = store.claim("lat", 1, LEASE).await.expect("claim");
-                if jobs.is_empty() {
-                    store.wait_for_jobs("lat", Duration::from_secs(5)).await;
-                    continue;
-                }
-                let started = Instant::now();
-                for job in jobs {
-                    store.complete(job.claim).await.expect("complete");
-                    seen += 1;
-                }
-                tx.send(started).expect("report");
-            }
-        })
-    };
-    let mut out = Vec::with_capacity(rounds);
-    for _ in 0..rounds {
-        // Let the worker finish its claim and block again before the next job.
-        tokio::time::sleep(Duration::from_millis(2)).await;
-        let sent = Instant::now();
-        store
-            .enqueue(NewJob::new("lat", "noop", Vec::new()))
-            .await
-            .expect("enqueue");
-        let started = rx.recv().await.expect("worker report");
-        out.push(started.saturating_duration_since(sent));
-    }
-    worker.await.expect("worker");
-    out
-}
-
 async fn claim_cost(store: &RedisBackend, queue: &str, keys: usize, claims: usize) -> Duration {
     enqueue(store, queue, claims * 2, keys).await;
     let start = Instant::now();
@@ -197,11 +161,6 @@ async fn claim_cost(store: &RedisBackend, queue: &str, keys: usize, claims: usiz
 
 fn rate(n: usize, took: Duration) -> f64 {
     n as f64 / took.as_secs_f64()
-}
-
-fn percentile(sorted: &[Duration], q: f64) -> Duration {
-    let index = ((sorted.len() as f64 * q).ceil() as usize).clamp(1, sorted.len()) - 1;
-    sorted[index]
 }
 
 async fn run() {
@@ -232,8 +191,7 @@ async fn run() {
     }
 
     let s = store().await;
-    let mut lat = latency(&s, 300).await;
-    lat.sort();
+    let lat = idle_latency(&s, "lat", 300, Duration::from_millis(2)).await;
     s.destroy().await.expect("cleanup");
 
     let s = store().await;
@@ -262,9 +220,8 @@ async fn run() {
         );
     }
     println!(
-        "| enqueue-to-start, idle worker | p50 {:?}, p99 {:?} | |",
-        percentile(&lat, 0.5),
-        percentile(&lat, 0.99)
+        "| enqueue-to-start, idle worker | {} | |",
+        latency_line(&lat)
     );
     println!("| claim, 1 key | {one_key:?} per claim | 1.00 |");
     println!(

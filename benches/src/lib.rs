@@ -1,8 +1,13 @@
 //! Shared helpers for the fairq benchmarks: a small in-process timer for the ratio tables
-//! that every benchmark prints next to criterion's own statistics.
+//! that every benchmark prints next to criterion's own statistics, and the idle
+//! enqueue-to-start latency measured the same way for every store.
 #![deny(missing_docs)]
 
+mod latency;
+
 use std::time::Instant;
+
+pub use latency::{idle_latency, latency_line};
 
 /// CPU time consumed so far by the calling thread, in nanoseconds.
 ///
