@@ -14,7 +14,8 @@
 //! each item copied into a `Vec`), `fan-out-N` (N readers of a filled queue, one thread
 //! each, draining it at once; the count is deliveries), `raw-read-N` (N threads each
 //! reading their own copy of the raw file). Filling is not timed; subtract a run with 0
-//! operations to leave it out of instruction counts.
+//! operations to leave it out of instruction counts. `JOURNAL_OPS_SEGMENT` and
+//! `JOURNAL_OPS_CACHE` set the queue's segment size and read cache (bytes).
 
 use std::fs::{File, OpenOptions};
 use std::hint::black_box;
@@ -40,6 +41,10 @@ fn queue(dir: &Path) -> JournaledQueue {
             .ok()
             .and_then(|s| s.parse().ok())
             .unwrap_or(JournalConfig::default().segment_size),
+        read_cache_bytes: std::env::var("JOURNAL_OPS_CACHE")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(JournalConfig::default().read_cache_bytes),
         ..JournalConfig::default()
     };
     JournaledQueue::open(dir, "ops", cfg).expect("open")

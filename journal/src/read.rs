@@ -117,7 +117,6 @@ pub(crate) fn read_record_at(
                         min,
                         want,
                         fresh,
-                        || inner.slowest_reader(),
                         inner.config.read_cache_bytes,
                     )
                     .map_err(|e| JournalError::io(&path, e))?;

@@ -17,7 +17,7 @@ use crate::files::{
 use crate::format::SEGMENT_HEADER_LEN;
 use crate::name::validate_name;
 use crate::pos::Pos;
-use crate::reader_state::{new_shared, ReaderState};
+use crate::reader_state::{new_shared, ReaderShared, ReaderState};
 use crate::report::RecoveryReport;
 use crate::scan::{check_contiguous, scan, Restored, Scan};
 use crate::state::{Inner, Sealed, SegIndex, SyncState, Writer};
@@ -369,7 +369,7 @@ pub(crate) fn open(
         sealed.into_iter().map(|(k, v)| (k, Some(v))).collect();
     segs.insert(seg_id, None);
 
-    let readers = restored
+    let readers: Vec<Arc<ReaderShared>> = restored
         .into_iter()
         .map(|r| {
             let path: PathBuf = checkpoint_path(dir, name, &r.name);
@@ -388,6 +388,10 @@ pub(crate) fn open(
         })
         .collect();
 
+    let chunks = ChunkCache::default();
+    for r in &readers {
+        chunks.track(r.at.clone());
+    }
     let sync = config.sync;
     let opened_at = config.clock.now();
     let limited = config.reader.has_limits();
@@ -410,7 +414,7 @@ pub(crate) fn open(
         index: Mutex::new(SegIndex { segs, visible: end }),
         readers: RwLock::new(readers),
         registry: Mutex::new(()),
-        chunks: ChunkCache::default(),
+        chunks,
         bell: Doorbell::new(),
         poisoned: AtomicBool::new(false),
         closed: AtomicBool::new(false),

@@ -135,11 +135,13 @@ impl Inner {
                 items,
             );
             write_lock(&self.readers).push(shared.clone());
+            self.chunks.track(shared.at.clone());
             shared
         };
         names.push(name.to_string());
         if let Err(e) = self.write_registry(&names) {
             write_lock(&self.readers).retain(|r| !Arc::ptr_eq(r, &shared));
+            self.chunks.untrack(&shared.at);
             return Err(e);
         }
         write_checkpoint(self, &shared, true)?;
@@ -176,6 +178,7 @@ impl Inner {
         self.write_registry(&names)?;
         victim.removed.store(true, Ordering::Release);
         write_lock(&self.readers).retain(|r| !Arc::ptr_eq(r, &victim));
+        self.chunks.untrack(&victim.at);
         let path = lock(&victim.cp).path.clone();
         match self.storage().remove_file(&path) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {

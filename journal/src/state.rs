@@ -15,7 +15,7 @@ use crate::pos::Pos;
 use crate::reader_state::ReaderShared;
 use crate::report::RecoveryReport;
 use crate::storage::{LockGuard, Storage, WriteFile};
-use crate::sync::{lock, proto, read_lock};
+use crate::sync::{lock, proto};
 use crate::wake::Doorbell;
 use crate::JournalError;
 
@@ -244,15 +244,6 @@ impl Inner {
         } else {
             Ok(())
         }
-    }
-
-    /// The oldest position a reader reads from (its cursor, as last published).
-    pub(crate) fn slowest_reader(&self) -> Pos {
-        read_lock(&self.readers)
-            .iter()
-            .map(|r| r.at.get())
-            .min()
-            .unwrap_or_default()
     }
 
     /// `(put_items, put_bytes)` now.

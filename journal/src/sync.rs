@@ -9,8 +9,10 @@
 //! instrumented types under `--cfg loom` so the model checker permutes every access: the
 //! reader doorbell in `wake.rs` (an atomic waiter count decides whether a condition variable
 //! is notified) and the writer mutex with its condition variable, on which concurrent puts
-//! elect a leader, queue behind it and wait (`append.rs`). The rest of the queue (state
-//! under plain locks that no thread holds across a wait) always uses `std`.
+//! elect a leader, queue behind it and wait (`append.rs`), and the shared chunk cache's mutex
+//! with its condition variable, on which a reader waits for another reader's read of the
+//! same bytes (`chunks.rs`). The rest of the queue (state under plain locks that no thread
+//! holds across a wait) always uses `std`.
 
 use std::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 

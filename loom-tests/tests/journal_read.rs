@@ -1,0 +1,113 @@
+//! Models of the journal's shared chunk reads (`fairq-journal/src/chunks.rs`): readers that
+//! need the same bytes at the same time wait for one read of them (a list of reads under way
+//! and a condition variable, both under the cache's mutex) instead of each reading and
+//! checking them. A lost wake-up would leave a reader asleep forever, which loom reports as a
+//! deadlock; a second read of the same bytes breaks the count below.
+#![cfg(loom)]
+
+mod common;
+
+use std::io;
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use common::model;
+use fairq_journal::format::SEGMENT_HEADER_LEN;
+use fairq_journal::sim::SimDisk;
+use fairq_journal::storage::{DirEntry, LockGuard, ReadFile, Storage, WriteFile};
+use fairq_journal::{JournalConfig, JournaledQueue, SyncPolicy};
+use loom::thread;
+
+/// The simulated disk, counting positioned reads of segment files at their first record.
+#[derive(Debug)]
+struct Counting {
+    disk: SimDisk,
+    first_record_reads: Arc<AtomicUsize>,
+}
+
+#[derive(Debug)]
+struct CountingFile {
+    file: Box<dyn ReadFile>,
+    first_record_reads: Arc<AtomicUsize>,
+}
+
+impl ReadFile for CountingFile {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        if offset == SEGMENT_HEADER_LEN as u64 {
+            self.first_record_reads.fetch_add(1, Ordering::SeqCst);
+        }
+        self.file.read_at(buf, offset)
+    }
+}
+
+impl Storage for Counting {
+    fn create_dir_all(&self, dir: &Path, mode: u32) -> io::Result<()> {
+        self.disk.create_dir_all(dir, mode)
+    }
+    fn list_dir(&self, dir: &Path) -> io::Result<Vec<DirEntry>> {
+        self.disk.list_dir(dir)
+    }
+    fn read_all(&self, path: &Path) -> io::Result<Vec<u8>> {
+        self.disk.read_all(path)
+    }
+    fn create(&self, path: &Path, mode: u32) -> io::Result<Box<dyn WriteFile>> {
+        self.disk.create(path, mode)
+    }
+    fn open_append(&self, path: &Path) -> io::Result<Box<dyn WriteFile>> {
+        self.disk.open_append(path)
+    }
+    fn open_read(&self, path: &Path) -> io::Result<Box<dyn ReadFile>> {
+        Ok(Box::new(CountingFile {
+            file: self.disk.open_read(path)?,
+            first_record_reads: self.first_record_reads.clone(),
+        }))
+    }
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.disk.rename(from, to)
+    }
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        self.disk.remove_file(path)
+    }
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        self.disk.sync_dir(dir)
+    }
+    fn lock(&self, path: &Path, mode: u32) -> io::Result<Box<dyn LockGuard>> {
+        self.disk.lock(path, mode)
+    }
+    fn lock_shared(&self, path: &Path) -> io::Result<Option<Box<dyn LockGuard>>> {
+        self.disk.lock_shared(path)
+    }
+}
+
+/// Two readers of one queue get its item at the same time: both deliver it, and the bytes
+/// were read from the file once.
+#[test]
+fn readers_side_by_side_read_shared_bytes_once() {
+    model(|| {
+        let reads = Arc::new(AtomicUsize::new(0));
+        let storage = Counting {
+            disk: SimDisk::new(1),
+            first_record_reads: reads.clone(),
+        };
+        let config = JournalConfig {
+            sync: SyncPolicy::Never,
+            storage: Arc::new(storage),
+            ..JournalConfig::default()
+        };
+        let q = JournaledQueue::open("/q", "q", config).unwrap();
+        let a = q.reader("a").unwrap();
+        let b = q.reader("b").unwrap();
+        let id = q.put(b"x").unwrap();
+        let other = thread::spawn(move || {
+            let item = b.get().unwrap().unwrap();
+            b.commit(item.id).unwrap();
+            (item.id, item.data)
+        });
+        let item = a.get().unwrap().unwrap();
+        a.commit(item.id).unwrap();
+        assert_eq!((item.id, item.data), (id, b"x".to_vec()));
+        assert_eq!(other.join().unwrap(), (id, b"x".to_vec()));
+        assert_eq!(reads.load(Ordering::SeqCst), 1, "the bytes were read once");
+    });
+}
