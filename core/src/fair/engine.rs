@@ -204,7 +204,8 @@ where
             if weight == 1 {
                 self.storage.run_push(key, item);
             } else {
-                self.storage.new_round(key, item);
+                let size = self.round_size();
+                self.storage.new_round(key, item, size);
             }
         } else {
             // Rounds are contiguous and the run holds one key, so another key can only reach
@@ -215,12 +216,18 @@ where
                 if run == 1 {
                     self.settle_run_key(&run_key, self.base() + rounds as u64);
                 }
-                self.storage.new_round(run_key, run_item);
+                let size = self.round_size();
+                self.storage.new_round(run_key, run_item, size);
             }
             let pushed = self.storage.round_push(rounds, key, item);
             debug_assert!(pushed.is_ok(), "the run's front became round {rounds}");
         }
         self.len += 1;
+    }
+
+    /// Items per round on average (the run's items count as a round each).
+    fn round_size(&self) -> usize {
+        self.len / (self.storage.rounds() + self.storage.run_len() + 1)
     }
 
     /// The run emptied while its key still has items queued, its last one in `round`: bring
@@ -280,7 +287,7 @@ where
             // A weighted key may put several items in one round: give each run item its own
             // ordinary round first. Rare (weights are set before traffic), O(run).
             while let Some((k, t)) = self.storage.run_pop() {
-                self.storage.new_round(k, t);
+                self.storage.new_round(k, t, 1);
             }
             let last = self.base() + self.storage.rounds() as u64 - 1;
             self.settle_run_key(key, last);

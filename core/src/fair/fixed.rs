@@ -256,7 +256,7 @@ impl<K: Eq + Hash, T, const N: usize, const KEYS: usize> Backing<K, T>
         Ok(())
     }
 
-    fn new_round(&mut self, key: K, item: T) {
+    fn new_round(&mut self, key: K, item: T, _size: usize) {
         // At most `N` items, and rounds are never empty: the ring has room.
         debug_assert!(self.rounds.len < N);
         let at = self.rounds.at(self.rounds.len);

@@ -42,8 +42,9 @@ pub(crate) mod backing {
         /// Appends an item to round `index`, or hands it back when `index` is past the last
         /// round (the caller then places it at the run).
         fn round_push(&mut self, index: usize, key: K, item: T) -> Result<(), (K, T)>;
-        /// Appends a new round holding one item.
-        fn new_round(&mut self, key: K, item: T);
+        /// Appends a new round holding one item; `size` is how many items rounds hold on
+        /// average (a hint for the round's buffer).
+        fn new_round(&mut self, key: K, item: T, size: usize);
         /// Takes the oldest item of round 0 and drops the round if that emptied it (the
         /// flag says so). Round 0 is never empty.
         fn front_pop(&mut self) -> (K, T, bool);
