@@ -259,14 +259,24 @@ impl<S: Store> Handoff<S> {
         if let Some(item) = self.take_without_waiting() {
             return Some(item);
         }
+        // Before registering, poll for about a microsecond if that has paid on this queue
+        // lately (see `spin`): an item that arrives meanwhile is taken like `try_pop` takes
+        // it (only while nobody waits, so waiters keep their turn), without a hand-off pass
+        // for the producer to run and without a wake-up.
+        let polled = self.spin.poll(|| match self.take_without_waiting() {
+            Some(item) => Some(Some(item)),
+            None if self.is_closed() => Some(None),
+            None => None,
+        });
+        if let Some(outcome) = polled {
+            return outcome;
+        }
         let deadline = deadline();
         if self.is_closed() || deadline.expired() {
             return None;
         }
         let waiter = self.new_waiter(|| Waiter::for_thread(current()));
         self.register(&waiter);
-        // Before parking, spin briefly if that has paid on this queue lately (see `spin`).
-        self.spin.spin(|| waiter.is_resolved());
         let outcome = self.wait_blocking(&waiter, &deadline);
         self.recycle(waiter);
         outcome

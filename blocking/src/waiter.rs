@@ -117,11 +117,6 @@ impl<I> Waiter<I> {
         }
     }
 
-    /// Whether the waiter is resolved (an outcome is ready to read).
-    pub(crate) fn is_resolved(&self) -> bool {
-        is_done(self.state.load(Ordering::Acquire))
-    }
-
     /// The owner's deadline passed.
     pub(crate) fn expire(&self) -> Expire {
         let mut state = self.state.load(Ordering::Acquire);
