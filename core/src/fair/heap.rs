@@ -66,6 +66,9 @@ pub struct HeapStorage<K, T, H = DefaultHashBuilder> {
     rounds: Vec<Round<K, T>>,
     first: usize,
     run: Buffer<K, T>,
+    /// The key of the run's items while the run is not empty (every push compares its key
+    /// with it: a copy here is one load, where the run's front item is five).
+    run_key: Option<K>,
     /// The chained buffers of every round; free links are listed from `free`.
     links: Vec<Link<K, T>>,
     free: u32,
@@ -154,6 +157,7 @@ impl<K, T, H> FairQueueBase<K, T, HeapStorage<K, T, H>> {
                 rounds: Vec::new(),
                 first: 0,
                 run: VecDeque::new(),
+                run_key: None,
                 links: Vec::new(),
                 free: NIL,
                 pool: Vec::new(),
@@ -405,7 +409,7 @@ impl<K, T, H> Walk<K, T> for HeapStorage<K, T, H> {
 
 impl<K, T, H> Backing<K, T> for HeapStorage<K, T, H>
 where
-    K: Eq + Hash,
+    K: Eq + Hash + Clone,
     H: BuildHasher,
 {
     type Keys = HashMap<K, KeyState, H>;
@@ -548,17 +552,24 @@ where
 
     #[inline]
     fn run_key(&self) -> Option<&K> {
-        self.run.front().map(|(key, _)| key)
+        self.run_key.as_ref()
     }
 
     #[inline]
     fn run_push(&mut self, key: K, item: T) {
+        if self.run_key.is_none() {
+            self.run_key = Some(key.clone());
+        }
         self.run.push_back((key, item));
     }
 
     #[inline]
     fn run_pop(&mut self) -> Option<(K, T)> {
-        self.run.pop_front()
+        let popped = self.run.pop_front();
+        if self.run.is_empty() {
+            self.run_key = None;
+        }
+        popped
     }
 
     #[inline]
