@@ -28,7 +28,6 @@ use std::task::Waker;
 use crossbeam_utils::CachePadded;
 
 use crate::deadline::Deadline;
-use crate::spin::Spin;
 use crate::sync::{current, fence, lock, AtomicUsize, Mutex, Ordering, Thread};
 
 /// How a registered producer is woken.
@@ -74,8 +73,6 @@ pub(crate) enum Refusal<I> {
 pub(crate) struct RoomWaiters {
     waiting: CachePadded<AtomicUsize>,
     list: Mutex<List>,
-    /// Whether a producer retries a little before registering.
-    spin: Spin,
 }
 
 impl RoomWaiters {
@@ -86,7 +83,6 @@ impl RoomWaiters {
                 next_id: 0,
                 entries: VecDeque::new(),
             }),
-            spin: Spin::new(),
         }
     }
 
@@ -197,17 +193,6 @@ impl RoomWaiters {
             Attempt::Pushed => return Ok(()),
             Attempt::Closed(item) => return Err(Refusal::Closed(item)),
             Attempt::Full(item) => item,
-        };
-        // Before registering, retry for about a microsecond if that has paid lately (see
-        // `spin`): room that a busy consumer makes meanwhile is taken without the list, the
-        // consumer's notification and a wake-up.
-        let mut item = match self.spin.poll_with(item, |item| match attempt(item) {
-            Attempt::Pushed => Ok(Ok(())),
-            Attempt::Closed(item) => Ok(Err(Refusal::Closed(item))),
-            Attempt::Full(item) => Err(item),
-        }) {
-            Ok(done) => return done,
-            Err(item) => item,
         };
         let deadline = deadline();
         loop {

@@ -1,4 +1,4 @@
-//! Whether a thread about to wait should first poll a little: adaptive, per queue.
+//! Whether a consumer about to wait should first poll a little: adaptive, per queue.
 //!
 //! Polling before waiting pays when what the thread waits for arrives within a microsecond
 //! or so (a busy partner on another core): it then skips registering as a waiter, the
