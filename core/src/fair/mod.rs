@@ -64,30 +64,50 @@
 //! (a `hashbrown` map of per-key `VecDeque`s plus a ring of keys, round robin) and the
 //! `fairqueue` crate, and prints the ratios; `benches/examples/fair_ops.rs` runs the same
 //! steps under `valgrind --tool=callgrind`. On the 2-vCPU development machine, shared with
-//! other builds (load average 11 to 17 on 2 cores while this was measured), timings moved
-//! by several times between runs, so instruction counts per step, which load does not
-//! disturb, come first (`(u32, u64)` items, one run, after the last change; in brackets
+//! other builds (load average 3 to 10 on 2 cores while this was measured), timings moved
+//! by up to 2x between runs, so instruction counts per step, which load does not disturb,
+//! come first (`(u32, u64)` items, one run, after the last change; in brackets
 //! `FairQueue` / peer):
 //!
 //! | case | `FairQueue` | `VecDeque` | naive map + ring | `fairqueue` crate |
 //! |---|---:|---:|---:|---:|
-//! | 1 key, 1,024 queued | 75 | 46 (1.63x) | 172 (0.44x) | 118 (0.64x) |
-//! | 64 keys, 1,024 queued | 144 | 46 (3.13x) | 171 (0.84x) | 745 (0.19x) |
-//! | 64 keys, 1,000,000 queued | 153 | 46 (3.33x) | 172 (0.89x) | |
-//! | 65,536 keys, 65,536 queued | 159 | 46 (3.46x) | 174 (0.91x) | |
+//! | 1 key, 1,024 queued | 71 | 46 (1.54x) | 177 (0.40x) | 121 (0.59x) |
+//! | 64 keys, 1,024 queued | 143 | 46 (3.10x) | 177 (0.81x) | 749 (0.19x) |
+//! | 64 keys, 1,000,000 queued | 143 | 46 (3.11x) | 178 (0.80x) | |
+//! | 65,536 keys, 65,536 queued | 143 | 46 (3.10x) | 178 (0.80x) | |
 //!
-//! Instructions are not time where caches miss: at 65,536 keys the key table (1.5 MB) and at
-//! a million queued the round buffers no longer fit in cache. Timings from one `cargo bench`
-//! run after the last change (contenders timed in turns; load average 10.6 at the start,
-//! 11.3 at the end), in ns per step: 1 key 17.8 against `VecDeque` 19.1 and the `fairqueue`
-//! crate 23.7; 64 keys 61.2 against the naive queue's 47.3 (1.29x); 65,536 keys 126.9
-//! against `VecDeque` 18.1 (7.0x); 64 keys with a million queued 137.7 against `VecDeque`
-//! 19.1 (7.2x) and naive 76.4. An earlier run at load average 4 measured 1 key at 2.4x
-//! `VecDeque` (7.0 against 2.9 ns), 64 keys at 1.22x naive, 65,536 keys at 6.4x and a
-//! million queued at 4.25x. Heap bytes per queued item, from
-//! a counting allocator (not disturbed by load): 16.8 at 1 key, 19.1 at 64 keys and 19.4 at
-//! 65,536 keys with a million items, against 16.8 for `VecDeque` (1.00-1.16x); a drained
-//! queue keeps under 9 KB.
+//! Timings from one `cargo bench` run after the last change (contenders timed in turns, thread
+//! CPU time; load average 5.63 at the start, 5.22 at the end), in ns per step: 1 key 5.8
+//! against `VecDeque` 3.5 (1.63x) and the `fairqueue` crate 7.3 (0.79x); 64 keys 18.5
+//! against the naive queue's 15.0 (1.23x); 65,536 keys 27.8 against `VecDeque` 6.8 (4.11x);
+//! 64 keys with a million queued 37.1 against `VecDeque` 6.4 (5.77x) and naive 21.9. Heap
+//! bytes per queued item, from a counting allocator (not disturbed by load): 16.8 at 1 key,
+//! 20.2 at 64 keys and 18.1 at 65,536 keys with a million items, against 16.8 for
+//! `VecDeque` (1.00-1.20x); a drained queue keeps under 8 KB.
+//!
+//! Where the time goes, by case (callgrind with a simulated 1 MiB L2, per step):
+//!
+//! * 64 keys, 1,024 queued: nothing misses the cache, so time follows instructions. The
+//!   naive queue runs more of them (177 against 143) at a higher rate; being 1.5x faster
+//!   than it would take about 110 instructions at the same rate, less than a `VecDeque`
+//!   plus one key-table lookup (92) leaves for the rounds. Two earlier runs the same day
+//!   measured 1.06x and 1.07x the naive queue.
+//! * 65,536 keys: every push reads and writes its key's entry, at a random place in a
+//!   2 MiB table (131,072 buckets of 16 bytes), larger than the 1 MiB L2: 0.92 L2 misses
+//!   per step against `VecDeque`'s 0.56 (which are sequential and prefetched). The keyed
+//!   floor of the bench (a `VecDeque` plus one lookup of a 4-byte state, nothing else)
+//!   takes 1.62x `VecDeque` in the run above, and `FairQueue` 2.54x that floor.
+//! * 64 keys with a million queued: each key's items fill consecutive rounds, so a push
+//!   appends to the round after its key's last one: 64 write positions spread over thousands
+//!   of rounds, each push a line not in L1 (0.9 D1 write misses per step, 0.25 in L2). A
+//!   `VecDeque` writes one position. Reading is sequential in both.
+//!
+//! Earlier runs for comparison: before the last two changes (same session, load 3.8 to
+//! 8.7): 65,536 keys 4.4-5.5x `VecDeque`, a million queued 4.8-5.9x, 64 keys 1.05-1.24x
+//! the naive queue; the changes (a new round's buffer sized like the rounds, the run's key
+//! kept beside the run) took 155.9 to 143.2 instructions and 0.76 to 0.69 L2 misses per
+//! step at a million queued and 75 to 71 instructions at 1 key, which these timings do not
+//! resolve.
 //!
 //! # Variants
 //!
