@@ -114,7 +114,7 @@ impl TlsSettings {
             (None, None) => options.client_certificate.clone(),
             _ => {
                 return Err(BackendError::Invalid(format!(
-                    "{CERT_PARAM}= and {KEY_PARAM}= go together: a client certificate needs                      its key"
+                    "{CERT_PARAM}= and {KEY_PARAM}= go together: a client certificate needs its key"
                 )))
             }
         };
@@ -198,11 +198,20 @@ impl TlsSettings {
         }
         install_crypto_provider();
         // Without certificates the mode (checked or `#insecure`) comes from the first node's
-        // URL; `certs` would set it to checked, so it is given only with certificates.
-        Ok(match self.certificates() {
-            Some(certs) => builder.certs(certs),
-            None => builder,
-        })
+        // URL; `certs` sets it to checked unless it was set before, so `#insecure` is
+        // passed on first.
+        let Some(certs) = self.certificates() else {
+            return Ok(builder);
+        };
+        let insecure = nodes
+            .first()
+            .is_some_and(|node| node.ends_with("#insecure"));
+        let builder = if insecure {
+            builder.tls(redis::TlsMode::Insecure)
+        } else {
+            builder
+        };
+        Ok(builder.certs(certs))
     }
 }
 

@@ -97,6 +97,15 @@ fn a_tls_cluster_trusts_the_root_it_is_given() {
         refused(&err, "UnknownIssuer");
         let err = RedisBackend::connect(&url, options()).await.unwrap_err();
         refused(&err, "UnknownIssuer");
+        // `#insecure` checks nothing, also when a root is given.
+        let insecure = RedisBackend::connect(
+            &format!("{url}#insecure"),
+            options().root_certificate(Authority::new("a third CA").pem),
+        )
+        .await
+        .expect("#insecure accepts any certificate");
+        assert!(insecure.is_cluster());
+        insecure.destroy().await.unwrap();
         // A plain URL to a TLS-only cluster: no certificate problem, just nobody there.
         let plain = url.replacen("rediss+cluster", "redis+cluster", 1);
         let err = RedisBackend::connect(
