@@ -259,6 +259,10 @@ impl<S: Store> Handoff<S> {
         if let Some(item) = self.take_without_waiting() {
             return Some(item);
         }
+        let deadline = deadline();
+        if self.is_closed() || deadline.expired() {
+            return None;
+        }
         // Before registering, poll for about a microsecond if that has paid on this queue
         // lately (see `spin`): an item that arrives meanwhile is taken like `try_pop` takes
         // it (only while nobody waits, so waiters keep their turn), without a hand-off pass
@@ -270,10 +274,6 @@ impl<S: Store> Handoff<S> {
         });
         if let Some(outcome) = polled {
             return outcome;
-        }
-        let deadline = deadline();
-        if self.is_closed() || deadline.expired() {
-            return None;
         }
         let waiter = self.new_waiter(|| Waiter::for_thread(current()));
         self.register(&waiter);
