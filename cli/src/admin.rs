@@ -11,7 +11,9 @@ use fairq_worker::{
 };
 use serde::Serialize;
 
-use crate::args::{EnqueueArgs, ListArgs, PruneArgs, PurgeArgs, ReviveArgs, StatsArgs};
+use crate::args::{
+    EnqueueArgs, ListArgs, PruneArgs, PurgeArgs, QueueAction, QueueArgs, ReviveArgs, StatsArgs,
+};
 use crate::error::CliError;
 use crate::output::{self, Output};
 
@@ -605,6 +607,35 @@ pub(crate) async fn prune<B: Backend>(
     )
 }
 
+/// `fairq queue`.
+pub(crate) async fn queue<B: Backend>(
+    store: &B,
+    args: &QueueArgs,
+    out: &mut Output,
+) -> Result<(), CliError> {
+    match &args.action {
+        QueueAction::Remove { name } => match store.remove_queue(name).await {
+            Ok(n) => report(
+                out,
+                "removed",
+                n,
+                format!(
+                    "removed queue {name:?} and its {n} finished job{}",
+                    if n == 1 { "" } else { "s" }
+                ),
+            ),
+            Err(BackendError::UnknownQueue(_)) => {
+                let stats = store.stats().await?;
+                Err(CliError::UnknownQueue {
+                    queue: name.clone(),
+                    known: stats.into_iter().map(|s| s.queue).collect(),
+                })
+            }
+            Err(e) => Err(e.into()),
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -1042,6 +1073,45 @@ mod tests {
         let left = store.list(ListFilter::default()).await.unwrap();
         assert_eq!(left.len(), 1);
         assert_eq!(left[0].queue, "web");
+    }
+
+    #[tokio::test]
+    async fn queue_remove_takes_only_a_queue_without_live_jobs() {
+        let (store, _, _) = fixture().await;
+        let mut out = Output::buffer(Format::Table);
+        let Command::Queue(args) = parse(&["queue", "remove", "web"]) else {
+            unreachable!()
+        };
+        let err = queue(&store, &args, &mut out).await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                CliError::Store(BackendError::QueueNotEmpty { live: 1, .. })
+            ),
+            "{err}"
+        );
+        assert!(err.to_string().contains("1 live job"), "{err}");
+        let Command::Queue(args) = parse(&["queue", "remove", "mail"]) else {
+            unreachable!()
+        };
+        queue(&store, &args, &mut out).await.unwrap();
+        assert_eq!(
+            out.contents(),
+            "removed queue \"mail\" and its 2 finished jobs\n"
+        );
+        let queues: Vec<String> = store
+            .stats()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|s| s.queue)
+            .collect();
+        assert_eq!(queues, vec!["web".to_string()]);
+        let err = queue(&store, &args, &mut out).await.unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "unknown queue \"mail\" (queues with jobs: web)"
+        );
     }
 
     #[tokio::test]

@@ -54,6 +54,8 @@ pub enum Command {
     Purge(PurgeArgs),
     /// Delete finished jobs older than an age.
     Prune(PruneArgs),
+    /// Manage queues: `fairq queue remove NAME` deletes a queue that has no live jobs.
+    Queue(QueueArgs),
     /// Web dashboard and HTTP API: queues, tenants (fairness per key), jobs, actions.
     Serve(crate::serve::ServeArgs),
     /// Load tests of the journaled queue and the in-memory wait-queues (each test: --help).
@@ -265,6 +267,25 @@ pub struct PruneArgs {
     /// Delete succeeded and dead jobs that finished longer ago than this (for example 7d).
     #[arg(long, value_parser = parse_duration)]
     pub older_than: Duration,
+}
+
+/// `fairq queue`.
+#[derive(Debug, Clone, Args)]
+pub struct QueueArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub action: QueueAction,
+}
+
+/// The `fairq queue` subcommands.
+#[derive(Debug, Clone, Subcommand)]
+pub enum QueueAction {
+    /// Remove a queue that has no live jobs (blocked, scheduled, running or retrying): its
+    /// finished jobs, counters and statistics go with it.
+    Remove {
+        /// The queue.
+        name: String,
+    },
 }
 
 /// A job state on the command line.

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use fairq_core::retry::RetryPolicy;
 use fairq_core::stats::{Histogram, Summary};
-use fairq_worker::{random_u64, Backend, Job, JobId, NewJob, Purge, QueueConfig, Worker};
+use fairq_worker::{random_u64, Backend, Job, JobId, NewJob, QueueConfig, Worker};
 use serde::{Deserialize, Serialize};
 
 use crate::args::BenchArgs;
@@ -141,7 +141,8 @@ struct Shared {
     tally: Tally,
 }
 
-/// Runs the load test on `store`. `cleanup` purges the queue afterwards.
+/// Runs the load test on `store`. `cleanup` purges the queue afterwards, and removes it when
+/// the bench named it (no `queue` in `config`).
 ///
 /// ```
 /// # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
@@ -246,12 +247,8 @@ pub async fn run_bench<B: Backend>(
     bar.finish_and_clear();
     handle.shutdown(Duration::from_secs(10)).await;
     if cleanup {
-        store
-            .purge(Purge {
-                queue: Some(queue.clone()),
-                status: None,
-            })
-            .await?;
+        // A queue the bench named itself goes entirely; one it was given keeps its history.
+        crate::cleanup::clear_queue(&*store, &queue, config.queue.is_none()).await?;
     }
     if !done {
         return Err(CliError::Verdict("the bench's worker stopped early".into()));
@@ -395,6 +392,10 @@ mod tests {
             .await
             .unwrap();
         assert!(store.is_empty());
+        assert!(
+            store.stats().await.unwrap().is_empty(),
+            "the bench's queue was not removed"
+        );
         let config = BenchConfig {
             keys: 0,
             ..BenchConfig::default()

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use fairq_core::retry::RetryPolicy;
 use fairq_core::stats::{Histogram, Summary};
-use fairq_worker::{random_u64, Backend, Job, NewJob, Purge, QueueConfig, Worker};
+use fairq_worker::{random_u64, Backend, Job, NewJob, QueueConfig, Worker};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
@@ -337,12 +337,7 @@ async fn run_once<B: Backend>(
         handle.shutdown(Duration::from_secs(5)).await;
     }
     if cleanup {
-        store
-            .purge(Purge {
-                queue: Some(queue.clone()),
-                status: None,
-            })
-            .await?;
+        crate::cleanup::clear_queue(store, &queue, true).await?;
     }
     match outcome {
         Err(_) => {
@@ -432,7 +427,7 @@ fn verdict(fifo: &RunReport, fair: &RunReport) -> Verdict {
 }
 
 /// Runs a short untimed warm-up, then the FIFO baseline and the fair run, on `store`.
-/// `cleanup` purges the demo's queues afterwards (for shared stores).
+/// `cleanup` removes the demo's queues afterwards, jobs and counters (for shared stores).
 ///
 /// ```
 /// # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
@@ -579,6 +574,10 @@ mod tests {
         }
         // Cleaned up: no job is left behind.
         assert!(store.is_empty(), "demo queues were not purged");
+        assert!(
+            store.stats().await.unwrap().is_empty(),
+            "demo queues were not removed"
+        );
 
         let mut out = Output::buffer(Format::Table);
         print(&report, &mut out).unwrap();

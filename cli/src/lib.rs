@@ -18,6 +18,7 @@
 mod admin;
 pub mod args;
 pub mod bench;
+mod cleanup;
 pub mod demo;
 mod error;
 mod exec;
@@ -272,6 +273,10 @@ pub async fn execute(cli: Cli, out: &mut Output) -> Result<(), CliError> {
         Command::Prune(args) => {
             let store = store::open(&url(DEFAULT_STORE)?, &options, Existing).await?;
             admin::prune(&store, args, out).await
+        }
+        Command::Queue(args) => {
+            let store = store::open(&url(DEFAULT_STORE)?, &options, Existing).await?;
+            admin::queue(&store, args, out).await
         }
         Command::Serve(args) => {
             let given = cli.store.as_deref().unwrap_or(DEFAULT_STORE);

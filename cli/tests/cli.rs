@@ -479,6 +479,53 @@ fn operator_round_trip(store: &str) {
         .assert()
         .success()
         .stdout("no jobs\n");
+
+    // Both queues are idle now: removing one takes its counters too; the other stays.
+    let removed = json(path, store, &["queue", "remove", "mail"]);
+    assert_eq!(removed["action"], "removed");
+    let queues: Vec<serde_json::Value> = json(path, store, &["stats"])
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["queue"].clone())
+        .collect();
+    assert_eq!(queues, vec![serde_json::json!("other")]);
+    fairq(path)
+        .args(["--store", store, "queue", "remove", "mail"])
+        .assert()
+        .code(1)
+        .stderr(one_line_error("unknown queue \"mail\""));
+    json(path, store, &["enqueue", "-q", "other", "-k", "x"]);
+    fairq(path)
+        .args(["--store", store, "queue", "remove", "other"])
+        .assert()
+        .code(1)
+        .stderr(one_line_error("still has 1 live job"));
+}
+
+/// `bench` and `demo` on a shared store remove the queues they made: `stats` shows nothing.
+#[test]
+fn bench_and_demo_leave_no_queue_on_server_stores() {
+    for store in service_stores() {
+        let dir = tempfile::tempdir().unwrap();
+        let arg = store.arg();
+        json(dir.path(), &arg, &["bench", "-n", "60", "-c", "4"]);
+        json(
+            dir.path(),
+            &arg,
+            &[
+                "demo",
+                "--heavy-jobs",
+                "200",
+                "--light-tenants",
+                "2",
+                "--light-jobs",
+                "3",
+            ],
+        );
+        let left = json(dir.path(), &arg, &["stats"]);
+        assert_eq!(left, serde_json::json!([]), "on {}", store.name());
+    }
 }
 
 #[test]

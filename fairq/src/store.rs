@@ -424,4 +424,8 @@ impl Backend for Store {
     async fn prune(&self, older_than: Duration) -> Result<u64, BackendError> {
         each!(self, s => s.prune(older_than))
     }
+
+    async fn remove_queue(&self, queue: &str) -> Result<u64, BackendError> {
+        each!(self, s => s.remove_queue(queue))
+    }
 }

@@ -61,9 +61,10 @@ impl ApiError {
     pub(crate) fn store(err: &BackendError, scrub: &crate::Scrubber) -> Self {
         let status = match err {
             BackendError::NotFound(_) => StatusCode::NOT_FOUND,
-            BackendError::Transition { .. } | BackendError::Duplicate { .. } => {
-                StatusCode::CONFLICT
-            }
+            BackendError::Transition { .. }
+            | BackendError::Duplicate { .. }
+            | BackendError::QueueNotEmpty { .. } => StatusCode::CONFLICT,
+            BackendError::UnknownQueue(_) => StatusCode::NOT_FOUND,
             BackendError::Invalid(_) | BackendError::UnknownDependency(_) => {
                 StatusCode::BAD_REQUEST
             }

@@ -65,6 +65,18 @@ pub enum BackendError {
     /// The store does not offer this operation.
     #[error("this store does not support {0}")]
     Unsupported(&'static str),
+    /// The queue still has live jobs (blocked, scheduled, running or retrying), so it cannot
+    /// be removed ([`Backend::remove_queue`]).
+    #[error("queue {queue:?} still has {live} live job(s); finish, purge or cancel them first")]
+    QueueNotEmpty {
+        /// The queue.
+        queue: String,
+        /// How many live jobs it has.
+        live: u64,
+    },
+    /// The store knows no queue of this name: no job, finished job or counter mentions it.
+    #[error("no queue named {0:?}")]
+    UnknownQueue(String),
 }
 
 impl BackendError {
@@ -523,6 +535,43 @@ pub trait Backend: Send + Sync + 'static {
     /// Deletes finished jobs that finished more than `older_than` ago; returns how many.
     fn prune(&self, older_than: Duration)
     -> impl Future<Output = Result<u64, BackendError>> + Send;
+
+    /// Removes queue `queue` from the store, if it has no live job: its finished jobs
+    /// (succeeded and dead, the queue's history), its counters and statistics, and whatever
+    /// else the store keeps for it. Afterwards [`stats`](Self::stats) no longer lists it; a
+    /// later enqueue to the same name starts a fresh queue. Returns how many finished jobs
+    /// were deleted.
+    ///
+    /// Refused, changing nothing, with [`BackendError::QueueNotEmpty`] while the queue has a
+    /// blocked, scheduled, running or retrying job, and with [`BackendError::UnknownQueue`]
+    /// when the store has nothing of that name. Removing a queue never deletes a live job,
+    /// even one enqueued while the removal runs (a store that deletes a long history in steps,
+    /// as Redis does, may then have deleted part of the finished jobs before it refuses).
+    /// Jobs of other queues that wait for a dead job of this queue keep waiting, as after
+    /// [`purge`](Self::purge).
+    ///
+    /// The default answers [`BackendError::Unsupported`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use fairq_worker::{Backend, BackendError, MemoryBackend, NewJob};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let store = MemoryBackend::new();
+    /// store.enqueue(NewJob::new("typo", "k", vec![])).await?;
+    /// let err = store.remove_queue("typo").await.unwrap_err();
+    /// assert!(matches!(err, BackendError::QueueNotEmpty { live: 1, .. }));
+    /// let job = store.claim("typo", 1, Duration::from_secs(30)).await?.remove(0);
+    /// store.complete(job.claim).await?;
+    /// assert_eq!(store.remove_queue("typo").await?, 1); // its one finished job went too
+    /// assert!(store.stats().await?.is_empty());
+    /// # Ok::<(), BackendError>(())
+    /// # }).unwrap();
+    /// ```
+    fn remove_queue(&self, queue: &str) -> impl Future<Output = Result<u64, BackendError>> + Send {
+        let _ = queue;
+        async { Err(BackendError::Unsupported("removing queues")) }
+    }
 }
 
 /// The single answer of a one-entry batch.
@@ -666,5 +715,9 @@ impl<B: Backend> Backend for std::sync::Arc<B> {
         older_than: Duration,
     ) -> impl Future<Output = Result<u64, BackendError>> + Send {
         (**self).prune(older_than)
+    }
+
+    fn remove_queue(&self, queue: &str) -> impl Future<Output = Result<u64, BackendError>> + Send {
+        (**self).remove_queue(queue)
     }
 }

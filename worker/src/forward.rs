@@ -119,6 +119,13 @@ macro_rules! forward_backend_except_enqueue {
         ) -> impl Future<Output = Result<u64, BackendError>> + Send {
             self.inner.prune(older_than)
         }
+
+        fn remove_queue(
+            &self,
+            queue: &str,
+        ) -> impl Future<Output = Result<u64, BackendError>> + Send {
+            self.inner.remove_queue(queue)
+        }
     };
 }
 

@@ -620,6 +620,10 @@ impl Backend for FileBackend {
     async fn prune(&self, older_than: Duration) -> Result<u64, BackendError> {
         each_side!(self, "prune", store => store.prune(older_than))
     }
+
+    async fn remove_queue(&self, queue: &str) -> Result<u64, BackendError> {
+        each_side!(self, "remove_queue", store => store.remove_queue(queue))
+    }
 }
 
 /// The folder a `file:PATH` store URL names (`file:` alone or an empty path: `./fairq-data`).

@@ -1,7 +1,8 @@
 //! The payload of one journal item: a *frame* of store changes.
 //!
 //! ```text
-//! byte 0        format version (2; version 1 frames, which never hold Progress, are read too)
+//! byte 0        format version (3; frames of versions 1 and 2, which never hold Progress or
+//!               QueueRemoved respectively, are read too)
 //! then          postcard: the store's id counter (u64) when the frame was written
 //! then, to end  postcard entries, each one of
 //!                 Job(id, record)        the job's full record (when it is enqueued, or moved)
@@ -9,6 +10,8 @@
 //!                 Queue(name, totals)    the queue's retry counters and run-time histogram
 //!                 Progress(id, progress) the job's lifecycle, last error and times after a
 //!                                        change: everything of its record that ever changes
+//!                 QueueRemoved(name)     the queue was removed: its counters are gone (a
+//!                                        tombstone for its `Queue` entries)
 //! ```
 //!
 //! A job's payload is written once, with its full record; claims, completions, failures and
@@ -26,7 +29,7 @@ use crate::ledger::Touch;
 use crate::totals::QueueTotals;
 
 /// The version of the frame layout this build writes and reads.
-pub(crate) const FORMAT_VERSION: u8 = 2;
+pub(crate) const FORMAT_VERSION: u8 = 3;
 /// The oldest frame layout this build still reads.
 const OLDEST_VERSION: u8 = 1;
 
@@ -37,6 +40,7 @@ pub(crate) enum Entry {
     Deleted(JobId),
     Queue(String, QueueTotals),
     Progress(JobId, Progress),
+    QueueRemoved(String),
 }
 
 /// An entry as encoded, borrowing from the store (same layout as [`Entry`]).
@@ -46,6 +50,7 @@ enum EntryRef<'a> {
     Deleted(JobId),
     Queue(&'a str, &'a QueueTotals),
     Progress(JobId, &'a Progress),
+    QueueRemoved(&'a str),
 }
 
 /// The encoded changes of one request, and which records they are.
@@ -90,6 +95,14 @@ impl Batch {
         self.push(
             &EntryRef::Queue(name, totals),
             Touch::Queue(name.to_string()),
+        )
+    }
+
+    /// Adds a queue's tombstone.
+    pub(crate) fn queue_removed(&mut self, name: &str) -> Result<(), postcard::Error> {
+        self.push(
+            &EntryRef::QueueRemoved(name),
+            Touch::QueueRemoved(name.to_string()),
         )
     }
 

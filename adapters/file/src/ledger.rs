@@ -42,6 +42,8 @@ pub(crate) enum Touch {
     Progress(JobId),
     Deleted(JobId),
     Queue(String),
+    /// A queue's tombstone: its counters are gone.
+    QueueRemoved(String),
 }
 
 #[derive(Debug, Default)]
@@ -108,6 +110,14 @@ impl Ledger {
                 }
                 Touch::Queue(name) => {
                     self.supersede(item, Entity::Queue(name.clone()));
+                }
+                Touch::QueueRemoved(name) => {
+                    // As a job's tombstone: kept until the item with the queue's last
+                    // counters is committed.
+                    if let Some(Some(old)) = self.forget(item, &Entity::Queue(name.clone())) {
+                        self.acquire(item);
+                        self.waits.entry(old).or_default().push(item);
+                    }
                 }
                 Touch::Deleted(id) => {
                     note(&mut before, *id, self.forget(item, &Entity::Job(*id)));
@@ -255,7 +265,7 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    /// A change made by a request: set a job's or queue's value, or delete a job.
+    /// A change made by a request: set a job's or queue's value, or delete a job or queue.
     #[derive(Debug, Clone)]
     enum Op {
         Set(u64),
@@ -263,6 +273,8 @@ mod tests {
         Progress(u64),
         Delete(u64),
         Queue(u8),
+        /// Removes a queue (a tombstone, written only for a queue that has a value).
+        RemoveQueue(u8),
         /// Ends the current frame.
         Flush,
         /// Crash: keep a random prefix of the commits, replay, go on from the replayed state.
@@ -277,6 +289,7 @@ mod tests {
             4 => (0u64..12).prop_map(Op::Progress),
             2 => (0u64..12).prop_map(Op::Delete),
             1 => (0u8..2).prop_map(Op::Queue),
+            1 => (0u8..2).prop_map(Op::RemoveQueue),
             4 => Just(Op::Flush),
             1 => any::<prop::sample::Index>().prop_map(Op::Crash),
             1 => Just(Op::Relocate),
@@ -324,6 +337,9 @@ mod tests {
                         state.remove(&Entity::Job(*j));
                         state.remove(&Entity::Progress(*j));
                         orphans.remove(j);
+                    }
+                    Touch::QueueRemoved(q) => {
+                        state.remove(&Entity::Queue(q.clone()));
                     }
                 }
             }
@@ -389,6 +405,12 @@ mod tests {
                         let name = format!("q{q}");
                         model.insert(Entity::Queue(name.clone()), value);
                         frame.push((Touch::Queue(name), value));
+                    }
+                    Op::RemoveQueue(q) => {
+                        let name = format!("q{q}");
+                        if model.remove(&Entity::Queue(name.clone())).is_some() {
+                            frame.push((Touch::QueueRemoved(name), 0));
+                        }
                     }
                     Op::Flush => write(&mut frame, &mut disk, &mut ledger, &mut commits),
                     Op::Relocate => {

@@ -80,7 +80,7 @@
 //!
 //! | call | returns once its change is |
 //! |---|---|
-//! | `enqueue`, `enqueue_many`, `settle` (`complete`, `fail`), `settle_and_claim`, `release`, `rescue`, `revive`, `purge`, `prune` | synced: it survives a crash of the process and of the machine |
+//! | `enqueue`, `enqueue_many`, `settle` (`complete`, `fail`), `settle_and_claim`, `release`, `rescue`, `revive`, `purge`, `prune`, `remove_queue` | synced: it survives a crash of the process and of the machine |
 //! | `claim` by the owner | queued for the writer: not yet written |
 //! | `claim` by a client | synced |
 //! | `heartbeat`, `heartbeat_many` | in memory: never written |

@@ -132,6 +132,7 @@ impl Local {
             store,
             totals,
             hist_dirty: BTreeSet::new(),
+            removed_queues: Vec::new(),
             poisoned: None,
             closed: false,
         };
@@ -506,6 +507,18 @@ impl Backend for Local {
     async fn prune(&self, older_than: Duration) -> Result<u64, BackendError> {
         self.change(Persist::Durable, |st, now, _| {
             Ok(st.store.prune(older_than, now))
+        })
+        .await
+    }
+
+    async fn remove_queue(&self, queue: &str) -> Result<u64, BackendError> {
+        self.change(Persist::Durable, |st, _, _| {
+            let removed = st.store.remove_queue(queue)?;
+            // Its counters go too, in the journal by a tombstone after the deleted jobs'.
+            st.totals.remove(queue);
+            st.hist_dirty.remove(queue);
+            st.removed_queues.push(queue.to_string());
+            Ok(removed)
         })
         .await
     }

@@ -72,6 +72,10 @@ pub(crate) fn replay(dir: &Path, reader: &Reader) -> Result<Replayed, FileError>
                     touches.push(Touch::Queue(name.clone()));
                     totals.insert(name, queue);
                 }
+                Entry::QueueRemoved(name) => {
+                    totals.remove(&name);
+                    touches.push(Touch::QueueRemoved(name));
+                }
             }
         }
         ledger.written(item.id.0, &touches);

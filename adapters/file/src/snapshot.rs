@@ -58,6 +58,7 @@ impl Snapshot {
                 store,
                 totals,
                 hist_dirty: BTreeSet::new(),
+                removed_queues: Vec::new(),
                 poisoned: None,
                 closed: false,
             }),
@@ -177,5 +178,9 @@ impl Backend for Snapshot {
 
     async fn prune(&self, _older_than: Duration) -> Result<u64, BackendError> {
         self.refuse("prune")
+    }
+
+    async fn remove_queue(&self, _queue: &str) -> Result<u64, BackendError> {
+        self.refuse("remove_queue")
     }
 }

@@ -40,6 +40,8 @@ pub(crate) struct State {
     pub(crate) totals: BTreeMap<String, QueueTotals>,
     /// Queues whose run-time histogram changed since their last persisted totals.
     pub(crate) hist_dirty: BTreeSet<String>,
+    /// Queues removed since the last frame was encoded: their tombstones go in the next one.
+    pub(crate) removed_queues: Vec<String>,
     pub(crate) poisoned: Option<String>,
     pub(crate) closed: bool,
 }
@@ -88,7 +90,7 @@ fn describe(touches: &[Touch]) -> String {
             Touch::Job(id) | Touch::Progress(id) | Touch::Deleted(id) => {
                 jobs.insert(id.0);
             }
-            Touch::Queue(name) => {
+            Touch::Queue(name) | Touch::QueueRemoved(name) => {
                 queues.insert(name.as_str());
             }
         }
@@ -305,6 +307,9 @@ fn encode_changes(
             totals.retries = retries;
             batch.queue(&queue, totals)?;
         }
+    }
+    for queue in std::mem::take(&mut st.removed_queues) {
+        batch.queue_removed(&queue)?;
     }
     Ok(batch)
 }

@@ -345,3 +345,44 @@ async fn futures_complete(store: &fairq_file::FileBackend, jobs: Vec<fairq_worke
     }
     ok
 }
+
+/// A removed queue stays removed: its finished jobs and counters do not come back with a
+/// reopen, and a new queue of the same name starts from zero, also after a reopen.
+#[test]
+fn a_removed_queue_stays_removed_after_a_reopen() {
+    runtime().block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = ManualClock::new(START);
+        let store = open(dir.path(), &clock);
+        store
+            .enqueue_many(vec![job("gone"), job("gone"), job("kept")])
+            .await
+            .unwrap();
+        for queue in ["gone", "kept"] {
+            for job in store.claim(queue, 10, LEASE).await.unwrap() {
+                store.complete(job.claim).await.unwrap();
+            }
+        }
+        assert_eq!(store.remove_queue("gone").await.unwrap(), 2);
+        let before = stats(&store).await;
+        assert_eq!(before.len(), 1);
+        store.close().unwrap();
+
+        let store = open(dir.path(), &clock);
+        assert_eq!(stats(&store).await, before, "the removed queue came back");
+        assert!(matches!(
+            store.remove_queue("gone").await,
+            Err(fairq_worker::BackendError::UnknownQueue(_))
+        ));
+        store.enqueue(job("gone")).await.unwrap();
+        let again = store.claim("gone", 1, LEASE).await.unwrap();
+        store.complete(again[0].claim).await.unwrap();
+        store.close().unwrap();
+
+        let store = open(dir.path(), &clock);
+        let after = stats(&store).await;
+        let gone = after.iter().find(|s| s.queue == "gone").unwrap();
+        assert_eq!((gone.counts.succeeded, gone.retries.ok), (1, 1));
+        assert_eq!(gone.processing_ms.count, 1);
+    });
+}

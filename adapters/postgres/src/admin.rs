@@ -222,6 +222,37 @@ impl Core {
         Ok(purged)
     }
 
+    pub(crate) async fn remove_queue(&self, queue: &str) -> Result<u64, BackendError> {
+        let client = self.client().await?;
+        let conn: &dyn Exec = &*client;
+        let rows = conn
+            .rows(&self.sql.remove_queue, &[&queue])
+            .await
+            .map_err(|e| self.err(e))?;
+        let row = rows
+            .first()
+            .ok_or_else(|| crate::error::corrupt("the removal answered no row"))?;
+        let known: bool = row
+            .try_get(0)
+            .map_err(|e| crate::error::corrupt(e.to_string()))?;
+        let live: i64 = row
+            .try_get(1)
+            .map_err(|e| crate::error::corrupt(e.to_string()))?;
+        let removed: i64 = row
+            .try_get(2)
+            .map_err(|e| crate::error::corrupt(e.to_string()))?;
+        if !known {
+            return Err(BackendError::UnknownQueue(queue.to_string()));
+        }
+        if live > 0 {
+            return Err(BackendError::QueueNotEmpty {
+                queue: queue.to_string(),
+                live: from_db(live),
+            });
+        }
+        Ok(from_db(removed))
+    }
+
     pub(crate) async fn prune(&self, older_than: Duration) -> Result<u64, BackendError> {
         let client = self.client().await?;
         let conn: &dyn Exec = &*client;

@@ -123,4 +123,8 @@ impl Backend for PgBackend {
     async fn prune(&self, older_than: Duration) -> Result<u64, BackendError> {
         self.inner.core.prune(older_than).await
     }
+
+    async fn remove_queue(&self, queue: &str) -> Result<u64, BackendError> {
+        self.inner.core.remove_queue(queue).await
+    }
 }

@@ -28,7 +28,11 @@ fn own_set(status: JobStatus) -> bool {
 }
 
 impl RedisBackend {
-    pub(crate) async fn queue_stats(&self, queue: &str) -> Result<QueueStats, BackendError> {
+    /// The statistics of `queue`, `None` for a queue without jobs or counters (removed).
+    pub(crate) async fn queue_stats(
+        &self,
+        queue: &str,
+    ) -> Result<Option<QueueStats>, BackendError> {
         let base = self.inner.keys.queue_base(queue);
         let mut pipe = redis::pipe();
         pipe.cmd("HGETALL").arg(format!("{base}counts"));
@@ -54,13 +58,17 @@ impl RedisBackend {
             Vec<(String, u64)>,
             Vec<(String, u64)>,
         ) = self.pipe_query("reading stats", &pipe).await?;
+        if counts.is_empty() && rstat.is_empty() && hist.is_empty() && pstat.is_empty() {
+            // Never used, or removed: the registry keeps its number, not the queue.
+            return Ok(None);
+        }
         let count = |status: JobStatus| {
             counts
                 .get(status.as_str())
                 .map_or(0, |n| u64::try_from(*n).unwrap_or(0))
         };
         let get = |m: &HashMap<String, u64>, k: &str| m.get(k).copied().unwrap_or(0);
-        Ok(QueueStats {
+        Ok(Some(QueueStats {
             queue: queue.to_string(),
             counts: StatusCounts {
                 blocked: count(JobStatus::Blocked),
@@ -79,14 +87,14 @@ impl RedisBackend {
             processing_ms: summary(&hist, &pstat),
             oldest_error_at: errs.first().map(|(_, at)| *at),
             next_retry_at: next_retry.first().map(|(_, at)| *at),
-        })
+        }))
     }
 
     pub(crate) async fn all_stats(&self) -> Result<Vec<QueueStats>, BackendError> {
         self.flush_timing().await?;
         let mut out = Vec::new();
         for queue in self.queue_names().await? {
-            out.push(self.queue_stats(&queue).await?);
+            out.extend(self.queue_stats(&queue).await?);
         }
         Ok(out)
     }
@@ -296,6 +304,47 @@ impl RedisBackend {
             .await?;
         }
         Ok(deleted)
+    }
+
+    /// Removes `queue` (see [`Backend::remove_queue`](fairq_worker::Backend::remove_queue)):
+    /// a script deletes its finished jobs a slice at a time, checking each time that no job is
+    /// live, and with the last slice the queue's structures.
+    pub(crate) async fn remove_queue_named(&self, queue: &str) -> Result<u64, BackendError> {
+        // Timings this client still holds for the queue would bring its histogram back.
+        self.flush_timing().await?;
+        let mut deleted = 0;
+        loop {
+            let reply = self
+                .run(Call::new(
+                    &self.inner.scripts.remove,
+                    self.inner.keys.queue_base(queue),
+                    vec![WALK_BUDGET.to_string().into_bytes()],
+                ))
+                .await?;
+            let fields = record::array(&reply);
+            let tag = fields.first().and_then(text).unwrap_or_default();
+            match tag.as_str() {
+                "unknown" => return Err(BackendError::UnknownQueue(queue.to_string())),
+                "live" => {
+                    return Err(BackendError::QueueNotEmpty {
+                        queue: queue.to_string(),
+                        live: fields.get(1).and_then(number).unwrap_or(0),
+                    })
+                }
+                "more" | "done" => {
+                    deleted += fields.len().saturating_sub(1) as u64;
+                    if tag == "done" {
+                        return Ok(deleted);
+                    }
+                }
+                _ => {
+                    return Err(crate::error::corrupt(
+                        "removing a queue",
+                        format!("{reply:?}"),
+                    ))
+                }
+            }
+        }
     }
 
     pub(crate) async fn prune_jobs(

@@ -115,4 +115,8 @@ impl Backend for RedisBackend {
     async fn prune(&self, older_than: Duration) -> Result<u64, BackendError> {
         self.prune_jobs(older_than).await
     }
+
+    async fn remove_queue(&self, queue: &str) -> Result<u64, BackendError> {
+        self.remove_queue_named(queue).await
+    }
 }

@@ -51,6 +51,7 @@ pub(crate) struct Scripts {
     pub(crate) purge: Named,
     pub(crate) cancel: Named,
     pub(crate) prune: Named,
+    pub(crate) remove: Named,
     pub(crate) list: Named,
     pub(crate) depend: Named,
     pub(crate) unblock: Named,
@@ -73,6 +74,7 @@ impl Scripts {
             purge: Named::queue("purge", include_str!("lua/purge.lua")),
             cancel: Named::queue("cancel", include_str!("lua/cancel.lua")),
             prune: Named::queue("prune", include_str!("lua/prune.lua")),
+            remove: Named::queue("remove", include_str!("lua/remove.lua")),
             list: Named::queue("list", include_str!("lua/list.lua")),
             depend: Named::queue("depend", include_str!("lua/depend.lua")),
             unblock: Named::queue("unblock", include_str!("lua/unblock.lua")),
@@ -81,7 +83,7 @@ impl Scripts {
         }
     }
 
-    pub(crate) fn all(&self) -> [&Named; 17] {
+    pub(crate) fn all(&self) -> [&Named; 18] {
         [
             &self.enqueue,
             &self.claim,
@@ -95,6 +97,7 @@ impl Scripts {
             &self.purge,
             &self.cancel,
             &self.prune,
+            &self.remove,
             &self.list,
             &self.depend,
             &self.unblock,

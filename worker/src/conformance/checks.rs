@@ -1114,6 +1114,114 @@ pub async fn purge_spares_running_jobs<B: Backend>(store: &B, _clock: &ManualClo
     assert_eq!(left[0].queue, "pg-keep");
 }
 
+/// Expects `remove_queue` to refuse with [`BackendError::QueueNotEmpty`] and `live` jobs.
+async fn assert_not_removable<B: Backend>(store: &B, queue: &str, live: u64, why: &str) {
+    match store.remove_queue(queue).await {
+        Err(BackendError::QueueNotEmpty { queue: q, live: n }) => {
+            assert_eq!((q.as_str(), n), (queue, live), "{why}");
+        }
+        other => panic!("{why}: removing {queue:?} answered {other:?}"),
+    }
+}
+
+/// A queue is removed only once none of its jobs is live (blocked, scheduled, running or
+/// retrying); its finished jobs and counters go with it, other queues keep theirs, and a
+/// later job of the same name starts a fresh queue.
+pub async fn remove_queue_only_when_it_has_no_live_jobs<B: Backend>(
+    store: &B,
+    clock: &ManualClock,
+) {
+    match store.remove_queue("rq-never").await {
+        Err(BackendError::UnknownQueue(name)) => assert_eq!(name, "rq-never"),
+        other => panic!("removing a queue that never existed answered {other:?}"),
+    }
+    let keep = store.enqueue(new_job("rq-keep")).await.expect("enqueue");
+    let policy = RetryPolicy::new(1).with_delays([Duration::from_secs(10)]);
+    let first = store
+        .enqueue(new_job("rq").retry(policy))
+        .await
+        .expect("enqueue");
+    let delayed = store
+        .enqueue(new_job("rq").delay(Duration::from_secs(60)))
+        .await
+        .expect("enqueue");
+    let blocked = store
+        .enqueue(new_job("rq-blocked").after(keep))
+        .await
+        .expect("enqueue");
+    assert_not_removable(store, "rq", 2, "a ready and a delayed job are live").await;
+    assert_not_removable(store, "rq-blocked", 1, "a blocked job is live").await;
+
+    let running = claim_one(store, "rq").await;
+    assert_eq!(running.claim.id, first);
+    assert_not_removable(store, "rq", 2, "a running job is live").await;
+    let outcome = store
+        .fail(&running, Failure::retryable("once"))
+        .await
+        .expect("fail");
+    assert!(matches!(outcome, Outcome::Retry { .. }), "{outcome:?}");
+    assert_not_removable(store, "rq", 2, "a retrying job is live").await;
+    clock.advance(Duration::from_secs(10));
+    let retried = claim_one(store, "rq").await;
+    store
+        .fail(&retried, Failure::permanent("gone"))
+        .await
+        .expect("fail");
+    clock.advance(Duration::from_secs(50));
+    let last = claim_one(store, "rq").await;
+    assert_eq!(last.claim.id, delayed);
+    store.complete(last.claim).await.expect("complete");
+
+    // One dead and one succeeded job left: history, not live work.
+    let removed = store
+        .remove_queue("rq")
+        .await
+        .expect("remove an idle queue");
+    assert_eq!(removed, 2, "its two finished jobs are deleted");
+    for id in [first, delayed] {
+        assert!(
+            store.get(id).await.expect("get").is_none(),
+            "job {id} went with its queue"
+        );
+    }
+    let listed = store
+        .list(ListFilter::default().queue("rq"))
+        .await
+        .expect("list");
+    assert!(listed.is_empty(), "left behind: {listed:?}");
+    let stats = store.stats().await.expect("stats");
+    assert!(
+        stats.iter().all(|s| s.queue != "rq"),
+        "a removed queue is not listed: {stats:?}"
+    );
+    let kept = stats
+        .iter()
+        .find(|s| s.queue == "rq-keep")
+        .expect("other queues stay");
+    assert_eq!(kept.counts.scheduled, 1);
+    assert!(stats.iter().any(|s| s.queue == "rq-blocked"));
+    assert_eq!(status(store, blocked).await, JobStatus::Blocked);
+    match store.remove_queue("rq").await {
+        Err(BackendError::UnknownQueue(name)) => assert_eq!(name, "rq"),
+        other => panic!("removing a removed queue answered {other:?}"),
+    }
+
+    // The name starts afresh: no counter of the removed queue comes back.
+    let again = store.enqueue(new_job("rq")).await.expect("enqueue");
+    let job = claim_one(store, "rq").await;
+    assert_eq!(job.claim.id, again);
+    store.complete(job.claim).await.expect("complete");
+    let stats = store.stats().await.expect("stats");
+    let fresh = stats.iter().find(|s| s.queue == "rq").expect("queue rq");
+    assert_eq!(fresh.counts.total(), 1);
+    assert_eq!(
+        (fresh.retries.ok, fresh.retries.dead, fresh.retries.failures),
+        (1, 0, 0),
+        "counters of the removed queue came back"
+    );
+    assert_eq!(fresh.processing_ms.count, 1);
+}
+
 /// Prune deletes finished jobs that finished long enough ago, and nothing else.
 pub async fn prune_deletes_old_finished_jobs<B: Backend>(store: &B, clock: &ManualClock) {
     let old_ok = store.enqueue(new_job("pr")).await.expect("enqueue");

@@ -496,4 +496,26 @@ impl Backend for MemoryBackend {
         let this = self.clone();
         async move { Ok(this.with_store(|s, now| s.prune(older_than, now))) }
     }
+
+    fn remove_queue(&self, queue: &str) -> impl Future<Output = Result<u64, BackendError>> + Send {
+        let this = self.clone();
+        let queue = queue.to_string();
+        async move {
+            let removed = this.with_store(|s, _| s.remove_queue(&queue));
+            // A paused queue is a queue too, even before its first job.
+            let was_paused = match &removed {
+                Ok(_) | Err(BackendError::UnknownQueue(_)) => this
+                    .inner
+                    .paused
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .remove(&queue),
+                Err(_) => false,
+            };
+            match removed {
+                Err(BackendError::UnknownQueue(_)) if was_paused => Ok(0),
+                other => other,
+            }
+        }
+    }
 }

@@ -1421,6 +1421,37 @@ impl Store {
         n
     }
 
+    /// Removes queue `queue_name` when it has no live job: its finished jobs and its
+    /// counters; returns how many finished jobs went. See
+    /// [`Backend::remove_queue`](crate::Backend::remove_queue).
+    ///
+    /// ```
+    /// use fairq_worker::memory::store::Store;
+    /// use fairq_worker::{BackendError, NewJob};
+    /// let mut store = Store::default();
+    /// store.enqueue_many(vec![NewJob::new("q", "k", vec![])], 0).unwrap();
+    /// assert!(matches!(store.remove_queue("q"), Err(BackendError::QueueNotEmpty { live: 1, .. })));
+    /// assert!(matches!(store.remove_queue("other"), Err(BackendError::UnknownQueue(_))));
+    /// ```
+    pub fn remove_queue(&mut self, queue_name: &str) -> Result<u64, BackendError> {
+        if !self.queues.contains_key(queue_name) {
+            return Err(BackendError::UnknownQueue(queue_name.to_string()));
+        }
+        let live = self.counts(queue_name).pending();
+        if live > 0 {
+            return Err(BackendError::QueueNotEmpty {
+                queue: queue_name.to_string(),
+                live,
+            });
+        }
+        let n = self.purge(&Purge {
+            queue: Some(queue_name.to_string()),
+            status: None,
+        });
+        self.queues.remove(queue_name);
+        Ok(n)
+    }
+
     fn remove(&mut self, id: JobId) {
         let Some(record) = self.jobs.remove(&id) else {
             return;

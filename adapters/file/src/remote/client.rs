@@ -518,4 +518,8 @@ impl Backend for Client {
     async fn prune(&self, older_than: Duration) -> Result<u64, BackendError> {
         self.count(Call::Prune(older_than)).await
     }
+
+    async fn remove_queue(&self, queue: &str) -> Result<u64, BackendError> {
+        self.count(Call::RemoveQueue(queue.to_string())).await
+    }
 }

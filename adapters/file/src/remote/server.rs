@@ -243,6 +243,7 @@ async fn answer(local: &Local, call: Call) -> Result<Answer, WireError> {
             local.cancel(id).await?;
             Answer::Done
         }
+        Call::RemoveQueue(queue) => Answer::Count(local.remove_queue(&queue).await?),
     })
 }
 

@@ -12,8 +12,9 @@ use fairq_worker::{
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-/// The version of this protocol; both ends must speak the same one.
-pub(crate) const PROTOCOL: u32 = 1;
+/// The version of this protocol; both ends must speak the same one. Version 2 added
+/// `RemoveQueue` and its two errors.
+pub(crate) const PROTOCOL: u32 = 2;
 
 /// Largest message: an enqueue of the most payload one call may carry, and room to spare.
 pub(crate) const MAX_MESSAGE: usize = 512 << 20;
@@ -78,6 +79,8 @@ pub(crate) enum Call {
     /// [`Inspect::cancel`](fairq_worker::Inspect::cancel): added last, so older clients
     /// still number the other calls the same.
     Cancel(JobId),
+    /// [`Backend::remove_queue`](fairq_worker::Backend::remove_queue) (protocol 2).
+    RemoveQueue(String),
 }
 
 /// The answers, one shape per call.
@@ -123,6 +126,11 @@ pub(crate) enum WireError {
     Unavailable(String),
     Store(String),
     Unsupported(String),
+    QueueNotEmpty {
+        queue: String,
+        live: u64,
+    },
+    UnknownQueue(String),
 }
 
 /// A [`TransitionError`] as it travels (state names as text).
@@ -243,6 +251,11 @@ impl From<&BackendError> for WireError {
             BackendError::Unavailable(e) => WireError::Unavailable(e.to_string()),
             BackendError::Store(e) => WireError::Store(e.to_string()),
             BackendError::Unsupported(what) => WireError::Unsupported((*what).to_string()),
+            BackendError::QueueNotEmpty { queue, live } => WireError::QueueNotEmpty {
+                queue: queue.clone(),
+                live: *live,
+            },
+            BackendError::UnknownQueue(queue) => WireError::UnknownQueue(queue.clone()),
         }
     }
 }
@@ -277,6 +290,8 @@ impl From<WireError> for BackendError {
             WireError::Store(m) => BackendError::Store(m.into()),
             // The owner runs the same store: it supports every call a client can make.
             WireError::Unsupported(m) => BackendError::Store(m.into()),
+            WireError::QueueNotEmpty { queue, live } => BackendError::QueueNotEmpty { queue, live },
+            WireError::UnknownQueue(queue) => BackendError::UnknownQueue(queue),
         }
     }
 }
@@ -425,9 +440,15 @@ mod tests {
             BackendError::Full("disk".into()),
             BackendError::Unavailable("gone".into()),
             BackendError::Store("broken".into()),
+            BackendError::QueueNotEmpty {
+                queue: "q".into(),
+                live: 4,
+            },
+            BackendError::UnknownQueue("typo".into()),
         ];
         for sent in cases {
             let back = BackendError::from(WireError::from(&sent));
+            assert_eq!(std::mem::discriminant(&back), std::mem::discriminant(&sent));
             assert_eq!(back.to_string(), sent.to_string());
             assert_eq!(back.is_transient(), sent.is_transient());
         }

@@ -85,6 +85,7 @@ pub(crate) struct Sql {
     pub(crate) stats_done: String,
     pub(crate) stats_base: String,
     pub(crate) stats_runs: String,
+    pub(crate) remove_queue: String,
     pub(crate) cancel: cancel::CancelSql,
 }
 
@@ -129,6 +130,7 @@ impl Sql {
             stats_done: r(operator::STATS_DONE),
             stats_base: r(operator::STATS_BASE),
             stats_runs: r(operator::STATS_RUNS),
+            remove_queue: r(operator::REMOVE_QUEUE),
             cancel: cancel::CancelSql::new(r),
             schema,
         }
@@ -162,6 +164,7 @@ mod tests {
             &sql.cancel.state,
             &sql.cancel.live,
             &sql.cancel.done,
+            &sql.remove_queue,
         ] {
             assert!(!text.contains("fairq."), "unrendered: {text}");
             for placeholder in [

@@ -93,6 +93,37 @@ FOLD
 SELECT count(*) FROM gone
 "#;
 
+/// Removes a queue that has no live job: its finished jobs, its counters, its rounds and the
+/// places of its purged jobs. Changes nothing while the queue has a live job. A job enqueued
+/// meanwhile is never touched (no live row is deleted). Parameter: queue.
+///
+/// One row: whether anything of the queue existed, how many live jobs it has, how many
+/// finished jobs went.
+pub(super) const REMOVE_QUEUE: &str = r#"
+WITH live AS MATERIALIZED (
+    SELECT count(*) AS n FROM fairq.jobs WHERE queue = $1
+),
+known AS MATERIALIZED (
+    SELECT (SELECT l.n FROM live l) > 0
+        OR EXISTS (SELECT 1 FROM fairq.archive WHERE queue = $1)
+        OR EXISTS (SELECT 1 FROM fairq.stats_base WHERE queue = $1)
+        OR EXISTS (SELECT 1 FROM fairq.stats_runs WHERE queue = $1)
+        OR EXISTS (SELECT 1 FROM fairq.rounds WHERE queue = $1)
+        OR EXISTS (SELECT 1 FROM fairq.ghosts WHERE queue = $1) AS yes
+),
+go AS MATERIALIZED (
+    SELECT (SELECT l.n FROM live l) = 0 AND (SELECT k.yes FROM known k) AS yes
+),
+gone AS (
+    DELETE FROM fairq.archive WHERE queue = $1 AND (SELECT g.yes FROM go g) RETURNING 1
+),
+base AS (DELETE FROM fairq.stats_base WHERE queue = $1 AND (SELECT g.yes FROM go g)),
+runs AS (DELETE FROM fairq.stats_runs WHERE queue = $1 AND (SELECT g.yes FROM go g)),
+rounds AS (DELETE FROM fairq.rounds WHERE queue = $1 AND (SELECT g.yes FROM go g)),
+ghosts AS (DELETE FROM fairq.ghosts WHERE queue = $1 AND (SELECT g.yes FROM go g))
+SELECT (SELECT k.yes FROM known k), (SELECT l.n FROM live l), (SELECT count(*) FROM gone)
+"#;
+
 /// Revives dead jobs (of a queue, or one id): back to the live table, due now (in id order,
 /// after the jobs already waiting), attempts reset. Of several dead jobs sharing a unique key
 /// only the oldest comes back, and none whose key an unfinished job holds. Parameters: queue
