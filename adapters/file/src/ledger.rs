@@ -88,6 +88,8 @@ impl Ledger {
         // The newest item before this one that held a record of each job touched here: a
         // tombstone later in this item must outlive every item up to it.
         let mut before: HashMap<JobId, u64> = HashMap::new();
+        // The same for queues and their tombstones.
+        let mut queues_before: HashMap<String, u64> = HashMap::new();
         fn note(before: &mut HashMap<JobId, u64>, id: JobId, old: Option<Option<u64>>) {
             if let Some(Some(old)) = old {
                 let slot = before.entry(id).or_insert(old);
@@ -109,14 +111,21 @@ impl Ledger {
                     );
                 }
                 Touch::Queue(name) => {
-                    self.supersede(item, Entity::Queue(name.clone()));
+                    if let Some(Some(old)) = self.supersede(item, Entity::Queue(name.clone())) {
+                        let slot = queues_before.entry(name.clone()).or_insert(old);
+                        *slot = (*slot).max(old);
+                    }
                 }
                 Touch::QueueRemoved(name) => {
-                    // As a job's tombstone: kept until the item with the queue's last
-                    // counters is committed.
+                    // As a job's tombstone: kept until every item up to the one with the
+                    // queue's last counters before this item is committed.
+                    let mut wait = queues_before.get(name).copied();
                     if let Some(Some(old)) = self.forget(item, &Entity::Queue(name.clone())) {
+                        wait = Some(wait.map_or(old, |w| w.max(old)));
+                    }
+                    if let Some(b) = wait {
                         self.acquire(item);
-                        self.waits.entry(old).or_default().push(item);
+                        self.waits.entry(b).or_default().push(item);
                     }
                 }
                 Touch::Deleted(id) => {
