@@ -86,8 +86,11 @@ impl Inner {
             self.config.file_mode,
         );
         let target = path.clone();
+        // A small stack: the thread only creates a file, and until rotation joins it, its
+        // stack stays reserved.
         let spawned = std::thread::Builder::new()
             .name(format!("fairq-journal-next-{}", self.name))
+            .stack_size(64 * 1024)
             .spawn(move || create_segment(storage.as_ref(), &dir, &target, seg, true, mode));
         match spawned {
             Ok(creating) => {
