@@ -11,11 +11,15 @@ use std::time::Duration;
 use fairq_core::job::State;
 use fairq_core::retry::RetryPolicy;
 use fairq_postgres::{PgBackend, PgOptions};
-use fairq_worker::{Backend, Job, JobId, JobOutcome, NewJob, QueueConfig, Worker};
+use fairq_worker::{
+    Backend, Job, JobId, JobOutcome, JobStatus, ListFilter, NewJob, QueueConfig, Worker,
+};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 const CHILD_SCHEMA: &str = "FAIRQ_PG_TEST_CHILD_SCHEMA";
 const BATCH_CHILD_SCHEMA: &str = "FAIRQ_PG_TEST_BATCH_CHILD_SCHEMA";
+const CHILD_SLOTS: &str = "FAIRQ_PG_TEST_CHILD_SLOTS";
+const CHILD_PREFETCH: &str = "FAIRQ_PG_TEST_CHILD_PREFETCH";
 
 /// Not a test of its own: the worker process that the kill test starts (this binary run
 /// again with `CHILD_SCHEMA` set). Its handler announces the job on stdout and never ends.
@@ -36,14 +40,17 @@ fn child_worker_process() {
         )
         .await
         .expect("child connects");
+        // Slots and prefetch depth: 1 and the default unless the test says otherwise.
+        let setting = |name: &str| std::env::var(name).ok().and_then(|v| v.parse().ok());
+        let mut config = QueueConfig::default()
+            .concurrency(setting(CHILD_SLOTS).unwrap_or(1))
+            .lease(Duration::from_secs(3))
+            .poll_interval(Duration::from_millis(100));
+        if let Some(depth) = setting(CHILD_PREFETCH) {
+            config = config.prefetch(depth);
+        }
         let _worker = Worker::builder(store)
-            .queue(
-                "crash",
-                QueueConfig::default()
-                    .concurrency(1)
-                    .lease(Duration::from_secs(3))
-                    .poll_interval(Duration::from_millis(100)),
-            )
+            .queue("crash", config)
             .handle("hang", |job: Job| async move {
                 println!("RUNNING {} {}", job.claim.id, job.claim.token.0);
                 std::future::pending::<()>().await;
@@ -127,6 +134,146 @@ async fn a_killed_workers_job_completes_exactly_once_after_rescue() {
     assert_eq!(stats[0].counts.succeeded, 1);
     assert_eq!(stats[0].retries.ok, 1);
     assert_eq!(stats[0].retries.failures, 1, "the lost attempt counts once");
+    t.cleanup().await;
+}
+
+/// A worker killed with SIGKILL while every slot runs a job and its prefetch buffer is full:
+/// the buffered jobs were claimed but never started, and a killed process cannot hand them
+/// back, so they wait for their leases like the running ones. Nothing is lost; each of the
+/// held jobs is rescued with one lost attempt, and the dead worker's tokens are refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_killed_with_a_full_prefetch_buffer_loses_nothing() {
+    const JOBS: usize = 20;
+    const SLOTS: usize = 2;
+    const PREFETCH: usize = 6;
+    let t = store_or_skip!("killprefetch");
+    let ids = t
+        .store
+        .enqueue_many(
+            (0..JOBS)
+                .map(|i| NewJob::new("crash", "hang", vec![]).key(format!("k{}", i % 3)))
+                .collect(),
+        )
+        .await
+        .unwrap();
+    let mut child = tokio::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "child_worker_process",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD_SCHEMA, &t.schema)
+        .env(CHILD_SLOTS, SLOTS.to_string())
+        .env(CHILD_PREFETCH, PREFETCH.to_string())
+        .env("FAIRQ_PG_URL", common::url())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start the worker process");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    // Every slot busy (its handler never ends) ...
+    let mut started = std::collections::HashSet::new();
+    tokio::time::timeout(Duration::from_secs(60), async {
+        while started.len() < SLOTS {
+            let line = lines.next_line().await.expect("read the child");
+            let line = line.expect("the worker process exited early");
+            if let Some(at) = line.find("RUNNING ") {
+                let id: u64 = line[at + "RUNNING ".len()..]
+                    .split_whitespace()
+                    .next()
+                    .and_then(|id| id.parse().ok())
+                    .expect("RUNNING <id> <token>");
+                started.insert(JobId(id));
+            }
+        }
+    })
+    .await
+    .expect("the worker process started a job in every slot");
+    // ... and the buffer full: the store shows every slot's job and the buffer's as held.
+    let held = tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            let held = t
+                .store
+                .list(
+                    ListFilter::default()
+                        .queue("crash")
+                        .status(JobStatus::Running),
+                )
+                .await
+                .unwrap();
+            if held.len() >= SLOTS + PREFETCH {
+                return held;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the worker process filled its prefetch buffer");
+    assert_eq!(
+        held.len(),
+        SLOTS + PREFETCH,
+        "the buffer stops at its depth"
+    );
+    child.start_kill().expect("SIGKILL");
+    child.wait().await.expect("reap the child");
+
+    let leases: Vec<_> = held
+        .iter()
+        .map(|info| match info.state {
+            State::Running { lease } => (info.id, lease),
+            other => panic!("job {} should be held: {other:?}", info.id),
+        })
+        .collect();
+    for id in &started {
+        assert!(
+            leases.iter().any(|(held, _)| held == id),
+            "job {id} was started"
+        );
+    }
+    // Once the last lease has passed, one rescue frees every held job, each with one attempt.
+    let last = leases.iter().map(|(_, l)| l.deadline).max().unwrap();
+    t.clock.set(last);
+    assert_eq!(
+        t.store.rescue("crash").await.unwrap(),
+        (SLOTS + PREFETCH) as u64
+    );
+    let stats = t.store.stats().await.unwrap();
+    assert_eq!(stats[0].retries.failures, (SLOTS + PREFETCH) as u64);
+    // The dead worker's tokens no longer settle anything.
+    let (id, lease) = leases[0];
+    let stale = fairq_worker::Claim {
+        id,
+        token: lease.token,
+    };
+    assert!(t.store.complete(stale).await.unwrap_err().is_stale_lease());
+
+    // After the retries' delay every job runs: the held ones on their second attempt.
+    t.clock.set(last + 3_600_000);
+    let jobs = t
+        .store
+        .claim("crash", JOBS * 2, Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert_eq!(jobs.len(), JOBS, "nothing is lost");
+    for job in &jobs {
+        let was_held = leases.iter().any(|(id, _)| *id == job.claim.id);
+        assert_eq!(
+            job.attempt,
+            if was_held { 2 } else { 1 },
+            "job {}",
+            job.claim.id
+        );
+        t.store.complete(job.claim).await.unwrap();
+    }
+    let mut claimed: Vec<JobId> = jobs.iter().map(|j| j.claim.id).collect();
+    claimed.sort();
+    let mut enqueued = ids.clone();
+    enqueued.sort();
+    assert_eq!(claimed, enqueued);
+    let stats = t.store.stats().await.unwrap();
+    assert_eq!(stats[0].counts.succeeded, JOBS as u64);
+    assert_eq!(stats[0].counts.pending(), 0);
     t.cleanup().await;
 }
 
