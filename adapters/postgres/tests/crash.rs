@@ -13,6 +13,7 @@ use fairq_core::retry::RetryPolicy;
 use fairq_postgres::{PgBackend, PgOptions};
 use fairq_worker::{
     Backend, Job, JobId, JobOutcome, JobStatus, ListFilter, NewJob, QueueConfig, Worker,
+    WorkerHandle,
 };
 use tokio::io::{AsyncBufReadExt, BufReader};
 
@@ -21,11 +22,29 @@ const BATCH_CHILD_SCHEMA: &str = "FAIRQ_PG_TEST_BATCH_CHILD_SCHEMA";
 const CHILD_SLOTS: &str = "FAIRQ_PG_TEST_CHILD_SLOTS";
 const CHILD_PREFETCH: &str = "FAIRQ_PG_TEST_CHILD_PREFETCH";
 
-/// Not a test of its own: the worker process that the kill test starts (this binary run
-/// again with `CHILD_SCHEMA` set). Its handler announces the job on stdout and never ends.
-#[test]
-fn child_worker_process() {
-    let Ok(schema) = std::env::var(CHILD_SCHEMA) else {
+/// Starts this test binary again as the worker process `name` (a test that returns at once
+/// unless `env` names its schema), with its standard output piped to the caller.
+fn start_child(name: &str, env: &[(&str, String)]) -> tokio::process::Child {
+    let mut command = tokio::process::Command::new(std::env::current_exe().unwrap());
+    command
+        .args(["--exact", name, "--nocapture", "--test-threads=1"])
+        .env("FAIRQ_PG_URL", common::url())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true);
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    command.spawn().expect("start the worker process")
+}
+
+/// The body of a worker process: when `schema_var` is set, connects to that schema with
+/// `pool` connections, starts the worker `build` makes and runs until killed.
+fn run_child(
+    schema_var: &str,
+    pool: usize,
+    build: impl FnOnce(PgBackend) -> WorkerHandle<PgBackend>,
+) {
+    let Ok(schema) = std::env::var(schema_var) else {
         return;
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -36,12 +55,22 @@ fn child_worker_process() {
     runtime.block_on(async move {
         let store = PgBackend::connect(
             &common::url(),
-            PgOptions::default().schema(&schema).pool_size(2),
+            PgOptions::default().schema(&schema).pool_size(pool),
         )
         .await
         .expect("child connects");
-        // Slots and prefetch depth: 1 and the default unless the test says otherwise.
-        let setting = |name: &str| std::env::var(name).ok().and_then(|v| v.parse().ok());
+        let _worker = build(store);
+        std::future::pending::<()>().await;
+    });
+}
+
+/// Not a test of its own: the worker process that the kill test starts (this binary run
+/// again with `CHILD_SCHEMA` set). Its handler announces the job on stdout and never ends.
+#[test]
+fn child_worker_process() {
+    // Slots and prefetch depth: 1 and the default unless the test says otherwise.
+    let setting = |name: &str| std::env::var(name).ok().and_then(|v| v.parse().ok());
+    run_child(CHILD_SCHEMA, 2, |store| {
         let mut config = QueueConfig::default()
             .concurrency(setting(CHILD_SLOTS).unwrap_or(1))
             .lease(Duration::from_secs(3))
@@ -49,7 +78,7 @@ fn child_worker_process() {
         if let Some(depth) = setting(CHILD_PREFETCH) {
             config = config.prefetch(depth);
         }
-        let _worker = Worker::builder(store)
+        Worker::builder(store)
             .queue("crash", config)
             .handle("hang", |job: Job| async move {
                 println!("RUNNING {} {}", job.claim.id, job.claim.token.0);
@@ -59,8 +88,7 @@ fn child_worker_process() {
             .build()
             .expect("worker")
             .start()
-            .expect("start");
-        std::future::pending::<()>().await;
+            .expect("start")
     });
 }
 
@@ -72,19 +100,7 @@ async fn a_killed_workers_job_completes_exactly_once_after_rescue() {
         .enqueue(NewJob::new("crash", "hang", vec![]).retry(RetryPolicy::new(3)))
         .await
         .unwrap();
-    let mut child = tokio::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "child_worker_process",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD_SCHEMA, &t.schema)
-        .env("FAIRQ_PG_URL", common::url())
-        .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start the worker process");
+    let mut child = start_child("child_worker_process", &[(CHILD_SCHEMA, t.schema.clone())]);
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let announced = tokio::time::timeout(Duration::from_secs(60), async {
         while let Some(line) = lines.next_line().await.expect("read the child") {
@@ -156,21 +172,14 @@ async fn a_worker_killed_with_a_full_prefetch_buffer_loses_nothing() {
         )
         .await
         .unwrap();
-    let mut child = tokio::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "child_worker_process",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD_SCHEMA, &t.schema)
-        .env(CHILD_SLOTS, SLOTS.to_string())
-        .env(CHILD_PREFETCH, PREFETCH.to_string())
-        .env("FAIRQ_PG_URL", common::url())
-        .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start the worker process");
+    let mut child = start_child(
+        "child_worker_process",
+        &[
+            (CHILD_SCHEMA, t.schema.clone()),
+            (CHILD_SLOTS, SLOTS.to_string()),
+            (CHILD_PREFETCH, PREFETCH.to_string()),
+        ],
+    );
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     // Every slot busy (its handler never ends) ...
     let mut started = std::collections::HashSet::new();
@@ -396,22 +405,8 @@ async fn terminated_connections_lose_nothing() {
 /// and `DONE <id>` once the store has acknowledged the job's success.
 #[test]
 fn child_batch_worker_process() {
-    let Ok(schema) = std::env::var(BATCH_CHILD_SCHEMA) else {
-        return;
-    };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    runtime.block_on(async move {
-        let store = PgBackend::connect(
-            &common::url(),
-            PgOptions::default().schema(&schema).pool_size(4),
-        )
-        .await
-        .expect("child connects");
-        let _worker = Worker::builder(store)
+    run_child(BATCH_CHILD_SCHEMA, 4, |store| {
+        Worker::builder(store)
             .queue(
                 "batch",
                 QueueConfig::default()
@@ -431,8 +426,7 @@ fn child_batch_worker_process() {
             .build()
             .expect("worker")
             .start()
-            .expect("start");
-        std::future::pending::<()>().await;
+            .expect("start")
     });
 }
 
@@ -449,19 +443,10 @@ async fn a_worker_killed_mid_batch_loses_nothing_acknowledged() {
         )
         .await
         .unwrap();
-    let mut child = tokio::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "child_batch_worker_process",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(BATCH_CHILD_SCHEMA, &t.schema)
-        .env("FAIRQ_PG_URL", common::url())
-        .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start the worker process");
+    let mut child = start_child(
+        "child_batch_worker_process",
+        &[(BATCH_CHILD_SCHEMA, t.schema.clone())],
+    );
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let mut ran: HashMap<JobId, u32> = HashMap::new();
     let mut acknowledged: Vec<JobId> = Vec::new();
