@@ -13,15 +13,7 @@ WITH gone AS (
     RETURNING queue, key, round, state, attempts, failures, runs_ms
 ),
 FOLD,
-ghosts AS (
-    INSERT INTO fairq.ghosts (queue, key, round)
-    SELECT g.queue, g.key, max(g.round)
-    FROM gone g
-    WHERE g.round IS NOT NULL
-    GROUP BY g.queue, g.key
-    HAVING max(g.round) > COALESCE(
-        (SELECT max(r.round) FROM fairq.rounds r WHERE r.queue = g.queue), 0)
-)
+GHOSTS
 SELECT count(*) FROM gone
 "#;
 

@@ -98,7 +98,8 @@ impl Sql {
                 .replace("DONE_INFO", DONE_INFO)
                 .replace("KEY_TAIL", KEY_TAIL)
                 .replace("EVENT", EVENT)
-                .replace("FOLD", operator::FOLD.trim());
+                .replace("FOLD", operator::FOLD.trim())
+                .replace("GHOSTS", operator::GHOSTS.trim());
             schema.render(&expanded)
         };
         Sql {
@@ -169,6 +170,7 @@ mod tests {
             assert!(!text.contains("fairq."), "unrendered: {text}");
             for placeholder in [
                 "FOLD",
+                "GHOSTS",
                 "LIVE_INFO",
                 "DONE_INFO",
                 "EVENT",

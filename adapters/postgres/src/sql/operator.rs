@@ -21,6 +21,21 @@ ORDER BY id
 LIMIT $4
 "#;
 
+/// Remembers the places that deleted live jobs (the `gone` rows of the statement it is
+/// part of) held in the fair order, where they are beyond the queue's current round, so a
+/// claim that passes them records the round as reached.
+pub(super) const GHOSTS: &str = r#"
+ghosts AS (
+    INSERT INTO fairq.ghosts (queue, key, round)
+    SELECT g.queue, g.key, max(g.round)
+    FROM gone g
+    WHERE g.round IS NOT NULL
+    GROUP BY g.queue, g.key
+    HAVING max(g.round) > COALESCE(
+        (SELECT max(r.round) FROM fairq.rounds r WHERE r.queue = g.queue), 0)
+)
+"#;
+
 /// Adds the counters of the rows in the `gone` CTE (queue, state, attempts, failures,
 /// runs_ms) to the per-queue base counters, so statistics outlive deleted jobs.
 pub(super) const FOLD: &str = r#"
@@ -60,15 +75,7 @@ WITH gone AS (
     RETURNING queue, key, round, state, attempts, failures, runs_ms
 ),
 FOLD,
-ghosts AS (
-    INSERT INTO fairq.ghosts (queue, key, round)
-    SELECT g.queue, g.key, max(g.round)
-    FROM gone g
-    WHERE g.round IS NOT NULL
-    GROUP BY g.queue, g.key
-    HAVING max(g.round) > COALESCE(
-        (SELECT max(r.round) FROM fairq.rounds r WHERE r.queue = g.queue), 0)
-)
+GHOSTS
 SELECT count(*) FROM gone
 "#;
 
