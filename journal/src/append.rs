@@ -295,7 +295,9 @@ impl Inner {
     }
 
     /// Records the outcome of writing the batch of ids `first..=last` (queued by
-    /// `followers` followers) at `start`.
+    /// `followers` followers) at `start`. Inlined for the written case; a failure is handled
+    /// out of line.
+    #[inline]
     fn settle(
         &self,
         w: &mut Writer,
@@ -319,24 +321,37 @@ impl Inner {
                 }
                 Ok(())
             }
-            Err(e) => {
-                let path = self.segment_path(w.seg_id);
-                let undone = w.file.set_len(start);
-                let err = if e.kind() == io::ErrorKind::StorageFull && undone.is_ok() {
-                    JournalError::io(path, e)
-                } else {
-                    self.poison(format!("write to {} failed: {e}", path.display()))
-                };
-                w.offset = start;
-                if followers > 0 {
-                    w.failures.push(Failure::new(first, last, &err, followers));
-                }
-                if self.config.sync != SyncPolicy::Always {
-                    w.done_id = w.done_id.max(last);
-                }
-                Err(err)
-            }
+            Err(e) => self.settle_failed(w, start, e, first, last, followers),
         }
+    }
+
+    /// The write of the batch `first..=last` at `start` failed: cut it off again, and fail
+    /// the batch (a full disk) or poison the queue (anything else).
+    #[cold]
+    fn settle_failed(
+        &self,
+        w: &mut Writer,
+        start: u64,
+        e: io::Error,
+        first: u64,
+        last: u64,
+        followers: usize,
+    ) -> Result<(), JournalError> {
+        let path = self.segment_path(w.seg_id);
+        let undone = w.file.set_len(start);
+        let err = if e.kind() == io::ErrorKind::StorageFull && undone.is_ok() {
+            JournalError::io(path, e)
+        } else {
+            self.poison(format!("write to {} failed: {e}", path.display()))
+        };
+        w.offset = start;
+        if followers > 0 {
+            w.failures.push(Failure::new(first, last, &err, followers));
+        }
+        if self.config.sync != SyncPolicy::Always {
+            w.done_id = w.done_id.max(last);
+        }
+        Err(err)
     }
 
     /// Refuses a put that would take a reader with [`FullPolicy::Refuse`] over its limits.

@@ -265,6 +265,7 @@ impl Inner {
         w
     }
 
+    #[inline]
     pub(crate) fn check_open(&self) -> Result<(), JournalError> {
         if self.closed.load(Ordering::Acquire) {
             Err(JournalError::Closed)
@@ -273,10 +274,18 @@ impl Inner {
         }
     }
 
+    /// Every put checks this (more than once): the healthy case is one inlined load, and
+    /// only a poisoned queue calls out to build the error.
+    #[inline]
     pub(crate) fn check_poisoned(&self) -> Result<(), JournalError> {
         if !self.poisoned.load(Ordering::Acquire) {
             return Ok(());
         }
+        self.poisoned_error()
+    }
+
+    #[cold]
+    fn poisoned_error(&self) -> Result<(), JournalError> {
         match &lock(&self.sync).poisoned {
             Some(reason) => Err(JournalError::Poisoned {
                 reason: reason.clone(),

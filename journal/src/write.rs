@@ -71,13 +71,21 @@ impl Inner {
     /// under these policies does not sync the sealed segment, so the new segment's header
     /// says so (`prev_unsynced`), as an inline creation's would. A crash leaves at most one
     /// empty (or torn) segment after the writer's, which recovery reuses (or removes).
+    ///
+    /// Every lone put asks, so the test is inlined and the rest is out of line.
+    #[inline]
     pub(crate) fn create_next_ahead(&self, w: &mut Writer) {
-        if self.config.sync.is_durable_on_put()
+        if w.offset < self.config.segment_size / 2
             || w.next.is_some()
-            || w.offset < self.config.segment_size / 2
+            || self.config.sync.is_durable_on_put()
         {
             return;
         }
+        self.spawn_next(w);
+    }
+
+    #[cold]
+    fn spawn_next(&self, w: &mut Writer) {
         let seg = w.seg_id + 1;
         let path = self.segment_path(seg);
         let (storage, dir, mode) = (
