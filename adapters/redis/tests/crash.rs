@@ -2,29 +2,33 @@
 
 mod common;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::future::Future;
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::Notify;
+use tokio::sync::{mpsc, Notify};
 
-use fairq_core::job::{LeaseToken, State};
+use fairq_core::job::{Lease, LeaseToken, State};
 use fairq_redis::{RedisBackend, RedisOptions};
 use fairq_worker::{
-    Backend, Claim, Clock, Finished, JobId, JobStatus, ManualClock, NewJob, Settled, SystemClock,
+    Backend, Claim, Clock, Finished, Job, JobId, JobStatus, ListFilter, ManualClock, NewJob,
+    QueueConfig, Settled, SystemClock, Worker,
 };
 
 const CHILD_ENV: &str = "FAIRQ_REDIS_CHILD_PREFIX";
 const CHILD_MODE: &str = "FAIRQ_REDIS_CHILD_MODE";
+/// What the worker processes print for the parent, each at the start of a line of its own
+/// (after whatever the test harness printed on that line).
+const CHILD_TAGS: [&str; 4] = ["CLAIMED ", "RUNNING ", "ACK ", "HALF"];
 
-/// Not a test on its own: when started by `a_killed_worker_s_job_completes_once_after_rescue`
-/// (with the prefix in the environment) it claims the job, reports it and hangs mid-job until
-/// it is killed.
-#[test]
-fn child_worker_that_hangs() {
+/// The body of a worker process: when `CHILD_ENV` names a key prefix, connects to it and
+/// runs `body` on the store (bodies never end; the parent kills the process). Otherwise
+/// (the test run as part of the suite) returns at once.
+fn run_child<F: Future<Output = ()>>(body: impl FnOnce(RedisBackend) -> F) {
     let Ok(prefix) = std::env::var(CHILD_ENV) else {
         return;
     };
@@ -36,6 +40,87 @@ fn child_worker_that_hangs() {
         let store = RedisBackend::connect(&common::url(), RedisOptions::new().prefix(prefix))
             .await
             .expect("child connects");
+        body(store).await;
+    });
+}
+
+/// A worker process: this test binary started again to run only the test `name` on the key
+/// prefix `prefix`, with `env` set too. Killed with SIGKILL when dropped, so a failing test
+/// never leaves it behind.
+struct ChildWorker {
+    child: Child,
+    lines: mpsc::UnboundedReceiver<String>,
+    reader: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ChildWorker {
+    fn start(name: &str, prefix: &str, env: &[(&str, &str)]) -> ChildWorker {
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", name, "--nocapture", "--test-threads", "1"])
+            .env(CHILD_ENV, prefix)
+            .envs(env.iter().copied())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start the child worker");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::unbounded_channel();
+        let reader = std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let ours = CHILD_TAGS
+                    .iter()
+                    .find_map(|tag| line.find(tag).map(|at| line[at..].to_string()));
+                if let Some(ours) = ours {
+                    if tx.send(ours).is_err() {
+                        break;
+                    }
+                }
+            }
+        });
+        ChildWorker {
+            child,
+            lines,
+            reader: Some(reader),
+        }
+    }
+
+    /// The next tagged line the process printed, from its tag on; `None` once it exited.
+    async fn next_line(&mut self) -> Option<String> {
+        self.lines.recv().await
+    }
+
+    /// Kills the process with SIGKILL and waits for it; returns the tagged lines it printed
+    /// that were not read yet. Killing it again does nothing.
+    fn kill(&mut self) -> Vec<String> {
+        let Some(reader) = self.reader.take() else {
+            return Vec::new();
+        };
+        self.child.kill().expect("kill -9 the child");
+        self.child.wait().unwrap();
+        reader.join().unwrap();
+        let mut rest = Vec::new();
+        while let Ok(line) = self.lines.try_recv() {
+            rest.push(line);
+        }
+        rest
+    }
+}
+
+impl Drop for ChildWorker {
+    fn drop(&mut self) {
+        if self.reader.is_some() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Not a test on its own: when started by `a_killed_worker_s_job_completes_once_after_rescue`
+/// (with the prefix in the environment) it claims the job, reports it and hangs mid-job until
+/// it is killed.
+#[test]
+fn child_worker_that_hangs() {
+    run_child(|store| async move {
         let job = store
             .claim("crash", 1, Duration::from_secs(1))
             .await
@@ -63,36 +148,11 @@ async fn a_killed_worker_s_job_completes_once_after_rescue() {
         .await
         .unwrap();
 
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "child_worker_that_hangs",
-            "--nocapture",
-            "--test-threads",
-            "1",
-        ])
-        .env(CHILD_ENV, &prefix)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start the child worker");
-    let stdout = child.stdout.take().unwrap();
-    let read = tokio::task::spawn_blocking(move || {
-        BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
-            // The harness may print its own text before ours on the same line.
-            .find_map(|l| l.split_once("CLAIMED ").map(|(_, rest)| rest.to_string()))
-    });
-    // Never leave the child behind, whatever it printed.
-    let line = tokio::time::timeout(Duration::from_secs(30), read).await;
-    child.kill().expect("kill -9 the child");
-    child.wait().unwrap();
-    let line = line
-        .ok()
-        .and_then(Result::ok)
-        .flatten()
-        .expect("the child reports its claim");
+    let mut child = ChildWorker::start("child_worker_that_hangs", &prefix, &[]);
+    let line = tokio::time::timeout(Duration::from_secs(30), child.next_line()).await;
+    child.kill();
+    let line = line.ok().flatten().expect("the child reports its claim");
+    let line = line.strip_prefix("CLAIMED ").unwrap();
     let fields: Vec<u64> = line
         .split_whitespace()
         .map(|f| f.parse().unwrap())
@@ -402,17 +462,8 @@ async fn killed_connections_lose_nothing() {
 /// `ACK id` for every acknowledged success, until it is killed.
 #[test]
 fn child_worker_that_settles_in_batches() {
-    let (Ok(prefix), Ok(mode)) = (std::env::var(CHILD_ENV), std::env::var(CHILD_MODE)) else {
-        return;
-    };
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
-        let store = RedisBackend::connect(&common::url(), RedisOptions::new().prefix(prefix))
-            .await
-            .expect("child connects");
+    run_child(|store| async move {
+        let mode = std::env::var(CHILD_MODE).expect("the child's mode");
         let lease = Duration::from_secs(1);
         if mode == "half" {
             let jobs = store.claim("midbatch", 20, lease).await.expect("claim");
@@ -452,38 +503,14 @@ fn child_worker_that_settles_in_batches() {
 /// Runs the batch child in `mode` on `prefix`, kills it with SIGKILL once `enough` says so
 /// (seeing every line so far), and returns every line it printed.
 async fn run_child_until(prefix: &str, mode: &str, enough: fn(&[String]) -> bool) -> Vec<String> {
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "child_worker_that_settles_in_batches",
-            "--nocapture",
-            "--test-threads",
-            "1",
-        ])
-        .env(CHILD_ENV, prefix)
-        .env(CHILD_MODE, mode)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start the child worker");
-    let stdout = child.stdout.take().unwrap();
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
-    let reader = std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            // The harness may print its own text before ours on the same line.
-            let ours = ["ACK ", "HALF"]
-                .iter()
-                .find_map(|tag| line.find(tag).map(|at| line[at..].to_string()));
-            if let Some(ours) = ours {
-                if tx.send(ours).is_err() {
-                    break;
-                }
-            }
-        }
-    });
+    let mut child = ChildWorker::start(
+        "child_worker_that_settles_in_batches",
+        prefix,
+        &[(CHILD_MODE, mode)],
+    );
     let mut lines = Vec::new();
     let waited = tokio::time::timeout(Duration::from_secs(60), async {
-        while let Some(line) = rx.recv().await {
+        while let Some(line) = child.next_line().await {
             lines.push(line);
             if enough(&lines) {
                 return;
@@ -491,13 +518,7 @@ async fn run_child_until(prefix: &str, mode: &str, enough: fn(&[String]) -> bool
         }
     })
     .await;
-    // Never leave the child behind, whatever happened.
-    child.kill().expect("kill -9 the child");
-    child.wait().unwrap();
-    reader.join().unwrap();
-    while let Ok(line) = rx.try_recv() {
-        lines.push(line);
-    }
+    lines.extend(child.kill());
     assert!(
         waited.is_ok(),
         "the child did not get far enough: {lines:?}"
@@ -550,7 +571,9 @@ async fn assert_nothing_acknowledged_lost(store: &RedisBackend, ids: &[JobId], a
     }
 }
 
-async fn midbatch_store(jobs: usize) -> (common::TestStore, ManualClock, Vec<JobId>) {
+/// A store on a manual clock starting at the wall clock, with `jobs` jobs of kind `work` in
+/// `queue` over 7 keys; a rescued job is due again at once.
+async fn store_with_jobs(queue: &str, jobs: usize) -> (common::TestStore, ManualClock, Vec<JobId>) {
     let clock = ManualClock::new(SystemClock.now());
     let store = common::connect(common::options(clock.clone())).await;
     let mut ids = Vec::new();
@@ -558,9 +581,8 @@ async fn midbatch_store(jobs: usize) -> (common::TestStore, ManualClock, Vec<Job
         let batch = chunk
             .iter()
             .map(|i| {
-                NewJob::new("midbatch", "work", vec![])
+                NewJob::new(queue, "work", vec![])
                     .key(format!("t{}", i % 7))
-                    // A rescued job is due again at once.
                     .retry(fairq_core::retry::RetryPolicy::new(3).with_delays([Duration::ZERO]))
             })
             .collect();
@@ -572,7 +594,7 @@ async fn midbatch_store(jobs: usize) -> (common::TestStore, ManualClock, Vec<Job
 #[tokio::test]
 async fn a_worker_killed_with_a_half_settled_batch_loses_nothing_acknowledged() {
     require_redis!();
-    let (store, clock, ids) = midbatch_store(40).await;
+    let (store, clock, ids) = store_with_jobs("midbatch", 40).await;
     let lines = run_child_until(store.keys().prefix(), "half", |lines| {
         lines.last().is_some_and(|l| l == "HALF")
     })
@@ -597,7 +619,7 @@ async fn a_worker_killed_with_a_half_settled_batch_loses_nothing_acknowledged() 
 #[tokio::test]
 async fn a_worker_killed_at_any_point_of_its_batches_loses_nothing_acknowledged() {
     require_redis!();
-    let (store, clock, ids) = midbatch_store(2_000).await;
+    let (store, clock, ids) = store_with_jobs("midbatch", 2_000).await;
     let lines = run_child_until(store.keys().prefix(), "stream", |lines| lines.len() >= 300).await;
     let acked = acked(&lines);
     assert!(
@@ -610,4 +632,197 @@ async fn a_worker_killed_at_any_point_of_its_batches_loses_nothing_acknowledged(
     assert!(again.len() <= 32, "{} jobs ran again", again.len());
     assert!(again.iter().all(|id| !acked.contains(id)));
     assert_nothing_acknowledged_lost(&store, &ids, &acked).await;
+}
+
+/// The full-buffer kill test's worker: its slots, and how many jobs it claims ahead of them.
+const FULL_SLOTS: usize = 2;
+const FULL_PREFETCH: usize = 6;
+
+/// Not a test on its own: started by `a_worker_killed_with_a_full_prefetch_buffer_loses_nothing`.
+/// A pipelined worker on the queue `prefetch` with `FULL_SLOTS` slots and a prefetch buffer of
+/// `FULL_PREFETCH`, whose handler prints `RUNNING id` and never ends. Its leases (60 s) and the
+/// buffer's time-to-live (the lease) outlast the test, so it neither loses nor hands back a
+/// job before it is killed.
+#[test]
+fn child_worker_with_a_full_buffer() {
+    run_child(|store| async move {
+        let _worker = Worker::builder(store)
+            .queue(
+                "prefetch",
+                QueueConfig::default()
+                    .concurrency(FULL_SLOTS)
+                    .prefetch(FULL_PREFETCH)
+                    .lease(Duration::from_secs(60))
+                    .poll_interval(Duration::from_millis(50)),
+            )
+            .handle("work", |job: Job| async move {
+                println!("RUNNING {}", job.claim.id);
+                std::future::pending::<()>().await;
+                Ok::<_, String>(())
+            })
+            .build()
+            .expect("worker")
+            .start()
+            .expect("start");
+        std::future::pending::<()>().await;
+    });
+}
+
+/// The leases of the jobs of `queue` the store shows as running.
+async fn held_leases(store: &RedisBackend, queue: &str) -> Vec<(JobId, Lease)> {
+    let running = ListFilter::default()
+        .queue(queue)
+        .status(JobStatus::Running)
+        .limit(1_000);
+    store
+        .list(running)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|info| match info.state {
+            State::Running { lease } => (info.id, lease),
+            other => panic!("job {} is listed as running: {other:?}", info.id),
+        })
+        .collect()
+}
+
+/// Settles a success under each of the dead worker's leases; every one must be refused as
+/// stale.
+async fn assert_fenced(store: &RedisBackend, held: &[(JobId, Lease)]) {
+    let stale = held
+        .iter()
+        .map(|(id, lease)| {
+            Finished::succeeded(Claim {
+                id: *id,
+                token: lease.token,
+            })
+        })
+        .collect();
+    for ((id, _), answer) in held.iter().zip(store.settle(stale).await.unwrap()) {
+        let err = answer.expect_err("the dead worker's token settled a job");
+        assert!(err.is_stale_lease(), "job {id}: {err}");
+    }
+}
+
+/// A pipelined worker killed with SIGKILL while each of its slots runs a job and its prefetch
+/// buffer is full. The buffered jobs were claimed but never started, and a killed process
+/// cannot hand them back: they wait for their leases like the running ones. Each held job is
+/// rescued with one lost attempt, the dead worker's tokens are refused, and a fresh worker
+/// runs every job: the held ones on their second attempt, none lost, none twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_killed_with_a_full_prefetch_buffer_loses_nothing() {
+    require_redis!();
+    const JOBS: usize = 20;
+    const HELD: usize = FULL_SLOTS + FULL_PREFETCH;
+    let (store, clock, ids) = store_with_jobs("prefetch", JOBS).await;
+    let mut child = ChildWorker::start(
+        "child_worker_with_a_full_buffer",
+        store.keys().prefix(),
+        &[],
+    );
+    // Every slot runs a job that never ends ...
+    let mut started = HashSet::new();
+    tokio::time::timeout(Duration::from_secs(60), async {
+        while started.len() < FULL_SLOTS {
+            let line = child
+                .next_line()
+                .await
+                .expect("the worker process exited early");
+            let id = line.strip_prefix("RUNNING ").expect("RUNNING <id>");
+            started.insert(JobId(id.trim().parse().expect("a job id")));
+        }
+    })
+    .await
+    .expect("the worker process started a job in every slot");
+    // ... and the buffer has filled: the store shows the slots' jobs and the buffer's held.
+    let before = tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            let held = held_leases(&store, "prefetch").await;
+            if held.len() >= HELD {
+                return held;
+            }
+            // The next look at the store; the deadline above bounds the wait.
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the worker process filled its prefetch buffer");
+    assert_eq!(before.len(), HELD, "the buffer stops at its depth");
+    let extra = child.kill();
+    assert!(extra.is_empty(), "a third job started: {extra:?}");
+
+    // What the dead worker holds, read once it can renew nothing any more: the same jobs.
+    let held = held_leases(&store, "prefetch").await;
+    let ids_of = |held: &[(JobId, Lease)]| held.iter().map(|(id, _)| *id).collect::<HashSet<_>>();
+    assert_eq!(
+        ids_of(&held),
+        ids_of(&before),
+        "the buffer stops at its depth"
+    );
+    assert!(
+        started.is_subset(&ids_of(&held)),
+        "the running jobs are held"
+    );
+    // Nothing is rescued before the first lease runs out; everything once the last has.
+    let first = held.iter().map(|(_, l)| l.deadline).min().unwrap();
+    let last = held.iter().map(|(_, l)| l.deadline).max().unwrap();
+    clock.set(first - 1);
+    assert_eq!(store.rescue("prefetch").await.unwrap(), 0);
+    clock.set(last);
+    assert_eq!(store.rescue("prefetch").await.unwrap(), HELD as u64);
+    let stats = store.stats().await.unwrap();
+    assert_eq!(
+        stats[0].retries.failures, HELD as u64,
+        "one lost attempt each"
+    );
+    assert_fenced(&store, &held).await;
+
+    // A fresh worker runs every job.
+    let (ran_tx, mut ran) = mpsc::unbounded_channel();
+    let worker = Worker::builder(RedisBackend::clone(&store))
+        .queue(
+            "prefetch",
+            QueueConfig::default()
+                .concurrency(4)
+                .poll_interval(Duration::from_millis(50)),
+        )
+        .handle("work", move |job: Job| {
+            let ran_tx = ran_tx.clone();
+            async move {
+                let _ = ran_tx.send((job.claim.id, job.attempt));
+                Ok::<_, String>(())
+            }
+        })
+        .build()
+        .unwrap()
+        .start()
+        .unwrap();
+    let mut attempts = HashMap::new();
+    tokio::time::timeout(Duration::from_secs(60), async {
+        while attempts.len() < JOBS {
+            let (id, attempt) = ran.recv().await.unwrap();
+            assert!(attempts.insert(id, attempt).is_none(), "job {id} ran twice");
+        }
+    })
+    .await
+    .expect("every job ran");
+    assert!(worker.shutdown(Duration::from_secs(10)).await.is_clean());
+    assert!(ran.try_recv().is_err(), "a job ran twice");
+    for id in &ids {
+        let second = held.iter().any(|(h, _)| h == id);
+        assert_eq!(
+            attempts.get(id),
+            Some(&if second { 2 } else { 1 }),
+            "job {id}"
+        );
+    }
+    let stats = store.stats().await.unwrap();
+    assert_eq!(
+        stats[0].counts.succeeded, JOBS as u64,
+        "{:?}",
+        stats[0].counts
+    );
+    assert_eq!(stats[0].counts.pending(), 0);
+    // A late settlement of the dead worker changes nothing.
+    assert_fenced(&store, &held).await;
 }
