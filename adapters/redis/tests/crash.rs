@@ -163,18 +163,21 @@ async fn a_killed_worker_s_job_completes_once_after_rescue() {
         token: LeaseToken(fields[1]),
     };
 
-    // The job is held by a dead worker until its lease runs out.
-    assert_eq!(
-        store.get(id).await.unwrap().unwrap().status(),
-        JobStatus::Running
-    );
+    // The job is held by a dead worker, under the token it printed, until its lease runs out.
+    // The deadline is read from the store: the child's lease follows the wall clock, which
+    // moved on for as long as the child took to start.
+    let held = held_leases(&store, "crash").await;
+    assert_eq!(held.len(), 1);
+    let (held_id, lease) = held[0];
+    assert_eq!((held_id, lease.token), (id, stale.token));
+    clock.set(lease.deadline - 1);
     assert_eq!(store.rescue("crash").await.unwrap(), 0);
     assert!(store
         .claim("crash", 1, Duration::from_secs(30))
         .await
         .unwrap()
         .is_empty());
-    clock.advance(Duration::from_secs(5));
+    clock.set(lease.deadline);
     assert_eq!(store.rescue("crash").await.unwrap(), 1);
     let job = store
         .claim("crash", 1, Duration::from_secs(30))
@@ -533,11 +536,15 @@ fn acked(lines: &[String]) -> Vec<JobId> {
         .collect()
 }
 
-/// Runs every job left in `queue` after the dead worker's leases expire; returns the jobs
-/// that ran again.
+/// Runs every job left in `queue` once the dead worker's leases have run out; returns the jobs
+/// that ran again. The clock is set to the last of those leases, read from the store: they
+/// follow the wall clock, which moved on for as long as the child ran.
 async fn finish_the_rest(store: &RedisBackend, clock: &ManualClock, queue: &str) -> Vec<JobId> {
-    clock.advance(Duration::from_secs(5));
-    store.rescue(queue).await.unwrap();
+    let held = held_leases(store, queue).await;
+    if let Some(last) = held.iter().map(|(_, lease)| lease.deadline).max() {
+        clock.set(last.max(clock.now()));
+    }
+    assert_eq!(store.rescue(queue).await.unwrap(), held.len() as u64);
     let mut again = Vec::new();
     loop {
         let jobs = store
