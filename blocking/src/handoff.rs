@@ -25,6 +25,26 @@
 //! waiters are registered; both sides publish first and check second, separated by
 //! `SeqCst` fences, so at least one of them sees the other (a consumer's pass then finds
 //! the item, or the producer sees the waiter).
+//!
+//! # Publishing without a fence
+//!
+//! A `SeqCst` fence right after the push costs more than the rest of it when another core
+//! keeps touching the queue: the fence waits until the push's last plain store (the ring
+//! slot's stamp) owns its cache line, a round trip to the other core. `WaitQueue`'s pushes
+//! therefore skip it ([`Handoff::item_added_seqcst`]): each of them takes effect through a
+//! `SeqCst` compare-and-swap (or, for a `DropOldest` overwrite, a `SeqCst` store) of the
+//! store's tail index, and a pop finds the store empty only by reading that index after a
+//! `SeqCst` fence (`crossbeam-queue` 0.3, `SegQueue` and `ArrayQueue`, which its own
+//! channels rely on in the same way). With the producer's tail write `T`, its `SeqCst` load
+//! `L` of the live count, the consumer's increment `R` of that count, its fence `F`
+//! (registration) and its read `B` of the tail index after `F`, suppose both miss: `B`
+//! reads a tail older than `T`, so `F` precedes `T` in the single `SeqCst` order (C++20
+//! [atomics.order] p4.3); `L` reads a count older than `R` and `R` happens before `F`, so
+//! `L` precedes `F` (p4.2); and `T` precedes `L` (same thread, both `SeqCst`): `F < T < L <
+//! F`, a cycle. So the consumer's pass finds the item or the producer sees the waiter, as
+//! with the fence. A drainer that runs the pass on the consumer's behalf reads the store
+//! after acquiring the consumer's request, so `F` happens before its read too. Items given
+//! back (`put_back`) and `FairWaitQueue` (a mutex-protected store) keep the fence.
 
 use core::future::Future;
 use core::pin::Pin;
@@ -131,7 +151,15 @@ impl<S: Store> Handoff<S> {
     /// Call after an item entered the store: hands it over if anyone waits.
     pub(crate) fn item_added(&self) {
         fence(Ordering::SeqCst);
-        if self.live.load(Ordering::Acquire) > 0 {
+        self.item_added_seqcst();
+    }
+
+    /// Like [`item_added`](Self::item_added), without the fence, for a store whose push
+    /// took effect through a `SeqCst` write that a consumer's emptiness check reads after a
+    /// `SeqCst` fence (the crossbeam queues of `Items`; see "Publishing without a fence" in
+    /// the module docs).
+    pub(crate) fn item_added_seqcst(&self) {
+        if self.live.load(Ordering::SeqCst) > 0 {
             self.drain();
         }
     }

@@ -100,6 +100,12 @@ impl<T> Items<T> {
     }
 
     /// Enqueues a normal item, applying the bound. `Err` gives it back (full, `Refuse`).
+    ///
+    /// Every push that adds an item takes effect through a `SeqCst` write of the queue's
+    /// tail index (`SegQueue::push` and `ArrayQueue::push`: a `SeqCst` compare-and-swap;
+    /// `force_push` on a full ring: a `SeqCst` store), which a pop reads after a `SeqCst`
+    /// fence before it reports "empty". [`WaitQueue`](crate::WaitQueue) relies on this to
+    /// publish items without a fence of its own (see `handoff`'s module docs).
     pub(crate) fn push(&self, item: T) -> Result<(), T> {
         match &self.main {
             Main::Unbounded(queue) => queue.push(item),
@@ -134,7 +140,7 @@ impl<T> Store for Items<T> {
             Main::Unbounded(queue) => queue.pop(),
             Main::Ring(ring, FullPolicy::Refuse) => {
                 let item = ring.pop()?;
-                self.room.room_made(1);
+                self.room.room_made_seqcst(1);
                 Some(item)
             }
             Main::Ring(ring, FullPolicy::DropOldest) => ring.pop(),

@@ -20,7 +20,8 @@
 //! notification that came while it was busy trying.
 //!
 //! Producers only ever wait here when the queue is full, so the list lock is off the fast
-//! path; a consumer's fast path is one fence and one load.
+//! path; a consumer's fast path is one load (after the ring's `SeqCst` pop, which stands in
+//! for the fence: see [`RoomWaiters::room_made_seqcst`]) or one fence and one load.
 
 use std::collections::VecDeque;
 use std::task::Waker;
@@ -149,7 +150,23 @@ impl RoomWaiters {
     #[inline]
     pub(crate) fn room_made(&self, n: usize) {
         fence(Ordering::SeqCst);
-        if self.waiting.load(Ordering::Acquire) > 0 {
+        self.room_made_seqcst(n);
+    }
+
+    /// Like [`room_made`](Self::room_made), without the fence, after room made by a `SeqCst`
+    /// read-modify-write that a producer's full check reads after a `SeqCst` fence: the pop
+    /// of `Items`' ring (`ArrayQueue::pop` moves the head index with a `SeqCst`
+    /// compare-and-swap; `push` reads it after a `SeqCst` fence before it reports "full").
+    /// The producer registers (`R`), fences (`F`), then its push reads the head (`B`); the
+    /// consumer moves the head (`H`), then loads the count (`L`). If both miss, `F` precedes
+    /// `H` in the `SeqCst` order (`B` read an older head), `L` precedes `F` (`L` read a count
+    /// older than `R`, which happens before `F`), and `H` precedes `L`: a cycle (the same
+    /// argument as for items in `handoff`'s module docs). Skipping the fence matters: it
+    /// would wait for the pop's last plain store (the slot's stamp) to reach its cache line,
+    /// a round trip to the other core when both touch the ring.
+    #[inline]
+    pub(crate) fn room_made_seqcst(&self, n: usize) {
+        if self.waiting.load(Ordering::SeqCst) > 0 {
             self.notify(n);
         }
     }

@@ -10,10 +10,11 @@
 //! linearizable like the real queue, so the models check the protocol built *on top of*
 //! the queues (hand-off, claiming, cancellation, wake-ups, the bound, waiting pushes, waiter
 //! reuse); they do not check crossbeam's own memory orderings, which crossbeam verifies with
-//! its own loom suite. Because a stand-in's mutex also orders the threads that use it, a
-//! `SeqCst` fence placed between a queue operation and a counter (a producer checking for
-//! waiters, a consumer checking for blocked producers) is not exercised by the models either:
-//! those fences are argued in the modules that use them.
+//! its own loom suite. Because a stand-in's mutex also orders the threads that use it, the
+//! `SeqCst` ordering between a queue operation and a counter (a producer checking for
+//! waiters, a consumer checking for blocked producers: a fence, or for `WaitQueue` the
+//! crossbeam queue's own `SeqCst` compare-and-swap) is not exercised by the models either:
+//! it is argued in the modules that rely on it (`handoff`, `room`).
 
 #[cfg(not(loom))]
 mod imp {

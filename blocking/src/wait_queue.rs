@@ -123,7 +123,8 @@ impl<T> WaitQueue<T> {
         if let Err(item) = self.inner.store.push(item) {
             return Attempt::Full(item);
         }
-        self.inner.item_added();
+        // `Items::push` took effect through a `SeqCst` write (see `handoff`'s module docs).
+        self.inner.item_added_seqcst();
         Attempt::Pushed
     }
 
