@@ -1,4 +1,5 @@
-//! The heap-backed fair queue: each round in pooled buffers read front to back.
+//! The heap-backed fair queue: each round in pooled buffers, appended to at the back and
+//! delivered from one reversed buffer.
 
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
@@ -22,12 +23,16 @@ const CHAIN_AT: usize = 256;
 const NIL: u32 = u32::MAX;
 /// The cursor segment that designates a round's `tail`.
 const TAIL: u32 = u32::MAX - 1;
+/// The cursor segment that designates the front round's `reading` buffer.
+const READING: u32 = u32::MAX - 2;
 
-type Buffer<K, T> = VecDeque<(K, T)>;
+/// A round's items, oldest first (or newest first once moved to `reading`).
+type Buffer<K, T> = Vec<(K, T)>;
 
 /// One round: its oldest items in a chain of full buffers (none while the round fits one
-/// buffer), the newest in `tail`. Appends go to `tail` and pops to the chain's first buffer,
-/// then to `tail`; a round is appended to before it is delivered, never both at once.
+/// buffer), the newest in `tail`. Appends go to `tail`. A round is appended to before it is
+/// delivered, never both at once: delivery moves the chain's first buffer (then the next, and
+/// finally `tail`) to the storage's `reading` buffer, reversed, and pops take its last item.
 struct Round<K, T> {
     tail: Buffer<K, T>,
     /// First link of the chain, `NIL` when there is none.
@@ -52,11 +57,15 @@ struct Link<K, T> {
     next: u32,
 }
 
-/// Growable storage: every round is read front to back from one buffer, or from a chain of
-/// buffers once it outgrows a few hundred items (so a round that keeps growing is never
-/// copied again), and the run is one more buffer. There is no per-item link: an item costs
-/// its key and its value, plus its share of a buffer's spare room. Emptied buffers are
-/// pooled for the next rounds, so a buffer that pops have just read is the next one written.
+/// Growable storage: every round is one buffer, or a chain of buffers once it outgrows a few
+/// hundred items (so a round that keeps growing is never copied again), and the run is one
+/// more buffer. There is no per-item link: an item costs its key and its value, plus its share
+/// of a buffer's spare room. Emptied buffers are pooled for the next rounds, so a buffer that
+/// pops have just read is the next one written.
+///
+/// Pushes append to the back of a plain `Vec`; pops take the back of another (`reading`, the
+/// front round's next buffer, reversed once when delivery reaches it): both are a length
+/// update and one copy, with no ring arithmetic and no lookup of the front round.
 ///
 /// Memory goes back to the allocator when the queue drains: the pool and every large buffer
 /// are freed, and the key table is shrunk as stale keys are swept.
@@ -65,7 +74,10 @@ pub struct HeapStorage<K, T, H = DefaultHashBuilder> {
     /// compacted away (cheaper to index than a ring).
     rounds: Vec<Round<K, T>>,
     first: usize,
-    run: Buffer<K, T>,
+    /// The pending round's next items, newest first: pops take the last. Not empty only while
+    /// round 0 is being delivered (it then holds that round's oldest undelivered items).
+    reading: Buffer<K, T>,
+    run: VecDeque<(K, T)>,
     /// The key of the run's items while the run is not empty (every push compares its key
     /// with it: a copy here is one load, where the run's front item is five).
     run_key: Option<K>,
@@ -156,6 +168,7 @@ impl<K, T, H> FairQueueBase<K, T, HeapStorage<K, T, H>> {
             HeapStorage {
                 rounds: Vec::new(),
                 first: 0,
+                reading: Vec::new(),
                 run: VecDeque::new(),
                 run_key: None,
                 links: Vec::new(),
@@ -284,7 +297,7 @@ impl<K, T, H> HeapStorage<K, T, H> {
             Some(buffer) if buffer.capacity() >= want => self.pool.pop(),
             _ => None,
         }
-        .unwrap_or_else(|| VecDeque::with_capacity(want));
+        .unwrap_or_else(|| Vec::with_capacity(want));
         let round = &mut self.rounds[at];
         let items = mem::replace(&mut round.tail, fresh);
         let link = self.new_link(items);
@@ -323,23 +336,45 @@ impl<K, T, H> HeapStorage<K, T, H> {
         next
     }
 
-    /// The front round's buffer being read has just been emptied by a pop: unlink it, or
-    /// drop the round when that was its tail. True when the round is gone.
+    /// `reading` is empty and round 0 is being delivered: move the round's oldest buffer
+    /// (the chain's first, else its tail) to `reading`, reversed, and take its oldest item.
+    /// One pass over a buffer that pops are about to read anyway.
     #[cold]
     #[inline(never)]
-    fn front_buffer_emptied(&mut self) -> bool {
+    fn load_reading(&mut self) -> (K, T) {
         let at = self.rounds[self.first].head;
-        if at == NIL {
-            self.remove_front();
-            return true;
+        let mut next = if at == NIL {
+            mem::take(&mut self.rounds[self.first].tail)
+        } else {
+            let items = mem::take(&mut self.links[at as usize].items);
+            let after = self.free_link(at);
+            let round = &mut self.rounds[self.first];
+            round.head = after;
+            if after == NIL {
+                round.last = NIL;
+            }
+            items
+        };
+        next.reverse();
+        let emptied = mem::replace(&mut self.reading, next);
+        self.recycle(emptied);
+        match self.reading.pop() {
+            Some(popped) => popped,
+            None => unreachable!("rounds and chained buffers are never empty"),
         }
-        let next = self.free_link(at);
-        let round = &mut self.rounds[self.first];
-        round.head = next;
-        if next == NIL {
-            round.last = NIL;
+    }
+
+    /// A pop has just emptied `reading`: drop round 0 when nothing of it is left elsewhere
+    /// (the next pop loads its next buffer otherwise). True when the round is gone.
+    #[cold]
+    #[inline(never)]
+    fn reading_emptied(&mut self) -> bool {
+        let round = &self.rounds[self.first];
+        if round.head != NIL || !round.tail.is_empty() {
+            return false;
         }
-        false
+        self.remove_front();
+        true
     }
 
     /// A segment of `round`: a chained buffer, or its tail.
@@ -352,27 +387,43 @@ impl<K, T, H> HeapStorage<K, T, H> {
     }
 }
 
-/// Moves every item of `key` out of `buffer` into `sink`, keeping the others in order.
-fn remove_from<K: Eq, T>(buffer: &mut Buffer<K, T>, key: &K, sink: &mut dyn FnMut(T)) -> usize {
-    // Rotate the buffer once: no allocation.
+/// Moves every item of `key` out of `buffer` into `sink`, oldest first, keeping the others in
+/// order. `newest_first` says which way `buffer` is ordered (true for `reading`).
+fn remove_from<K: Eq, T>(
+    buffer: &mut Buffer<K, T>,
+    key: &K,
+    newest_first: bool,
+    sink: &mut dyn FnMut(T),
+) -> usize {
+    // Rotate the buffer once as a deque (converting a `Vec` to a `VecDeque` and back moves
+    // no allocation): no allocation, no unsafe code.
+    let mut ring = VecDeque::from(mem::take(buffer));
     let mut removed = 0;
-    for _ in 0..buffer.len() {
-        let Some((k, item)) = buffer.pop_front() else {
+    for _ in 0..ring.len() {
+        let oldest = if newest_first {
+            ring.pop_back()
+        } else {
+            ring.pop_front()
+        };
+        let Some((k, item)) = oldest else {
             break;
         };
         if k == *key {
             sink(item);
             removed += 1;
+        } else if newest_first {
+            ring.push_front((k, item));
         } else {
-            buffer.push_back((k, item));
+            ring.push_back((k, item));
         }
     }
+    *buffer = Vec::from(ring);
     removed
 }
 
 impl<K, T, H> Walk<K, T> for HeapStorage<K, T, H> {
-    fn step(&self, round: usize, cursor: u64) -> Option<(u64, &K, &T)> {
-        let Some(round) = self.rounds.get(self.first + round) else {
+    fn step(&self, index: usize, cursor: u64) -> Option<(u64, &K, &T)> {
+        let Some(round) = self.rounds.get(self.first + index) else {
             // The run: the cursor is an offset.
             let at = if cursor == START { 0 } else { cursor as usize };
             return self
@@ -380,23 +431,34 @@ impl<K, T, H> Walk<K, T> for HeapStorage<K, T, H> {
                 .get(at)
                 .map(|(key, item)| (at as u64 + 1, key, item));
         };
-        // A round: the cursor is a segment (a link or `TAIL`) and an offset in it.
-        let (mut segment, mut at) = if cursor == START {
-            (if round.head == NIL { TAIL } else { round.head }, 0)
-        } else {
+        // A round: the cursor is a segment (`READING`, a link or `TAIL`) and an offset in it.
+        let chain = if round.head == NIL { TAIL } else { round.head };
+        let (mut segment, mut at) = if cursor != START {
             ((cursor >> 32) as u32, cursor as u32 as usize)
+        } else if index == 0 && !self.reading.is_empty() {
+            (READING, 0)
+        } else {
+            (chain, 0)
         };
         loop {
-            if let Some((key, item)) = self.buffer_at(round, segment).get(at) {
+            let found = if segment == READING {
+                // Newest first: the `at`-th oldest is counted from the back.
+                let len = self.reading.len();
+                (at < len).then(|| &self.reading[len - 1 - at])
+            } else {
+                self.buffer_at(round, segment).get(at)
+            };
+            if let Some((key, item)) = found {
                 let next = (u64::from(segment) << 32) | (at as u64 + 1);
                 return Some((next, key, item));
             }
-            if segment == TAIL {
-                return None;
-            }
-            segment = match self.links[segment as usize].next {
-                NIL => TAIL,
-                next => next,
+            segment = match segment {
+                TAIL => return None,
+                READING => chain,
+                link => match self.links[link as usize].next {
+                    NIL => TAIL,
+                    next => next,
+                },
             };
             at = 0;
         }
@@ -432,6 +494,9 @@ where
     fn round_len(&self, index: usize) -> usize {
         let round = &self.rounds[self.first + index];
         let mut len = round.tail.len();
+        if index == 0 {
+            len += self.reading.len();
+        }
         let mut link = round.head;
         while link != NIL {
             len += self.links[link as usize].items.len();
@@ -448,10 +513,10 @@ where
         };
         if round.tail.len() == round.tail.capacity() {
             self.make_room(at);
-            self.rounds[at].tail.push_back((key, item));
+            self.rounds[at].tail.push((key, item));
             return Ok(());
         }
-        round.tail.push_back((key, item));
+        round.tail.push((key, item));
         Ok(())
     }
 
@@ -464,24 +529,19 @@ where
         // one reallocation per round, a tenth of the instructions of a push and pop.)
         let mut buffer = match self.pool.pop() {
             Some(buffer) => buffer,
-            None => VecDeque::with_capacity(size.clamp(4, CHAIN_AT)),
+            None => Vec::with_capacity(size.clamp(4, CHAIN_AT)),
         };
-        buffer.push_back((key, item));
+        buffer.push((key, item));
         self.rounds.push(Round::new(buffer));
     }
 
     #[inline]
     fn front_pop(&mut self) -> (K, T, bool) {
-        // The oldest items are in the chain's first buffer, or in the tail when unchained.
-        let front = &mut self.rounds[self.first];
-        let buffer = match front.head {
-            NIL => &mut front.tail,
-            link => &mut self.links[link as usize].items,
+        let (key, item) = match self.reading.pop() {
+            Some(popped) => popped,
+            None => self.load_reading(),
         };
-        let Some((key, item)) = buffer.pop_front() else {
-            unreachable!("rounds and chained buffers are never empty")
-        };
-        let emptied = buffer.is_empty() && self.front_buffer_emptied();
+        let emptied = self.reading.is_empty() && self.reading_emptied();
         (key, item, emptied)
     }
 
@@ -502,10 +562,14 @@ where
     fn round_remove_key(&mut self, index: usize, key: &K, sink: &mut dyn FnMut(T)) -> usize {
         let at = self.first + index;
         let mut removed = 0;
+        if index == 0 {
+            // The oldest of a pending round: what pops have not yet taken from `reading`.
+            removed += remove_from(&mut self.reading, key, true, sink);
+        }
         // The chain, oldest first, unlinking the buffers this empties.
         let (mut prev, mut link) = (NIL, self.rounds[at].head);
         while link != NIL {
-            removed += remove_from(&mut self.links[link as usize].items, key, sink);
+            removed += remove_from(&mut self.links[link as usize].items, key, false, sink);
             let next = self.links[link as usize].next;
             if self.links[link as usize].items.is_empty() {
                 self.free_link(link);
@@ -520,7 +584,7 @@ where
             link = next;
         }
         self.rounds[at].last = prev;
-        removed += remove_from(&mut self.rounds[at].tail, key, sink);
+        removed += remove_from(&mut self.rounds[at].tail, key, false, sink);
         // Keep `tail` holding the newest items: an emptied tail takes the last chained
         // buffer's place (rounds are appended to `tail` only).
         if self.rounds[at].tail.is_empty() && prev != NIL {
@@ -590,6 +654,9 @@ impl<K, T, H> HeapStorage<K, T, H> {
         if self.run.capacity() > KEEP_AFTER_DRAIN {
             self.run = VecDeque::new();
         }
+        if self.reading.capacity() > KEEP_AFTER_DRAIN {
+            self.reading = Vec::new();
+        }
         if self.rounds.capacity() > KEEP_AFTER_DRAIN {
             self.rounds = Vec::new();
             self.first = 0;
@@ -646,11 +713,14 @@ mod tests {
 
     use super::*;
 
-    /// The keys of round 0's segments: each chained buffer, then the tail.
+    /// The keys of round 0's segments, oldest first: `reading`, each chained buffer, the tail.
     fn segments(q: &FairQueue<u32, u32>) -> Vec<Vec<u32>> {
         let storage = &q.engine.storage;
         let round = &storage.rounds[storage.first];
         let mut out = Vec::new();
+        if !storage.reading.is_empty() {
+            out.push(storage.reading.iter().rev().map(|(k, _)| *k).collect());
+        }
         let mut link = round.head;
         while link != NIL {
             let items = &storage.links[link as usize].items;
