@@ -19,6 +19,12 @@ const KEEP_AFTER_DRAIN: usize = 256;
 /// A round's buffer grows in place (its items copied) up to this many items; a full buffer
 /// at least this large is chained instead, and the appends go on in a new buffer.
 const CHAIN_AT: usize = 256;
+/// The largest buffer a chain grows by (16 KiB of `(u32, u64)` items). Buffers of a bounded
+/// size keep going round the pool while they are still in the cache; at 65,536 keys, where a
+/// round holds tens of thousands of items, chaining buffers a quarter of the round large
+/// instead meant fresh, cold allocations (and page faults): 0.98 L2 misses per push+pop
+/// against 0.78 with this bound (callgrind, 1 MiB L2).
+const CHAIN_MAX: usize = 1_024;
 /// No link.
 const NIL: u32 = u32::MAX;
 /// The cursor segment that designates a round's `tail`.
@@ -274,9 +280,8 @@ impl<K, T, H> HeapStorage<K, T, H> {
     }
 
     /// Round `at` (an index into `rounds`) has a full `tail`: grow it in place while it is
-    /// small, else chain it and continue in a buffer a quarter as large as the round so far
-    /// (the round's capacity grows by a quarter either way, and large rounds are never
-    /// copied).
+    /// small, else chain it and continue in a buffer a quarter as large as the round so far,
+    /// up to [`CHAIN_MAX`] items (large rounds are never copied).
     #[cold]
     #[inline(never)]
     fn make_room(&mut self, at: usize) {
@@ -288,11 +293,12 @@ impl<K, T, H> HeapStorage<K, T, H> {
         }
         let mut chained = full;
         let mut link = round.head;
-        while link != NIL {
+        // Counting stops once the bound is reached: a few links at most.
+        while link != NIL && chained < 4 * CHAIN_MAX {
             chained += self.links[link as usize].items.len();
             link = self.links[link as usize].next;
         }
-        let want = (chained / 4).max(CHAIN_AT / 4);
+        let want = (chained / 4).clamp(CHAIN_AT / 4, CHAIN_MAX);
         let fresh = match self.pool.last() {
             Some(buffer) if buffer.capacity() >= want => self.pool.pop(),
             _ => None,
