@@ -1,8 +1,8 @@
 //! The heap-backed fair queue: each round in pooled buffers, appended to at the back and
-//! delivered from one reversed buffer.
+//! delivered front to back through one iterator.
 
 use alloc::collections::VecDeque;
-use alloc::vec::Vec;
+use alloc::vec::{self, Vec};
 use core::hash::{BuildHasher, Hash};
 use core::mem;
 
@@ -29,16 +29,16 @@ const CHAIN_MAX: usize = 1_024;
 const NIL: u32 = u32::MAX;
 /// The cursor segment that designates a round's `tail`.
 const TAIL: u32 = u32::MAX - 1;
-/// The cursor segment that designates the front round's `reading` buffer.
+/// The cursor segment that designates the front round's `reading` iterator.
 const READING: u32 = u32::MAX - 2;
 
-/// A round's items, oldest first (or newest first once moved to `reading`).
+/// A round's items, oldest first.
 type Buffer<K, T> = Vec<(K, T)>;
 
 /// One round: its oldest items in a chain of full buffers (none while the round fits one
 /// buffer), the newest in `tail`. Appends go to `tail`. A round is appended to before it is
-/// delivered, never both at once: delivery moves the chain's first buffer (then the next, and
-/// finally `tail`) to the storage's `reading` buffer, reversed, and pops take its last item.
+/// delivered, never both at once: delivery turns the chain's first buffer (then the next, and
+/// finally `tail`) into the storage's `reading` iterator, which pops advance.
 struct Round<K, T> {
     tail: Buffer<K, T>,
     /// First link of the chain, `NIL` when there is none.
@@ -69,9 +69,9 @@ struct Link<K, T> {
 /// of a buffer's spare room. Emptied buffers are pooled for the next rounds, so a buffer that
 /// pops have just read is the next one written.
 ///
-/// Pushes append to the back of a plain `Vec`; pops take the back of another (`reading`, the
-/// front round's next buffer, reversed once when delivery reaches it): both are a length
-/// update and one copy, with no ring arithmetic and no lookup of the front round.
+/// Pushes append to the back of a plain `Vec`; pops advance a `vec::IntoIter` over the front
+/// round's next buffer (`reading`): a length update and one copy each, with no ring
+/// arithmetic and no lookup of the front round.
 ///
 /// Memory goes back to the allocator when the queue drains: the pool and every large buffer
 /// are freed, and the key table is shrunk as stale keys are swept.
@@ -80,9 +80,9 @@ pub struct HeapStorage<K, T, H = DefaultHashBuilder> {
     /// compacted away (cheaper to index than a ring).
     rounds: Vec<Round<K, T>>,
     first: usize,
-    /// The pending round's next items, newest first: pops take the last. Not empty only while
-    /// round 0 is being delivered (it then holds that round's oldest undelivered items).
-    reading: Buffer<K, T>,
+    /// The pending round's next items, oldest first. Not empty only while round 0 is being
+    /// delivered (it then holds that round's oldest undelivered items).
+    reading: vec::IntoIter<(K, T)>,
     run: VecDeque<(K, T)>,
     /// The key of the run's items while the run is not empty (every push compares its key
     /// with it: a copy here is one load, where the run's front item is five).
@@ -174,7 +174,7 @@ impl<K, T, H> FairQueueBase<K, T, HeapStorage<K, T, H>> {
             HeapStorage {
                 rounds: Vec::new(),
                 first: 0,
-                reading: Vec::new(),
+                reading: vec::IntoIter::default(),
                 run: VecDeque::new(),
                 run_key: None,
                 links: Vec::new(),
@@ -343,13 +343,13 @@ impl<K, T, H> HeapStorage<K, T, H> {
     }
 
     /// `reading` is empty and round 0 is being delivered: move the round's oldest buffer
-    /// (the chain's first, else its tail) to `reading`, reversed, and take its oldest item.
-    /// One pass over a buffer that pops are about to read anyway.
+    /// (the chain's first, else its tail) to `reading` and take its oldest item; the spent
+    /// iterator's allocation goes to the pool.
     #[cold]
     #[inline(never)]
     fn load_reading(&mut self) -> (K, T) {
         let at = self.rounds[self.first].head;
-        let mut next = if at == NIL {
+        let next = if at == NIL {
             mem::take(&mut self.rounds[self.first].tail)
         } else {
             let items = mem::take(&mut self.links[at as usize].items);
@@ -361,10 +361,9 @@ impl<K, T, H> HeapStorage<K, T, H> {
             }
             items
         };
-        next.reverse();
-        let emptied = mem::replace(&mut self.reading, next);
-        self.recycle(emptied);
-        match self.reading.pop() {
+        let spent = mem::replace(&mut self.reading, next.into_iter());
+        self.recycle(reclaim(spent));
+        match self.reading.next() {
             Some(popped) => popped,
             None => unreachable!("rounds and chained buffers are never empty"),
         }
@@ -393,32 +392,31 @@ impl<K, T, H> HeapStorage<K, T, H> {
     }
 }
 
-/// Moves every item of `key` out of `buffer` into `sink`, oldest first, keeping the others in
-/// order. `newest_first` says which way `buffer` is ordered (true for `reading`).
-fn remove_from<K: Eq, T>(
-    buffer: &mut Buffer<K, T>,
-    key: &K,
-    newest_first: bool,
-    sink: &mut dyn FnMut(T),
-) -> usize {
+/// The allocation of a spent `reading` iterator, as an empty buffer for the pool.
+///
+/// Collecting a `vec::IntoIter` through an adapter is done in place by the standard library
+/// (it reuses the source's allocation; documented as an implementation detail, and pinned by
+/// the test `spent_reading_buffers_go_back_to_the_pool`). Were that to change, the pool would
+/// receive an empty `Vec` and new rounds would allocate: slower, never wrong.
+fn reclaim<K, T>(spent: vec::IntoIter<(K, T)>) -> Buffer<K, T> {
+    // Not `collect()` on the iterator itself: that path frees an exhausted iterator's memory.
+    #[allow(clippy::map_identity)]
+    spent.map(|item| item).collect()
+}
+
+/// Moves every item of `key` out of `buffer` into `sink`, keeping the others in order.
+fn remove_from<K: Eq, T>(buffer: &mut Buffer<K, T>, key: &K, sink: &mut dyn FnMut(T)) -> usize {
     // Rotate the buffer once as a deque (converting a `Vec` to a `VecDeque` and back moves
     // no allocation): no allocation, no unsafe code.
     let mut ring = VecDeque::from(mem::take(buffer));
     let mut removed = 0;
     for _ in 0..ring.len() {
-        let oldest = if newest_first {
-            ring.pop_back()
-        } else {
-            ring.pop_front()
-        };
-        let Some((k, item)) = oldest else {
+        let Some((k, item)) = ring.pop_front() else {
             break;
         };
         if k == *key {
             sink(item);
             removed += 1;
-        } else if newest_first {
-            ring.push_front((k, item));
         } else {
             ring.push_back((k, item));
         }
@@ -441,16 +439,14 @@ impl<K, T, H> Walk<K, T> for HeapStorage<K, T, H> {
         let chain = if round.head == NIL { TAIL } else { round.head };
         let (mut segment, mut at) = if cursor != START {
             ((cursor >> 32) as u32, cursor as u32 as usize)
-        } else if index == 0 && !self.reading.is_empty() {
+        } else if index == 0 && self.reading.len() > 0 {
             (READING, 0)
         } else {
             (chain, 0)
         };
         loop {
             let found = if segment == READING {
-                // Newest first: the `at`-th oldest is counted from the back.
-                let len = self.reading.len();
-                (at < len).then(|| &self.reading[len - 1 - at])
+                self.reading.as_slice().get(at)
             } else {
                 self.buffer_at(round, segment).get(at)
             };
@@ -543,11 +539,11 @@ where
 
     #[inline]
     fn front_pop(&mut self) -> (K, T, bool) {
-        let (key, item) = match self.reading.pop() {
+        let (key, item) = match self.reading.next() {
             Some(popped) => popped,
             None => self.load_reading(),
         };
-        let emptied = self.reading.is_empty() && self.reading_emptied();
+        let emptied = self.reading.len() == 0 && self.reading_emptied();
         (key, item, emptied)
     }
 
@@ -570,12 +566,14 @@ where
         let mut removed = 0;
         if index == 0 {
             // The oldest of a pending round: what pops have not yet taken from `reading`.
-            removed += remove_from(&mut self.reading, key, true, sink);
+            let mut rest: Buffer<K, T> = mem::take(&mut self.reading).collect();
+            removed += remove_from(&mut rest, key, sink);
+            self.reading = rest.into_iter();
         }
         // The chain, oldest first, unlinking the buffers this empties.
         let (mut prev, mut link) = (NIL, self.rounds[at].head);
         while link != NIL {
-            removed += remove_from(&mut self.links[link as usize].items, key, false, sink);
+            removed += remove_from(&mut self.links[link as usize].items, key, sink);
             let next = self.links[link as usize].next;
             if self.links[link as usize].items.is_empty() {
                 self.free_link(link);
@@ -590,7 +588,7 @@ where
             link = next;
         }
         self.rounds[at].last = prev;
-        removed += remove_from(&mut self.rounds[at].tail, key, false, sink);
+        removed += remove_from(&mut self.rounds[at].tail, key, sink);
         // Keep `tail` holding the newest items: an emptied tail takes the last chained
         // buffer's place (rounds are appended to `tail` only).
         if self.rounds[at].tail.is_empty() && prev != NIL {
@@ -654,14 +652,13 @@ impl<K, T, H> HeapStorage<K, T, H> {
     /// The queue drained: free what a large backlog left behind.
     #[cold]
     fn release(&mut self) {
+        let spent = reclaim(mem::take(&mut self.reading));
+        self.recycle(spent);
         self.pool
             .retain(|buffer| buffer.capacity() <= KEEP_AFTER_DRAIN);
         self.pool.truncate(4);
         if self.run.capacity() > KEEP_AFTER_DRAIN {
             self.run = VecDeque::new();
-        }
-        if self.reading.capacity() > KEEP_AFTER_DRAIN {
-            self.reading = Vec::new();
         }
         if self.rounds.capacity() > KEEP_AFTER_DRAIN {
             self.rounds = Vec::new();
@@ -724,8 +721,8 @@ mod tests {
         let storage = &q.engine.storage;
         let round = &storage.rounds[storage.first];
         let mut out = Vec::new();
-        if !storage.reading.is_empty() {
-            out.push(storage.reading.iter().rev().map(|(k, _)| *k).collect());
+        if storage.reading.len() > 0 {
+            out.push(storage.reading.as_slice().iter().map(|(k, _)| *k).collect());
         }
         let mut link = round.head;
         while link != NIL {
@@ -735,6 +732,29 @@ mod tests {
         }
         out.push(round.tail.iter().map(|(k, _)| *k).collect());
         out
+    }
+
+    /// A delivered round's buffer is the next pooled buffer: reusing it relies on the
+    /// standard library collecting a `vec::IntoIter` in place (see `reclaim`).
+    #[test]
+    fn spent_reading_buffers_go_back_to_the_pool() {
+        let mut q: FairQueue<u32, u32> = FairQueue::unbounded();
+        // Two rounds of 100 items: every key twice.
+        for _ in 0..2 {
+            for k in 0..100 {
+                q.push(k, k).unwrap();
+            }
+        }
+        // Delivering the first round and one item of the second spends the first buffer.
+        for _ in 0..101 {
+            q.pop();
+        }
+        let pool = &q.engine.storage.pool;
+        assert!(
+            pool.iter().any(|buffer| buffer.capacity() >= 100),
+            "pool capacities: {:?}",
+            pool.iter().map(Vec::capacity).collect::<Vec<_>>()
+        );
     }
 
     /// Removals that empty the first chained buffer, the last one and the tail relink the
