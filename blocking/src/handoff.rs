@@ -279,14 +279,22 @@ impl<S: Store> Handoff<S> {
     /// queue is closed / its waiters evicted.
     ///
     /// The deadline is only computed (`deadline()`) if the pop has to wait, so the fast
-    /// path does not read the clock.
+    /// path does not read the clock. The fast path (an item is there) is inlined into the
+    /// caller and the rest is a separate function, so taking an item does not pay for the
+    /// stack frame and saved registers of the waiting path.
+    #[inline]
     pub(crate) fn pop_blocking<D: Deadline>(
         &self,
         deadline: impl FnOnce() -> D,
     ) -> Option<S::Item> {
-        if let Some(item) = self.take_without_waiting() {
-            return Some(item);
+        match self.take_without_waiting() {
+            Some(item) => Some(item),
+            None => self.pop_blocking_slow(deadline),
         }
+    }
+
+    #[inline(never)]
+    fn pop_blocking_slow<D: Deadline>(&self, deadline: impl FnOnce() -> D) -> Option<S::Item> {
         let deadline = deadline();
         if self.is_closed() || deadline.expired() {
             return None;

@@ -199,18 +199,30 @@ impl RoomWaiters {
     }
 
     /// Pushes with `attempt`, waiting for room until `deadline` (computed only if the push
-    /// has to wait).
+    /// has to wait). The first attempt is inlined into the caller and the waiting is a
+    /// separate function, so a push that finds room does not pay for the waiting path's
+    /// stack frame and saved registers.
+    #[inline]
     pub(crate) fn push_blocking<I, D: Deadline>(
+        &self,
+        item: I,
+        deadline: impl FnOnce() -> D,
+        mut attempt: impl FnMut(I) -> Attempt<I>,
+    ) -> Result<(), Refusal<I>> {
+        match attempt(item) {
+            Attempt::Pushed => Ok(()),
+            Attempt::Closed(item) => Err(Refusal::Closed(item)),
+            Attempt::Full(item) => self.push_blocking_slow(item, deadline, attempt),
+        }
+    }
+
+    #[inline(never)]
+    fn push_blocking_slow<I, D: Deadline>(
         &self,
         mut item: I,
         deadline: impl FnOnce() -> D,
         mut attempt: impl FnMut(I) -> Attempt<I>,
     ) -> Result<(), Refusal<I>> {
-        item = match attempt(item) {
-            Attempt::Pushed => return Ok(()),
-            Attempt::Closed(item) => return Err(Refusal::Closed(item)),
-            Attempt::Full(item) => item,
-        };
         let deadline = deadline();
         loop {
             if deadline.expired() {
