@@ -13,9 +13,11 @@
 //! Arguments: contender (`fairq`: `WaitQueue` with `push_timeout`/`pop_timeout`, as in the
 //! bench; `crossbeam`, `kanal`, `flume`: their blocking `send`/`recv`; `store`: the bare
 //! crossbeam-queue store of `WaitQueue`, `SegQueue` or `ArrayQueue`, polled), `unbounded` or
-//! `bounded` (capacity 1,024), items (split between the two threads).
+//! `bounded` (capacity 1,024), items (split between the two threads), and optionally `spsc`
+//! for the bench's spsc case instead (one thread pushes, the other pops).
 
 use std::hint::black_box;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -34,13 +36,28 @@ fn usage() -> (Duration, i64, i64) {
     (d(u.ru_utime) + d(u.ru_stime), u.ru_nvcsw, u.ru_nivcsw)
 }
 
-/// Two threads, each pushing then popping `half` times.
+/// Set by a fourth argument `spsc`: one thread pushes, the other pops.
+static SPSC: AtomicBool = AtomicBool::new(false);
+
+/// Two threads, each pushing then popping `half` times (or, with [`SPSC`], one pushing
+/// `2 * half` items and the other popping them).
 fn two_threads<Q: Send + Sync + 'static>(
     q: Arc<Q>,
     half: u64,
     send: fn(&Q, u64),
     recv: fn(&Q) -> u64,
 ) {
+    if SPSC.load(Ordering::Relaxed) {
+        let producer = {
+            let q = Arc::clone(&q);
+            thread::spawn(move || (0..2 * half).for_each(|i| send(&q, i)))
+        };
+        for _ in 0..2 * half {
+            black_box(recv(&q));
+        }
+        producer.join().expect("producer thread");
+        return;
+    }
     let other = {
         let q = Arc::clone(&q);
         thread::spawn(move || {
@@ -77,7 +94,7 @@ macro_rules! channel {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let usage_line =
-        "usage: blocking_mpmc fairq|crossbeam|kanal|flume|store unbounded|bounded ITEMS";
+        "usage: blocking_mpmc fairq|crossbeam|kanal|flume|store unbounded|bounded ITEMS [spsc]";
     let bound = match args.get(1).map(String::as_str) {
         Some("unbounded") => None,
         Some("bounded") => Some(BOUND),
@@ -88,6 +105,10 @@ fn main() {
         .and_then(|a| a.parse().ok())
         .unwrap_or_else(|| panic!("{usage_line}"));
     let half = items / 2;
+    SPSC.store(
+        args.get(3).map(String::as_str) == Some("spsc"),
+        Ordering::Relaxed,
+    );
     let (cpu0, vol0, invol0) = usage();
     let start = Instant::now();
     match args.first().map(String::as_str) {
@@ -146,10 +167,15 @@ fn main() {
     let (cpu1, vol1, invol1) = usage();
     let n = (half * 2).max(1) as f64;
     println!(
-        "{} {}: {:.1} ns/item wall, {:.1} ns/item CPU, {:.4} voluntary and {:.4} involuntary \
+        "{} {}{}: {:.1} ns/item wall, {:.1} ns/item CPU, {:.4} voluntary and {:.4} involuntary \
          switches/item",
         args[0],
         args[1],
+        if SPSC.load(Ordering::Relaxed) {
+            " spsc"
+        } else {
+            ""
+        },
         wall.as_nanos() as f64 / n,
         (cpu1 - cpu0).as_nanos() as f64 / n,
         (vol1 - vol0) as f64 / n,
