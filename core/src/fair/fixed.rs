@@ -344,7 +344,7 @@ impl<K: Eq + Hash, const KEYS: usize> KeyTable<K> for FnvIndexMap<K, KeyState, K
         FnvIndexMap::swap_remove(self, key);
     }
 
-    fn retain(&mut self, mut keep: impl FnMut(&K, &KeyState) -> bool) {
+    fn retain(&mut self, mut keep: impl FnMut(&K, &mut KeyState) -> bool) {
         FnvIndexMap::retain(self, |key, state| keep(key, state));
     }
 

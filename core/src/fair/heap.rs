@@ -140,8 +140,8 @@ impl<K, T> FairQueueBase<K, T, HeapStorage<K, T>> {
         Self::with_hasher(Some(capacity), DefaultHashBuilder::default())
     }
 
-    /// An empty queue with no bound. Memory grows with the backlog and is given back when
-    /// the queue drains.
+    /// An empty queue with no bound other than 2^31 - 2 items (see [`FairQueueBase`]).
+    /// Memory grows with the backlog and is given back when the queue drains.
     ///
     /// ```
     /// let q: fairq_core::fair::FairQueue<u8, u8> = fairq_core::fair::FairQueue::unbounded();
@@ -690,7 +690,7 @@ impl<K: Eq + Hash, H: BuildHasher> KeyTable<K> for HashMap<K, KeyState, H> {
         HashMap::remove(self, key);
     }
 
-    fn retain(&mut self, mut keep: impl FnMut(&K, &KeyState) -> bool) {
+    fn retain(&mut self, mut keep: impl FnMut(&K, &mut KeyState) -> bool) {
         HashMap::retain(self, |key, state| keep(key, state));
     }
 

@@ -16,7 +16,9 @@ use super::{Full, Iter};
 /// `remove_key`, `set_weight`) are documented on each alias.
 ///
 /// The bound counts every queued item, in the pending snapshot and in the per-key FIFOs. A
-/// push beyond it fails with [`Full`] and changes nothing.
+/// push beyond it fails with [`Full`] and changes nothing. Whatever the bound, and for an
+/// unbounded queue, no queue holds more than 2^31 - 2 (2,147,483,646) items: the key table
+/// keeps each key's round in 32 bits.
 ///
 /// ```
 /// use fairq_core::fair::fixed;

@@ -80,8 +80,8 @@ pub(crate) mod backing {
         fn insert(&mut self, key: K, state: KeyState) -> bool;
         /// Forgets `key`.
         fn remove(&mut self, key: &K);
-        /// Keeps the entries that pass `keep`.
-        fn retain(&mut self, keep: impl FnMut(&K, &KeyState) -> bool);
+        /// Keeps the entries that pass `keep` (which may update them).
+        fn retain(&mut self, keep: impl FnMut(&K, &mut KeyState) -> bool);
         /// Number of entries.
         fn len(&self) -> usize;
         /// True when `insert` of a new key would fail.
