@@ -181,3 +181,78 @@ fn fair_wait_queue_delivers_every_item_exactly_once_in_key_order() {
         q.push_timeout(p, i, Duration::from_secs(3_600)).unwrap();
     });
 }
+
+/// Two queues and an echo thread, every pop a blocking one that can only end early if a
+/// wake-up is lost (its timeout is the hang guard [`common::STUCK`]): nearly every pop
+/// parks or registers while the partner pushes, so the race between a push's check for
+/// waiters and a consumer's registration runs on every hand-off.
+#[test]
+fn ping_pong_of_blocking_pops_loses_no_wake_up() {
+    const ROUND_TRIPS: usize = 20_000;
+    let (ping, pong) = (
+        Arc::new(WaitQueue::unbounded()),
+        Arc::new(WaitQueue::unbounded()),
+    );
+    let echo = {
+        let (ping, pong) = (Arc::clone(&ping), Arc::clone(&pong));
+        thread::spawn(move || {
+            for _ in 0..ROUND_TRIPS {
+                let v = ping.pop_timeout(common::STUCK).expect("a wake-up was lost");
+                pong.push(v).unwrap();
+            }
+        })
+    };
+    for i in 0..ROUND_TRIPS {
+        ping.push(i).unwrap();
+        assert_eq!(
+            pong.pop_timeout(common::STUCK),
+            Some(i),
+            "a wake-up was lost"
+        );
+    }
+    echo.join().unwrap();
+}
+
+/// Producers and consumers on a ring of one slot, all waiting without a deadline (only the
+/// hang guard): every push after the first waits for the room a pop makes, so the race
+/// between a pop's check for waiting producers and a producer's registration runs on every
+/// item, as does the one between a push and a waiting consumer.
+#[test]
+fn a_ring_of_one_slot_loses_no_wake_up_in_either_direction() {
+    const PER_THREAD: usize = 10_000;
+    const PAIRS: usize = 2;
+    let q = Arc::new(WaitQueue::bounded(1, FullPolicy::Refuse));
+    let producers: Vec<_> = (0..PAIRS)
+        .map(|p| {
+            let q = Arc::clone(&q);
+            thread::spawn(move || {
+                for i in 0..PER_THREAD {
+                    q.push_timeout((p, i), common::STUCK)
+                        .expect("a wake-up for room was lost");
+                }
+            })
+        })
+        .collect();
+    let consumers: Vec<_> = (0..PAIRS)
+        .map(|_| {
+            let q = Arc::clone(&q);
+            thread::spawn(move || {
+                (0..PER_THREAD)
+                    .map(|_| q.pop_timeout(common::STUCK).expect("a wake-up was lost"))
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    for p in producers {
+        p.join().unwrap();
+    }
+    let mut seen: Vec<(usize, usize)> = consumers
+        .into_iter()
+        .flat_map(|c| c.join().unwrap())
+        .collect();
+    seen.sort_unstable();
+    let expected: Vec<(usize, usize)> = (0..PAIRS)
+        .flat_map(|p| (0..PER_THREAD).map(move |i| (p, i)))
+        .collect();
+    assert_eq!(seen, expected);
+}
