@@ -61,53 +61,67 @@
 //!
 //! `cargo bench -p fairq-benches --bench fair` runs one push and one pop per step with a
 //! backlog kept queued, against `VecDeque` (a FIFO: the floor, not fair), a naive fair queue
-//! (a `hashbrown` map of per-key `VecDeque`s plus a ring of keys, round robin) and the
-//! `fairqueue` crate, and prints the ratios; `benches/examples/fair_ops.rs` runs the same
-//! steps under `valgrind --tool=callgrind`. On the 2-vCPU development machine, shared with
-//! other builds (load average 3 to 10 on 2 cores while this was measured), timings moved
-//! by up to 2x between runs, so instruction counts per step, which load does not disturb,
-//! come first (`(u32, u64)` items, one run, after the last change; in brackets
-//! `FairQueue` / peer):
+//! (a `hashbrown` map of per-key `VecDeque`s plus a ring of keys, round robin), the
+//! `fairqueue` crate and `VecDeque` plus one key-table lookup per push (the least any keyed
+//! queue does), and prints the ratios; `benches/examples/fair_ops.rs` runs the same steps
+//! under `valgrind --tool=callgrind`. The development machine has 2 vCPUs shared with other
+//! builds, and its timings move by up to 2x from run to run (even `VecDeque` alone takes
+//! 3.4 ns per step in some runs and 6.5 in others), so instruction counts and simulated
+//! cache misses per step, which load does not disturb, come first. `(u32, u64)` items, after
+//! the last change; in brackets `FairQueue` / peer; L2 misses with a simulated 1 MiB L2:
 //!
-//! | case | `FairQueue` | `VecDeque` | naive map + ring | `fairqueue` crate |
-//! |---|---:|---:|---:|---:|
-//! | 1 key, 1,024 queued | 71 | 46 (1.54x) | 177 (0.40x) | 121 (0.59x) |
-//! | 64 keys, 1,024 queued | 143 | 46 (3.10x) | 177 (0.81x) | 749 (0.19x) |
-//! | 64 keys, 1,000,000 queued | 143 | 46 (3.11x) | 178 (0.80x) | |
-//! | 65,536 keys, 65,536 queued | 143 | 46 (3.10x) | 178 (0.80x) | |
+//! | case | `FairQueue` | `VecDeque` | naive map + ring | `fairqueue` crate | `VecDeque` + lookup |
+//! |---|---:|---:|---:|---:|---:|
+//! | 1 key, 1,024 queued | 73 | 46 (1.59x) | 177 (0.41x) | 120 (0.61x) | 92 |
+//! | 64 keys, 1,024 queued | 118 | 46 (2.57x) | 177 (0.67x) | 743 (0.16x) | 92 (1.28x) |
+//! | 64 keys, 1,000,000 queued | 120 | 46 (2.61x) | 178 (0.67x) | | 92 (1.30x) |
+//! | 65,536 keys, 65,536 queued | 113 | 46 (2.46x) | 194 (0.58x) | | 92 (1.23x) |
+//! | L2 misses, 1M queued | 0.73 | 0.56 | 0.26 | | 0.56 |
+//! | L2 misses, 65,536 keys | 0.66 | 0.56 | 4.23 | | 0.71 |
 //!
-//! Timings from one `cargo bench` run after the last change (contenders timed in turns, thread
-//! CPU time; load average 5.63 at the start, 5.22 at the end), in ns per step: 1 key 5.8
-//! against `VecDeque` 3.5 (1.63x) and the `fairqueue` crate 7.3 (0.79x); 64 keys 18.5
-//! against the naive queue's 15.0 (1.23x); 65,536 keys 27.8 against `VecDeque` 6.8 (4.11x);
-//! 64 keys with a million queued 37.1 against `VecDeque` 6.4 (5.77x) and naive 21.9. Heap
-//! bytes per queued item, from a counting allocator (not disturbed by load): 16.8 at 1 key,
-//! 20.2 at 64 keys and 18.1 at 65,536 keys with a million items, against 16.8 for
-//! `VecDeque` (1.00-1.20x); a drained queue keeps under 8 KB.
+//! One `cargo bench` run after the last change (contenders timed in turns, thread CPU time;
+//! load average 10.30 before, 10.40 after), ns per step and ratio:
 //!
-//! Where the time goes, by case (callgrind with a simulated 1 MiB L2, per step):
+//! | case | `FairQueue` | `VecDeque` | naive | `fairqueue` crate | target |
+//! |---|---:|---:|---:|---:|---|
+//! | 1 key | 6.5 | 3.4 (1.91x) | 12.3 | 6.7 (0.97x) | <= 2x `VecDeque`, <= 1x the crate: met |
+//! | 64 keys | 12.7 | 3.5 | 21.1 (0.60x) | 49.9 | <= 0.67x naive: met in this run only |
+//! | 1,024 keys | 14.1 | 3.4 | 25.7 (0.55x) | | |
+//! | 65,536 keys | 25.1 | 6.5 (3.86x) | 64.0 | | <= 3x `VecDeque`: missed |
+//! | 64 keys, 1M queued | 36.1 | 6.2 (5.79x) | 20.5 | | <= 4x `VecDeque`: missed |
 //!
-//! * 64 keys, 1,024 queued: nothing misses the cache, so time follows instructions. The
-//!   naive queue runs more of them (177 against 143) at a higher rate; being 1.5x faster
-//!   than it would take about 110 instructions at the same rate, less than a `VecDeque`
-//!   plus one key-table lookup (92) leaves for the rounds. Two earlier runs the same day
-//!   measured 1.06x and 1.07x the naive queue.
-//! * 65,536 keys: every push reads and writes its key's entry, at a random place in a
-//!   2 MiB table (131,072 buckets of 16 bytes), larger than the 1 MiB L2: 0.92 L2 misses
-//!   per step against `VecDeque`'s 0.56 (which are sequential and prefetched). The keyed
-//!   floor of the bench (a `VecDeque` plus one lookup of a 4-byte state, nothing else)
-//!   takes 1.62x `VecDeque` in the run above, and `FairQueue` 2.54x that floor.
+//! Four more runs of the same binary within the next minute (load 10.1 to 10.2): 1 key
+//! 0.93-1.93x `VecDeque` (as `VecDeque` took 6.5 or 3.4 ns) and 0.89-0.96x the crate; 64 keys
+//! 0.81-1.04x the naive queue (which took 13.7 to 16.7 ns: the 21.1 above is its own outlier);
+//! 65,536 keys 3.65-3.86x `VecDeque`; a million queued 4.17-4.85x. Heap bytes per queued
+//! item, from a counting allocator (not disturbed by load): 16.8 at 1 key, 20.0 at 64 keys and
+//! 17.4 at 65,536 keys with a million items, against 16.8 for `VecDeque` (1.00-1.19x); a
+//! drained queue keeps about 7 KB.
+//!
+//! Where the time goes, by case:
+//!
+//! * 1 key: the run, a plain FIFO; the 27 instructions over `VecDeque` are the checks that
+//!   tell a push for the run's key and a pop of the run from the others.
+//! * 64 keys, 1,024 queued: nothing misses the cache, so time follows instructions: a push
+//!   is a key-table lookup (about 30 instructions), the key's round (10) and an append to
+//!   that round's `Vec`; a pop advances an iterator. That is 1.28x the `VecDeque` + lookup
+//!   floor, which itself takes about half the naive queue's time in most runs: 0.67x the
+//!   naive queue would need rounds that cost almost nothing beyond the lookup every keyed
+//!   queue makes.
+//! * 65,536 keys: every push reads and writes its key's entry at a random place in a
+//!   1.5 MiB table (131,072 buckets of 12 bytes), and its round, item and the table entry
+//!   depend on each other, so the misses of consecutive steps overlap less than the floor's
+//!   (no more L2 misses, 2.1-2.2x its time in the five runs).
 //! * 64 keys with a million queued: each key's items fill consecutive rounds, so a push
 //!   appends to the round after its key's last one: 64 write positions spread over thousands
-//!   of rounds, each push a line not in L1 (0.9 D1 write misses per step, 0.25 in L2). A
-//!   `VecDeque` writes one position. Reading is sequential in both.
+//!   of rounds, each push a line not in L1 (1.9 L1 misses per step against `VecDeque`'s
+//!   0.56); the naive queue writes each key's items one after another (0.9). Reading is
+//!   sequential in all three.
 //!
-//! Earlier runs for comparison: before the last two changes (same session, load 3.8 to
-//! 8.7): 65,536 keys 4.4-5.5x `VecDeque`, a million queued 4.8-5.9x, 64 keys 1.05-1.24x
-//! the naive queue; the changes (a new round's buffer sized like the rounds, the run's key
-//! kept beside the run) took 155.9 to 143.2 instructions and 0.76 to 0.69 L2 misses per
-//! step at a million queued and 75 to 71 instructions at 1 key, which these timings do not
-//! resolve.
+//! Before this session's last four changes the counts were 71 (1 key), 143 (64 keys), 143
+//! (a million queued) and 143 (65,536 keys) instructions, with 0.92 L2 misses per step at
+//! 65,536 keys; the quiet run quoted then measured 65,536 keys at 3.90x `VecDeque`, a
+//! million queued at 4.28x and 64 keys at 1.05x the naive queue.
 //!
 //! # Variants
 //!
