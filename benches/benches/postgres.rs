@@ -15,7 +15,8 @@
 //!
 //! Needs PostgreSQL at `FAIRQ_PG_URL` (default `postgres://postgres@127.0.0.1:5432/test`);
 //! without one it says so and exits successfully. Everything runs in a schema of its own,
-//! dropped at the end. Run with `cargo bench -p fairq-benches --bench postgres`.
+//! dropped at the end. Run with `cargo bench -p fairq-benches --bench postgres`; name parts
+//! to run only those (`-- latency`, or any of `burn-down enqueue latency claims`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -277,7 +278,10 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1_000.0
 }
 
-async fn run() {
+/// The parts of the bench, in the order they run.
+const PARTS: [&str; 4] = ["burn-down", "enqueue", "latency", "claims"];
+
+async fn run(parts: &[&str]) {
     let Some(admin) = connect().await else {
         eprintln!(
             "postgres bench: no PostgreSQL at {} (set FAIRQ_PG_URL); skipping",
@@ -300,8 +304,30 @@ async fn run() {
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
 
+    if parts.contains(&"burn-down") {
+        burn_downs(&schema).await;
+    }
+    let store = store(&schema, 4).await;
+    if parts.contains(&"enqueue") {
+        enqueues(&schema, &store).await;
+    }
+    if parts.contains(&"latency") {
+        latency(&store).await;
+    }
+    if parts.contains(&"claims") {
+        claims(&schema, &store, &admin).await;
+    }
+    drop(store);
+    admin
+        .batch_execute(&format!("DROP SCHEMA \"{schema}\" CASCADE"))
+        .await
+        .expect("drop the bench schema");
+}
+
+/// The minimal queue against the fairq worker and the store alone.
+async fn burn_downs(schema: &str) {
     println!("\n== burn-down of {JOBS} no-op jobs ==");
-    let floor = baseline(&schema, 8, 100).await;
+    let floor = baseline(schema, 8, 100).await;
     println!(
         "batched floor (100-row deletes, 8 connections): {:.0} rows/s",
         JOBS as f64 / floor.as_secs_f64()
@@ -311,8 +337,8 @@ async fn run() {
         "concurrency", "baseline", "fairq", "fairq jobs/s", "ratio", "vs floor"
     );
     for concurrency in [8, 32] {
-        let base = baseline(&schema, concurrency, 1).await;
-        let fairq = burn_down(&schema, concurrency).await;
+        let base = baseline(schema, concurrency, 1).await;
+        let fairq = burn_down(schema, concurrency).await;
         println!(
             "{:<14} {:>10.0}ms {:>10.0}ms {:>12.0} {:>7.2}x {:>13.2}x",
             concurrency,
@@ -324,7 +350,7 @@ async fn run() {
         );
     }
     for loops in [4, 8] {
-        let (took, hot) = store_loop(&schema, loops).await;
+        let (took, hot) = store_loop(schema, loops).await;
         println!(
             "store alone, {loops} loops of settle_and_claim(100): {:.0} jobs/s, {:.2}x the floor, \
              {:.0}% of job updates HOT",
@@ -333,18 +359,23 @@ async fn run() {
             hot * 100.0
         );
     }
+}
 
+/// `enqueue_many` against a bare insert.
+async fn enqueues(schema: &str, store: &PgBackend) {
     println!("\n== enqueue_many, {JOBS} jobs in batches of 1,000 ==");
-    let store = store(&schema, 4).await;
-    let raw = raw_insert(&schema, JOBS).await;
-    let fairq = fill(&store, "enqueue", JOBS, 100).await;
+    let raw = raw_insert(schema, JOBS).await;
+    let fairq = fill(store, "enqueue", JOBS, 100).await;
     println!(
         "bare INSERT unnest: {:.0} rows/s; fairq enqueue_many: {:.0} jobs/s; ratio {:.2}x",
         JOBS as f64 / raw.as_secs_f64(),
         JOBS as f64 / fairq.as_secs_f64(),
         raw.as_secs_f64() / fairq.as_secs_f64()
     );
+}
 
+/// Enqueue-to-start latency with an idle consumer.
+async fn latency(store: &PgBackend) {
     println!("\n== enqueue-to-start latency, idle worker (LISTEN/NOTIFY) ==");
     // Let the listener start, so the first samples do not measure polling.
     while !store.is_listening() {
@@ -352,40 +383,37 @@ async fn run() {
             .wait_for_jobs("latency", Duration::from_millis(5))
             .await;
     }
-    let h = idle_latency(&store, "latency", 300, Duration::from_millis(3)).await;
+    let h = idle_latency(store, "latency", 300, Duration::from_millis(3)).await;
     println!("{}", latency_line(&h));
+}
 
+/// One-job claims at few and many keys, and at few and many queued jobs.
+async fn claims(schema: &str, store: &PgBackend, admin: &tokio_postgres::Client) {
     println!("\n== claim cost (one-job claims) ==");
-    fill(&store, "one-key", 100_000, 1).await;
-    fill(&store, "many-keys", 100_000, 10_000).await;
-    fill(&store, "small", 10_000, 100).await;
-    fill(&store, "huge", 1_000_000, 100).await;
+    fill(store, "one-key", 100_000, 1).await;
+    fill(store, "many-keys", 100_000, 10_000).await;
+    fill(store, "small", 10_000, 100).await;
+    fill(store, "huge", 1_000_000, 100).await;
     admin
         .batch_execute(&format!("ANALYZE \"{schema}\".jobs"))
         .await
         .expect("analyze");
-    let one = claim_cost(&store, "one-key", 2_000).await;
-    let many = claim_cost(&store, "many-keys", 2_000).await;
+    let one = claim_cost(store, "one-key", 2_000).await;
+    let many = claim_cost(store, "many-keys", 2_000).await;
     println!(
         "1 key: {:.3} ms; 10,000 keys: {:.3} ms; ratio {:.2}x",
         ms(one),
         ms(many),
         many.as_secs_f64() / one.as_secs_f64()
     );
-    let small = claim_cost(&store, "small", 2_000).await;
-    let huge = claim_cost(&store, "huge", 2_000).await;
+    let small = claim_cost(store, "small", 2_000).await;
+    let huge = claim_cost(store, "huge", 2_000).await;
     println!(
         "10,000 queued: {:.3} ms; 1,000,000 queued: {:.3} ms; ratio {:.2}x",
         ms(small),
         ms(huge),
         huge.as_secs_f64() / small.as_secs_f64()
     );
-
-    drop(store);
-    admin
-        .batch_execute(&format!("DROP SCHEMA \"{schema}\" CASCADE"))
-        .await
-        .expect("drop the bench schema");
 }
 
 fn main() {
@@ -394,13 +422,21 @@ fn main() {
         .skip(1)
         .filter(|a| !a.starts_with('-'))
         .collect();
-    if !args.is_empty() && !args.iter().any(|a| "postgres".contains(a.as_str())) {
+    let named: Vec<&str> = PARTS
+        .into_iter()
+        .filter(|part| args.iter().any(|a| a == part))
+        .collect();
+    let parts = if args.is_empty() || args.iter().any(|a| "postgres".contains(a.as_str())) {
+        PARTS.to_vec()
+    } else if !named.is_empty() {
+        named
+    } else {
         return;
-    }
+    };
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .expect("runtime")
-        .block_on(run());
+        .block_on(run(&parts));
 }
