@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
 use futures::StreamExt;
-use tokio::sync::{mpsc, Notify};
+use tokio::sync::Notify;
 use tokio_postgres::AsyncMessage;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
@@ -104,18 +104,18 @@ pub(crate) async fn run(
             return;
         }
         if let Ok((client, mut connection)) = config.connect(tls.clone()).await {
-            let (tx, mut rx) = mpsc::unbounded_channel::<(bool, String)>();
             let due_channel = channels.due.clone();
-            let driver = tokio::spawn(async move {
+            let driving = signals.clone();
+            // Notifications are handled on the connection's own task, so a waiter is woken
+            // by the task that read the message, with no hand-over to another task between.
+            let mut driver = tokio::spawn(async move {
                 let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
                 while let Some(message) = messages.next().await {
                     match message {
-                        Ok(AsyncMessage::Notification(n)) => {
-                            let due = n.channel() == due_channel;
-                            if tx.send((due, n.payload().to_string())).is_err() {
-                                break;
-                            }
-                        }
+                        Ok(AsyncMessage::Notification(n)) => match driving.upgrade() {
+                            Some(s) => s.notified(n.channel() == due_channel, n.payload()),
+                            None => break,
+                        },
                         Ok(_) => {}
                         Err(_) => break,
                     }
@@ -133,12 +133,8 @@ pub(crate) async fn run(
                     s.set_listening(true);
                     s.wake_all();
                 }
-                while let Some((due, payload)) = rx.recv().await {
-                    match signals.upgrade() {
-                        Some(s) => s.notified(due, &payload),
-                        None => break,
-                    }
-                }
+                // Until the connection drops (or the store is dropped).
+                let _ = (&mut driver).await;
             }
             if let Some(s) = signals.upgrade() {
                 s.set_listening(false);
