@@ -7,8 +7,9 @@ use fairq_core::job::Millis;
 use fairq_worker::{BackendError, Clock, JobId, NewJob, OnConflict, SystemClock};
 use serde_json::Value;
 use tokio_postgres::types::ToSql;
-use tokio_postgres::GenericClient;
+use tokio_postgres::{GenericClient, Row};
 
+use crate::enqueue_one;
 use crate::error::{corrupt, db, PgError};
 use crate::exec::{Exec, Plain};
 use crate::payload;
@@ -211,22 +212,21 @@ async fn resolve_dependencies(
     Ok(blocking)
 }
 
-/// Inserts a batch (see the `ENQUEUE` statement); ids in order.
-pub(crate) async fn enqueue_batch(
+/// Whether `job` waits for its dependency (an unfinished or dead one; see
+/// [`resolve_dependencies`]).
+fn blocked(job: &NewJob, blocking: &HashMap<i64, bool>) -> bool {
+    job.depends_on
+        .is_some_and(|d| blocking.get(&to_db(d.0)).copied().unwrap_or(true))
+}
+
+/// Runs the batch statement (see `ENQUEUE`) for `jobs`; its rows.
+async fn insert_batch(
     db_: &dyn Exec,
     sql: &Sql,
-    jobs: Vec<NewJob>,
+    jobs: &[NewJob],
+    blocking: &HashMap<i64, bool>,
     now: Millis,
-) -> Result<Vec<JobId>, BackendError> {
-    if jobs.is_empty() {
-        return Ok(Vec::new());
-    }
-    let schema = sql.schema.as_str();
-    for job in &jobs {
-        validate(job, now)?;
-    }
-    let blocking = resolve_dependencies(db_, sql, &jobs).await?;
-
+) -> Result<Vec<Row>, BackendError> {
     let n = jobs.len();
     let mut queue = Vec::with_capacity(n);
     let mut kind = Vec::with_capacity(n);
@@ -239,7 +239,7 @@ pub(crate) async fn enqueue_batch(
     let mut depends = Vec::with_capacity(n);
     let mut blocked = Vec::with_capacity(n);
     let mut run_at = Vec::with_capacity(n);
-    for job in &jobs {
+    for job in jobs {
         queue.push(job.queue.as_str());
         kind.push(job.kind.as_str());
         key.push(job.key.as_deref());
@@ -249,9 +249,8 @@ pub(crate) async fn enqueue_batch(
         metadata.push(metadata_to_db(&job.metadata));
         retry.push(policy_to_db(job.retry.as_ref())?);
         unique.push(job.unique_key.as_deref());
-        let dep = job.depends_on.map(|d| to_db(d.0));
-        depends.push(dep);
-        blocked.push(dep.is_some_and(|d| blocking.get(&d).copied().unwrap_or(true)));
+        depends.push(job.depends_on.map(|d| to_db(d.0)));
+        blocked.push(self::blocked(job, blocking));
         run_at.push(to_db(job.schedule.run_at(now)));
     }
     let now_db = to_db(now);
@@ -271,10 +270,32 @@ pub(crate) async fn enqueue_batch(
         &sql.due_channel,
         &payload_json,
     ];
-    let rows = db_
-        .rows(&sql.enqueue, &params)
+    db_.rows(&sql.enqueue, &params)
         .await
-        .map_err(|e| db(e, schema))?;
+        .map_err(|e| db(e, sql.schema.as_str()))
+}
+
+/// Inserts a batch (see the `ENQUEUE` statement, and `ENQUEUE_ONE` for a single job without
+/// a unique key); ids in order.
+pub(crate) async fn enqueue_batch(
+    db_: &dyn Exec,
+    sql: &Sql,
+    jobs: Vec<NewJob>,
+    now: Millis,
+) -> Result<Vec<JobId>, BackendError> {
+    if jobs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let schema = sql.schema.as_str();
+    for job in &jobs {
+        validate(job, now)?;
+    }
+    let blocking = resolve_dependencies(db_, sql, &jobs).await?;
+    let rows = match enqueue_one::lone(&jobs) {
+        Some(job) => enqueue_one::insert(db_, sql, job, blocked(job, &blocking), now).await?,
+        None => insert_batch(db_, sql, &jobs, &blocking, now).await?,
+    };
+    let n = jobs.len();
 
     // Which id each row was planned, which ids went in, who held each unique key.
     let mut inserted: HashSet<i64> = HashSet::new();

@@ -8,6 +8,7 @@ mod cancel;
 mod claim;
 mod due;
 mod enqueue;
+mod enqueue_one;
 mod error;
 mod exec;
 mod found;

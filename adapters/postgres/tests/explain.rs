@@ -53,3 +53,39 @@ async fn explain_the_claim(total: usize, keys: usize) {
     assert!(!plan.contains("Seq Scan on jobs"), "{plan}");
     t.cleanup().await;
 }
+
+/// A lone enqueue (what wakes an idle worker) runs a statement whose plan the server keeps:
+/// after a few runs on a connection its prepared statement uses one generic plan. The batch
+/// statement's arrays make the server plan it anew on every call, which costs more than
+/// running it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lone_enqueue_is_not_planned_on_every_call() {
+    let t = store_or_skip!("oneplan", fairq_postgres::PgOptions::default().pool_size(1));
+    for i in 0..12 {
+        let job = NewJob::new("q", "noop", Vec::new());
+        let job = if i % 2 == 0 {
+            job.key(format!("k{i}"))
+        } else {
+            job
+        };
+        t.store.enqueue(job).await.unwrap();
+    }
+    // The pool's only connection: the one that ran the enqueues.
+    let client = t.store.pool().get().await.unwrap();
+    let rows = client
+        .query(
+            "SELECT generic_plans, custom_plans FROM pg_prepared_statements \
+             WHERE statement LIKE '%$13::jsonb' || ' AS payload_json%'",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 1, "the one-job insert is prepared once");
+    let (generic, custom): (i64, i64) = (rows[0].get(0), rows[0].get(1));
+    assert!(
+        generic > 0 && custom + generic == 12,
+        "generic {generic}, custom {custom}"
+    );
+    drop(client);
+    t.cleanup().await;
+}

@@ -6,6 +6,7 @@
 
 mod cancel;
 mod enqueue;
+mod enqueue_one;
 mod operator;
 mod worker;
 
@@ -60,6 +61,8 @@ pub(crate) struct Sql {
     /// Jobs of a queue wait for a time (payload: `<millis> <queue>`, the earliest).
     pub(crate) due_channel: String,
     pub(crate) enqueue: String,
+    /// One job without a unique key.
+    pub(crate) enqueue_one: String,
     pub(crate) deps_live: String,
     pub(crate) deps_archived: String,
     pub(crate) unique_holders: String,
@@ -106,6 +109,7 @@ impl Sql {
             channel: schema.channel(),
             due_channel: schema.due_channel(),
             enqueue: r(enqueue::ENQUEUE),
+            enqueue_one: r(enqueue_one::ENQUEUE_ONE),
             deps_live: r(enqueue::DEPS_LIVE),
             deps_archived: r(enqueue::DEPS_ARCHIVED),
             unique_holders: r(enqueue::UNIQUE_HOLDERS),
@@ -152,6 +156,7 @@ mod tests {
         let sql = Sql::new(SchemaName::new("s1").unwrap());
         for text in [
             &sql.enqueue,
+            &sql.enqueue_one,
             &sql.promote,
             &sql.claim,
             &sql.settle,
