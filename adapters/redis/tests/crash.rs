@@ -6,11 +6,11 @@ use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::{mpsc, Notify};
+use tokio::sync::{mpsc, watch, Notify};
 
 use fairq_core::job::{Lease, LeaseToken, State};
 use fairq_redis::{RedisBackend, RedisOptions};
@@ -236,6 +236,29 @@ fn settled_by_us(err: &fairq_worker::BackendError) -> bool {
 /// Completions per job, as seen by the workers.
 type Ledger = Arc<Mutex<HashMap<JobId, u32>>>;
 
+/// Holds the workers of `run_workers` back until the connections were killed at each progress
+/// point, so every round of kills falls within the run however the tasks are scheduled: round
+/// `r` (from 1) is due once `r * every` jobs have completed, and past `r * every + every / 2`
+/// completions a worker claims nothing more until round `r` has happened. With no rounds it
+/// holds nobody back.
+#[derive(Clone)]
+struct KillGate {
+    every: usize,
+    rounds: usize,
+    happened: watch::Receiver<usize>,
+}
+
+impl KillGate {
+    /// Returns once a worker that saw `done` completions may claim again.
+    async fn pass(&mut self, done: usize) {
+        let (every, rounds) = (self.every, self.rounds);
+        self.happened
+            .wait_for(|&round| round >= rounds || done < (round + 1) * every + every / 2)
+            .await
+            .expect("the connection killer ended early");
+    }
+}
+
 /// A worker loop over the `Backend` trait: claim a batch, complete each job, retry after
 /// connection errors, rescue when idle.
 async fn work(
@@ -244,10 +267,12 @@ async fn work(
     ledger: Ledger,
     done: Arc<AtomicUsize>,
     progress: Arc<Notify>,
+    mut gate: KillGate,
     total: usize,
 ) {
     let lease = Duration::from_secs(1);
     while done.load(Ordering::SeqCst) < total {
+        gate.pass(done.load(Ordering::SeqCst)).await;
         let jobs = match store.claim(queue, 16, lease).await {
             Ok(jobs) => jobs,
             Err(err) if err.is_transient() => continue,
@@ -296,11 +321,13 @@ async fn work_in_batches(
     ledger: Ledger,
     done: Arc<AtomicUsize>,
     progress: Arc<Notify>,
+    mut gate: KillGate,
     total: usize,
 ) {
     let lease = Duration::from_secs(1);
     let mut finished: Vec<Finished> = Vec::new();
     while done.load(Ordering::SeqCst) < total || !finished.is_empty() {
+        gate.pass(done.load(Ordering::SeqCst)).await;
         let out = match store
             .settle_and_claim(finished.clone(), queue, 16, lease)
             .await
@@ -369,6 +396,17 @@ async fn run_workers(total: usize, workers: usize, kill_connections: bool) {
     let ledger: Ledger = Arc::default();
     let done = Arc::new(AtomicUsize::new(0));
     let progress = Arc::new(Notify::new());
+    // Rounds of connection kills, one each time another tenth of the jobs has completed; the
+    // gate makes the workers wait for each, so all of them happen before the last job: past a
+    // gate the workers complete at most one batch of 16 each (128 jobs for 8 workers), less
+    // than the half tenth (150 of 3,000) between the last gate and the last job.
+    let rounds = if kill_connections { 9 } else { 0 };
+    let (happened, gate) = watch::channel(0);
+    let gate = KillGate {
+        every: total / (rounds + 1),
+        rounds,
+        happened: gate,
+    };
     let mut stores = Vec::new();
     let mut handles = Vec::new();
     stores.push(producer.clone());
@@ -377,11 +415,14 @@ async fn run_workers(total: usize, workers: usize, kill_connections: bool) {
             .await
             .unwrap();
         stores.push(store.clone());
-        let (ledger, done, progress) = (ledger.clone(), done.clone(), progress.clone());
+        let (ledger, done, progress, gate) =
+            (ledger.clone(), done.clone(), progress.clone(), gate.clone());
         handles.push(if w % 2 == 0 {
-            tokio::spawn(work(store, queue, ledger, done, progress, total))
+            tokio::spawn(work(store, queue, ledger, done, progress, gate, total))
         } else {
-            tokio::spawn(work_in_batches(store, queue, ledger, done, progress, total))
+            tokio::spawn(work_in_batches(
+                store, queue, ledger, done, progress, gate, total,
+            ))
         });
     }
     let late = {
@@ -403,21 +444,18 @@ async fn run_workers(total: usize, workers: usize, kill_connections: bool) {
             ids
         })
     };
-    let stop = Arc::new(AtomicBool::new(false));
     let killer = kill_connections.then(|| {
-        let stop = stop.clone();
         let done = done.clone();
         let progress = progress.clone();
+        let every = gate.every;
         tokio::spawn(async move {
             let client = redis::Client::open(common::url()).unwrap();
             let mut admin = client.get_multiplexed_async_connection().await.unwrap();
-            let mut kills = 0;
-            // Kill every worker's connection each time another tenth of the jobs is done.
-            let mut next = total / 10;
-            while !stop.load(Ordering::SeqCst) && kills < 9 {
-                if done.load(Ordering::SeqCst) < next {
+            // Kill every worker's connection each time another tenth of the jobs is done,
+            // then let the workers past the next progress point.
+            for round in 1..=rounds {
+                while done.load(Ordering::SeqCst) < round * every {
                     progress.notified().await;
-                    continue;
                 }
                 for store in &stores {
                     let id: Result<i64, _> = redis::cmd("CLIENT")
@@ -433,10 +471,8 @@ async fn run_workers(total: usize, workers: usize, kill_connections: bool) {
                             .await;
                     }
                 }
-                kills += 1;
-                next += total / 10;
+                happened.send_replace(round);
             }
-            kills
         })
     });
     ids.extend(late.await.expect("producer"));
@@ -444,14 +480,14 @@ async fn run_workers(total: usize, workers: usize, kill_connections: bool) {
     tokio::time::timeout(Duration::from_secs(120), all)
         .await
         .expect("every job completes in time");
-    stop.store(true, Ordering::SeqCst);
-    progress.notify_one();
     if let Some(killer) = killer {
-        let kills = killer.await.unwrap();
-        assert!(
-            kills >= 5,
-            "connections were killed mid-run ({kills} rounds)"
+        // The workers could not finish before the last round of kills.
+        assert_eq!(
+            *gate.happened.borrow(),
+            rounds,
+            "rounds of connection kills"
         );
+        killer.await.expect("the connection killer");
     }
     let ledger = ledger.lock().unwrap().clone();
     assert_eq!(ledger.len(), total, "every job completed");
