@@ -14,9 +14,10 @@ use tokio::sync::{mpsc, watch, Notify};
 
 use fairq_core::job::{Lease, LeaseToken, State};
 use fairq_redis::{RedisBackend, RedisOptions};
+use fairq_worker::conformance::held_leases;
 use fairq_worker::{
-    Backend, Claim, Clock, Finished, Job, JobId, JobOutcome, JobStatus, ListFilter, ManualClock,
-    NewJob, QueueConfig, Settled, SystemClock, Worker,
+    Backend, Claim, Clock, Finished, Job, JobId, JobOutcome, ManualClock, NewJob, QueueConfig,
+    Settled, SystemClock, Worker,
 };
 
 const CHILD_ENV: &str = "FAIRQ_REDIS_CHILD_PREFIX";
@@ -191,7 +192,7 @@ async fn a_killed_worker_s_job_completes_once_after_rescue() {
     // The job is held by a dead worker, under the token it printed, until its lease runs out.
     // The deadline is read from the store: the child's lease follows the wall clock, which
     // moved on for as long as the child took to start.
-    let held = held_leases(&store, "crash").await;
+    let held = held_leases(&*store, "crash").await;
     assert_eq!(held.len(), 1);
     let (held_id, lease) = held[0];
     assert_eq!((held_id, lease.token), (id, stale.token));
@@ -730,24 +731,6 @@ fn child_pipelined_worker() {
 /// The slots of the pipelined child unless `CHILD_SLOTS` says otherwise.
 const PIPELINED_SLOTS: usize = 16;
 
-/// The leases of the jobs of `queue` the store shows as running.
-async fn held_leases(store: &RedisBackend, queue: &str) -> Vec<(JobId, Lease)> {
-    let running = ListFilter::default()
-        .queue(queue)
-        .status(JobStatus::Running)
-        .limit(1_000);
-    store
-        .list(running)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|info| match info.state {
-            State::Running { lease } => (info.id, lease),
-            other => panic!("job {} is listed as running: {other:?}", info.id),
-        })
-        .collect()
-}
-
 /// Steps the clock to the last lease of the jobs the store shows running in `queue` (a dead
 /// child's leases follow the wall clock, which moved on for as long as the child ran) and
 /// rescues every one of them; returns them as they were held.
@@ -867,7 +850,7 @@ async fn a_worker_killed_with_a_full_prefetch_buffer_loses_nothing() {
     // ... and the buffer has filled: the store shows the slots' jobs and the buffer's held.
     let before = tokio::time::timeout(Duration::from_secs(60), async {
         loop {
-            let held = held_leases(&store, "pipeline").await;
+            let held = held_leases(&*store, "pipeline").await;
             if held.len() >= HELD {
                 return held;
             }
@@ -885,7 +868,7 @@ async fn a_worker_killed_with_a_full_prefetch_buffer_loses_nothing() {
     );
 
     // What the dead worker holds, read once it can renew nothing any more: the same jobs.
-    let held = held_leases(&store, "pipeline").await;
+    let held = held_leases(&*store, "pipeline").await;
     let ids_of = |held: &[(JobId, Lease)]| held.iter().map(|(id, _)| *id).collect::<HashSet<_>>();
     assert_eq!(
         ids_of(&held),

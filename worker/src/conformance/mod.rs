@@ -31,7 +31,10 @@
 pub mod cancel;
 pub mod checks;
 pub mod differential;
+mod held;
 pub mod sweep;
+
+pub use held::held_leases;
 
 use std::future::Future;
 use std::sync::Arc;
