@@ -3,24 +3,23 @@
 
 mod common;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use fairq_core::job::State;
+use fairq_core::job::{Lease, State};
 use fairq_core::retry::RetryPolicy;
 use fairq_postgres::{PgBackend, PgOptions};
-use fairq_worker::{
-    Backend, Job, JobId, JobOutcome, JobStatus, ListFilter, NewJob, QueueConfig, Worker,
-    WorkerHandle,
-};
+use fairq_worker::conformance::held_leases;
+use fairq_worker::{Backend, Job, JobId, JobOutcome, NewJob, QueueConfig, Worker, WorkerHandle};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 const CHILD_SCHEMA: &str = "FAIRQ_PG_TEST_CHILD_SCHEMA";
 const BATCH_CHILD_SCHEMA: &str = "FAIRQ_PG_TEST_BATCH_CHILD_SCHEMA";
 const CHILD_SLOTS: &str = "FAIRQ_PG_TEST_CHILD_SLOTS";
 const CHILD_PREFETCH: &str = "FAIRQ_PG_TEST_CHILD_PREFETCH";
+const CHILD_LEASE_SECS: &str = "FAIRQ_PG_TEST_CHILD_LEASE_SECS";
 
 /// Starts this test binary again as the worker process `name` (a test that returns at once
 /// unless `env` names its schema), with its standard output piped to the caller.
@@ -68,12 +67,14 @@ fn run_child(
 /// again with `CHILD_SCHEMA` set). Its handler announces the job on stdout and never ends.
 #[test]
 fn child_worker_process() {
-    // Slots and prefetch depth: 1 and the default unless the test says otherwise.
+    // Slots, prefetch depth and lease: 1, the default and 3 s unless the test says otherwise.
     let setting = |name: &str| std::env::var(name).ok().and_then(|v| v.parse().ok());
     run_child(CHILD_SCHEMA, 2, |store| {
         let mut config = QueueConfig::default()
             .concurrency(setting(CHILD_SLOTS).unwrap_or(1))
-            .lease(Duration::from_secs(3))
+            .lease(Duration::from_secs(
+                setting(CHILD_LEASE_SECS).unwrap_or(3) as u64
+            ))
             .poll_interval(Duration::from_millis(100));
         if let Some(depth) = setting(CHILD_PREFETCH) {
             config = config.prefetch(depth);
@@ -156,12 +157,15 @@ async fn a_killed_workers_job_completes_exactly_once_after_rescue() {
 /// A worker killed with SIGKILL while every slot runs a job and its prefetch buffer is full:
 /// the buffered jobs were claimed but never started, and a killed process cannot hand them
 /// back, so they wait for their leases like the running ones. Nothing is lost; each of the
-/// held jobs is rescued with one lost attempt, and the dead worker's tokens are refused.
+/// held jobs is rescued with one lost attempt, and the dead worker's tokens are refused. The
+/// worker's leases (60 s) and its buffer's time-to-live (the lease) outlast the test, so it
+/// neither rescues its own jobs nor hands buffered ones back before it is killed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_killed_with_a_full_prefetch_buffer_loses_nothing() {
     const JOBS: usize = 20;
     const SLOTS: usize = 2;
     const PREFETCH: usize = 6;
+    const HELD: usize = SLOTS + PREFETCH;
     let t = store_or_skip!("killprefetch");
     let ids = t
         .store
@@ -178,11 +182,12 @@ async fn a_worker_killed_with_a_full_prefetch_buffer_loses_nothing() {
             (CHILD_SCHEMA, t.schema.clone()),
             (CHILD_SLOTS, SLOTS.to_string()),
             (CHILD_PREFETCH, PREFETCH.to_string()),
+            (CHILD_LEASE_SECS, 60.to_string()),
         ],
     );
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     // Every slot busy (its handler never ends) ...
-    let mut started = std::collections::HashSet::new();
+    let mut started = HashSet::new();
     tokio::time::timeout(Duration::from_secs(60), async {
         while started.len() < SLOTS {
             let line = lines.next_line().await.expect("read the child");
@@ -200,62 +205,50 @@ async fn a_worker_killed_with_a_full_prefetch_buffer_loses_nothing() {
     .await
     .expect("the worker process started a job in every slot");
     // ... and the buffer full: the store shows every slot's job and the buffer's as held.
-    let held = tokio::time::timeout(Duration::from_secs(60), async {
+    let before = tokio::time::timeout(Duration::from_secs(60), async {
         loop {
-            let held = t
-                .store
-                .list(
-                    ListFilter::default()
-                        .queue("crash")
-                        .status(JobStatus::Running),
-                )
-                .await
-                .unwrap();
-            if held.len() >= SLOTS + PREFETCH {
+            let held = held_leases(&t.store, "crash").await;
+            if held.len() >= HELD {
                 return held;
             }
+            // The next look at the store; the deadline above bounds the wait.
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     })
     .await
     .expect("the worker process filled its prefetch buffer");
-    assert_eq!(
-        held.len(),
-        SLOTS + PREFETCH,
-        "the buffer stops at its depth"
-    );
+    assert_eq!(before.len(), HELD, "the buffer stops at its depth");
     child.start_kill().expect("SIGKILL");
     child.wait().await.expect("reap the child");
 
-    let leases: Vec<_> = held
-        .iter()
-        .map(|info| match info.state {
-            State::Running { lease } => (info.id, lease),
-            other => panic!("job {} should be held: {other:?}", info.id),
-        })
-        .collect();
-    for id in &started {
-        assert!(
-            leases.iter().any(|(held, _)| held == id),
-            "job {id} was started"
-        );
-    }
-    // Once the last lease has passed, one rescue frees every held job, each with one attempt.
-    let last = leases.iter().map(|(_, l)| l.deadline).max().unwrap();
-    t.clock.set(last);
-    assert_eq!(
-        t.store.rescue("crash").await.unwrap(),
-        (SLOTS + PREFETCH) as u64
+    // What the dead worker holds, read once it can renew nothing any more: the same jobs,
+    // under the leases it last renewed.
+    let leases = held_leases(&t.store, "crash").await;
+    let ids_of = |held: &[(JobId, Lease)]| held.iter().map(|(id, _)| *id).collect::<HashSet<_>>();
+    assert_eq!(ids_of(&leases), ids_of(&before), "the same jobs are held");
+    assert!(
+        started.is_subset(&ids_of(&leases)),
+        "the running jobs are held"
     );
+    // Nothing is rescued before the first lease runs out; once the last has, one rescue frees
+    // every held job, each with one lost attempt.
+    let first = leases.iter().map(|(_, l)| l.deadline).min().unwrap();
+    let last = leases.iter().map(|(_, l)| l.deadline).max().unwrap();
+    t.clock.set(first - 1);
+    assert_eq!(t.store.rescue("crash").await.unwrap(), 0);
+    t.clock.set(last);
+    assert_eq!(t.store.rescue("crash").await.unwrap(), HELD as u64);
     let stats = t.store.stats().await.unwrap();
-    assert_eq!(stats[0].retries.failures, (SLOTS + PREFETCH) as u64);
+    assert_eq!(stats[0].retries.failures, HELD as u64);
     // The dead worker's tokens no longer settle anything.
-    let (id, lease) = leases[0];
-    let stale = fairq_worker::Claim {
-        id,
-        token: lease.token,
-    };
-    assert!(t.store.complete(stale).await.unwrap_err().is_stale_lease());
+    for (id, lease) in &leases {
+        let stale = fairq_worker::Claim {
+            id: *id,
+            token: lease.token,
+        };
+        let err = t.store.complete(stale).await.unwrap_err();
+        assert!(err.is_stale_lease(), "job {id}: {err}");
+    }
 
     // After the retries' delay every job runs: the held ones on their second attempt.
     t.clock.set(last + 3_600_000);
