@@ -94,6 +94,10 @@ pub struct BenchArgs {
     /// Jobs run at once.
     #[arg(long, short = 'c', default_value_t = 16)]
     pub concurrency: usize,
+    /// Jobs claimed ahead of free slots (default: adapts between the concurrency and 16
+    /// times it, see `QueueConfig::prefetch`).
+    #[arg(long)]
+    pub prefetch: Option<usize>,
     /// Payload bytes per job.
     #[arg(long, default_value_t = 128)]
     pub payload_size: usize,
@@ -168,6 +172,10 @@ pub struct WorkArgs {
     /// Jobs run at once per queue.
     #[arg(long, short, default_value_t = 4)]
     pub concurrency: usize,
+    /// Jobs claimed ahead of free slots, per queue (default: adapts between the concurrency
+    /// and 16 times it, see `QueueConfig::prefetch`).
+    #[arg(long)]
+    pub prefetch: Option<usize>,
     /// Lease per claim; renewed while the command runs.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub lease: Duration,

@@ -31,6 +31,8 @@ pub struct BenchConfig {
     pub jobs: usize,
     /// Jobs run at once.
     pub concurrency: usize,
+    /// Jobs claimed ahead of free slots (`None`: the worker's adaptive default).
+    pub prefetch: Option<usize>,
     /// Payload bytes per job.
     pub payload_size: usize,
     /// Fairness keys, assigned round robin.
@@ -53,6 +55,7 @@ impl Default for BenchConfig {
         BenchConfig {
             jobs: 10_000,
             concurrency: 16,
+            prefetch: None,
             payload_size: 128,
             keys: 16,
             work: Duration::ZERO,
@@ -67,6 +70,7 @@ impl From<&BenchArgs> for BenchConfig {
         BenchConfig {
             jobs: args.jobs,
             concurrency: args.concurrency,
+            prefetch: args.prefetch,
             payload_size: args.payload_size,
             keys: args.keys,
             work: args.work,
@@ -210,14 +214,15 @@ pub async fn run_bench<B: Backend>(
     let on_done = Arc::clone(&shared);
     let work = config.work;
     let bar_done = bar.clone();
+    let mut queue_config = QueueConfig::default()
+        .concurrency(config.concurrency)
+        .lease(Duration::from_secs(60))
+        .poll_interval(Duration::from_millis(20));
+    if let Some(depth) = config.prefetch {
+        queue_config = queue_config.prefetch(depth);
+    }
     let worker = Worker::builder(Arc::clone(&store))
-        .queue(
-            queue.clone(),
-            QueueConfig::default()
-                .concurrency(config.concurrency)
-                .lease(Duration::from_secs(60))
-                .poll_interval(Duration::from_millis(20)),
-        )
+        .queue(queue.clone(), queue_config)
         .error_backoff(Duration::from_millis(20), Duration::from_secs(1))
         .handle_json(KIND, move |payload: Payload, job: Job| {
             let shared = Arc::clone(&on_job);

@@ -214,13 +214,14 @@ pub(crate) async fn work<B: Backend>(
         .shutdown_timeout(args.shutdown_timeout)
         .error_backoff(Duration::from_millis(200), Duration::from_secs(10));
     for queue in &args.queue {
-        builder = builder.queue(
-            queue.clone(),
-            QueueConfig::default()
-                .concurrency(args.concurrency)
-                .lease(args.lease)
-                .poll_interval(args.poll),
-        );
+        let mut config = QueueConfig::default()
+            .concurrency(args.concurrency)
+            .lease(args.lease)
+            .poll_interval(args.poll);
+        if let Some(depth) = args.prefetch {
+            config = config.prefetch(depth);
+        }
+        builder = builder.queue(queue.clone(), config);
     }
     let run = Arc::clone(&command);
     let finished = Arc::clone(&tally);
@@ -397,6 +398,7 @@ mod tests {
         let args = WorkArgs {
             queue: vec!["q".into()],
             concurrency: 1,
+            prefetch: None,
             lease: Duration::from_secs(30),
             poll: Duration::from_millis(10),
             job_timeout: None,

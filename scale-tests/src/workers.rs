@@ -27,6 +27,8 @@ pub struct WorkerConfig {
     pub queue: String,
     /// `--concurrency`.
     pub concurrency: usize,
+    /// `--prefetch` (`None`: the worker's adaptive default).
+    pub prefetch: Option<usize>,
     /// `--lease`.
     pub lease: Duration,
     /// `--poll`.
@@ -44,6 +46,7 @@ impl WorkerConfig {
         WorkerConfig {
             queue: queue.into(),
             concurrency: 4,
+            prefetch: None,
             lease: Duration::from_secs(10),
             poll: Duration::from_millis(250),
             work_ms: 0,
@@ -106,6 +109,13 @@ impl WorkerProcess {
                 &config.queue,
             ])
             .args(["--concurrency", &config.concurrency.to_string()])
+            .args(
+                config
+                    .prefetch
+                    .map(|depth| ["--prefetch".to_string(), depth.to_string()])
+                    .into_iter()
+                    .flatten(),
+            )
             .args(["--lease", &format!("{}ms", config.lease.as_millis())])
             .args(["--poll", &format!("{}ms", config.poll.as_millis())])
             .args(["--shutdown-timeout", "20s", "--exec"])

@@ -347,6 +347,56 @@ async fn the_worker_holds_at_most_concurrency_plus_prefetch() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn the_default_depth_grows_while_slots_wait_for_claims_and_stays_bounded() {
+    let gate = Arc::new(Semaphore::new(0));
+    let store = Probe {
+        claim_gate: Some(Arc::clone(&gate)),
+        ..Probe::new(MemoryBackend::new())
+    };
+    let config = QueueConfig::default().concurrency(2);
+    let ceiling = config.get_max_prefetch();
+    assert_eq!(ceiling, 32);
+    let started: Arc<Mutex<Vec<JobId>>> = Arc::default();
+    let worker = Worker::builder(store.clone())
+        .queue("q", config)
+        .handlers(gated(&Arc::new(Semaphore::new(0)), &started))
+        .build()
+        .unwrap()
+        .start()
+        .unwrap();
+    enqueue(&store, "ok", 400).await;
+    // Each claim comes back only once the slots have started every job claimed before it
+    // and wait: the handlers are quick next to the claim, so the buffer deepens claim after
+    // claim.
+    let mut claimed = 0;
+    while claimed < 400 {
+        until("a claim waits at the gate", || {
+            let calls = store.calls();
+            calls.asked.len() > calls.claimed.len()
+        })
+        .await;
+        until("every claimed job started", || {
+            started.lock().unwrap().len() == claimed && worker.running() == 0
+        })
+        .await;
+        let answered = store.calls().claimed.len();
+        gate.add_permits(1);
+        until("the claim answered", || {
+            store.calls().claimed.len() > answered
+        })
+        .await;
+        claimed += store.calls().claimed.last().unwrap().len();
+    }
+    let asked = store.calls().asked.clone();
+    // The depth doubled claim after claim (from 2): claims asked for more than a depth of
+    // 8 allows, and at most what the ceiling allows.
+    assert!(asked.iter().any(|&n| n > 2 + 8), "{asked:?}");
+    assert_eq!(asked.iter().max(), Some(&(2 + ceiling)), "{asked:?}");
+    gate.add_permits(100);
+    assert!(worker.shutdown(Duration::from_secs(5)).await.is_clean());
+}
+
+#[tokio::test(start_paused = true)]
 async fn buffered_jobs_are_renewed_with_running_ones_in_one_call() {
     let clock = ManualClock::new(START);
     let store = Probe::new(MemoryBackend::with_clock(clock.clone()));

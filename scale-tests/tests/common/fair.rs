@@ -20,8 +20,8 @@ use super::{enqueue_all, logs, runtime, start_worker};
 /// `2 (K - 1)` claims the fair order may put first, plus what the processes hold claimed
 /// but not started (`N (c + p)`), plus what the other processes start while the light job
 /// waits in its own process's pipeline (`(N - 1) (S p + c)`, its process up to `S = 4`
-/// times slower than the others). With N = 3, c = 4, p = 4 (the worker's default prefetch
-/// depth) and K = 4 that is 70, while a store that hands out jobs first come, first served
+/// times slower than the others). With N = 3, c = 4, p = 4 (the prefetch depth the workers
+/// are given) and K = 4 that is 70, while a store that hands out jobs first come, first served
 /// makes the light job wait behind the heavy backlog (about 3,000).
 ///
 /// It also checks the run means something: the heavy backlog still held more than the
@@ -33,15 +33,16 @@ pub fn light_tenants_start_within_the_fair_bound(net: &Network, url: &str) {
     let light_jobs = knob("FAIRQ_SCALE_LIGHT_JOBS", 8);
     let light_tenants = 3;
     let concurrency = 4;
+    let prefetch = 4;
     let bound = FairBound {
         processes,
         keys: 1 + light_tenants,
         concurrency,
-        // The worker's default prefetch depth (as deep as the concurrency); on a store that
-        // cannot take jobs back it prefetches nothing, and the bound is looser than needed.
-        prefetch: fairq::QueueConfig::new()
-            .concurrency(concurrency)
-            .get_prefetch(),
+        // The prefetch depth the workers are given (fixed: by default the depth adapts, up to
+        // 16 times the concurrency, and the bound would be that much looser); on a store
+        // that cannot take jobs back they prefetch nothing, and the bound is looser than
+        // needed.
+        prefetch,
         // See fairq_scale_tests::fairness for why the light job's process is allowed to run
         // up to four times slower than the others.
         slower: 4,
@@ -58,6 +59,7 @@ pub fn light_tenants_start_within_the_fair_bound(net: &Network, url: &str) {
     let dir = tempfile::tempdir().expect("a folder");
     let mut config = WorkerConfig::new(queue);
     config.concurrency = concurrency;
+    config.prefetch = Some(prefetch);
     config.work_ms = 5;
     config.lease = Duration::from_secs(60);
     let mut workers: Vec<WorkerProcess> = net

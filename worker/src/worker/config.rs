@@ -47,8 +47,8 @@ pub struct QueueConfig {
 impl Default for QueueConfig {
     /// 10 jobs at a time, 30 s leases, a 1 s poll interval for stores that cannot push
     /// wake-ups, heartbeats every third of the lease, rescue sweeps every half lease; a
-    /// prefetch buffer as deep as the concurrency whose jobs are handed back after a lease
-    /// of waiting; settlement batches of at most 128 attempts, 2 in flight, a 5 ms window;
+    /// prefetch buffer whose depth adapts between the concurrency and 16 times it, whose jobs
+    /// are handed back after a lease of waiting; settlement batches of at most 128 attempts, 2 in flight, a 5 ms window;
     /// no handler timeout; no retry sweep.
     fn default() -> Self {
         QueueConfig {
@@ -139,11 +139,18 @@ impl QueueConfig {
         self
     }
 
-    /// Claims up to `n` jobs ahead of free slots (default: as many as the concurrency on a
-    /// store that can take jobs back, see [`Backend::release`](crate::Backend::release), and
-    /// 0 on one that cannot; 0 claims only for free slots). Buffered jobs start in the order they were claimed, so the
-    /// store's fair order is kept; their leases are renewed with the running jobs'; a graceful
-    /// shutdown hands them back to the store without counting an attempt.
+    /// Claims up to `n` jobs ahead of free slots (0 claims only for free slots). Buffered
+    /// jobs start in the order they were claimed, so the store's fair order is kept; their
+    /// leases are renewed with the running jobs'; a graceful shutdown hands them back to the
+    /// store without counting an attempt.
+    ///
+    /// By default the depth adapts: on a store that can take jobs back (see
+    /// [`Backend::release`](crate::Backend::release)) it starts at the concurrency and
+    /// doubles whenever the slots empty the buffer before the next claim comes back while the
+    /// queue still has ready jobs (handlers that are quick next to a claim's round trip), up
+    /// to [`get_max_prefetch`](Self::get_max_prefetch); each claim that finds jobs still
+    /// buffered shrinks it by a sixteenth, back down to the concurrency. On a store that
+    /// cannot take jobs back the default is 0. Setting `n` fixes the depth.
     ///
     /// A deeper buffer means fewer, larger claims; it also means a job of a key that was just
     /// enqueued waits behind up to `n` jobs claimed before it.
@@ -212,7 +219,7 @@ impl QueueConfig {
     }
 
     /// Stops claiming while `n` or more finished attempts wait for the store to record them
-    /// (default: twice what the queue can hold, `2 × (concurrency + prefetch)`, and at
+    /// (default: twice what the queue can hold, `2 × (concurrency + max prefetch)`, and at
     /// least a full set of batches in flight), so a store that settles slowly or not at all
     /// is not handed ever more work.
     ///
@@ -369,6 +376,24 @@ impl QueueConfig {
         self.prefetch.unwrap_or(self.concurrency)
     }
 
+    /// The deepest the prefetch buffer may grow: the configured depth, or by default 16
+    /// times the concurrency, at most 1,024 (and never less than the concurrency).
+    ///
+    /// ```
+    /// use fairq_worker::QueueConfig;
+    /// assert_eq!(QueueConfig::new().concurrency(8).get_max_prefetch(), 128);
+    /// assert_eq!(QueueConfig::new().concurrency(200).get_max_prefetch(), 1_024);
+    /// assert_eq!(QueueConfig::new().concurrency(8).prefetch(3).get_max_prefetch(), 3);
+    /// ```
+    pub fn get_max_prefetch(&self) -> usize {
+        self.prefetch.unwrap_or_else(|| {
+            self.concurrency
+                .saturating_mul(16)
+                .min(1_024)
+                .max(self.concurrency)
+        })
+    }
+
     /// The longest a job waits in the prefetch buffer.
     ///
     /// ```
@@ -408,11 +433,11 @@ impl QueueConfig {
     /// The unsettled backlog at which claiming pauses.
     ///
     /// ```
-    /// assert_eq!(fairq_worker::QueueConfig::new().get_max_unsettled(), 256);
+    /// assert_eq!(fairq_worker::QueueConfig::new().get_max_unsettled(), 340);
     /// ```
     pub fn get_max_unsettled(&self) -> usize {
         self.max_unsettled.unwrap_or_else(|| {
-            let held = self.concurrency.saturating_add(self.get_prefetch());
+            let held = self.concurrency.saturating_add(self.get_max_prefetch());
             held.saturating_mul(2)
                 .max(self.settle_batch.saturating_mul(self.settles_in_flight))
         })

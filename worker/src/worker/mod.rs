@@ -4,6 +4,7 @@
 mod acker;
 mod claimer;
 mod config;
+mod depth;
 mod health;
 mod heartbeat;
 mod hooks;

@@ -17,6 +17,7 @@ use tokio::time::Instant;
 
 use super::acker::Done;
 use super::config::QueueConfig;
+use super::depth::Depth;
 use super::shared::lock;
 use super::sweep::SweepState;
 use crate::job::{Claim, Job};
@@ -70,9 +71,11 @@ pub(crate) struct Pipeline {
     pub(crate) unsettled: usize,
     /// Shutdown began: claim nothing, start nothing.
     pub(crate) stopping: bool,
-    /// The prefetch depth in force: the configured one, or 0 by default on a store that
-    /// cannot take jobs back.
-    pub(crate) prefetch: usize,
+    /// The prefetch depth: the configured one, 0 by default on a store that cannot take
+    /// jobs back, otherwise adapted to the handlers' pace.
+    pub(crate) depth: Depth,
+    /// How many jobs the claim in flight asked for.
+    pub(crate) wanted: usize,
     /// Buffered jobs were handed back for waiting too long: claim only for free slots until
     /// a slot frees.
     pub(crate) prefetch_paused: bool,
@@ -98,7 +101,12 @@ impl QueueRuntime {
         QueueRuntime {
             name,
             state: Mutex::new(Pipeline {
-                prefetch: config.get_prefetch(),
+                depth: if config.prefetch_is_set() {
+                    Depth::fixed(config.get_prefetch())
+                } else {
+                    Depth::adaptive(config.get_prefetch(), config.get_max_prefetch())
+                },
+                wanted: 0,
                 buffer: VecDeque::new(),
                 slots: Vec::new(),
                 running: 0,
@@ -128,7 +136,7 @@ impl QueueRuntime {
         let mut st = self.lock();
         st.release_unsupported = true;
         if !self.config.prefetch_is_set() {
-            st.prefetch = 0;
+            st.depth = Depth::fixed(0);
         }
     }
 
@@ -141,6 +149,7 @@ impl QueueRuntime {
         let mut st = self.lock();
         let n = st.claimable(&self.config)?;
         st.claiming = true;
+        st.wanted = n;
         Some(n)
     }
 
@@ -271,14 +280,11 @@ impl Pipeline {
             return None;
         }
         // The low-water mark: half the prefetch depth.
-        if self.buffer.len() > self.prefetch / 2 {
+        let depth = self.depth.get();
+        if self.buffer.len() > depth / 2 {
             return None;
         }
-        let prefetch = if self.prefetch_paused {
-            0
-        } else {
-            self.prefetch
-        };
+        let prefetch = if self.prefetch_paused { 0 } else { depth };
         let capacity = config.get_concurrency().saturating_add(prefetch);
         let held = self.running + self.buffer.len();
         (held < capacity).then(|| capacity - held)

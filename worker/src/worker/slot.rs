@@ -30,6 +30,11 @@ pub(crate) fn accept<B: Backend>(
     let mut st = queue.lock();
     st.claiming = false;
     let claimed = jobs.len();
+    let wanted = std::mem::take(&mut st.wanted);
+    // Slots waiting on an empty buffer when the claim comes back: the buffer was too shallow
+    // for the handlers' pace.
+    let starved = st.buffer.is_empty() && st.idle > 0;
+    st.depth.claimed(wanted, claimed, starved);
     st.buffer
         .extend(jobs.into_iter().map(|job| Buffered { job, since }));
     if !st.stopping && claimed > 0 {

@@ -29,6 +29,8 @@ pub struct Calls {
     pub heartbeats: Vec<Vec<Claim>>,
     /// The claims of every `release` call that had any.
     pub releases: Vec<Vec<Claim>>,
+    /// How many jobs each claim asked for (plain and combined), in call order.
+    pub asked: Vec<usize>,
 }
 
 /// A [`MemoryBackend`] behind switches.
@@ -45,6 +47,9 @@ pub struct Probe {
     /// When set, every settlement call first takes a permit (so a test holds calls in
     /// flight by giving none).
     pub settle_gate: Option<Arc<Semaphore>>,
+    /// When set, every claim (plain or combined) first takes a permit, so a test decides
+    /// when claims come back.
+    pub claim_gate: Option<Arc<Semaphore>>,
     /// The next settlement applies the first half of its entries, then never answers (the
     /// process "dies" mid-call).
     pub half_settle: Arc<AtomicBool>,
@@ -61,6 +66,7 @@ impl Probe {
             fail_settles: Arc::default(),
             fail_completes: Arc::default(),
             settle_gate: None,
+            claim_gate: None,
             half_settle: Arc::default(),
             no_release: false,
         }
@@ -70,6 +76,14 @@ impl Probe {
         Probe {
             settle_gate: Some(gate),
             ..Probe::new(inner)
+        }
+    }
+
+    /// Records a claim asking for `max` jobs and waits for the claim gate, if any.
+    async fn before_claim(&self, max: usize) {
+        self.calls().asked.push(max);
+        if let Some(gate) = &self.claim_gate {
+            gate.acquire().await.expect("gate open").forget();
         }
     }
 
@@ -137,6 +151,7 @@ impl Backend for Probe {
         let this = self.clone();
         let queue = queue.to_string();
         async move {
+            this.before_claim(max).await;
             if take_one(&this.fail_claims) {
                 return Err(down());
             }
@@ -168,6 +183,7 @@ impl Backend for Probe {
         let queue = queue.to_string();
         async move {
             this.before_settle(&batch).await?;
+            this.before_claim(max).await;
             let both = this
                 .inner
                 .settle_and_claim(batch, &queue, max, lease)
