@@ -270,7 +270,12 @@ async fn insert_batch(
         &sql.due_channel,
         &payload_json,
     ];
-    db_.rows(&sql.enqueue, &params)
+    let statement = if unique.iter().all(Option::is_none) {
+        &sql.enqueue_plain
+    } else {
+        &sql.enqueue
+    };
+    db_.rows(statement, &params)
         .await
         .map_err(|e| db(e, sql.schema.as_str()))
 }

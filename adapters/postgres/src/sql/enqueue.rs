@@ -66,7 +66,7 @@ ins AS (
            p.unique_key, p.depends_on, CASE WHEN p.blocked THEN 'blocked' ELSE 'scheduled' END,
            p.run_at, p.run_at, p.id, p.round, p.seq, $11
     FROM placed p
-    ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
+    ON_CONFLICT
     RETURNING id, queue, round, state, due_at
 ),
 woke AS (
@@ -89,6 +89,12 @@ SELECT 3, (SELECT j.id FROM fairq.jobs j
 FROM input i
 WHERE i.unique_key IS NOT NULL
 "#;
+
+/// The arbiter of [`ENQUEUE`] for a batch with unique keys. A batch without any inserts
+/// plainly: its rows cannot conflict on the partial unique index, and a speculative insert
+/// costs each row an extra WAL record and index check.
+pub(super) const ON_CONFLICT: &str =
+    "ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL DO NOTHING";
 
 /// Marks live dependencies as having dependents (locking them against a concurrent finish).
 pub(super) const DEPS_LIVE: &str = r#"

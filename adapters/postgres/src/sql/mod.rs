@@ -60,9 +60,12 @@ pub(crate) struct Sql {
     pub(crate) channel: String,
     /// Jobs of a queue wait for a time (payload: `<millis> <queue>`, the earliest).
     pub(crate) due_channel: String,
+    /// The batch insert with `ON CONFLICT` on unique keys.
     pub(crate) enqueue: String,
     /// One job without a unique key.
     pub(crate) enqueue_one: String,
+    /// The batch insert for batches without unique keys.
+    pub(crate) enqueue_plain: String,
     pub(crate) deps_live: String,
     pub(crate) deps_archived: String,
     pub(crate) unique_holders: String,
@@ -108,8 +111,9 @@ impl Sql {
         Sql {
             channel: schema.channel(),
             due_channel: schema.due_channel(),
-            enqueue: r(enqueue::ENQUEUE),
             enqueue_one: r(enqueue_one::ENQUEUE_ONE),
+            enqueue: r(&enqueue::ENQUEUE.replace("ON_CONFLICT", enqueue::ON_CONFLICT)),
+            enqueue_plain: r(&enqueue::ENQUEUE.replace("ON_CONFLICT", "")),
             deps_live: r(enqueue::DEPS_LIVE),
             deps_archived: r(enqueue::DEPS_ARCHIVED),
             unique_holders: r(enqueue::UNIQUE_HOLDERS),
@@ -157,6 +161,7 @@ mod tests {
         for text in [
             &sql.enqueue,
             &sql.enqueue_one,
+            &sql.enqueue_plain,
             &sql.promote,
             &sql.claim,
             &sql.settle,
@@ -181,10 +186,13 @@ mod tests {
                 "EVENT",
                 "JOB_COLUMNS",
                 "KEY_TAIL",
+                "ON_CONFLICT",
             ] {
                 assert!(!text.contains(placeholder), "{placeholder} left in {text}");
             }
             assert!(text.contains("\"s1\"."));
         }
+        assert!(sql.enqueue.contains("ON CONFLICT"));
+        assert!(!sql.enqueue_plain.contains("ON CONFLICT"));
     }
 }

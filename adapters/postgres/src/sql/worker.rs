@@ -124,7 +124,10 @@ SELECT JOB_COLUMNS FROM claimed ORDER BY was_round, was_seq
 /// for each job sent to retry, `(3, id, queue, now, NULL)` for each dependent released, `(4,
 /// id, NULL, NULL, NULL, state...)` with the lifecycle columns of each job an entry named but
 /// did not change, as the statement found it (to explain the refusal; an unknown job has no
-/// row), and one `(0, ...)` row that carries the count of notifications.
+/// row), and one `(0, ...)` row that carries the count of notifications. Refused entries are
+/// looked up by id (`LATERAL`), never through a join the planner could run as a scan of both
+/// tables: such a scan, which stops at the first live row, cost most of a settlement's time
+/// while the head of the table was full of settled (dead) rows.
 pub(super) const SETTLE: &str = r#"
 WITH input AS (
     SELECT *
@@ -197,12 +200,13 @@ SELECT 4, s.id, NULL, NULL, NULL, s.state, s.run_at, s.attempts, s.token, s.leas
 FROM (SELECT DISTINCT x.id FROM input x
       WHERE NOT EXISTS (SELECT 1 FROM gone g WHERE g.id = x.id AND g.token = x.token)
         AND NOT EXISTS (SELECT 1 FROM retried r WHERE r.id = x.id AND r.token = x.token)) i
-JOIN (SELECT j.id, j.state, j.run_at, j.attempts, j.token, j.lease_deadline,
+CROSS JOIN LATERAL (
+      SELECT j.id, j.state, j.run_at, j.attempts, j.token, j.lease_deadline,
              NULL::int8 AS finished_at, NULL::text AS dead_reason
-      FROM fairq.jobs j
+      FROM fairq.jobs j WHERE j.id = i.id
       UNION ALL
       SELECT a.id, a.state, 0, a.attempts, a.token, NULL, a.finished_at, a.dead_reason
-      FROM fairq.archive a) s ON s.id = i.id
+      FROM fairq.archive a WHERE a.id = i.id) s
 UNION ALL
 SELECT 0, count(*), NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM woke
 "#;
