@@ -52,6 +52,13 @@ const KEY_TAIL: &str = r#"GREATEST(
 /// jobs `EVENT + (position << 20) + rank`.
 const EVENT: &str = "4611686018427387904";
 
+/// `j.state = 'running'` for statements that name their jobs by id (settlement, heartbeats,
+/// hand-backs), written so the planner cannot use it to pick the running jobs' partial index.
+/// Its row estimate lags far behind a burst of claims (it said 1 row where 1,032 jobs ran),
+/// and the planner then scanned every running job for each entry of a batch (12 ms of a
+/// 14 ms settlement of 128 jobs) instead of one primary-key lookup per entry.
+const STILL_RUNNING: &str = "(CASE WHEN j.state = 'running' THEN true END)";
+
 /// Every statement, rendered for one schema.
 #[derive(Debug)]
 pub(crate) struct Sql {
@@ -104,6 +111,7 @@ impl Sql {
                 .replace("DONE_INFO", DONE_INFO)
                 .replace("KEY_TAIL", KEY_TAIL)
                 .replace("EVENT", EVENT)
+                .replace("STILL_RUNNING", STILL_RUNNING)
                 .replace("FOLD", operator::FOLD.trim())
                 .replace("GHOSTS", operator::GHOSTS.trim());
             schema.render(&expanded)
@@ -166,6 +174,7 @@ mod tests {
             &sql.claim,
             &sql.settle,
             &sql.release,
+            &sql.heartbeat,
             &sql.release_stragglers,
             &sql.revive,
             &sql.purge_live,
@@ -187,6 +196,7 @@ mod tests {
                 "JOB_COLUMNS",
                 "KEY_TAIL",
                 "ON_CONFLICT",
+                "STILL_RUNNING",
             ] {
                 assert!(!text.contains(placeholder), "{placeholder} left in {text}");
             }

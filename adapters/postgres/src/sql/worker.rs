@@ -136,7 +136,7 @@ WITH input AS (
 ),
 gone AS (
     DELETE FROM fairq.jobs j USING input i
-    WHERE j.id = i.id AND j.token = i.token AND j.state = 'running' AND i.verdict <> 'retry'
+    WHERE j.id = i.id AND j.token = i.token AND STILL_RUNNING AND i.verdict <> 'retry'
       AND (NOT $8 OR j.lease_deadline <= $7)
     RETURNING j.*, i.verdict, i.reason, i.message, i.ord
 ),
@@ -164,7 +164,7 @@ retried AS (
                        ELSE j.runs_ms || GREATEST($7 - COALESCE(j.claimed_at, $7), 0) END,
         error_since = COALESCE(j.error_since, $7), last_error = i.message
     FROM input i
-    WHERE j.id = i.id AND j.token = i.token AND j.state = 'running' AND i.verdict = 'retry'
+    WHERE j.id = i.id AND j.token = i.token AND STILL_RUNNING AND i.verdict = 'retry'
       AND (NOT $8 OR j.lease_deadline <= $7)
     RETURNING j.id, j.queue, j.due_at, j.token
 ),
@@ -226,7 +226,7 @@ released AS (
         attempts = j.attempts - 1, run_at = $3, due_at = $3,
         due_seq = EVENT + (i.ord << 20), lease_deadline = NULL
     FROM input i
-    WHERE j.id = i.id AND j.token = i.token AND j.state = 'running'
+    WHERE j.id = i.id AND j.token = i.token AND STILL_RUNNING
     RETURNING j.id, j.queue, j.token, j.state, j.attempts
 ),
 woke AS (
@@ -243,7 +243,7 @@ FROM released r
 pub(super) const HEARTBEAT: &str = r#"
 UPDATE fairq.jobs j SET lease_deadline = GREATEST(j.lease_deadline, $3)
 FROM unnest($1::int8[], $2::int8[]) AS i(id, token)
-WHERE j.id = i.id AND j.token = i.token AND j.state = 'running'
+WHERE j.id = i.id AND j.token = i.token AND STILL_RUNNING
 RETURNING j.id, j.token, j.lease_deadline
 "#;
 
