@@ -145,12 +145,14 @@ impl QueueConfig {
     /// store without counting an attempt.
     ///
     /// By default the depth adapts: on a store that can take jobs back (see
-    /// [`Backend::release`](crate::Backend::release)) it starts at the concurrency and
-    /// doubles whenever the slots empty the buffer before the next claim comes back while the
-    /// queue still has ready jobs (handlers that are quick next to a claim's round trip), up
-    /// to [`get_max_prefetch`](Self::get_max_prefetch); each claim that finds jobs still
-    /// buffered shrinks it by a sixteenth, back down to the concurrency. On a store that
-    /// cannot take jobs back the default is 0. Setting `n` fixes the depth.
+    /// [`Backend::release`](crate::Backend::release)) it starts at the concurrency. When the
+    /// slots empty the buffer before the next claim comes back while the queue still has
+    /// ready jobs (handlers that are quick next to a claim's round trip), it doubles on
+    /// trial, up to [`get_max_prefetch`](Self::get_max_prefetch), and keeps the doubling only
+    /// if the store's time per claimed job fell by at least a sixth (otherwise it goes back
+    /// and tries again 32 claims later). Each claim that finds jobs still buffered shrinks it
+    /// by a sixteenth, back down to the concurrency. On a store that cannot take jobs back
+    /// the default is 0. Setting `n` fixes the depth.
     ///
     /// A deeper buffer means fewer, larger claims; it also means a job of a key that was just
     /// enqueued waits behind up to `n` jobs claimed before it.

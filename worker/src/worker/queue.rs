@@ -74,8 +74,9 @@ pub(crate) struct Pipeline {
     /// The prefetch depth: the configured one, 0 by default on a store that cannot take
     /// jobs back, otherwise adapted to the handlers' pace.
     pub(crate) depth: Depth,
-    /// How many jobs the claim in flight asked for.
+    /// How many jobs the claim in flight asked for, and when it was reserved.
     pub(crate) wanted: usize,
+    pub(crate) claim_started: Option<Instant>,
     /// Buffered jobs were handed back for waiting too long: claim only for free slots until
     /// a slot frees.
     pub(crate) prefetch_paused: bool,
@@ -107,6 +108,7 @@ impl QueueRuntime {
                     Depth::adaptive(config.get_prefetch(), config.get_max_prefetch())
                 },
                 wanted: 0,
+                claim_started: None,
                 buffer: VecDeque::new(),
                 slots: Vec::new(),
                 running: 0,
@@ -150,6 +152,7 @@ impl QueueRuntime {
         let n = st.claimable(&self.config)?;
         st.claiming = true;
         st.wanted = n;
+        st.claim_started = Some(Instant::now());
         Some(n)
     }
 

@@ -34,7 +34,11 @@ pub(crate) fn accept<B: Backend>(
     // Slots waiting on an empty buffer when the claim comes back: the buffer was too shallow
     // for the handlers' pace.
     let starved = st.buffer.is_empty() && st.idle > 0;
-    st.depth.claimed(wanted, claimed, starved);
+    let took = st
+        .claim_started
+        .take()
+        .map_or(Duration::ZERO, |at| since.saturating_duration_since(at));
+    st.depth.claimed(wanted, claimed, starved, took);
     st.buffer
         .extend(jobs.into_iter().map(|job| Buffered { job, since }));
     if !st.stopping && claimed > 0 {
