@@ -510,15 +510,26 @@ where
     #[inline]
     fn round_push(&mut self, index: usize, key: K, item: T) -> Result<(), (K, T)> {
         let at = self.first + index;
+        match self.rounds.get_mut(at) {
+            Some(round) if round.tail.len() < round.tail.capacity() => {
+                round.tail.push((key, item));
+                Ok(())
+            }
+            _ => Err((key, item)),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn round_push_grow(&mut self, index: usize, key: K, item: T) -> Result<(), (K, T)> {
+        let at = self.first + index;
         let Some(round) = self.rounds.get_mut(at) else {
             return Err((key, item));
         };
         if round.tail.len() == round.tail.capacity() {
             self.make_room(at);
-            self.rounds[at].tail.push((key, item));
-            return Ok(());
         }
-        round.tail.push((key, item));
+        self.rounds[at].tail.push((key, item));
         Ok(())
     }
 
@@ -629,6 +640,15 @@ where
             self.run_key = Some(key.clone());
         }
         self.run.push_back((key, item));
+    }
+
+    #[inline]
+    fn run_push_within(&mut self, key: K, item: T) -> Result<(), (K, T)> {
+        if self.run.len() == self.run.capacity() {
+            return Err((key, item));
+        }
+        self.run.push_back((key, item));
+        Ok(())
     }
 
     #[inline]

@@ -40,8 +40,15 @@ pub(crate) mod backing {
         /// Items in round `index`.
         fn round_len(&self, index: usize) -> usize;
         /// Appends an item to round `index`, or hands it back when `index` is past the last
-        /// round (the caller then places it at the run).
+        /// round (the caller then places it at the run) or, in a storage that implements
+        /// [`round_push_grow`](Self::round_push_grow), when the round's buffer is full.
         fn round_push(&mut self, index: usize, key: K, item: T) -> Result<(), (K, T)>;
+        /// Like [`round_push`](Self::round_push), and makes room in round `index` when
+        /// `round_push` handed the item back for want of it (a storage may keep that out of
+        /// `round_push`, the path every push takes).
+        fn round_push_grow(&mut self, index: usize, key: K, item: T) -> Result<(), (K, T)> {
+            self.round_push(index, key, item)
+        }
         /// Appends a new round holding one item; `size` is how many items rounds hold on
         /// average (a hint for the round's buffer).
         fn new_round(&mut self, key: K, item: T, size: usize);
@@ -61,6 +68,12 @@ pub(crate) mod backing {
         fn run_key(&self) -> Option<&K>;
         /// Appends to the run.
         fn run_push(&mut self, key: K, item: T);
+        /// Appends to the (non-empty) run if its buffer has room, else hands the item back
+        /// for [`run_push`](Self::run_push), which makes room.
+        fn run_push_within(&mut self, key: K, item: T) -> Result<(), (K, T)> {
+            self.run_push(key, item);
+            Ok(())
+        }
         /// Takes the run's oldest item.
         fn run_pop(&mut self) -> Option<(K, T)>;
 
