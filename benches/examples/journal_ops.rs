@@ -9,7 +9,7 @@
 //! ```
 //!
 //! Arguments: contender, item size in bytes, operations. Contenders: `put` (`put` under
-//! `SyncPolicy::Never`, one thread), `raw-write` (one `write` per item), `get` (get+commit
+//! `SyncPolicy::Never`, one thread), `put-N` (the same puts split over N threads), `raw-write` (one `write` per item), `get` (get+commit
 //! of a queue filled beforehand), `raw-read` (a length-prefixed file read 64 KiB at a time,
 //! each item copied into a `Vec`), `fan-out-N` (N readers of a filled queue, one thread
 //! each, draining it at once; the count is deliveries), `raw-read-N` (N threads each
@@ -100,7 +100,7 @@ fn raw_read(path: &Path, size: usize, n: u64) {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: journal_ops put|raw-write|get|raw-read|fan-out-N|raw-read-N SIZE OPS";
+    let usage = "usage: journal_ops put|put-N|raw-write|get|raw-read|fan-out-N|raw-read-N SIZE OPS";
     let number = |i: usize| -> u64 {
         args.get(i)
             .and_then(|a| a.parse().ok())
@@ -162,6 +162,21 @@ fn main() {
             let k: usize = k.parse().expect(usage);
             let per = n.div_ceil(k as u64);
             match kind {
+                "put" => {
+                    let q = queue(dir.path());
+                    timed(&|| {
+                        std::thread::scope(|s| {
+                            for _ in 0..k {
+                                let (q, data) = (&q, &data);
+                                s.spawn(move || {
+                                    for _ in 0..per {
+                                        q.put(data).expect("put");
+                                    }
+                                });
+                            }
+                        })
+                    })
+                }
                 "fan-out" => {
                     let q = filled(dir.path(), size, k, per);
                     let readers: Vec<_> = (0..k)

@@ -5,7 +5,11 @@
 //! then, before it lets go, writes whatever other puts queued meanwhile. A put that finds a
 //! leader at work is a *follower*: it encodes its records into the pending buffer (one copy)
 //! and waits until a leader has written them. So under load many puts cost one system call,
-//! and a lone put costs exactly one.
+//! and a lone put costs exactly one. Under [`SyncPolicy::Never`] and
+//! [`SyncPolicy::Periodic`] that wait is one `write`, so a follower spins on the mark the
+//! leader leaves when it steps down (yielding now and then) before it sleeps on the
+//! condition variable: sleeping and being woken cost four writers on two cores half their
+//! throughput.
 //!
 //! Ids are handed out in the order puts enter, which is the order their bytes reach the file.
 //! A batch that fails with a full disk is cut off the file again and fails every put in it
@@ -31,6 +35,19 @@ use crate::JournalError;
 /// A lone put copies a payload up to this size next to its header and writes both with one
 /// `write`; a larger one is written with `writev` straight from the caller's slice.
 const COPY_LIMIT: usize = 4096;
+
+/// A follower under `Never` or `Periodic` checks for its leader this many times per round
+/// of its spin, and yields the processor between rounds (`Inner::put_records`). A `write`
+/// of a batch takes one to a few microseconds; the budget covers about that many before the
+/// follower sleeps. Loom permutes each check, so its models spin once.
+#[cfg(not(loom))]
+const SPINS_PER_ROUND: u32 = 64;
+#[cfg(not(loom))]
+const SPIN_ROUNDS: u32 = 16;
+#[cfg(loom)]
+const SPINS_PER_ROUND: u32 = 1;
+#[cfg(loom)]
+const SPIN_ROUNDS: u32 = 1;
 
 impl Inner {
     /// Appends `items` (consecutive ids) and returns the first id once they are as durable
@@ -61,7 +78,8 @@ impl Inner {
         let mut w = proto::lock(&self.writer);
         self.check_open()?;
         self.check_poisoned()?;
-        if self.limited.load(Ordering::Acquire) {
+        let limited = self.limited.load(Ordering::Acquire);
+        if limited {
             self.check_room(n, bytes)?;
         }
         let first = w.next_id;
@@ -89,6 +107,19 @@ impl Inner {
             }
             w.pending_last = first + n - 1;
             w.pending_followers += 1;
+            if !self.config.sync.is_durable_on_put() {
+                // Under Never and Periodic the wait is one `write` of the leader, shorter
+                // than falling asleep and being woken (two system calls, and on a busy
+                // machine a trip through the scheduler): spin first. A leader that stepped
+                // down with no failed batch kept has written and published this put, and
+                // with no reader limits to enforce nothing is left to do under the lock.
+                drop(w);
+                let done = self.spin_until_stepped_down(first);
+                if done && !limited && !self.failures_kept.load(proto::Ordering::Acquire) {
+                    return Ok(first);
+                }
+                w = proto::lock(&self.writer);
+            }
             self.await_batch(w, first)
         } else {
             w.leading = true;
@@ -279,11 +310,31 @@ impl Inner {
         }
         w.done_id = w.next_id - 1;
         w.leading = false;
+        self.failures_kept
+            .store(!w.failures.is_empty(), proto::Ordering::Relaxed);
+        self.stepped_down.store(w.done_id, proto::Ordering::Release);
         if w.sleepers > 0 {
             // Notifying costs a system call even when nobody waits.
             self.written_cv.notify_all();
         }
         (w, synced)
+    }
+
+    /// Spins, yielding the processor now and then (the leader may be waiting for one),
+    /// until a leader stepped down with `first` done (true) or the spin budget is spent.
+    fn spin_until_stepped_down(&self, first: u64) -> bool {
+        for round in 0..SPIN_ROUNDS {
+            for _ in 0..SPINS_PER_ROUND {
+                if self.stepped_down.load(proto::Ordering::Acquire) >= first {
+                    return true;
+                }
+                proto::spin_loop();
+            }
+            if round + 1 < SPIN_ROUNDS {
+                proto::yield_now();
+            }
+        }
+        false
     }
 
     /// Under `Always`: everything written so far is durable.

@@ -401,6 +401,8 @@ pub(crate) fn open(
         config,
         writer: proto::Mutex::new(Writer::new(seg_id, file, offset, next_id)),
         written_cv: proto::Condvar::new(),
+        stepped_down: proto::AtomicU64::new(next_id.wrapping_sub(1)),
+        failures_kept: proto::AtomicBool::new(false),
         put_items: AtomicU64::new(0),
         put_bytes: AtomicU64::new(0),
         limited: AtomicBool::new(limited),

@@ -190,6 +190,12 @@ pub(crate) struct Inner {
     pub(crate) writer: proto::Mutex<Writer>,
     /// Followers wait here for their batch (on the `writer` mutex).
     pub(crate) written_cv: proto::Condvar,
+    /// `Writer::done_id` as the last leader left it when it stepped down (stored under the
+    /// writer's lock), for followers that spin before they sleep (`append.rs`).
+    pub(crate) stepped_down: proto::AtomicU64,
+    /// `Writer::failures` was not empty when the last leader stepped down (stored before
+    /// `stepped_down`): a spinning follower then looks for its batch among them.
+    pub(crate) failures_kept: proto::AtomicBool,
     /// Items and payload bytes put since the queue was opened; a reader's waiting count is
     /// these minus what it consumed (see `ReaderState`).
     pub(crate) put_items: AtomicU64,

@@ -9,7 +9,8 @@
 //! instrumented types under `--cfg loom` so the model checker permutes every access: the
 //! reader doorbell in `wake.rs` (an atomic waiter count decides whether a condition variable
 //! is notified) and the writer mutex with its condition variable, on which concurrent puts
-//! elect a leader, queue behind it and wait (`append.rs`), and the shared chunk cache's mutex
+//! elect a leader, queue behind it and wait (`append.rs`; under `Never` and `Periodic` a
+//! follower first spins on the leader's atomic `stepped_down` mark), and the shared chunk cache's mutex
 //! with its condition variable, on which a reader waits for another reader's read of the
 //! same bytes (`chunks.rs`). The rest of the queue (state under plain locks that no thread
 //! holds across a wait) always uses `std`.
@@ -34,14 +35,22 @@ pub(crate) fn write_lock<T>(m: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
 /// The synchronisation primitives of the wake-up protocols: `std` normally, `loom` in models.
 pub(crate) mod proto {
     #[cfg(not(loom))]
-    pub(crate) use std::sync::atomic::{AtomicUsize, Ordering};
+    pub(crate) use std::hint::spin_loop;
+    #[cfg(not(loom))]
+    pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
     #[cfg(not(loom))]
     pub(crate) use std::sync::{Condvar, Mutex, MutexGuard};
+    #[cfg(not(loom))]
+    pub(crate) use std::thread::yield_now;
 
     #[cfg(loom)]
-    pub(crate) use loom::sync::atomic::{AtomicUsize, Ordering};
+    pub(crate) use loom::hint::spin_loop;
+    #[cfg(loom)]
+    pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
     #[cfg(loom)]
     pub(crate) use loom::sync::{Condvar, Mutex, MutexGuard};
+    #[cfg(loom)]
+    pub(crate) use loom::thread::yield_now;
 
     /// Locks a mutex, recovering the data if another thread panicked while holding it.
     pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

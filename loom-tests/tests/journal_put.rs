@@ -1,6 +1,8 @@
 //! Models of concurrent puts on the journal (`fairq-journal/src/append.rs`): puts elect a
 //! leader on the writer mutex, queue their records behind it and wait on a condition
-//! variable until a leader has written (and under `Always` synced) them. The models run the
+//! variable until a leader has written (and under `Always` synced) them; under `Never` a
+//! follower first spins on the leader's atomic step-down mark and returns without the lock
+//! when the leader kept no failed batch. The models run the
 //! real put path on the simulated disk; loom permutes every access to the writer mutex and
 //! its condition variable (the disk's own lock is not part of the protocol). A follower left
 //! without a leader, or a lost wake-up, leaves a thread waiting forever, which loom reports
@@ -10,9 +12,11 @@
 mod common;
 
 use common::model;
-use fairq_journal::sim::SimDisk;
-use fairq_journal::{ItemId, JournalConfig, JournaledQueue, SyncPolicy};
+use fairq_journal::sim::{SimDisk, SimFaults};
+use fairq_journal::storage::Storage;
+use fairq_journal::{ItemId, JournalConfig, JournalError, JournaledQueue, SyncPolicy};
 use loom::thread;
+use std::path::Path;
 
 fn queue(sync: SyncPolicy) -> JournaledQueue {
     let disk = SimDisk::new(1);
@@ -84,5 +88,53 @@ fn a_new_reader_does_not_split_a_put_in_flight() {
         assert_eq!(got.len() as u64, seen);
         assert!(got.is_empty() || got == vec![(id, b"x".to_vec())]);
         assert_eq!(drain(&q, "first"), vec![(id, b"x".to_vec())]);
+    });
+}
+
+/// A full disk fails the batches that do not fit, whoever leads them: a follower that spins
+/// must not return success for a batch its leader failed (the leader's `failures_kept` mark
+/// sends it to look under the lock). Every put that succeeded is read back, in id order,
+/// and no put that failed is.
+#[test]
+fn spinning_followers_see_their_batch_fail_on_a_full_disk() {
+    model(|| {
+        let disk = SimDisk::new(1);
+        let config = JournalConfig {
+            sync: SyncPolicy::Never,
+            ..JournalConfig::on_sim(&disk)
+        };
+        let q = JournaledQueue::open("/q", "q", config).unwrap();
+        q.reader("r").unwrap();
+        let used: u64 = disk
+            .list_dir(Path::new("/q"))
+            .unwrap()
+            .iter()
+            .map(|e| disk.read_all(&Path::new("/q").join(&e.name)).unwrap().len() as u64)
+            .sum();
+        // Room for one record of one byte (36 + 1): the first write fits, later ones fail.
+        disk.set_faults(SimFaults {
+            capacity: Some(used + 37),
+            ..SimFaults::default()
+        });
+        let other = {
+            let q = q.clone();
+            thread::spawn(move || (q.put(b"a"), b"a".to_vec()))
+        };
+        let mine = (q.put(b"b"), b"b".to_vec());
+        let theirs = other.join().unwrap();
+        disk.set_faults(SimFaults::default());
+        let mut ok = Vec::new();
+        for (result, data) in [mine, theirs] {
+            match result {
+                Ok(id) => ok.push((id, data)),
+                Err(JournalError::Io { source, .. }) => {
+                    assert_eq!(source.kind(), std::io::ErrorKind::StorageFull)
+                }
+                Err(e) => panic!("expected a full disk, got {e}"),
+            }
+        }
+        ok.sort();
+        assert!(!ok.is_empty(), "the first write fits");
+        assert_eq!(drain(&q, "r"), ok, "exactly the acknowledged puts are read");
     });
 }
