@@ -7,6 +7,7 @@ use fairq_core::job::{DeadReason, Lease, LeaseToken, Lifecycle, Millis, State};
 use fairq_core::retry::RetryPolicy;
 use fairq_worker::{BackendError, Claim, Job, JobId, JobInfo};
 use serde_json::Value;
+use tokio_postgres::types::Json;
 use tokio_postgres::Row;
 
 use crate::error::corrupt;
@@ -72,6 +73,17 @@ fn get<'a, T: tokio_postgres::types::FromSql<'a>>(
         .map_err(|e| corrupt(format!("column {index}: {e}")))
 }
 
+/// A `jsonb` column decoded straight from the bytes the server sent (no `Value` in between:
+/// a claim decodes the retry policy and metadata of every job it takes).
+fn json<'a, T: tokio_postgres::types::FromSql<'a>>(
+    row: &'a Row,
+    index: usize,
+    what: &str,
+) -> Result<T, BackendError> {
+    row.try_get(index)
+        .map_err(|e| corrupt(format!("{what}: {e}")))
+}
+
 /// A claimed job (columns of the claim statement).
 pub(crate) fn job(row: &Row, queue: &str) -> Result<Job, BackendError> {
     Ok(Job {
@@ -87,8 +99,9 @@ pub(crate) fn job(row: &Row, queue: &str) -> Result<Job, BackendError> {
         payload: payload::join(get(row, 6)?, get(row, 11)?)?,
         enqueued_at: from_db(get(row, 7)?),
         run_at: from_db(get(row, 8)?),
-        retry: policy_from_db(get(row, 9)?)?,
-        metadata: metadata_from_db(get(row, 10)?)?,
+        retry: json::<Option<Json<RetryPolicy>>>(row, 9, "retry policy")?
+            .map_or_else(RetryPolicy::default, |Json(policy)| policy),
+        metadata: json::<Json<BTreeMap<String, String>>>(row, 10, "metadata")?.0,
     })
 }
 

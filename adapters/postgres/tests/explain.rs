@@ -51,6 +51,12 @@ async fn explain_the_claim(total: usize, keys: usize) {
         "the claim must be driven by the ready index:\n{plan}"
     );
     assert!(!plan.contains("Seq Scan on jobs"), "{plan}");
+    // The update finds each locked row by its tuple id, not by a second descent of the
+    // primary key.
+    assert!(
+        plan.contains("Tid Scan on jobs") && !plan.contains("jobs_pkey"),
+        "the claim's update must reach the locked rows by tuple id:\n{plan}"
+    );
     t.cleanup().await;
 }
 

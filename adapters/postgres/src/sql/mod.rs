@@ -12,9 +12,13 @@ mod worker;
 
 use crate::schema::SchemaName;
 
-/// Columns of a claimed job, in the order [`crate::rows::job`] reads them.
+/// Columns of a claimed job, in the order [`crate::rows::job`] reads them. The `jsonb` copy
+/// of a payload is sent only when it is the only copy: a payload kept as bytes too is given
+/// to workers as those bytes, so printing its `jsonb` as text would be work for nothing on
+/// both sides.
 const JOB_COLUMNS: &str = "id, token, attempts, lease_deadline, kind, key, payload, \
-                           enqueued_at, due_at, retry, metadata, payload_json";
+                           enqueued_at, due_at, retry, metadata, \
+                           CASE WHEN payload IS NULL THEN payload_json END AS payload_json";
 
 /// Columns of a live job as an operator sees it ([`crate::rows::info`]). A blocked job has no
 /// due time until its dependency succeeds.

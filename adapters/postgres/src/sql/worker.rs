@@ -75,9 +75,14 @@ SELECT (SELECT count(*) FROM promoted) AS promoted,
 /// holds, leased to the caller. When the claim reaches a round no claim had reached, that
 /// round is recorded as the queue's current one (a claim that takes every ready job also
 /// passes the places of purged jobs). Parameters: queue, limit, now, deadline.
+///
+/// The update reaches each locked row by its tuple id (`ctid`), which the lock keeps stable
+/// until the update, instead of descending the primary key a second time per job. The id
+/// is compared too: should the tuple id ever name another version, that job is left ready
+/// (its lock ends with the statement) rather than claimed twice.
 pub(super) const CLAIM: &str = r#"
 WITH picked AS (
-    SELECT j.id, j.round, j.ready_seq
+    SELECT j.ctid AS at, j.id, j.round, j.ready_seq
     FROM fairq.jobs j
     WHERE j.queue = $1 AND j.round IS NOT NULL
     ORDER BY j.round, j.ready_seq
@@ -90,7 +95,7 @@ claimed AS (
         attempts = j.attempts + 1, token = j.token + 1,
         lease_deadline = $4, claimed_at = $3
     FROM picked p
-    WHERE j.id = p.id
+    WHERE j.ctid = p.at AND j.id = p.id
     RETURNING j.id, j.token, j.attempts, j.lease_deadline, j.kind, j.key, j.payload,
               j.enqueued_at, j.due_at, j.retry, j.metadata, j.payload_json,
               p.round AS was_round, p.ready_seq AS was_seq
