@@ -607,6 +607,37 @@ pub(crate) async fn prune<B: Backend>(
     )
 }
 
+/// `fairq vacuum`: `VACUUM (ANALYZE)` of a PostgreSQL store's job tables, with the dead rows
+/// the statistics counted before and after.
+pub(crate) async fn vacuum(store: &crate::store::Store, out: &mut Output) -> Result<(), CliError> {
+    let crate::store::Store::Postgres(pg) = store else {
+        return Err(CliError::Usage(
+            "only PostgreSQL stores need vacuuming: the file and Redis stores give space back \
+             themselves"
+                .into(),
+        ));
+    };
+    let before = pg.vacuuming().await?;
+    pg.vacuum().await?;
+    let after = pg.vacuuming().await?;
+    let removed = before.dead_rows.saturating_sub(after.dead_rows);
+    report(
+        out,
+        "vacuumed",
+        removed,
+        format!(
+            "vacuumed and analysed the job tables: {} dead rows before, {} after; {}",
+            before.dead_rows,
+            after.dead_rows,
+            if after.needs_vacuum() {
+                "autovacuum is off, so run this regularly"
+            } else {
+                "autovacuum is on"
+            }
+        ),
+    )
+}
+
 /// `fairq queue`.
 pub(crate) async fn queue<B: Backend>(
     store: &B,

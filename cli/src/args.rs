@@ -56,6 +56,9 @@ pub enum Command {
     Prune(PruneArgs),
     /// Manage queues: `fairq queue remove NAME` deletes a queue that has no live jobs.
     Queue(QueueArgs),
+    /// Clean a PostgreSQL store's job tables (`VACUUM (ANALYZE)`), for servers that do not
+    /// run autovacuum.
+    Vacuum,
     /// Web dashboard and HTTP API: queues, tenants (fairness per key), jobs, actions.
     Serve(crate::serve::ServeArgs),
     /// Load tests of the journaled queue and the in-memory wait-queues (each test: --help).

@@ -255,7 +255,7 @@ pub async fn execute(cli: Cli, out: &mut Output) -> Result<(), CliError> {
         }
         Command::Stats(args) => {
             let store = store::open(&url(DEFAULT_STORE)?, &options, ReadOnly).await?;
-            store::warn_about_persistence(&store).await;
+            store::warn_about_server(&store).await;
             admin::stats(&store, args, output::now_millis(), out).await
         }
         Command::List(args) => {
@@ -277,6 +277,10 @@ pub async fn execute(cli: Cli, out: &mut Output) -> Result<(), CliError> {
         Command::Queue(args) => {
             let store = store::open(&url(DEFAULT_STORE)?, &options, Existing).await?;
             admin::queue(&store, args, out).await
+        }
+        Command::Vacuum => {
+            let store = store::open(&url(DEFAULT_STORE)?, &options, Existing).await?;
+            admin::vacuum(&store, out).await
         }
         Command::Serve(args) => {
             let given = cli.store.as_deref().unwrap_or(DEFAULT_STORE);

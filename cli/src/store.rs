@@ -58,15 +58,27 @@ fn warn_about_repairs(store: &Store) {
     }
 }
 
-/// Prints a `warning:` line when a Redis store's server would lose jobs on a restart (no
-/// append-only file); says nothing when the server will not tell.
-pub(crate) async fn warn_about_persistence(store: &Store) {
-    if let Store::Redis(redis) = store {
-        if let Ok(persistence) = redis.persistence().await {
-            if persistence.loses_jobs() {
-                crate::output_error_line(&format!("warning: Redis {persistence}"));
+/// Prints a `warning:` line when the store's server is set up to lose jobs or speed: a Redis
+/// server without the append-only file loses jobs on a restart, a PostgreSQL server that
+/// never vacuums the job tables slows down with every job run. Says nothing when the server
+/// will not tell.
+pub(crate) async fn warn_about_server(store: &Store) {
+    match store {
+        Store::Redis(redis) => {
+            if let Ok(persistence) = redis.persistence().await {
+                if persistence.loses_jobs() {
+                    crate::output_error_line(&format!("warning: Redis {persistence}"));
+                }
             }
         }
+        Store::Postgres(pg) => {
+            if let Ok(vacuuming) = pg.vacuuming().await {
+                if vacuuming.needs_vacuum() {
+                    crate::output_error_line(&format!("warning: PostgreSQL {vacuuming}"));
+                }
+            }
+        }
+        _ => {}
     }
 }
 

@@ -1106,6 +1106,90 @@ fn read_only_commands_create_no_postgres_schema() {
     }
 }
 
+/// `stats` warns when nothing vacuums a PostgreSQL store's job tables (autovacuum off on the
+/// server, or on one of the tables): every job leaves dead rows that slow claims down.
+#[test]
+fn stats_warns_when_nothing_vacuums_the_postgres_tables() {
+    let dir = tempfile::tempdir().unwrap();
+    if let Some((store, url, schema)) = common::postgres_store_with_a_job(dir.path()) {
+        let (url, schema) = (url.as_str(), schema.as_str());
+        let server_on = common::pg_simple(url, "SELECT current_setting('autovacuum')::bool")
+            .as_deref()
+            == Some("t");
+        let stats = fairq(dir.path())
+            .args(["--store", &store.arg(), "stats"])
+            .assert()
+            .success();
+        let stderr = String::from_utf8_lossy(&stats.get_output().stderr).to_string();
+        assert_eq!(
+            stderr.contains("warning: PostgreSQL autovacuum is off"),
+            !server_on,
+            "{stderr}"
+        );
+        common::pg_simple(
+            url,
+            &format!("ALTER TABLE \"{schema}\".jobs SET (autovacuum_enabled = false)"),
+        );
+        let stats = fairq(dir.path())
+            .args(["--store", &store.arg(), "stats"])
+            .assert()
+            .success();
+        let stderr = String::from_utf8_lossy(&stats.get_output().stderr).to_string();
+        assert!(
+            stderr.contains("warning: PostgreSQL autovacuum is off on the"),
+            "{stderr}"
+        );
+        assert!(stderr.contains("VACUUM"), "{stderr}");
+    }
+}
+
+/// `fairq vacuum` vacuums a PostgreSQL store's job tables (their vacuum counts go up) and
+/// refuses a file store with a one-line error.
+#[test]
+fn vacuum_cleans_postgres_tables_and_refuses_other_stores() {
+    let dir = tempfile::tempdir().unwrap();
+    fairq(dir.path())
+        .args(["enqueue", "-k", "x"])
+        .assert()
+        .success();
+    fairq(dir.path())
+        .args(["vacuum"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(
+            "only PostgreSQL stores need vacuuming",
+        ));
+    if let Some((store, url, schema)) = common::postgres_store_with_a_job(dir.path()) {
+        let (url, schema) = (url.as_str(), schema.as_str());
+        let vacuums = || {
+            common::pg_simple(
+                url,
+                &format!(
+                    "SELECT vacuum_count FROM pg_stat_user_tables \
+                     WHERE schemaname = '{schema}' AND relname = 'jobs'"
+                ),
+            )
+            .and_then(|n| n.parse::<i64>().ok())
+            .expect("the jobs table's statistics")
+        };
+        let before = vacuums();
+        let run = fairq(dir.path())
+            .args(["--store", &store.arg(), "--json", "vacuum"])
+            .assert()
+            .success();
+        let reply: Value = serde_json::from_slice(&run.get_output().stdout).unwrap();
+        assert_eq!(reply["action"], "vacuumed", "{reply}");
+        assert_eq!(vacuums(), before + 1, "the jobs table was not vacuumed");
+        fairq(dir.path())
+            .args(["--store", &store.arg(), "vacuum"])
+            .assert()
+            .success()
+            .stdout(predicate::str::contains(
+                "vacuumed and analysed the job tables",
+            ));
+    }
+}
+
 /// `--store` passes libpq's TLS parameters on: `sslmode=require` works against the shared
 /// server (which has `ssl=on`, as Debian's PostgreSQL does; with it off, the refusal is
 /// checked), and a root certificate or client certificate file that does not exist is named

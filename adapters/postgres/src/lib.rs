@@ -25,6 +25,7 @@ mod sql;
 mod store;
 mod tls;
 mod transactional;
+mod vacuum;
 mod wait;
 
 pub use enqueue::Producer;
@@ -34,6 +35,7 @@ pub use options::PgOptions;
 pub use schema::{migration_sql, DEFAULT_SCHEMA, MIGRATIONS, SCHEMA_VERSION};
 pub use store::PgBackend;
 pub use tls::{ClientCert, PemKind, RootCerts, SslMode, TlsError};
+pub use vacuum::Vacuuming;
 
 /// The boxed future a transactional job's work returns (see
 /// [`PgBackend::run_in_transaction`]).

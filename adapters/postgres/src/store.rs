@@ -183,6 +183,7 @@ impl PgBackend {
         }
         drop(client);
         backend.start_listener();
+        backend.warn_about_vacuum().await;
         Ok(backend)
     }
 

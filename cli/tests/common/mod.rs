@@ -32,6 +32,22 @@ fn redis_url() -> String {
     std::env::var("FAIRQ_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".to_string())
 }
 
+/// Runs `sql` (the simple query protocol, so no parameters) on a fresh connection to the
+/// PostgreSQL server at `url`: the first column of the first row it returned, if any.
+pub fn pg_simple(url: &str, sql: &str) -> Option<String> {
+    runtime().block_on(async {
+        let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+            .await
+            .expect("PostgreSQL answers");
+        tokio::spawn(conn);
+        let messages = client.simple_query(sql).await.expect("the query runs");
+        messages.into_iter().find_map(|m| match m {
+            tokio_postgres::SimpleQueryMessage::Row(row) => row.get(0).map(str::to_string),
+            _ => None,
+        })
+    })
+}
+
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -163,6 +179,23 @@ fn redis_reachable(url: &str) -> bool {
 
 /// The server stores reachable now, each fresh. A server that cannot be reached is skipped
 /// with a message, or fails the test under `FAIRQ_REQUIRE_SERVICES=1`.
+/// The PostgreSQL test store (`None` when the server is skipped) with one job enqueued
+/// through the CLI, so its schema exists; with its server URL and schema name.
+pub fn postgres_store_with_a_job(dir: &std::path::Path) -> Option<(ServiceStore, String, String)> {
+    let store = service_stores()
+        .into_iter()
+        .find(|s| matches!(s, ServiceStore::Postgres { .. }))?;
+    let ServiceStore::Postgres { url, schema } = &store else {
+        return None;
+    };
+    let (url, schema) = (url.clone(), schema.clone());
+    fairq(dir)
+        .args(["--store", &store.arg(), "enqueue", "-k", "x"])
+        .assert()
+        .success();
+    Some((store, url, schema))
+}
+
 pub fn service_stores() -> Vec<ServiceStore> {
     let mut stores = Vec::new();
     let tag = format!("{:012x}", random_u64() & 0xffff_ffff_ffff);
