@@ -132,7 +132,7 @@ impl RedisBackend {
                 let addr = client.get_connection_info().addr.to_string();
                 let config = ConnectionManagerConfig::new()
                     .set_connection_timeout(options.connect_timeout)
-                    .set_response_timeout(options.response_timeout)
+                    .set_response_timeout(options.reply_timeout())
                     .set_number_of_retries(options.reconnect_retries)
                     .set_max_delay(1_000);
                 // One connection first, without the manager's reconnection attempts: a refused
@@ -361,7 +361,7 @@ async fn open_cluster(
             .build()
             .map_err(|e| BackendError::Invalid(format!("invalid Redis URL: {e}")))
     };
-    let client = builder(Some(options.response_timeout))?;
+    let client = builder(Some(options.reply_timeout()))?;
     // Blocking waits bound their own time: their connections have no reply timeout.
     let waiters = builder(None)?;
     match client.get_async_connection().await {

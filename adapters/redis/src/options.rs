@@ -33,6 +33,8 @@ pub struct RedisOptions {
     /// How long to wait for a TCP connection (default 5 s).
     pub connect_timeout: Duration,
     /// How long to wait for a reply before the connection counts as broken (default 10 s).
+    /// With [`wait_for_replicas`](Self::wait_for_replicas), a reply may take the replicas'
+    /// timeout longer (see [`reply_timeout`](Self::reply_timeout)).
     pub response_timeout: Duration,
     /// Reconnection attempts of the connection manager before an operation fails (default 3).
     pub reconnect_retries: usize,
@@ -201,6 +203,26 @@ impl RedisOptions {
     pub fn response_timeout(mut self, timeout: Duration) -> Self {
         self.response_timeout = timeout;
         self
+    }
+}
+
+impl RedisOptions {
+    /// How long a connection waits for a reply: the response timeout, plus the replicas'
+    /// timeout when writes wait for replicas. A write that waits is answered only when its
+    /// `WAIT` returns, up to that timeout later; a shorter reply timeout would report every
+    /// write the replicas did not confirm in time as a lost connection (and repeat it)
+    /// instead of as [`RedisStoreError::Unconfirmed`](crate::RedisStoreError::Unconfirmed).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let o = fairq_redis::RedisOptions::new().response_timeout(Duration::from_secs(2));
+    /// assert_eq!(o.reply_timeout(), Duration::from_secs(2));
+    /// let o = o.wait_for_replicas(1, Duration::from_secs(3));
+    /// assert_eq!(o.reply_timeout(), Duration::from_secs(5));
+    /// ```
+    pub fn reply_timeout(&self) -> Duration {
+        let waits = self.replicas.map_or(Duration::ZERO, |wait| wait.timeout);
+        self.response_timeout.saturating_add(waits)
     }
 }
 

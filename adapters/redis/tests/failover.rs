@@ -147,6 +147,25 @@ async fn run(cluster: Arc<Mutex<LocalCluster>>, total: usize, wait: bool) -> Cou
                     std::thread::sleep(Duration::from_millis(50));
                 }
                 cluster.lock().unwrap().restart(victim).expect("restart");
+                // Until it has synced, no write on its old slots can be confirmed.
+                let restarted = Instant::now();
+                loop {
+                    let cluster = cluster.lock().unwrap();
+                    if cluster.synced_replica(victim) {
+                        eprintln!(
+                            "{victim} synced as a replica {:?} after its restart",
+                            restarted.elapsed()
+                        );
+                        break;
+                    }
+                    assert!(
+                        restarted.elapsed() < PATIENCE,
+                        "{victim} did not sync as a replica within {PATIENCE:?}{}",
+                        cluster.report()
+                    );
+                    drop(cluster);
+                    std::thread::sleep(Duration::from_millis(50));
+                }
             }));
         }
         let end = (start + BATCH).min(total);
@@ -161,7 +180,7 @@ async fn run(cluster: Arc<Mutex<LocalCluster>>, total: usize, wait: bool) -> Cou
                     enqueue_retries += 1;
                     tokio::time::sleep(Duration::from_millis(20)).await;
                 }
-                Err(err) => panic!("enqueue: {err}"),
+                Err(err) => panic!("enqueue: {err}{}", cluster.lock().unwrap().report()),
             }
         }
         acknowledged.extend((start..end).map(|i| i as u64));

@@ -375,6 +375,42 @@ impl LocalCluster {
     pub fn dir(&self) -> PathBuf {
         self.dir.path().to_path_buf()
     }
+
+    /// Whether the node on `port` is a replica whose link to its master is up (its first
+    /// sync done).
+    pub fn synced_replica(&self, port: u16) -> bool {
+        let replication = info(&self.cli(port, &["info", "replication"]));
+        replication.get("role").map(String::as_str) == Some("slave")
+            && replication.get("master_link_status").map(String::as_str) == Some("up")
+    }
+
+    /// What each node says of itself, for a failing test's message: its role, its link to
+    /// its master, what it knows of the cluster, and the last lines of its log.
+    pub fn report(&self) -> String {
+        let mut out = String::new();
+        for node in &self.nodes {
+            let replication = info(&self.cli(node.port, &["info", "replication"]));
+            let field = |name: &str| replication.get(name).map_or("?", String::as_str).to_owned();
+            out.push_str(&format!(
+                "\n--- node {} (pid {}): role {}, master_link_status {}, connected_slaves {}\n",
+                node.port,
+                node.pid,
+                field("role"),
+                field("master_link_status"),
+                field("connected_slaves"),
+            ));
+            out.push_str(&self.cli(node.port, &["cluster", "nodes"]));
+            let log =
+                std::fs::read_to_string(self.file(node.port, "redis.log")).unwrap_or_default();
+            let lines: Vec<&str> = log.lines().collect();
+            for line in &lines[lines.len().saturating_sub(40)..] {
+                out.push_str("  | ");
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+        out
+    }
 }
 
 impl Drop for LocalCluster {

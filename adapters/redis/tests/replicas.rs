@@ -1,0 +1,56 @@
+//! Writes that wait for replicas (`RedisOptions::wait_for_replicas`) against the test server,
+//! which has none: the write (here the queue's registration, the first write of an enqueue) is
+//! applied on the primary and reported as unconfirmed.
+
+mod common;
+
+use std::time::Duration;
+
+use fairq_redis::RedisStoreError;
+use fairq_worker::ManualClock;
+use fairq_worker::{Backend, BackendError, NewJob};
+
+fn clock() -> ManualClock {
+    ManualClock::new(fairq_worker::conformance::START)
+}
+
+/// The reply timeout is shorter than the replicas' timeout here: unless the connection waits
+/// for both, the `WAIT` would end as a lost connection (and the enqueue be repeated) instead
+/// of as a clear "unconfirmed".
+#[tokio::test]
+async fn without_replicas_a_waiting_enqueue_is_applied_but_unconfirmed() {
+    if !common::available() {
+        return;
+    }
+    let options = common::options(clock())
+        .response_timeout(Duration::from_millis(200))
+        .wait_for_replicas(1, Duration::from_millis(600));
+    let store = common::connect(options).await;
+    let err = store
+        .enqueue(NewJob::new("unconfirmed", "k", b"once".to_vec()))
+        .await
+        .expect_err("no replica can confirm");
+    let BackendError::Unavailable(inner) = &err else {
+        panic!("expected the store to be unavailable, got {err:?}");
+    };
+    match inner.downcast_ref::<RedisStoreError>() {
+        Some(RedisStoreError::Unconfirmed {
+            confirmed, wanted, ..
+        }) => assert_eq!((*confirmed, *wanted), (0, 1), "{err}"),
+        other => panic!("expected Unconfirmed, got {other:?} ({err})"),
+    }
+}
+
+/// Waiting for no replica confirms at once.
+#[tokio::test]
+async fn waiting_for_zero_replicas_confirms() {
+    if !common::available() {
+        return;
+    }
+    let options = common::options(clock()).wait_for_replicas(0, Duration::from_millis(100));
+    let store = common::connect(options).await;
+    store
+        .enqueue(NewJob::new("zero", "k", vec![]))
+        .await
+        .expect("nothing to wait for");
+}
