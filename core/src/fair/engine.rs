@@ -344,6 +344,7 @@ where
             // Take the next snapshot: it is simply the front round.
             self.advance();
             self.pending = true;
+            self.storage.place_pushes();
             self.pop_front_round()
         } else {
             // A round of the run: a snapshot of one item, delivered at once.
@@ -427,6 +428,7 @@ where
 
     /// Removes every undelivered item of `key`, in delivery order, passing each to `sink`.
     pub(crate) fn remove_key_with(&mut self, key: &K, mut sink: impl FnMut(T)) -> usize {
+        self.storage.place_pushes();
         let mut removed = 0;
         for index in 0..self.storage.rounds() {
             removed += self.storage.round_remove_key(index, key, &mut sink);

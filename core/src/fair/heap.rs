@@ -25,12 +25,18 @@ const CHAIN_AT: usize = 256;
 /// instead meant fresh, cold allocations (and page faults): 0.98 L2 misses per push+pop
 /// against 0.78 with this bound (callgrind, 1 MiB L2).
 const CHAIN_MAX: usize = 1_024;
+/// Pushes staged in one batch before they are placed in their rounds (see [`HeapStorage`]).
+const STAGE: usize = 8;
+/// Pushes are staged while the key table holds at least this many keys.
+const STAGE_FROM_KEYS: usize = 8_192;
 /// No link.
 const NIL: u32 = u32::MAX;
 /// The cursor segment that designates a round's `tail`.
 const TAIL: u32 = u32::MAX - 1;
 /// The cursor segment that designates the front round's `reading` iterator.
 const READING: u32 = u32::MAX - 2;
+/// The cursor segment that designates the staged pushes for a round.
+const STAGED: u32 = u32::MAX - 3;
 
 /// A round's items, oldest first.
 type Buffer<K, T> = Vec<(K, T)>;
@@ -73,6 +79,18 @@ struct Link<K, T> {
 /// round's next buffer (`reading`): a length update and one copy each, with no ring
 /// arithmetic and no lookup of the front round.
 ///
+/// While the key table holds 8,192 keys or more, a push into an existing round is first
+/// *staged*: written, with its round, to a short list at an address that does not depend on
+/// the key, and placed in its round a few pushes later, a batch of eight at a time once the
+/// eight after them are staged. The round comes from the key's table entry, which with many keys
+/// is a cache miss; a store whose address waits on a miss holds up the loads behind it until
+/// that address is known, so the misses of consecutive pushes overlapped far less when the
+/// item was stored straight into its round (65,536 keys, a toy with that one store against
+/// `VecDeque` plus a key lookup: 21.5 against 9.1 ns per push+pop; 15.1 with the store
+/// staged). Staged items are never in the pending snapshot (a push never joins it), so pops
+/// only place them all when they take a new snapshot; iteration walks them after their
+/// round's placed items.
+///
 /// Memory goes back to the allocator when the queue drains: the pool and every large buffer
 /// are freed, and the key table is shrunk as stale keys are swept.
 pub struct HeapStorage<K, T, H = DefaultHashBuilder> {
@@ -91,6 +109,16 @@ pub struct HeapStorage<K, T, H = DefaultHashBuilder> {
     links: Vec<Link<K, T>>,
     free: u32,
     pool: Vec<Buffer<K, T>>,
+    /// Staged pushes, oldest first: the index in `rounds` of the item's round, its key and
+    /// itself. At most [`STAGE`]. Every one is newer than those in `older`.
+    staged: Vec<(u32, K, T)>,
+    /// The batch staged before `staged`, placed when `staged` is full.
+    older: Vec<(u32, K, T)>,
+    /// Whether pushes are staged (the key table is large); decided on the slow paths.
+    staging: bool,
+    /// Pushes are staged while the key table holds at least this many keys
+    /// ([`STAGE_FROM_KEYS`]; tests lower it).
+    stage_from_keys: usize,
     keys: HashMap<K, KeyState, H>,
 }
 
@@ -140,7 +168,7 @@ impl<K, T> FairQueueBase<K, T, HeapStorage<K, T>> {
         Self::with_hasher(Some(capacity), DefaultHashBuilder::default())
     }
 
-    /// An empty queue with no bound other than 2^31 - 2 items (see [`FairQueueBase`]).
+    /// An empty queue with no bound other than 2^30 - 2 items (see [`FairQueueBase`]).
     /// Memory grows with the backlog and is given back when the queue drains.
     ///
     /// ```
@@ -180,6 +208,10 @@ impl<K, T, H> FairQueueBase<K, T, HeapStorage<K, T, H>> {
                 links: Vec::new(),
                 free: NIL,
                 pool: Vec::new(),
+                staged: Vec::new(),
+                older: Vec::new(),
+                staging: false,
+                stage_from_keys: STAGE_FROM_KEYS,
                 keys: HashMap::with_hasher(hasher),
             },
             capacity,
@@ -270,12 +302,61 @@ impl<K, T, H> HeapStorage<K, T, H> {
         self.recycle(buffer);
         self.first += 1;
         if self.first == self.rounds.len() {
+            debug_assert!(self.staged.is_empty() && self.older.is_empty());
             self.rounds.clear();
             self.first = 0;
         } else if self.first >= 32 && 2 * self.first >= self.rounds.len() {
-            // Amortised: the slots moved are at most as many as the rounds delivered.
+            // Amortised: the slots moved are at most as many as the rounds delivered. Staged
+            // pushes name their round by its index: place them before the indices move.
+            self.place_all_staged();
             self.rounds.drain(..self.first);
             self.first = 0;
+        }
+    }
+
+    /// Places the older batch of staged pushes in their rounds; the newer one becomes the
+    /// older, and `staged` is empty.
+    #[cold]
+    #[inline(never)]
+    fn place_older(&mut self) {
+        let mut older = mem::take(&mut self.older);
+        for (at, key, item) in older.drain(..) {
+            let at = at as usize;
+            match self.rounds.get_mut(at) {
+                Some(round) if round.tail.len() < round.tail.capacity() => {
+                    round.tail.push((key, item));
+                }
+                _ => self.place_grow(at, key, item),
+            }
+        }
+        if older.capacity() < STAGE {
+            older.reserve_exact(STAGE);
+        }
+        self.older = mem::replace(&mut self.staged, older);
+    }
+
+    /// Places a staged push in round `at`, whose buffer is full.
+    #[cold]
+    #[inline(never)]
+    fn place_grow(&mut self, at: usize, key: K, item: T) {
+        if at < self.rounds.len() {
+            self.make_room(at);
+            self.rounds[at].tail.push((key, item));
+        }
+    }
+
+    /// Places every staged push in its round.
+    #[cold]
+    fn place_all_staged(&mut self) {
+        self.place_older();
+        self.place_older();
+    }
+
+    /// Staged push `at`, counting the older batch first.
+    fn staged_at(&self, at: usize) -> Option<&(u32, K, T)> {
+        match at.checked_sub(self.older.len()) {
+            None => self.older.get(at),
+            Some(at) => self.staged.get(at),
         }
     }
 
@@ -435,7 +516,8 @@ impl<K, T, H> Walk<K, T> for HeapStorage<K, T, H> {
                 .get(at)
                 .map(|(key, item)| (at as u64 + 1, key, item));
         };
-        // A round: the cursor is a segment (`READING`, a link or `TAIL`) and an offset in it.
+        // A round: the cursor is a segment (`READING`, a link, `TAIL` or `STAGED`) and an
+        // offset in it.
         let chain = if round.head == NIL { TAIL } else { round.head };
         let (mut segment, mut at) = if cursor != START {
             ((cursor >> 32) as u32, cursor as u32 as usize)
@@ -445,6 +527,15 @@ impl<K, T, H> Walk<K, T> for HeapStorage<K, T, H> {
             (chain, 0)
         };
         loop {
+            if segment == STAGED {
+                // The round's staged pushes, after everything placed in it.
+                let round = (self.first + index) as u32;
+                let (at, (_, key, item)) = (at..)
+                    .map_while(|at| Some((at, self.staged_at(at)?)))
+                    .find(|(_, staged)| staged.0 == round)?;
+                let next = (u64::from(STAGED) << 32) | (at as u64 + 1);
+                return Some((next, key, item));
+            }
             let found = if segment == READING {
                 self.reading.as_slice().get(at)
             } else {
@@ -455,7 +546,7 @@ impl<K, T, H> Walk<K, T> for HeapStorage<K, T, H> {
                 return Some((next, key, item));
             }
             segment = match segment {
-                TAIL => return None,
+                TAIL => STAGED,
                 READING => chain,
                 link => match self.links[link as usize].next {
                     NIL => TAIL,
@@ -504,12 +595,23 @@ where
             len += self.links[link as usize].items.len();
             link = self.links[link as usize].next;
         }
-        len
+        let at = (self.first + index) as u32;
+        let staged = self.older.iter().chain(&self.staged);
+        len + staged.filter(|staged| staged.0 == at).count()
     }
 
+    /// Appends to the round, or stages the push while the key table is large (see
+    /// [`HeapStorage`]); hands it back when the round's buffer or the stage is full.
     #[inline]
     fn round_push(&mut self, index: usize, key: K, item: T) -> Result<(), (K, T)> {
         let at = self.first + index;
+        if self.staging {
+            if at >= self.rounds.len() || self.staged.len() == self.staged.capacity() {
+                return Err((key, item));
+            }
+            self.staged.push((at as u32, key, item));
+            return Ok(());
+        }
         match self.rounds.get_mut(at) {
             Some(round) if round.tail.len() < round.tail.capacity() => {
                 round.tail.push((key, item));
@@ -519,18 +621,39 @@ where
         }
     }
 
+    /// As `round_push`, making room: placing the older batch of a full stage, or growing the
+    /// round's buffer. Decides whether pushes are staged from now on.
     #[cold]
     #[inline(never)]
     fn round_push_grow(&mut self, index: usize, key: K, item: T) -> Result<(), (K, T)> {
         let at = self.first + index;
-        let Some(round) = self.rounds.get_mut(at) else {
+        if at >= self.rounds.len() {
             return Err((key, item));
-        };
-        if round.tail.len() == round.tail.capacity() {
-            self.make_room(at);
         }
-        self.rounds[at].tail.push((key, item));
+        self.staging = self.keys.len() >= self.stage_from_keys;
+        if self.staging {
+            if self.staged.len() == self.staged.capacity() {
+                // The newest batch stays staged: its rounds may still wait on their key
+                // entries.
+                self.place_older();
+            }
+            self.staged.push((at as u32, key, item));
+        } else {
+            // Staged pushes are older: they go first.
+            self.place_pushes();
+            if self.rounds[at].tail.len() == self.rounds[at].tail.capacity() {
+                self.make_room(at);
+            }
+            self.rounds[at].tail.push((key, item));
+        }
         Ok(())
+    }
+
+    #[inline]
+    fn place_pushes(&mut self) {
+        if !self.staged.is_empty() || !self.older.is_empty() {
+            self.place_all_staged();
+        }
     }
 
     #[inline]
@@ -752,6 +875,57 @@ mod tests {
         }
         out.push(round.tail.iter().map(|(k, _)| *k).collect());
         out
+    }
+
+    /// Staged pushes change nothing anyone can see: the same random pushes, pops, weights,
+    /// removals and views on a queue that stages every push and on one that stages none
+    /// (which the property tests hold to the snapshot rule), compared at every step.
+    #[test]
+    fn staging_changes_nothing_visible() {
+        for keys in [3u32, 40, 700] {
+            let mut plain: FairQueue<u32, u32> = FairQueue::unbounded();
+            let mut staged: FairQueue<u32, u32> = FairQueue::unbounded();
+            plain.engine.storage.stage_from_keys = usize::MAX;
+            staged.engine.storage.stage_from_keys = 0;
+            let mut x = 0x2545_F491_4F6C_DD1Du64 ^ u64::from(keys);
+            let mut ever_staged = false;
+            for step in 0..40_000u32 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let key = (x % u64::from(keys)) as u32;
+                match (x >> 32) % 32 {
+                    0..=15 => {
+                        plain.push(key, step).unwrap();
+                        staged.push(key, step).unwrap();
+                    }
+                    16 if step % 8 == 0 => {
+                        let w = (x >> 40) as u32 % 4;
+                        plain.set_weight(&key, w);
+                        staged.set_weight(&key, w);
+                    }
+                    17 if step % 16 == 0 => {
+                        assert_eq!(plain.remove_key(&key), staged.remove_key(&key));
+                    }
+                    18 if step % 64 == 0 => {
+                        assert!(plain.iter().eq(staged.iter()), "step {step}");
+                        assert!(plain.snapshot().eq(staged.snapshot()));
+                        assert_eq!(plain.backlog(), staged.backlog());
+                        assert_eq!(plain.iter().len(), staged.iter().len());
+                    }
+                    _ => assert_eq!(plain.pop_with_key(), staged.pop_with_key(), "step {step}"),
+                }
+                let storage = &staged.engine.storage;
+                ever_staged |= !storage.staged.is_empty() && !storage.older.is_empty();
+                assert_eq!(plain.len(), staged.len());
+            }
+            assert!(ever_staged, "the test staged pushes");
+            let rest: Vec<_> = core::iter::from_fn(|| plain.pop_with_key()).collect();
+            assert_eq!(
+                rest,
+                core::iter::from_fn(|| staged.pop_with_key()).collect::<Vec<_>>()
+            );
+        }
     }
 
     /// A delivered round's buffer is the next pooled buffer: reusing it relies on the
