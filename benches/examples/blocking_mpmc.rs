@@ -11,7 +11,8 @@
 //! ```
 //!
 //! Arguments: contender (`fairq`: `WaitQueue` with `push_timeout`/`pop_timeout`, as in the
-//! bench; `crossbeam`, `kanal`, `flume`: their blocking `send`/`recv`; `store`: the bare
+//! bench; `fair`: `FairWaitQueue` the same way, 16 keys per thread, as in the bench's fair
+//! cases; `crossbeam`, `kanal`, `flume`: their blocking `send`/`recv`; `store`: the bare
 //! crossbeam-queue store of `WaitQueue`, `SegQueue` or `ArrayQueue`, polled), `unbounded` or
 //! `bounded` (capacity 1,024), items (split between the two threads), and optionally `spsc`
 //! for the bench's spsc case instead (one thread pushes, the other pops).
@@ -22,7 +23,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use fairq_blocking::{FullPolicy, WaitQueue};
+use fairq_blocking::{FairWaitQueue, FullPolicy, WaitQueue};
 
 const BOUND: usize = 1_024;
 const LONG: Duration = Duration::from_secs(3_600);
@@ -38,6 +39,15 @@ fn usage() -> (Duration, i64, i64) {
 
 /// Set by a fourth argument `spsc`: one thread pushes, the other pops.
 static SPSC: AtomicBool = AtomicBool::new(false);
+
+thread_local! {
+    static MAIN: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether the caller is the thread that runs `main` (the fair contender's keys differ).
+fn on_main_thread() -> bool {
+    MAIN.with(std::cell::Cell::get)
+}
 
 /// Two threads, each pushing then popping `half` times (or, with [`SPSC`], one pushing
 /// `2 * half` items and the other popping them).
@@ -94,7 +104,7 @@ macro_rules! channel {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let usage_line =
-        "usage: blocking_mpmc fairq|crossbeam|kanal|flume|store unbounded|bounded ITEMS [spsc]";
+        "usage: blocking_mpmc fairq|fair|crossbeam|kanal|flume|store unbounded|bounded ITEMS [spsc]";
     let bound = match args.get(1).map(String::as_str) {
         Some("unbounded") => None,
         Some("bounded") => Some(BOUND),
@@ -109,6 +119,7 @@ fn main() {
         args.get(3).map(String::as_str) == Some("spsc"),
         Ordering::Relaxed,
     );
+    MAIN.with(|main| main.set(true));
     let (cpu0, vol0, invol0) = usage();
     let start = Instant::now();
     match args.first().map(String::as_str) {
@@ -123,6 +134,28 @@ fn main() {
                 |q, mut v| {
                     while let Err(err) = q.push_timeout(v, LONG) {
                         v = err.into_inner();
+                    }
+                },
+                |q| loop {
+                    if let Some(v) = q.pop_timeout(LONG) {
+                        return v;
+                    }
+                },
+            );
+        }
+        Some("fair") => {
+            // The bench's FairWaitQueue cases: 16 keys per thread (32 in all for mpmc).
+            let q = Arc::new(match bound {
+                Some(n) => FairWaitQueue::with_capacity(n),
+                None => FairWaitQueue::unbounded(),
+            });
+            two_threads(
+                q,
+                half,
+                |q, v| {
+                    let key = (v % 16) as u32 + 16 * u32::from(on_main_thread());
+                    while let Err(err) = q.push_timeout(key, v, LONG) {
+                        assert!(!q.is_closed(), "{err}");
                     }
                 },
                 |q| loop {

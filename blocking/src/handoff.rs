@@ -53,7 +53,7 @@ use core::task::{Context, Poll, Waker};
 use crossbeam_utils::CachePadded;
 
 use crate::deadline::Deadline;
-use crate::spin::Spin;
+use crate::spin::{Phases, Spin};
 use crate::sync::{
     current, fence, lock_uncontended, park, Arc, ArrayQueue, AtomicBool, AtomicUsize, Mutex,
     Ordering, SegQueue,
@@ -299,15 +299,21 @@ impl<S: Store> Handoff<S> {
         if self.is_closed() || deadline.expired() {
             return None;
         }
-        // Before registering, poll for about a microsecond if that has paid on this queue
-        // lately (see `spin`): an item that arrives meanwhile is taken like `try_pop` takes
-        // it (only while nobody waits, so waiters keep their turn), without a hand-off pass
-        // for the producer to run and without a wake-up.
-        let polled = self.spin.poll(|| match self.take_without_waiting() {
-            Some(item) => Some(Some(item)),
-            None if self.is_closed() => Some(None),
-            None => None,
-        });
+        // Before registering, spin for about a microsecond and then yield the core a few
+        // times, as far as each has paid on this queue lately (see `spin`): an item that
+        // arrives meanwhile is taken like `try_pop` takes it (only while nobody waits, so
+        // waiters keep their turn), without a hand-off pass for the producer to run and
+        // without a wake-up. Yielding stops at the deadline, or once others wait (they
+        // would be served first anyway).
+        let polled = self.spin.poll(
+            Phases::SpinThenYield,
+            || self.live.load(Ordering::Relaxed) != 0 || deadline.expired(),
+            || match self.take_without_waiting() {
+                Some(item) => Some(Some(item)),
+                None if self.is_closed() => Some(None),
+                None => None,
+            },
+        );
         if let Some(outcome) = polled {
             return outcome;
         }

@@ -1,7 +1,9 @@
 //! Producers waiting for room in a bounded queue: the waiting forms of `push`.
 //!
-//! A producer that finds the queue full *registers* (a list entry with its thread or waker,
-//! and a count consumers read without the lock), then tries once more, then parks. A
+//! A producer that finds the queue full may first yield its core a few times, trying after
+//! each yield (blocking pushes only, adaptively, and only while no producer is registered:
+//! see `spin`). Then it *registers* (a list entry with its thread or waker, and a count
+//! consumers read without the lock), tries once more, and parks. A
 //! consumer that makes room (a pop from the bounded store, a removal) checks the count and,
 //! if anyone waits, *notifies* the oldest registered producer: takes its entry off the list
 //! and wakes it. Both sides publish first and check second, separated by `SeqCst` fences,
@@ -29,6 +31,7 @@ use std::task::Waker;
 use crossbeam_utils::CachePadded;
 
 use crate::deadline::Deadline;
+use crate::spin::{Phases, Spin};
 use crate::sync::{current, fence, lock, AtomicUsize, Mutex, Ordering, Thread};
 
 /// How a registered producer is woken.
@@ -74,6 +77,8 @@ pub(crate) enum Refusal<I> {
 pub(crate) struct RoomWaiters {
     waiting: CachePadded<AtomicUsize>,
     list: Mutex<List>,
+    /// Whether a producer about to wait yields first (see `spin`).
+    spin: Spin,
 }
 
 impl RoomWaiters {
@@ -84,6 +89,7 @@ impl RoomWaiters {
                 next_id: 0,
                 entries: VecDeque::new(),
             }),
+            spin: Spin::new(),
         }
     }
 
@@ -224,6 +230,24 @@ impl RoomWaiters {
         mut attempt: impl FnMut(I) -> Attempt<I>,
     ) -> Result<(), Refusal<I>> {
         let deadline = deadline();
+        // Before registering, yield the core a few times if that has paid lately (see
+        // `spin`; producers do not spin): the consumer this producer waits for may be
+        // waiting for this very core. Only while no producer is registered, so those keep
+        // their turn.
+        let tried = self.spin.poll_with(
+            item,
+            Phases::Yield,
+            || self.count() != 0 || deadline.expired(),
+            |item| match attempt(item) {
+                Attempt::Full(item) => Err(item),
+                done => Ok(done),
+            },
+        );
+        item = match tried {
+            Ok(Attempt::Pushed) => return Ok(()),
+            Ok(Attempt::Closed(item)) => return Err(Refusal::Closed(item)),
+            Ok(Attempt::Full(item)) | Err(item) => item,
+        };
         loop {
             if deadline.expired() {
                 return Err(Refusal::Full(item));

@@ -1,31 +1,51 @@
-//! Whether a consumer about to wait should first poll a little: adaptive, per queue.
+//! Whether a thread about to wait should first poll a little, and how: adaptive, per queue.
 //!
-//! Polling before waiting pays when what the thread waits for arrives within a microsecond
-//! or so (a busy partner on another core): it then skips registering as a waiter, the
-//! hand-off pass and the park/unpark round trip, which costs microseconds. It hurts when the
-//! item is far off, and most on a two-core machine, where the spinner holds a core that the
-//! partner may need. So a queue keeps a small score: a spin that ended with success sets it
-//! to its maximum, one that ended empty-handed lowers it by one, and a thread spins only
-//! while the score is positive (or, one wait in 16, to probe whether spinning has started to
-//! pay again). A ping-pong whose partner must itself be woken soon stops spinning; a consumer
-//! that trails a busy producer keeps spinning, and gets back to it at the first success
-//! after its producer was descheduled for a while. On a single core, spinning never pays and
-//! never happens.
+//! A wait that ends in a park costs microseconds on both sides: the waiting thread registers
+//! and sleeps in the kernel, and the thread that ends the wait runs a hand-off pass and
+//! wakes it with a system call. Polling first, for what the thread waits for (an item, or
+//! room in a full bounded queue), skips all of that when it comes soon. Two phases:
+//!
+//! * **Spinning**: about a microsecond of `spin_loop` hints between polls. It pays when the
+//!   partner runs on another core right now (a consumer trailing a busy producer). It hurts
+//!   when the partner is not running, and most on a two-core machine, where the spinner may
+//!   hold the very core the partner needs. Consumers spin; producers waiting for room do
+//!   not (a producer that refilled each slot the moment a consumer freed it would trade the
+//!   ring's cache lines with it for every item).
+//! * **Yielding**: up to [`YIELDS`] `yield_now` calls, polling after each. It pays when the
+//!   partner is runnable but not running: with more runnable threads than cores (a loaded
+//!   two-core machine, or one core), the partner often waits for the core this thread
+//!   holds. Parking would then cost the partner a wake-up system call and a context switch
+//!   for each wait, and the two threads could fall into a rhythm of one park per handful of
+//!   items; yielding hands the core over at once, and the partner fills (or drains) the
+//!   queue for the rest of its time slice. Pinned to one core, the bench's spsc case parked
+//!   once per 250 to 1,000 items without it (25 to 43 ns of CPU per item) and never with it
+//!   (13 to 18 ns). When nothing else is runnable, a yield returns at once and the phase is
+//!   a few microseconds of polling, which is also what a ping-pong's reply needs. Both
+//!   sides yield: a consumer facing an empty queue and a producer facing a full one.
+//!
+//! Each phase keeps a small score per queue: a phase that ended with success sets its score
+//! to the maximum, one that ended empty-handed lowers it by one, and a thread runs a phase
+//! only while its score is positive (or, one wait in 16, to probe whether it has started to
+//! pay again). A ping-pong whose partner must itself be woken soon stops spinning; a
+//! consumer that waits for items arriving milliseconds apart soon stops both, and then
+//! parks at once as before. The yield phase also ends early when the caller says the wait
+//! is over (its deadline passed, or others are already queued for the same thing).
 //!
 //! A spin lasts about a microsecond whatever the processor: the cost of one `spin_loop`
 //! hint (the x86 `pause` instruction) ranges from a few cycles to over a hundred depending
 //! on the model (34 ns on the 2-vCPU AMD EPYC development machine, where a fixed 512 hints
 //! had turned "about a microsecond" into 17 µs), so the number of hints per microsecond is
-//! measured once per process. Hints only, never `yield_now`: yielding hands the core to
-//! other processes for a whole time slice. Under loom there is no spinning (and no time).
+//! measured once per process. On a single core nobody spins, but threads still yield.
+//! Under loom there is no polling at all (and no time): the models see every wait park.
 
 #[cfg(not(loom))]
 use std::sync::atomic::{AtomicU32, Ordering};
 
-/// Score ceiling: a run of successes buys this many failed spins before spinning stops.
+/// Score ceiling: a run of successes buys this many failed phases before the phase stops.
 #[cfg(not(loom))]
 const MAX_SCORE: u32 = 8;
-/// With a zero score, one wait in this many still spins, to notice when spinning pays again.
+/// With a zero score, one wait in this many still runs the phase, to notice when it pays
+/// again.
 #[cfg(not(loom))]
 const PROBE_EVERY: u32 = 16;
 /// How long one spin lasts at most, in nanoseconds.
@@ -34,6 +54,9 @@ const SPIN_NS: u64 = 1_000;
 /// Polls of the condition per spin; the hints between two polls fill the time budget.
 #[cfg(not(loom))]
 const POLLS: u32 = 32;
+/// `yield_now` calls per wait, at most.
+#[cfg(not(loom))]
+pub(crate) const YIELDS: u32 = 8;
 
 /// `spin_loop` hints between two polls, measured once per process (0: not yet measured;
 /// `u32::MAX`: spinning is off, a single core).
@@ -62,26 +85,47 @@ fn hints_per_poll() -> u32 {
     hints
 }
 
-/// The adaptive spin state of one queue. Updated with relaxed atomics: it is a heuristic,
-/// and a lost update only changes how much one thread spins.
+/// Which phases a waiting thread may run (see the module docs).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Phases {
+    /// Spin, then yield: a consumer.
+    SpinThenYield,
+    /// Yield only: a producer waiting for room.
+    Yield,
+}
+
+/// The adaptive polling state of one queue (one side of it). Updated with relaxed atomics:
+/// it is a heuristic, and a lost update only changes how long one thread polls.
 pub(crate) struct Spin {
     #[cfg(not(loom))]
-    /// Low byte: the score; the rest: waits counted for probing.
+    /// Bits 0-7: the spin score; 8-15: the yield score; 16-31: waits counted for probing.
     state: AtomicU32,
 }
+
+#[cfg(not(loom))]
+const SCORE: u32 = 0xff;
+#[cfg(not(loom))]
+const YIELD_SHIFT: u32 = 8;
+#[cfg(not(loom))]
+const WAITS_SHIFT: u32 = 16;
 
 impl Spin {
     pub(crate) fn new() -> Self {
         Spin {
             #[cfg(not(loom))]
-            state: AtomicU32::new(MAX_SCORE),
+            state: AtomicU32::new(MAX_SCORE | (MAX_SCORE << YIELD_SHIFT)),
         }
     }
 
-    /// Polls `poll` for about a microsecond while it returns `None`, if spinning has paid
-    /// lately; returns its first `Some`.
-    pub(crate) fn poll<R>(&self, mut poll: impl FnMut() -> Option<R>) -> Option<R> {
-        self.poll_with((), |()| poll().ok_or(())).ok()
+    /// Polls `poll` while it returns `None`, in the `phases` that have paid lately (see the
+    /// module docs); returns its first `Some`. The yield phase ends early once `over()`.
+    pub(crate) fn poll<R>(
+        &self,
+        phases: Phases,
+        over: impl FnMut() -> bool,
+        mut poll: impl FnMut() -> Option<R>,
+    ) -> Option<R> {
+        self.poll_with((), phases, over, |()| poll().ok_or(())).ok()
     }
 
     /// Like [`poll`](Self::poll), threading a value through the tries: each try takes it
@@ -90,41 +134,94 @@ impl Spin {
     pub(crate) fn poll_with<S, R>(
         &self,
         mut state: S,
+        phases: Phases,
+        mut over: impl FnMut() -> bool,
         mut poll: impl FnMut(S) -> Result<R, S>,
     ) -> Result<R, S> {
         let word = self.state.load(Ordering::Relaxed);
-        let (score, waits) = (word & 0xff, word >> 8);
-        let hints = hints_per_poll();
-        if hints == u32::MAX || (score == 0 && waits % PROBE_EVERY != 0) {
-            self.state
-                .store(waits.wrapping_add(1) << 8, Ordering::Relaxed);
-            return Err(state);
-        }
-        for _ in 0..POLLS {
-            for _ in 0..hints {
-                core::hint::spin_loop();
-            }
-            match poll(state) {
-                Ok(done) => {
-                    self.state
-                        .store((waits.wrapping_add(1) << 8) | MAX_SCORE, Ordering::Relaxed);
-                    return Ok(done);
+        let mut spin_score = word & SCORE;
+        let mut yield_score = (word >> YIELD_SHIFT) & SCORE;
+        let waits = word >> WAITS_SHIFT;
+        let probe = waits % PROBE_EVERY == 0;
+        let outcome = 'done: {
+            let hints = hints_per_poll();
+            if phases == Phases::SpinThenYield && hints != u32::MAX && (spin_score > 0 || probe) {
+                match spin(state, hints, &mut poll) {
+                    Ok(done) => {
+                        spin_score = MAX_SCORE;
+                        break 'done Ok(done);
+                    }
+                    Err(back) => {
+                        state = back;
+                        spin_score = spin_score.saturating_sub(1);
+                    }
                 }
-                Err(back) => state = back,
             }
-        }
-        let score = score.saturating_sub(1);
-        self.state
-            .store((waits.wrapping_add(1) << 8) | score, Ordering::Relaxed);
-        Err(state)
+            if yield_score > 0 || probe {
+                match yield_now(state, &mut over, &mut poll) {
+                    Ok(done) => {
+                        yield_score = MAX_SCORE;
+                        break 'done Ok(done);
+                    }
+                    Err(back) => {
+                        state = back;
+                        yield_score = yield_score.saturating_sub(1);
+                    }
+                }
+            }
+            Err(state)
+        };
+        let waits = waits.wrapping_add(1) & (u32::MAX >> WAITS_SHIFT);
+        self.state.store(
+            (waits << WAITS_SHIFT) | (yield_score << YIELD_SHIFT) | spin_score,
+            Ordering::Relaxed,
+        );
+        outcome
     }
 
     #[cfg(loom)]
     pub(crate) fn poll_with<S, R>(
         &self,
         state: S,
+        _phases: Phases,
+        _over: impl FnMut() -> bool,
         _poll: impl FnMut(S) -> Result<R, S>,
     ) -> Result<R, S> {
         Err(state)
     }
+}
+
+/// About a microsecond of polls with `hints` spin hints before each.
+#[cfg(not(loom))]
+fn spin<S, R>(mut state: S, hints: u32, poll: &mut impl FnMut(S) -> Result<R, S>) -> Result<R, S> {
+    for _ in 0..POLLS {
+        for _ in 0..hints {
+            core::hint::spin_loop();
+        }
+        match poll(state) {
+            Ok(done) => return Ok(done),
+            Err(back) => state = back,
+        }
+    }
+    Err(state)
+}
+
+/// Up to [`YIELDS`] yields of the core, each followed by a poll, until `over()`.
+#[cfg(not(loom))]
+fn yield_now<S, R>(
+    mut state: S,
+    over: &mut impl FnMut() -> bool,
+    poll: &mut impl FnMut(S) -> Result<R, S>,
+) -> Result<R, S> {
+    for _ in 0..YIELDS {
+        if over() {
+            break;
+        }
+        std::thread::yield_now();
+        match poll(state) {
+            Ok(done) => return Ok(done),
+            Err(back) => state = back,
+        }
+    }
+    Err(state)
 }

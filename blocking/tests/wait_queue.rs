@@ -463,3 +463,50 @@ fn waiting_pushes_deliver_every_item_once_under_contention() {
     assert_eq!(q.producer_count(), 0);
     assert!(q.is_empty());
 }
+
+/// A waiting push or pop first polls (spinning, yielding: see `spin.rs`), then registers
+/// and parks. Whichever phase `close` catches it in, it must end with the queue's answer:
+/// the producer gets its item back as `Closed`, the consumer `None`, and neither is left
+/// registered. Repeated so that `close` lands in every phase.
+#[test]
+fn close_ends_a_waiting_push_or_pop_in_any_phase() {
+    for round in 0..200 {
+        let q = Arc::new(WaitQueue::bounded(1, FullPolicy::Refuse));
+        q.push(0).unwrap();
+        let producer = {
+            let q = Arc::clone(&q);
+            thread::spawn(move || q.push_timeout(1, common::STUCK))
+        };
+        let empty = Arc::new(WaitQueue::<u32>::unbounded());
+        let consumer = {
+            let empty = Arc::clone(&empty);
+            thread::spawn(move || empty.pop_timeout(common::STUCK))
+        };
+        if round % 2 == 0 {
+            thread::yield_now();
+        }
+        q.close();
+        empty.close();
+        assert_eq!(
+            producer.join().unwrap(),
+            Err(fairq_blocking::PushError::Closed(1))
+        );
+        assert_eq!(consumer.join().unwrap(), None);
+        assert_eq!((q.producer_count(), empty.waiter_count()), (0, 0));
+        assert_eq!(q.try_pop(), Some(0), "the queued item stays drainable");
+    }
+}
+
+/// A zero timeout never waits: no polling past the deadline, no registration.
+#[test]
+fn zero_timeouts_return_at_once_without_registering() {
+    let q = WaitQueue::bounded(1, FullPolicy::Refuse);
+    assert_eq!(q.pop_timeout(Duration::ZERO), None);
+    q.push(0).unwrap();
+    assert_eq!(
+        q.push_timeout(1, Duration::ZERO),
+        Err(fairq_blocking::PushError::Full(1))
+    );
+    assert_eq!((q.producer_count(), q.waiter_count()), (0, 0));
+    assert_eq!(q.try_pop(), Some(0));
+}
