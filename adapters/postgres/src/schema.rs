@@ -6,7 +6,7 @@ use crate::error::PgError;
 pub const DEFAULT_SCHEMA: &str = "fairq";
 
 /// The newest schema version this library creates and understands.
-pub const SCHEMA_VERSION: i32 = 3;
+pub const SCHEMA_VERSION: i32 = 4;
 
 /// The migrations, oldest first, as shipped in the crate's `sql/` folder (written for the
 /// default schema name; see [`migration_sql`] for another name).
@@ -19,6 +19,7 @@ pub const MIGRATIONS: &[(i32, &str)] = &[
     (1, include_str!("../sql/v1.sql")),
     (2, include_str!("../sql/v2.sql")),
     (3, include_str!("../sql/v3.sql")),
+    (4, include_str!("../sql/v4.sql")),
 ];
 
 /// A validated schema name.
