@@ -10,6 +10,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClientBuilder;
 use redis::AsyncConnectionConfig;
 
+use crate::cluster_link::ClusterLink;
 use crate::connection::{Connection, Opener};
 use crate::error::{self, is_transient, RedisStoreError};
 use crate::keys::KeySpace;
@@ -244,6 +245,22 @@ impl RedisBackend {
         self.inner.conn.clone()
     }
 
+    /// How many times the store's connection to a Redis Cluster was replaced by a new one
+    /// because a request on it timed out (always 0 for a single server, whose connection
+    /// reconnects by itself). A number that keeps growing means the cluster, or the way to
+    /// it, keeps failing to answer in time.
+    ///
+    /// ```no_run
+    /// # async fn demo(store: fairq_redis::RedisBackend) {
+    /// if store.connection_renewals() > 0 {
+    ///     eprintln!("the cluster connection was renewed {} times", store.connection_renewals());
+    /// }
+    /// # }
+    /// ```
+    pub fn connection_renewals(&self) -> u64 {
+        self.inner.conn.renewals()
+    }
+
     /// Loads every script into the server's script cache (done by [`connect`](Self::connect);
     /// calls reload them by themselves after a `NOSCRIPT` reply).
     ///
@@ -365,7 +382,10 @@ async fn open_cluster(
     // Blocking waits bound their own time: their connections have no reply timeout.
     let waiters = builder(None)?;
     match client.get_async_connection().await {
-        Ok(conn) => Ok((Opener::Cluster(waiters), Connection::cluster(conn), addr)),
+        Ok(conn) => {
+            let link = ClusterLink::new(client, conn, options.connect_timeout);
+            Ok((Opener::Cluster(waiters), Connection::cluster(link), addr))
+        }
         Err(source) => Err(match refused_node(&nodes, tls, options).await {
             Some(refused) => refused,
             None => connect_error(&addr, source),

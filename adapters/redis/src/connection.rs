@@ -5,6 +5,8 @@ use std::time::Duration;
 use redis::aio::{ConnectionLike, ConnectionManager, MultiplexedConnection};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
+
+use crate::cluster_link::ClusterLink;
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{AsyncConnectionConfig, Client, Cmd, Pipeline, RedisFuture, RedisResult, Value};
 
@@ -30,8 +32,9 @@ enum Kind {
     Single(ConnectionManager),
     /// A connection of its own to one server (blocking waits).
     Plain(MultiplexedConnection),
-    /// A cluster connection: one multiplexed connection per node.
-    Cluster(ClusterConnection),
+    /// A cluster connection: one multiplexed connection per node, renewed when it stops
+    /// answering (see [`ClusterLink`]).
+    Cluster(ClusterLink),
 }
 
 /// Makes new connections to what the URL named (for blocking waits, which need connections of
@@ -54,7 +57,11 @@ impl Opener {
                         .await?,
                 )
             }
-            Opener::Cluster(client) => Kind::Cluster(client.get_async_connection().await?),
+            Opener::Cluster(client) => Kind::Cluster(ClusterLink::new(
+                client.clone(),
+                client.get_async_connection().await?,
+                connect_timeout,
+            )),
         };
         Ok(Connection { kind })
     }
@@ -73,9 +80,18 @@ impl Connection {
         }
     }
 
-    pub(crate) fn cluster(conn: ClusterConnection) -> Self {
+    pub(crate) fn cluster(link: ClusterLink) -> Self {
         Connection {
-            kind: Kind::Cluster(conn),
+            kind: Kind::Cluster(link),
+        }
+    }
+
+    /// How many times a cluster connection was renewed after a timeout (0 for a single
+    /// server, whose connection manager reconnects by itself).
+    pub(crate) fn renewals(&self) -> u64 {
+        match &self.kind {
+            Kind::Cluster(link) => link.renewals(),
+            _ => 0,
         }
     }
 
@@ -89,8 +105,8 @@ impl Connection {
     /// sent this way (loading scripts) are conveniences that calls redo by themselves.
     pub(crate) async fn to_every_master(&self, cmd: &Cmd) -> RedisResult<()> {
         match &self.kind {
-            Kind::Cluster(conn) => {
-                let mut conn = conn.clone();
+            Kind::Cluster(link) => {
+                let mut conn = link.current().1;
                 let mut last = None;
                 let mut any = false;
                 for (host, port) in nodes(&mut conn, false).await? {
@@ -115,8 +131,8 @@ impl Connection {
     /// scanned.
     pub(crate) async fn delete_matching(&self, pattern: &str) -> RedisResult<u64> {
         match &self.kind {
-            Kind::Cluster(conn) => {
-                let mut conn = conn.clone();
+            Kind::Cluster(link) => {
+                let mut conn = link.current().1;
                 let mut deleted = 0;
                 for (host, port) in nodes(&mut conn, false).await? {
                     let route = by_address(host, port);
@@ -229,7 +245,7 @@ impl ConnectionLike for Connection {
         match &mut self.kind {
             Kind::Single(manager) => manager.req_packed_command(cmd),
             Kind::Plain(conn) => conn.req_packed_command(cmd),
-            Kind::Cluster(conn) => conn.req_packed_command(cmd),
+            Kind::Cluster(link) => Box::pin(link.command(cmd)),
         }
     }
 
@@ -242,7 +258,7 @@ impl ConnectionLike for Connection {
         match &mut self.kind {
             Kind::Single(manager) => manager.req_packed_commands(pipeline, offset, count),
             Kind::Plain(conn) => conn.req_packed_commands(pipeline, offset, count),
-            Kind::Cluster(conn) => conn.req_packed_commands(pipeline, offset, count),
+            Kind::Cluster(link) => Box::pin(link.pipeline(pipeline, offset, count)),
         }
     }
 
@@ -250,7 +266,7 @@ impl ConnectionLike for Connection {
         match &self.kind {
             Kind::Single(manager) => manager.get_db(),
             Kind::Plain(conn) => conn.get_db(),
-            Kind::Cluster(conn) => conn.get_db(),
+            Kind::Cluster(link) => link.current().1.get_db(),
         }
     }
 }

@@ -36,6 +36,7 @@ mod admin;
 mod backend;
 mod call;
 mod cancel;
+mod cluster_link;
 mod connection;
 mod deps;
 mod enqueue;

@@ -219,3 +219,66 @@ fn one_node_by_a_plain_url_discovers_the_cluster() {
         plain.destroy().await.expect("destroy");
     });
 }
+
+/// A request that times out renews the store's cluster connection (the `redis` crate's
+/// cluster connection was seen to stop answering altogether after a failover under load);
+/// the store then works on the new connection. The master of the queue is paused
+/// (`CLIENT PAUSE`) for longer than the response timeout; the cluster is a private one, so
+/// the pause slows no other test.
+#[test]
+fn a_request_that_times_out_renews_the_cluster_connection() {
+    if !cluster::programs_available() {
+        return;
+    }
+    let cluster =
+        cluster::LocalCluster::start(3, 0).unwrap_or_else(|e| panic!("private cluster: {e}"));
+    runtime().block_on(async {
+        let mut options = common::options(ManualClock::new(1_700_000_000_000))
+            .response_timeout(Duration::from_millis(300));
+        // No repeats behind the test's back: the paused call must fail.
+        options.retries = 0;
+        let store = RedisBackend::connect(&cluster.url(), options)
+            .await
+            .expect("connect to the cluster");
+        store
+            .enqueue(NewJob::new("renewed", "k", b"1".to_vec()))
+            .await
+            .expect("enqueue before the pause");
+        assert_eq!(store.connection_renewals(), 0);
+
+        let key = format!("{}meta", store.keys().queue_base("renewed"));
+        let master = cluster.master_of(&key).expect("the queue's master");
+        assert_eq!(
+            cluster
+                .cli(master, &["client", "pause", "1500", "ALL"])
+                .trim(),
+            "OK"
+        );
+        let err = store
+            .enqueue(NewJob::new("renewed", "k", b"2".to_vec()))
+            .await
+            .expect_err("the queue's master is paused");
+        assert!(err.is_transient(), "{err}");
+        assert_eq!(store.connection_renewals(), 1, "after {err}");
+
+        // Once the pause is over, the new connection carries the store's calls.
+        let until = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            match store
+                .enqueue(NewJob::new("renewed", "k", b"3".to_vec()))
+                .await
+            {
+                Ok(_) => break,
+                Err(err) if err.is_transient() && std::time::Instant::now() < until => {}
+                Err(err) => panic!("enqueue after the pause: {err}"),
+            }
+        }
+        let claimed = store
+            .claim("renewed", 10, Duration::from_secs(30))
+            .await
+            .expect("claim on the renewed connection");
+        let payloads: Vec<Vec<u8>> = claimed.iter().map(|j| j.payload.clone()).collect();
+        assert!(payloads.contains(&b"1".to_vec()) && payloads.contains(&b"3".to_vec()));
+        let _ = store.destroy().await;
+    });
+}

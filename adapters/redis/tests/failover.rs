@@ -214,6 +214,10 @@ async fn run(cluster: Arc<Mutex<LocalCluster>>, total: usize, wait: bool) -> Cou
         .filter(|i| !runs.contains_key(i))
         .count();
     let duplicated = runs.values().map(|n| (n - 1) as usize).sum();
+    eprintln!(
+        "cluster connection renewals: {}",
+        store.connection_renewals()
+    );
     let _ = store.destroy().await;
     Counts {
         acknowledged: acknowledged.len(),

@@ -400,6 +400,18 @@ impl LocalCluster {
                 field("connected_slaves"),
             ));
             out.push_str(&self.cli(node.port, &["cluster", "nodes"]));
+            if field("role") == "master" {
+                // Offsets and replica acknowledgements, and what each client is doing (a
+                // client blocked in WAIT shows `cmd=wait`, flag `b`).
+                for line in self.cli(node.port, &["info", "replication"]).lines() {
+                    if line.contains("offset") || line.starts_with("slave") {
+                        out.push_str(&format!("  > {}\n", line.trim()));
+                    }
+                }
+                for line in self.cli(node.port, &["client", "list"]).lines() {
+                    out.push_str(&format!("  c {line}\n"));
+                }
+            }
             let log =
                 std::fs::read_to_string(self.file(node.port, "redis.log")).unwrap_or_default();
             let lines: Vec<&str> = log.lines().collect();
