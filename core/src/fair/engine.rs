@@ -39,88 +39,195 @@ pub(crate) const MAX_WEIGHT: u32 = u16::MAX as u32;
 
 /// The most items a queue holds, whatever its capacity: a key's last round is never more
 /// than this many rounds after the one being delivered, so a key's entry can keep its round
-/// in 32 bits (see [`KeyState`]).
-pub(crate) const MAX_LEN: usize = (1 << 31) - 2;
+/// in 31 bits (see [`KeyState`]).
+pub(crate) const MAX_LEN: usize = (1 << 30) - 2;
 
 /// Every this many rounds, the entries of keys with nothing queued are brought up to the
 /// round being delivered (see [`KeyState`]).
-const RENUMBER_EVERY: u64 = 1 << 30;
+const RENUMBER_EVERY: u64 = 1 << 29;
 
-/// What the queue remembers about a key: 8 bytes, so that a `u32` key's entry in the key
-/// table takes 12. Every push reads and writes its key's entry, and with many keys the table
-/// is larger than the cache: a smaller entry is fewer cache misses (65,536 keys, in turns:
-/// 21.7 ns per push+pop with this entry against 23.2 with a 12-byte one holding a `u64`
-/// round, which had itself taken last-level misses from 1.21 to 0.93 per step against a
-/// 24-byte one).
+/// The flag of an entry whose state lives in the weights slab (the round, modulo 2^31, is
+/// kept in the 31 bits above it).
+const WEIGHTED: u32 = 1;
+
+/// How many rounds after `current` the round `tail` is (kept modulo 2^31 in the top 31
+/// bits, see [`round_bits`]): the wrapping distance, sign-extended from 31 bits.
+#[inline(always)]
+fn distance(tail: u32, current: u64) -> i32 {
+    (tail.wrapping_sub(round_bits(current)) as i32) >> 1
+}
+
+/// Round `current + at`, modulo 2^31, in the top 31 bits.
+#[inline(always)]
+fn round_after(current: u64, at: u32) -> u32 {
+    (current as u32).wrapping_add(at) << 1
+}
+
+/// Round `round`, modulo 2^31, in the top 31 bits.
+#[inline(always)]
+fn round_bits(round: u64) -> u32 {
+    (round as u32) << 1
+}
+
+/// What the key table remembers about a key: 4 bytes, so that a `u32` key's entry takes 8.
+/// Every push reads and writes its key's entry, and with many keys the table is larger than
+/// the cache: a smaller entry is fewer cache misses. At 65,536 keys, the fair bench's
+/// binaries in turns, ns per push+pop: 16.2 / 16.3 / 16.7 / 16.9 with this entry against
+/// 17.1 / 18.0 / 18.0 / 18.3 with an 8-byte one (12 with the key); that one had measured
+/// 21.7 against 23.2 with a 16-byte one, which had itself taken last-level misses from 1.21
+/// to 0.93 per step against a 24-byte one. At 64 and 1,024 keys, where the table is in the
+/// first-level cache, the same runs measured the 4-byte entry about 1 ns slower (12.5 against
+/// 11.7 at 64 keys), for no reason found in the instructions, which are as many.
 ///
-/// The round is kept modulo 2^32 and read as its wrapping distance from the round being
-/// delivered, which is exact while that distance is below 2^31 either way: a key with
+/// For a key of weight 1 the entry is the round of its last queued item; a weighted key's
+/// entry is flagged (the low bit) and points to a [`Weighted`] entry in the storage's
+/// weights slab, which keeps the weight and how many items sit in that round as well.
+///
+/// Rounds are kept modulo 2^31 (in the top 31 bits) and read as their wrapping distance from the round being
+/// delivered, which is exact while that distance is below 2^30 either way: a key with
 /// queued items is at most [`MAX_LEN`] rounds ahead, and a key with none falls behind by
 /// one round per round delivered until [`KeyState::renumber`] (every [`RENUMBER_EVERY`]
 /// rounds) brings it back.
 #[derive(Clone, Copy, Debug)]
-pub struct KeyState {
-    /// The round of the key's last queued item, modulo 2^32.
+pub struct KeyState(u32);
+
+impl KeyState {
+    /// The entry of a weight-1 key with nothing queued while round `current` is delivered.
+    fn fresh(current: u64) -> Self {
+        KeyState(round_bits(current))
+    }
+
+    /// The entry of a weighted key whose state is in slot `at` of the weights slab.
+    fn weighted(at: u32) -> Self {
+        KeyState(at << 1 | WEIGHTED)
+    }
+
+    /// The weights slab's slot of a weighted key, `None` for a weight-1 key.
+    #[inline(always)]
+    fn slot(self) -> Option<u32> {
+        (self.0 & WEIGHTED != 0).then_some(self.0 >> 1)
+    }
+
+    /// How many rounds after `current` a weight-1 key's last item is (0 or less: none is
+    /// queued after the pending snapshot).
+    #[inline(always)]
+    fn ahead(self, current: u64) -> i32 {
+        distance(self.0, current)
+    }
+
+    /// Places one more item of a weight-1 key while round `current` is being delivered,
+    /// returning how many rounds after `current` its round is (at least 1): the round after
+    /// the key's last one, and never earlier than the round after `current` (the pending
+    /// snapshot is closed). Branch-free: whether the key is backlogged varies from push to
+    /// push, so a branch on it would mispredict.
+    #[inline(always)]
+    fn place(&mut self, current: u64) -> usize {
+        let at = self.ahead(current).max(0) as u32 + 1;
+        self.0 = round_after(current, at);
+        at as usize
+    }
+
+    /// A weight-1 key's last queued item is in `round`.
+    fn settle(&mut self, round: u64) {
+        self.0 = round_bits(round);
+    }
+
+    /// Brings the entry of a weight-1 key with nothing queued up to round `current` (a place
+    /// changes nothing for it: its next item goes to the round after `current` either way),
+    /// so that it never falls 2^30 rounds behind.
+    fn renumber(&mut self, current: u64) {
+        if self.slot().is_none() && self.ahead(current) <= 0 {
+            *self = KeyState::fresh(current);
+        }
+    }
+}
+
+/// A weighted key's state, in the weights slab (see [`KeyState`]): 8 bytes.
+#[derive(Clone, Copy, Debug)]
+pub struct Weighted {
+    /// The round of the key's last queued item, modulo 2^31 (for a free slot: the next free
+    /// slot).
     tail: u32,
     /// How many of the key's items sit in round `tail` (at most `weight`).
     used: u16,
-    /// Items per round while backlogged, 1 to [`MAX_WEIGHT`].
+    /// Items per round while backlogged, 1 to [`MAX_WEIGHT`]; 0 marks a free slot.
     weight: u16,
 }
 
-impl KeyState {
-    /// The entry of a key with nothing queued while round `current` is being delivered.
+impl Weighted {
+    /// What a read of a slot that does not exist gives (never, for a slot a key points to).
+    pub(crate) const FREE: Weighted = Weighted::free_slot(u32::MAX);
+
+    /// A free slot, followed in the free list by slot `next`.
+    pub(crate) const fn free_slot(next: u32) -> Self {
+        Weighted {
+            tail: next,
+            used: 0,
+            weight: 0,
+        }
+    }
+
+    pub(crate) fn is_free(&self) -> bool {
+        self.weight == 0
+    }
+
+    #[cfg(test)]
+    pub(crate) fn set_weight_for_tests(&mut self, weight: u16) {
+        self.weight = weight;
+    }
+
+    #[cfg(test)]
+    pub(crate) fn weight_for_tests(&self) -> u16 {
+        self.weight
+    }
+
+    pub(crate) fn next_free(&self) -> u32 {
+        self.tail
+    }
+
+    /// The state of a key with nothing queued while round `current` is being delivered.
     fn fresh(current: u64, weight: u16) -> Self {
-        KeyState {
-            tail: current as u32,
+        Weighted {
+            tail: round_bits(current),
             used: 0,
             weight,
         }
     }
 
-    /// How many rounds after `current` the key's last item is (0 or less: none is queued
-    /// after the pending snapshot).
+    /// How many rounds after `current` the key's last item is.
     #[inline]
     fn ahead(&self, current: u64) -> i32 {
-        self.tail.wrapping_sub(current as u32) as i32
+        distance(self.tail, current)
     }
 
-    /// Places one more item of this key while round `current` is being delivered, returning
-    /// how many rounds after `current` its round is (at least 1): the key's last round while
-    /// it has places left there, else the next one, and never earlier than the round after
-    /// `current` (the pending snapshot is closed).
+    /// As [`KeyState::place`], filling `weight` places in a round before moving on.
     #[inline]
     fn place(&mut self, current: u64) -> usize {
         let ahead = self.ahead(current);
-        // Only a weighted key can have room left in its last round: for the others this
-        // branch always goes the same way, and the rest is branch-free (whether the key is
-        // backlogged varies from push to push, so a branch on it would mispredict).
         if self.used < self.weight && ahead > 0 {
             self.used += 1;
             return ahead as usize;
         }
         let at = ahead.max(0) as u32 + 1;
-        self.tail = (current as u32).wrapping_add(at);
+        self.tail = round_after(current, at);
         self.used = 1;
         at as usize
     }
 
     /// The key's last queued item is in `round`.
     fn settle(&mut self, round: u64) {
-        self.tail = round as u32;
+        self.tail = round_bits(round);
         self.used = 1;
     }
 
-    /// Brings the entry of a key with nothing queued up to round `current` (a place changes
-    /// nothing for it: its next item goes to the round after `current` either way), so that
-    /// it never falls 2^31 rounds behind.
+    /// As [`KeyState::renumber`].
     fn renumber(&mut self, current: u64) {
         if self.ahead(current) <= 0 {
-            self.tail = current as u32;
+            self.tail = round_bits(current);
         }
     }
 
-    /// True when the entry carries information beyond what a fresh entry would.
+    /// True when the entry carries information beyond what a fresh weight-1 entry would.
     fn is_live(&self, current: u64) -> bool {
         self.ahead(current) > 0 || self.weight != 1
     }
@@ -217,7 +324,10 @@ where
         let Some(state) = self.storage.keys_mut().get_mut(&key) else {
             return self.push_new_key(key, item);
         };
-        let (at, weight) = (state.place(current), u32::from(state.weight));
+        if let Some(slot) = state.slot() {
+            return self.push_weighted(slot, key, item);
+        }
+        let at = state.place(current);
         let index = self.index(at);
         // Every other case is a call in tail position, so that this path keeps nothing
         // across a call: where `push` is not inlined (the fair bench's contender), it saves
@@ -227,8 +337,25 @@ where
                 self.len += 1;
                 Ok(())
             }
-            Err((key, item)) => self.push_slow(index, weight, key, item),
+            Err((key, item)) => self.push_slow(index, 1, key, item),
         }
+    }
+
+    /// A push for a weighted key, whose state is in slot `slot` of the weights slab.
+    #[cold]
+    #[inline(never)]
+    fn push_weighted(&mut self, slot: u32, key: K, item: T) -> Result<(), Full<K, T>> {
+        let current = self.current;
+        let Some(state) = self.storage.keys_and_weights_mut().1.get_mut(slot) else {
+            unreachable!("a weighted key's entry points to its slot")
+        };
+        let (at, weight) = (state.place(current), u32::from(state.weight));
+        let index = self.index(at);
+        match self.storage.round_push_grow(index, key, item) {
+            Ok(()) => self.len += 1,
+            Err((key, item)) => self.push_past_rounds(index, weight, key, item),
+        }
+        Ok(())
     }
 
     /// The item's round `index` is past the ordinary rounds or has no room left in its
@@ -276,7 +403,7 @@ where
         if !self.make_room_for_key() {
             return Err(self.full(key, item));
         }
-        let mut state = KeyState::fresh(self.current, 1);
+        let mut state = KeyState::fresh(self.current);
         let at = state.place(self.current);
         let inserted = self.storage.keys_mut().insert(key.clone(), state);
         debug_assert!(inserted, "make_room_for_key guaranteed a free entry");
@@ -328,8 +455,16 @@ where
     /// The run emptied while its key still has items queued, its last one in `round`: bring
     /// the key's table entry up to date (run pushes skip it).
     fn settle_run_key(&mut self, key: &K, round: u64) {
-        if let Some(state) = self.storage.keys_mut().get_mut(key) {
-            state.settle(round);
+        let (keys, weights) = self.storage.keys_and_weights_mut();
+        if let Some(state) = keys.get_mut(key) {
+            match state.slot() {
+                None => state.settle(round),
+                Some(slot) => {
+                    if let Some(weighted) = weights.get_mut(slot) {
+                        weighted.settle(round);
+                    }
+                }
+            }
         }
     }
 
@@ -368,14 +503,16 @@ where
     }
 
     /// Brings the entries of keys with nothing queued up to the current round, so that none
-    /// falls 2^31 rounds behind (see [`KeyState`]). O(keys) every 2^30 rounds.
+    /// falls 2^30 rounds behind (see [`KeyState`]). O(keys) every 2^29 rounds.
     #[cold]
     fn renumber(&mut self) {
         let current = self.current;
-        self.storage.keys_mut().retain(|_, state| {
+        let (keys, weights) = self.storage.keys_and_weights_mut();
+        keys.retain(|_, state| {
             state.renumber(current);
             true
         });
+        weights.for_each_mut(|state| state.renumber(current));
     }
 
     /// The queue is empty: give back what a large backlog or many keys left behind.
@@ -407,23 +544,50 @@ where
             let last = self.base() + self.storage.rounds() as u64 - 1;
             self.settle_run_key(key, last);
         }
-        if let Some(state) = self.storage.keys_mut().get_mut(key) {
-            state.weight = weight;
+        let current = self.current;
+        let (keys, weights) = self.storage.keys_and_weights_mut();
+        if let Some(state) = keys.get_mut(key) {
+            match state.slot() {
+                Some(slot) => {
+                    if let Some(weighted) = weights.get_mut(slot) {
+                        weighted.weight = weight;
+                    }
+                }
+                None if weight != 1 => {
+                    // The key's items so far went one per round: its last round holds one.
+                    let mut weighted = Weighted::fresh(current, weight);
+                    weighted.tail = state.0;
+                    weighted.used = 1;
+                    match weights.insert(weighted) {
+                        Some(slot) => *state = KeyState::weighted(slot),
+                        None => return false,
+                    }
+                }
+                None => {}
+            }
             return true;
         }
         if !self.make_room_for_key() {
             return false;
         }
-        self.storage
-            .keys_mut()
-            .insert(key.clone(), KeyState::fresh(self.current, weight))
+        let (keys, weights) = self.storage.keys_and_weights_mut();
+        let state = if weight == 1 {
+            KeyState::fresh(current)
+        } else {
+            match weights.insert(Weighted::fresh(current, weight)) {
+                Some(slot) => KeyState::weighted(slot),
+                None => return false,
+            }
+        };
+        keys.insert(key.clone(), state)
     }
 
     pub(crate) fn weight(&self, key: &K) -> u32 {
         self.storage
             .keys()
             .get(key)
-            .map_or(1, |s| u32::from(s.weight))
+            .and_then(|state| state.slot())
+            .map_or(1, |slot| u32::from(self.storage.weights().get(slot).weight))
     }
 
     /// Removes every undelivered item of `key`, in delivery order, passing each to `sink`.
@@ -450,11 +614,21 @@ where
         }
         debug_assert!((0..self.storage.rounds()).all(|i| self.storage.round_len(i) > 0));
         self.len -= removed;
-        if let Some(state) = self.storage.keys_mut().get_mut(key) {
-            if state.weight == 1 {
-                self.storage.keys_mut().remove(key);
-            } else {
-                *state = KeyState::fresh(self.current, state.weight);
+        let current = self.current;
+        let (keys, weights) = self.storage.keys_and_weights_mut();
+        if let Some(state) = keys.get(key).copied() {
+            match state
+                .slot()
+                .and_then(|slot| Some((slot, weights.get_mut(slot)?)))
+            {
+                Some((_, weighted)) if weighted.weight != 1 => {
+                    *weighted = Weighted::fresh(current, weighted.weight);
+                }
+                Some((slot, _)) => {
+                    weights.remove(slot);
+                    keys.remove(key);
+                }
+                None => keys.remove(key),
             }
         }
         if self.len == 0 {
@@ -519,8 +693,20 @@ where
         let current = self.current;
         let run_key = self.storage.run_key().cloned();
         let run_key = run_key.as_ref();
-        let table = self.storage.keys_mut();
-        table.retain(|key, state| state.is_live(current) || run_key == Some(key));
+        let (table, weights) = self.storage.keys_and_weights_mut();
+        table.retain(|key, state| {
+            let live = match state.slot() {
+                None => state.ahead(current) > 0,
+                Some(slot) => weights.get(slot).is_live(current),
+            };
+            if live || run_key == Some(key) {
+                return true;
+            }
+            if let Some(slot) = state.slot() {
+                weights.remove(slot);
+            }
+            false
+        });
         table.shrink();
         self.keys_after_sweep = table.len();
     }
@@ -606,7 +792,11 @@ where
             // A key of weight 1 appears once per round; heavier keys may repeat, so only
             // their first appearance in the round counts.
             let storage = &self.engine.storage;
-            let weighted = storage.keys().get(key).is_some_and(|s| s.weight > 1);
+            let weighted = storage
+                .keys()
+                .get(key)
+                .and_then(|state| state.slot())
+                .is_some_and(|slot| storage.weights().get(slot).weight > 1);
             if !weighted
                 || !RoundsIter::new(storage, self.first, self.first + 1, usize::MAX)
                     .take(at)
@@ -624,33 +814,43 @@ mod tests {
     use super::*;
     use crate::fair::fixed;
 
-    /// A key's entry keeps its round in 32 bits: placing across the 2^32 boundary counts on.
+    /// A key's entry keeps its round in 31 bits: placing across the 2^31 boundary counts on.
     #[test]
-    fn places_count_on_across_the_32_bit_wrap() {
+    fn places_count_on_across_the_31_bit_wrap() {
         let current = (1u64 << 32) - 2;
-        let mut state = KeyState::fresh(current, 1);
+        let mut state = KeyState::fresh(current);
         assert_eq!(state.place(current), 1);
         assert_eq!(state.place(current), 2);
         assert_eq!(state.place(current), 3); // round 2^32 + 1, stored as 1
+        assert_eq!(state.0, 1 << 1);
         assert_eq!(state.ahead(current), 3);
         assert_eq!(
             state.place(current + 5),
             1,
             "behind the pending round: the next one"
         );
-        let mut heavy = KeyState::fresh(current, 2);
+        assert_eq!(
+            state.slot(),
+            None,
+            "the weighted flag is never set by a place"
+        );
+        let mut far = KeyState::fresh((3 << 30) - 1);
+        assert_eq!(far.place((3 << 30) - 1), 1); // round 3 * 2^30, stored as 2^30
+        assert_eq!(far.slot(), None);
+        assert_eq!(far.ahead(3 << 30), 0);
+        let mut heavy = Weighted::fresh(current, 2);
         assert_eq!([heavy.place(current), heavy.place(current)], [1, 1]);
         assert_eq!([heavy.place(current), heavy.place(current)], [2, 2]);
         assert_eq!(heavy.place(current), 3);
     }
 
-    /// Without renumbering, an idle key's entry would read as 2^31 rounds ahead once it is
-    /// that far behind; renumbered every 2^30 rounds it never gets there.
+    /// Without renumbering, an idle key's entry would read as 2^30 rounds ahead once it is
+    /// that far behind; renumbered every 2^29 rounds it never gets there.
     #[test]
     fn renumbering_keeps_idle_keys_behind() {
-        let mut idle = KeyState::fresh(0, 1);
+        let mut idle = KeyState::fresh(0);
         idle.place(0);
-        let far = 1u64 << 31;
+        let far = 1u64 << 30;
         assert!(
             idle.ahead(far + 2) > 0,
             "the ambiguity renumbering prevents"
@@ -663,14 +863,14 @@ mod tests {
         }
         assert_eq!(idle.place(current + 7), 1);
         // A backlogged key's entry is left alone.
-        let mut busy = KeyState::fresh(current, 1);
+        let mut busy = KeyState::fresh(current);
         busy.place(current);
         busy.place(current);
         busy.renumber(current);
         assert_eq!(busy.ahead(current), 2);
     }
 
-    /// Delivering round 2^30 renumbers the idle keys' entries.
+    /// Delivering round 2^29 renumbers the idle keys' entries.
     #[test]
     fn delivery_renumbers_idle_keys() {
         let mut q: fixed::FairQueue<u8, u32, 8, 4> = fixed::FairQueue::new();
@@ -683,7 +883,10 @@ mod tests {
         }
         assert!(q.engine.current > RENUMBER_EVERY);
         let idle = q.engine.storage.keys().get(&9).copied();
-        assert_eq!(idle.map(|state| state.tail), Some(RENUMBER_EVERY as u32));
+        assert_eq!(
+            idle.map(|state| state.0),
+            Some((RENUMBER_EVERY as u32) << 1)
+        );
     }
 
     /// Runs the same pushes, pops, removals and weights on two queues, the second starting
@@ -721,7 +924,8 @@ mod tests {
 
     #[test]
     fn the_schedule_does_not_depend_on_the_round_number() {
-        // Across the 32-bit wrap of a key's round, and across renumbering points.
+        // Across the 31-bit wrap of a key's round, and across renumbering points.
+        same_schedule_from((1 << 31) - 1_000);
         same_schedule_from((1 << 32) - 1_000);
         same_schedule_from(RENUMBER_EVERY - 1_000);
         same_schedule_from(3 * RENUMBER_EVERY - 10);
@@ -739,5 +943,19 @@ mod tests {
         assert!(q.is_full());
         let refused = q.push(2, ()).unwrap_err();
         assert_eq!(refused.len, MAX_LEN);
+        assert_eq!(
+            MAX_LEN, 1_073_741_822,
+            "the bound documented on FairQueueBase"
+        );
+        // A capacity above the bound is capped by it, for pushes of known keys too.
+        let mut q = crate::fair::FairQueue::with_capacity(MAX_LEN + 10);
+        q.push(1u8, ()).unwrap();
+        q.engine.len = MAX_LEN - 1;
+        assert!(!q.is_full());
+        q.push(1, ()).unwrap();
+        assert!(q.is_full());
+        let refused = q.push(1, ()).unwrap_err();
+        assert_eq!((refused.key, refused.len), (1, MAX_LEN));
+        assert_eq!(q.capacity(), Some(MAX_LEN + 10));
     }
 }

@@ -23,8 +23,9 @@ use core::hash::Hash;
 
 use heapless::FnvIndexMap;
 
-use super::engine::KeyState;
+use super::engine::{KeyState, Weighted};
 use super::storage::{Backing, KeyTable, Walk, START};
+use super::weights::Weights;
 use super::FairQueueBase;
 
 /// The key table of a fixed queue could not take another key.
@@ -95,6 +96,7 @@ pub struct FixedStorage<K, T, const N: usize, const KEYS: usize> {
     rounds: Ring<N>,
     run: List,
     keys: FnvIndexMap<K, KeyState, KEYS>,
+    weights: Weights<heapless::Vec<Weighted, KEYS>>,
 }
 
 impl<K, T, const N: usize, const KEYS: usize> FixedStorage<K, T, N, KEYS> {
@@ -109,6 +111,7 @@ impl<K, T, const N: usize, const KEYS: usize> FixedStorage<K, T, N, KEYS> {
             },
             run: List::EMPTY,
             keys: FnvIndexMap::new(),
+            weights: Weights::new(heapless::Vec::new()),
         }
     }
 
@@ -230,6 +233,7 @@ impl<K: Eq + Hash, T, const N: usize, const KEYS: usize> Backing<K, T>
     for FixedStorage<K, T, N, KEYS>
 {
     type Keys = FnvIndexMap<K, KeyState, KEYS>;
+    type Slots = heapless::Vec<Weighted, KEYS>;
 
     fn keys(&self) -> &Self::Keys {
         &self.keys
@@ -237,6 +241,14 @@ impl<K: Eq + Hash, T, const N: usize, const KEYS: usize> Backing<K, T>
 
     fn keys_mut(&mut self) -> &mut Self::Keys {
         &mut self.keys
+    }
+
+    fn weights(&self) -> &Weights<Self::Slots> {
+        &self.weights
+    }
+
+    fn keys_and_weights_mut(&mut self) -> (&mut Self::Keys, &mut Weights<Self::Slots>) {
+        (&mut self.keys, &mut self.weights)
     }
 
     fn rounds(&self) -> usize {

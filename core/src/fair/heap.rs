@@ -8,8 +8,9 @@ use core::mem;
 
 use hashbrown::{DefaultHashBuilder, HashMap};
 
-use super::engine::KeyState;
+use super::engine::{KeyState, Weighted};
 use super::storage::{Backing, KeyTable, Walk, START};
+use super::weights::Weights;
 use super::FairQueueBase;
 
 /// Emptied buffers kept for reuse.
@@ -120,6 +121,7 @@ pub struct HeapStorage<K, T, H = DefaultHashBuilder> {
     /// ([`STAGE_FROM_KEYS`]; tests lower it).
     stage_from_keys: usize,
     keys: HashMap<K, KeyState, H>,
+    weights: Weights<Vec<Weighted>>,
 }
 
 /// A queue that delivers fairly by key with the snapshot-of-heads rule (see the
@@ -213,6 +215,7 @@ impl<K, T, H> FairQueueBase<K, T, HeapStorage<K, T, H>> {
                 staging: false,
                 stage_from_keys: STAGE_FROM_KEYS,
                 keys: HashMap::with_hasher(hasher),
+                weights: Weights::new(Vec::new()),
             },
             capacity,
         )
@@ -568,6 +571,7 @@ where
     H: BuildHasher,
 {
     type Keys = HashMap<K, KeyState, H>;
+    type Slots = Vec<Weighted>;
 
     #[inline]
     fn keys(&self) -> &Self::Keys {
@@ -577,6 +581,15 @@ where
     #[inline]
     fn keys_mut(&mut self) -> &mut Self::Keys {
         &mut self.keys
+    }
+
+    fn weights(&self) -> &Weights<Vec<Weighted>> {
+        &self.weights
+    }
+
+    #[inline]
+    fn keys_and_weights_mut(&mut self) -> (&mut Self::Keys, &mut Weights<Vec<Weighted>>) {
+        (&mut self.keys, &mut self.weights)
     }
 
     #[inline]

@@ -17,8 +17,9 @@ use super::{Full, Iter};
 ///
 /// The bound counts every queued item, in the pending snapshot and in the per-key FIFOs. A
 /// push beyond it fails with [`Full`] and changes nothing. Whatever the bound, and for an
-/// unbounded queue, no queue holds more than 2^31 - 2 (2,147,483,646) items: the key table
-/// keeps each key's round in 32 bits.
+/// unbounded queue, no queue holds more than 2^30 - 2 (1,073,741,822) items: the key table
+/// keeps each key's round in 31 bits (so that an entry takes 4 bytes); a push beyond that
+/// fails with [`Full`] as well.
 ///
 /// ```
 /// use fairq_core::fair::fixed;

@@ -11,7 +11,7 @@
 //! * the *run*: one more sequence after the last round, holding a tail of rounds that each
 //!   contain a single item of one key (a key that is the only one with a deep backlog). One
 //!   item there is one round, so a run of a thousand rounds costs one buffer, not a thousand;
-//! * the key table.
+//! * the key table, and beside it the weights slab of weighted keys.
 //!
 //! [`Storage`] is sealed: its methods are the engine's business and not part of the public API.
 
@@ -23,17 +23,24 @@ impl<K, T, S: backing::Backing<K, T>> Storage<K, T> for S {}
 
 pub(crate) mod backing {
     use crate::fair::engine::KeyState;
+    use crate::fair::weights::{Slots, Weights};
 
     /// The operations the engine performs on its storage. Round indices are relative to the
     /// front; callers never pass an index out of range.
     pub trait Backing<K, T>: Walk<K, T> {
         /// The key table type.
         type Keys: KeyTable<K>;
+        /// The vector of the weights slab.
+        type Slots: Slots;
 
         /// The key table.
         fn keys(&self) -> &Self::Keys;
         /// The key table, mutably.
         fn keys_mut(&mut self) -> &mut Self::Keys;
+        /// The weights slab: the state of weighted keys, which their table entries point to.
+        fn weights(&self) -> &Weights<Self::Slots>;
+        /// The key table and the weights slab, mutably.
+        fn keys_and_weights_mut(&mut self) -> (&mut Self::Keys, &mut Weights<Self::Slots>);
 
         /// Number of rounds (the run not included).
         fn rounds(&self) -> usize;
