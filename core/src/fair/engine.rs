@@ -75,9 +75,13 @@ fn round_bits(round: u64) -> u32 {
 /// binaries in turns, ns per push+pop: 16.2 / 16.3 / 16.7 / 16.9 with this entry against
 /// 17.1 / 18.0 / 18.0 / 18.3 with an 8-byte one (12 with the key); that one had measured
 /// 21.7 against 23.2 with a 16-byte one, which had itself taken last-level misses from 1.21
-/// to 0.93 per step against a 24-byte one. At 64 and 1,024 keys, where the table is in the
-/// first-level cache, the same runs measured the 4-byte entry about 1 ns slower (12.5 against
-/// 11.7 at 64 keys), for no reason found in the instructions, which are as many.
+/// to 0.93 per step against a 24-byte one. Where the table is in the first-level cache the
+/// 8-byte slot costs instead: one contender per process, ten runs each in turns, median ns
+/// per push+pop, 12.1 against 11.2 at 64 keys and 13.5 against 11.9 at 1,024 keys. The
+/// same code with the entry padded to 8 bytes (a 12-byte slot) measured 12.1 at 1,024 keys
+/// and 16.7 at 65,536 (against 15.5): the slot's size is what gains and what costs, with
+/// as many instructions; why the smaller slot is slower in the first-level cache is not
+/// known (`VecDeque` plus a lookup of a `u32` state is faster with it there too).
 ///
 /// For a key of weight 1 the entry is the round of its last queued item; a weighted key's
 /// entry is flagged (the low bit) and points to a [`Weighted`] entry in the storage's

@@ -143,8 +143,10 @@
 //! twice more (load average 5.0-6.5), FairQueue ns per push+pop at 65,536 keys: 16.2 / 16.3 /
 //! 16.7 / 16.9 with it against 17.1 / 18.0 / 18.0 / 18.3 without (2.49x-2.64x `VecDeque`
 //! against 2.75x-3.05x); at 64 keys 12.2-15.5 against 11.4-12.2, and at 1,024 keys 12.1-12.6
-//! against 11.5-12.4: about 1 ns more where the table fits the first-level cache, with the
-//! same number of instructions (cause not found).
+//! against 11.5-12.4. One contender per process, ten runs each in turns (medians, load
+//! 2-4): 15.5 against 16.9 at 65,536 keys, but 12.1 against 11.2 at 64 keys and 13.5
+//! against 11.9 at 1,024 keys, where the table fits the first-level cache and the smaller
+//! slot is slower for a reason not found (as many instructions; see `KeyState`).
 //!
 //! Before this session's last four changes the counts were 71 (1 key), 143 (64 keys), 143
 //! (a million queued) and 143 (65,536 keys) instructions, with 0.92 L2 misses per step at
