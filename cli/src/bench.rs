@@ -6,7 +6,6 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use fairq_core::retry::RetryPolicy;
 use fairq_core::stats::{Histogram, Summary};
 use fairq_worker::{random_u64, Backend, Job, JobId, NewJob, QueueConfig, Worker};
 use serde::{Deserialize, Serialize};
@@ -197,8 +196,7 @@ pub async fn run_bench<B: Backend>(
             };
             let job = NewJob::json(&queue, KIND, &payload)
                 .map_err(|e| CliError::Usage(e.to_string()))?
-                .key(format!("key-{}", i % config.keys))
-                .retry(RetryPolicy::new(0));
+                .key(format!("key-{}", i % config.keys));
             batch.push(job);
         }
         store.enqueue_many(batch).await?;
