@@ -28,8 +28,6 @@ const CHAIN_AT: usize = 256;
 const CHAIN_MAX: usize = 1_024;
 /// Pushes staged in one batch before they are placed in their rounds (see [`HeapStorage`]).
 const STAGE: usize = 8;
-/// Pushes are staged while the key table holds at least this many keys.
-const STAGE_FROM_KEYS: usize = 8_192;
 /// No link.
 const NIL: u32 = u32::MAX;
 /// The cursor segment that designates a round's `tail`.
@@ -80,15 +78,17 @@ struct Link<K, T> {
 /// round's next buffer (`reading`): a length update and one copy each, with no ring
 /// arithmetic and no lookup of the front round.
 ///
-/// While the key table holds 8,192 keys or more, a push into an existing round is first
-/// *staged*: written, with its round, to a short list at an address that does not depend on
-/// the key, and placed in its round a few pushes later, a batch of eight at a time once the
-/// eight after them are staged. The round comes from the key's table entry, which with many keys
-/// is a cache miss; a store whose address waits on a miss holds up the loads behind it until
+/// A push into an existing round is first *staged*: written, with its round, to a short list
+/// at an address that does not depend on the key, and placed in its round a few pushes later,
+/// a batch of eight at a time once the eight after them are staged. The round comes from the
+/// key's table entry, which with many keys is a cache miss; a store whose address waits on a miss holds up the loads behind it until
 /// that address is known, so the misses of consecutive pushes overlapped far less when the
 /// item was stored straight into its round (65,536 keys, a toy with that one store against
 /// `VecDeque` plus a key lookup: 21.5 against 9.1 ns per push+pop; 15.1 with the store
-/// staged). Staged items are never in the pending snapshot (a push never joins it), so pops
+/// staged). With few keys, where the entry is in the cache, staging every push measured no
+/// slower than staging none (64 keys 12.1 / 16.5 / 12.1 ns against 12.8 / 13.1 / 12.8, 1,024
+/// keys 12.1 / 11.9 / 12.1 against 16.1 / 12.3 / 12.4; fair bench binaries in turns, load
+/// 4.2-4.5), so every push is staged. Staged items are never in the pending snapshot (a push never joins it), so pops
 /// only place them all when they take a new snapshot; iteration walks them after their
 /// round's placed items.
 ///
@@ -115,11 +115,6 @@ pub struct HeapStorage<K, T, H = DefaultHashBuilder> {
     staged: Vec<(u32, K, T)>,
     /// The batch staged before `staged`, placed when `staged` is full.
     older: Vec<(u32, K, T)>,
-    /// Whether pushes are staged (the key table is large); decided on the slow paths.
-    staging: bool,
-    /// Pushes are staged while the key table holds at least this many keys
-    /// ([`STAGE_FROM_KEYS`]; tests lower it).
-    stage_from_keys: usize,
     keys: HashMap<K, KeyState, H>,
     weights: Weights<Vec<Weighted>>,
 }
@@ -212,8 +207,6 @@ impl<K, T, H> FairQueueBase<K, T, HeapStorage<K, T, H>> {
                 pool: Vec::new(),
                 staged: Vec::new(),
                 older: Vec::new(),
-                staging: false,
-                stage_from_keys: STAGE_FROM_KEYS,
                 keys: HashMap::with_hasher(hasher),
                 weights: Weights::new(Vec::new()),
             },
@@ -613,29 +606,18 @@ where
         len + staged.filter(|staged| staged.0 == at).count()
     }
 
-    /// Appends to the round, or stages the push while the key table is large (see
-    /// [`HeapStorage`]); hands it back when the round's buffer or the stage is full.
+    /// Stages the push (see [`HeapStorage`]); hands it back when the stage is full.
     #[inline]
     fn round_push(&mut self, index: usize, key: K, item: T) -> Result<(), (K, T)> {
         let at = self.first + index;
-        if self.staging {
-            if at >= self.rounds.len() || self.staged.len() == self.staged.capacity() {
-                return Err((key, item));
-            }
-            self.staged.push((at as u32, key, item));
-            return Ok(());
+        if at >= self.rounds.len() || self.staged.len() == self.staged.capacity() {
+            return Err((key, item));
         }
-        match self.rounds.get_mut(at) {
-            Some(round) if round.tail.len() < round.tail.capacity() => {
-                round.tail.push((key, item));
-                Ok(())
-            }
-            _ => Err((key, item)),
-        }
+        self.staged.push((at as u32, key, item));
+        Ok(())
     }
 
-    /// As `round_push`, making room: placing the older batch of a full stage, or growing the
-    /// round's buffer. Decides whether pushes are staged from now on.
+    /// Stages the push, placing the older batch first when the stage is full.
     #[cold]
     #[inline(never)]
     fn round_push_grow(&mut self, index: usize, key: K, item: T) -> Result<(), (K, T)> {
@@ -643,22 +625,11 @@ where
         if at >= self.rounds.len() {
             return Err((key, item));
         }
-        self.staging = self.keys.len() >= self.stage_from_keys;
-        if self.staging {
-            if self.staged.len() == self.staged.capacity() {
-                // The newest batch stays staged: its rounds may still wait on their key
-                // entries.
-                self.place_older();
-            }
-            self.staged.push((at as u32, key, item));
-        } else {
-            // Staged pushes are older: they go first.
-            self.place_pushes();
-            if self.rounds[at].tail.len() == self.rounds[at].tail.capacity() {
-                self.make_room(at);
-            }
-            self.rounds[at].tail.push((key, item));
+        if self.staged.len() == self.staged.capacity() {
+            // The newest batch stays staged: its rounds may still wait on their key entries.
+            self.place_older();
         }
+        self.staged.push((at as u32, key, item));
         Ok(())
     }
 
@@ -891,15 +862,15 @@ mod tests {
     }
 
     /// Staged pushes change nothing anyone can see: the same random pushes, pops, weights,
-    /// removals and views on a queue that stages every push and on one that stages none
-    /// (which the property tests hold to the snapshot rule), compared at every step.
+    /// removals and views on this queue and on the fixed one, which stages nothing (the
+    /// property tests hold both to the snapshot rule), compared at every step.
     #[test]
     fn staging_changes_nothing_visible() {
+        use crate::fair::fixed;
         for keys in [3u32, 40, 700] {
-            let mut plain: FairQueue<u32, u32> = FairQueue::unbounded();
-            let mut staged: FairQueue<u32, u32> = FairQueue::unbounded();
-            plain.engine.storage.stage_from_keys = usize::MAX;
-            staged.engine.storage.stage_from_keys = 0;
+            let mut heap: FairQueue<u32, u32> = FairQueue::unbounded();
+            let mut fixed: alloc::boxed::Box<fixed::FairQueue<u32, u32, 4_096, 1_024>> =
+                alloc::boxed::Box::default();
             let mut x = 0x2545_F491_4F6C_DD1Du64 ^ u64::from(keys);
             let mut ever_staged = false;
             for step in 0..40_000u32 {
@@ -909,34 +880,37 @@ mod tests {
                 let key = (x % u64::from(keys)) as u32;
                 match (x >> 32) % 32 {
                     0..=15 => {
-                        plain.push(key, step).unwrap();
-                        staged.push(key, step).unwrap();
+                        assert_eq!(heap.push(key, step).is_ok(), fixed.push(key, step).is_ok())
                     }
                     16 if step % 8 == 0 => {
                         let w = (x >> 40) as u32 % 4;
-                        plain.set_weight(&key, w);
-                        staged.set_weight(&key, w);
+                        heap.set_weight(&key, w);
+                        fixed.set_weight(&key, w).unwrap();
                     }
                     17 if step % 16 == 0 => {
-                        assert_eq!(plain.remove_key(&key), staged.remove_key(&key));
+                        assert_eq!(heap.remove_key(&key), fixed.remove_key(&key).as_slice());
                     }
                     18 if step % 64 == 0 => {
-                        assert!(plain.iter().eq(staged.iter()), "step {step}");
-                        assert!(plain.snapshot().eq(staged.snapshot()));
-                        assert_eq!(plain.backlog(), staged.backlog());
-                        assert_eq!(plain.iter().len(), staged.iter().len());
+                        assert!(heap.iter().eq(fixed.iter()), "step {step}");
+                        assert!(heap.snapshot().eq(fixed.snapshot()));
+                        let backlog: Vec<(&u32, Vec<&u32>)> = fixed
+                            .backlog()
+                            .map(|(k, items)| (k, items.collect()))
+                            .collect();
+                        assert_eq!(heap.backlog(), backlog);
+                        assert_eq!(heap.iter().len(), fixed.iter().len());
                     }
-                    _ => assert_eq!(plain.pop_with_key(), staged.pop_with_key(), "step {step}"),
+                    _ => assert_eq!(heap.pop_with_key(), fixed.pop_with_key(), "step {step}"),
                 }
-                let storage = &staged.engine.storage;
+                let storage = &heap.engine.storage;
                 ever_staged |= !storage.staged.is_empty() && !storage.older.is_empty();
-                assert_eq!(plain.len(), staged.len());
+                assert_eq!(heap.len(), fixed.len());
             }
             assert!(ever_staged, "the test staged pushes");
-            let rest: Vec<_> = core::iter::from_fn(|| plain.pop_with_key()).collect();
+            let rest: Vec<_> = core::iter::from_fn(|| heap.pop_with_key()).collect();
             assert_eq!(
                 rest,
-                core::iter::from_fn(|| staged.pop_with_key()).collect::<Vec<_>>()
+                core::iter::from_fn(|| fixed.pop_with_key()).collect::<Vec<_>>()
             );
         }
     }

@@ -47,8 +47,8 @@
 //! # Complexity
 //!
 //! `push` and `pop` are O(1): a push does one hash-table lookup for its key and appends the
-//! item to the back of its round (with 8,192 keys or more, a few pushes later: the pushes are
-//! *staged*, see [`HeapStorage`]); a pop takes the front of the front round. Taking a snapshot
+//! item to the back of its round (a few pushes later: the pushes are *staged*, see
+//! [`HeapStorage`]); a pop takes the front of the front round. Taking a snapshot
 //! costs nothing (see the engine notes below), and no pop allocates. Each round is stored
 //! contiguously and read front to back (no per-item link to chase), emptied rounds' buffers
 //! are reused for new rounds, and when one key is alone in a deep backlog its items are one
@@ -128,14 +128,16 @@
 //! 22.9 / 21.0 after; a million queued 44.5 / 45.5 / 46.0 before, 34.0 / 33.3 / 42.8 after.
 //!
 //! Staged pushes (a push into an existing round is written to a short list first and placed
-//! eight pushes later, while the key table holds 8,192 keys or more; see [`HeapStorage`]): at
+//! eight pushes later, at first only while the key table held 8,192 keys or more; see
+//! [`HeapStorage`]): at
 //! 65,536 keys the store of the item into its round had to wait for the key's entry, a cache
 //! miss, and loads behind that store waited with it. The bench binaries before and after, run
 //! in turns twice each (load average 5.0-6.1), FairQueue ns per push+pop at 65,536 keys:
 //! 19.0 / 19.8 before, 17.1 / 18.0 after (2.98x / 3.41x `VecDeque` before, 2.81x / 3.05x
 //! after, as `VecDeque` took 6.4 / 5.8 and 6.1 / 5.9 ns); 64 and 1,024 keys and a million
-//! queued unchanged within the noise (they do not stage). Instructions per step at 65,536
-//! keys: 140 before, 181 after; the time went down all the same.
+//! queued unchanged within the noise (they did not stage then; every push is staged since,
+//! which measured the same or a little faster there). Instructions per step at 65,536 keys:
+//! 140 before, 181 after; the time went down all the same.
 //!
 //! Then 4-byte key entries (a weighted key's weight in a slab beside the key table, see
 //! `KeyState` in `engine.rs`), so that a `u32` key's slot in the table takes 8 bytes instead
