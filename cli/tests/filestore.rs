@@ -220,6 +220,7 @@ fn kill_9_of_fairq_work_in_a_loop_loses_no_job_and_reruns_no_acknowledged_one() 
     let script = r#"echo "$ROUND $FAIRQ_JOB_ID" >> "$RUNS""#;
     let start = |round: &str, until_idle: bool| {
         let out = std::fs::File::create(dir.path().join(format!("out.{round}"))).unwrap();
+        let err = std::fs::File::create(dir.path().join(format!("err.{round}"))).unwrap();
         let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("fairq"));
         cmd.current_dir(dir.path())
             .env_remove("FAIRQ_STORE")
@@ -232,7 +233,7 @@ fn kill_9_of_fairq_work_in_a_loop_loses_no_job_and_reruns_no_acknowledged_one() 
         }
         cmd.args(["--exec", "sh", "-c", script])
             .stdout(out)
-            .stderr(std::process::Stdio::null())
+            .stderr(err)
             .spawn()
             .unwrap()
     };
@@ -243,10 +244,13 @@ fn kill_9_of_fairq_work_in_a_loop_loses_no_job_and_reruns_no_acknowledged_one() 
         let deadline = Instant::now() + Duration::from_secs(120);
         while lines_of(&runs).len() < before + RUNS_PER_ROUND {
             assert!(Instant::now() < deadline, "round {round} ran nothing");
-            assert!(
-                child.try_wait().unwrap().is_none(),
-                "fairq work ended by itself in round {round}"
-            );
+            if let Some(status) = child.try_wait().unwrap() {
+                let err = std::fs::read_to_string(dir.path().join(format!("err.{round}")));
+                panic!(
+                    "fairq work ended by itself in round {round} ({status}): {}",
+                    err.unwrap_or_default()
+                );
+            }
             std::thread::sleep(Duration::from_millis(5));
         }
         child.kill().unwrap();
