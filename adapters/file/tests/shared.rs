@@ -338,3 +338,40 @@ fn a_clients_claim_is_durable_before_it_returns() {
         assert_eq!((info.status(), info.attempts), (JobStatus::Retrying, 1));
     });
 }
+
+/// An owner on its way out can still hold the folder's lock and socket for a moment (it was
+/// just killed and a child it was forking keeps copies of its descriptors until the child
+/// execs or dies): a process opening the folder then connects, and the connection ends
+/// during the handshake. That is waited out like a socket nobody serves, and the opener
+/// becomes the owner once the lock is free, instead of failing.
+#[test]
+fn an_owner_going_away_during_the_handshake_is_waited_out() {
+    let dir = tempfile::tempdir().unwrap();
+    FileBackend::open(dir.path(), FileOptions::default())
+        .unwrap()
+        .close()
+        .unwrap();
+    // The stand-in for the dying owner: the lock, and a socket that closes the one
+    // connection it accepts before the handshake, then lets go of both.
+    let lock = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(dir.path().join("fairq.lock"))
+        .unwrap();
+    fs4::FileExt::try_lock(&lock).expect("the folder's lock is free");
+    let socket = dir.path().join("fairq.sock");
+    let _ = std::fs::remove_file(&socket);
+    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let dying = std::thread::spawn(move || {
+        let (conn, _) = listener.accept().unwrap();
+        drop(conn);
+        drop(listener);
+        let _ = std::fs::remove_file(&socket);
+        drop(lock);
+    });
+    let store = FileBackend::open(dir.path(), FileOptions::default())
+        .expect("the opener waits for the lock instead of failing");
+    dying.join().unwrap();
+    assert_eq!(store.role(), Role::Owner);
+    store.close().unwrap();
+}

@@ -25,7 +25,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::address::{Address, socket_path};
 use super::wire::{
-    Answer, Call, PROTOCOL, Request, Response, WireError, each_from_wire, encode, read, write,
+    Answer, Call, PROTOCOL, ReadError, Request, Response, WireError, each_from_wire, encode, read,
+    write,
 };
 use crate::error::FileError;
 use crate::writer::lock;
@@ -119,7 +120,16 @@ impl Connection {
                 lost,
                 _stop: stop,
             }),
-            Ok(Err(reason)) => Err(ConnectFailure::Failed(FileError::Protocol { path, reason })),
+            // The owner may be on its way out (killed, or a child it was forking still holds
+            // its socket for a moment): its lock goes with it, so this is retried like a
+            // socket nobody serves.
+            Ok(Err(Handshake::Gone(reason))) => Err(ConnectFailure::NotServed(format!(
+                "{}: the connection ended during the handshake ({reason})",
+                path.display()
+            ))),
+            Ok(Err(Handshake::Refused(reason))) => {
+                Err(ConnectFailure::Failed(FileError::Protocol { path, reason }))
+            }
             Err(_) => Err(ConnectFailure::NotServed(format!(
                 "{}: no answer to the handshake",
                 path.display()
@@ -128,18 +138,26 @@ impl Connection {
     }
 }
 
+/// Why a handshake failed.
+enum Handshake {
+    /// The connection broke or ended (reset, closed): the owner is going away.
+    Gone(String),
+    /// The owner answered, but not as this build expects.
+    Refused(String),
+}
+
 /// The connection's thread: the handshake, then requests out and answers in until either
 /// side stops.
 async fn run(
     stream: std::os::unix::net::UnixStream,
     mut outgoing: mpsc::UnboundedReceiver<Outgoing>,
     stopped: oneshot::Receiver<()>,
-    ready: std::sync::mpsc::Sender<Result<(), String>>,
+    ready: std::sync::mpsc::Sender<Result<(), Handshake>>,
 ) {
     let stream = match UnixStream::from_std(stream) {
         Ok(stream) => stream,
         Err(e) => {
-            let _ = ready.send(Err(e.to_string()));
+            let _ = ready.send(Err(Handshake::Refused(e.to_string())));
             return;
         }
     };
@@ -149,9 +167,15 @@ async fn run(
         call: Call::Hello { protocol: PROTOCOL },
     };
     let greeted = async {
-        let bytes = encode(&hello).map_err(|e| e.to_string())?;
-        write(&mut to, &bytes).await.map_err(|e| e.to_string())?;
-        match read::<Response>(&mut from).await.map_err(|e| e.to_string())? {
+        let bytes = encode(&hello).map_err(|e| Handshake::Refused(e.to_string()))?;
+        write(&mut to, &bytes)
+            .await
+            .map_err(|e| Handshake::Gone(e.to_string()))?;
+        let answer = read::<Response>(&mut from).await.map_err(|e| match e {
+            ReadError::Invalid(_) => Handshake::Refused(e.to_string()),
+            ReadError::Closed | ReadError::Io(_) => Handshake::Gone(e.to_string()),
+        })?;
+        match answer {
             Response {
                 id: 0,
                 answer: Ok(Answer::Hello { protocol }),
@@ -159,10 +183,12 @@ async fn run(
             Response {
                 answer: Ok(Answer::Hello { protocol }),
                 ..
-            } => Err(format!(
+            } => Err(Handshake::Refused(format!(
                 "the owner speaks protocol {protocol}, this build {PROTOCOL}; use the same fairq version for both"
-            )),
-            other => Err(format!("unexpected handshake answer {other:?}")),
+            ))),
+            other => Err(Handshake::Refused(format!(
+                "unexpected handshake answer {other:?}"
+            ))),
         }
     }
     .await;
