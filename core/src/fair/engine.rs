@@ -357,11 +357,7 @@ where
         };
         let (at, weight) = (state.place(current), u32::from(state.weight));
         let index = self.index(at);
-        match self.storage.round_push_grow(index, key, item) {
-            Ok(()) => self.len += 1,
-            Err((key, item)) => self.push_past_rounds(index, weight, key, item),
-        }
-        Ok(())
+        self.push_slow(index, weight, key, item)
     }
 
     /// The item's round `index` is past the ordinary rounds or has no room left in its
