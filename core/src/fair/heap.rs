@@ -335,6 +335,9 @@ impl<K, T, H> HeapStorage<K, T, H> {
     #[cold]
     #[inline(never)]
     fn place_grow(&mut self, at: usize, key: K, item: T) {
+        // Staged pushes are placed before `rounds` is cleared or compacted, so their round
+        // still exists; the property tests would see an item lost here.
+        debug_assert!(at < self.rounds.len(), "a staged push outlived its round");
         if at < self.rounds.len() {
             self.make_room(at);
             self.rounds[at].tail.push((key, item));
