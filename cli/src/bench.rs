@@ -98,11 +98,15 @@ impl BenchConfig {
     }
 }
 
-/// What one bench job carries: when it was enqueued and padding up to the payload size.
+/// What one bench job carries: padding up to the payload size and when it was enqueued.
+///
+/// The fields are declared in byte order of their names, so the JSON is in canonical form
+/// (compact, keys sorted) and a PostgreSQL store keeps it once, as `jsonb`, as it would a
+/// `serde_json::Value` payload; fields out of order would make it keep the exact bytes too.
 #[derive(Debug, Serialize, Deserialize)]
 struct Payload {
-    t_us: u64,
     pad: String,
+    t_us: u64,
 }
 
 /// Bytes of the JSON around the padding (`{"t_us":…,"pad":""}` with a 12-digit time), so a
@@ -191,8 +195,8 @@ pub async fn run_bench<B: Backend>(
         let mut batch = Vec::with_capacity(n);
         for i in next..next + n {
             let payload = Payload {
-                t_us: micros(shared.origin.elapsed()),
                 pad: pad.clone(),
+                t_us: micros(shared.origin.elapsed()),
             };
             let job = NewJob::json(&queue, KIND, &payload)
                 .map_err(|e| CliError::Usage(e.to_string()))?
@@ -338,10 +342,22 @@ mod tests {
     #[test]
     fn payloads_have_the_requested_size() {
         let payload = Payload {
-            t_us: 123_456_789_012,
             pad: "x".repeat(200 - FRAME),
+            t_us: 123_456_789_012,
         };
         assert_eq!(serde_json::to_vec(&payload).unwrap().len(), 200);
+    }
+
+    #[test]
+    fn payloads_are_canonical_json() {
+        let payload = Payload {
+            pad: "xy".into(),
+            t_us: 7,
+        };
+        let bytes = serde_json::to_vec(&payload).unwrap();
+        // A `Value` writes object keys sorted: the same bytes only if the fields are in order.
+        let value: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(serde_json::to_vec(&value).unwrap(), bytes);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
