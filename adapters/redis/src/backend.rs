@@ -10,10 +10,10 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClientBuilder;
 use redis::AsyncConnectionConfig;
 
-use crate::cluster_link::ClusterLink;
 use crate::connection::{Connection, Opener};
 use crate::error::{self, is_transient, RedisStoreError};
 use crate::keys::KeySpace;
+use crate::link::{Link, ManagerSource};
 use crate::options::RedisOptions;
 use crate::registry::Registry;
 use crate::scripts::Scripts;
@@ -152,9 +152,10 @@ impl RedisBackend {
                     }
                     Err(_) => None,
                 };
-                let mut manager = ConnectionManager::new_with_config(client.clone(), config)
-                    .await
-                    .map_err(|source| connect_error(&addr, source))?;
+                let mut manager =
+                    ConnectionManager::new_with_config(client.clone(), config.clone())
+                        .await
+                        .map_err(|source| connect_error(&addr, source))?;
                 // A node of a cluster named by a plain URL: the cluster is discovered from it.
                 let info: String = redis::cmd("INFO")
                     .arg("cluster")
@@ -165,9 +166,19 @@ impl RedisBackend {
                     let (opener, conn, addr) = open_cluster(vec![url], &tls, &options).await?;
                     (opener, conn, addr, None)
                 } else {
+                    let source = ManagerSource {
+                        client: client.clone(),
+                        config,
+                    };
+                    let link = Link::new(
+                        source,
+                        manager,
+                        options.connect_timeout,
+                        options.renew_on_timeout,
+                    );
                     (
                         Opener::Single(client),
-                        Connection::single(manager),
+                        Connection::single(link),
                         addr,
                         first,
                     )
@@ -245,15 +256,15 @@ impl RedisBackend {
         self.inner.conn.clone()
     }
 
-    /// How many times the store's connection to a Redis Cluster was replaced by a new one
-    /// because a request on it timed out (always 0 for a single server, whose connection
-    /// reconnects by itself). A number that keeps growing means the cluster, or the way to
-    /// it, keeps failing to answer in time.
+    /// How many times the store's shared connection (to one server or to a Redis Cluster)
+    /// was replaced by a new one because a request on it timed out (see
+    /// [`RedisOptions::renew_on_timeout`]). A number that keeps growing means the server, or
+    /// the way to it, keeps failing to answer in time.
     ///
     /// ```no_run
     /// # async fn demo(store: fairq_redis::RedisBackend) {
     /// if store.connection_renewals() > 0 {
-    ///     eprintln!("the cluster connection was renewed {} times", store.connection_renewals());
+    ///     eprintln!("the connection was renewed {} times", store.connection_renewals());
     /// }
     /// # }
     /// ```
@@ -383,7 +394,12 @@ async fn open_cluster(
     let waiters = builder(None)?;
     match client.get_async_connection().await {
         Ok(conn) => {
-            let link = ClusterLink::new(client, conn, options.connect_timeout);
+            let link = Link::new(
+                client,
+                conn,
+                options.connect_timeout,
+                options.renew_on_timeout,
+            );
             Ok((Opener::Cluster(waiters), Connection::cluster(link), addr))
         }
         Err(source) => Err(match refused_node(&nodes, tls, options).await {

@@ -2,11 +2,11 @@
 
 use std::time::Duration;
 
-use redis::aio::{ConnectionLike, ConnectionManager, MultiplexedConnection};
+use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 
-use crate::cluster_link::ClusterLink;
+use crate::link::{Link, ManagerSource};
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{AsyncConnectionConfig, Client, Cmd, Pipeline, RedisFuture, RedisResult, Value};
 
@@ -28,13 +28,14 @@ pub struct Connection {
 
 #[derive(Clone)]
 enum Kind {
-    /// The store's shared connection to one server.
-    Single(ConnectionManager),
+    /// The store's shared connection to one server: a connection manager (it reconnects
+    /// after a broken connection), renewed when it stops answering (see [`Link`]).
+    Single(Link<ManagerSource>),
     /// A connection of its own to one server (blocking waits).
     Plain(MultiplexedConnection),
     /// A cluster connection: one multiplexed connection per node, renewed when it stops
-    /// answering (see [`ClusterLink`]).
-    Cluster(ClusterLink),
+    /// answering (see [`Link`]).
+    Cluster(Link<ClusterClient>),
 }
 
 /// Makes new connections to what the URL named (for blocking waits, which need connections of
@@ -57,10 +58,11 @@ impl Opener {
                         .await?,
                 )
             }
-            Opener::Cluster(client) => Kind::Cluster(ClusterLink::new(
+            Opener::Cluster(client) => Kind::Cluster(Link::new(
                 client.clone(),
                 client.get_async_connection().await?,
                 connect_timeout,
+                true,
             )),
         };
         Ok(Connection { kind })
@@ -68,9 +70,9 @@ impl Opener {
 }
 
 impl Connection {
-    pub(crate) fn single(manager: ConnectionManager) -> Self {
+    pub(crate) fn single(link: Link<ManagerSource>) -> Self {
         Connection {
-            kind: Kind::Single(manager),
+            kind: Kind::Single(link),
         }
     }
 
@@ -80,18 +82,19 @@ impl Connection {
         }
     }
 
-    pub(crate) fn cluster(link: ClusterLink) -> Self {
+    pub(crate) fn cluster(link: Link<ClusterClient>) -> Self {
         Connection {
             kind: Kind::Cluster(link),
         }
     }
 
-    /// How many times a cluster connection was renewed after a timeout (0 for a single
-    /// server, whose connection manager reconnects by itself).
+    /// How many times the shared connection was renewed after a timeout (0 for a
+    /// connection of its own).
     pub(crate) fn renewals(&self) -> u64 {
         match &self.kind {
+            Kind::Single(link) => link.renewals(),
             Kind::Cluster(link) => link.renewals(),
-            _ => 0,
+            Kind::Plain(_) => 0,
         }
     }
 
@@ -243,7 +246,7 @@ async fn delete_matching<C: ConnectionLike>(conn: &mut C, pattern: &str) -> Redi
 impl ConnectionLike for Connection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match &mut self.kind {
-            Kind::Single(manager) => manager.req_packed_command(cmd),
+            Kind::Single(link) => Box::pin(link.command(cmd)),
             Kind::Plain(conn) => conn.req_packed_command(cmd),
             Kind::Cluster(link) => Box::pin(link.command(cmd)),
         }
@@ -256,7 +259,7 @@ impl ConnectionLike for Connection {
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
         match &mut self.kind {
-            Kind::Single(manager) => manager.req_packed_commands(pipeline, offset, count),
+            Kind::Single(link) => Box::pin(link.pipeline(pipeline, offset, count)),
             Kind::Plain(conn) => conn.req_packed_commands(pipeline, offset, count),
             Kind::Cluster(link) => Box::pin(link.pipeline(pipeline, offset, count)),
         }
@@ -264,7 +267,7 @@ impl ConnectionLike for Connection {
 
     fn get_db(&self) -> i64 {
         match &self.kind {
-            Kind::Single(manager) => manager.get_db(),
+            Kind::Single(link) => link.current().1.get_db(),
             Kind::Plain(conn) => conn.get_db(),
             Kind::Cluster(link) => link.current().1.get_db(),
         }

@@ -38,6 +38,12 @@ pub struct RedisOptions {
     pub response_timeout: Duration,
     /// Reconnection attempts of the connection manager before an operation fails (default 3).
     pub reconnect_retries: usize,
+    /// Whether a request that times out replaces the store's shared connection with a new
+    /// one (default `true`). A connection that went silent without being closed (a firewall
+    /// or NAT that dropped its state; on a cluster, a connection whose routing stalled after
+    /// a failover) otherwise keeps timing out until TCP gives up on it. Calls that timed out
+    /// fail as transient either way and are repeated up to [`retries`](Self::retries) times.
+    pub renew_on_timeout: bool,
     /// How many times an operation is repeated after its connection broke (default 3).
     /// Every script is safe to repeat (see the crate docs).
     pub retries: u32,
@@ -97,6 +103,7 @@ impl RedisOptions {
             connect_timeout: Duration::from_secs(5),
             response_timeout: Duration::from_secs(10),
             reconnect_retries: 3,
+            renew_on_timeout: true,
             retries: 3,
             promote_limit: 10_000,
             batch: 500,
@@ -240,6 +247,7 @@ impl fmt::Debug for RedisOptions {
             .field("connect_timeout", &self.connect_timeout)
             .field("response_timeout", &self.response_timeout)
             .field("reconnect_retries", &self.reconnect_retries)
+            .field("renew_on_timeout", &self.renew_on_timeout)
             .field("retries", &self.retries)
             .field("promote_limit", &self.promote_limit)
             .field("batch", &self.batch)

@@ -4,6 +4,7 @@
 
 pub mod certs;
 pub mod cluster;
+pub mod proxy;
 pub mod server;
 
 use std::ops::Deref;

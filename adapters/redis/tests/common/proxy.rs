@@ -1,0 +1,116 @@
+//! A TCP proxy in front of the test server whose connections can be made to go silent: a
+//! frozen connection stays open (no FIN, no reset) but carries nothing more in either
+//! direction, like one whose state a firewall or NAT dropped. Connections opened after a
+//! freeze work normally.
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread;
+
+struct State {
+    /// Connections numbered below this are frozen.
+    frozen_below: AtomicU64,
+    /// Connections accepted so far.
+    accepted: AtomicU64,
+    /// Set when the proxy is dropped: frozen connections close and their threads end.
+    stop: Mutex<bool>,
+    stopped: Condvar,
+    closing: AtomicBool,
+}
+
+/// The proxy; dropping it closes every connection.
+pub struct Proxy {
+    port: u16,
+    state: Arc<State>,
+}
+
+impl Proxy {
+    /// A proxy on a free loopback port forwarding to `upstream` (`host:port`).
+    pub fn start(upstream: String) -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the proxy");
+        let port = listener.local_addr().expect("proxy address").port();
+        let state = Arc::new(State {
+            frozen_below: AtomicU64::new(0),
+            accepted: AtomicU64::new(0),
+            stop: Mutex::new(false),
+            stopped: Condvar::new(),
+            closing: AtomicBool::new(false),
+        });
+        let st = Arc::clone(&state);
+        thread::spawn(move || {
+            for client in listener.incoming() {
+                if st.closing.load(Ordering::SeqCst) {
+                    return;
+                }
+                let Ok(client) = client else { continue };
+                let Ok(server) = TcpStream::connect(&upstream) else {
+                    continue;
+                };
+                let id = st.accepted.fetch_add(1, Ordering::SeqCst);
+                for (from, to) in [
+                    (client.try_clone(), server.try_clone()),
+                    (server.try_clone(), client.try_clone()),
+                ] {
+                    let (Ok(from), Ok(to)) = (from, to) else {
+                        continue;
+                    };
+                    let st = Arc::clone(&st);
+                    thread::spawn(move || pipe(id, from, to, &st));
+                }
+            }
+        });
+        Proxy { port, state }
+    }
+
+    /// The proxy's port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Every connection open now goes silent.
+    pub fn freeze(&self) {
+        let accepted = self.state.accepted.load(Ordering::SeqCst);
+        self.state.frozen_below.store(accepted, Ordering::SeqCst);
+    }
+
+    /// Connections accepted so far.
+    pub fn accepted(&self) -> u64 {
+        self.state.accepted.load(Ordering::SeqCst)
+    }
+}
+
+/// Copies `from` to `to` until either closes or the connection is frozen; a frozen one keeps
+/// both sockets open (dropping what it read) until the proxy is dropped.
+fn pipe(id: u64, mut from: TcpStream, mut to: TcpStream, st: &State) {
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        if id < st.frozen_below.load(Ordering::SeqCst) {
+            let mut stop = st.stop.lock().unwrap_or_else(|e| e.into_inner());
+            while !*stop {
+                stop = st.stopped.wait(stop).unwrap_or_else(|e| e.into_inner());
+            }
+            break;
+        }
+        if to.write_all(&buf[..n]).is_err() {
+            break;
+        }
+    }
+    let _ = from.shutdown(Shutdown::Both);
+    let _ = to.shutdown(Shutdown::Both);
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.state.closing.store(true, Ordering::SeqCst);
+        *self.state.stop.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        self.state.stopped.notify_all();
+        // Wakes the accept loop so that it sees `closing`.
+        let _ = TcpStream::connect(("127.0.0.1", self.port));
+    }
+}
