@@ -67,6 +67,9 @@ pub enum Decision {
 /// ```
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[derive(Debug, Clone, PartialEq, Eq)]
+// Without an allocator a schedule is kept inline (up to `MAX_DELAYS` entries, 512 bytes):
+// there is no box to put it in, and a policy is built once and read, not moved around.
+#[cfg_attr(not(feature = "alloc"), allow(clippy::large_enum_variant))]
 pub enum Backoff {
     /// Retry at once.
     Immediate,

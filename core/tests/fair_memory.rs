@@ -3,6 +3,8 @@
 //! Only the allocations of the thread that set `COUNTING` are counted: the test harness's
 //! own threads allocate now and then while a test runs.
 
+#![cfg(feature = "alloc")]
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicIsize, Ordering};

@@ -1,5 +1,6 @@
 //! Property tests: the O(1) round engine against a literal, obviously-correct implementation of
 //! the snapshot-of-heads rule, and the heapless variant against the heap one.
+#![cfg(feature = "alloc")]
 
 use std::collections::{BTreeMap, VecDeque};
 

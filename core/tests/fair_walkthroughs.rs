@@ -1,5 +1,6 @@
 //! The three walkthroughs of the fair queue's original description, step by step, with the
 //! internal state (pending snapshot and per-key backlog) checked after every step.
+#![cfg(feature = "alloc")]
 
 use fairq_core::fair::FairQueue;
 

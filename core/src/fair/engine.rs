@@ -937,6 +937,7 @@ mod tests {
     /// An unbounded queue refuses the item past [`MAX_LEN`] (beyond it a key's round would
     /// not fit in its entry).
     #[test]
+    #[cfg(feature = "alloc")]
     fn no_queue_holds_more_than_max_len() {
         let mut q = crate::fair::FairQueue::unbounded();
         assert_eq!(q.capacity(), None);
