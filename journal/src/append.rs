@@ -36,6 +36,11 @@ use crate::JournalError;
 /// `write`; a larger one is written with `writev` straight from the caller's slice.
 const COPY_LIMIT: usize = 4096;
 
+/// The checksum's steps: 8 bytes at a time from an 8-byte boundary, single bytes before
+/// and after it.
+const CRC_ALIGN: usize = 8;
+static PAD: [u8; CRC_ALIGN] = [0; CRC_ALIGN];
+
 /// A follower under `Never` or `Periodic` checks for its leader this many times per round
 /// of its spin, and yields the processor between rounds (`Inner::put_records`). A `write`
 /// of a batch takes one to a few microseconds; the budget covers about that many before the
@@ -123,7 +128,7 @@ impl Inner {
             self.await_batch(w, first)
         } else {
             w.leading = true;
-            let file = w.file.clone();
+            let file = w.lend();
             let start = w.offset;
             let mut buf = std::mem::take(&mut w.own);
             buf.clear();
@@ -135,9 +140,17 @@ impl Inner {
                 // one `writev` from the caller's slice.
                 let rec = record(first, added_at_ms, expires_at_ms, d);
                 if d.len() <= COPY_LIMIT {
+                    // The checksum covers the record from its fifth byte: padding in front
+                    // puts that byte on an 8-byte boundary, so the checksum runs in 8-byte
+                    // steps only (a one-byte step takes as long as an 8-byte one).
+                    buf.reserve(CRC_ALIGN + RECORD_HEADER_LEN + d.len());
+                    let pad = (CRC_ALIGN - (buf.as_ptr() as usize + 4) % CRC_ALIGN) % CRC_ALIGN;
+                    // Eight bytes copied and cut back: a fixed-size copy is inlined.
+                    buf.extend_from_slice(&PAD);
+                    buf.truncate(pad);
                     encode_record(&rec, &mut buf);
-                    let len = buf.len();
-                    write_all(file.as_ref(), &buf).map(|()| len as u64)
+                    let len = buf.len() - pad;
+                    write_all(file.as_ref(), &buf[pad..]).map(|()| len as u64)
                 } else {
                     let h = encode_record_header(&rec);
                     write_all_vectored(file.as_ref(), &[IoSlice::new(&h), IoSlice::new(d)])
@@ -159,7 +172,8 @@ impl Inner {
                 write_all_vectored(file.as_ref(), &slices)
             };
             let mut w = proto::lock(&self.writer);
-            if buf.capacity() <= COPY_LIMIT + RECORD_HEADER_LEN {
+            w.give_back(file);
+            if buf.capacity() <= CRC_ALIGN + COPY_LIMIT + RECORD_HEADER_LEN {
                 w.own = buf;
             }
             let own = self.settle(&mut w, start, written, first, first + n - 1, 0);
@@ -240,11 +254,12 @@ impl Inner {
                     w.failures.push(Failure::new(first, last, &e, followers));
                     w.done_id = w.done_id.max(last);
                 } else {
-                    let file = w.file.clone();
+                    let file = w.lend();
                     let start = w.offset;
                     drop(w);
                     let written = write_all(file.as_ref(), &batch).map(|()| batch.len() as u64);
                     w = proto::lock(&self.writer);
+                    w.give_back(file);
                     let _ = self.settle(&mut w, start, written, first, last, followers);
                 }
                 let mut batch = batch;
@@ -269,12 +284,13 @@ impl Inner {
             let end = w.end();
             match self.config.sync {
                 SyncPolicy::Always if healthy && !w.unsynced.is_empty() => {
-                    let file = w.file.clone();
+                    let file = w.lend();
                     // Nobody else writes while this thread leads; syncing outside the lock
                     // lets more puts queue up for the next batch.
                     drop(w);
                     let result = file.sync_data();
                     w = proto::lock(&self.writer);
+                    w.give_back(file);
                     match result {
                         Ok(()) => {
                             self.mark_synced(end);
@@ -389,7 +405,7 @@ impl Inner {
         followers: usize,
     ) -> Result<(), JournalError> {
         let path = self.segment_path(w.seg_id);
-        let undone = w.file.set_len(start);
+        let undone = w.file().set_len(start);
         let err = if e.kind() == io::ErrorKind::StorageFull && undone.is_ok() {
             JournalError::io(path, e)
         } else {

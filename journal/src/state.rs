@@ -23,7 +23,13 @@ use crate::JournalError;
 /// next record goes and the next item id.
 pub(crate) struct Writer {
     pub(crate) seg_id: u64,
-    pub(crate) file: Arc<dyn WriteFile>,
+    /// The segment being written; changed only through [`Writer::set_file`], which keeps
+    /// `lent` on the same file.
+    file: Arc<dyn WriteFile>,
+    /// A second handle on `file`, which a leader moves out for its write outside the lock
+    /// and puts back ([`Writer::lend`]): no reference count changes on a put. `None` only
+    /// while a leader holds it.
+    lent: Option<Arc<dyn WriteFile>>,
     pub(crate) offset: u64,
     pub(crate) next_id: u64,
     /// Ids of sealed segments not synced yet (rotation under `Never` and `Periodic` does not
@@ -66,6 +72,7 @@ impl Writer {
     pub(crate) fn new(seg_id: u64, file: Arc<dyn WriteFile>, offset: u64, next_id: u64) -> Self {
         Writer {
             seg_id,
+            lent: Some(file.clone()),
             file,
             offset,
             next_id,
@@ -145,6 +152,34 @@ impl Failure {
 }
 
 impl Writer {
+    /// The file for a leader's write outside the lock, moved out of the writer: cloning
+    /// `file` for every put cost two atomic read-modify-writes. Hand it back with
+    /// [`Writer::give_back`] once the lock is taken again.
+    #[inline]
+    pub(crate) fn lend(&mut self) -> Arc<dyn WriteFile> {
+        self.lent.take().unwrap_or_else(|| self.file.clone())
+    }
+
+    /// Takes back a handle from [`Writer::lend`] (dropped if the writer moved to another
+    /// segment meanwhile, which only a leader or an idle writer does).
+    #[inline]
+    pub(crate) fn give_back(&mut self, file: Arc<dyn WriteFile>) {
+        if Arc::ptr_eq(&file, &self.file) {
+            self.lent = Some(file);
+        }
+    }
+
+    /// The segment being written.
+    pub(crate) fn file(&self) -> &Arc<dyn WriteFile> {
+        &self.file
+    }
+
+    /// Makes `file` the writer's file (rotation).
+    pub(crate) fn set_file(&mut self, file: Arc<dyn WriteFile>) {
+        self.lent = Some(file.clone());
+        self.file = file;
+    }
+
     pub(crate) fn end(&self) -> Pos {
         Pos {
             seg: self.seg_id,

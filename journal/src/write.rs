@@ -29,7 +29,7 @@ impl Inner {
         // header says so, which lets recovery treat a torn end of it as a torn tail.
         let sync_now = self.config.sync.is_durable_on_put();
         if sync_now {
-            w.file
+            w.file()
                 .sync_data()
                 .map_err(|e| JournalError::io(&old_path, e))?;
         }
@@ -55,7 +55,7 @@ impl Inner {
             idx.segs.insert(new, None);
         }
         w.seg_id = new;
-        w.file = file;
+        w.set_file(file);
         w.offset = crate::format::SEGMENT_HEADER_LEN as u64;
         let start = w.end();
         if sync_now {
@@ -179,7 +179,7 @@ impl Inner {
         let (file, upto, sealed) = {
             let mut w = proto::lock(&self.writer);
             (
-                w.file.clone(),
+                w.file().clone(),
                 w.end(),
                 std::mem::take(&mut w.unsynced_sealed),
             )
