@@ -9,9 +9,10 @@
 //! ```
 //!
 //! Arguments: contender, item size in bytes, operations. Contenders: `put` (`put` under
-//! `SyncPolicy::Never`, one thread), `put-N` (the same puts split over N threads), `raw-write` (one `write` per item), `get` (get+commit
-//! of a queue filled beforehand), `raw-read` (a length-prefixed file read 64 KiB at a time,
-//! each item copied into a `Vec`), `fan-out-N` (N readers of a filled queue, one thread
+//! `SyncPolicy::Never`, one thread), `put-N` (the same puts split over N threads),
+//! `raw-write` (one `write` per item), `yaque` (a yaque send with its default segment size,
+//! as in the journal bench), `get` (get+commit of a queue filled beforehand), `raw-read`
+//! (a length-prefixed file read 64 KiB at a time, each item copied into a `Vec`), `fan-out-N` (N readers of a filled queue, one thread
 //! each, draining it at once; the count is deliveries), `raw-read-N` (N threads each
 //! reading their own copy of the raw file). Filling is not timed; subtract a run with 0
 //! operations to leave it out of instruction counts. `JOURNAL_OPS_SEGMENT` and
@@ -100,7 +101,8 @@ fn raw_read(path: &Path, size: usize, n: u64) {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: journal_ops put|put-N|raw-write|get|raw-read|fan-out-N|raw-read-N SIZE OPS";
+    let usage =
+        "usage: journal_ops put|put-N|raw-write|yaque|get|raw-read|fan-out-N|raw-read-N SIZE OPS";
     let number = |i: usize| -> u64 {
         args.get(i)
             .and_then(|a| a.parse().ok())
@@ -140,6 +142,15 @@ fn main() {
             timed(&|| {
                 for _ in 0..n {
                     f.borrow_mut().write_all(&data).expect("write");
+                }
+            })
+        }
+        "yaque" => {
+            let tx = yaque::Sender::open(dir.path().join("q")).expect("open");
+            let tx = std::cell::RefCell::new(tx);
+            timed(&|| {
+                for _ in 0..n {
+                    tx.borrow_mut().try_send(&data).expect("send");
                 }
             })
         }
