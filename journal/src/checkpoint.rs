@@ -23,6 +23,8 @@ use crate::format::{u32_at, u64_at, DecodeError};
 pub const CHECKPOINT_MAGIC: [u8; 8] = *b"FAIRQCKP";
 /// Magic bytes at the start of a registry file.
 pub const REGISTRY_MAGIC: [u8; 8] = *b"FAIRQRDR";
+/// Magic bytes at the start of a tail marker file.
+pub const TAIL_MAGIC: [u8; 8] = *b"FAIRQTAL";
 /// The version of the registry format, and the oldest checkpoint version still read.
 const VERSION: u32 = 1;
 /// The checkpoint version this crate writes.
@@ -222,6 +224,39 @@ pub fn decode_registry(buf: &[u8]) -> Result<Vec<String>, DecodeError> {
         return Err(DecodeError::BadLength(at as u64));
     }
     Ok(names)
+}
+
+/// Encodes a tail marker: the newest segment created (see FORMAT.md, "Tail marker").
+///
+/// ```
+/// use fairq_journal::checkpoint::{decode_tail, encode_tail};
+/// assert_eq!(decode_tail(&encode_tail(7)).unwrap(), 7);
+/// ```
+pub fn encode_tail(segment: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(24);
+    out.extend_from_slice(&TAIL_MAGIC);
+    out.extend_from_slice(&VERSION.to_le_bytes());
+    out.extend_from_slice(&segment.to_le_bytes());
+    let crc = crc32c::crc32c(&out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out
+}
+
+/// Decodes a tail marker file. The whole buffer must be exactly one marker.
+///
+/// ```
+/// use fairq_journal::checkpoint::decode_tail;
+/// assert!(decode_tail(b"fairq-journal tail 7").is_err());
+/// ```
+pub fn decode_tail(buf: &[u8]) -> Result<u64, DecodeError> {
+    let version = check_envelope(buf, &TAIL_MAGIC, 24)?;
+    if version != VERSION {
+        return Err(DecodeError::BadVersion(version));
+    }
+    if buf.len() != 24 {
+        return Err(DecodeError::BadLength(buf.len() as u64));
+    }
+    Ok(u64_at(buf, 12))
 }
 
 #[cfg(test)]

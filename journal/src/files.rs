@@ -2,8 +2,8 @@
 //!
 //! For a queue `q`: segments are `q.<20-digit segment id>.seg`, the default reader's
 //! checkpoint is `q.cp`, a named reader `r`'s checkpoint is `q.cp.r`, and the reader registry
-//! is `q.readers`, and `q.lock` keeps a second handle from opening the queue. Temporary files
-//! end in `.tmp`. Names cannot contain `.`, so the files of two
+//! is `q.readers`, `q.tail` names the newest segment created, and `q.lock` keeps a second
+//! handle from opening the queue. Temporary files end in `.tmp`. Names cannot contain `.`, so the files of two
 //! queues sharing a directory never collide.
 
 use std::path::{Path, PathBuf};
@@ -48,6 +48,10 @@ pub(crate) fn registry_path(dir: &Path, queue: &str) -> PathBuf {
     dir.join(format!("{queue}.readers"))
 }
 
+pub(crate) fn tail_path(dir: &Path, queue: &str) -> PathBuf {
+    dir.join(format!("{queue}.tail"))
+}
+
 pub(crate) fn is_temp_of(queue: &str, file: &str) -> bool {
     file.ends_with(".tmp")
         && file
@@ -55,15 +59,15 @@ pub(crate) fn is_temp_of(queue: &str, file: &str) -> bool {
             .is_some_and(|rest| rest.starts_with('.'))
 }
 
-/// Whether `file` is one of the files of `queue` (segment, checkpoint, registry, lock or a
-/// temporary file): the entries the queue relies on and must find as regular files.
+/// Whether `file` is one of the files of `queue` (segment, checkpoint, registry, tail
+/// marker, lock or a temporary file): the entries the queue relies on and must find as regular files.
 pub(crate) fn belongs_to(queue: &str, file: &str) -> bool {
     parse_segment_name(queue, file).is_some()
         || parse_checkpoint_name(queue, file).is_some()
         || is_temp_of(queue, file)
         || file
             .strip_prefix(queue)
-            .is_some_and(|rest| rest == ".lock" || rest == ".readers")
+            .is_some_and(|rest| rest == ".lock" || rest == ".readers" || rest == ".tail")
 }
 
 /// The queue a file belongs to, if it is one of a queue's files.
@@ -93,6 +97,8 @@ mod tests {
         for mine in [
             "q.lock",
             "q.readers",
+            "q.tail",
+            "q.tail.tmp",
             "q.cp",
             "q.cp.r",
             "q.readers.tmp",
@@ -103,6 +109,7 @@ mod tests {
         for other in [
             "qq.lock",
             "q.lockx",
+            "qq.tail",
             "archive",
             "q",
             "q.00001.seg",

@@ -82,6 +82,7 @@ mod state;
 mod stats;
 pub mod storage;
 mod sync;
+mod tail;
 mod wake;
 mod write;
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::collections::BTreeSet;
 
 use crate::config::{JournalConfig, PutOptions, ReaderConfig};
-use crate::files::{lock_path, queue_of, registry_path};
+use crate::files::{lock_path, queue_of, registry_path, tail_path};
 use crate::reader::Reader;
 use crate::recovery::Access;
 use crate::report::RecoveryReport;
@@ -33,7 +33,9 @@ impl Inner {
             _ => Ok(()),
         };
         // Without registry and checkpoints, leftover segments after a crash read as a queue
-        // whose readers start from the oldest item: replayed, never lost.
+        // whose readers start from the oldest item: replayed, never lost. The tail marker goes
+        // first, so that a queue whose newest segments were already removed is not refused.
+        remove(&tail_path(&self.dir, &self.name))?;
         remove(&registry_path(&self.dir, &self.name))?;
         for r in read_lock(&self.readers).iter() {
             let path = lock(&r.cp).path.clone();

@@ -23,6 +23,7 @@ use crate::scan::{check_contiguous, scan, Restored, Scan};
 use crate::state::{Inner, Sealed, SegIndex, SyncState, Writer};
 use crate::storage::{DirEntry, EntryKind, LockGuard, ReadOnlyFile, Storage, WriteFile};
 use crate::sync::proto;
+use crate::tail::{check_tail, read_tail, write_tail};
 use crate::wake::Doorbell;
 use crate::write::{create_segment, spawn_flusher};
 use crate::JournalError;
@@ -299,6 +300,9 @@ pub(crate) fn open(
         .collect();
     seg_ids.sort_unstable();
     check_contiguous(dir, name, &seg_ids)?;
+    // Before the scan, which may cut a torn end off what it takes for the last segment.
+    let tail = read_tail(storage.as_ref(), dir, name)?;
+    check_tail(dir, name, tail, &seg_ids)?;
     if !seg_ids.is_empty() {
         // An existing queue: a reader without a checkpoint starts again from the oldest item.
         for r in restored.iter().filter(|r| !r.has_checkpoint) {
@@ -357,6 +361,7 @@ pub(crate) fn open(
             &config,
             last,
             scan.torn_last,
+            tail,
             &mut sealed,
         )?
     };
@@ -435,6 +440,8 @@ pub(crate) fn open(
 
 /// The writer's segment: an empty last segment is reused, else the last one is sealed and a
 /// new one started (with the id of a torn one that was removed, so ids stay contiguous).
+/// Either way the tail marker (`tail`, as read) ends up naming it.
+#[allow(clippy::too_many_arguments)]
 fn start_writer(
     storage: &dyn Storage,
     dir: &Path,
@@ -442,6 +449,7 @@ fn start_writer(
     config: &JournalConfig,
     last: Option<crate::scan::LastSegment>,
     torn_last: Option<u64>,
+    tail: Option<u64>,
     sealed: &mut BTreeMap<u64, Sealed>,
 ) -> Result<(u64, Arc<dyn WriteFile>, u64), JournalError> {
     if let Some(l) = &last {
@@ -449,12 +457,15 @@ fn start_writer(
         let f: Arc<dyn WriteFile> = Arc::from(storage.open_append(&path).map_err(io_err(&path))?);
         f.sync_data().map_err(io_err(&path))?;
         if !l.has_records {
+            // A folder from before tail markers, or a segment created ahead of the writer.
+            if tail != Some(l.id) {
+                write_tail(storage, dir, name, l.id, config.file_mode)?;
+            }
             return Ok((l.id, f, l.len));
         }
         sealed.insert(l.id, Sealed { len: l.len });
     }
     let new = torn_last.unwrap_or_else(|| last.map_or(1, |l| l.id + 1));
-    let path = dir.join(segment_name(name, new));
-    let f = create_segment(storage, dir, &path, new, false, config.file_mode)?;
+    let f = create_segment(storage, dir, name, new, false, config.file_mode)?;
     Ok((new, f, SEGMENT_HEADER_LEN as u64))
 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::PutOptions;
+use crate::files::segment_name;
 use crate::format::{encode_segment_header, SegmentHeader};
 use crate::item::ItemId;
 use crate::pos::Pos;
@@ -13,6 +14,7 @@ use crate::state::{Inner, NextSegment, Sealed, Writer};
 use crate::storage::{write_all, Storage, WriteFile};
 use crate::sync::lock;
 use crate::sync::proto;
+use crate::tail::write_tail;
 use crate::JournalError;
 
 impl Inner {
@@ -34,13 +36,12 @@ impl Inner {
                 .map_err(|e| JournalError::io(&old_path, e))?;
         }
         let new = old + 1;
-        let path = self.segment_path(new);
         let file = match self.take_next(w, new) {
             Some(file) => file,
             None => create_segment(
                 self.storage(),
                 &self.dir,
-                &path,
+                &self.name,
                 new,
                 !sync_now,
                 self.config.file_mode,
@@ -88,18 +89,18 @@ impl Inner {
     fn spawn_next(&self, w: &mut Writer) {
         let seg = w.seg_id + 1;
         let path = self.segment_path(seg);
-        let (storage, dir, mode) = (
+        let (storage, dir, name, mode) = (
             self.config.storage.clone(),
             self.dir.clone(),
+            self.name.clone(),
             self.config.file_mode,
         );
-        let target = path.clone();
         // A small stack: the thread only creates a file, and until rotation joins it, its
         // stack stays reserved.
         let spawned = std::thread::Builder::new()
             .name(format!("fairq-journal-next-{}", self.name))
             .stack_size(64 * 1024)
-            .spawn(move || create_segment(storage.as_ref(), &dir, &target, seg, true, mode));
+            .spawn(move || create_segment(storage.as_ref(), &dir, &name, seg, true, mode));
         match spawned {
             Ok(creating) => {
                 w.next = Some(NextSegment {
@@ -232,17 +233,21 @@ impl Drop for Inner {
 /// Creates a segment file with its header and makes it and its directory entry durable. A
 /// file it created but could not finish is removed again (best effort: a crash leaves an
 /// empty or torn last segment, which recovery removes).
+/// Creates segment `seg_id` of queue `queue` (header synced, directory entry synced), then
+/// records it in the queue's tail marker (see `tail.rs`).
 pub(crate) fn create_segment(
     storage: &dyn Storage,
     dir: &Path,
-    path: &Path,
+    queue: &str,
     seg_id: u64,
     prev_unsynced: bool,
     mode: u32,
 ) -> Result<Arc<dyn WriteFile>, JournalError> {
+    let path = &dir.join(segment_name(queue, seg_id));
     let io = |e| JournalError::io(path, e);
     let file: Arc<dyn WriteFile> = Arc::from(storage.create(path, mode).map_err(io)?);
-    let finished = init_segment(storage, dir, path, file.as_ref(), seg_id, prev_unsynced);
+    let finished = init_segment(storage, dir, path, file.as_ref(), seg_id, prev_unsynced)
+        .and_then(|()| write_tail(storage, dir, queue, seg_id, mode));
     if finished.is_err() {
         let _ = storage.remove_file(path);
     }

@@ -392,3 +392,72 @@ fn the_last_segments_missing_are_corruption_naming_the_first_of_them() {
         }
     }
 }
+
+/// A segment created after the last checkpoint, then deleted: no checkpoint knows it, but the
+/// tail marker does, so the queue refuses to open (naming the file) instead of dropping its
+/// items and handing their ids out again.
+#[test]
+fn a_segment_created_after_the_last_checkpoint_and_deleted_is_corruption() {
+    let dir = filled(2);
+    let copy = tempfile::tempdir().unwrap();
+    {
+        let q = JournaledQueue::open(dir.path(), "q", cfg(40)).unwrap();
+        let _r = q.reader("r").unwrap();
+        for i in 0..3u8 {
+            q.put(&[100 + i; 8]).unwrap();
+        }
+        // The folder as a crash would leave it now: no checkpoint since the puts (they are
+        // written on commit and close).
+        for entry in std::fs::read_dir(dir.path()).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e != "lock") {
+                std::fs::copy(&path, copy.path().join(path.file_name().unwrap())).unwrap();
+            }
+        }
+        q.close().unwrap();
+    }
+    // One item per segment: the newest holds nothing yet, the one before holds the last item.
+    let segs = segments(copy.path());
+    assert!(segs.len() >= segments_of_filled_2() + 2, "{segs:?}");
+    let first_gone = &segs[segs.len() - 2];
+    for seg in &segs[segs.len() - 2..] {
+        std::fs::remove_file(seg).unwrap();
+    }
+    expect_missing(open_all(copy.path()), first_gone);
+    match JournaledQueue::open_read_only(copy.path(), "q", cfg(40)) {
+        Err(JournalError::Corrupt { path, .. }) => assert_eq!(&path, first_gone),
+        other => panic!("expected corruption, got {other:?}"),
+    }
+    // With the segment back, nothing is lost.
+    let items = open_all(dir.path()).unwrap();
+    assert_eq!(items.len(), 5);
+}
+
+fn segments_of_filled_2() -> usize {
+    segments(filled(2).path()).len()
+}
+
+/// A folder written before tail markers existed (none there) opens and gets one, and a
+/// marker that is not one is corruption naming it.
+#[test]
+fn a_missing_marker_checks_nothing_and_a_damaged_one_is_named() {
+    let dir = filled(2);
+    let marker = dir.path().join("q.tail");
+    assert!(marker.exists());
+    std::fs::remove_file(&marker).unwrap();
+    assert_eq!(
+        open_all(dir.path()).unwrap(),
+        vec![vec![0u8; 8], vec![1u8; 8]]
+    );
+    assert!(marker.exists(), "opening records the writer's segment");
+    let mut bytes = std::fs::read(&marker).unwrap();
+    bytes[12] ^= 1;
+    std::fs::write(&marker, bytes).unwrap();
+    match open_all(dir.path()) {
+        Err(JournalError::Corrupt { path, reason, .. }) => {
+            assert_eq!(path, marker);
+            assert!(reason.contains("tail marker"), "{reason}");
+        }
+        other => panic!("expected corruption, got {other:?}"),
+    }
+}

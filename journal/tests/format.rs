@@ -1,7 +1,8 @@
 //! The golden test vectors in FORMAT.md match what the encoders produce and decode back.
 
 use fairq_journal::checkpoint::{
-    decode_checkpoint, decode_registry, encode_checkpoint, encode_registry, Checkpoint,
+    decode_checkpoint, decode_registry, decode_tail, encode_checkpoint, encode_registry,
+    encode_tail, Checkpoint,
 };
 use fairq_journal::format::{
     decode_record, decode_segment_header, encode_record, encode_segment_header, Record, RecordKind,
@@ -103,4 +104,10 @@ fn checkpoint_and_registry_match_golden_vectors() {
     let names = vec!["a".to_string()];
     assert_eq!(encode_registry(&names), golden("registry"));
     assert_eq!(decode_registry(&golden("registry")).unwrap(), names);
+    assert_eq!(encode_tail(5), golden("tail"));
+    assert_eq!(decode_tail(&golden("tail")).unwrap(), 5);
+    let mut damaged = golden("tail");
+    damaged[12] ^= 1;
+    assert!(decode_tail(&damaged).is_err());
+    assert!(decode_tail(&golden("tail")[..20]).is_err());
 }
