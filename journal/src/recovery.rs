@@ -23,7 +23,7 @@ use crate::scan::{check_contiguous, scan, Restored, Scan};
 use crate::state::{Inner, Sealed, SegIndex, SyncState, Writer};
 use crate::storage::{DirEntry, EntryKind, LockGuard, ReadOnlyFile, Storage, WriteFile};
 use crate::sync::proto;
-use crate::tail::{check_tail, read_tail, write_tail};
+use crate::tail::{check_tail, read_tail, record_tail};
 use crate::wake::Doorbell;
 use crate::write::{create_segment, spawn_flusher};
 use crate::JournalError;
@@ -459,7 +459,7 @@ fn start_writer(
         if !l.has_records {
             // A folder from before tail markers, or a segment created ahead of the writer.
             if tail != Some(l.id) {
-                write_tail(storage, dir, name, l.id, config.file_mode)?;
+                record_tail(storage, dir, name, l.id, config.file_mode);
             }
             return Ok((l.id, f, l.len));
         }

@@ -10,7 +10,8 @@
 //! every segment file present.
 //!
 //! The marker only ever names a segment that was complete on disk before the marker was
-//! written, so no crash makes it name a missing file. A queue without a marker (written
+//! written, so no crash makes it name a missing file. A marker that could not be written
+//! stays at an older segment, which only weakens the check. A queue without a marker (written
 //! before markers existed) checks nothing until its next segment is created.
 
 use std::io;
@@ -21,8 +22,21 @@ use crate::files::{segment_name, tail_path};
 use crate::storage::{replace_atomically, Storage};
 use crate::JournalError;
 
-/// Records `seg` as the queue's newest segment.
-pub(crate) fn write_tail(
+/// Records `seg` as the queue's newest segment. A marker that cannot be written (a full
+/// disk) is logged and left as it was: an older marker weakens the check but never makes it
+/// refuse a sound queue, while failing the write that needed the segment would lose more.
+pub(crate) fn record_tail(storage: &dyn Storage, dir: &Path, queue: &str, seg: u64, mode: u32) {
+    if let Err(e) = write_tail(storage, dir, queue, seg, mode) {
+        tracing::warn!(
+            queue,
+            segment = seg,
+            error = %e,
+            "the tail marker was not updated: losing the newest segments goes unnoticed until it is"
+        );
+    }
+}
+
+fn write_tail(
     storage: &dyn Storage,
     dir: &Path,
     queue: &str,

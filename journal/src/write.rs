@@ -14,7 +14,7 @@ use crate::state::{Inner, NextSegment, Sealed, Writer};
 use crate::storage::{write_all, Storage, WriteFile};
 use crate::sync::lock;
 use crate::sync::proto;
-use crate::tail::write_tail;
+use crate::tail::record_tail;
 use crate::JournalError;
 
 impl Inner {
@@ -246,12 +246,13 @@ pub(crate) fn create_segment(
     let path = &dir.join(segment_name(queue, seg_id));
     let io = |e| JournalError::io(path, e);
     let file: Arc<dyn WriteFile> = Arc::from(storage.create(path, mode).map_err(io)?);
-    let finished = init_segment(storage, dir, path, file.as_ref(), seg_id, prev_unsynced)
-        .and_then(|()| write_tail(storage, dir, queue, seg_id, mode));
+    let finished = init_segment(storage, dir, path, file.as_ref(), seg_id, prev_unsynced);
     if finished.is_err() {
         let _ = storage.remove_file(path);
     }
-    finished.map(|()| file)
+    finished?;
+    record_tail(storage, dir, queue, seg_id, mode);
+    Ok(file)
 }
 
 /// Writes a new segment's header and syncs it and the directory.
