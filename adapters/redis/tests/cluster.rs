@@ -31,14 +31,6 @@ fn the_cluster_store_matches_the_reference_store() {
     fairq_worker::conformance::differential::check(harness, 24);
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 async fn connect(url: &str) -> RedisBackend {
     RedisBackend::connect(url, common::options(ManualClock::new(1_700_000_000_000)))
         .await
@@ -53,7 +45,7 @@ fn queues_spread_over_the_masters_and_operator_calls_gather_from_all_of_them() {
     let Some(cluster) = cluster::shared() else {
         return;
     };
-    runtime().block_on(async {
+    common::runtime().block_on(async {
         let store = connect(&cluster.url()).await;
         let queues: Vec<String> = (0..24).map(|i| format!("q{i}")).collect();
         let mut ids = HashSet::new();
@@ -143,7 +135,7 @@ fn a_dependency_on_another_masters_queue_is_released_on_success() {
     let Some(cluster) = cluster::shared() else {
         return;
     };
-    runtime().block_on(async {
+    common::runtime().block_on(async {
         let store = connect(&cluster.url()).await;
         // Two queues on different masters.
         let owner = |q: &str| cluster.master_of(&format!("{}meta", store.keys().queue_base(q)));
@@ -189,7 +181,7 @@ fn one_node_by_a_plain_url_discovers_the_cluster() {
     let Some(cluster) = cluster::shared() else {
         return;
     };
-    runtime().block_on(async {
+    common::runtime().block_on(async {
         let port = cluster.nodes[1].port;
         let options = common::options(ManualClock::new(1_700_000_000_000));
         let prefix = options.prefix.clone();
@@ -232,7 +224,7 @@ fn a_request_that_times_out_renews_the_cluster_connection() {
     }
     let cluster =
         cluster::LocalCluster::start(3, 0).unwrap_or_else(|e| panic!("private cluster: {e}"));
-    runtime().block_on(async {
+    common::runtime().block_on(async {
         let mut options = common::options(ManualClock::new(1_700_000_000_000))
             .response_timeout(Duration::from_millis(300));
         // No repeats behind the test's back: the paused call must fail.

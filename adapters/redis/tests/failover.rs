@@ -229,11 +229,7 @@ async fn run(cluster: Arc<Mutex<LocalCluster>>, total: usize, wait: bool) -> Cou
 }
 
 fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(4)
-        .enable_all()
-        .build()
-        .unwrap()
+    common::runtime_with(4)
 }
 
 #[test]

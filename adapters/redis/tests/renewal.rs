@@ -12,14 +12,6 @@ use fairq_redis::RedisBackend;
 use fairq_worker::{Backend, ManualClock, NewJob};
 use redis::ConnectionAddr;
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 /// A proxy in front of the test server, and the URL that reaches the server through it.
 fn proxied() -> (Proxy, String) {
     let info = redis::Client::open(common::url().as_str())
@@ -35,7 +27,7 @@ fn proxied() -> (Proxy, String) {
 }
 
 /// A store through the proxy whose calls fail after one timeout (no repeats behind the
-/// test's back).
+/// test's back), holding one job enqueued while the connection worked.
 async fn store(url: &str, renew: bool) -> (RedisBackend, common::Guard) {
     let mut options = common::options(ManualClock::new(1_700_000_000_000))
         .response_timeout(Duration::from_millis(300));
@@ -45,6 +37,11 @@ async fn store(url: &str, renew: bool) -> (RedisBackend, common::Guard) {
     let store = RedisBackend::connect(url, options)
         .await
         .expect("connect through the proxy");
+    store
+        .enqueue(NewJob::new("silent", "k", b"1".to_vec()))
+        .await
+        .expect("enqueue before the freeze");
+    assert_eq!(store.connection_renewals(), 0);
     (store, guard)
 }
 
@@ -54,13 +51,8 @@ fn a_request_that_times_out_renews_a_silent_connection() {
         return;
     }
     let (proxy, url) = proxied();
-    runtime().block_on(async {
+    common::runtime().block_on(async {
         let (store, _guard) = store(&url, true).await;
-        store
-            .enqueue(NewJob::new("silent", "k", b"1".to_vec()))
-            .await
-            .expect("enqueue before the freeze");
-        assert_eq!(store.connection_renewals(), 0);
 
         proxy.freeze();
         let opened = proxy.accepted();
@@ -93,12 +85,8 @@ fn without_renewal_a_silent_connection_keeps_timing_out() {
         return;
     }
     let (proxy, url) = proxied();
-    runtime().block_on(async {
+    common::runtime().block_on(async {
         let (store, _guard) = store(&url, false).await;
-        store
-            .enqueue(NewJob::new("silent", "k", b"1".to_vec()))
-            .await
-            .expect("enqueue before the freeze");
         proxy.freeze();
         for i in 2..4 {
             let err = store

@@ -75,14 +75,6 @@ async fn wait_is_woken(store: &RedisBackend, queue: &str) -> fairq_worker::JobId
     c
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime")
-}
-
 #[test]
 fn jobs_are_enqueued_claimed_and_settled_over_tls() {
     if !server::installed() {
@@ -90,7 +82,7 @@ fn jobs_are_enqueued_claimed_and_settled_over_tls() {
     }
     let ca = Authority::new("fairq test CA");
     let redis = tls_server(&ca, false);
-    runtime().block_on(async {
+    common::runtime().block_on(async {
         let clock = ManualClock::new(1_000);
         let url = format!("rediss://127.0.0.1:{}/", redis.port);
         let options = common::options(clock.clone()).root_certificate(ca.pem.clone());
@@ -127,7 +119,7 @@ fn a_certificate_from_another_authority_is_a_typed_tls_error() {
     let ca = Authority::new("fairq test CA");
     let stranger = Authority::new("some other CA");
     let redis = tls_server(&ca, false);
-    runtime().block_on(async {
+    common::runtime().block_on(async {
         let url = format!("rediss://127.0.0.1:{}/", redis.port);
         let options = RedisOptions::new()
             .prefix(common::prefix())
@@ -177,7 +169,7 @@ fn a_server_that_requires_client_certificates_gets_one_or_refuses() {
     let ca = Authority::new("fairq test CA");
     let redis = tls_server(&ca, true);
     let key_pem = std::fs::read_to_string(redis.file("client.key")).unwrap();
-    runtime().block_on(async {
+    common::runtime().block_on(async {
         let clock = ManualClock::new(1_000);
         // The certificate and key by file, as URL parameters (redis-cli's names).
         let url = format!(

@@ -43,6 +43,21 @@ pub fn available() -> bool {
     reachable
 }
 
+/// A runtime for tests that run outside `#[tokio::test]` (private servers, proxies) with
+/// `threads` worker threads.
+pub fn runtime_with(threads: usize) -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime")
+}
+
+/// [`runtime_with`] two threads.
+pub fn runtime() -> tokio::runtime::Runtime {
+    runtime_with(2)
+}
+
 /// A key prefix no other test uses.
 pub fn prefix() -> String {
     format!("fairq-test-{:016x}", random_u64())
