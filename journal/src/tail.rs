@@ -12,7 +12,8 @@
 //! The marker only ever names a segment that was complete on disk before the marker was
 //! written, so no crash makes it name a missing file. A marker that could not be written
 //! stays at an older segment, which only weakens the check. A queue without a marker (written
-//! before markers existed) checks nothing until its next segment is created.
+//! before markers existed) checks nothing until it is opened for writing, which records the
+//! writer's segment.
 
 use std::io;
 use std::path::Path;
