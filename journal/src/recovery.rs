@@ -21,7 +21,9 @@ use crate::reader_state::{new_shared, ReaderShared, ReaderState};
 use crate::report::RecoveryReport;
 use crate::scan::{check_contiguous, scan, Restored, Scan};
 use crate::state::{Inner, Sealed, SegIndex, SyncState, Writer};
-use crate::storage::{DirEntry, EntryKind, LockGuard, ReadOnlyFile, Storage, WriteFile};
+use crate::storage::{
+    read_if_present, DirEntry, EntryKind, LockGuard, ReadOnlyFile, Storage, WriteFile,
+};
 use crate::sync::proto;
 use crate::tail::{check_tail, read_tail, record_tail};
 use crate::wake::Doorbell;
@@ -35,7 +37,7 @@ pub(crate) enum Access {
     ReadOnly,
 }
 
-fn corrupt(path: &Path, reason: impl Into<String>) -> JournalError {
+pub(crate) fn corrupt(path: &Path, reason: impl Into<String>) -> JournalError {
     JournalError::Corrupt {
         path: path.to_path_buf(),
         offset: 0,
@@ -107,11 +109,10 @@ fn read_registry(
     queue: &str,
 ) -> Result<Vec<String>, JournalError> {
     let reg_path = registry_path(dir, queue);
-    let names = match storage.read_all(&reg_path) {
-        Ok(bytes) => decode_registry(&bytes)
+    let names = match read_if_present(storage, &reg_path).map_err(io_err(&reg_path))? {
+        Some(bytes) => decode_registry(&bytes)
             .map_err(|e| corrupt(&reg_path, format!("reader registry: {e}")))?,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => vec![String::new()],
-        Err(e) => return Err(JournalError::io(&reg_path, e)),
+        None => vec![String::new()],
     };
     if names.is_empty()
         || names
@@ -133,16 +134,15 @@ fn read_checkpoint(
     reader: &str,
 ) -> Result<Restored, JournalError> {
     let path = checkpoint_path(dir, queue, reader);
-    let checkpoint = match storage.read_all(&path) {
-        Ok(bytes) => match decode_checkpoint(&bytes) {
+    let checkpoint = match read_if_present(storage, &path).map_err(io_err(&path))? {
+        Some(bytes) => match decode_checkpoint(&bytes) {
             Ok(cp) => Some(cp),
             Err(e) => {
                 tracing::warn!(path = %path.display(), error = %e, "unreadable checkpoint; the reader restarts from the oldest item");
                 None
             }
         },
-        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-        Err(e) => return Err(JournalError::io(&path, e)),
+        None => None,
     };
     let has_checkpoint = checkpoint.is_some();
     let cp = checkpoint.unwrap_or_default();

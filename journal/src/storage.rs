@@ -234,6 +234,16 @@ pub fn replace_atomically(
     storage.sync_dir(parent_dir(path))
 }
 
+/// The whole content of `path`, or `None` when there is no such file (a checkpoint, the
+/// registry or the tail marker, each of which may not have been written yet).
+pub(crate) fn read_if_present(storage: &dyn Storage, path: &Path) -> io::Result<Option<Vec<u8>>> {
+    match storage.read_all(path) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 /// The directory holding `path` (`.` for a bare file name).
 pub(crate) fn parent_dir(path: &Path) -> &Path {
     match path.parent() {

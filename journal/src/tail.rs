@@ -15,12 +15,12 @@
 //! before markers existed) checks nothing until it is opened for writing, which records the
 //! writer's segment.
 
-use std::io;
 use std::path::Path;
 
 use crate::checkpoint::{decode_tail, encode_tail};
 use crate::files::{segment_name, tail_path};
-use crate::storage::{replace_atomically, Storage};
+use crate::recovery::corrupt;
+use crate::storage::{read_if_present, replace_atomically, Storage};
 use crate::JournalError;
 
 /// Records `seg` as the queue's newest segment. A marker that cannot be written (a full
@@ -56,18 +56,13 @@ pub(crate) fn read_tail(
     queue: &str,
 ) -> Result<Option<u64>, JournalError> {
     let path = tail_path(dir, queue);
-    let bytes = match storage.read_all(&path) {
-        Ok(bytes) => bytes,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(JournalError::io(&path, e)),
+    let Some(bytes) = read_if_present(storage, &path).map_err(|e| JournalError::io(&path, e))?
+    else {
+        return Ok(None);
     };
     decode_tail(&bytes)
         .map(Some)
-        .map_err(|e| JournalError::Corrupt {
-            path: path.clone(),
-            offset: 0,
-            reason: format!("the tail marker is damaged: {e}"),
-        })
+        .map_err(|e| corrupt(&path, format!("the tail marker is damaged: {e}")))
 }
 
 /// Refuses to open when the marker names a segment newer than every segment in `present`
@@ -91,14 +86,13 @@ pub(crate) fn check_tail(
     );
     // The first of the missing ones.
     let first = newest.map_or(tail, |n| n + 1);
-    Err(JournalError::Corrupt {
-        path: dir.join(segment_name(queue, first)),
-        offset: 0,
-        reason: format!(
+    Err(corrupt(
+        &dir.join(segment_name(queue, first)),
+        format!(
             "the segment file is missing: segment {tail} was created ({left}); the items it \
              held would be lost"
         ),
-    })
+    ))
 }
 
 #[cfg(test)]

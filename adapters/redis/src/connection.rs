@@ -58,11 +58,13 @@ impl Opener {
                         .await?,
                 )
             }
+            // Blocking waits bound their own time: their client sets no reply timeout, so
+            // nothing times out that a renewal could mend.
             Opener::Cluster(client) => Kind::Cluster(Link::new(
                 client.clone(),
                 client.get_async_connection().await?,
                 connect_timeout,
-                true,
+                false,
             )),
         };
         Ok(Connection { kind })

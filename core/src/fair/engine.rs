@@ -83,7 +83,7 @@ fn round_bits(round: u64) -> u32 {
 /// as many instructions; why the smaller slot is slower in the first-level cache is not
 /// known (`VecDeque` plus a lookup of a `u32` state is faster with it there too). Since every
 /// push is staged the cost is smaller: best of ten, 12.0 against 11.4 ns at 64 keys and 11.5
-/// against 11.2 at 1,024 keys (the queue before this session: 10.8 and 10.9).
+/// against 11.2 at 1,024 keys (the queue before staging and 4-byte entries: 10.8 and 10.9).
 ///
 /// For a key of weight 1 the entry is the round of its last queued item; a weighted key's
 /// entry is flagged (the low bit) and points to a [`Weighted`] entry in the storage's

@@ -161,7 +161,7 @@
 //! before these changes: 3.5x-5.3x). Heap bytes per item 16.8 / 20.0 / 17.1 against 16.8
 //! for `VecDeque`; a drained queue keeps 6.9 KB.
 //!
-//! Before this session's last four changes the counts were 71 (1 key), 143 (64 keys), 143
+//! Before the last four changes above the counts were 71 (1 key), 143 (64 keys), 143
 //! (a million queued) and 143 (65,536 keys) instructions, with 0.92 L2 misses per step at
 //! 65,536 keys; the quiet run quoted then measured 65,536 keys at 3.90x `VecDeque`, a
 //! million queued at 4.28x and 64 keys at 1.05x the naive queue.
