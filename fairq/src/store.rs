@@ -238,7 +238,11 @@ impl Store {
                     return Err(not_compiled(url, "file"));
                 }
             }
-            StoreUrl::Postgres { url: conn, schema } => {
+            StoreUrl::Postgres {
+                url: conn,
+                schema,
+                keep_succeeded,
+            } => {
                 #[cfg(feature = "postgres")]
                 {
                     let mut pg = fairq_postgres::PgOptions::default()
@@ -248,6 +252,9 @@ impl Store {
                     if let Some(schema) = schema {
                         pg = pg.schema(schema.clone());
                     }
+                    if let Some(keep) = keep_succeeded {
+                        pg = pg.keep_succeeded(*keep);
+                    }
                     fairq_postgres::PgBackend::connect(conn, pg)
                         .await
                         .map(Store::Postgres)
@@ -255,7 +262,7 @@ impl Store {
                 }
                 #[cfg(not(feature = "postgres"))]
                 {
-                    let _ = (conn, schema);
+                    let _ = (conn, schema, keep_succeeded);
                     return Err(not_compiled(url, "postgres"));
                 }
             }

@@ -11,8 +11,10 @@ use crate::redact::redact;
 ///
 /// * `file:PATH` (also `file://PATH`): the embedded file store in folder `PATH`;
 /// * `postgres://...` or `postgresql://...`: PostgreSQL; the `schema` query parameter
-///   (default `fairq`) is taken out, every other parameter goes to the driver (TLS by
-///   libpq's `sslmode` and `sslrootcert`, see [`fairq_postgres`]'s docs);
+///   (default `fairq`) and `keep_succeeded` (`true`, the default, or `false`: see
+///   `fairq_postgres::PgOptions::keep_succeeded`) are taken out, every other parameter goes
+///   to the driver (TLS by libpq's `sslmode` and `sslrootcert`, see [`fairq_postgres`]'s
+///   docs);
 /// * `redis://...` or `rediss://...` (TLS): Redis; the `prefix` query parameter (default
 ///   `fairq`) is taken out; a Redis Cluster is `redis+cluster://host1:port1,host2:port2/`
 ///   (`rediss+cluster://` with TLS) or `redis://host:port/?cluster=true` (discovered from one
@@ -44,6 +46,8 @@ pub enum StoreUrl {
         url: String,
         /// The schema, if given.
         schema: Option<String>,
+        /// Whether succeeded jobs are kept, if given (`keep_succeeded=true|false`).
+        keep_succeeded: Option<bool>,
     },
     /// Redis.
     Redis {
@@ -61,10 +65,15 @@ impl fmt::Debug for StoreUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             StoreUrl::File(path) => f.debug_tuple("File").field(path).finish(),
-            StoreUrl::Postgres { url, schema } => f
+            StoreUrl::Postgres {
+                url,
+                schema,
+                keep_succeeded,
+            } => f
                 .debug_struct("Postgres")
                 .field("url", &redact(url))
                 .field("schema", schema)
+                .field("keep_succeeded", keep_succeeded)
                 .finish(),
             StoreUrl::Redis { url, prefix } => f
                 .debug_struct("Redis")
@@ -134,7 +143,22 @@ impl FromStr for StoreUrl {
             }
             "postgres" | "postgresql" => {
                 let (url, schema) = take_param(s, "schema").map_err(|r| bad(&r))?;
-                Ok(StoreUrl::Postgres { url, schema })
+                let (url, keep) = take_param(&url, "keep_succeeded").map_err(|r| bad(&r))?;
+                let keep_succeeded = match keep.as_deref() {
+                    None => None,
+                    Some("true") => Some(true),
+                    Some("false") => Some(false),
+                    Some(other) => {
+                        return Err(bad(&format!(
+                            "keep_succeeded={other} is neither true nor false"
+                        )));
+                    }
+                };
+                Ok(StoreUrl::Postgres {
+                    url,
+                    schema,
+                    keep_succeeded,
+                })
             }
             "redis" | "rediss" | "redis+cluster" | "rediss+cluster" => {
                 let (url, prefix) = take_param(s, "prefix").map_err(|r| bad(&r))?;
@@ -187,11 +211,18 @@ impl fmt::Display for StoreUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             StoreUrl::File(path) => write!(f, "file:{}", path.display()),
-            StoreUrl::Postgres { url, schema } => {
+            StoreUrl::Postgres {
+                url,
+                schema,
+                keep_succeeded,
+            } => {
                 f.write_str(&redact(url))?;
-                match schema {
-                    Some(s) => write!(f, " (schema {s})"),
-                    None => Ok(()),
+                if let Some(s) = schema {
+                    write!(f, " (schema {s})")?;
+                }
+                match keep_succeeded {
+                    Some(false) => f.write_str(" (succeeded jobs not kept)"),
+                    _ => Ok(()),
                 }
             }
             StoreUrl::Redis { url, prefix } => {
@@ -265,16 +296,34 @@ mod tests {
             parse("postgres://u@h/db?sslmode=disable&schema=jobs"),
             Ok(StoreUrl::Postgres {
                 url: "postgres://u@h/db?sslmode=disable".into(),
-                schema: Some("jobs".into())
+                schema: Some("jobs".into()),
+                keep_succeeded: None,
             })
         );
         assert_eq!(
             parse("postgresql://h/db"),
             Ok(StoreUrl::Postgres {
                 url: "postgresql://h/db".into(),
-                schema: None
+                schema: None,
+                keep_succeeded: None,
             })
         );
+        assert_eq!(
+            parse("postgres://h/db?keep_succeeded=false&sslmode=disable"),
+            Ok(StoreUrl::Postgres {
+                url: "postgres://h/db?sslmode=disable".into(),
+                schema: None,
+                keep_succeeded: Some(false),
+            })
+        );
+        assert_eq!(
+            parse("postgres://h/db?keep_succeeded=false")
+                .unwrap()
+                .to_string(),
+            "postgres://h/db (succeeded jobs not kept)"
+        );
+        let err = parse("postgres://h/db?keep_succeeded=no").unwrap_err();
+        assert!(err.contains("neither true nor false"), "{err}");
         assert_eq!(
             parse("rediss://h:1/2?prefix=p"),
             Ok(StoreUrl::Redis {

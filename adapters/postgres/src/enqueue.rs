@@ -65,7 +65,7 @@ impl Producer {
     /// ```
     pub fn new(schema: &str) -> Result<Producer, PgError> {
         Ok(Producer {
-            sql: Arc::new(Sql::new(SchemaName::new(schema)?)),
+            sql: Arc::new(Sql::new(SchemaName::new(schema)?, true)),
             clock: Arc::new(SystemClock),
         })
     }
@@ -143,6 +143,7 @@ impl Default for Producer {
         Producer {
             sql: Arc::new(Sql::new(
                 SchemaName::new(DEFAULT_SCHEMA).expect("the default schema name is valid"),
+                true,
             )),
             clock: Arc::new(SystemClock),
         }

@@ -29,6 +29,7 @@ pub struct PgOptions {
     pub(crate) listen: bool,
     pub(crate) poll_interval: Duration,
     pub(crate) migrate: bool,
+    pub(crate) keep_succeeded: bool,
     pub(crate) promote_batch: i64,
     pub(crate) rescue_batch: i64,
     pub(crate) complete_batch: usize,
@@ -49,6 +50,7 @@ impl std::fmt::Debug for PgOptions {
             .field("listen", &self.listen)
             .field("poll_interval", &self.poll_interval)
             .field("migrate", &self.migrate)
+            .field("keep_succeeded", &self.keep_succeeded)
             .field("promote_batch", &self.promote_batch)
             .field("rescue_batch", &self.rescue_batch)
             .field("complete_batch", &self.complete_batch)
@@ -61,8 +63,9 @@ impl std::fmt::Debug for PgOptions {
 
 impl Default for PgOptions {
     /// Schema `fairq`, 16 pooled connections, 5 s connect and 30 s pool timeouts,
-    /// LISTEN/NOTIFY on with a 1 s polling fallback, no automatic migration, the system clock
-    /// and random numbers, `sslmode=prefer` unless the URL says otherwise.
+    /// LISTEN/NOTIFY on with a 1 s polling fallback, no automatic migration, succeeded jobs
+    /// kept in the archive, the system clock and random numbers, `sslmode=prefer` unless the
+    /// URL says otherwise.
     fn default() -> Self {
         PgOptions {
             schema: DEFAULT_SCHEMA.to_string(),
@@ -72,6 +75,7 @@ impl Default for PgOptions {
             listen: true,
             poll_interval: Duration::from_secs(1),
             migrate: false,
+            keep_succeeded: true,
             promote_batch: 10_000,
             rescue_batch: 1_000,
             complete_batch: 1_000,
@@ -170,6 +174,44 @@ impl PgOptions {
     pub fn migrate(mut self, migrate: bool) -> Self {
         self.migrate = migrate;
         self
+    }
+
+    /// Whether a succeeded job is kept: moved to the archive (the default), where `get`,
+    /// `list` and the dashboard find it until `prune` deletes it, or deleted when its
+    /// success is recorded, as graphile-worker does and BullMQ's `removeOnComplete`. Not
+    /// keeping them saves a row write per job: about a fifth more jobs per second on a
+    /// drain that PostgreSQL's CPU limits (see the crate's README).
+    ///
+    /// Statistics count deleted successes all the same (`stats`: succeeded, retries,
+    /// failures, run times). Failed jobs that die are always archived, and so is a
+    /// succeeded job that has dependents. A job enqueued with `depends_on` naming a
+    /// succeeded job that was not kept is refused with
+    /// [`UnknownDependency`](fairq_worker::BackendError::UnknownDependency), as one naming a
+    /// pruned job is; this includes a dependent enqueued at the moment its dependency's
+    /// success is recorded, so enqueue a job's dependents before it can finish (in its own
+    /// enqueue batch, say). When the reply to a settlement is lost and the retried settlement
+    /// finds a succeeded job gone, it answers that the job succeeded.
+    ///
+    /// Every process sharing a schema may choose for itself; what one deletes, no other
+    /// process finds.
+    ///
+    /// ```
+    /// let o = fairq_postgres::PgOptions::default();
+    /// assert!(o.keeps_succeeded());
+    /// assert!(!o.keep_succeeded(false).keeps_succeeded());
+    /// ```
+    pub fn keep_succeeded(mut self, keep: bool) -> Self {
+        self.keep_succeeded = keep;
+        self
+    }
+
+    /// Whether succeeded jobs are kept (see [`keep_succeeded`](Self::keep_succeeded)).
+    ///
+    /// ```
+    /// assert!(fairq_postgres::PgOptions::default().keeps_succeeded());
+    /// ```
+    pub fn keeps_succeeded(&self) -> bool {
+        self.keep_succeeded
     }
 
     /// The store's clock (default: the system clock). Tests pass a

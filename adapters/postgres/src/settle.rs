@@ -302,7 +302,13 @@ impl Core {
                     continue;
                 }
                 let Some(life) = changed.as_found(i, entry.claim.id, &unchanged) else {
-                    *answer = Some(Err(BackendError::NotFound(entry.claim.id)));
+                    // A store that does not keep succeeded jobs deletes them: a retried
+                    // settlement that finds such a job gone finds the first try's work.
+                    *answer = Some(if recovering && gone_as_settled(self, entry) {
+                        Ok(entry.settled)
+                    } else {
+                        Err(BackendError::NotFound(entry.claim.id))
+                    });
                     continue;
                 };
                 if recovering && recognised(&life, entry) {
@@ -421,6 +427,9 @@ impl Core {
         conn.rows(&self.sql.trim_rounds, &[&queue])
             .await
             .map_err(|e| self.err(e))?;
+        conn.rows(&self.sql.fold_settled, &[&queue])
+            .await
+            .map_err(|e| self.err(e))?;
         let released = conn
             .rows(
                 &self.sql.release_stragglers,
@@ -445,6 +454,15 @@ fn after(entry: &Entry, now: Millis) -> Lifecycle {
         Settled::Dead { reason } => State::Dead { at: now, reason },
     };
     Lifecycle::restore(state, 1, entry.claim.token.0)
+}
+
+/// Whether `entry`, retried after a lost reply, names a job that its first try may have
+/// deleted: a success, in a store that does not keep succeeded jobs. While its lease holds
+/// nothing else deletes a running job; should the lease have run out in the meantime, the job
+/// is gone because another worker's success was not kept either (or, rarer still, because it
+/// was purged while waiting to run again).
+fn gone_as_settled(core: &Core, entry: &Entry) -> bool {
+    !core.options.keep_succeeded && matches!(entry.settled, Settled::Succeeded)
 }
 
 /// Whether a job already shows what `entry` would have done: its settlement committed but the

@@ -235,7 +235,7 @@ impl PgBackend {
         let schema = SchemaName::new(&options.schema)?;
         let core = Core {
             pool,
-            sql: Arc::new(Sql::new(schema)),
+            sql: Arc::new(Sql::new(schema, options.keep_succeeded)),
             clock: options.clock.clone(),
             random: options.random.clone(),
             options,

@@ -281,6 +281,17 @@ async fn a_worker_killed_with_a_full_prefetch_buffer_loses_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn terminated_connections_lose_nothing() {
+    terminated_connections(true).await;
+}
+
+/// The same with succeeded jobs deleted, not archived: a settlement retried after its reply
+/// was lost finds them gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terminated_connections_lose_nothing_when_successes_are_not_kept() {
+    terminated_connections(false).await;
+}
+
+async fn terminated_connections(keep_succeeded: bool) {
     let Some(admin) = common::admin().await else {
         return;
     };
@@ -296,6 +307,7 @@ async fn terminated_connections_lose_nothing() {
         PgOptions::default()
             .schema(&schema)
             .pool_size(4)
+            .keep_succeeded(keep_succeeded)
             .migrate(true),
     )
     .await
@@ -370,7 +382,7 @@ async fn terminated_connections_lose_nothing() {
             if let Ok(stats) = store.stats().await {
                 if stats
                     .first()
-                    .is_some_and(|s| s.counts.succeeded == N as u64)
+                    .is_some_and(|s| s.retries.ok == N as u64 && s.counts.pending() == 0)
                 {
                     return stats;
                 }
@@ -380,7 +392,8 @@ async fn terminated_connections_lose_nothing() {
     })
     .await
     .expect("every job succeeded");
-    assert_eq!(finished[0].counts.pending(), 0);
+    let kept = if keep_succeeded { N as u64 } else { 0 };
+    assert_eq!(finished[0].counts.succeeded, kept);
     worker.shutdown(Duration::from_secs(10)).await;
     {
         let runs = runs.lock().unwrap();

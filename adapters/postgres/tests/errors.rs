@@ -192,6 +192,7 @@ async fn the_shipped_sql_files_create_a_working_schema() {
         include_str!("../sql/v2.sql"),
         include_str!("../sql/v3.sql"),
         include_str!("../sql/v4.sql"),
+        include_str!("../sql/v5.sql"),
     ];
     assert_eq!(files.len(), fairq_postgres::MIGRATIONS.len());
     for (file, (_, shipped)) in files.iter().zip(fairq_postgres::MIGRATIONS) {

@@ -89,6 +89,7 @@ pub(crate) struct Sql {
     pub(crate) heartbeat: String,
     pub(crate) expired: String,
     pub(crate) trim_rounds: String,
+    pub(crate) fold_settled: String,
     pub(crate) release_stragglers: String,
     pub(crate) due: String,
     pub(crate) get: String,
@@ -107,7 +108,7 @@ pub(crate) struct Sql {
 }
 
 impl Sql {
-    pub(crate) fn new(schema: SchemaName) -> Sql {
+    pub(crate) fn new(schema: SchemaName, keep_succeeded: bool) -> Sql {
         let r = |template: &str| {
             let expanded = template
                 .replace("JOB_COLUMNS", JOB_COLUMNS)
@@ -116,6 +117,10 @@ impl Sql {
                 .replace("KEY_TAIL", KEY_TAIL)
                 .replace("EVENT", EVENT)
                 .replace("STILL_RUNNING", STILL_RUNNING)
+                .replace(
+                    "KEEP_SUCCEEDED",
+                    if keep_succeeded { "true" } else { "false" },
+                )
                 .replace("FOLD", operator::FOLD.trim())
                 .replace("GHOSTS", operator::GHOSTS.trim());
             schema.render(&expanded)
@@ -138,6 +143,7 @@ impl Sql {
             heartbeat: r(worker::HEARTBEAT),
             expired: r(worker::EXPIRED),
             trim_rounds: r(worker::TRIM_ROUNDS),
+            fold_settled: r(worker::FOLD_SETTLED),
             release_stragglers: r(worker::RELEASE_STRAGGLERS),
             due: r(worker::DUE),
             get: r(operator::GET),
@@ -169,7 +175,7 @@ mod tests {
 
     #[test]
     fn every_statement_is_rendered_for_its_schema() {
-        let sql = Sql::new(SchemaName::new("s1").unwrap());
+        let sql = Sql::new(SchemaName::new("s1").unwrap(), false);
         for text in [
             &sql.enqueue,
             &sql.enqueue_one,
@@ -189,6 +195,9 @@ mod tests {
             &sql.cancel.live,
             &sql.cancel.done,
             &sql.remove_queue,
+            &sql.fold_settled,
+            &sql.stats_base,
+            &sql.stats_runs,
         ] {
             assert!(!text.contains("fairq."), "unrendered: {text}");
             for placeholder in [
@@ -201,6 +210,7 @@ mod tests {
                 "KEY_TAIL",
                 "ON_CONFLICT",
                 "STILL_RUNNING",
+                "KEEP_SUCCEEDED",
             ] {
                 assert!(!text.contains(placeholder), "{placeholder} left in {text}");
             }

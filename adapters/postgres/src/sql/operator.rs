@@ -115,6 +115,7 @@ known AS MATERIALIZED (
         OR EXISTS (SELECT 1 FROM fairq.archive WHERE queue = $1)
         OR EXISTS (SELECT 1 FROM fairq.stats_base WHERE queue = $1)
         OR EXISTS (SELECT 1 FROM fairq.stats_runs WHERE queue = $1)
+        OR EXISTS (SELECT 1 FROM fairq.stats_settled WHERE queue = $1)
         OR EXISTS (SELECT 1 FROM fairq.rounds WHERE queue = $1)
         OR EXISTS (SELECT 1 FROM fairq.ghosts WHERE queue = $1) AS yes
 ),
@@ -126,6 +127,7 @@ gone AS (
 ),
 base AS (DELETE FROM fairq.stats_base WHERE queue = $1 AND (SELECT g.yes FROM go g)),
 runs AS (DELETE FROM fairq.stats_runs WHERE queue = $1 AND (SELECT g.yes FROM go g)),
+settled AS (DELETE FROM fairq.stats_settled WHERE queue = $1 AND (SELECT g.yes FROM go g)),
 rounds AS (DELETE FROM fairq.rounds WHERE queue = $1 AND (SELECT g.yes FROM go g)),
 ghosts AS (DELETE FROM fairq.ghosts WHERE queue = $1 AND (SELECT g.yes FROM go g))
 SELECT (SELECT k.yes FROM known k), (SELECT l.n FROM live l), (SELECT count(*) FROM gone)
@@ -182,9 +184,15 @@ SELECT queue, state, count(*), COALESCE(sum(GREATEST(attempts - 1, 0)), 0)::int8
 FROM fairq.archive GROUP BY queue, state
 "#;
 
-/// Counters of deleted jobs.
-pub(super) const STATS_BASE: &str =
-    "SELECT queue, ok, retries, dead, failures FROM fairq.stats_base";
+/// Counters of deleted jobs: the base counters plus what settlements appended for succeeded
+/// jobs they did not keep and the rescuer has not folded in yet.
+pub(super) const STATS_BASE: &str = r#"
+SELECT queue, sum(ok)::int8, sum(retries)::int8, sum(dead)::int8, sum(failures)::int8 FROM (
+    SELECT queue, ok, retries, dead, failures FROM fairq.stats_base
+    UNION ALL
+    SELECT queue, ok, retries, 0, failures FROM fairq.stats_settled
+) x GROUP BY queue
+"#;
 
 /// Attempt durations per queue: (queue, ms, how many).
 pub(super) const STATS_RUNS: &str = r#"
@@ -194,5 +202,7 @@ SELECT queue, ms, sum(n)::int8 FROM (
     SELECT queue, unnest(runs_ms) AS ms, 1::int8 AS n FROM fairq.archive
     UNION ALL
     SELECT queue, ms, n FROM fairq.stats_runs
+    UNION ALL
+    SELECT queue, unnest(runs_ms) AS ms, 1::int8 AS n FROM fairq.stats_settled
 ) x GROUP BY queue, ms
 "#;

@@ -129,8 +129,11 @@ SELECT JOB_COLUMNS FROM claimed ORDER BY was_round, was_seq
 /// for each job sent to retry, `(3, id, queue, now, NULL)` for each dependent released, `(4,
 /// id, NULL, NULL, NULL, state...)` with the lifecycle columns of each job an entry named but
 /// did not change, as the statement found it (to explain the refusal; an unknown job has no
-/// row), and one `(0, ...)` row that carries the count of notifications. Refused entries are
-/// looked up by id (`LATERAL`), never through a join the planner could run as a scan of both
+/// row), and one `(0, ...)` row that carries the count of notifications. A store that does not keep
+/// succeeded jobs (`KEEP_SUCCEEDED` rendered as `false`) deletes them instead of archiving
+/// them, unless they have dependents (a dependent's enqueue and the repair of a raced release
+/// look their dependency up in the archive), and appends their counters to `stats_settled`,
+/// one row per queue. Refused entries are looked up by id (`LATERAL`), never through a join the planner could run as a scan of both
 /// tables: such a scan, which stops at the first live row, cost most of a settlement's time
 /// while the head of the table was full of settled (dead) rows.
 pub(super) const SETTLE: &str = r#"
@@ -159,6 +162,20 @@ archived AS (
         CASE WHEN g.verdict = 'dead' THEN g.message ELSE g.last_error END,
         g.due_at
     FROM gone g
+    WHERE KEEP_SUCCEEDED OR g.verdict <> 'succeeded' OR g.has_dependents
+),
+dropped AS (
+    SELECT g.queue, g.attempts, g.failures,
+           g.runs_ms || GREATEST($7 - COALESCE(g.claimed_at, $7), 0) AS runs_ms
+    FROM gone g
+    WHERE NOT KEEP_SUCCEEDED AND g.verdict = 'succeeded' AND NOT g.has_dependents
+),
+tallied AS (
+    INSERT INTO fairq.stats_settled (queue, ok, retries, failures, runs_ms)
+    SELECT d.queue, count(*), sum(GREATEST(d.attempts - 1, 0)), sum(d.failures),
+           (SELECT array_agg(u.ms) FROM dropped e CROSS JOIN LATERAL unnest(e.runs_ms) AS u(ms)
+            WHERE e.queue = d.queue)
+    FROM dropped d GROUP BY d.queue
 ),
 retried AS (
     UPDATE fairq.jobs j
@@ -273,6 +290,30 @@ ghosts AS (
 )
 DELETE FROM fairq.rounds r
 WHERE r.queue = $1 AND r.round < (SELECT c.round FROM current c)
+"#;
+
+/// Folds the counters that settlements appended for a queue's succeeded jobs they did not
+/// keep into the queue's base counters (one row per queue, written here only, so the
+/// settlements never wait for each other on it). Parameter: queue.
+pub(super) const FOLD_SETTLED: &str = r#"
+WITH gone AS (
+    DELETE FROM fairq.stats_settled WHERE queue = $1
+    RETURNING queue, ok, retries, failures, runs_ms
+),
+kept AS (
+    INSERT INTO fairq.stats_base AS b (queue, ok, retries, dead, failures)
+    SELECT g.queue, sum(g.ok), sum(g.retries), 0, sum(g.failures) FROM gone g GROUP BY g.queue
+    ON CONFLICT (queue) DO UPDATE SET ok = b.ok + EXCLUDED.ok,
+        retries = b.retries + EXCLUDED.retries, failures = b.failures + EXCLUDED.failures
+),
+kept_runs AS (
+    INSERT INTO fairq.stats_runs AS s (queue, ms, n)
+    SELECT g.queue, u.ms, count(*)
+    FROM gone g CROSS JOIN LATERAL unnest(g.runs_ms) AS u(ms)
+    GROUP BY g.queue, u.ms
+    ON CONFLICT (queue, ms) DO UPDATE SET n = s.n + EXCLUDED.n
+)
+SELECT count(*) FROM gone
 "#;
 
 /// Releases blocked jobs of a queue whose dependency has succeeded: a repair for a finish
