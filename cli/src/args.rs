@@ -97,7 +97,7 @@ pub struct BenchArgs {
     /// Jobs run at once.
     #[arg(long, short = 'c', default_value_t = 16)]
     pub concurrency: usize,
-    /// Jobs claimed ahead of free slots (default: adapts between the concurrency and 16
+    /// Jobs claimed ahead of free slots (default: adapts between the concurrency and 32
     /// times it, see `QueueConfig::prefetch`).
     #[arg(long)]
     pub prefetch: Option<usize>,
@@ -176,7 +176,7 @@ pub struct WorkArgs {
     #[arg(long, short, default_value_t = 4)]
     pub concurrency: usize,
     /// Jobs claimed ahead of free slots, per queue (default: adapts between the concurrency
-    /// and 16 times it, see `QueueConfig::prefetch`).
+    /// and 32 times it, see `QueueConfig::prefetch`).
     #[arg(long)]
     pub prefetch: Option<usize>,
     /// Lease per claim; renewed while the command runs.

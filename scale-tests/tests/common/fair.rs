@@ -39,7 +39,7 @@ pub fn light_tenants_start_within_the_fair_bound(net: &Network, url: &str) {
         keys: 1 + light_tenants,
         concurrency,
         // The prefetch depth the workers are given (fixed: by default the depth adapts, up to
-        // 16 times the concurrency, and the bound would be that much looser); on a store
+        // 32 times the concurrency, and the bound would be that much looser); on a store
         // that cannot take jobs back they prefetch nothing, and the bound is looser than
         // needed.
         prefetch,

@@ -47,7 +47,7 @@ pub struct QueueConfig {
 impl Default for QueueConfig {
     /// 10 jobs at a time, 30 s leases, a 1 s poll interval for stores that cannot push
     /// wake-ups, heartbeats every third of the lease, rescue sweeps every half lease; a
-    /// prefetch buffer whose depth adapts between the concurrency and 16 times it, whose jobs
+    /// prefetch buffer whose depth adapts between the concurrency and 32 times it, whose jobs
     /// are handed back after a lease of waiting; settlement batches of at most 128 attempts, 2 in flight, a 5 ms window;
     /// no handler timeout; no retry sweep.
     fn default() -> Self {
@@ -147,12 +147,13 @@ impl QueueConfig {
     /// By default the depth adapts: on a store that can take jobs back (see
     /// [`Backend::release`](crate::Backend::release)) it starts at the concurrency. When the
     /// slots empty the buffer before the next claim comes back while the queue still has
-    /// ready jobs (handlers that are quick next to a claim's round trip), it doubles on
-    /// trial, up to [`get_max_prefetch`](Self::get_max_prefetch), and keeps the doubling only
-    /// if the store's time per claimed job fell by at least a sixth (otherwise it goes back
-    /// and tries again 32 claims later). Each claim that finds jobs still buffered shrinks it
-    /// by a sixteenth, back down to the concurrency. On a store that cannot take jobs back
-    /// the default is 0. Setting `n` fixes the depth.
+    /// ready jobs (handlers that are quick next to a claim), it doubles: at once up to twice
+    /// the concurrency, on trial beyond, up to [`get_max_prefetch`](Self::get_max_prefetch).
+    /// A trial's doubling stays only if the time per job between claims, averaged over its
+    /// four full claims, is at least a sixth below its average over the four claims before
+    /// (otherwise the depth goes back and tries again 4 claims later, then 8, up to 32). Each claim that finds jobs still buffered shrinks it by a sixteenth,
+    /// back down to the concurrency. On a store that cannot take jobs back the default is 0.
+    /// Setting `n` fixes the depth.
     ///
     /// A deeper buffer means fewer, larger claims; it also means a job of a key that was just
     /// enqueued waits behind up to `n` jobs claimed before it.
@@ -378,19 +379,19 @@ impl QueueConfig {
         self.prefetch.unwrap_or(self.concurrency)
     }
 
-    /// The deepest the prefetch buffer may grow: the configured depth, or by default 16
+    /// The deepest the prefetch buffer may grow: the configured depth, or by default 32
     /// times the concurrency, at most 1,024 (and never less than the concurrency).
     ///
     /// ```
     /// use fairq_worker::QueueConfig;
-    /// assert_eq!(QueueConfig::new().concurrency(8).get_max_prefetch(), 128);
+    /// assert_eq!(QueueConfig::new().concurrency(8).get_max_prefetch(), 256);
     /// assert_eq!(QueueConfig::new().concurrency(200).get_max_prefetch(), 1_024);
     /// assert_eq!(QueueConfig::new().concurrency(8).prefetch(3).get_max_prefetch(), 3);
     /// ```
     pub fn get_max_prefetch(&self) -> usize {
         self.prefetch.unwrap_or_else(|| {
             self.concurrency
-                .saturating_mul(16)
+                .saturating_mul(32)
                 .min(1_024)
                 .max(self.concurrency)
         })
@@ -435,7 +436,7 @@ impl QueueConfig {
     /// The unsettled backlog at which claiming pauses.
     ///
     /// ```
-    /// assert_eq!(fairq_worker::QueueConfig::new().get_max_unsettled(), 340);
+    /// assert_eq!(fairq_worker::QueueConfig::new().get_max_unsettled(), 660);
     /// ```
     pub fn get_max_unsettled(&self) -> usize {
         self.max_unsettled.unwrap_or_else(|| {

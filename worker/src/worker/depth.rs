@@ -1,26 +1,83 @@
 //! The prefetch depth: fixed when configured, otherwise adapted to how fast the queue's slots
-//! empty the buffer compared with how long a claim takes.
+//! empty the buffer compared with how often claims come back.
 //!
 //! A claim starts when the buffer falls to half the depth. If the claim comes back to an
 //! empty buffer and slots waiting for jobs, the queue ran below its concurrency for lack of
-//! claimed jobs (the handlers are quick compared with a claim's round trip). The depth then
-//! doubles on trial, up to a ceiling. The first full claim at the new depth decides the
-//! trial: the doubling stays if it cut the store's time per claimed job by at least a
-//! sixth (claims' fixed cost, a round trip and a commit, was what held the queue back);
-//! otherwise the depth goes back, and no doubling is tried for the next
-//! [`COOLDOWN`] claims (the store's cost grows with the claim's size, and a deeper buffer
-//! would only hold more jobs). A claim that comes back while the buffer still held jobs
-//! shrinks the depth by a sixteenth, down to its floor, so a queue whose handlers slow down
-//! stops holding jobs it cannot start. A claim that comes back short (the queue ran out of
-//! ready jobs) leaves the depth alone: waiting slots then say nothing about the depth.
+//! claimed jobs (the handlers are quick compared with a claim). The depth then doubles: at
+//! once while it is below [`FREE`] times its floor, on trial above that, up to a ceiling.
+//!
+//! A trial is judged on its first [`SAMPLES`] full claims by the time their jobs cover per
+//! job (from the previous claim's return to the claim's own): the doubling stays if the mean
+//! is at least a sixth below the mean of the last [`SAMPLES`] full claims before it (the
+//! claims' fixed cost, a round trip and a commit, was what held the queue back). Otherwise
+//! the depth goes back, and no doubling is tried for a while: [`SAMPLES`] claims after the
+//! first failure, twice as many after each further one, up to [`COOLDOWN`] claims (the
+//! store's cost grows with the claim's size, and a deeper buffer would only hold more jobs).
+//! A doubling that stays resets the wait.
+//!
+//! A claim that comes back while the buffer still held jobs shrinks the depth by a
+//! sixteenth, down to its floor, so a queue whose handlers slow down stops holding jobs it
+//! cannot start. A claim that comes back short (the queue ran out of ready jobs) leaves the
+//! depth alone: waiting slots then say nothing about the depth.
+//!
+//! Means rather than single claims, and a first doubling without a trial: on a busy machine
+//! one claim's time differs from the next one's by up to 2x, and going from a depth of 32 to
+//! 64 at concurrency 32 makes claims only half as large again (64 jobs to 96), so trials
+//! judged on one claim were undone more often than not even where doublings paid (the
+//! worker crate's README has the measurements).
 
 use core::time::Duration;
 
-/// How many claims pass after a doubling that did not pay before another is tried.
+/// The most claims that pass after a doubling that did not pay before another is tried.
 pub(crate) const COOLDOWN: u32 = 32;
+
+/// How many full claims a trial and its baseline are each judged on.
+pub(crate) const SAMPLES: usize = 4;
 
 /// A doubling pays when the time per claimed job falls to at most this share of what it was.
 const PAYS: f64 = 5.0 / 6.0;
+
+/// Doublings up to this many times the floor are kept without a trial.
+pub(crate) const FREE: usize = 2;
+
+/// Times per claimed job of up to [`SAMPLES`] full claims, oldest first.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Costs {
+    seconds: [f64; SAMPLES],
+    len: usize,
+}
+
+impl Costs {
+    /// Adds a claim's time per job, forgetting the oldest when full.
+    fn push(&mut self, cost: f64) {
+        if self.len == SAMPLES {
+            self.seconds.rotate_left(1);
+            self.seconds[SAMPLES - 1] = cost;
+        } else {
+            self.seconds[self.len] = cost;
+            self.len += 1;
+        }
+    }
+
+    fn full(&self) -> bool {
+        self.len == SAMPLES
+    }
+
+    fn mean(&self) -> f64 {
+        self.seconds[..self.len].iter().sum::<f64>() / self.len.max(1) as f64
+    }
+}
+
+/// A doubling on trial.
+#[derive(Debug, Clone, PartialEq)]
+struct Trial {
+    /// The depth before it.
+    before: usize,
+    /// The mean time per claimed job of the claims before it.
+    baseline: f64,
+    /// The claims at the new depth so far.
+    costs: Costs,
+}
 
 /// A queue's prefetch depth and how it adapts.
 #[derive(Debug, Clone, PartialEq)]
@@ -28,10 +85,13 @@ pub(crate) struct Depth {
     floor: usize,
     ceiling: usize,
     current: usize,
-    /// A doubling on trial: the depth before it, and the time per claimed job then.
-    trial: Option<(usize, f64)>,
+    /// The last full claims at the depth in force.
+    recent: Costs,
+    trial: Option<Trial>,
     /// Claims left before the next doubling may be tried.
     cooldown: u32,
+    /// The wait after the next doubling that does not pay.
+    backoff: u32,
 }
 
 impl Depth {
@@ -46,8 +106,10 @@ impl Depth {
             floor,
             ceiling: ceiling.max(floor),
             current: floor,
+            recent: Costs::default(),
             trial: None,
             cooldown: 0,
+            backoff: SAMPLES as u32,
         }
     }
 
@@ -56,24 +118,41 @@ impl Depth {
         self.current
     }
 
-    /// A claim that asked for `wanted` jobs came back with `got` after `took`; `starved`: it
-    /// found the buffer empty and slots waiting.
-    pub(crate) fn claimed(&mut self, wanted: usize, got: usize, starved: bool, took: Duration) {
+    /// A claim that asked for `wanted` jobs came back with `got`, `cycle` after the previous
+    /// claim came back; `starved`: it found the buffer empty and slots waiting.
+    pub(crate) fn claimed(&mut self, wanted: usize, got: usize, starved: bool, cycle: Duration) {
         if got == 0 || got < wanted {
             return;
         }
-        let cost = took.as_secs_f64() / got as f64;
-        if let Some((before, was)) = self.trial.take() {
-            if cost > was * PAYS {
-                self.current = before;
-                self.cooldown = COOLDOWN;
+        let cost = cycle.as_secs_f64() / got as f64;
+        if let Some(mut trial) = self.trial.take() {
+            trial.costs.push(cost);
+            if !trial.costs.full() {
+                self.trial = Some(trial);
+            } else if trial.costs.mean() > trial.baseline * PAYS {
+                self.current = trial.before;
+                self.cooldown = self.backoff;
+                self.backoff = self.backoff.saturating_mul(2).min(COOLDOWN);
+            } else {
+                // The trial's claims are the new depth's baseline.
+                self.recent = trial.costs;
+                self.backoff = SAMPLES as u32;
             }
             return;
         }
+        self.recent.push(cost);
         self.cooldown = self.cooldown.saturating_sub(1);
         if starved {
-            if self.cooldown == 0 && self.current < self.ceiling {
-                self.trial = Some((self.current, cost));
+            let free = self.floor.max(1).saturating_mul(FREE).min(self.ceiling);
+            if self.current < free {
+                self.current = self.current.saturating_mul(2).max(1).min(free);
+                self.recent = Costs::default();
+            } else if self.cooldown == 0 && self.current < self.ceiling && self.recent.full() {
+                self.trial = Some(Trial {
+                    before: self.current,
+                    baseline: self.recent.mean(),
+                    costs: Costs::default(),
+                });
                 self.current = self.current.saturating_mul(2).max(1).min(self.ceiling);
             }
         } else {
@@ -98,29 +177,89 @@ mod tests {
     }
 
     #[test]
-    fn doublings_stay_while_they_cut_the_time_per_job_up_to_the_ceiling() {
-        // A claim costs 10 ms whatever its size: every doubling halves the time per job.
-        let mut d = Depth::adaptive(8, 40);
-        for expected in [16, 16, 32, 32, 40, 40] {
-            claim(&mut d, true, 10 * MS, Duration::ZERO);
-            assert_eq!(d.get(), expected);
+    fn starved_claims_double_it_at_once_up_to_free_times_the_floor() {
+        // Even where a larger claim costs as much per job.
+        let mut d = Depth::adaptive(8, 1_000);
+        let mut depth = 8;
+        while depth < 8 * FREE {
+            claim(&mut d, true, Duration::ZERO, MS);
+            depth *= 2;
+            assert_eq!(d.get(), depth);
+        }
+        claim(&mut d, true, Duration::ZERO, MS);
+        assert_eq!(d.get(), 8 * FREE, "further doublings wait for a baseline");
+    }
+
+    /// Claims at once up to `FREE` times the floor of `d` (a power of two, starting at 8).
+    fn past_free_doublings(d: &mut Depth, fixed: Duration, each: Duration) {
+        while d.get() < 8 * FREE {
+            claim(d, true, fixed, each);
         }
     }
 
     #[test]
-    fn a_doubling_that_does_not_pay_is_undone_and_not_tried_again_for_a_while() {
+    fn doublings_on_trial_stay_while_they_cut_the_time_per_job_up_to_the_ceiling() {
+        // A claim costs 10 ms whatever its size: every doubling halves the time per job.
+        let mut d = Depth::adaptive(8, 8 * FREE * 5);
+        past_free_doublings(&mut d, 10 * MS, Duration::ZERO);
+        let mut seen = Vec::new();
+        for _ in 0..40 {
+            claim(&mut d, true, 10 * MS, Duration::ZERO);
+            seen.push(d.get());
+        }
+        let free = 8 * FREE;
+        assert_eq!(seen[SAMPLES - 2], free, "no trial before a full baseline");
+        assert_eq!(seen[SAMPLES - 1], 2 * free, "on trial");
+        assert_eq!(seen[2 * SAMPLES - 1], 2 * free, "kept");
+        assert_eq!(seen[2 * SAMPLES], 4 * free, "the next trial at once");
+        assert!(seen.windows(2).all(|w| w[0] <= w[1]), "{seen:?}");
+        assert_eq!(d.get(), 5 * free, "up to the ceiling");
+    }
+
+    #[test]
+    fn a_doubling_that_does_not_pay_is_undone_and_tried_again_later_and_later() {
         // The store's time grows with the claim: per job it stays the same.
         let mut d = Depth::adaptive(8, 1_000);
-        claim(&mut d, true, Duration::ZERO, MS);
-        assert_eq!(d.get(), 16, "on trial");
-        claim(&mut d, true, Duration::ZERO, MS);
-        assert_eq!(d.get(), 8, "undone");
-        for _ in 0..COOLDOWN - 1 {
+        past_free_doublings(&mut d, Duration::ZERO, MS);
+        let free = 8 * FREE;
+        for _ in 0..SAMPLES {
             claim(&mut d, true, Duration::ZERO, MS);
-            assert_eq!(d.get(), 8);
         }
-        claim(&mut d, true, Duration::ZERO, MS);
-        assert_eq!(d.get(), 16, "tried again after the cooldown");
+        let mut wait = SAMPLES as u32;
+        for _ in 0..5 {
+            assert_eq!(d.get(), 2 * free, "on trial");
+            for _ in 0..SAMPLES - 1 {
+                claim(&mut d, true, Duration::ZERO, MS);
+                assert_eq!(d.get(), 2 * free, "still on trial");
+            }
+            claim(&mut d, true, Duration::ZERO, MS);
+            assert_eq!(d.get(), free, "undone");
+            for _ in 0..wait - 1 {
+                claim(&mut d, true, Duration::ZERO, MS);
+                assert_eq!(d.get(), free);
+            }
+            claim(&mut d, true, Duration::ZERO, MS);
+            wait = (wait * 2).min(COOLDOWN);
+        }
+        assert_eq!(wait, COOLDOWN);
+    }
+
+    #[test]
+    fn one_slow_claim_does_not_undo_a_doubling_that_pays() {
+        let mut d = Depth::adaptive(8, 1_000);
+        past_free_doublings(&mut d, 10 * MS, Duration::ZERO);
+        let free = 8 * FREE;
+        for _ in 0..SAMPLES {
+            d.claimed(free, free, true, 10 * MS);
+        }
+        assert_eq!(d.get(), 2 * free);
+        // The trial's first claim is three times as slow as the others (the machine was
+        // busy); the mean per job still falls to three quarters.
+        d.claimed(2 * free, 2 * free, true, 30 * MS);
+        for _ in 1..SAMPLES {
+            d.claimed(2 * free, 2 * free, true, 10 * MS);
+        }
+        assert_eq!(d.get(), 2 * free, "kept");
     }
 
     #[test]
@@ -135,7 +274,7 @@ mod tests {
     #[test]
     fn claims_that_find_jobs_still_buffered_shrink_it_to_the_floor() {
         let mut d = Depth::adaptive(4, 64);
-        for _ in 0..8 {
+        for _ in 0..100 {
             claim(&mut d, true, 10 * MS, Duration::ZERO);
         }
         assert_eq!(d.get(), 64);
@@ -153,7 +292,7 @@ mod tests {
         claim(&mut d, true, MS, Duration::ZERO);
         assert_eq!(d.get(), 1);
         let mut f = Depth::fixed(5);
-        for starved in [true, false, true] {
+        for starved in [true, false, true, true, true, true] {
             claim(&mut f, starved, MS, Duration::ZERO);
             assert_eq!(f.get(), 5);
         }

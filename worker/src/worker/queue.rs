@@ -77,6 +77,8 @@ pub(crate) struct Pipeline {
     /// How many jobs the claim in flight asked for, and when it was reserved.
     pub(crate) wanted: usize,
     pub(crate) claim_started: Option<Instant>,
+    /// When the last claim came back.
+    pub(crate) claim_returned: Option<Instant>,
     /// Buffered jobs were handed back for waiting too long: claim only for free slots until
     /// a slot frees.
     pub(crate) prefetch_paused: bool,
@@ -109,6 +111,7 @@ impl QueueRuntime {
                 },
                 wanted: 0,
                 claim_started: None,
+                claim_returned: None,
                 buffer: VecDeque::new(),
                 slots: Vec::new(),
                 running: 0,

@@ -34,11 +34,15 @@ pub(crate) fn accept<B: Backend>(
     // Slots waiting on an empty buffer when the claim comes back: the buffer was too shallow
     // for the handlers' pace.
     let starved = st.buffer.is_empty() && st.idle > 0;
-    let took = st
-        .claim_started
-        .take()
+    // The time this claim's jobs cover: since the previous claim came back (or, for the
+    // first, since this one started).
+    let started = st.claim_started.take();
+    let cycle = st
+        .claim_returned
+        .replace(since)
+        .or(started)
         .map_or(Duration::ZERO, |at| since.saturating_duration_since(at));
-    st.depth.claimed(wanted, claimed, starved, took);
+    st.depth.claimed(wanted, claimed, starved, cycle);
     st.buffer
         .extend(jobs.into_iter().map(|job| Buffered { job, since }));
     if !st.stopping && claimed > 0 {
