@@ -43,6 +43,15 @@ pub(crate) fn accept<B: Backend>(
         .or(started)
         .map_or(Duration::ZERO, |at| since.saturating_duration_since(at));
     st.depth.claimed(wanted, claimed, starved, cycle);
+    tracing::trace!(
+        queue = %queue.name,
+        wanted,
+        claimed,
+        starved,
+        cycle_us = cycle.as_micros() as u64,
+        depth = st.depth.get(),
+        "claim returned"
+    );
     st.buffer
         .extend(jobs.into_iter().map(|job| Buffered { job, since }));
     if !st.stopping && claimed > 0 {
