@@ -17,6 +17,18 @@ async fn store(tag: &str) -> Option<common::TestStore> {
         .await
 }
 
+/// Rows of counters that settlements appended and the rescuer has not folded yet.
+async fn appended(t: &common::TestStore) -> i64 {
+    t.admin
+        .query_one(
+            &format!("SELECT count(*) FROM \"{}\".stats_settled", t.schema),
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn successes_are_deleted_and_still_counted_deaths_are_archived() {
     let Some(t) = store("nokeep").await else {
@@ -80,27 +92,13 @@ async fn successes_are_deleted_and_still_counted_deaths_are_archived() {
     assert_eq!(before, expected);
 
     // The rescuer folds the settlements' rows into the base counters; nothing changes.
-    let pending: i64 = t
-        .admin
-        .query_one(
-            &format!("SELECT count(*) FROM \"{}\".stats_settled", t.schema),
-            &[],
-        )
-        .await
-        .unwrap()
-        .get(0);
-    assert!(pending > 0, "settlements appended no counters");
+    assert!(appended(&t).await > 0, "settlements appended no counters");
     s.rescue("q").await.unwrap();
-    let left: i64 = t
-        .admin
-        .query_one(
-            &format!("SELECT count(*) FROM \"{}\".stats_settled", t.schema),
-            &[],
-        )
-        .await
-        .unwrap()
-        .get(0);
-    assert_eq!(left, 0, "the rescuer did not fold the counters");
+    assert_eq!(
+        appended(&t).await,
+        0,
+        "the rescuer did not fold the counters"
+    );
     assert_eq!(counted(&s.stats().await.unwrap()), expected);
 
     // Removing the queue (no live job left) removes its counters, folded or not.

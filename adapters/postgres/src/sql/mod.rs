@@ -122,6 +122,7 @@ impl Sql {
                     if keep_succeeded { "true" } else { "false" },
                 )
                 .replace("FOLD", operator::FOLD.trim())
+                .replace("KEEP_RUNS", operator::KEEP_RUNS.trim())
                 .replace("GHOSTS", operator::GHOSTS.trim());
             schema.render(&expanded)
         };
@@ -211,6 +212,7 @@ mod tests {
                 "ON_CONFLICT",
                 "STILL_RUNNING",
                 "KEEP_SUCCEEDED",
+                "KEEP_RUNS",
             ] {
                 assert!(!text.contains(placeholder), "{placeholder} left in {text}");
             }

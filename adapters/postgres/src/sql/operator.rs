@@ -55,6 +55,12 @@ kept AS (
         retries = b.retries + EXCLUDED.retries, dead = b.dead + EXCLUDED.dead,
         failures = b.failures + EXCLUDED.failures
 ),
+KEEP_RUNS
+"#;
+
+/// Adds the attempt durations of the rows in the `gone` CTE (queue, runs_ms) to the
+/// per-queue counts of durations.
+pub(super) const KEEP_RUNS: &str = r#"
 kept_runs AS (
     INSERT INTO fairq.stats_runs AS s (queue, ms, n)
     SELECT g.queue, u.ms, count(*)

@@ -306,13 +306,7 @@ kept AS (
     ON CONFLICT (queue) DO UPDATE SET ok = b.ok + EXCLUDED.ok,
         retries = b.retries + EXCLUDED.retries, failures = b.failures + EXCLUDED.failures
 ),
-kept_runs AS (
-    INSERT INTO fairq.stats_runs AS s (queue, ms, n)
-    SELECT g.queue, u.ms, count(*)
-    FROM gone g CROSS JOIN LATERAL unnest(g.runs_ms) AS u(ms)
-    GROUP BY g.queue, u.ms
-    ON CONFLICT (queue, ms) DO UPDATE SET n = s.n + EXCLUDED.n
-)
+KEEP_RUNS
 SELECT count(*) FROM gone
 "#;
 
