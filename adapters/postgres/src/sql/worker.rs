@@ -129,13 +129,16 @@ SELECT JOB_COLUMNS FROM claimed ORDER BY was_round, was_seq
 /// for each job sent to retry, `(3, id, queue, now, NULL)` for each dependent released, `(4,
 /// id, NULL, NULL, NULL, state...)` with the lifecycle columns of each job an entry named but
 /// did not change, as the statement found it (to explain the refusal; an unknown job has no
-/// row), and one `(0, ...)` row that carries the count of notifications. A store that does not keep
-/// succeeded jobs (`KEEP_SUCCEEDED` rendered as `false`) deletes them instead of archiving
-/// them, unless they have dependents (a dependent's enqueue and the repair of a raced release
-/// look their dependency up in the archive), and appends their counters to `stats_settled`,
-/// one row per queue. Refused entries are looked up by id (`LATERAL`), never through a join the planner could run as a scan of both
-/// tables: such a scan, which stops at the first live row, cost most of a settlement's time
-/// while the head of the table was full of settled (dead) rows.
+/// row), and one `(0, ...)` row that carries the count of notifications.
+///
+/// A store that does not keep succeeded jobs (`KEEP_SUCCEEDED` rendered as `false`) deletes
+/// them instead of archiving them, unless they have dependents (a dependent's enqueue and the
+/// repair of a raced release look their dependency up in the archive), and appends their
+/// counters to `stats_settled`, one row per queue.
+///
+/// Refused entries are looked up by id (`LATERAL`), never through a join the planner could run
+/// as a scan of both tables: such a scan, which stops at the first live row, cost most of a
+/// settlement's time while the head of the table was full of settled (dead) rows.
 pub(super) const SETTLE: &str = r#"
 WITH input AS (
     SELECT *
@@ -293,8 +296,8 @@ WHERE r.queue = $1 AND r.round < (SELECT c.round FROM current c)
 "#;
 
 /// Folds the counters that settlements appended for a queue's succeeded jobs they did not
-/// keep into the queue's base counters (one row per queue, written here only, so the
-/// settlements never wait for each other on it). Parameter: queue.
+/// keep into the queue's base counters: a row per queue that only this fold, `prune` and
+/// `purge` write, so settlements never wait on it. Parameter: queue.
 pub(super) const FOLD_SETTLED: &str = r#"
 WITH gone AS (
     DELETE FROM fairq.stats_settled WHERE queue = $1
