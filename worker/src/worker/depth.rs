@@ -34,13 +34,14 @@ pub(crate) const COOLDOWN: u32 = 32;
 /// How many full claims a trial and its baseline are each judged on.
 pub(crate) const SAMPLES: usize = 4;
 
-/// A doubling pays when the time per claimed job falls to at most this share of what it was.
+/// A doubling pays when the time per job between claims falls to at most this share of what
+/// it was.
 const PAYS: f64 = 5.0 / 6.0;
 
 /// Doublings up to this many times the floor are kept without a trial.
 pub(crate) const FREE: usize = 2;
 
-/// Times per claimed job of up to [`SAMPLES`] full claims, oldest first.
+/// Times per job between claims, of up to [`SAMPLES`] full claims, oldest first.
 #[derive(Debug, Clone, Default, PartialEq)]
 struct Costs {
     seconds: [f64; SAMPLES],
@@ -73,7 +74,7 @@ impl Costs {
 struct Trial {
     /// The depth before it.
     before: usize,
-    /// The mean time per claimed job of the claims before it.
+    /// The mean time per job between claims of the claims before it.
     baseline: f64,
     /// The claims at the new depth so far.
     costs: Costs,
