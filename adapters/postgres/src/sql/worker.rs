@@ -342,13 +342,27 @@ SELECT EXISTS (SELECT 1 FROM fairq.jobs WHERE queue = $1 AND round IS NOT NULL) 
 
 /// Holds back a queue's retries: every retrying job due before `$2` becomes due at `$2`, and
 /// one that already had a place in the fair order gives it up (it gets a new one when it is
-/// due again). `$1` queue, `$2` until. Returns how many moved.
+/// due again). The place it gave up stays taken, as a ghost (see `GHOSTS`): its key's later
+/// jobs keep theirs behind it, and its own new place comes after them, as in the reference
+/// store, where the old entry stays in the fair queue, stale. `$1` queue, `$2` until.
+/// Returns how many moved.
 pub(super) const HOLD_RETRIES: &str = r#"
-WITH held AS (
-    UPDATE fairq.jobs
+WITH picked AS (
+    SELECT j.id, j.queue, j.key, j.round
+    FROM fairq.jobs j
+    WHERE j.queue = $1 AND j.state = 'retrying' AND j.run_at < $2
+    FOR UPDATE
+),
+held AS (
+    UPDATE fairq.jobs j
     SET run_at = $2, due_at = $2, round = NULL, ready_seq = NULL
-    WHERE queue = $1 AND state = 'retrying' AND run_at < $2
-    RETURNING 1
-)
+    FROM picked p
+    WHERE j.id = p.id
+    RETURNING p.queue, p.key, p.round
+),
+gone AS (
+    SELECT h.queue, h.key, h.round FROM held h
+),
+GHOSTS
 SELECT count(*) FROM held
 "#;
