@@ -5,6 +5,7 @@ use core::fmt;
 /// A push was refused because the queue is full; the key and item are handed back unchanged.
 ///
 /// ```
+/// # #[cfg(feature = "alloc")] {
 /// use fairq_core::fair::FairQueue;
 ///
 /// let mut q = FairQueue::with_capacity(1);
@@ -12,6 +13,7 @@ use core::fmt;
 /// let full = q.push("b", 2).unwrap_err();
 /// assert_eq!((full.key, full.item, full.len), ("b", 2, 1));
 /// assert_eq!(full.to_string(), "fair queue is full (1 items queued)");
+/// # }
 /// ```
 #[derive(Clone, PartialEq, Eq)]
 pub struct Full<K, T> {

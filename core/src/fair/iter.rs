@@ -8,6 +8,7 @@ use super::engine::RoundsIter;
 /// [`FairQueue::snapshot`](crate::fair::FairQueue::snapshot) and their fixed-capacity twins.
 ///
 /// ```
+/// # #[cfg(feature = "alloc")] {
 /// use fairq_core::fair::FairQueue;
 ///
 /// let mut q = FairQueue::new();
@@ -16,6 +17,7 @@ use super::engine::RoundsIter;
 /// q.push('b', 3).unwrap();
 /// let order: Vec<_> = q.iter().map(|(_, item)| *item).collect();
 /// assert_eq!(order, [1, 3, 2]);
+/// # }
 /// ```
 pub struct Iter<'a, K, T>(pub(crate) RoundsIter<'a, K, T>);
 

@@ -15,6 +15,7 @@
 //! # Walkthrough
 //!
 //! ```
+//! # #[cfg(feature = "alloc")] {
 //! use fairq_core::fair::FairQueue;
 //!
 //! let mut q = FairQueue::new();
@@ -35,6 +36,7 @@
 //! assert_eq!(q.pop(), Some(3));
 //! assert_eq!(q.pop(), Some(4));
 //! assert_eq!(q.pop(), None);
+//! # }
 //! ```
 //!
 //! # Weights

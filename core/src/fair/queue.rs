@@ -48,7 +48,7 @@ impl<K, T, S> FairQueueBase<K, T, S> {
     /// Number of queued items (pending snapshot and backlog).
     ///
     /// ```
-    /// let mut q = fairq_core::fair::FairQueue::new();
+    /// let mut q: fairq_core::fair::fixed::FairQueue<&str, (), 4, 4> = fairq_core::fair::fixed::FairQueue::new();
     /// q.push("a", ()).unwrap();
     /// assert_eq!(q.len(), 1);
     /// ```
@@ -60,7 +60,7 @@ impl<K, T, S> FairQueueBase<K, T, S> {
     /// True when nothing is queued.
     ///
     /// ```
-    /// let q: fairq_core::fair::FairQueue<u8, u8> = fairq_core::fair::FairQueue::new();
+    /// let q: fairq_core::fair::fixed::FairQueue<u8, u8, 4, 4> = fairq_core::fair::fixed::FairQueue::new();
     /// assert!(q.is_empty());
     /// ```
     #[inline]
@@ -71,7 +71,8 @@ impl<K, T, S> FairQueueBase<K, T, S> {
     /// The bound on queued items, or `None` when unbounded.
     ///
     /// ```
-    /// assert_eq!(fairq_core::fair::FairQueue::<u8, u8>::with_capacity(7).capacity(), Some(7));
+    /// let q: fairq_core::fair::fixed::FairQueue<u8, u8, 7, 4> = fairq_core::fair::fixed::FairQueue::new();
+    /// assert_eq!(q.capacity(), Some(7));
     /// ```
     pub fn capacity(&self) -> Option<usize> {
         self.engine.capacity()
@@ -80,7 +81,7 @@ impl<K, T, S> FairQueueBase<K, T, S> {
     /// True when a push would be refused for lack of room.
     ///
     /// ```
-    /// let mut q = fairq_core::fair::FairQueue::with_capacity(1);
+    /// let mut q: fairq_core::fair::fixed::FairQueue<u8, u8, 1, 4> = fairq_core::fair::fixed::FairQueue::new();
     /// q.push(0, 0).unwrap();
     /// assert!(q.is_full());
     /// ```
@@ -102,7 +103,7 @@ where
     /// push changes nothing.
     ///
     /// ```
-    /// let mut q = fairq_core::fair::FairQueue::with_capacity(1);
+    /// let mut q: fairq_core::fair::fixed::FairQueue<&str, u8, 1, 4> = fairq_core::fair::fixed::FairQueue::new();
     /// assert!(q.push("a", 1).is_ok());
     /// let err = q.push("a", 2).unwrap_err();
     /// assert_eq!(err.item, 2);
@@ -115,7 +116,7 @@ where
     /// Takes the next item by the snapshot rule, or `None` when empty.
     ///
     /// ```
-    /// let mut q = fairq_core::fair::FairQueue::new();
+    /// let mut q: fairq_core::fair::fixed::FairQueue<_, _, 8, 4> = fairq_core::fair::fixed::FairQueue::new();
     /// q.push("a", 1).unwrap();
     /// assert_eq!(q.pop(), Some(1));
     /// assert_eq!(q.pop(), None);
@@ -128,7 +129,7 @@ where
     /// Like [`pop`](Self::pop), also returning the item's key.
     ///
     /// ```
-    /// let mut q = fairq_core::fair::FairQueue::new();
+    /// let mut q: fairq_core::fair::fixed::FairQueue<_, _, 8, 4> = fairq_core::fair::fixed::FairQueue::new();
     /// q.push("a", 1).unwrap();
     /// assert_eq!(q.pop_with_key(), Some(("a", 1)));
     /// ```
@@ -141,7 +142,7 @@ where
     /// once the snapshot has been delivered.
     ///
     /// ```
-    /// let mut q = fairq_core::fair::FairQueue::new();
+    /// let mut q: fairq_core::fair::fixed::FairQueue<_, _, 8, 4> = fairq_core::fair::fixed::FairQueue::new();
     /// q.push("a", 1).unwrap();
     /// q.push("b", 2).unwrap();
     /// assert_eq!(q.snapshot().count(), 0);
@@ -155,7 +156,7 @@ where
     /// Every queued item in delivery order (pending snapshot first). O(n) to walk.
     ///
     /// ```
-    /// let mut q = fairq_core::fair::FairQueue::new();
+    /// let mut q: fairq_core::fair::fixed::FairQueue<_, _, 8, 4> = fairq_core::fair::fixed::FairQueue::new();
     /// q.push(1, 'x').unwrap();
     /// q.push(1, 'y').unwrap();
     /// q.push(2, 'z').unwrap();
@@ -169,8 +170,8 @@ where
     /// The weight of `key` (1 unless set).
     ///
     /// ```
-    /// let mut q: fairq_core::fair::FairQueue<&str, ()> = fairq_core::fair::FairQueue::new();
-    /// q.set_weight(&"k", 3);
+    /// let mut q: fairq_core::fair::fixed::FairQueue<&str, (), 4, 4> = fairq_core::fair::fixed::FairQueue::new();
+    /// q.set_weight(&"k", 3).unwrap();
     /// assert_eq!(q.weight(&"k"), 3);
     /// assert_eq!(q.weight(&"other"), 1);
     /// ```
@@ -182,7 +183,7 @@ where
     /// handing each to `sink`; returns how many were removed. The key's weight is kept. O(n).
     ///
     /// ```
-    /// let mut q = fairq_core::fair::FairQueue::new();
+    /// let mut q: fairq_core::fair::fixed::FairQueue<_, _, 8, 4> = fairq_core::fair::fixed::FairQueue::new();
     /// q.push(1, 1).unwrap();
     /// q.push(2, 2).unwrap();
     /// q.push(1, 3).unwrap();
