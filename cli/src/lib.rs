@@ -22,6 +22,7 @@ mod cleanup;
 pub mod demo;
 mod error;
 mod exec;
+pub mod logging;
 mod output;
 mod progress;
 mod prometheus;
@@ -70,6 +71,7 @@ where
     if let Some(store) = &cli.store {
         scrub::remember(store);
     }
+    logging::install(matches!(cli.command, Command::Work(_) | Command::Serve(_)));
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -340,6 +340,64 @@ fn bench_reports_rates_and_latencies() {
     assert!(report["run_per_sec"].as_f64().unwrap() > 0.0);
 }
 
+/// `RUST_LOG` shows the library's log events on stderr (here the worker's trace event per
+/// claim); without it a short command prints nothing there; and a log that cannot be
+/// written (stderr on a full device) does not stop the command.
+#[test]
+fn rust_log_prints_the_library_events_on_stderr() {
+    let dir = tempfile::tempdir().unwrap();
+    let bench = [
+        "--store", "memory:", "bench", "-n", "200", "-c", "4", "--quiet",
+    ];
+    fairq(dir.path())
+        .env("RUST_LOG", "fairq_worker=trace")
+        .args(bench)
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("claim returned"));
+    fairq(dir.path())
+        .args(bench)
+        .assert()
+        .success()
+        .stderr(predicate::str::is_empty());
+    #[cfg(target_os = "linux")]
+    {
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap();
+        let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("fairq"))
+            .current_dir(dir.path())
+            .env_remove("FAIRQ_STORE")
+            .env("RUST_LOG", "trace")
+            .args(bench)
+            .stdout(Stdio::null())
+            .stderr(full)
+            .spawn()
+            .unwrap();
+        // A bound on the wait, not a synchronisation: a broken build hangs here.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if Instant::now() > deadline {
+                child.kill().unwrap();
+                panic!("fairq hung with its log unwritable");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert!(status.success());
+    }
+    // A filter that does not parse is reported and ignored.
+    fairq(dir.path())
+        .env("RUST_LOG", "[broken")
+        .args(bench)
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("ignoring RUST_LOG"));
+}
+
 /// enqueue, work (one success, one failure), stats, list --state dead, retry, purge, prune.
 fn operator_round_trip(store: &str) {
     let dir = tempfile::tempdir().unwrap();

@@ -15,6 +15,7 @@ pub fn fairq(dir: &std::path::Path) -> Command {
     let mut cmd = Command::cargo_bin("fairq").expect("the fairq binary");
     cmd.current_dir(dir)
         .env_remove("FAIRQ_STORE")
+        .env_remove("RUST_LOG")
         .timeout(Duration::from_secs(120));
     cmd
 }
