@@ -148,6 +148,70 @@ async fn respects_concurrency() {
     assert!(worker.shutdown(Duration::from_secs(1)).await.is_clean());
 }
 
+/// A store call that panics (a bug in a custom store) fails like a store error: reported,
+/// retried with backoff, and the queue goes on claiming and settling. Before, the panic
+/// ended the task that made the call and the queue stopped without a word.
+#[tokio::test(start_paused = true)]
+async fn a_store_call_that_panics_is_an_error_not_a_stopped_queue() {
+    let store = Probe::new(MemoryBackend::new());
+    store.panic_claims.store(2, Ordering::SeqCst);
+    store.panic_settles.store(1, Ordering::SeqCst);
+    let (on_error, seen) = errors();
+    let (hook, mut rx) = reporter();
+    let messages = Arc::new(Mutex::new(Vec::new()));
+    let sink = Arc::clone(&messages);
+    let worker = Worker::builder(store.clone())
+        .queue("q", QueueConfig::default().concurrency(2))
+        .handlers(ok_handler())
+        .on_error(move |e: &WorkerError| {
+            on_error(e);
+            sink.lock().unwrap().push(e.source.to_string());
+        })
+        .on_finished(hook)
+        .error_backoff(Duration::from_millis(10), Duration::from_millis(100))
+        .build()
+        .unwrap()
+        .start()
+        .unwrap();
+    let mut ids = Vec::new();
+    for _ in 0..10 {
+        ids.push(store.enqueue(NewJob::new("q", "ok", vec![])).await.unwrap());
+    }
+    let mut reported = Vec::new();
+    for _ in 0..10 {
+        // A minute of the paused clock: with a task gone, the queue would never finish.
+        let report = tokio::time::timeout(Duration::from_secs(60), rx.recv())
+            .await
+            .expect("the queue stopped")
+            .unwrap();
+        assert_eq!(report.outcome, JobOutcome::Succeeded);
+        reported.push(report.job.claim.id);
+    }
+    reported.sort();
+    assert_eq!(reported, ids, "every job ran and was recorded once");
+    assert_eq!(store.panic_claims.load(Ordering::SeqCst), 0);
+    assert_eq!(store.panic_settles.load(Ordering::SeqCst), 0);
+    let seen = seen.lock().unwrap().clone();
+    let claims = seen
+        .iter()
+        .filter(|(op, ..)| *op == Operation::Claim)
+        .count();
+    let settles = seen
+        .iter()
+        .filter(|(op, ..)| *op == Operation::Settle)
+        .count();
+    assert_eq!((claims, settles), (2, 1), "{seen:?}");
+    let messages = messages.lock().unwrap().clone();
+    assert!(
+        messages
+            .iter()
+            .all(|m| m.contains("the store panicked during") && m.contains("injected panic")),
+        "{messages:?}"
+    );
+    assert_eq!(store.inner.counts("q").succeeded, 10);
+    assert!(worker.shutdown(Duration::from_secs(5)).await.is_clean());
+}
+
 #[tokio::test(start_paused = true)]
 async fn survives_transient_store_errors_and_backs_off() {
     let flaky = Probe::new(MemoryBackend::new());

@@ -26,6 +26,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::config::ErrorBackoff;
+use super::guard;
 use super::health;
 use super::hooks::{self, DeadJob, JobOutcome, JobReport, Operation};
 use super::queue::QueueRuntime;
@@ -155,10 +156,13 @@ async fn flush<B: Backend>(
             .collect();
         let answer = match claim.take() {
             Some(max) => {
-                match shared
-                    .backend
-                    .settle_and_claim(entries, &queue.name, max, lease)
-                    .await
+                match guard::call(
+                    "settle_and_claim",
+                    shared
+                        .backend
+                        .settle_and_claim(entries, &queue.name, max, lease),
+                )
+                .await
                 {
                     Ok(both) => {
                         let jobs = match both.claimed {
@@ -178,7 +182,7 @@ async fn flush<B: Backend>(
                     }
                 }
             }
-            None => shared.backend.settle(entries).await,
+            None => guard::call("settle", shared.backend.settle(entries)).await,
         };
         match answer {
             Ok(answers) => {

@@ -11,6 +11,7 @@
 use std::sync::Arc;
 
 use super::config::ErrorBackoff;
+use super::guard;
 use super::hooks::Operation;
 use super::queue::QueueRuntime;
 use super::shared::{Shared, raised};
@@ -24,7 +25,9 @@ pub(crate) async fn claimer<B: Backend>(shared: Arc<Shared<B>>, queue: Arc<Queue
     let mut backoff = ErrorBackoff::new(min, max);
     let lease = queue.config.get_lease();
     // Whether the store can take jobs back decides the default prefetch depth.
-    if let Err(BackendError::Unsupported(_)) = shared.backend.release(Vec::new()).await {
+    if let Err(BackendError::Unsupported(_)) =
+        guard::call("release", shared.backend.release(Vec::new())).await
+    {
         queue.without_release();
     }
     loop {
@@ -54,14 +57,14 @@ pub(crate) async fn claimer<B: Backend>(shared: Arc<Shared<B>>, queue: Arc<Queue
         };
         // A claim is never cancelled half-way: what it takes is buffered even during
         // shutdown, and handed back from there.
-        match shared.backend.claim(&queue.name, want, lease).await {
+        match guard::call("claim", shared.backend.claim(&queue.name, want, lease)).await {
             Ok(jobs) => {
                 backoff.reset();
                 let got = jobs.len();
                 accept(&shared, &queue, jobs);
                 if got < want {
                     tokio::select! {
-                        () = shared.backend.wait_for_jobs(&queue.name, queue.config.get_poll_interval()) => {}
+                        () = guard::quietly("wait_for_jobs", shared.backend.wait_for_jobs(&queue.name, queue.config.get_poll_interval())) => {}
                         () = raised(&mut stop) => return,
                     }
                 }
@@ -87,7 +90,7 @@ pub(crate) async fn rescuer<B: Backend>(shared: Arc<Shared<B>>, queue: Arc<Queue
         if *stop.borrow() {
             return;
         }
-        match shared.backend.rescue(&queue.name).await {
+        match guard::call("rescue", shared.backend.rescue(&queue.name)).await {
             Ok(0) => {}
             Ok(n) => {
                 crate::metrics::rescued(&queue.name, n);
@@ -97,7 +100,7 @@ pub(crate) async fn rescuer<B: Backend>(shared: Arc<Shared<B>>, queue: Arc<Queue
         }
         if crate::metrics::ON {
             // The queue-depth gauges, from the store's numbers.
-            match shared.backend.stats().await {
+            match guard::call("stats", shared.backend.stats()).await {
                 Ok(stats) => {
                     if let Some(mine) = stats.iter().find(|s| s.queue == queue.name) {
                         crate::metrics::depth(mine);

@@ -14,6 +14,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::config::ErrorBackoff;
+use super::guard;
 use super::hooks::Operation;
 use super::queue::{Buffered, QueueRuntime};
 use super::shared::{Shared, raised};
@@ -50,7 +51,12 @@ pub(crate) async fn heartbeater<B: Backend>(
             next = beat + every;
             continue;
         }
-        match shared.backend.heartbeat_many(claims.clone(), lease).await {
+        match guard::call(
+            "heartbeat",
+            shared.backend.heartbeat_many(claims.clone(), lease),
+        )
+        .await
+        {
             Ok(answers) => {
                 backoff.reset();
                 let mut renewed = HashMap::new();
@@ -105,7 +111,7 @@ async fn release_expired<B: Backend>(
     expired: Vec<Buffered>,
 ) -> Vec<Buffered> {
     let claims: Vec<Claim> = expired.iter().map(|b| b.job.claim).collect();
-    match shared.backend.release(claims.clone()).await {
+    match guard::call("release", shared.backend.release(claims.clone())).await {
         Ok(answers) => {
             let mut released = 0;
             for (claim, answer) in claims.into_iter().zip(answers) {

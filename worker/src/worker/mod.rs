@@ -5,6 +5,7 @@ mod acker;
 mod claimer;
 mod config;
 mod depth;
+mod guard;
 mod health;
 mod heartbeat;
 mod hooks;

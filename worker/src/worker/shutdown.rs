@@ -8,6 +8,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use super::guard;
 use super::hooks::Operation;
 use super::shared::Shared;
 use crate::backend::{Backend, BackendError};
@@ -198,7 +199,8 @@ async fn hand_back<B: Backend>(shared: &Shared<B>, report: &mut ShutdownReport, 
             continue;
         }
         let ids = claims.iter().map(|c| c.id);
-        match tokio::time::timeout_at(until, shared.backend.release(claims.clone())).await {
+        let release = guard::call("release", shared.backend.release(claims.clone()));
+        match tokio::time::timeout_at(until, release).await {
             Ok(Ok(answers)) => {
                 let mut answers = answers.into_iter();
                 for claim in &claims {

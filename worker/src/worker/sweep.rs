@@ -11,6 +11,7 @@ use fairq_core::job::Millis;
 use fairq_core::sweep::RetrySweep;
 use std::time::Duration;
 
+use super::guard;
 use super::hooks::Operation;
 use super::queue::{Buffered, QueueRuntime};
 use super::shared::Shared;
@@ -140,7 +141,7 @@ pub(crate) async fn hold<B: Backend>(shared: &Shared<B>, queue: &QueueRuntime, u
     };
     if !buffered.is_empty() {
         let claims = buffered.iter().map(|b| b.job.claim).collect();
-        match shared.backend.release(claims).await {
+        match guard::call("release", shared.backend.release(claims)).await {
             Ok(answers) => {
                 for (b, answer) in buffered.iter().zip(answers) {
                     if let Err(source) = answer {
@@ -167,7 +168,12 @@ pub(crate) async fn hold<B: Backend>(shared: &Shared<B>, queue: &QueueRuntime, u
     if queue.lock().sweep.store_cannot_hold {
         return;
     }
-    match shared.backend.hold_retries(&queue.name, until).await {
+    match guard::call(
+        "hold_retries",
+        shared.backend.hold_retries(&queue.name, until),
+    )
+    .await
+    {
         Ok(held) => tracing::debug!(queue = %queue.name, held, "retries held until the next sweep"),
         Err(BackendError::Unsupported(what)) => {
             queue.lock().sweep.store_cannot_hold = true;

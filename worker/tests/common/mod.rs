@@ -42,6 +42,10 @@ pub struct Probe {
     pub fail_claims: Arc<AtomicUsize>,
     /// Fail this many of the next settlement calls as a whole (transient).
     pub fail_settles: Arc<AtomicUsize>,
+    /// Panic in this many of the next claims (plain or combined), as a buggy store would.
+    pub panic_claims: Arc<AtomicUsize>,
+    /// Panic in this many of the next settlement calls (plain or combined).
+    pub panic_settles: Arc<AtomicUsize>,
     /// Fail this many of the next settlement calls that carry a success (transient).
     pub fail_completes: Arc<AtomicUsize>,
     /// When set, every settlement call first takes a permit (so a test holds calls in
@@ -64,6 +68,8 @@ impl Probe {
             calls: Arc::default(),
             fail_claims: Arc::default(),
             fail_settles: Arc::default(),
+            panic_claims: Arc::default(),
+            panic_settles: Arc::default(),
             fail_completes: Arc::default(),
             settle_gate: None,
             claim_gate: None,
@@ -85,6 +91,9 @@ impl Probe {
         if let Some(gate) = &self.claim_gate {
             gate.acquire().await.expect("gate open").forget();
         }
+        if take_one(&self.panic_claims) {
+            panic!("injected panic in a claim");
+        }
     }
 
     pub fn calls(&self) -> std::sync::MutexGuard<'_, Calls> {
@@ -104,6 +113,9 @@ impl Probe {
             .push(batch.iter().map(|f| f.claim).collect());
         if let Some(gate) = &self.settle_gate {
             gate.acquire().await.expect("gate open").forget();
+        }
+        if take_one(&self.panic_settles) {
+            panic!("injected panic in a settlement");
         }
         if take_one(&self.fail_settles)
             || (batch.iter().any(Finished::is_success) && take_one(&self.fail_completes))
