@@ -159,11 +159,13 @@ impl QueueRuntime {
         Some(n)
     }
 
-    /// Wakes the claimer if the queue has room for a claim.
-    pub(crate) fn wake_claimer_if_room(&self, st: &Pipeline) {
-        if st.claimable(&self.config).is_some() {
+    /// Wakes the claimer if the queue has room for a claim; true if it did.
+    pub(crate) fn wake_claimer_if_room(&self, st: &Pipeline) -> bool {
+        let room = st.claimable(&self.config).is_some();
+        if room {
             self.room.notify_one();
         }
+        room
     }
 
     /// With `sweep_holds_new_jobs`: how long claims stay paused at `now`, if they are (a
