@@ -71,7 +71,7 @@ where
     if let Some(store) = &cli.store {
         scrub::remember(store);
     }
-    logging::install(matches!(cli.command, Command::Work(_) | Command::Serve(_)));
+    logging::install();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
