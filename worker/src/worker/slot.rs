@@ -115,26 +115,17 @@ async fn next_job<B: Backend>(
         tokio::pin!(notified);
         // Register before looking, so a job buffered in between wakes this slot.
         notified.as_mut().enable();
+        // One lock records the finished attempt and takes the next job.
         let claim_due = {
             let mut st = queue.lock();
             if let Some(done) = finished.take() {
                 record(shared, &mut st, index, done, acker);
             }
-            !yielded && !st.stopping && !st.buffer.is_empty() && queue.wake_claimer_if_room(&st)
-        };
-        if claim_due {
-            // The claimer is due: let it run before taking a job. A handler that returns at
-            // once never yields, so a slot would otherwise take job after job while the
-            // claimer waits behind it on the same thread, and the claim would only go out
-            // once the buffer is empty. (Yielding before the take, not between the take and
-            // the handler, keeps jobs starting in the order they are taken.)
-            yielded = true;
-            tokio::task::yield_now().await;
-            continue;
-        }
-        {
-            let mut st = queue.lock();
-            if !st.stopping {
+            let claim_due = !yielded
+                && !st.stopping
+                && !st.buffer.is_empty()
+                && queue.wake_claimer_if_room(&st);
+            if !claim_due && !st.stopping {
                 if let Some(next) = st.take_next() {
                     if let Some(slot) = st.slots.get_mut(index) {
                         slot.running = Some(Running {
@@ -149,10 +140,23 @@ async fn next_job<B: Backend>(
                     return Some(next.job);
                 }
             }
-            queue.wake_claimer_if_room(&st);
-            if st.stopping {
-                return None;
+            if !claim_due {
+                queue.wake_claimer_if_room(&st);
+                if st.stopping {
+                    return None;
+                }
             }
+            claim_due
+        };
+        if claim_due {
+            // The claimer is due: let it run before taking a job. A handler that returns at
+            // once never yields, so a slot would otherwise take job after job while the
+            // claimer waits behind it on the same thread, and the claim would only go out
+            // once the buffer is empty. (Yielding before the take, not between the take and
+            // the handler, keeps jobs starting in the order they are taken.)
+            yielded = true;
+            tokio::task::yield_now().await;
+            continue;
         }
         notified.await;
     }
