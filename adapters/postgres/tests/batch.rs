@@ -1,5 +1,5 @@
 //! The batched worker path on a real server: settlement and claim in one transaction, HOT
-//! heartbeats, and promotions that run only when a job can be due (with stores learning of
+//! claims and heartbeats, and promotions that run only when a job can be due (with stores learning of
 //! each other's waiting jobs through the due channel).
 
 mod common;
@@ -42,19 +42,23 @@ async fn table_updates(t: &common::TestStore, updates: i64) -> (i64, i64) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn heartbeats_are_hot_updates() {
+async fn claims_and_heartbeats_are_hot_updates() {
     let t = store_or_skip!("hot");
     let ids = t
         .store
         .enqueue_many((0..20).map(|i| NewJob::new("q", "k", vec![i])).collect())
         .await
         .unwrap();
-    // Claims change indexed columns (the job leaves the ready order): not HOT.
+    // A claim changes the state, the token, the attempts and the lease, which no index
+    // holds: the job keeps its place in the ready order (claims pass over running jobs).
     let worker = another_store(&t, PgOptions::default().pool_size(1)).await;
     let jobs = worker.claim("q", 20, LEASE).await.unwrap();
     assert_eq!(jobs.len(), ids.len());
     drop(worker);
     let (claims, hot_claims) = table_updates(&t, 20).await;
+    assert_eq!(claims, 20, "one update per claimed job");
+    // Twenty fresh rows with half of each page free: every new version fits on its page.
+    assert_eq!(hot_claims, 20, "every claim was a HOT update");
     // A heartbeat changes the lease deadline only, which no index holds.
     let beater = another_store(&t, PgOptions::default().pool_size(1)).await;
     for round in 1..=3 {
@@ -90,7 +94,9 @@ async fn heartbeats_are_hot_updates() {
         .unwrap();
     for row in indexes {
         let def: String = row.get(0);
-        assert!(!def.contains("lease_deadline"), "{def}");
+        for column in ["lease_deadline", "state", "token", "attempts"] {
+            assert!(!def.contains(column), "{def}");
+        }
     }
     t.cleanup().await;
 }
@@ -227,5 +233,71 @@ async fn stores_promote_only_when_they_know_a_job_can_be_due() {
     let jobs = polling.claim("q", 1, LEASE).await.unwrap();
     assert_eq!(jobs.len(), 1);
     assert_eq!(jobs[0].claim.id, id);
+    t.cleanup().await;
+}
+
+/// A blocked job waits in `jobs_waiting` (whose predicate no longer tests the state, so that
+/// claims stay HOT updates) with a due time past every other: a promotion's scan of the due
+/// jobs, which stops at `now`, never reaches it, and the earliest due time a store reads is
+/// a real job's. Its dependency's success gives it a real due time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blocked_jobs_wait_after_every_due_time() {
+    let t = store_or_skip!("blockeddue");
+    let parent = t
+        .store
+        .enqueue(NewJob::new("q", "k", vec![]))
+        .await
+        .unwrap();
+    let child = t
+        .store
+        .enqueue(NewJob::new("q", "k", vec![]).after(parent))
+        .await
+        .unwrap();
+    let delayed = t
+        .store
+        .enqueue(NewJob::new("q", "k", vec![]).delay(Duration::from_secs(5)))
+        .await
+        .unwrap();
+    let due_at = |id: fairq_worker::JobId| {
+        let (admin, schema) = (&t.admin, t.schema.clone());
+        async move {
+            let row = admin
+                .query_one(
+                    &format!("SELECT due_at FROM \"{schema}\".jobs WHERE id = $1"),
+                    &[&(id.0 as i64)],
+                )
+                .await
+                .unwrap();
+            row.get::<_, i64>(0)
+        }
+    };
+    assert_eq!(due_at(child).await, i64::MAX);
+    let earliest: Option<i64> = t
+        .admin
+        .query_one(
+            &format!(
+                "SELECT min(due_at) FROM \"{}\".jobs WHERE queue = 'q' AND round IS NULL",
+                t.schema
+            ),
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        earliest,
+        Some(due_at(delayed).await),
+        "the delayed job is due first"
+    );
+    let jobs = t.store.claim("q", 10, LEASE).await.unwrap();
+    assert_eq!(jobs.len(), 1, "only the parent is ready: {jobs:?}");
+    t.store.complete(jobs[0].claim).await.unwrap();
+    assert!(
+        due_at(child).await < i64::MAX,
+        "released with a real due time"
+    );
+    let next = t.store.claim("q", 10, LEASE).await.unwrap();
+    assert_eq!(next.len(), 1);
+    assert_eq!(next[0].claim.id, child);
     t.cleanup().await;
 }

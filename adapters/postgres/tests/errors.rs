@@ -193,6 +193,7 @@ async fn the_shipped_sql_files_create_a_working_schema() {
         include_str!("../sql/v3.sql"),
         include_str!("../sql/v4.sql"),
         include_str!("../sql/v5.sql"),
+        include_str!("../sql/v6.sql"),
     ];
     assert_eq!(files.len(), fairq_postgres::MIGRATIONS.len());
     for (file, (_, shipped)) in files.iter().zip(fairq_postgres::MIGRATIONS) {
@@ -246,18 +247,22 @@ async fn a_version_1_schema_with_jobs_upgrades_in_place() {
         .replace("fairq.", &format!("\"{schema}\"."))
         .replace("EXISTS fairq;", &format!("EXISTS \"{schema}\";"));
     admin.batch_execute(&v1).await.unwrap();
-    // Rows as version 1 wrote them: two ready jobs of two keys, one delayed, one running.
+    // Rows as version 1 wrote them: two ready jobs of two keys, one delayed, one running, and
+    // one blocked on the first.
     admin
         .batch_execute(&format!(
             "INSERT INTO \"{schema}\".jobs (id, queue, kind, key, payload, state, run_at, due_at,
-                 round, ready_seq, enqueued_at)
-             VALUES (1, 'q', 'k', 'a', '', 'scheduled', 0, 0, 1, 1, 0),
-                    (2, 'q', 'k', 'b', '', 'scheduled', 0, 0, 1, 2, 0),
-                    (3, 'q', 'k', 'a', '', 'scheduled', 5000, 5000, NULL, NULL, 0);
+                 round, ready_seq, enqueued_at, has_dependents)
+             VALUES (1, 'q', 'k', 'a', '', 'scheduled', 0, 0, 1, 1, 0, true),
+                    (2, 'q', 'k', 'b', '', 'scheduled', 0, 0, 1, 2, 0, false),
+                    (3, 'q', 'k', 'a', '', 'scheduled', 5000, 5000, NULL, NULL, 0, false);
              INSERT INTO \"{schema}\".jobs (id, queue, kind, key, payload, state, attempts, token,
                  lease_deadline, claimed_at, enqueued_at)
              VALUES (4, 'q', 'k', 'c', '', 'running', 1, 1, 900, 100, 0);
-             SELECT setval('\"{schema}\".job_ids', 4);"
+             INSERT INTO \"{schema}\".jobs (id, queue, kind, key, payload, state, run_at, due_at,
+                 depends_on, enqueued_at)
+             VALUES (5, 'q', 'k', 'd', '', 'blocked', 0, 0, 1, 0);
+             SELECT setval('\"{schema}\".job_ids', 5);"
         ))
         .await
         .unwrap();
@@ -277,9 +282,10 @@ async fn a_version_1_schema_with_jobs_upgrades_in_place() {
     assert_eq!(
         ids,
         vec![1, 2],
-        "ready jobs keep their order; the delayed one waits"
+        "ready jobs keep their order; the delayed and the blocked ones wait"
     );
-    // The running job's lease (900) has expired: the rescue finds it through the new index.
+    // The running job's lease (900) has expired: the rescue finds it (since version 6
+    // through `jobs_ready`, where the upgrade gave it a place).
     assert_eq!(store.rescue("q").await.unwrap(), 1);
     // Core's verdict with the store's random numbers (the default policy's jitter).
     let expected = fairq_core::job::verdict(
@@ -295,20 +301,22 @@ async fn a_version_1_schema_with_jobs_upgrades_in_place() {
     let info = store.get(fairq_worker::JobId(4)).await.unwrap().unwrap();
     assert_eq!(info.state, fairq_core::job::State::Retrying { run_at });
     assert!(run_at <= 5_000);
+    // The first job's success releases the blocked one.
+    store.complete(jobs[0].claim).await.unwrap();
     clock.set(5_000);
     let later = store.claim("q", 10, Duration::from_secs(60)).await.unwrap();
     let mut ids: Vec<u64> = later.iter().map(|j| j.claim.id.0).collect();
     ids.sort();
     assert_eq!(
         ids,
-        vec![3, 4],
-        "the delayed job came due; the rescued one runs again"
+        vec![3, 4, 5],
+        "the delayed job came due, the rescued one runs again, the blocked one was released"
     );
-    for job in jobs.iter().chain(&later) {
+    for job in jobs[1..].iter().chain(&later) {
         store.complete(job.claim).await.unwrap();
     }
     let stats = store.stats().await.unwrap();
-    assert_eq!(stats[0].counts.succeeded, 4);
+    assert_eq!(stats[0].counts.succeeded, 5);
     drop(store);
     common::drop_schema(&admin, &schema).await;
 }

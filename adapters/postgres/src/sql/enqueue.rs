@@ -64,7 +64,8 @@ ins AS (
                             ready_seq, enqueued_at)
     SELECT p.id, p.queue, p.kind, p.key, p.payload, p.payload_json, p.metadata, p.retry,
            p.unique_key, p.depends_on, CASE WHEN p.blocked THEN 'blocked' ELSE 'scheduled' END,
-           p.run_at, p.run_at, p.id, p.round, p.seq, $11
+           p.run_at, CASE WHEN p.blocked THEN BLOCKED_DUE ELSE p.run_at END, p.id, p.round,
+           p.seq, $11
     FROM placed p
     ON_CONFLICT
     RETURNING id, queue, round, state, due_at

@@ -29,7 +29,8 @@ ins AS (
                             enqueued_at)
     SELECT p.id, p.queue, p.kind, p.key, p.payload, p.payload_json, p.metadata, p.retry,
            p.depends_on, CASE WHEN p.blocked THEN 'blocked' ELSE 'scheduled' END,
-           p.run_at, p.run_at, p.id, p.round, CASE WHEN p.ready THEN p.id END, $10
+           p.run_at, CASE WHEN p.blocked THEN BLOCKED_DUE ELSE p.run_at END, p.id, p.round,
+           CASE WHEN p.ready THEN p.id END, $10
     FROM placed p
     RETURNING id, queue, round, state, due_at
 ),

@@ -80,18 +80,23 @@ SELECT (SELECT count(*) FROM promoted) AS promoted,
 /// until the update, instead of descending the primary key a second time per job. The id
 /// is compared too: should the tuple id ever name another version, that job is left ready
 /// (its lock ends with the statement) rather than claimed twice.
+///
+/// A claimed job keeps its round and its place in `jobs_ready` (the scan passes over running
+/// jobs by their state): the update changes no indexed column, so PostgreSQL writes the new
+/// version on the same page without new index entries (a HOT update), where changing the
+/// round cost an entry in the primary key and one in an index of running jobs per claim.
 pub(super) const CLAIM: &str = r#"
 WITH picked AS (
     SELECT j.ctid AS at, j.id, j.round, j.ready_seq
     FROM fairq.jobs j
-    WHERE j.queue = $1 AND j.round IS NOT NULL
+    WHERE j.queue = $1 AND j.round IS NOT NULL AND j.state <> 'running'
     ORDER BY j.round, j.ready_seq
     LIMIT $2
     FOR UPDATE SKIP LOCKED
 ),
 claimed AS (
     UPDATE fairq.jobs j
-    SET state = 'running', round = NULL, ready_seq = NULL,
+    SET state = 'running',
         attempts = j.attempts + 1, token = j.token + 1,
         lease_deadline = $4, claimed_at = $3
     FROM picked p
@@ -182,7 +187,7 @@ tallied AS (
 ),
 retried AS (
     UPDATE fairq.jobs j
-    SET state = 'retrying', run_at = i.run_at, due_at = i.run_at,
+    SET state = 'retrying', run_at = i.run_at, due_at = i.run_at, round = NULL, ready_seq = NULL,
         due_seq = CASE WHEN i.run_at <= $7 THEN EVENT + (i.ord << 20) ELSE j.id END,
         lease_deadline = NULL, failures = j.failures + 1,
         runs_ms = CASE WHEN $8 THEN j.runs_ms
@@ -248,7 +253,7 @@ WITH input AS (
 released AS (
     UPDATE fairq.jobs j
     SET state = CASE WHEN j.attempts > 1 THEN 'retrying' ELSE 'scheduled' END,
-        attempts = j.attempts - 1, run_at = $3, due_at = $3,
+        attempts = j.attempts - 1, run_at = $3, due_at = $3, round = NULL, ready_seq = NULL,
         due_seq = EVENT + (i.ord << 20), lease_deadline = NULL
     FROM input i
     WHERE j.id = i.id AND j.token = i.token AND STILL_RUNNING
@@ -276,7 +281,9 @@ RETURNING j.id, j.token, j.lease_deadline
 pub(super) const EXPIRED: &str = r#"
 SELECT id, attempts, token, retry
 FROM fairq.jobs
-WHERE queue = $1 AND state = 'running' AND lease_deadline <= $2
+WHERE queue = $1 AND round IS NOT NULL
+  AND round <= (SELECT max(r.round) FROM fairq.rounds r WHERE r.queue = $1)
+  AND state = 'running' AND lease_deadline <= $2
 ORDER BY id
 LIMIT $3
 "#;
@@ -323,7 +330,7 @@ WITH freed AS (
     FROM (SELECT b.id, row_number() OVER (ORDER BY b.id) AS n
           FROM fairq.jobs b
           JOIN fairq.archive a ON a.id = b.depends_on AND a.state = 'succeeded'
-          WHERE b.queue = $1 AND b.state = 'blocked') s
+          WHERE b.queue = $1 AND b.depends_on IS NOT NULL AND b.state = 'blocked') s
     WHERE j.id = s.id
     RETURNING j.id
 ),
@@ -335,7 +342,8 @@ SELECT f.id, (SELECT count(*) FROM woke) FROM freed f
 
 /// Whether a queue has a ready job, and when its next waiting job is due. Parameter: queue.
 pub(super) const DUE: &str = r#"
-SELECT EXISTS (SELECT 1 FROM fairq.jobs WHERE queue = $1 AND round IS NOT NULL) AS ready,
+SELECT EXISTS (SELECT 1 FROM fairq.jobs
+               WHERE queue = $1 AND round IS NOT NULL AND state <> 'running') AS ready,
        (SELECT min(due_at) FROM fairq.jobs
         WHERE queue = $1 AND round IS NULL AND state IN ('scheduled', 'retrying')) AS next_due
 "#;
