@@ -61,7 +61,7 @@ impl Default for QueueConfig {
             prefetch_ttl: None,
             settle_batch: 128,
             settle_window: Duration::from_millis(5),
-            settles_in_flight: 2,
+            settles_in_flight: 4,
             max_unsettled: None,
             timeout: None,
             retry_sweep: None,
@@ -212,10 +212,13 @@ impl QueueConfig {
         self
     }
 
-    /// How many settlement calls of the queue may be in flight at once (default 2).
+    /// How many settlement calls of the queue may be in flight at once (default 4).
+    ///
+    /// With two, PostgreSQL drains of no-op jobs at concurrency 32 held back claims while
+    /// settlements queued: see the worker crate's README.
     ///
     /// ```
-    /// assert_eq!(fairq_worker::QueueConfig::new().settles_in_flight(4).get_settles_in_flight(), 4);
+    /// assert_eq!(fairq_worker::QueueConfig::new().settles_in_flight(8).get_settles_in_flight(), 8);
     /// ```
     pub fn settles_in_flight(mut self, n: usize) -> Self {
         self.settles_in_flight = n;
@@ -228,7 +231,7 @@ impl QueueConfig {
     /// is not handed ever more work.
     ///
     /// ```
-    /// let c = fairq_worker::QueueConfig::new().concurrency(4).prefetch(4).settle_batch(8);
+    /// let c = fairq_worker::QueueConfig::new().concurrency(4).prefetch(4).settle_batch(4);
     /// assert_eq!(c.get_max_unsettled(), 16);
     /// assert_eq!(c.max_unsettled(3).get_max_unsettled(), 3);
     /// ```
@@ -428,7 +431,7 @@ impl QueueConfig {
     /// The settlement calls allowed in flight.
     ///
     /// ```
-    /// assert_eq!(fairq_worker::QueueConfig::new().get_settles_in_flight(), 2);
+    /// assert_eq!(fairq_worker::QueueConfig::new().get_settles_in_flight(), 4);
     /// ```
     pub fn get_settles_in_flight(&self) -> usize {
         self.settles_in_flight
