@@ -95,3 +95,23 @@ async fn a_lone_enqueue_is_not_planned_on_every_call() {
     drop(client);
     t.cleanup().await;
 }
+
+/// A claim that takes a large share of a small table (a queue near the end of a drain, or a
+/// worker with a deep prefetch buffer) still reaches its rows by tuple id: the planner once
+/// judged a scan of the whole table cheaper there, which made such claims three times slower.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_claim_from_a_small_table_reaches_its_rows_by_tuple_id() {
+    let t = store_or_skip!("explainbig");
+    let jobs: Vec<NewJob> = (0..4_000)
+        .map(|i| NewJob::new("q", "noop", Vec::new()).key(format!("k{}", i % 16)))
+        .collect();
+    t.store.enqueue_many(jobs).await.unwrap();
+    t.admin
+        .batch_execute(&format!("ANALYZE \"{}\".jobs", t.schema))
+        .await
+        .unwrap();
+    let plan = t.store.explain_claim("q", 1_000).await.unwrap();
+    assert!(!plan.contains("Seq Scan on jobs"), "{plan}");
+    assert!(plan.contains("Tid Scan on jobs"), "{plan}");
+    t.cleanup().await;
+}

@@ -77,8 +77,12 @@ SELECT (SELECT count(*) FROM promoted) AS promoted,
 /// passes the places of purged jobs). Parameters: queue, limit, now, deadline.
 ///
 /// The update reaches each locked row by its tuple id (`ctid`), which the lock keeps stable
-/// until the update, instead of descending the primary key a second time per job. The id
-/// is compared too: should the tuple id ever name another version, that job is left ready
+/// until the update, instead of descending the primary key a second time per job. The ids go
+/// to it as an array (`ctid = ANY`), which only a TID scan can serve: joined to `picked`, the
+/// planner costed the join by the table's size, and once a draining queue's table held a few
+/// tens of thousands of rows or fewer it read the whole table and hashed it (a claim of 544
+/// jobs from 20,000: 12.7 ms, against 4.4 ms by tuple id). The id is compared too (a hashed
+/// lookup in `picked`): should the tuple id ever name another version, that job is left ready
 /// (its lock ends with the statement) rather than claimed twice.
 ///
 /// A claimed job keeps its round and its place in `jobs_ready` (the scan passes over running
@@ -87,7 +91,7 @@ SELECT (SELECT count(*) FROM promoted) AS promoted,
 /// round cost an entry in the primary key and one in an index of running jobs per claim.
 pub(super) const CLAIM: &str = r#"
 WITH picked AS (
-    SELECT j.ctid AS at, j.id, j.round, j.ready_seq
+    SELECT j.ctid AS at, j.id
     FROM fairq.jobs j
     WHERE j.queue = $1 AND j.round IS NOT NULL AND j.state <> 'running'
     ORDER BY j.round, j.ready_seq
@@ -99,11 +103,11 @@ claimed AS (
     SET state = 'running',
         attempts = j.attempts + 1, token = j.token + 1,
         lease_deadline = $4, claimed_at = $3
-    FROM picked p
-    WHERE j.ctid = p.at AND j.id = p.id
+    WHERE j.ctid = ANY (ARRAY(SELECT p.at FROM picked p))
+      AND j.id IN (SELECT p.id FROM picked p)
     RETURNING j.id, j.token, j.attempts, j.lease_deadline, j.kind, j.key, j.payload,
               j.enqueued_at, j.due_at, j.retry, j.metadata, j.payload_json,
-              p.round AS was_round, p.ready_seq AS was_seq
+              j.round AS was_round, j.ready_seq AS was_seq
 ),
 advanced AS (
     INSERT INTO fairq.rounds (queue, round)
