@@ -271,8 +271,15 @@ async fn run_once<B: Backend>(
         let worker = Worker::builder(Arc::clone(store))
             .queue(
                 queue.clone(),
+                // A light tenant's job starts within its fair bound of the jobs claimed
+                // after it arrived, plus the jobs the worker already held: the prefetch
+                // depth is pinned to the concurrency, as the worker's README advises where
+                // a newly active key's wait matters more than throughput (an adaptive depth
+                // that grew under a slow store let light jobs wait behind a hundred heavy
+                // ones, as long as under FIFO).
                 QueueConfig::default()
                     .concurrency(config.concurrency)
+                    .prefetch(config.concurrency)
                     .lease(Duration::from_secs(30))
                     .poll_interval(Duration::from_millis(20)),
             )
