@@ -398,7 +398,10 @@ impl PgBackend {
         let tx = client.transaction().await.map_err(|e| db(e, schema))?;
         let now = core.now();
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let text = format!("EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) {}", core.sql.claim);
+        let text = format!(
+            "EXPLAIN (ANALYZE, BUFFERS, WAL, COSTS OFF) {}",
+            core.sql.claim
+        );
         let params: [&(dyn ToSql + Sync); 4] = [
             &queue,
             &limit,

@@ -37,6 +37,7 @@ pub(crate) fn accept<B: Backend>(
     // The time this claim's jobs cover: since the previous claim came back (or, for the
     // first, since this one started).
     let started = st.claim_started.take();
+    let flight = started.map_or(Duration::ZERO, |at| since.saturating_duration_since(at));
     let cycle = st
         .claim_returned
         .replace(since)
@@ -49,6 +50,7 @@ pub(crate) fn accept<B: Backend>(
         claimed,
         starved,
         cycle_us = cycle.as_micros() as u64,
+        flight_us = flight.as_micros() as u64,
         depth = st.depth.get(),
         "claim returned"
     );
