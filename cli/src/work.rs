@@ -262,6 +262,8 @@ pub(crate) async fn work<B: Backend>(
             "fairq: metrics for Prometheus at http://{addr}/metrics"
         ));
     }
+    // Connections opened and statements prepared before the first job arrives.
+    worker.warm_up().await?;
     let handle = worker.start()?;
     note(&format!(
         "fairq: serving {} with `{}` ({} at a time per queue); SIGTERM or Ctrl-C stops",

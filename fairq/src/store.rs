@@ -404,6 +404,10 @@ impl Backend for Store {
         each!(self, s => s.hold_retries(queue, until))
     }
 
+    async fn warm_up(&self, queue: &str, calls: usize) -> Result<(), BackendError> {
+        each!(self, s => s.warm_up(queue, calls))
+    }
+
     async fn wait_for_jobs(&self, queue: &str, timeout: Duration) {
         each!(self, s => s.wait_for_jobs(queue, timeout))
     }

@@ -1181,3 +1181,29 @@ async fn a_timeout_during_shutdown_fails_the_attempt() {
         Some("timed out after 5s: the handler was stopped")
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn warming_up_readies_every_queue_for_all_its_calls_and_reports_a_dead_store() {
+    let store = Probe::new(MemoryBackend::new());
+    enqueue(&store, "ok", 3).await;
+    let worker = Worker::builder(store.clone())
+        .queue("a", QueueConfig::default().settles_in_flight(2))
+        .queue("b", QueueConfig::default().settles_in_flight(5))
+        .handlers(gated(&Arc::new(Semaphore::new(0)), &Arc::default()))
+        .build()
+        .unwrap();
+    worker.warm_up().await.unwrap();
+    // Per queue a claim, a heartbeat, a rescue and its settlements in flight, and the two
+    // queues share the store's connections: (2 + 3) + (5 + 3).
+    let mut warmed = store.calls().warm_ups.clone();
+    warmed.sort();
+    assert_eq!(warmed, vec![("a".to_string(), 13), ("b".to_string(), 13)]);
+    assert!(store.calls().claimed.is_empty(), "warming up claims no job");
+    assert_eq!(store.inner.counts("q").scheduled, 3, "and changes none");
+
+    // A store that cannot be reached answers here, before any task runs.
+    store.fail_warm_ups.store(1, Ordering::SeqCst);
+    let err = worker.warm_up().await.unwrap_err();
+    assert!(err.to_string().contains("connection refused"), "{err}");
+    assert!(store.calls().claimed.is_empty());
+}

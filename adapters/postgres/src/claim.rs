@@ -22,7 +22,7 @@ use crate::store::Core;
 use crate::transactional::merge;
 
 /// The claim's parameters.
-struct ClaimArgs<'a> {
+pub(crate) struct ClaimArgs<'a> {
     queue: &'a str,
     limit: i64,
     now: i64,
@@ -30,7 +30,7 @@ struct ClaimArgs<'a> {
 }
 
 impl<'a> ClaimArgs<'a> {
-    fn new(queue: &'a str, max: usize, now: Millis, lease: Duration) -> ClaimArgs<'a> {
+    pub(crate) fn new(queue: &'a str, max: usize, now: Millis, lease: Duration) -> ClaimArgs<'a> {
         ClaimArgs {
             queue,
             limit: i64::try_from(max).unwrap_or(i64::MAX),
@@ -39,7 +39,7 @@ impl<'a> ClaimArgs<'a> {
         }
     }
 
-    fn params(&self) -> [&(dyn ToSql + Sync); 4] {
+    pub(crate) fn params(&self) -> [&(dyn ToSql + Sync); 4] {
         [&self.queue, &self.limit, &self.now, &self.deadline]
     }
 }

@@ -27,6 +27,7 @@ mod tls;
 mod transactional;
 mod vacuum;
 mod wait;
+mod warm;
 
 pub use enqueue::Producer;
 pub use error::PgError;

@@ -301,3 +301,46 @@ async fn blocked_jobs_wait_after_every_due_time() {
     assert_eq!(next[0].claim.id, child);
     t.cleanup().await;
 }
+
+/// Every row of the schema's job tables, as text, in a stable order.
+async fn job_tables(t: &common::TestStore) -> Vec<String> {
+    let mut rows = Vec::new();
+    for table in ["jobs", "rounds", "ghosts", "archive"] {
+        let query = format!(
+            "SELECT coalesce(string_agg(t::text, E'\\n' ORDER BY t::text), '') \
+             FROM \"{}\".{table} t",
+            t.schema
+        );
+        let text: String = t.admin.query_one(&query, &[]).await.unwrap().get(0);
+        rows.push(format!("{table}:\n{text}"));
+    }
+    rows
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn warming_up_opens_the_connections_and_changes_no_row() {
+    let t = store_or_skip!("warm", PgOptions::default().pool_size(3));
+    t.store
+        .enqueue_many(
+            (0..6)
+                .map(|i| NewJob::new("q", "k", vec![i]).key(format!("tenant-{}", i % 2)))
+                .collect(),
+        )
+        .await
+        .unwrap();
+    let before = job_tables(&t).await;
+    // Asked for more calls than the pool holds: it opens the whole pool and no more.
+    t.store.warm_up("q", 10).await.unwrap();
+    let status = t.store.pool().status();
+    assert_eq!((status.size, status.available), (3, 3), "{status:?}");
+    assert_eq!(
+        job_tables(&t).await,
+        before,
+        "a claim of no job and a settlement of nothing leave every row as it was"
+    );
+    // The queue is served as if nothing had happened: all six, in the fair order.
+    let jobs = t.store.claim("q", 10, LEASE).await.unwrap();
+    let keys: Vec<_> = jobs.iter().filter_map(|j| j.key.as_deref()).collect();
+    assert_eq!(keys, ["tenant-0", "tenant-1"].repeat(3));
+    t.cleanup().await;
+}

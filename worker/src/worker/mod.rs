@@ -466,6 +466,40 @@ impl<B: Backend> Worker<B> {
         self.config.queues.keys().map(String::as_str)
     }
 
+    /// Readies the store for this worker before it starts: the store opens the connections
+    /// the worker's calls will use at once (per queue, a claim, its settlements in flight, a
+    /// heartbeat and a rescue) and prepares its statements on them (see
+    /// [`Backend::warm_up`]), so the first jobs do not wait for connections to open. Optional:
+    /// a worker started cold opens them as its calls need them. A store that cannot be
+    /// reached answers with its error here, before any task has started.
+    ///
+    /// ```
+    /// use fairq_worker::{Job, MemoryBackend, QueueConfig, Worker};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let worker = Worker::builder(MemoryBackend::new())
+    ///     .queue("q", QueueConfig::default())
+    ///     .handle("k", |_job: Job| async { Ok::<_, String>(()) })
+    ///     .build()
+    ///     .unwrap();
+    /// worker.warm_up().await.unwrap();
+    /// let handle = worker.start().unwrap();
+    /// # handle.shutdown(std::time::Duration::from_secs(1)).await;
+    /// # });
+    /// ```
+    pub async fn warm_up(&self) -> Result<(), crate::BackendError> {
+        let calls: usize = self
+            .config
+            .queues
+            .values()
+            .map(|q| q.get_settles_in_flight().saturating_add(3))
+            .sum();
+        for queue in self.config.queues.keys() {
+            self.config.backend.warm_up(queue, calls).await?;
+        }
+        Ok(())
+    }
+
     /// Starts the worker's tasks on the current tokio runtime and returns its handle.
     /// Dropping the handle leaves the worker running; call [`WorkerHandle::shutdown`] to stop.
     ///

@@ -31,6 +31,8 @@ pub struct Calls {
     pub releases: Vec<Vec<Claim>>,
     /// How many jobs each claim asked for (plain and combined), in call order.
     pub asked: Vec<usize>,
+    /// Every `warm_up` call: the queue and the calls it was asked to ready.
+    pub warm_ups: Vec<(String, usize)>,
 }
 
 /// A [`MemoryBackend`] behind switches.
@@ -59,6 +61,8 @@ pub struct Probe {
     pub half_settle: Arc<AtomicBool>,
     /// `release` answers `Unsupported`, as PostgreSQL and Redis did.
     pub no_release: bool,
+    /// Fail this many of the next `warm_up` calls (the server cannot be reached).
+    pub fail_warm_ups: Arc<AtomicUsize>,
 }
 
 impl Probe {
@@ -75,6 +79,7 @@ impl Probe {
             claim_gate: None,
             half_settle: Arc::default(),
             no_release: false,
+            fail_warm_ups: Arc::default(),
         }
     }
 
@@ -246,6 +251,20 @@ impl Backend for Probe {
     }
     fn rescue(&self, queue: &str) -> impl Future<Output = Result<u64, BackendError>> + Send {
         self.inner.rescue(queue)
+    }
+    fn warm_up(
+        &self,
+        queue: &str,
+        calls: usize,
+    ) -> impl Future<Output = Result<(), BackendError>> + Send {
+        self.calls().warm_ups.push((queue.to_string(), calls));
+        let failed = take_one(&self.fail_warm_ups);
+        async move {
+            if failed {
+                return Err(down());
+            }
+            Ok(())
+        }
     }
     fn wait_for_jobs(&self, queue: &str, timeout: Duration) -> impl Future<Output = ()> + Send {
         self.inner.wait_for_jobs(queue, timeout)
