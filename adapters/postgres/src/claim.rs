@@ -18,6 +18,7 @@ use crate::due::Promotion;
 use crate::pipeline::Pipelined;
 use crate::rows::{self, deadline, to_db};
 use crate::settle::Plan;
+use crate::sql::{CLAIM_BEGIN, CLAIM_PLAN};
 use crate::store::Core;
 use crate::transactional::merge;
 
@@ -64,9 +65,7 @@ impl Core {
             .await
             .map_err(|e| self.err(e))?;
         let rows = match self.promotion(queue, now) {
-            None => tokio_postgres::Client::query(&client, &claim, &args.params())
-                .await
-                .map_err(|e| self.err(e))?,
+            None => self.claim_alone(client, &claim, &args).await?.1,
             Some(promotion) => {
                 let promote = client
                     .prepare_cached(&self.sql.promote)
@@ -75,9 +74,10 @@ impl Core {
                 let (promote_params, claim_params) = (promotion.params(), args.params());
                 let tx = Pipelined::new(client);
                 let c = tx.client();
-                let (begin, promoted, claimed, commit) = tokio::join!(
+                let (begin, promoted, planned, claimed, commit) = tokio::join!(
                     c.batch_execute("BEGIN"),
                     c.query(&promote, &promote_params),
+                    c.batch_execute(CLAIM_PLAN),
                     c.query(&claim, &claim_params),
                     c.batch_execute("COMMIT"),
                 );
@@ -86,6 +86,7 @@ impl Core {
                 // transaction was aborted.
                 begin.map_err(|e| self.err(e))?;
                 let promoted = promoted.map_err(|e| self.err(e))?;
+                planned.map_err(|e| self.err(e))?;
                 let claimed = claimed.map_err(|e| self.err(e))?;
                 commit.map_err(|e| self.err(e))?;
                 promotion.finish(&promoted);
@@ -93,6 +94,32 @@ impl Core {
             }
         };
         rows.iter().map(|row| rows::job(row, queue)).collect()
+    }
+
+    /// The claim in a transaction of its own, under [`CLAIM_PLAN`]: `BEGIN` with the plan
+    /// settings, the claim and `COMMIT`, pipelined (one round trip, one commit, as the claim
+    /// alone). The warm-up runs it too, so that a connection plans its claims the same way
+    /// from the first. Gives the connection back with the claimed rows.
+    pub(crate) async fn claim_alone(
+        &self,
+        client: deadpool_postgres::Object,
+        claim: &tokio_postgres::Statement,
+        args: &ClaimArgs<'_>,
+    ) -> Result<(deadpool_postgres::Object, Vec<Row>), BackendError> {
+        let params = args.params();
+        let tx = Pipelined::new(client);
+        let c = tx.client();
+        let (begin, claimed, commit) = tokio::join!(
+            c.batch_execute(CLAIM_BEGIN),
+            c.query(claim, &params),
+            c.batch_execute("COMMIT"),
+        );
+        let client = tx.done();
+        // The first error in statement order, as above.
+        begin.map_err(|e| self.err(e))?;
+        let claimed = claimed.map_err(|e| self.err(e))?;
+        commit.map_err(|e| self.err(e))?;
+        Ok((client, claimed))
     }
 
     /// Settles `batch`, then claims up to `max` jobs of `queue`, in one transaction: the
@@ -162,10 +189,11 @@ impl Core {
                 _ => None,
             }
         };
-        let (begin, settled, promoted, claimed, commit) = tokio::join!(
+        let (begin, settled, promoted, planned, claimed, commit) = tokio::join!(
             c.batch_execute("BEGIN"),
             c.query(&settle, &settle_params),
             promoting,
+            c.batch_execute(CLAIM_PLAN),
             c.query(&claim, &claim_params),
             c.batch_execute("COMMIT"),
         );
@@ -176,6 +204,7 @@ impl Core {
             begin.map_err(|e| self.err(e))?;
             let settled = settled.map_err(|e| self.err(e))?;
             let promoted = promoted.transpose().map_err(|e| self.err(e))?;
+            planned.map_err(|e| self.err(e))?;
             let claimed = claimed.map_err(|e| self.err(e))?;
             commit.map_err(|e| self.err(e))?;
             Ok::<_, BackendError>((settled, promoted, claimed))

@@ -408,6 +408,9 @@ impl PgBackend {
             &to_db(now),
             &deadline(now, Duration::from_secs(30)),
         ];
+        tx.batch_execute(crate::sql::CLAIM_PLAN)
+            .await
+            .map_err(|e| db(e, schema))?;
         let rows = tx.query(&text, &params).await.map_err(|e| db(e, schema))?;
         tx.rollback().await.map_err(|e| db(e, schema))?;
         Ok(rows

@@ -35,12 +35,15 @@ impl Core {
     async fn warm_one(&self, queue: &str) -> Result<deadpool_postgres::Object, BackendError> {
         let client = self.client().await?;
         let now = self.now();
-        // A claim of at most no job locks nothing and advances no round.
-        let claim = ClaimArgs::new(queue, 0, now, Duration::ZERO);
-        client
-            .rows(&self.sql.claim, &claim.params())
+        // A claim of at most no job locks nothing and advances no round; it runs as every
+        // claim does, in its own transaction under the claim's plan settings.
+        let args = ClaimArgs::new(queue, 0, now, Duration::ZERO);
+        let claim = client
+            .prepare_cached(&self.sql.claim)
             .await
             .map_err(|e| self.err(e))?;
+        let (client, none) = self.claim_alone(client, &claim, &args).await?;
+        debug_assert!(none.is_empty());
         // A settlement of no entry deletes, archives and notifies nothing.
         let plan = Plan::new(Vec::new(), now, &*self.random);
         let args = plan.args();

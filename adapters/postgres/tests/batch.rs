@@ -344,3 +344,82 @@ async fn warming_up_opens_the_connections_and_changes_no_row() {
     assert_eq!(keys, ["tenant-0", "tenant-1"].repeat(3));
     t.cleanup().await;
 }
+
+/// Index scans of `jobs_ready` and of `jobs_key_tail` the server has counted, and the jobs
+/// table's inserts and updates, once they reach `inserts` and `updates` (a backend reports
+/// its counters when it exits, so the stores counted are dropped first).
+async fn scans_once(t: &common::TestStore, inserts: i64, updates: i64) -> (i64, i64) {
+    let tables = "SELECT n_tup_ins, n_tup_upd FROM pg_stat_user_tables \
+                  WHERE schemaname = $1 AND relname = 'jobs'";
+    let indexes = "SELECT indexrelname::text, idx_scan FROM pg_stat_user_indexes \
+                   WHERE schemaname = $1 AND indexrelname IN ('jobs_ready', 'jobs_key_tail')";
+    tokio::time::timeout(fairq_worker::conformance::PATIENCE, async {
+        loop {
+            let row = t.admin.query_one(tables, &[&t.schema]).await.unwrap();
+            if row.get::<_, i64>(0) >= inserts && row.get::<_, i64>(1) >= updates {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the server reported the table's counters");
+    let mut scans = (0, 0);
+    for row in t.admin.query(indexes, &[&t.schema]).await.unwrap() {
+        match row.get::<_, String>(0).as_str() {
+            "jobs_ready" => scans.0 = row.get(1),
+            _ => scans.1 = row.get(1),
+        }
+    }
+    scans
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_claim_walks_the_ready_index_without_statistics() {
+    let t = store_or_skip!("walk");
+    // No statistics: the table is never analyzed during the test.
+    t.admin
+        .batch_execute(&format!(
+            "ALTER TABLE \"{}\".jobs SET (autovacuum_enabled = false)",
+            t.schema
+        ))
+        .await
+        .unwrap();
+    let producer = another_store(&t, PgOptions::default().pool_size(1)).await;
+    for chunk in 0..20 {
+        let jobs = (0..1_000)
+            .map(|i| {
+                NewJob::new("q", "k", vec![7; 128]).key(format!("tenant-{}", (chunk + i) % 16))
+            })
+            .collect();
+        producer.enqueue_many(jobs).await.unwrap();
+    }
+    drop(producer);
+    let before = scans_once(&t, 20_000, 0).await;
+    // Claims as the worker makes them: with stale statistics the planner read all 20,000
+    // ready jobs through `jobs_key_tail` and sorted them (a bitmap scan) for any claim of
+    // 128 jobs or more, instead of walking `jobs_ready` in order.
+    let worker = another_store(&t, PgOptions::default().pool_size(1)).await;
+    let claimed = worker.claim("q", 544, LEASE).await.unwrap();
+    assert_eq!(claimed.len(), 544);
+    let settled = worker
+        .settle_and_claim(
+            claimed
+                .iter()
+                .map(|j| Finished::succeeded(j.claim))
+                .collect(),
+            "q",
+            544,
+            LEASE,
+        )
+        .await
+        .unwrap();
+    assert_eq!(settled.claimed.unwrap().len(), 544);
+    drop(worker);
+    let after = scans_once(&t, 20_000, 1_088).await;
+    assert_eq!(after.0 - before.0, 2, "each claim walked jobs_ready once");
+    assert_eq!(after.1, before.1, "no claim read jobs_key_tail");
+    let plan = t.store.explain_claim("q", 544).await.unwrap();
+    assert!(plan.contains("Index Scan using jobs_ready"), "{plan}");
+    t.cleanup().await;
+}
