@@ -987,6 +987,42 @@ mod tests {
         assert!(staged, "a table past its budget stages pushes");
     }
 
+    /// Pops taken straight from the buffer being read end the snapshot with its last item
+    /// and, when that empties the queue, give back memory as any pop does.
+    #[test]
+    fn pops_from_the_read_buffer_end_snapshots_and_drain() {
+        let mut q: FairQueue<u32, u32> = FairQueue::unbounded();
+        for k in 0..3 {
+            q.push(k, k).unwrap();
+            q.push(k, 10 + k).unwrap();
+        }
+        assert_eq!(q.pop(), Some(0)); // takes the snapshot [0, 1, 2]
+        assert_eq!(q.pop(), Some(1));
+        assert_eq!(q.snapshot().map(|(_, t)| *t).collect::<Vec<_>>(), [2]);
+        assert_eq!(q.pop(), Some(2)); // the snapshot's last item
+        assert_eq!(q.snapshot().count(), 0, "no snapshot pending");
+        q.push(7, 70).unwrap(); // joins the next snapshot, behind the others
+        let rest: Vec<u32> = core::iter::from_fn(|| q.pop()).collect();
+        assert_eq!(rest, [10, 11, 12, 70]);
+        // Rounds of 300 items: their buffers are too large to keep once the queue drains.
+        for _ in 0..2 {
+            for k in 0..300 {
+                q.push(k, k).unwrap();
+            }
+        }
+        while q.pop().is_some() {}
+        let storage = &q.engine.storage;
+        assert!(storage.rounds.is_empty());
+        assert!(
+            storage
+                .pool
+                .iter()
+                .all(|b| b.capacity() <= KEEP_AFTER_DRAIN),
+            "pool capacities: {:?}",
+            storage.pool.iter().map(Vec::capacity).collect::<Vec<_>>()
+        );
+    }
+
     /// A delivered round's buffer is the next pooled buffer: reusing it relies on the
     /// standard library collecting a `vec::IntoIter` in place (see `reclaim`).
     #[test]
