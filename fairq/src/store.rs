@@ -404,8 +404,8 @@ impl Backend for Store {
         each!(self, s => s.hold_retries(queue, until))
     }
 
-    async fn warm_up(&self, queue: &str, calls: usize) -> Result<(), BackendError> {
-        each!(self, s => s.warm_up(queue, calls))
+    async fn warm_up(&self, calls: usize) -> Result<(), BackendError> {
+        each!(self, s => s.warm_up(calls))
     }
 
     async fn wait_for_jobs(&self, queue: &str, timeout: Duration) {

@@ -504,28 +504,25 @@ pub trait Backend: Send + Sync + 'static {
         async { Err(BackendError::Unsupported("holding retries back")) }
     }
 
-    /// Readies the store to serve `queue` with up to `calls` calls in flight at once, so that
-    /// a worker's first claims and settlements do not pay for connecting: a store that keeps
-    /// a pool of connections opens that many (up to the pool's size) and prepares its
-    /// claim and settlement statements on each. It changes no job. The default does nothing
-    /// (a store with nothing to open).
+    /// Readies the store for up to `calls` calls in flight at once, so that a worker's first
+    /// claims and settlements do not pay for connecting: a store that keeps a pool of
+    /// connections opens that many (up to the pool's size) and prepares its claim and
+    /// settlement statements on each (statements do not depend on the queue). It changes no
+    /// job. The default does nothing (a store with nothing to open).
     ///
-    /// [`Worker::warm_up`](crate::Worker::warm_up) calls it for each of its queues.
+    /// [`Worker::warm_up`](crate::Worker::warm_up) calls it once, with the calls of all its
+    /// queues.
     ///
     /// ```
     /// use fairq_worker::{Backend, MemoryBackend};
     ///
     /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
     /// let store = MemoryBackend::new();
-    /// store.warm_up("emails", 6).await.unwrap();
+    /// store.warm_up(6).await.unwrap();
     /// # });
     /// ```
-    fn warm_up(
-        &self,
-        queue: &str,
-        calls: usize,
-    ) -> impl Future<Output = Result<(), BackendError>> + Send {
-        let _ = (queue, calls);
+    fn warm_up(&self, calls: usize) -> impl Future<Output = Result<(), BackendError>> + Send {
+        let _ = calls;
         async { Ok(()) }
     }
 
@@ -705,12 +702,8 @@ impl<B: Backend> Backend for std::sync::Arc<B> {
         (**self).hold_retries(queue, until)
     }
 
-    fn warm_up(
-        &self,
-        queue: &str,
-        calls: usize,
-    ) -> impl Future<Output = Result<(), BackendError>> + Send {
-        (**self).warm_up(queue, calls)
+    fn warm_up(&self, calls: usize) -> impl Future<Output = Result<(), BackendError>> + Send {
+        (**self).warm_up(calls)
     }
 
     fn wait_for_jobs(&self, queue: &str, timeout: Duration) -> impl Future<Output = ()> + Send {

@@ -80,12 +80,8 @@ macro_rules! forward_backend_except_enqueue {
             self.inner.hold_retries(queue, until)
         }
 
-        fn warm_up(
-            &self,
-            queue: &str,
-            calls: usize,
-        ) -> impl Future<Output = Result<(), BackendError>> + Send {
-            self.inner.warm_up(queue, calls)
+        fn warm_up(&self, calls: usize) -> impl Future<Output = Result<(), BackendError>> + Send {
+            self.inner.warm_up(calls)
         }
 
         fn wait_for_jobs(&self, queue: &str, timeout: Duration) -> impl Future<Output = ()> + Send {

@@ -90,8 +90,8 @@ impl Backend for PgBackend {
         self.inner.core.hold_retries(queue, until).await
     }
 
-    async fn warm_up(&self, queue: &str, calls: usize) -> Result<(), BackendError> {
-        self.inner.core.warm_up(queue, calls).await
+    async fn warm_up(&self, calls: usize) -> Result<(), BackendError> {
+        self.inner.core.warm_up(calls).await
     }
 
     async fn wait_for_jobs(&self, queue: &str, timeout: Duration) {

@@ -20,24 +20,25 @@ use crate::store::Core;
 
 impl Core {
     /// Opens up to `calls` connections of the pool at once (at least one, at most the pool's
-    /// size) and runs on each a claim of no job of `queue` and a settlement of nothing, which
-    /// prepare, plan and run the two statements without changing a row; the heartbeat is
-    /// prepared too. The connections go back to the pool, open.
-    pub(crate) async fn warm_up(&self, queue: &str, calls: usize) -> Result<(), BackendError> {
+    /// size) and runs on each a claim of no job and a settlement of nothing, which prepare,
+    /// plan and run the two statements without changing a row; the heartbeat is prepared
+    /// too. The connections go back to the pool, open.
+    pub(crate) async fn warm_up(&self, calls: usize) -> Result<(), BackendError> {
         let n = calls.clamp(1, self.options.pool_size.max(1));
         // Every connection is held until all are warm, so that the pool opens `n` of them
-        // rather than handing the first one out again.
-        let warm = try_join_all((0..n).map(|_| self.warm_one(queue))).await?;
-        drop(warm);
-        Ok(())
+        // rather than handing the first one out again; then all go back at once.
+        try_join_all((0..n).map(|_| self.warm_one()))
+            .await
+            .map(drop)
     }
 
-    async fn warm_one(&self, queue: &str) -> Result<deadpool_postgres::Object, BackendError> {
+    async fn warm_one(&self) -> Result<deadpool_postgres::Object, BackendError> {
         let client = self.client().await?;
         let now = self.now();
-        // A claim of at most no job locks nothing and advances no round; it runs as every
-        // claim does, in its own transaction under the claim's plan settings.
-        let args = ClaimArgs::new(queue, 0, now, Duration::ZERO);
+        // A claim of at most no job reads no row, locks nothing and advances no round, so the
+        // queue it names does not matter (statements take the queue as a parameter); it runs
+        // as every claim does, in its own transaction under the claim's plan settings.
+        let args = ClaimArgs::new("", 0, now, Duration::ZERO);
         let claim = client
             .prepare_cached(&self.sql.claim)
             .await

@@ -330,7 +330,7 @@ async fn warming_up_opens_the_connections_and_changes_no_row() {
         .unwrap();
     let before = job_tables(&t).await;
     // Asked for more calls than the pool holds: it opens the whole pool and no more.
-    t.store.warm_up("q", 10).await.unwrap();
+    t.store.warm_up(10).await.unwrap();
     let status = t.store.pool().status();
     assert_eq!((status.size, status.available), (3, 3), "{status:?}");
     assert_eq!(

@@ -494,10 +494,7 @@ impl<B: Backend> Worker<B> {
             .values()
             .map(|q| q.get_settles_in_flight().saturating_add(3))
             .sum();
-        for queue in self.config.queues.keys() {
-            self.config.backend.warm_up(queue, calls).await?;
-        }
-        Ok(())
+        self.config.backend.warm_up(calls).await
     }
 
     /// Starts the worker's tasks on the current tokio runtime and returns its handle.

@@ -31,8 +31,8 @@ pub struct Calls {
     pub releases: Vec<Vec<Claim>>,
     /// How many jobs each claim asked for (plain and combined), in call order.
     pub asked: Vec<usize>,
-    /// Every `warm_up` call: the queue and the calls it was asked to ready.
-    pub warm_ups: Vec<(String, usize)>,
+    /// Every `warm_up` call: the calls it was asked to ready.
+    pub warm_ups: Vec<usize>,
 }
 
 /// A [`MemoryBackend`] behind switches.
@@ -252,12 +252,8 @@ impl Backend for Probe {
     fn rescue(&self, queue: &str) -> impl Future<Output = Result<u64, BackendError>> + Send {
         self.inner.rescue(queue)
     }
-    fn warm_up(
-        &self,
-        queue: &str,
-        calls: usize,
-    ) -> impl Future<Output = Result<(), BackendError>> + Send {
-        self.calls().warm_ups.push((queue.to_string(), calls));
+    fn warm_up(&self, calls: usize) -> impl Future<Output = Result<(), BackendError>> + Send {
+        self.calls().warm_ups.push(calls);
         let failed = take_one(&self.fail_warm_ups);
         async move {
             if failed {
