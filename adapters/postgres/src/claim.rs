@@ -18,7 +18,7 @@ use crate::due::Promotion;
 use crate::pipeline::Pipelined;
 use crate::rows::{self, deadline, to_db};
 use crate::settle::Plan;
-use crate::sql::{CLAIM_BEGIN, CLAIM_PLAN};
+use crate::sql::{CLAIM_BEGIN, CLAIM_PLAN, SETTLE_BEGIN};
 use crate::store::Core;
 use crate::transactional::merge;
 
@@ -190,7 +190,7 @@ impl Core {
             }
         };
         let (begin, settled, promoted, planned, claimed, commit) = tokio::join!(
-            c.batch_execute("BEGIN"),
+            c.batch_execute(SETTLE_BEGIN),
             c.query(&settle, &settle_params),
             promoting,
             c.batch_execute(CLAIM_PLAN),

@@ -423,3 +423,91 @@ async fn a_large_claim_walks_the_ready_index_without_statistics() {
     assert!(plan.contains("Index Scan using jobs_ready"), "{plan}");
     t.cleanup().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_and_settlements_run_the_connections_generic_plans() {
+    let t = store_or_skip!("generic");
+    // The store's one connection is this pool's, so the test can look at the server's
+    // count of custom and generic plans of each statement prepared on it.
+    let config: tokio_postgres::Config = common::url().parse().unwrap();
+    let pool = deadpool_postgres::Pool::builder(deadpool_postgres::Manager::new(
+        config,
+        tokio_postgres::NoTls,
+    ))
+    .max_size(1)
+    .runtime(deadpool_postgres::Runtime::Tokio1)
+    .build()
+    .unwrap();
+    let store = PgBackend::from_pool(
+        pool.clone(),
+        PgOptions::default()
+            .schema(&t.schema)
+            .clock(t.clock.clone()),
+    )
+    .unwrap();
+    let jobs = (0..12)
+        .map(|i| NewJob::new("q", "k", vec![]).key(format!("tenant-{}", i % 3)))
+        .collect();
+    store.enqueue_many(jobs).await.unwrap();
+    // Past the five executions after which the server would first consider a generic plan.
+    let mut claimed = Vec::new();
+    for _ in 0..8 {
+        claimed.extend(store.claim("q", 1, LEASE).await.unwrap());
+    }
+    let settled = store
+        .settle_and_claim(
+            claimed
+                .iter()
+                .map(|j| Finished::succeeded(j.claim))
+                .collect(),
+            "q",
+            2,
+            LEASE,
+        )
+        .await
+        .unwrap();
+    let last = settled.claimed.unwrap();
+    assert_eq!(last.len(), 2);
+    // Settlements on their own (the rest of the batch is settled with the claim above).
+    for job in last {
+        store.complete(job.claim).await.unwrap();
+    }
+    assert_eq!(
+        store
+            .get(claimed[0].claim.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .status(),
+        JobStatus::Succeeded
+    );
+    let keys: Vec<_> = claimed.iter().map(|j| j.key.clone().unwrap()).collect();
+    assert_eq!(
+        keys[..3],
+        ["tenant-0", "tenant-1", "tenant-2"],
+        "fair order"
+    );
+    let client = pool.get().await.unwrap();
+    // The pattern is a parameter, so this query's own text does not match it.
+    let plans = |pattern: &'static str| {
+        let client = &client;
+        async move {
+            let row = client
+                .query_one(
+                    "SELECT generic_plans, custom_plans FROM pg_prepared_statements \
+                     WHERE statement LIKE $1",
+                    &[&pattern],
+                )
+                .await
+                .unwrap();
+            (row.get::<_, i64>(0), row.get::<_, i64>(1))
+        }
+    };
+    let claim = plans("%WITH picked AS (%ctid AS at%").await;
+    assert_eq!(claim, (9, 0), "every claim ran the generic plan");
+    let settle = plans("%AS t(id, token, verdict,%").await;
+    assert_eq!(settle, (3, 0), "every settlement ran the generic plan");
+    drop(client);
+    drop(store);
+    t.cleanup().await;
+}
