@@ -22,11 +22,14 @@
 //! | before (B-tree job table, string clones per job) | 12,224 | 13,014 |
 //! | hash job table + id order, `&str` lookups, no per-call vectors | 6,445 | 7,171 |
 //! | prune in one pass over the table (records dropped in place) | 5,504 | 6,697 |
+//! | the row above counted again on 2026-11-28 (no store change between) | 5,876 | 6,993 |
+//! | the fair queue keeps the run's last key (no key copy per push at depth one) | 5,752 | 6,919 |
 //!
-//! What is left is mostly the allocator (seven allocations per cycle: the driver's three
-//! `NewJob` strings, the fair queue's copy of the key, the claimed job's queue and kind
-//! strings and the claim's vector, all required by the `Job`/`NewJob` types), the clock
-//! read per call, and the per-job record move into the table.
+//! What is left is mostly the allocator (seven allocations per cycle, at 1 key: the driver's
+//! three `NewJob` strings, the store's copy of the key for the fair queue, the claimed job's
+//! queue and kind strings and the claim's vector, all required by the `Job`/`NewJob` types;
+//! 8.0 per cycle before the last row), the clock read per call, and the per-job record move
+//! into the table.
 
 use std::time::Duration;
 

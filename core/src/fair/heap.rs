@@ -117,6 +117,11 @@ pub struct HeapStorage<K, T, H = DefaultHashBuilder> {
     /// The key of the run's items while the run is not empty (every push compares its key
     /// with it: a copy here is one load, where the run's front item is five).
     run_key: Option<K>,
+    /// The last run's key, kept when the run empties: a queue kept at a depth of one or two
+    /// starts a run at almost every push, and a key that allocates (a `String`) was copied
+    /// into a new allocation each time (the same key: not copied; another: `clone_from`,
+    /// which reuses a `String`'s buffer).
+    spare_key: Option<K>,
     /// The chained buffers of every round; free links are listed from `free`.
     links: Vec<Link<K, T>>,
     free: u32,
@@ -222,6 +227,7 @@ impl<K, T, H> FairQueueBase<K, T, HeapStorage<K, T, H>> {
                 reading: vec::IntoIter::default(),
                 run: VecDeque::new(),
                 run_key: None,
+                spare_key: None,
                 links: Vec::new(),
                 free: NIL,
                 pool: Vec::new(),
@@ -787,7 +793,16 @@ where
     #[inline]
     fn run_push(&mut self, key: K, item: T) {
         if self.run_key.is_none() {
-            self.run_key = Some(key.clone());
+            self.run_key = Some(match self.spare_key.take() {
+                Some(mut spare) => {
+                    if spare != key {
+                        // A `String` copies into the buffer it has.
+                        spare.clone_from(&key);
+                    }
+                    spare
+                }
+                None => key.clone(),
+            });
         }
         self.run.push_back((key, item));
     }
@@ -805,7 +820,7 @@ where
     fn run_pop(&mut self) -> Option<(K, T)> {
         let popped = self.run.pop_front();
         if self.run.is_empty() {
-            self.run_key = None;
+            self.spare_key = self.run_key.take();
         }
         popped
     }
@@ -908,6 +923,55 @@ mod tests {
     /// removals and views on this queue, made to stage every push it can, and on the fixed
     /// one, which stages nothing (the property tests hold both to the snapshot rule),
     /// compared at every step.
+    /// A key that counts its copies.
+    #[derive(Debug)]
+    struct Counted(u32, alloc::rc::Rc<core::cell::Cell<usize>>);
+
+    impl Clone for Counted {
+        fn clone(&self) -> Self {
+            self.1.set(self.1.get() + 1);
+            Counted(self.0, self.1.clone())
+        }
+    }
+
+    impl PartialEq for Counted {
+        fn eq(&self, other: &Self) -> bool {
+            self.0 == other.0
+        }
+    }
+
+    impl Eq for Counted {}
+
+    impl Hash for Counted {
+        fn hash<S: core::hash::Hasher>(&self, state: &mut S) {
+            self.0.hash(state);
+        }
+    }
+
+    #[test]
+    fn a_key_alone_at_depth_one_is_not_copied_per_push() {
+        let copies = alloc::rc::Rc::new(core::cell::Cell::new(0));
+        let key = |k| Counted(k, copies.clone());
+        let mut q = FairQueue::new();
+        q.push(key(1), 0).unwrap();
+        assert_eq!(q.pop(), Some(0));
+        let first = copies.get();
+        // Each push starts a run on an empty queue, each pop empties it.
+        for i in 1..1_000 {
+            q.push(key(1), i).unwrap();
+            assert_eq!(q.pop(), Some(i));
+        }
+        assert_eq!(copies.get(), first, "the run's key was copied again");
+        // Another key takes the run over: the copies of a new key, as for the first one,
+        // and the order is still per push.
+        q.push(key(2), 5).unwrap();
+        q.push(key(2), 6).unwrap();
+        assert_eq!(copies.get(), 2 * first);
+        assert_eq!(q.pop(), Some(5));
+        q.push(key(1), 7).unwrap();
+        assert_eq!([q.pop(), q.pop(), q.pop()], [Some(6), Some(7), None]);
+    }
+
     #[test]
     fn staging_changes_nothing_visible() {
         use crate::fair::fixed;
