@@ -21,6 +21,19 @@ async fn another_store(t: &common::TestStore, options: PgOptions) -> PgBackend {
     .expect("connect")
 }
 
+/// Settles `jobs` as succeeded and claims up to `max` more jobs of queue `q`, in one call.
+async fn succeed_and_claim(
+    store: &PgBackend,
+    jobs: &[fairq_worker::Job],
+    max: usize,
+) -> fairq_worker::SettledAndClaimed {
+    let batch = jobs.iter().map(|j| Finished::succeeded(j.claim)).collect();
+    store
+        .settle_and_claim(batch, "q", max, LEASE)
+        .await
+        .unwrap()
+}
+
 /// Counters of the jobs table, once every session that wrote them has reported: a backend
 /// reports its counters when it exits, so the stores whose updates are counted are dropped
 /// first and this waits until the numbers reach `updates`.
@@ -402,18 +415,7 @@ async fn a_large_claim_walks_the_ready_index_without_statistics() {
     let worker = another_store(&t, PgOptions::default().pool_size(1)).await;
     let claimed = worker.claim("q", 544, LEASE).await.unwrap();
     assert_eq!(claimed.len(), 544);
-    let settled = worker
-        .settle_and_claim(
-            claimed
-                .iter()
-                .map(|j| Finished::succeeded(j.claim))
-                .collect(),
-            "q",
-            544,
-            LEASE,
-        )
-        .await
-        .unwrap();
+    let settled = succeed_and_claim(&worker, &claimed, 544).await;
     assert_eq!(settled.claimed.unwrap().len(), 544);
     drop(worker);
     let after = scans_once(&t, 20_000, 1_088).await;
@@ -454,18 +456,7 @@ async fn claims_and_settlements_run_the_connections_generic_plans() {
     for _ in 0..8 {
         claimed.extend(store.claim("q", 1, LEASE).await.unwrap());
     }
-    let settled = store
-        .settle_and_claim(
-            claimed
-                .iter()
-                .map(|j| Finished::succeeded(j.claim))
-                .collect(),
-            "q",
-            2,
-            LEASE,
-        )
-        .await
-        .unwrap();
+    let settled = succeed_and_claim(&store, &claimed, 2).await;
     let last = settled.claimed.unwrap();
     assert_eq!(last.len(), 2);
     // Settlements on their own (the rest of the batch is settled with the claim above).
