@@ -96,30 +96,16 @@ impl Core {
         rows.iter().map(|row| rows::job(row, queue)).collect()
     }
 
-    /// The claim in a transaction of its own, under [`CLAIM_PLAN`]: `BEGIN` with the plan
-    /// settings, the claim and `COMMIT`, pipelined (one round trip, one commit, as the claim
-    /// alone). The warm-up runs it too, so that a connection plans its claims the same way
-    /// from the first. Gives the connection back with the claimed rows.
+    /// The claim in a transaction of its own, under [`CLAIM_PLAN`] (see [`Core::alone`]). The
+    /// warm-up runs it too, so that a connection plans its claims the same way from the
+    /// first. Gives the connection back with the claimed rows.
     pub(crate) async fn claim_alone(
         &self,
         client: deadpool_postgres::Object,
         claim: &tokio_postgres::Statement,
         args: &ClaimArgs<'_>,
     ) -> Result<(deadpool_postgres::Object, Vec<Row>), BackendError> {
-        let params = args.params();
-        let tx = Pipelined::new(client);
-        let c = tx.client();
-        let (begin, claimed, commit) = tokio::join!(
-            c.batch_execute(CLAIM_BEGIN),
-            c.query(claim, &params),
-            c.batch_execute("COMMIT"),
-        );
-        let client = tx.done();
-        // The first error in statement order, as above.
-        begin.map_err(|e| self.err(e))?;
-        let claimed = claimed.map_err(|e| self.err(e))?;
-        commit.map_err(|e| self.err(e))?;
-        Ok((client, claimed))
+        self.alone(client, CLAIM_BEGIN, claim, &args.params()).await
     }
 
     /// Settles `batch`, then claims up to `max` jobs of `queue`, in one transaction: the

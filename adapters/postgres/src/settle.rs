@@ -22,7 +22,6 @@ use tokio_postgres::Row;
 use crate::error::corrupt;
 use crate::exec::Exec;
 use crate::found::{firsts, Changed};
-use crate::pipeline::Pipelined;
 use crate::rows::{self, from_db, policy_from_db, reason_name, to_db};
 use crate::sql::SETTLE_BEGIN;
 use crate::store::{Core, PgBackend};
@@ -218,8 +217,7 @@ impl Core {
     }
 
     /// Settles `plan` on a connection of its own: one statement (in a transaction of its own
-    /// under [`SETTLE_BEGIN`], pipelined: one round trip and one commit, as the statement
-    /// alone), then the promotions of the queues where it made jobs due, then an answer for
+    /// under [`SETTLE_BEGIN`], see [`Core::alone`]), then the promotions of the queues where it made jobs due, then an answer for
     /// every entry. A statement whose reply was lost is sent again on a fresh connection,
     /// which recognises what the first one did.
     pub(crate) async fn settle(&self, plan: &Plan) -> Result<Each<Settled>, BackendError> {
@@ -253,19 +251,7 @@ impl Core {
             .map_err(|e| self.err(e))?;
         let args = plan.args();
         let params = args.params(&self.sql.due_channel);
-        let tx = Pipelined::new(client);
-        let c = tx.client();
-        let (begin, settled, commit) = tokio::join!(
-            c.batch_execute(SETTLE_BEGIN),
-            c.query(&settle, &params),
-            c.batch_execute("COMMIT"),
-        );
-        let client = tx.done();
-        // The first error in statement order: the later ones only say the transaction was
-        // aborted.
-        begin.map_err(|e| self.err(e))?;
-        let rows = settled.map_err(|e| self.err(e))?;
-        commit.map_err(|e| self.err(e))?;
+        let (client, rows) = self.alone(client, SETTLE_BEGIN, &settle, &params).await?;
         let conn: &dyn Exec = &*client;
         let applied = self.absorb(&rows, plan.now, None)?;
         self.promote_after(conn, &applied.due_now, plan.now).await;

@@ -14,8 +14,8 @@ use fairq_worker::BackendError;
 use futures::future::try_join_all;
 
 use crate::claim::ClaimArgs;
-use crate::exec::Exec;
 use crate::settle::Plan;
+use crate::sql::SETTLE_BEGIN;
 use crate::store::Core;
 
 impl Core {
@@ -45,13 +45,23 @@ impl Core {
             .map_err(|e| self.err(e))?;
         let (client, none) = self.claim_alone(client, &claim, &args).await?;
         debug_assert!(none.is_empty());
-        // A settlement of no entry deletes, archives and notifies nothing.
+        // A settlement of no entry deletes, archives and notifies nothing; it runs as every
+        // settlement does, under the settlement's plan setting, so the plan it makes is the
+        // one later settlements use.
         let plan = Plan::new(Vec::new(), now, &*self.random);
         let args = plan.args();
-        client
-            .rows(&self.sql.settle, &args.params(&self.sql.due_channel))
+        let settle = client
+            .prepare_cached(&self.sql.settle)
             .await
             .map_err(|e| self.err(e))?;
+        let (client, _) = self
+            .alone(
+                client,
+                SETTLE_BEGIN,
+                &settle,
+                &args.params(&self.sql.due_channel),
+            )
+            .await?;
         client
             .prepare_cached(&self.sql.heartbeat)
             .await
