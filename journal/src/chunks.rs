@@ -5,7 +5,10 @@
 //! it decodes it; readers that come by later find the chunk in the queue's [`ChunkCache`],
 //! make no system call and skip the checksums already verified in it (the bytes in memory
 //! cannot change). So a second, third, fourth reader costs little more than its own
-//! bookkeeping and the copy of each payload.
+//! bookkeeping: items hand out slices of the chunk's bytes ([`Bytes`]), not copies. Each
+//! reader wraps a chunk in a [`Bytes`] of its own ([`Held`]), so the reference count its
+//! items update is one no other reader's items write to (a count shared by every reader of
+//! a chunk would bounce between cores at every item).
 //!
 //! A chunk never holds bytes past what readers may read when it was read (the visible end of
 //! the open segment, or a sealed segment's end), so it only ever holds complete records.
@@ -16,11 +19,16 @@
 //!
 //! Chunks stay while some reader has not passed them yet (readers drift apart by whole time
 //! slices when there are more of them than cores), up to `JournalConfig::read_cache_bytes`;
-//! chunks every reader has passed go at once, and over the cap the oldest go first.
+//! chunks every reader has passed go at once, and over the cap the oldest go first. A chunk's
+//! buffer goes back to the cache's spare buffers when the last slice of it is dropped (by the
+//! cache, a reader or an item the application held on to), so the next read reuses it
+//! without allocating it or zeroing it again.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+
+use bytes::Bytes;
 
 use crate::pos::Pos;
 use crate::reader_state::ReadingAt;
@@ -32,13 +40,55 @@ use crate::sync::proto::{self, Condvar, Mutex};
 pub(crate) const CHUNK_LEN: usize = 64 * 1024;
 /// Open segment files kept.
 const KEEP_FILES: usize = 4;
+/// The share of the cache's cap kept in spare buffers (1/8: 2 MiB of the default 16 MiB).
+const SPARE_SHARE: usize = 8;
+
+/// Buffers of chunks nobody holds any more, reused without allocating or zeroing them again.
+/// A leaf lock of its own: a buffer comes back here wherever its last slice is dropped, which
+/// may be while the cache's lock is held (a chunk evicted) or in the application (an item).
+///
+/// Readers that drift apart (more readers than cores, each running for whole time slices)
+/// free chunks in bursts; the spare buffers absorb a burst so the next reads reuse them,
+/// instead of the allocator giving the memory back and the next read faulting it in and
+/// zeroing it again. Idle, they hold at most an eighth of the cache's cap.
+struct Spare {
+    bufs: std::sync::Mutex<Vec<Vec<u8>>>,
+    keep: usize,
+}
+
+impl Spare {
+    fn take(&self) -> Vec<u8> {
+        lock(&self.bufs).pop().unwrap_or_default()
+    }
+
+    fn give(&self, buf: Vec<u8>) {
+        if buf.len() == CHUNK_LEN {
+            let mut spare = lock(&self.bufs);
+            if spare.len() < self.keep {
+                spare.push(buf);
+            }
+        }
+    }
+}
+
+/// A chunk's buffer: back to the spare buffers when dropped.
+struct Buffer {
+    data: Vec<u8>,
+    spare: Arc<Spare>,
+}
+
+impl Drop for Buffer {
+    fn drop(&mut self) {
+        self.spare.give(std::mem::take(&mut self.data));
+    }
+}
 
 /// Bytes of one segment from `start`.
 pub(crate) struct Chunk {
     pub(crate) seg: u64,
     pub(crate) start: u64,
     /// The buffer; its first `len` bytes are the segment's.
-    data: Vec<u8>,
+    data: Buffer,
     len: usize,
     /// Every record that starts in `[start, checked)` was decoded with a valid checksum.
     checked: AtomicU64,
@@ -56,7 +106,7 @@ impl Chunk {
 
     /// The bytes from `off` to the end of the chunk.
     pub(crate) fn from(&self, off: u64) -> &[u8] {
-        &self.data[(off - self.start) as usize..self.len]
+        &self.data.data[(off - self.start) as usize..self.len]
     }
 
     /// Whether the record at `off` had its checksum verified already.
@@ -73,8 +123,45 @@ impl Chunk {
     }
 }
 
+/// A reader's hold on a chunk: the chunk, and its bytes as a [`Bytes`] of this reader's own,
+/// which the reader's items slice.
+pub(crate) struct Held {
+    chunk: Arc<Chunk>,
+    bytes: Bytes,
+}
+
+/// The owner of a [`Held`]'s bytes: the chunk's bytes, as long as any slice of them lives.
+struct Whole(Arc<Chunk>);
+
+impl AsRef<[u8]> for Whole {
+    fn as_ref(&self) -> &[u8] {
+        self.0.from(self.0.start)
+    }
+}
+
+impl Held {
+    pub(crate) fn new(chunk: Arc<Chunk>) -> Self {
+        Held {
+            bytes: Bytes::from_owner(Whole(chunk.clone())),
+            chunk,
+        }
+    }
+
+    /// `part` (of [`Chunk::from`]'s bytes) as a slice sharing the chunk's buffer: no copy.
+    pub(crate) fn share(&self, part: &[u8]) -> Bytes {
+        self.bytes.slice_ref(part)
+    }
+}
+
+impl std::ops::Deref for Held {
+    type Target = Chunk;
+
+    fn deref(&self) -> &Chunk {
+        &self.chunk
+    }
+}
+
 /// The chunks and open files of one queue.
-#[derive(Default)]
 pub(crate) struct ChunkCache {
     inner: Mutex<Cached>,
     /// Where each reader of the queue reads from: chunks every reader has passed go. A leaf
@@ -83,14 +170,13 @@ pub(crate) struct ChunkCache {
     readers: std::sync::Mutex<Vec<Arc<ReadingAt>>>,
     /// Notified when a read in `Cached::loading` ends (with a chunk or without).
     loaded: Condvar,
+    spare: Arc<Spare>,
 }
 
 #[derive(Default)]
 struct Cached {
     chunks: VecDeque<Arc<Chunk>>,
     files: VecDeque<(u64, Arc<dyn ReadFile>)>,
-    /// Buffers of evicted chunks nobody held any more, reused without zeroing them again.
-    spare: Vec<Vec<u8>>,
     /// Reads under way: (segment, start, end, ticket).
     loading: Vec<(u64, u64, u64, u64)>,
     next_ticket: u64,
@@ -106,6 +192,19 @@ impl Cached {
 }
 
 impl ChunkCache {
+    /// A cache that keeps up to `cap` bytes of chunks (`JournalConfig::read_cache_bytes`).
+    pub(crate) fn new(cap: usize) -> Self {
+        ChunkCache {
+            inner: Mutex::default(),
+            readers: std::sync::Mutex::default(),
+            loaded: Condvar::default(),
+            spare: Arc::new(Spare {
+                bufs: std::sync::Mutex::default(),
+                keep: (cap / SPARE_SHARE / CHUNK_LEN).max(1),
+            }),
+        }
+    }
+
     /// Counts a reader's position in (a new reader, or every reader at open).
     pub(crate) fn track(&self, at: Arc<ReadingAt>) {
         lock(&self.readers).push(at);
@@ -164,7 +263,7 @@ impl ChunkCache {
                 .iter()
                 .find(|(s, _)| *s == pos.seg)
                 .map(|(_, f)| f.clone());
-            (file, c.spare.pop().unwrap_or_default(), ticket)
+            (file, self.spare.take(), ticket)
         };
         let read = self.read(storage, path, pos, want, file, &mut buf);
         let mut c = proto::lock(&self.inner);
@@ -173,16 +272,17 @@ impl ChunkCache {
         let n = match read {
             Ok(n) => n,
             Err(e) => {
-                if buf.len() == CHUNK_LEN && c.spare.len() < 4 {
-                    c.spare.push(buf);
-                }
+                self.spare.give(buf);
                 return Err(e);
             }
         };
         let chunk = Arc::new(Chunk {
             seg: pos.seg,
             start: pos.off,
-            data: buf,
+            data: Buffer {
+                data: buf,
+                spare: self.spare.clone(),
+            },
             len: n,
             checked: AtomicU64::new(pos.off),
         });
@@ -206,21 +306,19 @@ impl ChunkCache {
         while i > 0 {
             i -= 1;
             let ch = &c.chunks[i];
-            if Arc::ptr_eq(ch, &chunk) || (!passed(ch) && kept + ch.data.len() <= cap) {
-                kept += ch.data.len();
+            if Arc::ptr_eq(ch, &chunk) || (!passed(ch) && kept + ch.data.data.len() <= cap) {
+                kept += ch.data.data.len();
                 keep[i] = true;
             }
         }
+        // Chunks dropped here hand their buffers to the spare ones unless some reader or
+        // item still holds them (then the last of those does).
         let old = std::mem::take(&mut c.chunks);
-        for (ch, keep) in old.into_iter().zip(keep) {
-            if keep {
-                c.chunks.push_back(ch);
-            } else if let Ok(gone) = Arc::try_unwrap(ch) {
-                if gone.data.len() == CHUNK_LEN && c.spare.len() < 4 {
-                    c.spare.push(gone.data);
-                }
-            }
-        }
+        c.chunks = old
+            .into_iter()
+            .zip(keep)
+            .filter_map(|(ch, keep)| keep.then_some(ch))
+            .collect();
         Ok(chunk)
     }
 
@@ -258,5 +356,108 @@ impl ChunkCache {
         let mut c = proto::lock(&self.inner);
         c.chunks.retain(|ch| ch.seg >= seg);
         c.files.retain(|(s, _)| *s >= seg);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::RECORD_HEADER_LEN;
+    use crate::{JournalConfig, JournaledQueue};
+
+    const ITEM: usize = 1000;
+
+    fn queue(dir: &std::path::Path, cache: usize) -> JournaledQueue {
+        let config = JournalConfig {
+            read_cache_bytes: cache,
+            ..JournalConfig::default()
+        };
+        JournaledQueue::open(dir, "q", config).unwrap()
+    }
+
+    fn payload(i: usize) -> Vec<u8> {
+        vec![i as u8; ITEM]
+    }
+
+    fn spare(q: &JournaledQueue) -> usize {
+        lock(&q.inner.chunks.spare.bufs).len()
+    }
+
+    /// An item's bytes are a slice of the chunk they were read in, not a copy: consecutive
+    /// items of one chunk lie one record apart in memory.
+    #[test]
+    fn items_slice_the_chunk_they_were_read_in() {
+        let dir = tempfile::tempdir().unwrap();
+        let q = queue(dir.path(), 16 << 20);
+        for i in 0..3 {
+            q.put(&payload(i)).unwrap();
+        }
+        let r = q.reader("").unwrap();
+        let a = r.get().unwrap().unwrap();
+        let b = r.get().unwrap().unwrap();
+        assert_eq!(
+            (&a.data[..], &b.data[..]),
+            (&payload(0)[..], &payload(1)[..])
+        );
+        let gap = b.data.as_ptr() as usize - a.data.as_ptr() as usize;
+        assert_eq!(gap, ITEM + RECORD_HEADER_LEN);
+    }
+
+    /// Items held past their chunk's eviction keep their bytes (the buffer is not reused
+    /// under them), and the buffer comes back to the spare ones when the last item goes.
+    #[test]
+    fn held_items_keep_their_bytes_and_release_the_buffer_when_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        // One reader: a chunk is evicted as soon as it has been read through.
+        let q = queue(dir.path(), 16 * CHUNK_LEN);
+        let per_chunk = CHUNK_LEN / (ITEM + RECORD_HEADER_LEN);
+        let n = per_chunk * 12;
+        for i in 0..n {
+            q.put(&payload(i)).unwrap();
+        }
+        let r = q.reader("").unwrap();
+        let first = r.get().unwrap().unwrap();
+        r.commit(first.id).unwrap();
+        for i in 1..n {
+            let item = r.get().unwrap().unwrap();
+            assert_eq!(&item.data[..], &payload(i)[..], "item {i}");
+            r.commit(item.id).unwrap();
+        }
+        // Every later chunk reused spare buffers; the first one's is still held.
+        assert_eq!(&first.data[..], &payload(0)[..]);
+        let before = spare(&q);
+        assert!(before < q.inner.chunks.spare.keep, "{before} spare buffers");
+        drop(r);
+        drop(first);
+        assert_eq!(spare(&q), before + 1, "the held buffer came back");
+    }
+
+    /// The spare buffers stay within their share of the cache's cap however many chunks
+    /// are freed at once.
+    #[test]
+    fn spare_buffers_stay_within_their_share_of_the_cap() {
+        let dir = tempfile::tempdir().unwrap();
+        let q = queue(dir.path(), 16 * CHUNK_LEN);
+        let keep = q.inner.chunks.spare.keep;
+        assert_eq!(keep, 16 / SPARE_SHARE);
+        let per_chunk = CHUNK_LEN / (ITEM + RECORD_HEADER_LEN);
+        let n = per_chunk * 10;
+        for i in 0..n {
+            q.put(&payload(i)).unwrap();
+        }
+        let r = q.reader("").unwrap();
+        // Hold one item of every chunk, then let them all go at once.
+        let mut held = Vec::new();
+        for i in 0..n {
+            let item = r.get().unwrap().unwrap();
+            r.commit(item.id).unwrap();
+            if i % per_chunk == 0 {
+                held.push(item);
+            }
+        }
+        assert!(held.len() > keep);
+        drop(r);
+        drop(held);
+        assert_eq!(spare(&q), keep);
     }
 }

@@ -3,6 +3,8 @@
 use std::fmt;
 use std::time::SystemTime;
 
+use bytes::Bytes;
+
 /// The id of an item: unique within a queue and strictly increasing in put order.
 ///
 /// ```
@@ -20,12 +22,27 @@ impl fmt::Display for ItemId {
 }
 
 /// An item delivered by a reader.
+///
+/// ```
+/// use fairq_journal::{JournalConfig, JournaledQueue};
+/// let dir = tempfile::tempdir().unwrap();
+/// let q = JournaledQueue::open(dir.path(), "orders", JournalConfig::default()).unwrap();
+/// q.put(b"order #1").unwrap();
+/// let item = q.reader("").unwrap().get().unwrap().unwrap();
+/// assert_eq!(&item.data[..], b"order #1");
+/// let kept: Vec<u8> = item.data.to_vec(); // a copy of its own, for keeping long
+/// assert_eq!(item.error_count, 0);
+/// # drop(kept);
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Item {
     /// The item's id, unique and increasing within the queue.
     pub id: ItemId,
-    /// The item's bytes.
-    pub data: Vec<u8>,
+    /// The item's bytes: a shared slice of what the reader read, not a copy, so cloning an
+    /// item or handing its bytes on costs no copy either. While any slice is alive it keeps
+    /// the piece of the file it was read with (up to 64 KiB) in memory: copy the bytes out
+    /// (`item.data.to_vec()`) to keep a small item for long.
+    pub data: Bytes,
     /// When the item was put (millisecond precision).
     pub added_at: SystemTime,
     /// When the item expires, if it does.

@@ -49,7 +49,7 @@
 //! q.put(b"hello").unwrap();
 //! let item = sender.get().unwrap().unwrap();
 //! sender.commit(item.id).unwrap();
-//! assert_eq!(audit.get().unwrap().unwrap().data, b"hello");
+//! assert_eq!(&audit.get().unwrap().unwrap().data[..], b"hello");
 //! q.close().unwrap();
 //! ```
 #![deny(missing_docs)]
@@ -92,6 +92,14 @@ pub mod model {
     pub use crate::wake::{Doorbell, Registration};
 }
 
+/// The shared byte slices items hand out ([`Item::data`]), re-exported so callers need no
+/// dependency of their own to name them.
+///
+/// ```
+/// let data = fairq_journal::Bytes::from_static(b"hi");
+/// assert_eq!(&data[..], b"hi");
+/// ```
+pub use bytes::Bytes;
 pub use config::{
     Clock, FullPolicy, JournalConfig, ManualClock, PutOptions, ReaderConfig, SyncPolicy,
     SystemClock,

@@ -124,7 +124,7 @@ impl Sink {
 /// let q = JournaledQueue::open(dir.path(), "orders", cfg).unwrap();
 /// let r = q.reader("").unwrap();
 /// let item = r.get().unwrap().unwrap();
-/// assert_eq!((item.id, item.data.as_slice()), (id, &b"order #1"[..]));
+/// assert_eq!((item.id, &item.data[..]), (id, &b"order #1"[..]));
 /// ```
 #[derive(Clone)]
 pub struct JournaledQueue {
@@ -189,7 +189,7 @@ impl JournaledQueue {
     ///
     /// let view = JournaledQueue::open_read_only(dir.path(), "q", JournalConfig::default()).unwrap();
     /// let r = view.reader("").unwrap();
-    /// assert_eq!(r.get().unwrap().unwrap().data, b"hello");
+    /// assert_eq!(&r.get().unwrap().unwrap().data[..], b"hello");
     /// assert!(matches!(view.put(b"x"), Err(JournalError::ReadOnly { .. })));
     /// ```
     pub fn open_read_only(
@@ -344,7 +344,7 @@ impl JournaledQueue {
     /// # let q = fairq_journal::JournaledQueue::open(dir.path(), "q", Default::default()).unwrap();
     /// q.put(b"x").unwrap();
     /// q.rotate().unwrap();
-    /// assert_eq!(q.reader("").unwrap().get().unwrap().unwrap().data, b"x");
+    /// assert_eq!(&q.reader("").unwrap().get().unwrap().unwrap().data[..], b"x");
     /// ```
     pub fn rotate(&self) -> Result<(), JournalError> {
         self.inner.check_open()?;

@@ -1,7 +1,7 @@
 //! Reading records for a reader: finding the record at the cursor across segment ends, and
 //! decoding and checking it from the shared chunks (`chunks.rs`).
 
-use crate::chunks::CHUNK_LEN;
+use crate::chunks::{Held, CHUNK_LEN};
 use crate::format::{decode_record_checked, DecodeError, RECORD_HEADER_LEN, SEGMENT_HEADER_LEN};
 use crate::pos::Pos;
 use crate::reader_state::ReaderState;
@@ -14,7 +14,8 @@ pub(crate) struct ReadRecord {
     pub(crate) pos: Pos,
     pub(crate) added_at_ms: u64,
     pub(crate) expires_at_ms: Option<u64>,
-    pub(crate) data: Vec<u8>,
+    /// The payload, sharing the chunk it was read from.
+    pub(crate) data: bytes::Bytes,
 }
 
 /// Reads the record at the reader's cursor if it lies before `limit` (by default the
@@ -102,9 +103,9 @@ pub(crate) fn read_record_at(
         match fetch.take() {
             Some(fresh) => {
                 st.at.set(st.cursor.min(pos));
-                // Let go of the chunk read so far first: if every reader has passed it, the
-                // cache then holds the only reference and reuses its buffer for the next
-                // chunk (no allocation, no zero fill) instead of freeing it.
+                // Let go of the chunk read so far first: if every reader has passed it and
+                // no item holds a slice of it, its buffer is then free for the next chunk
+                // (no allocation, no zero fill).
                 st.chunk = None;
                 let want = (CHUNK_LEN as u64).max(min).min(avail);
                 let path = inner.segment_path(pos.seg);
@@ -124,7 +125,7 @@ pub(crate) fn read_record_at(
                 if !chunk.holds(pos, min) {
                     return Err(inner.corrupt(pos, "record lies beyond the end of the file"));
                 }
-                st.chunk = Some(chunk);
+                st.chunk = Some(Held::new(chunk));
             }
             None if !st.chunk.as_ref().is_some_and(|c| c.holds(pos, min)) => {
                 fetch = Some(false);
@@ -149,7 +150,7 @@ pub(crate) fn read_record_at(
                     pos,
                     added_at_ms: rec.added_at_ms,
                     expires_at_ms: rec.expires_at_ms,
-                    data: rec.payload.to_vec(),
+                    data: chunk.share(rec.payload),
                 });
             }
             // The record runs past this chunk: fetch one holding all of it.

@@ -33,7 +33,7 @@ use crate::JournalError;
 /// let r = q.reader("workers").unwrap();
 /// q.put(b"one").unwrap();
 /// let item = r.get().unwrap().unwrap();
-/// assert_eq!(item.data, b"one");
+/// assert_eq!(&item.data[..], b"one");
 /// r.abort(item.id).unwrap();
 /// let again = r.get().unwrap().unwrap();
 /// assert_eq!(again.error_count, 1);
@@ -95,9 +95,9 @@ impl Reader {
     /// # let q = fairq_journal::JournaledQueue::open(dir.path(), "q", Default::default()).unwrap();
     /// let r = q.reader("").unwrap();
     /// q.put(b"next").unwrap();
-    /// assert_eq!(r.peek().unwrap().unwrap().data, b"next");
+    /// assert_eq!(&r.peek().unwrap().unwrap().data[..], b"next");
     /// assert_eq!(r.len(), 1);
-    /// assert_eq!(r.get().unwrap().unwrap().data, b"next");
+    /// assert_eq!(&r.get().unwrap().unwrap().data[..], b"next");
     /// ```
     pub fn peek(&self) -> Result<Option<Item>, JournalError> {
         self.check()?;
@@ -312,7 +312,7 @@ impl Reader {
     ///     r.abort(item.id).unwrap();
     /// }
     /// assert!(r.get().unwrap().is_none());
-    /// assert_eq!(dead.reader("").unwrap().get().unwrap().unwrap().data, b"poison");
+    /// assert_eq!(&dead.reader("").unwrap().get().unwrap().unwrap().data[..], b"poison");
     /// ```
     pub fn set_error_sink(&self, sink: Option<Sink>) {
         lock(&self.shared.sinks).errors = sink;

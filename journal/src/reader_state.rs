@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::checkpoint::Checkpoint;
-use crate::chunks::Chunk;
+use crate::chunks::Held;
 use crate::config::ReaderConfig;
 use crate::open_reads::OpenReads;
 use crate::pos::Pos;
@@ -49,7 +49,7 @@ pub(crate) struct ReaderState {
     /// When the next checkpoint is due (ms since the epoch; 0: at the next change).
     pub(crate) checkpoint_due_ms: u64,
     /// The chunk the reader reads from.
-    pub(crate) chunk: Option<Arc<Chunk>>,
+    pub(crate) chunk: Option<Held>,
     /// Where the reader reads from, published for the shared chunks.
     pub(crate) at: Arc<ReadingAt>,
     /// What the reader did since the queue was opened.

@@ -393,7 +393,7 @@ pub(crate) fn open(
         })
         .collect();
 
-    let chunks = ChunkCache::default();
+    let chunks = ChunkCache::new(config.read_cache_bytes);
     for r in &readers {
         chunks.track(r.at.clone());
     }

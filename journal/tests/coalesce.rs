@@ -204,7 +204,7 @@ fn drain(q: &JournaledQueue) -> Vec<(ItemId, Vec<u8>)> {
     let mut out = Vec::new();
     while let Some(item) = r.get().unwrap() {
         r.commit(item.id).unwrap();
-        out.push((item.id, item.data));
+        out.push((item.id, item.data.to_vec()));
     }
     out
 }

@@ -45,7 +45,7 @@ fn open_all(dir: &Path) -> Result<Vec<Vec<u8>>, JournalError> {
     let mut out = Vec::new();
     while let Some(item) = r.get()? {
         r.commit(item.id)?;
-        out.push(item.data);
+        out.push(item.data.to_vec());
     }
     Ok(out)
 }

@@ -39,7 +39,7 @@ fn drain(r: &Reader) -> Vec<Vec<u8>> {
     let mut out = Vec::new();
     while let Some(item) = r.get().unwrap() {
         r.commit(item.id).unwrap();
-        out.push(item.data);
+        out.push(item.data.to_vec());
     }
     out
 }
@@ -68,7 +68,7 @@ impl Recorder {
             .lock()
             .unwrap()
             .iter()
-            .map(|i| i.data.clone())
+            .map(|i| i.data.to_vec())
             .collect()
     }
 }
@@ -82,7 +82,7 @@ fn peek_shows_what_get_delivers_without_opening_it() {
     q.put(b"a").unwrap();
     q.put(b"b").unwrap();
     let seen = r.peek().unwrap().unwrap();
-    assert_eq!(seen.data, b"a");
+    assert_eq!(&seen.data[..], b"a");
     assert_eq!(
         r.peek().unwrap().unwrap(),
         seen,
@@ -91,7 +91,7 @@ fn peek_shows_what_get_delivers_without_opening_it() {
     assert_eq!((r.len(), r.open_reads()), (2, 0));
     let a = r.get().unwrap().unwrap();
     assert_eq!(a, seen);
-    assert_eq!(r.peek().unwrap().unwrap().data, b"b");
+    assert_eq!(&r.peek().unwrap().unwrap().data[..], b"b");
     // An aborted item is next again, with its error count.
     r.abort(a.id).unwrap();
     let again = r.peek().unwrap().unwrap();
@@ -153,11 +153,8 @@ fn expired_items_move_to_another_queue_or_a_callback() {
     // Moved without their expiry: they do not expire again in the other queue.
     let late_r = late.reader("").unwrap();
     let first = late_r.get().unwrap().unwrap();
-    assert_eq!(
-        (first.data.as_slice(), first.expires_at),
-        (&b"old-1"[..], None)
-    );
-    assert_eq!(late_r.get().unwrap().unwrap().data, b"old-2");
+    assert_eq!((&first.data[..], first.expires_at), (&b"old-1"[..], None));
+    assert_eq!(&late_r.get().unwrap().unwrap().data[..], b"old-2");
 }
 
 #[test]
@@ -369,12 +366,12 @@ fn counters_count_what_each_reader_did() {
     q.put(b"4").unwrap(); // drops "1" from r (max 3 items)
     clock.advance(Duration::from_secs(1)); // "3" expires
     let two = r.get().unwrap().unwrap();
-    assert_eq!(two.data, b"2");
+    assert_eq!(&two.data[..], b"2");
     r.abort(two.id).unwrap();
     let two = r.get().unwrap().unwrap();
     r.commit(two.id).unwrap();
     let four = r.get().unwrap().unwrap(); // skips the expired "3"
-    assert_eq!(four.data, b"4");
+    assert_eq!(&four.data[..], b"4");
     assert_eq!(r.get().unwrap(), None);
     let s = r.stats().unwrap();
     assert_eq!(s.puts, 4);
@@ -405,10 +402,7 @@ fn an_item_aborted_too_often_goes_to_the_error_sink() {
     for reader in [&r, &quiet] {
         for round in 0..3 {
             let item = reader.get().unwrap().unwrap();
-            assert_eq!(
-                (item.data.as_slice(), item.error_count),
-                (&b"poison"[..], round)
-            );
+            assert_eq!((&item.data[..], item.error_count), (&b"poison"[..], round));
             reader.abort(item.id).unwrap();
         }
         // The third abort (over max_errors = 2) took it out of the way.
@@ -449,10 +443,7 @@ fn a_failing_error_sink_returns_the_item_to_the_front() {
     assert_eq!(r.get().unwrap(), None);
     let got = rec.got.lock().unwrap().clone();
     assert_eq!(got.len(), 1);
-    assert_eq!(
-        (got[0].data.as_slice(), got[0].error_count),
-        (&b"job"[..], 2)
-    );
+    assert_eq!((&got[0].data[..], got[0].error_count), (&b"job"[..], 2));
 }
 
 #[test]
@@ -474,7 +465,7 @@ fn the_readme_management_example_runs() -> Result<(), JournalError> {
     workers.set_error_sink(Some(Sink::queue(&dead)));
     jobs.put(b"job")?;
     let next = workers.peek()?.expect("an item");
-    assert_eq!(next.data, b"job");
+    assert_eq!(&next.data[..], b"job");
     jobs.discard_expired(1000)?;
     let s = workers.stats()?;
     assert_eq!((s.items, s.dead_lettered), (1, 0));

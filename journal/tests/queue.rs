@@ -22,7 +22,7 @@ fn drain(r: &fairq_journal::Reader) -> Vec<Vec<u8>> {
     let mut out = Vec::new();
     while let Some(item) = r.get().unwrap() {
         r.commit(item.id).unwrap();
-        out.push(item.data);
+        out.push(item.data.to_vec());
     }
     out
 }
@@ -77,10 +77,7 @@ fn abort_returns_item_first_with_error_count() {
     r.abort(a.id).unwrap();
     assert!(matches!(r.abort(a.id), Err(JournalError::NotOpen(_))));
     let a2 = r.get().unwrap().unwrap();
-    assert_eq!(
-        (a2.id, a2.error_count, a2.data.as_slice()),
-        (a.id, 1, &b"a"[..])
-    );
+    assert_eq!((a2.id, a2.error_count, &a2.data[..]), (a.id, 1, &b"a"[..]));
     r.abort(a2.id).unwrap();
     let a3 = r.get().unwrap().unwrap();
     assert_eq!((a3.id, a3.error_count), (a.id, 2));
@@ -207,7 +204,7 @@ fn expired_and_aged_items_are_skipped_and_committed() {
     assert_eq!(item.expires_at, Some(soon));
     r.abort(item.id).unwrap();
     clock.advance(Duration::from_secs(10));
-    assert_eq!(r.get().unwrap().unwrap().data, b"stays");
+    assert_eq!(&r.get().unwrap().unwrap().data[..], b"stays");
 
     // max_age on a reader.
     let aged = q
@@ -380,7 +377,7 @@ fn get_timeout_wakes_on_put_from_another_thread() {
     let t = std::thread::spawn(move || q2.put(b"hi").unwrap());
     let got = r.get_timeout(Duration::from_secs(60)).unwrap();
     t.join().unwrap();
-    assert_eq!(got.unwrap().data, b"hi");
+    assert_eq!(&got.unwrap().data[..], b"hi");
 }
 
 #[test]
@@ -405,7 +402,7 @@ fn readers_and_writers_work_across_threads() {
                 let mut got = Vec::new();
                 while let Some(item) = r.get_timeout(Duration::from_secs(5)).unwrap() {
                     r.commit(item.id).unwrap();
-                    got.push(item.data);
+                    got.push(item.data.to_vec());
                     if got.len() == 200 {
                         break;
                     }
@@ -453,7 +450,7 @@ fn failed_sync_poisons_until_reopen() {
     let q = JournaledQueue::open("/j", "q", config).unwrap();
     let r = q.reader("").unwrap();
     let first = r.get().unwrap().unwrap();
-    assert_eq!((first.id, first.data.as_slice()), (ok, &b"durable"[..]));
+    assert_eq!((first.id, &first.data[..]), (ok, &b"durable"[..]));
     assert!(q.put(b"works again").is_ok());
 }
 

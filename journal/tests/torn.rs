@@ -61,7 +61,7 @@ fn read_all_reporting(dir: &Path) -> Result<(Vec<Vec<u8>>, RecoveryReport), Jour
     let mut out = Vec::new();
     while let Some(it) = r.get().unwrap() {
         r.commit(it.id).unwrap();
-        out.push(it.data);
+        out.push(it.data.to_vec());
     }
     Ok((out, report))
 }

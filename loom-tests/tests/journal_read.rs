@@ -106,8 +106,14 @@ fn readers_side_by_side_read_shared_bytes_once() {
         });
         let item = a.get().unwrap().unwrap();
         a.commit(item.id).unwrap();
-        assert_eq!((item.id, item.data), (id, b"x".to_vec()));
-        assert_eq!(other.join().unwrap(), (id, b"x".to_vec()));
+        assert_eq!(
+            (item.id, item.data),
+            (id, fairq_journal::Bytes::from_static(b"x"))
+        );
+        assert_eq!(
+            other.join().unwrap(),
+            (id, fairq_journal::Bytes::from_static(b"x"))
+        );
         assert_eq!(reads.load(Ordering::SeqCst), 1, "the bytes were read once");
     });
 }
