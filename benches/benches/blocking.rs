@@ -9,7 +9,9 @@
 //! * ping-pong one-way hand-off latency (two queues, an echo thread);
 //! * wake latency of a parked consumer (push to receive, consumer idle before each push);
 //! * timeout accuracy (actual minus requested wait, 1 ms timeouts, nothing arrives);
-//! * async: `pop_async` against tokio mpsc inside a two-worker tokio runtime;
+//! * async: `pop_async` against tokio mpsc inside a two-worker tokio runtime (producers
+//!   push as tokio's send: unbounded with the plain call, bounded awaiting; one more row
+//!   has the unbounded producer await `push_async`);
 //! * `FairWaitQueue` against `Mutex<FairQueue>` + `Condvar`.
 //!
 //! Peers: crossbeam-channel, kanal, flume, `std::sync::mpsc` (no mpmc: its receiver can't be
@@ -379,13 +381,26 @@ fn runtime() -> tokio::runtime::Runtime {
         .expect("tokio runtime")
 }
 
-fn async_fairq(rt: &tokio::runtime::Runtime, bound: Option<usize>, n: u64) -> Duration {
+/// The producer pushes as tokio's does: unbounded with the plain call (tokio's unbounded
+/// sender has no async send, and a push to an unbounded queue never waits), bounded with
+/// `push_async`. `awaited` makes an unbounded producer await `push_async` too.
+fn async_fairq(
+    rt: &tokio::runtime::Runtime,
+    bound: Option<usize>,
+    awaited: bool,
+    n: u64,
+) -> Duration {
     let (tx, rx) = Fairq::channel(bound);
+    let awaited = awaited || bound.is_some();
     rt.block_on(async move {
         let start = Instant::now();
         let producer = tokio::spawn(async move {
             for i in 0..n {
-                tx.push_async(i, None).await.expect("open");
+                if awaited {
+                    tx.push_async(i, None).await.expect("open");
+                } else {
+                    tx.push(i).expect("open");
+                }
             }
         });
         let consumer = tokio::spawn(async move {
@@ -603,7 +618,7 @@ fn criterion_benches(c: &mut Criterion) {
     group.throughput(Throughput::Elements(1));
     for (label, bound) in [("unbounded", None), ("bounded", Some(BOUND))] {
         group.bench_function(format!("fairq pop_async {label}"), |b| {
-            b.iter_custom(|iters| async_fairq(&rt, bound, iters.max(2)))
+            b.iter_custom(|iters| async_fairq(&rt, bound, false, iters.max(2)))
         });
         group.bench_function(format!("tokio mpsc {label}"), |b| {
             b.iter_custom(|iters| async_tokio(&rt, bound, iters.max(2)))
@@ -812,7 +827,7 @@ fn ratio_tables() {
     for (label, bound) in [("unbounded", None), ("bounded", Some(BOUND))] {
         let (ours, baseline) = pair_in_turns(
             5,
-            || per_item(async_fairq(&rt, bound, n), n),
+            || per_item(async_fairq(&rt, bound, false, n), n),
             || per_item(async_tokio(&rt, bound, n), n),
         );
         table.push(Ratio {
@@ -822,6 +837,19 @@ fn ratio_tables() {
             target: Some(1.0),
         });
     }
+    // What awaiting `push_async` on an unbounded queue costs (its ready path, about 12 ns
+    // more than `push` per item on the development machine), for the record.
+    let (ours, baseline) = pair_in_turns(
+        5,
+        || per_item(async_fairq(&rt, None, true, n), n),
+        || per_item(async_tokio(&rt, None, n), n),
+    );
+    table.push(Ratio {
+        label: "async spsc unbounded, awaiting push_async".to_string(),
+        ours,
+        baseline,
+        target: None,
+    });
     let (ours, baseline) = pair_in_turns(
         3,
         || async_timeout_fairq(100).as_nanos() as f64,
