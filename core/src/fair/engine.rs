@@ -709,19 +709,27 @@ where
             }
             false
         });
-        table.shrink();
         self.keys_after_sweep = table.len();
+        // Room for every key until the next sweep: a table shrunk below it would grow (and
+        // rehash every entry) several times over before then, at every sweep.
+        table.shrink(next_sweep(self.keys_after_sweep));
     }
 
     /// Ensures the key table can take one more key, sweeping stale entries when that is due.
     fn make_room_for_key(&mut self) -> bool {
         let keys = self.storage.keys().len();
-        let due = keys >= 2 * self.keys_after_sweep + 64;
+        let due = keys >= next_sweep(self.keys_after_sweep);
         if due || self.storage.keys().is_full() {
             self.sweep_keys();
         }
         !self.storage.keys().is_full()
     }
+}
+
+/// How many keys the table holds when the next sweep of stale keys is due, `after` keys
+/// having been left by the last one: sweeps stay amortised O(1) per new key.
+fn next_sweep(after: usize) -> usize {
+    2 * after + 64
 }
 
 /// Iterator over a range of rounds (the run being round `rounds()`), in delivery order.

@@ -368,7 +368,7 @@ impl<K: Eq + Hash, const KEYS: usize> KeyTable<K> for FnvIndexMap<K, KeyState, K
         FnvIndexMap::len(self) >= KEYS
     }
 
-    fn shrink(&mut self) {}
+    fn shrink(&mut self, _keep: usize) {}
 }
 
 /// A fair-by-key queue of at most `N` items and `KEYS` keys, with no allocator.

@@ -887,10 +887,9 @@ impl<K: Eq + Hash, H: BuildHasher> KeyTable<K> for HashMap<K, KeyState, H> {
         false
     }
 
-    fn shrink(&mut self) {
-        let len = HashMap::len(self);
-        if self.capacity() > 4 * len + 64 {
-            self.shrink_to(2 * len);
+    fn shrink(&mut self, keep: usize) {
+        if self.capacity() > 2 * keep {
+            self.shrink_to(keep);
         }
     }
 }

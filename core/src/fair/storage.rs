@@ -113,8 +113,9 @@ pub(crate) mod backing {
         fn len(&self) -> usize;
         /// True when `insert` of a new key would fail.
         fn is_full(&self) -> bool;
-        /// Gives back table memory well beyond what the entries need.
-        fn shrink(&mut self);
+        /// Gives back table memory well beyond room for `keep` entries (the most the table
+        /// will hold before the next sweep, so growing back to it never reallocates).
+        fn shrink(&mut self, keep: usize);
     }
 
     /// Read access for iterators: walks one round (or the run) with an opaque cursor.
