@@ -888,8 +888,13 @@ impl<K: Eq + Hash, H: BuildHasher> KeyTable<K> for HashMap<K, KeyState, H> {
     }
 
     fn shrink(&mut self, keep: usize) {
-        if self.capacity() > 2 * keep {
-            self.shrink_to(keep);
+        // Room for twice `keep`: hashbrown clears the tombstones of erased entries in place
+        // only while the entries fill at most half of the table, and grows it otherwise. A
+        // table shrunk to `keep` grew back within a few sweeps, then was shrunk again.
+        // (`capacity()` counts the room the tombstones have not taken yet, so it reads low
+        // between rehashes, never high.)
+        if self.capacity() > 4 * keep {
+            self.shrink_to(2 * keep);
         }
     }
 }
