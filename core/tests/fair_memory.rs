@@ -107,7 +107,7 @@ fn items_cost_little_more_than_themselves_and_a_drain_gives_memory_back() {
 /// after the warm-up, at a sweep the hash seed decides (one run in seven or so), so the test
 /// allows two.
 #[test]
-fn transient_keys_at_depth_one_allocate_nothing_once_warm() {
+fn transient_keys_at_depth_one_all_but_stop_allocating_once_warm() {
     COUNTING_CALLS.with(|c| c.set(true));
     let mut q: FairQueue<u32, u64> = FairQueue::unbounded();
     let mut cycle = |i: u32| {
