@@ -182,7 +182,7 @@ pub async fn run_bench<B: Backend>(
         wait: Mutex::new(Histogram::new()),
         run: Mutex::new(Histogram::new()),
         started: Mutex::new(HashMap::with_capacity(config.jobs)),
-        tally: Tally::new(),
+        tally: Tally::new(config.jobs),
     });
     let pad = "x".repeat(config.payload_size.saturating_sub(FRAME));
 
@@ -252,8 +252,8 @@ pub async fn run_bench<B: Backend>(
     worker.warm_up().await?;
     let run_start = Instant::now();
     let handle = worker.start()?;
-    let mut finished = shared.tally.finished.subscribe();
-    let done = finished.wait_for(|n| *n >= config.jobs).await.is_ok();
+    shared.tally.all_finished().await;
+    let done = shared.tally.finished() >= config.jobs;
     let run_elapsed = run_start.elapsed();
     bar.finish_and_clear();
     handle.shutdown(Duration::from_secs(10)).await;

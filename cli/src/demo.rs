@@ -248,7 +248,7 @@ async fn run_once<B: Backend>(
         origin: Instant::now(),
         waits: Mutex::new(BTreeMap::new()),
         heavy_started: watch::Sender::new(0),
-        tally: Tally::new(),
+        tally: Tally::new(total),
     });
 
     // The backlog is in place before any worker starts.
@@ -329,12 +329,8 @@ async fn run_once<B: Backend>(
         Ok::<(), CliError>(())
     };
     let all_done = async {
-        let mut finished = state.tally.finished.subscribe();
-        finished
-            .wait_for(|n| *n >= total)
-            .await
-            .map(|_| ())
-            .map_err(|_| CliError::Usage("the demo's workers stopped early".into()))
+        state.tally.all_finished().await;
+        Ok::<(), CliError>(())
     };
     let limit = Duration::from_secs(300);
     let outcome = tokio::time::timeout(limit, async { tokio::try_join!(feeder, all_done) }).await;
