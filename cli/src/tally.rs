@@ -42,11 +42,6 @@ impl Tally {
         let _ = finished.wait_for(|done| *done).await;
     }
 
-    /// How many jobs finished so far.
-    pub(crate) fn finished(&self) -> usize {
-        self.finished.load(Ordering::Acquire)
-    }
-
     /// Records one finished job from a worker's `on_finished` hook and advances `bar`.
     pub(crate) fn record(&self, report: &JobReport, bar: &ProgressBar) {
         match (&report.outcome, &report.result) {
@@ -97,7 +92,7 @@ mod tests {
         tally.all_finished().await;
         // A duplicate completion (at-least-once) leaves the count honest.
         tally.record(&succeeded(), &bar);
-        assert_eq!(tally.finished(), 4);
+        assert_eq!(tally.finished.load(Ordering::Acquire), 4);
         assert_eq!(bar.position(), 4);
         assert!(tally.first_failure().is_none());
     }
