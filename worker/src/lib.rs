@@ -199,8 +199,8 @@ pub use settle::{Each, Ending, Finished, Settled, SettledAndClaimed};
 pub use testing::{RunOutcome, RunResult, TestQueue, TestQueueError};
 pub use worker::{
     DeadJob, HealthChange, JobOutcome, JobReport, Operation, QueueConfig, QueueHealth,
-    ShutdownReport, SlowJob, StopSignal, SweepStatus, Worker, WorkerBuilder, WorkerConfigError,
-    WorkerError, WorkerHandle,
+    ShutdownReport, SlowJob, StopSignal, SweepStatus, TaskFailure, Worker, WorkerBuilder,
+    WorkerConfigError, WorkerError, WorkerHandle, WorkerTask,
 };
 
 /// Re-exported so stores and users name one version of the core types.

@@ -35,12 +35,17 @@ pub(crate) async fn quietly(operation: &'static str, fut: impl Future<Output = (
 }
 
 fn panicked(operation: &'static str, payload: &(dyn Any + Send)) -> BackendError {
-    let message = payload
+    let message = panic_message(payload);
+    BackendError::Store(format!("the store panicked during {operation}: {message}").into())
+}
+
+/// A panic's message: its text, or a placeholder when the payload is not text.
+pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> &str {
+    payload
         .downcast_ref::<&str>()
         .copied()
         .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
-        .unwrap_or("a non-text panic payload");
-    BackendError::Store(format!("the store panicked during {operation}: {message}").into())
+        .unwrap_or("a non-text panic payload")
 }
 
 #[cfg(test)]

@@ -55,9 +55,13 @@ pub(crate) fn check<B>(shared: &Shared<B>, queue: &QueueRuntime) -> Health {
     let now = shared.clock.now();
     let (health, changed) = {
         let mut st = queue.lock();
-        let health = shared
-            .health
-            .evaluate(shared.started_at, st.errors.since(), now);
+        let health = match st.task_failed {
+            // A worker task of the queue panicked: the worker stopped serving it.
+            Some(since) => Health::Unhealthy { since },
+            None => shared
+                .health
+                .evaluate(shared.started_at, st.errors.since(), now),
+        };
         let unhealthy = !health.is_healthy();
         let changed = unhealthy != st.unhealthy;
         st.unhealthy = unhealthy;

@@ -14,6 +14,7 @@ mod shared;
 mod shutdown;
 mod slot;
 mod stop;
+mod supervise;
 mod sweep;
 
 use std::collections::{BTreeMap, HashMap};
@@ -23,6 +24,7 @@ use std::time::Duration;
 
 use fairq_core::health::{Health, HealthPolicy};
 use fairq_core::stats::Summary;
+use futures::FutureExt;
 use serde::de::DeserializeOwned;
 use tokio::sync::{mpsc, watch};
 
@@ -39,6 +41,8 @@ use shared::Shared;
 pub use shutdown::ShutdownReport;
 use shutdown::{QueueTasks, Signals};
 pub use stop::StopSignal;
+use supervise::supervised;
+pub use supervise::{TaskFailure, WorkerTask};
 pub use sweep::SweepStatus;
 
 /// A worker whose settings cannot work.
@@ -538,6 +542,8 @@ impl<B: Backend> Worker<B> {
             queues,
             metrics_key: config.metrics_key,
             stop,
+            failures: std::sync::Mutex::new(Vec::new()),
+            failed: watch::channel(false).0,
         });
         let (exit, _) = watch::channel(false);
         let (give_up, _) = watch::channel(false);
@@ -546,18 +552,47 @@ impl<B: Backend> Worker<B> {
             .iter()
             .zip(inboxes)
             .map(|(queue, inbox)| QueueTasks {
-                claimer: runtime.spawn(claimer::claimer(Arc::clone(&shared), Arc::clone(queue))),
-                rescuer: runtime.spawn(claimer::rescuer(Arc::clone(&shared), Arc::clone(queue))),
-                heartbeater: runtime.spawn(heartbeat::heartbeater(
+                claimer: runtime.spawn(
+                    supervised(
+                        Arc::clone(&shared),
+                        Arc::clone(queue),
+                        WorkerTask::Claimer,
+                        claimer::claimer(Arc::clone(&shared), Arc::clone(queue)),
+                    )
+                    .map(drop),
+                ),
+                rescuer: runtime.spawn(
+                    supervised(
+                        Arc::clone(&shared),
+                        Arc::clone(queue),
+                        WorkerTask::Rescuer,
+                        claimer::rescuer(Arc::clone(&shared), Arc::clone(queue)),
+                    )
+                    .map(drop),
+                ),
+                heartbeater: runtime.spawn(
+                    supervised(
+                        Arc::clone(&shared),
+                        Arc::clone(queue),
+                        WorkerTask::Heartbeater,
+                        heartbeat::heartbeater(
+                            Arc::clone(&shared),
+                            Arc::clone(queue),
+                            exit.subscribe(),
+                        ),
+                    )
+                    .map(drop),
+                ),
+                acker: runtime.spawn(supervised(
                     Arc::clone(&shared),
                     Arc::clone(queue),
-                    exit.subscribe(),
-                )),
-                acker: runtime.spawn(acker::acker(
-                    Arc::clone(&shared),
-                    Arc::clone(queue),
-                    inbox,
-                    give_up.subscribe(),
+                    WorkerTask::Acker,
+                    acker::acker(
+                        Arc::clone(&shared),
+                        Arc::clone(queue),
+                        inbox,
+                        give_up.subscribe(),
+                    ),
                 )),
             })
             .collect();
@@ -569,8 +604,9 @@ impl<B: Backend> Worker<B> {
         })
     }
 
-    /// Starts the worker, runs until `signal` completes (for example `tokio::signal::ctrl_c()`),
-    /// then shuts down gracefully within the configured
+    /// Starts the worker, runs until `signal` completes (for example `tokio::signal::ctrl_c()`)
+    /// or one of the worker's own tasks panics ([`WorkerHandle::failed`]; the report's
+    /// `failed_tasks` then says which), then shuts down gracefully within the configured
     /// [`shutdown_timeout`](WorkerBuilder::shutdown_timeout).
     ///
     /// ```
@@ -590,7 +626,10 @@ impl<B: Backend> Worker<B> {
         signal: impl Future<Output = ()>,
     ) -> Result<ShutdownReport, WorkerConfigError> {
         let handle = self.start()?;
-        signal.await;
+        tokio::select! {
+            () = signal => {}
+            () = handle.failed() => {}
+        }
         let timeout = handle.shutdown_timeout;
         Ok(handle.shutdown(timeout).await)
     }
@@ -774,6 +813,55 @@ impl<B: Backend> WorkerHandle<B> {
     /// ```
     pub fn running(&self) -> usize {
         self.shared.queues.iter().map(|q| q.lock().running).sum()
+    }
+
+    /// Resolves once one of the worker's own tasks (a queue's claimer, rescuer,
+    /// heartbeater, acker or one of its slots) has panicked; never while none has. Such a
+    /// panic is a bug (in fairq, or in a user-supplied [`Clock`]): store calls, handlers and
+    /// hooks catch their own. The worker has then stopped as the first step of a shutdown
+    /// does (no new claims, running handlers told to stop), the failed task's queue is
+    /// unhealthy, and [`task_failures`](Self::task_failures) says what happened. Call
+    /// [`shutdown`](Self::shutdown) to hand buffered jobs back; what the failed task held
+    /// comes back when its lease expires. [`Worker::run_until`] waits for this as well as
+    /// for its signal.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// use std::time::Duration;
+    /// use fairq_worker::{Job, MemoryBackend, QueueConfig, Worker};
+    /// let handle = Worker::builder(MemoryBackend::new())
+    ///     .queue("q", QueueConfig::default())
+    ///     .handle("k", |_job: Job| async { Ok::<_, String>(()) })
+    ///     .build().unwrap().start().unwrap();
+    /// // A healthy worker never resolves it:
+    /// let waited = tokio::time::timeout(Duration::from_millis(10), handle.failed()).await;
+    /// assert!(waited.is_err());
+    /// assert!(handle.task_failures().is_empty());
+    /// handle.shutdown(Duration::from_secs(1)).await;
+    /// # });
+    /// ```
+    pub async fn failed(&self) {
+        let mut failed = self.shared.failed.subscribe();
+        // The sender lives as long as `self`: the wait cannot end otherwise.
+        let _ = failed.wait_for(|failed| *failed).await;
+    }
+
+    /// The worker's own tasks that panicked so far, in the order they did (see
+    /// [`failed`](Self::failed)).
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// use fairq_worker::{Job, MemoryBackend, QueueConfig, Worker};
+    /// let handle = Worker::builder(MemoryBackend::new())
+    ///     .queue("q", QueueConfig::default())
+    ///     .handle("k", |_job: Job| async { Ok::<_, String>(()) })
+    ///     .build().unwrap().start().unwrap();
+    /// assert!(handle.task_failures().is_empty());
+    /// handle.shutdown(std::time::Duration::from_secs(1)).await;
+    /// # });
+    /// ```
+    pub fn task_failures(&self) -> Vec<TaskFailure> {
+        shared::lock(&self.shared.failures).clone()
     }
 
     /// Stops gracefully within `deadline`: stops claiming, raises every running handler's

@@ -9,6 +9,7 @@ use std::collections::VecDeque;
 use std::sync::{Mutex, MutexGuard};
 
 use fairq_core::health::ErrorClock;
+use fairq_core::job::Millis;
 use fairq_core::stats::Histogram;
 use tokio::sync::Notify;
 use tokio::sync::mpsc::UnboundedSender;
@@ -97,6 +98,9 @@ pub(crate) struct Pipeline {
     pub(crate) sweep: SweepState,
     /// The last health verdict was unhealthy (for the hooks, called on a change).
     pub(crate) unhealthy: bool,
+    /// When one of the queue's worker tasks panicked (see `supervise`): the queue is
+    /// unhealthy from then on.
+    pub(crate) task_failed: Option<Millis>,
 }
 
 impl QueueRuntime {
@@ -127,6 +131,7 @@ impl QueueRuntime {
                 timings: Histogram::new(),
                 sweep: SweepState::new(config.get_retry_sweep()),
                 unhealthy: false,
+                task_failed: None,
             }),
             job_ready: Notify::new(),
             room: Notify::new(),

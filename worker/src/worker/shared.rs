@@ -11,6 +11,7 @@ use tokio::sync::watch;
 
 use super::hooks::{self, Hooks, Operation, WorkerError};
 use super::queue::QueueRuntime;
+use super::supervise::TaskFailure;
 use crate::backend::{Backend, BackendError};
 use crate::clock::Clock;
 use crate::handler::Handlers;
@@ -38,6 +39,21 @@ pub(crate) struct Shared<B> {
     pub(crate) metrics_key: bool,
     /// `true` once shutdown began: stop claiming, stop starting jobs, tell handlers.
     pub(crate) stop: watch::Sender<bool>,
+    /// Worker tasks that panicked, in the order they did (see `supervise`).
+    pub(crate) failures: Mutex<Vec<TaskFailure>>,
+    /// `true` once a worker task panicked.
+    pub(crate) failed: watch::Sender<bool>,
+}
+
+impl<B> Shared<B> {
+    /// The first step of a shutdown: claim nothing more, start no job, raise every running
+    /// handler's stop signal, and let each queue's acker end once its slots are gone.
+    pub(crate) fn stop_all(&self) {
+        self.stop.send_replace(true);
+        for queue in &self.queues {
+            drop(queue.stop());
+        }
+    }
 }
 
 impl<B: Backend> Shared<B> {

@@ -10,7 +10,8 @@ use tokio::time::Instant;
 
 use super::guard;
 use super::hooks::Operation;
-use super::shared::Shared;
+use super::shared::{Shared, lock};
+use super::supervise::TaskFailure;
 use crate::backend::{Backend, BackendError};
 use crate::job::{Claim, JobId};
 
@@ -40,12 +41,16 @@ pub struct ShutdownReport {
     /// Jobs whose handlers finished but whose outcomes the store had not confirmed by the
     /// deadline: they run again once their leases expire (unless the settlement landed).
     pub unsettled: Vec<JobId>,
+    /// Worker tasks that panicked while the worker ran, which stopped it (see
+    /// [`WorkerHandle::failed`](crate::WorkerHandle::failed)). What a failed task held is
+    /// not in the lists above: it stays claimed until its lease expires.
+    pub failed_tasks: Vec<TaskFailure>,
 }
 
 impl ShutdownReport {
     /// True when every running job finished (or stopped when asked) before the deadline,
-    /// every outcome was recorded and every job to hand back was taken back: nothing is left
-    /// to lease expiry.
+    /// every outcome was recorded, every job to hand back was taken back and no worker task
+    /// panicked: nothing is left to lease expiry.
     ///
     /// ```
     /// use fairq_worker::{JobId, ShutdownReport};
@@ -55,7 +60,10 @@ impl ShutdownReport {
     /// assert!(report.is_clean());
     /// ```
     pub fn is_clean(&self) -> bool {
-        self.abandoned.is_empty() && self.left_claimed.is_empty() && self.unsettled.is_empty()
+        self.abandoned.is_empty()
+            && self.left_claimed.is_empty()
+            && self.unsettled.is_empty()
+            && self.failed_tasks.is_empty()
     }
 }
 
@@ -64,7 +72,8 @@ pub(crate) struct QueueTasks {
     pub(crate) claimer: JoinHandle<()>,
     pub(crate) rescuer: JoinHandle<()>,
     pub(crate) heartbeater: JoinHandle<()>,
-    pub(crate) acker: JoinHandle<Vec<JobId>>,
+    /// `None` when the acker panicked (its jobs are left to lease expiry).
+    pub(crate) acker: JoinHandle<Option<Vec<JobId>>>,
 }
 
 /// The signals a running worker is stopped with.
@@ -83,10 +92,7 @@ pub(crate) async fn shutdown<B: Backend>(
 ) -> ShutdownReport {
     // Before the first await: the first poll stops claiming and starting jobs, and tells
     // handlers.
-    shared.stop.send_replace(true);
-    for queue in &shared.queues {
-        drop(queue.stop());
-    }
+    shared.stop_all();
     let until = Instant::now() + deadline;
     let mut report = ShutdownReport::default();
     let mut claimers = Vec::new();
@@ -126,7 +132,7 @@ pub(crate) async fn shutdown<B: Backend>(
         let mut unsettled = Vec::new();
         for acker in &mut ackers {
             if let Some(task) = acker {
-                if let Ok(left) = task.await {
+                if let Ok(Some(left)) = task.await {
                     unsettled.extend(left);
                 }
                 *acker = None;
@@ -147,7 +153,7 @@ pub(crate) async fn shutdown<B: Backend>(
             report.abandoned = interrupted.iter().map(|c| c.id).collect();
             signals.give_up.send_replace(true);
             for task in ackers.iter_mut().filter_map(Option::take) {
-                if let Ok(left) = task.await {
+                if let Ok(Some(left)) = task.await {
                     report.unsettled.extend(left);
                 }
             }
@@ -161,6 +167,7 @@ pub(crate) async fn shutdown<B: Backend>(
         // A task that panicked has nothing left to stop.
         let _ = task.await;
     }
+    report.failed_tasks = lock(&shared.failures).clone();
     for list in [
         &mut report.abandoned,
         &mut report.released,

@@ -7,6 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::FutureExt;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::time::Instant;
 use tracing::Instrument;
@@ -16,6 +17,7 @@ use super::hooks::{self, SlowJob};
 use super::queue::{Buffered, Pipeline, QueueRuntime, Running, Slot};
 use super::shared::Shared;
 use super::stop::{StopSignal, with_signal};
+use super::supervise::{WorkerTask, supervised};
 use crate::backend::Backend;
 use crate::job::{Failure, Job};
 
@@ -83,7 +85,15 @@ fn start_slot<B: Backend>(shared: &Arc<Shared<B>>, queue: &Arc<QueueRuntime>, st
     });
     // A new slot is idle until it takes its first job.
     st.idle += 1;
-    let task = tokio::spawn(serve(Arc::clone(shared), Arc::clone(queue), index, acker));
+    let task = tokio::spawn(
+        supervised(
+            Arc::clone(shared),
+            Arc::clone(queue),
+            WorkerTask::Slot,
+            serve(Arc::clone(shared), Arc::clone(queue), index, acker),
+        )
+        .map(drop),
+    );
     if let Some(slot) = st.slots.get_mut(index) {
         slot.task = Some(task);
     }
