@@ -407,6 +407,8 @@ impl Backend for MemoryBackend {
         let queue = queue.to_string();
         async move {
             let random = Arc::clone(&this.inner.random);
+            // A paused queue hands out nothing here either (the acker claims this way).
+            let max = if this.is_paused(&queue) { 0 } else { max };
             Ok(this.with_store(|s, now| {
                 let settled = s.settle(batch, now, &mut || random.next_u64());
                 let claimed = Ok(s.claim(&queue, max, lease, now));

@@ -1,0 +1,94 @@
+//! Pausing a queue ([`Inspect::set_paused`]): a check for the stores that say they can
+//! ([`Capabilities::pause`](crate::Capabilities)). Like the [`cancel`](super::cancel) check it
+//! needs [`Inspect`], so each store that pauses runs it from its own conformance tests:
+//!
+//! ```ignore
+//! #[test]
+//! fn pause_holds_claims_until_resumed() {
+//!     fairq_worker::conformance::run(MyHarness, |store, clock| {
+//!         Box::pin(fairq_worker::conformance::pause::pause_holds_claims_until_resumed(store, clock))
+//!     });
+//! }
+//! ```
+
+use std::time::Duration;
+
+use crate::backend::Backend;
+use crate::clock::ManualClock;
+use crate::inspect::Inspect;
+use crate::job::{Job, JobStatus, NewJob};
+use crate::settle::{Finished, Settled};
+
+const LEASE: Duration = Duration::from_secs(30);
+
+fn new_job(queue: &str, key: &str) -> NewJob {
+    NewJob::new(queue, "test", b"{}".to_vec()).key(key)
+}
+
+async fn claim<B: Backend>(store: &B, queue: &str, max: usize) -> Vec<Job> {
+    store.claim(queue, max, LEASE).await.expect("claim")
+}
+
+async fn status<B: Backend>(store: &B, job: &Job) -> JobStatus {
+    let info = store.get(job.claim.id).await.expect("get").expect("stored");
+    JobStatus::of(&info.state)
+}
+
+/// A paused queue hands out nothing, through a plain claim or a combined settle-and-claim,
+/// while its jobs stay stored in their fair order and other queues go on. What was already
+/// running when the pause came still settles. Pausing twice and resuming a queue that is
+/// not paused are no-ops; `paused` lists exactly the paused queues. Resuming hands the jobs
+/// out again, fairly, as if the pause had not happened.
+pub async fn pause_holds_claims_until_resumed<B: Inspect>(store: &B, _clock: &ManualClock) {
+    assert!(store.capabilities().pause, "the store says it cannot pause");
+    assert!(store.paused().await.expect("paused").is_empty());
+    for key in ["a", "a", "b"] {
+        store.enqueue(new_job("held", key)).await.expect("enqueue");
+    }
+    store.enqueue(new_job("free", "a")).await.expect("enqueue");
+    // Running before the pause: the first of `a`.
+    let running = claim(store, "held", 1).await;
+    assert_eq!(running.len(), 1);
+
+    store.set_paused("held", true).await.expect("pause");
+    store.set_paused("held", true).await.expect("pausing twice");
+    assert_eq!(store.paused().await.expect("paused"), ["held"]);
+    assert!(
+        claim(store, "held", 10).await.is_empty(),
+        "a paused queue hands out nothing"
+    );
+
+    // Another queue is not held; settling the running job of the paused queue, combined
+    // with a claim of that queue, records the outcome and claims nothing.
+    let free = claim(store, "free", 10).await;
+    assert_eq!(free.len(), 1);
+    let out = store
+        .settle_and_claim(vec![Finished::new(&running[0], Ok(()))], "held", 10, LEASE)
+        .await
+        .expect("settle and claim");
+    assert_eq!(
+        out.settled[0].as_ref().expect("settled"),
+        &Settled::Succeeded
+    );
+    assert!(out.claimed.expect("claimed").is_empty());
+    assert_eq!(status(store, &running[0]).await, JobStatus::Succeeded);
+    assert!(claim(store, "held", 10).await.is_empty());
+
+    store
+        .set_paused("free", false)
+        .await
+        .expect("resuming a running queue");
+    assert_eq!(store.paused().await.expect("paused"), ["held"]);
+
+    store.set_paused("held", false).await.expect("resume");
+    assert!(store.paused().await.expect("paused").is_empty());
+    let resumed = claim(store, "held", 10).await;
+    let keys: Vec<_> = resumed
+        .iter()
+        .map(|j| j.key.clone().unwrap_or_default())
+        .collect();
+    assert_eq!(keys, ["b", "a"], "the held jobs come back in fair order");
+    for job in &resumed {
+        assert_eq!(job.attempt, 1, "a pause costs no attempt");
+    }
+}
