@@ -41,7 +41,9 @@ impl Core {
 }
 
 /// Operator queries per fairness key (the dashboard's tenants view), read through `list`,
-/// and cancelling one job that is not running.
+/// cancelling one job that is not running, and pausing queues: a paused queue hands out no
+/// job to any worker process from its next claim on, until it is resumed (the pause is a row
+/// in the store, so it outlasts restarts).
 ///
 /// ```no_run
 /// use fairq_worker::{Backend, Inspect, NewJob};
@@ -54,17 +56,28 @@ impl Core {
 /// let id = store.enqueue(NewJob::new("mail", "send", vec![])).await?;
 /// store.cancel(id).await?;
 /// assert!(store.get(id).await?.is_none());
+/// store.set_paused("mail", true).await?;
+/// assert_eq!(store.paused().await?, ["mail"]);
+/// store.set_paused("mail", false).await?;
 /// # Ok(()) }
 /// ```
 impl Inspect for PgBackend {
     fn capabilities(&self) -> Capabilities {
         Capabilities {
-            pause: false,
+            pause: true,
             cancel: true,
         }
     }
 
     async fn cancel(&self, id: JobId) -> Result<(), BackendError> {
         self.inner.core.cancel(id).await
+    }
+
+    async fn set_paused(&self, queue: &str, paused: bool) -> Result<(), BackendError> {
+        self.inner.core.set_paused(queue, paused).await
+    }
+
+    async fn paused(&self) -> Result<Vec<String>, BackendError> {
+        self.inner.core.paused().await
     }
 }

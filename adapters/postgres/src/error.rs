@@ -55,6 +55,22 @@ pub enum PgError {
         /// The newest version this library knows.
         supported: i32,
     },
+    /// The schema was created by an older version of this library and the store was opened
+    /// without [`PgOptions::migrate`](crate::PgOptions::migrate): its statements would fail
+    /// on the missing tables or columns, so the store is refused until it is upgraded.
+    #[error(
+        "the fairq schema {schema:?} is at version {found}, older than the {supported} this \
+         library needs: run migrate() (or apply the newer sql/v*.sql files) before using the \
+         store"
+    )]
+    SchemaTooOld {
+        /// The schema.
+        schema: String,
+        /// Its version.
+        found: i32,
+        /// The version this library needs.
+        supported: i32,
+    },
     /// A stored value could not be decoded (a corrupt or foreign row).
     #[error("corrupt job row: {0}")]
     Corrupt(String),

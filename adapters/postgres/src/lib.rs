@@ -15,6 +15,7 @@ mod found;
 mod leases;
 mod listen;
 mod options;
+mod pause;
 mod payload;
 mod pipeline;
 mod probe;

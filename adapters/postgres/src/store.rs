@@ -467,6 +467,11 @@ async fn check_version(
             found: v,
             supported: schema::SCHEMA_VERSION,
         }),
+        v if v < schema::SCHEMA_VERSION => Err(PgError::SchemaTooOld {
+            schema: schema.as_str().to_string(),
+            found: v,
+            supported: schema::SCHEMA_VERSION,
+        }),
         _ => Ok(()),
     }
 }

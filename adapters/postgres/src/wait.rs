@@ -12,7 +12,8 @@ use crate::store::{Core, PgBackend};
 
 impl Core {
     /// `Ok(None)`: a job is ready now; `Ok(Some(at))`: the next one is due at `at`;
-    /// `Ok(Some(u64::MAX))`: nothing is waiting.
+    /// `Ok(Some(u64::MAX))`: nothing is waiting, or the queue is paused (its resume wakes
+    /// the waiters: a paused queue's ready jobs must not make them claim in a loop).
     async fn next_due(&self, queue: &str) -> Result<Option<Millis>, BackendError> {
         let client = self.client().await?;
         let conn: &dyn Exec = &*client;
@@ -23,13 +24,17 @@ impl Core {
         let Some(row) = rows.first() else {
             return Ok(Some(u64::MAX));
         };
-        if row.get::<_, bool>(0) {
+        let paused = row.get::<_, bool>(2);
+        if row.get::<_, bool>(0) && !paused {
             return Ok(None);
         }
         let next = row.get::<_, Option<i64>>(1).map(from_db);
         if let Some(at) = next {
             // Whatever this store's due times say, a job waits until `at`.
             self.waiting(queue, at);
+        }
+        if paused {
+            return Ok(Some(u64::MAX));
         }
         Ok(Some(next.unwrap_or(u64::MAX)))
     }

@@ -496,7 +496,7 @@ async fn claims_and_settlements_run_the_connections_generic_plans() {
             (row.get::<_, i64>(0), row.get::<_, i64>(1))
         }
     };
-    let claim = plans("%WITH picked AS (%ctid AS at%").await;
+    let claim = plans("%picked AS (%ctid AS at%").await;
     assert_eq!(claim, (10, 0), "every claim ran the generic plan");
     let settle = plans("%AS t(id, token, verdict,%").await;
     assert_eq!(settle, (4, 0), "every settlement ran the generic plan");

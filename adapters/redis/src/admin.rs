@@ -334,6 +334,13 @@ impl RedisBackend {
                 "more" | "done" => {
                     deleted += fields.len().saturating_sub(1) as u64;
                     if tag == "done" {
+                        // The script deleted the queue's pause flag: unlist it too.
+                        let _: i64 = self
+                            .cmd_query(
+                                "removing a queue",
+                                redis::cmd("SREM").arg(self.inner.keys.paused()).arg(queue),
+                            )
+                            .await?;
                         return Ok(deleted);
                     }
                 }

@@ -33,7 +33,9 @@ impl RedisBackend {
 }
 
 /// Operator queries per fairness key (the dashboard's tenants view), read through `list`,
-/// and cancelling one job that is not running.
+/// cancelling one job that is not running, and pausing queues: a paused queue hands out no
+/// job to any worker from its next claim on, until it is resumed (the pause is kept in
+/// Redis, so it outlasts worker restarts).
 ///
 /// ```no_run
 /// use fairq_redis::{RedisBackend, RedisOptions};
@@ -44,17 +46,28 @@ impl RedisBackend {
 /// let id = store.enqueue(NewJob::new("mail", "send", vec![])).await?;
 /// store.cancel(id).await?;
 /// assert!(store.get(id).await?.is_none());
+/// store.set_paused("mail", true).await?;
+/// assert_eq!(store.paused().await?, ["mail"]);
+/// store.set_paused("mail", false).await?;
 /// # Ok(()) }
 /// ```
 impl Inspect for RedisBackend {
     fn capabilities(&self) -> Capabilities {
         Capabilities {
-            pause: false,
+            pause: true,
             cancel: true,
         }
     }
 
     async fn cancel(&self, id: JobId) -> Result<(), BackendError> {
         self.cancel_job(id).await
+    }
+
+    async fn set_paused(&self, queue: &str, paused: bool) -> Result<(), BackendError> {
+        self.set_queue_paused(queue, paused).await
+    }
+
+    async fn paused(&self) -> Result<Vec<String>, BackendError> {
+        self.paused_queues().await
     }
 }

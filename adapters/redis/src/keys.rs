@@ -3,10 +3,11 @@
 //! Every key of a deployment starts with its prefix. The keys of one queue share a hash tag,
 //! `<prefix>:{<queue>}:`, so Redis Cluster keeps a whole queue in one slot and every script
 //! that changes the queue runs on one node, touching only keys of that slot; different queues
-//! spread over the masters. One deployment-wide key sits outside any queue: the registry that
+//! spread over the masters. Two deployment-wide keys sit outside any queue: the registry that
 //! numbers queues (`<prefix>:queues`), written once per queue ever and read when a job id's
 //! queue is not yet known to a client (clients cache it: it is on no job's path, so it is
-//! not a hot key).
+//! not a hot key), and the set of paused queues' names (`<prefix>:paused`), which only lists
+//! them for operators (the queue's own `paused` key is what holds its claims).
 //!
 //! | key (after `<prefix>:{<queue>}:`) | type | holds |
 //! |---|---|---|
@@ -27,6 +28,7 @@
 //! | `xwait` | sorted set | jobs blocked on another queue's job, by next recheck time |
 //! | `hist`, `pstat`, `rstat` | hash | run-time buckets, run-time totals, retry counters |
 //! | `signal` | list | wake-up tokens for blocked waiters |
+//! | `paused` | string | present while the queue is paused: claims take nothing |
 //! | `req:<request>` | string | an enqueue's answer, kept a minute so a repeated call is recognised |
 //!
 //! A job id is `seq * 65536 + n`: `seq` counts per queue and `n` is the queue's number in the
@@ -117,6 +119,16 @@ impl KeySpace {
     /// ```
     pub fn registry(&self) -> String {
         format!("{}:queues", self.prefix)
+    }
+
+    /// The set listing the deployment's paused queues (for operators; each queue's own
+    /// `paused` key is what holds its claims).
+    ///
+    /// ```
+    /// assert_eq!(fairq_redis::KeySpace::new("p").unwrap().paused(), "p:paused");
+    /// ```
+    pub fn paused(&self) -> String {
+        format!("{}:paused", self.prefix)
     }
 
     /// A `SCAN` pattern matching every key of the deployment.

@@ -45,6 +45,7 @@ mod keys;
 mod link;
 mod ops;
 mod options;
+mod pause;
 mod persistence;
 mod query;
 mod record;

@@ -50,6 +50,7 @@ pub(crate) struct Scripts {
     pub(crate) revive: Named,
     pub(crate) purge: Named,
     pub(crate) cancel: Named,
+    pub(crate) pause: Named,
     pub(crate) prune: Named,
     pub(crate) remove: Named,
     pub(crate) list: Named,
@@ -73,6 +74,7 @@ impl Scripts {
             revive: Named::queue("revive", include_str!("lua/revive.lua")),
             purge: Named::queue("purge", include_str!("lua/purge.lua")),
             cancel: Named::queue("cancel", include_str!("lua/cancel.lua")),
+            pause: Named::queue("pause", include_str!("lua/pause.lua")),
             prune: Named::queue("prune", include_str!("lua/prune.lua")),
             remove: Named::queue("remove", include_str!("lua/remove.lua")),
             list: Named::queue("list", include_str!("lua/list.lua")),
@@ -83,7 +85,7 @@ impl Scripts {
         }
     }
 
-    pub(crate) fn all(&self) -> [&Named; 18] {
+    pub(crate) fn all(&self) -> [&Named; 19] {
         [
             &self.enqueue,
             &self.claim,
@@ -96,6 +98,7 @@ impl Scripts {
             &self.revive,
             &self.purge,
             &self.cancel,
+            &self.pause,
             &self.prune,
             &self.remove,
             &self.list,

@@ -5,7 +5,8 @@
 //! own, so it wakes within a round trip of the enqueue. The wait is cut short when a delayed
 //! job falls due before the timeout. A token is only a hint: the worker claims after waking,
 //! and a spurious wake-up costs one empty claim. A queue that already has claimable jobs is
-//! not waited on at all.
+//! not waited on at all, unless it is paused: then the wait lasts until its resume pushes
+//! tokens (or the timeout), so its workers do not claim in a loop.
 
 use std::time::Duration;
 
@@ -13,6 +14,10 @@ use redis::Value;
 
 use crate::backend::RedisBackend;
 use crate::record::number;
+
+/// What a wait looks at first: how many jobs are claimable, the next delayed job (member and
+/// due time) if any, and whether the queue is paused.
+type Look = (u64, Vec<(String, u64)>, bool);
 
 impl RedisBackend {
     pub(crate) async fn wait(&self, queue: &str, timeout: Duration) {
@@ -25,9 +30,11 @@ impl RedisBackend {
             .arg(0)
             .arg(0)
             .arg("WITHSCORES");
-        let seen: Result<(u64, Vec<(String, u64)>), _> =
-            self.pipe_query("looking for due jobs", &look).await;
-        if let Ok((ready, next)) = seen {
+        look.cmd("EXISTS").arg(format!("{base}paused"));
+        let seen: Result<Look, _> = self.pipe_query("looking for due jobs", &look).await;
+        // A paused queue hands nothing out, whatever is ready or due: its wait lasts until
+        // the resume pushes wake-up tokens.
+        if let Ok((ready, next, false)) = seen {
             if ready > 0 {
                 // Jobs are claimable already: no reason to wait.
                 return;

@@ -1,6 +1,6 @@
 //! The store on a private Redis Cluster of three masters and three replicas (started by the
-//! first test that needs it, stopped when the test process exits): the conformance suite, the
-//! differential test, and what only a cluster shows (queues spread over the masters, ids,
+//! first test that needs it, stopped when the test process exits): the conformance suite and
+//! its pause check, the differential test, and what only a cluster shows (queues spread over the masters, ids,
 //! operator calls gathering from every node, dependencies across slots, discovery from one
 //! node given by a plain URL).
 
@@ -29,6 +29,17 @@ fn the_cluster_store_matches_the_reference_store() {
         return;
     };
     fairq_worker::conformance::differential::check(harness, 24);
+}
+
+/// Pausing on a cluster: the queue's flag lives in its slot, the listing in another.
+#[test]
+fn pause_holds_claims_until_resumed() {
+    let Some(harness) = ClusterHarness::shared() else {
+        return;
+    };
+    fairq_worker::conformance::run(harness, |store, clock| {
+        Box::pin(fairq_worker::conformance::pause::pause_holds_claims_until_resumed(store, clock))
+    });
 }
 
 async fn connect(url: &str) -> RedisBackend {

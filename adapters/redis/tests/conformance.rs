@@ -19,3 +19,14 @@ fn cancel_deletes_waiting_jobs_only() {
         Box::pin(fairq_worker::conformance::cancel::cancel_deletes_waiting_jobs_only(store, clock))
     });
 }
+
+/// Pausing a queue (an `Inspect` action, outside `conformance_tests!`).
+#[test]
+fn pause_holds_claims_until_resumed() {
+    if !common::available() {
+        return;
+    }
+    fairq_worker::conformance::run(common::RedisHarness, |store, clock| {
+        Box::pin(fairq_worker::conformance::pause::pause_holds_claims_until_resumed(store, clock))
+    });
+}

@@ -8,6 +8,7 @@ mod cancel;
 mod enqueue;
 mod enqueue_one;
 mod operator;
+mod pause;
 mod worker;
 
 use crate::schema::SchemaName;
@@ -154,6 +155,7 @@ pub(crate) struct Sql {
     pub(crate) stats_runs: String,
     pub(crate) remove_queue: String,
     pub(crate) cancel: cancel::CancelSql,
+    pub(crate) pause: pause::PauseSql,
 }
 
 impl Sql {
@@ -210,6 +212,7 @@ impl Sql {
             stats_runs: r(operator::STATS_RUNS),
             remove_queue: r(operator::REMOVE_QUEUE),
             cancel: cancel::CancelSql::new(r),
+            pause: pause::PauseSql::new(r),
             schema,
         }
     }
@@ -259,6 +262,9 @@ mod tests {
             &sql.cancel.state,
             &sql.cancel.live,
             &sql.cancel.done,
+            &sql.pause.pause,
+            &sql.pause.resume,
+            &sql.pause.paused,
             &sql.remove_queue,
             &sql.fold_settled,
             &sql.stats_base,

@@ -106,8 +106,8 @@ FOLD
 SELECT count(*) FROM gone
 "#;
 
-/// Removes a queue that has no live job: its finished jobs, its counters, its rounds and the
-/// places of its purged jobs. Changes nothing while the queue has a live job. A job enqueued
+/// Removes a queue that has no live job: its finished jobs, its counters, its rounds, the
+/// places of its purged jobs and its pause. Changes nothing while the queue has a live job. A job enqueued
 /// meanwhile is never touched (no live row is deleted). Parameter: queue.
 ///
 /// One row: whether anything of the queue existed, how many live jobs it has, how many
@@ -123,7 +123,8 @@ known AS MATERIALIZED (
         OR EXISTS (SELECT 1 FROM fairq.stats_runs WHERE queue = $1)
         OR EXISTS (SELECT 1 FROM fairq.stats_settled WHERE queue = $1)
         OR EXISTS (SELECT 1 FROM fairq.rounds WHERE queue = $1)
-        OR EXISTS (SELECT 1 FROM fairq.ghosts WHERE queue = $1) AS yes
+        OR EXISTS (SELECT 1 FROM fairq.ghosts WHERE queue = $1)
+        OR EXISTS (SELECT 1 FROM fairq.paused WHERE queue = $1) AS yes
 ),
 go AS MATERIALIZED (
     SELECT (SELECT l.n FROM live l) = 0 AND (SELECT k.yes FROM known k) AS yes
@@ -135,7 +136,8 @@ base AS (DELETE FROM fairq.stats_base WHERE queue = $1 AND (SELECT g.yes FROM go
 runs AS (DELETE FROM fairq.stats_runs WHERE queue = $1 AND (SELECT g.yes FROM go g)),
 settled AS (DELETE FROM fairq.stats_settled WHERE queue = $1 AND (SELECT g.yes FROM go g)),
 rounds AS (DELETE FROM fairq.rounds WHERE queue = $1 AND (SELECT g.yes FROM go g)),
-ghosts AS (DELETE FROM fairq.ghosts WHERE queue = $1 AND (SELECT g.yes FROM go g))
+ghosts AS (DELETE FROM fairq.ghosts WHERE queue = $1 AND (SELECT g.yes FROM go g)),
+held AS (DELETE FROM fairq.paused WHERE queue = $1 AND (SELECT g.yes FROM go g))
 SELECT (SELECT k.yes FROM known k), (SELECT l.n FROM live l), (SELECT count(*) FROM gone)
 "#;
 

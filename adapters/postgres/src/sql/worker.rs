@@ -85,15 +85,22 @@ SELECT (SELECT count(*) FROM promoted) AS promoted,
 /// lookup in `picked`): should the tuple id ever name another version, that job is left ready
 /// (its lock ends with the statement) rather than claimed twice.
 ///
+/// A paused queue (a row in `paused`, read once per claim) hands out nothing, and its claim
+/// passes no purged job's place.
+///
 /// A claimed job keeps its round and its place in `jobs_ready` (the scan passes over running
 /// jobs by their state): the update changes no indexed column, so PostgreSQL writes the new
 /// version on the same page without new index entries (a HOT update), where changing the
 /// round cost an entry in the primary key and one in an index of running jobs per claim.
 pub(super) const CLAIM: &str = r#"
-WITH picked AS (
+WITH held AS MATERIALIZED (
+    SELECT EXISTS (SELECT 1 FROM fairq.paused p WHERE p.queue = $1) AS paused
+),
+picked AS (
     SELECT j.ctid AS at, j.id
     FROM fairq.jobs j
     WHERE j.queue = $1 AND j.round IS NOT NULL AND j.state <> 'running'
+      AND NOT (SELECT h.paused FROM held h)
     ORDER BY j.round, j.ready_seq
     LIMIT $2
     FOR UPDATE SKIP LOCKED
@@ -119,6 +126,8 @@ advanced AS (
                       THEN (SELECT max(g.round) FROM fairq.ghosts g WHERE g.queue = $1) END
              ) AS top) m
     WHERE m.top > COALESCE((SELECT max(r.round) FROM fairq.rounds r WHERE r.queue = $1), 0)
+      -- A paused queue's claim took nothing because it was held, not because it ran out.
+      AND NOT (SELECT h.paused FROM held h)
     ON CONFLICT DO NOTHING
 )
 SELECT JOB_COLUMNS FROM claimed ORDER BY was_round, was_seq
@@ -344,12 +353,14 @@ woke AS (
 SELECT f.id, (SELECT count(*) FROM woke) FROM freed f
 "#;
 
-/// Whether a queue has a ready job, and when its next waiting job is due. Parameter: queue.
+/// Whether a queue has a ready job, when its next waiting job is due, and whether the queue
+/// is paused. Parameter: queue.
 pub(super) const DUE: &str = r#"
 SELECT EXISTS (SELECT 1 FROM fairq.jobs
                WHERE queue = $1 AND round IS NOT NULL AND state <> 'running') AS ready,
        (SELECT min(due_at) FROM fairq.jobs
-        WHERE queue = $1 AND round IS NULL AND state IN ('scheduled', 'retrying')) AS next_due
+        WHERE queue = $1 AND round IS NULL AND state IN ('scheduled', 'retrying')) AS next_due,
+       EXISTS (SELECT 1 FROM fairq.paused WHERE queue = $1) AS paused
 "#;
 
 /// Holds back a queue's retries: every retrying job due before `$2` becomes due at `$2`, and

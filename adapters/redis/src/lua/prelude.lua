@@ -305,6 +305,8 @@ local function claim_jobs(now, max, lease, limit)
   promote(now, limit)
   flush_sets()
   local out = {}
+  -- A paused queue hands out nothing (lua/pause.lua).
+  if max > 0 and redis.call('EXISTS', k('paused')) == 1 then max = 0 end
   if max <= 0 then
     flush()
     return out

@@ -1,6 +1,6 @@
 -- Removes a queue that has no live job, in slices: each call deletes up to `budget` of its
 -- jobs (all finished: a live one stops the removal); the call that finds none left deletes the
--- queue's own structures. `meta` stays: it holds the queue's id sequence, so a job id is never
+-- queue's own structures (its pause too). `meta` stays: it holds the queue's id sequence, so a job id is never
 -- handed out twice, and nothing that stats or listings read.
 -- ARGV: budget. Returns {'unknown'}, {'live', n}, or {'more' or 'done', deleted ids...}.
 local budget = tonumber(ARGV[1])
@@ -8,7 +8,7 @@ local c = redis.call('HMGET', k('counts'), 'blocked', 'scheduled', 'running', 'r
 local live = 0
 for i = 1, 4 do live = live + tonumber(c[i] or '0') end
 if live > 0 then return {'live', live} end
-if redis.call('EXISTS', k('counts'), k('rstat'), k('pstat'), k('hist'), k('all')) == 0 then
+if redis.call('EXISTS', k('counts'), k('rstat'), k('pstat'), k('hist'), k('all'), k('paused')) == 0 then
   return {'unknown'}
 end
 local ids = redis.call('ZRANGE', k('all'), 0, budget - 1)
@@ -21,7 +21,7 @@ flush()
 if #ids < budget then
   redis.call('DEL', k('counts'), k('rstat'), k('pstat'), k('hist'), k('all'), k('finished'),
     k('st:blocked'), k('st:retrying'), k('st:dead'), k('errs'), k('uniq'), k('xwait'),
-    k('keys'), k('ready'), k('delayed'), k('retry_at'), k('leased'), k('signal'))
+    k('keys'), k('ready'), k('delayed'), k('retry_at'), k('leased'), k('signal'), k('paused'))
   reply[1] = 'done'
 end
 return reply

@@ -1,0 +1,109 @@
+//! A queue paused through one client is held for every client of the deployment, and
+//! resuming it wakes their idle workers at once. (What a pause holds and lets through is the
+//! conformance check `pause_holds_claims_until_resumed`.)
+
+mod common;
+
+use std::time::Duration;
+
+use fairq_redis::RedisBackend;
+use fairq_worker::{Backend, Inspect, Job, JobStatus, ManualClock, NewJob, QueueConfig, Worker};
+use tokio::sync::mpsc;
+
+/// A guard against a hang, never a synchronisation: the job starts on the resume's wake-up
+/// long before this.
+const HANG: Duration = Duration::from_secs(30);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pause_from_another_client_holds_the_queue_and_the_resume_wakes_the_worker() {
+    require_redis!();
+    let options = common::options(ManualClock::new(1_700_000_000_000));
+    // The operator's client (it deletes the deployment's keys when dropped).
+    let operator = common::connect(options.clone()).await;
+    let store = RedisBackend::connect(&common::url(), options)
+        .await
+        .expect("connect");
+    operator.set_paused("q", true).await.unwrap();
+    assert_eq!(store.paused().await.unwrap(), ["q"]);
+    let id = operator
+        .enqueue(NewJob::new("q", "k", vec![]))
+        .await
+        .unwrap();
+    assert!(
+        store
+            .claim("q", 10, Duration::from_secs(30))
+            .await
+            .unwrap()
+            .is_empty(),
+        "the pause holds the queue for the worker's client too"
+    );
+
+    // The enqueue left a wake-up token: take it, so that only the resume's can wake the
+    // worker. An idle worker polls once an hour. (While the queue is paused its worker blocks
+    // for a token, rather than finding the ready job and claiming in a loop: without the
+    // resume's tokens this test times out.)
+    let mut raw = redis::Client::open(common::url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let signal = format!("{}signal", store.keys().queue_base("q"));
+    let _: i64 = redis::cmd("DEL")
+        .arg(&signal)
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let (started, mut starts) = mpsc::unbounded_channel();
+    let handle = Worker::builder(store.clone())
+        .queue(
+            "q",
+            QueueConfig::default().poll_interval(Duration::from_secs(3_600)),
+        )
+        .handle("k", move |job: Job| {
+            let started = started.clone();
+            async move {
+                let _ = started.send(job.claim.id);
+                Ok::<_, String>(())
+            }
+        })
+        .build()
+        .unwrap()
+        .start()
+        .unwrap();
+    assert!(starts.try_recv().is_err());
+    assert_eq!(
+        JobStatus::of(&store.get(id).await.unwrap().unwrap().state),
+        JobStatus::Scheduled
+    );
+
+    operator.set_paused("q", false).await.unwrap();
+    let ran = tokio::time::timeout(HANG, starts.recv())
+        .await
+        .expect("the resume woke the worker");
+    assert_eq!(ran, Some(id));
+    assert!(handle.shutdown(Duration::from_secs(10)).await.is_clean());
+    assert!(operator.paused().await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_removed_queue_is_no_longer_paused() {
+    require_redis!();
+    let store = common::store(ManualClock::new(1_700_000_000_000)).await;
+    store.set_paused("gone", true).await.unwrap();
+    assert_eq!(store.paused().await.unwrap(), ["gone"]);
+    store.remove_queue("gone").await.unwrap();
+    assert!(store.paused().await.unwrap().is_empty());
+    // A queue of the same name starts unpaused.
+    store
+        .enqueue(NewJob::new("gone", "k", vec![]))
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .claim("gone", 1, Duration::from_secs(30))
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+}
