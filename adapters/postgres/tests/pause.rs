@@ -78,3 +78,26 @@ async fn a_pause_from_another_process_holds_the_queue_and_the_resume_wakes_the_w
     drop(operator);
     t.cleanup().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_removed_queue_is_no_longer_paused() {
+    let t = store_or_skip!("pause_removed");
+    t.store.set_paused("gone", true).await.unwrap();
+    assert_eq!(t.store.paused().await.unwrap(), ["gone"]);
+    t.store.remove_queue("gone").await.unwrap();
+    assert!(t.store.paused().await.unwrap().is_empty());
+    // A queue of the same name starts unpaused.
+    t.store
+        .enqueue(NewJob::new("gone", "k", vec![]))
+        .await
+        .unwrap();
+    assert_eq!(
+        t.store
+            .claim("gone", 1, Duration::from_secs(30))
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    t.cleanup().await;
+}
