@@ -6,8 +6,8 @@ use std::io::Read;
 use fairq_core::job::{Millis, State as LifeState};
 use fairq_core::retry::RetryPolicy;
 use fairq_worker::{
-    Backend, BackendError, JobId, JobInfo, JobStatus, ListFilter, NewJob, OnConflict, Purge,
-    QueueStats, ReviveTarget,
+    Backend, BackendError, Inspect, JobId, JobInfo, JobStatus, ListFilter, NewJob, OnConflict,
+    Purge, QueueStats, ReviveTarget,
 };
 use serde::Serialize;
 
@@ -639,7 +639,7 @@ pub(crate) async fn vacuum(store: &crate::store::Store, out: &mut Output) -> Res
 }
 
 /// `fairq queue`.
-pub(crate) async fn queue<B: Backend>(
+pub(crate) async fn queue<B: Inspect>(
     store: &B,
     args: &QueueArgs,
     out: &mut Output,
@@ -664,6 +664,24 @@ pub(crate) async fn queue<B: Backend>(
             }
             Err(e) => Err(e.into()),
         },
+        QueueAction::Pause { name } => {
+            store.set_paused(name, true).await?;
+            report(out, "paused", 1, format!("paused queue {name:?}"))
+        }
+        QueueAction::Resume { name } => {
+            store.set_paused(name, false).await?;
+            report(out, "resumed", 1, format!("resumed queue {name:?}"))
+        }
+        QueueAction::Paused => {
+            let paused = store.paused().await?;
+            if out.is_json() {
+                out.json(&paused)
+            } else if paused.is_empty() {
+                out.line("no queue is paused")
+            } else {
+                out.line(paused.join("\n"))
+            }
+        }
     }
 }
 
@@ -1143,6 +1161,48 @@ mod tests {
             err.to_string(),
             "unknown queue \"mail\" (queues with jobs: web)"
         );
+    }
+
+    #[tokio::test]
+    async fn queue_pause_holds_a_queue_until_resume() {
+        let (store, _, _) = fixture().await;
+        store
+            .enqueue(NewJob::new("tasks", "k", b"4".to_vec()))
+            .await
+            .unwrap();
+        let mut out = Output::buffer(Format::Table);
+        for argv in [
+            &["queue", "paused"][..],
+            &["queue", "pause", "tasks"],
+            &["queue", "paused"],
+        ] {
+            let Command::Queue(args) = parse(argv) else {
+                unreachable!()
+            };
+            queue(&store, &args, &mut out).await.unwrap();
+        }
+        assert_eq!(
+            out.contents(),
+            "no queue is paused\npaused queue \"tasks\"\ntasks\n"
+        );
+        assert!(store
+            .claim("tasks", 10, std::time::Duration::from_secs(30))
+            .await
+            .unwrap()
+            .is_empty());
+        let mut out = Output::buffer(Format::Json);
+        for argv in [&["queue", "resume", "tasks"][..], &["queue", "paused"]] {
+            let Command::Queue(args) = parse(argv) else {
+                unreachable!()
+            };
+            queue(&store, &args, &mut out).await.unwrap();
+        }
+        assert_eq!(out.contents(), "{\"action\":\"resumed\",\"count\":1}\n[]\n");
+        assert!(!store
+            .claim("tasks", 10, std::time::Duration::from_secs(30))
+            .await
+            .unwrap()
+            .is_empty());
     }
 
     #[tokio::test]

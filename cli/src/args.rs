@@ -297,6 +297,19 @@ pub enum QueueAction {
         /// The queue.
         name: String,
     },
+    /// Pause a queue: no worker of any process is handed its jobs until it is resumed
+    /// (running jobs finish and are recorded as usual; the pause is kept in the store).
+    Pause {
+        /// The queue.
+        name: String,
+    },
+    /// Resume a paused queue: its idle workers are woken and claim at once.
+    Resume {
+        /// The queue.
+        name: String,
+    },
+    /// List the paused queues.
+    Paused,
 }
 
 /// A job state on the command line.

@@ -1,7 +1,8 @@
 //! Cancelling one job from the dashboard or the API ([`Inspect::cancel`]): the owner deletes
 //! it from its store the way `purge` deletes a job (its unique key is free again; jobs
 //! blocked on it keep waiting) and journals the deletion before answering; a client asks the
-//! owner over the folder's socket; a read-only handle refuses.
+//! owner over the folder's socket; a read-only handle refuses. The [`Inspect`] impl here also
+//! dispatches pausing (see `pause.rs`) the same way.
 
 use fairq_worker::{BackendError, Capabilities, Inspect, JobId};
 
@@ -18,7 +19,9 @@ impl Local {
 }
 
 /// Operator queries per fairness key (the dashboard's tenants view), read through `list`,
-/// and cancelling one job that is not running.
+/// cancelling one job that is not running, and pausing queues: a paused queue hands out no
+/// job, to this process or a client of the folder, until it is resumed; the pause is
+/// journaled, so it outlasts a reopen.
 ///
 /// ```
 /// use fairq_file::{FileBackend, FileOptions};
@@ -32,14 +35,17 @@ impl Local {
 /// store.cancel(id).await?;
 /// assert!(store.get(id).await?.is_none());
 /// assert!(matches!(store.cancel(id).await, Err(BackendError::NotFound(_))));
+/// store.set_paused("mail", true).await?;
+/// assert_eq!(store.paused().await?, ["mail"]);
+/// store.set_paused("mail", false).await?;
 /// # Ok::<(), BackendError>(())
 /// # }).unwrap();
 /// ```
 impl Inspect for FileBackend {
-    /// Cancelling is a change: a read-only handle cannot.
+    /// Cancelling and pausing are changes: a read-only handle can do neither.
     fn capabilities(&self) -> Capabilities {
         Capabilities {
-            pause: false,
+            pause: !self.is_read_only(),
             cancel: !self.is_read_only(),
         }
     }
@@ -54,6 +60,27 @@ impl Inspect for FileBackend {
                 operation: "cancel",
             }
             .into()),
+        }
+    }
+
+    async fn set_paused(&self, queue: &str, paused: bool) -> Result<(), BackendError> {
+        self.writable("pause")?;
+        match &*self.side {
+            Side::Owner(owner) => owner.local.set_paused(queue, paused).await,
+            Side::Client(client) => client.set_paused(queue, paused).await,
+            Side::Snapshot(_) => Err(FileError::ReadOnly {
+                path: self.path().to_path_buf(),
+                operation: "pause",
+            }
+            .into()),
+        }
+    }
+
+    async fn paused(&self) -> Result<Vec<String>, BackendError> {
+        match &*self.side {
+            Side::Owner(owner) => owner.local.paused(),
+            Side::Client(client) => client.paused().await,
+            Side::Snapshot(snapshot) => Ok(snapshot.paused()),
         }
     }
 }

@@ -1,13 +1,15 @@
 //! The payload of one journal item: a *frame* of store changes.
 //!
 //! ```text
-//! byte 0        format version (3; frames of versions 1 and 2, which never hold Progress or
-//!               QueueRemoved respectively, are read too)
+//! byte 0        format version (4; frames of versions 1 to 3 are read too: versions 1 and
+//!               2 never hold Progress or QueueRemoved respectively, and before version 4 a
+//!               queue's totals have no pause flag)
 //! then          postcard: the store's id counter (u64) when the frame was written
 //! then, to end  postcard entries, each one of
 //!                 Job(id, record)        the job's full record (when it is enqueued, or moved)
 //!                 Deleted(id)            the job was deleted (a tombstone)
-//!                 Queue(name, totals)    the queue's retry counters and run-time histogram
+//!                 Queue(name, totals)    the queue's retry counters, run-time histogram and
+//!                                        pause flag
 //!                 Progress(id, progress) the job's lifecycle, last error and times after a
 //!                                        change: everything of its record that ever changes
 //!                 QueueRemoved(name)     the queue was removed: its counters are gone (a
@@ -26,10 +28,12 @@ use fairq_worker::memory::store::{Progress, Record};
 use serde::{Deserialize, Serialize};
 
 use crate::ledger::Touch;
-use crate::totals::QueueTotals;
+use crate::totals::{QueueTotals, QueueTotalsV3};
 
 /// The version of the frame layout this build writes and reads.
-pub(crate) const FORMAT_VERSION: u8 = 3;
+pub(crate) const FORMAT_VERSION: u8 = 4;
+/// The first layout whose queue totals carry the pause flag.
+const PAUSE_VERSION: u8 = 4;
 /// The oldest frame layout this build still reads.
 const OLDEST_VERSION: u8 = 1;
 
@@ -41,6 +45,28 @@ pub(crate) enum Entry {
     Queue(String, QueueTotals),
     Progress(JobId, Progress),
     QueueRemoved(String),
+}
+
+/// An entry of a frame before version 4 (same layout as [`Entry`] but for the totals).
+#[derive(Debug, Deserialize)]
+enum EntryV3 {
+    Job(JobId, Box<Record>),
+    Deleted(JobId),
+    Queue(String, QueueTotalsV3),
+    Progress(JobId, Progress),
+    QueueRemoved(String),
+}
+
+impl From<EntryV3> for Entry {
+    fn from(old: EntryV3) -> Self {
+        match old {
+            EntryV3::Job(id, record) => Entry::Job(id, record),
+            EntryV3::Deleted(id) => Entry::Deleted(id),
+            EntryV3::Queue(name, totals) => Entry::Queue(name, totals.into()),
+            EntryV3::Progress(id, progress) => Entry::Progress(id, progress),
+            EntryV3::QueueRemoved(name) => Entry::QueueRemoved(name),
+        }
+    }
 }
 
 /// An entry as encoded, borrowing from the store (same layout as [`Entry`]).
@@ -149,7 +175,12 @@ pub(crate) fn decode_frame(bytes: &[u8]) -> Result<Frame, DecodeError> {
     let (next_id, mut rest) = postcard::take_from_bytes::<u64>(rest).map_err(invalid)?;
     let mut entries = Vec::new();
     while !rest.is_empty() {
-        let (entry, tail) = postcard::take_from_bytes::<Entry>(rest).map_err(invalid)?;
+        let (entry, tail) = if version < PAUSE_VERSION {
+            let (old, tail) = postcard::take_from_bytes::<EntryV3>(rest).map_err(invalid)?;
+            (old.into(), tail)
+        } else {
+            postcard::take_from_bytes::<Entry>(rest).map_err(invalid)?
+        };
         entries.push(entry);
         rest = tail;
     }
@@ -195,6 +226,42 @@ mod tests {
         }
         assert!(matches!(frame.entries[1], Entry::Deleted(JobId(99))));
         assert!(matches!(&frame.entries[2], Entry::Queue(name, t) if name == "q" && *t == totals));
+    }
+
+    /// A frame written before version 4 (totals without the pause flag) reads as it did,
+    /// the queue unpaused, and a paused queue's totals round-trip.
+    #[test]
+    fn version_3_frames_read_and_the_pause_flag_round_trips() {
+        #[derive(Serialize)]
+        enum OldEntry<'a> {
+            #[allow(dead_code)]
+            Job(JobId, &'a Record),
+            Deleted(JobId),
+            Queue(&'a str, &'a QueueTotalsV3),
+        }
+        let mut bytes = vec![3u8];
+        bytes = postcard::to_extend(&5u64, bytes).unwrap();
+        bytes =
+            postcard::to_extend(&OldEntry::Queue("q", &QueueTotalsV3::default()), bytes).unwrap();
+        bytes = postcard::to_extend(&OldEntry::Deleted(JobId(4)), bytes).unwrap();
+        let frame = decode_frame(&bytes).unwrap();
+        assert_eq!(frame.next_id, 5);
+        assert!(
+            matches!(&frame.entries[0], Entry::Queue(name, t) if name == "q" && !t.paused && *t == QueueTotals::default())
+        );
+        assert!(matches!(frame.entries[1], Entry::Deleted(JobId(4))));
+
+        let mut totals = QueueTotals::default();
+        totals.record(3);
+        totals.paused = true;
+        let mut batch = Batch::default();
+        batch.queue("p", &totals).unwrap();
+        batch.deleted(JobId(4)).unwrap();
+        let mut bytes = frame_header(6);
+        bytes.extend_from_slice(&batch.bytes);
+        let frame = decode_frame(&bytes).unwrap();
+        assert!(matches!(&frame.entries[0], Entry::Queue(name, t) if name == "p" && *t == totals));
+        assert!(matches!(frame.entries[1], Entry::Deleted(JobId(4))));
     }
 
     #[test]

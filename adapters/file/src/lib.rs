@@ -172,6 +172,7 @@ mod frame;
 mod ledger;
 mod local;
 mod options;
+mod pause;
 mod recovery;
 mod remote;
 mod replay;

@@ -19,6 +19,7 @@ use fairq_worker::{
 use crate::error::{FileError, is_disk_full};
 use crate::folder::FolderLock;
 use crate::options::{FileOptions, SyncMode};
+use crate::pause::is_paused;
 use crate::replay::{Replayed, replay};
 use crate::totals::QueueTotals;
 use crate::writer::{Shared, State, Writer, acknowledged, lock};
@@ -133,6 +134,7 @@ impl Local {
             totals,
             hist_dirty: BTreeSet::new(),
             removed_queues: Vec::new(),
+            pause_changed: Vec::new(),
             poisoned: None,
             closed: false,
         };
@@ -195,6 +197,11 @@ impl Local {
         self.inner.shared.wake_all();
     }
 
+    /// Wakes the waiters of `queue` (a resumed queue).
+    pub(crate) fn wake_queue(&self, queue: &str) {
+        self.inner.shared.wake(BTreeSet::from([queue.to_string()]));
+    }
+
     /// A claim that answers only once it is durable: for claims made through the folder's
     /// socket by another process, whose leases outlive this one (see the crate docs).
     pub(crate) async fn claim_durable(
@@ -204,7 +211,7 @@ impl Local {
         lease: Duration,
     ) -> Result<Vec<Job>, BackendError> {
         self.change(Persist::Durable, |st, now, _| {
-            Ok(st.store.claim(queue, max, lease, now))
+            Ok(claim_in(st, queue, max, lease, now))
         })
         .await
     }
@@ -237,7 +244,7 @@ impl Local {
         result
     }
 
-    fn read<R>(&self, f: impl FnOnce(&State) -> R) -> Result<R, BackendError> {
+    pub(crate) fn read<R>(&self, f: impl FnOnce(&State) -> R) -> Result<R, BackendError> {
         let st = lock(&self.inner.shared.state);
         st.usable()?;
         Ok(f(&st))
@@ -310,6 +317,14 @@ pub(crate) enum Persist {
     Memory,
 }
 
+/// Claims up to `max` of `queue`'s jobs, none while the queue is paused.
+fn claim_in(st: &mut State, queue: &str, max: usize, lease: Duration, now: Millis) -> Vec<Job> {
+    if is_paused(st, queue) {
+        return Vec::new();
+    }
+    st.store.claim(queue, max, lease, now)
+}
+
 /// Settles `batch` on the state, counting each settled attempt's run time in its queue's
 /// totals.
 fn settle_in(
@@ -377,7 +392,7 @@ impl Backend for Local {
         lease: Duration,
     ) -> Result<Vec<Job>, BackendError> {
         self.change(Persist::Queued, |st, now, _| {
-            Ok(st.store.claim(queue, max, lease, now))
+            Ok(claim_in(st, queue, max, lease, now))
         })
         .await
     }
@@ -402,7 +417,7 @@ impl Backend for Local {
     ) -> Result<SettledAndClaimed, BackendError> {
         self.change(Persist::Durable, |st, now, random| {
             let settled = settle_in(st, batch, now, random);
-            let claimed = Ok(st.store.claim(queue, max, lease, now));
+            let claimed = Ok(claim_in(st, queue, max, lease, now));
             Ok(SettledAndClaimed { settled, claimed })
         })
         .await
@@ -468,7 +483,12 @@ impl Backend for Local {
                 if st.usable().is_err() {
                     return;
                 }
-                st.store.due(&queue, now)
+                // A paused queue hands out nothing until its resume, which wakes this wait.
+                if is_paused(&st, &queue) {
+                    Err(None)
+                } else {
+                    st.store.due(&queue, now)
+                }
             };
             let wait = match due {
                 Ok(()) => return,
@@ -513,7 +533,11 @@ impl Backend for Local {
 
     async fn remove_queue(&self, queue: &str) -> Result<u64, BackendError> {
         self.change(Persist::Durable, |st, _, _| {
-            let removed = st.store.remove_queue(queue)?;
+            let removed = match st.store.remove_queue(queue) {
+                // A queue that was only ever paused has no jobs nor counters in the store.
+                Err(BackendError::UnknownQueue(_)) if st.totals.contains_key(queue) => 0,
+                other => other?,
+            };
             // Its counters go too, in the journal by a tombstone after the deleted jobs'.
             st.totals.remove(queue);
             st.hist_dirty.remove(queue);

@@ -59,6 +59,7 @@ impl Snapshot {
                 totals,
                 hist_dirty: BTreeSet::new(),
                 removed_queues: Vec::new(),
+                pause_changed: Vec::new(),
                 poisoned: None,
                 closed: false,
             }),
@@ -80,6 +81,11 @@ impl Snapshot {
 
     pub(crate) fn len(&self) -> usize {
         lock(&self.state).store.len()
+    }
+
+    /// The queues paused when the folder was read.
+    pub(crate) fn paused(&self) -> Vec<String> {
+        crate::pause::paused_in(&lock(&self.state))
     }
 
     pub(crate) fn counts(&self, queue: &str) -> StatusCounts {

@@ -18,7 +18,7 @@ fn bucket_low(value: u64) -> u64 {
     (value >> shift) << shift
 }
 
-/// One queue's persisted counters.
+/// One queue's persisted counters, and whether it is paused.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct QueueTotals {
     /// The store's retry counters of the queue.
@@ -29,6 +29,33 @@ pub(crate) struct QueueTotals {
     sum: u128,
     min: u64,
     max: u64,
+    /// The queue hands out no job until it is resumed (frames of version 4 on).
+    pub(crate) paused: bool,
+}
+
+/// A queue's counters as frames before version 4 hold them: without the pause flag.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct QueueTotalsV3 {
+    retries: RetryStats,
+    buckets: BTreeMap<u64, u64>,
+    count: u64,
+    sum: u128,
+    min: u64,
+    max: u64,
+}
+
+impl From<QueueTotalsV3> for QueueTotals {
+    fn from(old: QueueTotalsV3) -> Self {
+        QueueTotals {
+            retries: old.retries,
+            buckets: old.buckets,
+            count: old.count,
+            sum: old.sum,
+            min: old.min,
+            max: old.max,
+            paused: false,
+        }
+    }
 }
 
 impl QueueTotals {

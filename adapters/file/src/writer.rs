@@ -42,6 +42,9 @@ pub(crate) struct State {
     pub(crate) hist_dirty: BTreeSet<String>,
     /// Queues removed since the last frame was encoded: their tombstones go in the next one.
     pub(crate) removed_queues: Vec<String>,
+    /// Queues paused or resumed since the last frame was encoded: their totals, which hold
+    /// the flag, go in the next one.
+    pub(crate) pause_changed: Vec<String>,
     pub(crate) poisoned: Option<String>,
     pub(crate) closed: bool,
 }
@@ -297,13 +300,19 @@ fn encode_changes(
             None => batch.deleted(id)?,
         }
     }
+    let flagged = std::mem::take(&mut st.pause_changed);
+    for queue in &flagged {
+        if !queues.contains(queue) {
+            queues.push(queue.clone());
+        }
+    }
     for queue in queues {
         let retries = st.store.retry_stats(&queue).unwrap_or_default();
         let hist_changed = st.hist_dirty.remove(&queue);
         // A queue is recorded when it first appears: queues outlive their jobs.
         let first_seen = !st.totals.contains_key(&queue);
         let totals = st.totals.entry(queue.clone()).or_default();
-        if first_seen || hist_changed || totals.retries != retries {
+        if first_seen || hist_changed || totals.retries != retries || flagged.contains(&queue) {
             totals.retries = retries;
             batch.queue(&queue, totals)?;
         }

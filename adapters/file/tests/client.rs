@@ -73,6 +73,14 @@ fn a_client_behaves_like_the_reference_across_owner_restarts() {
     differential::check(ClientHarness::default(), 32);
 }
 
+/// Pausing through the owner.
+#[test]
+fn pause_holds_claims_until_resumed() {
+    fairq_worker::conformance::run(ClientHarness::default(), |store, clock| {
+        Box::pin(fairq_worker::conformance::pause::pause_holds_claims_until_resumed(store, clock))
+    });
+}
+
 /// Cancelling through the owner: refusals keep their kind on the way back.
 #[test]
 fn cancel_deletes_waiting_jobs_only() {

@@ -25,6 +25,14 @@ impl Harness for FileHarness {
 
 fairq_worker::conformance_tests!(FileHarness);
 
+/// Pausing a queue: the owner journals the flag; claims take nothing while it is set.
+#[test]
+fn pause_holds_claims_until_resumed() {
+    fairq_worker::conformance::run(FileHarness, |store, clock| {
+        Box::pin(fairq_worker::conformance::pause::pause_holds_claims_until_resumed(store, clock))
+    });
+}
+
 /// Cancelling one job: the owner deletes it and journals the deletion.
 #[test]
 fn cancel_deletes_waiting_jobs_only() {

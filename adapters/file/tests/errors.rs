@@ -161,7 +161,7 @@ fn a_newer_format_is_refused() {
             err,
             FileError::UnsupportedVersion {
                 found: 7,
-                supported: 3,
+                supported: 4,
                 ..
             }
         ),

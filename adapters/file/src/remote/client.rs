@@ -387,6 +387,26 @@ impl Client {
             other => Err(unexpected(&other)),
         }
     }
+
+    /// Pauses or resumes `queue` at the owner ([`crate::pause`]).
+    pub(crate) async fn set_paused(&self, queue: &str, paused: bool) -> Result<(), BackendError> {
+        let call = Call::SetPaused {
+            queue: queue.to_string(),
+            paused,
+        };
+        match self.call(call).await? {
+            Answer::Done => Ok(()),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// The owner's paused queues.
+    pub(crate) async fn paused(&self) -> Result<Vec<String>, BackendError> {
+        match self.call(Call::Paused).await? {
+            Answer::Names(names) => Ok(names),
+            other => Err(unexpected(&other)),
+        }
+    }
 }
 
 fn unexpected(answer: &Answer) -> BackendError {

@@ -244,6 +244,11 @@ async fn answer(local: &Local, call: Call) -> Result<Answer, WireError> {
             Answer::Done
         }
         Call::RemoveQueue(queue) => Answer::Count(local.remove_queue(&queue).await?),
+        Call::SetPaused { queue, paused } => {
+            local.set_paused(&queue, paused).await?;
+            Answer::Done
+        }
+        Call::Paused => Answer::Names(local.paused()?),
     })
 }
 

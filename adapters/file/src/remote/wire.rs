@@ -13,8 +13,8 @@ use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// The version of this protocol; both ends must speak the same one. Version 2 added
-/// `RemoveQueue` and its two errors.
-pub(crate) const PROTOCOL: u32 = 2;
+/// `RemoveQueue` and its two errors, version 3 `SetPaused`, `Paused` and the `Names` answer.
+pub(crate) const PROTOCOL: u32 = 3;
 
 /// Largest message: an enqueue of the most payload one call may carry, and room to spare.
 pub(crate) const MAX_MESSAGE: usize = 512 << 20;
@@ -81,6 +81,13 @@ pub(crate) enum Call {
     Cancel(JobId),
     /// [`Backend::remove_queue`](fairq_worker::Backend::remove_queue) (protocol 2).
     RemoveQueue(String),
+    /// [`Inspect::set_paused`](fairq_worker::Inspect::set_paused) (protocol 3).
+    SetPaused {
+        queue: String,
+        paused: bool,
+    },
+    /// [`Inspect::paused`](fairq_worker::Inspect::paused) (protocol 3).
+    Paused,
 }
 
 /// The answers, one shape per call.
@@ -104,6 +111,8 @@ pub(crate) enum Answer {
     Job(Option<JobInfo>),
     Counts(StatusCounts),
     Done,
+    /// Queue names (protocol 3).
+    Names(Vec<String>),
 }
 
 /// A [`BackendError`] as it travels: everything a caller matches on (not-found, fencing,

@@ -1,0 +1,50 @@
+//! Pausing and resuming a queue ([`Inspect::set_paused`](fairq_worker::Inspect)): the flag
+//! lives in the queue's persisted totals, so the owner journals it durably before answering
+//! and a reopened store (or a read-only look) finds the queue as it was left. A paused
+//! queue's claims take nothing, through `claim` or `settle_and_claim`, and its waiters wait
+//! for the resume instead of claiming in a loop; clients ask the owner over the folder's
+//! socket.
+
+use fairq_worker::BackendError;
+
+use crate::local::{Local, Persist};
+use crate::writer::State;
+
+/// Whether `queue` is paused in `st`.
+pub(crate) fn is_paused(st: &State, queue: &str) -> bool {
+    st.totals.get(queue).is_some_and(|t| t.paused)
+}
+
+/// The paused queues of `st`, by name.
+pub(crate) fn paused_in(st: &State) -> Vec<String> {
+    st.totals
+        .iter()
+        .filter(|(_, t)| t.paused)
+        .map(|(name, _)| name.clone())
+        .collect()
+}
+
+impl Local {
+    /// Pauses (`true`) or resumes (`false`) handing out `queue`'s jobs, durably; a resume
+    /// wakes the queue's waiters.
+    pub(crate) async fn set_paused(&self, queue: &str, paused: bool) -> Result<(), BackendError> {
+        self.change(Persist::Durable, |st, _, _| {
+            let totals = st.totals.entry(queue.to_string()).or_default();
+            if totals.paused != paused {
+                totals.paused = paused;
+                st.pause_changed.push(queue.to_string());
+            }
+            Ok(())
+        })
+        .await?;
+        if !paused {
+            self.wake_queue(queue);
+        }
+        Ok(())
+    }
+
+    /// The paused queues, by name.
+    pub(crate) fn paused(&self) -> Result<Vec<String>, BackendError> {
+        self.read(paused_in)
+    }
+}
