@@ -153,6 +153,7 @@ function describe(result) {
   if ('purged' in result) return 'Purged ' + result.purged + ' job(s).';
   if ('cancelled' in result) return 'Cancelled job ' + result.cancelled + '.';
   if ('paused' in result) return result.paused ? 'Paused.' : 'Resumed.';
+  if ('removed' in result) return 'Removed queue ' + result.queue + ' and ' + result.removed + ' finished job(s).';
   return 'Done.';
 }
 
@@ -283,7 +284,13 @@ function queueView(name, params) {
         caps.pause ? el('button', { type: 'button', id: 'pause', onclick: () => act(
           (q.paused ? 'Resume' : 'Pause') + ` handing out jobs of ${name}?`,
           () => api('/api/queues/' + enc(name) + (q.paused ? '/resume' : '/pause'), { method: 'POST' })) },
-        q.paused ? 'Resume' : 'Pause') : null);
+        q.paused ? 'Resume' : 'Pause') : null,
+        el('button', { type: 'button', class: 'danger', id: 'remove-queue',
+          disabled: q.counts.blocked + q.counts.scheduled + q.counts.running + q.counts.retrying > 0,
+          title: 'Only a queue without live jobs can be removed', onclick: () => act(
+          `Remove queue ${name}, its finished jobs and its counters? This cannot be undone.`,
+          () => api('/api/queues/' + enc(name) + '/remove', { method: 'POST' }),
+          () => { location.hash = '#/'; }) }, 'Remove queue'));
       const windowSelect = el('select', { id: 'window', 'aria-label': 'window', onchange: (e) => {
         windowS = Number(e.target.value); location.hash = '#/queues/' + enc(name) + '?window=' + windowS;
       } }, WINDOWS.map(([label, s]) => el('option', { value: s, selected: s === windowS }, 'last ' + label)));

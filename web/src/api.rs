@@ -386,6 +386,22 @@ pub(crate) async fn pause_queue<B: Inspect>(
     set_paused(&app, &queue, true).await
 }
 
+/// `POST /api/queues/{queue}/remove`: removes a queue that has no live job, with its
+/// finished jobs and counters (409 while it has live jobs, 404 for an unknown queue).
+pub(crate) async fn remove_queue<B: Inspect>(
+    State(app): AppState<B>,
+    Path(queue): Path<String>,
+) -> ApiResult {
+    let removed = app
+        .store
+        .remove_queue(&queue)
+        .await
+        .map_err(store_error(&app))?;
+    app.invalidate();
+    tracing::info!(%queue, removed, "queue removed from the dashboard");
+    Ok(Json(json!({ "queue": queue, "removed": removed })).into_response())
+}
+
 /// `POST /api/queues/{queue}/resume`.
 pub(crate) async fn resume_queue<B: Inspect>(
     State(app): AppState<B>,

@@ -192,6 +192,7 @@ fn router<B: Inspect>(app: Arc<App<B>>) -> Router {
         .route("/api/queues/{queue}/purge", post(api::purge_queue::<B>))
         .route("/api/queues/{queue}/pause", post(api::pause_queue::<B>))
         .route("/api/queues/{queue}/resume", post(api::resume_queue::<B>))
+        .route("/api/queues/{queue}/remove", post(api::remove_queue::<B>))
         .route("/api/jobs", get(api::jobs::<B>))
         .route("/api/jobs/{id}", get(api::job::<B>))
         .route("/api/jobs/{id}/revive", post(api::revive_job::<B>))

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use common::{Seeded, TOKEN, XSS_KEY, XSS_PAYLOAD};
 use fairq_file::{FileBackend, FileOptions};
 use fairq_web::Config;
-use fairq_worker::{Backend, Inspect, JobStatus, ListFilter, MemoryBackend};
+use fairq_worker::{Backend, Inspect, JobStatus, ListFilter, MemoryBackend, NewJob};
 use reqwest::header::{HeaderMap, AUTHORIZATION, CONTENT_TYPE, COOKIE, HOST, ORIGIN, SET_COOKIE};
 use reqwest::{redirect, Client, Method, StatusCode};
 use serde_json::Value;
@@ -350,6 +350,37 @@ async fn suite<B: Inspect>(store: Arc<B>, name: &str) {
     } else {
         assert_eq!(status, StatusCode::NOT_IMPLEMENTED, "{name}: {body}");
     }
+
+    // Removing a queue: refused while it has live jobs, then it goes with its finished jobs.
+    let (status, body) = api.post("/api/queues/mail/remove", None).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{name}: {body}");
+    store
+        .enqueue(NewJob::new("scratch", "k", b"{}".to_vec()))
+        .await
+        .expect("enqueue");
+    let done = store
+        .claim("scratch", 1, std::time::Duration::from_secs(30))
+        .await
+        .expect("claim")
+        .remove(0);
+    store.complete(done.claim).await.expect("complete");
+    let (status, removed) = api.post("/api/queues/scratch/remove", None).await;
+    assert_eq!(
+        (status, removed["removed"].as_u64()),
+        (StatusCode::OK, Some(1)),
+        "{name}: {removed}"
+    );
+    let (_, overview) = api.get("/api/overview").await;
+    assert!(
+        !overview["queues"]
+            .as_array()
+            .expect("queues")
+            .iter()
+            .any(|q| q["name"] == "scratch"),
+        "{name}: a removed queue leaves the overview"
+    );
+    let (status, body) = api.post("/api/queues/scratch/remove", None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{name}: {body}");
 
     // Purge: never running jobs; by state.
     let (status, _) = api

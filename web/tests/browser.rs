@@ -1,6 +1,7 @@
 //! The dashboard in a real headless Chromium, driven through chromedriver (WebDriver): the
 //! overview shows a seeded store's queues and counts, the tenants view lists every key with
-//! its backlog, the revive action moves a dead job back, markup in payloads and keys shows
+//! its backlog, the revive action moves a dead job back, a finished queue can be removed
+//! from its page (a live one cannot), markup in payloads and keys shows
 //! as text, and a dashboard with a token refuses requests without it.
 //!
 //! Needs Debian's `chromium` and `chromium-driver`; without them the tests skip, unless
@@ -424,6 +425,78 @@ async fn reviving_a_dead_job_from_its_page_moves_it_back() {
     let info = store.get(story.dead).await.expect("get").expect("the job");
     assert_eq!(info.status(), JobStatus::Scheduled);
     assert_eq!(store.counts("reports").dead, 0);
+    browser.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn removing_a_finished_queue_from_its_page_takes_it_off_the_overview() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(browser) = Browser::start().await else {
+        return;
+    };
+    let (store, _, server) = dashboard(None).await;
+    // A queue whose only job has finished.
+    store
+        .enqueue(NewJob::new("scratch", "k", b"{}".to_vec()))
+        .await
+        .expect("enqueue");
+    let job = store
+        .claim("scratch", 1, Duration::from_secs(30))
+        .await
+        .expect("claim")
+        .remove(0);
+    store.complete(job.claim).await.expect("complete");
+    // The dashboard reads the store through its sampler: take a sample that sees the queue.
+    server.handle.sample().await.expect("a sample");
+    let token = server.generated_token.clone().expect("a generated token");
+    browser.sign_in(&server.url, &token).await;
+    browser.wait_text("#who", "Sign out").await;
+
+    // A queue with live jobs offers the button disabled.
+    browser
+        .goto(&format!("{}#/queues/emails", server.url))
+        .await;
+    let live = browser
+        .client
+        .wait()
+        .at_most(PATIENCE)
+        .for_element(Locator::Css("section[data-queue=\"emails\"] #remove-queue"))
+        .await
+        .expect("the remove button");
+    assert!(!live.is_enabled().await.expect("enabled?"));
+
+    browser
+        .goto(&format!("{}#/queues/scratch", server.url))
+        .await;
+    browser
+        .click("section[data-queue=\"scratch\"] #remove-queue")
+        .await;
+    browser
+        .wait_text(
+            "#confirm-text",
+            "Remove queue scratch, its finished jobs and its counters? This cannot be undone.",
+        )
+        .await;
+    browser.click("#confirm-ok").await;
+    // Back on the overview, which lists the other queues and not this one.
+    browser
+        .wait_text(
+            "[data-queue=\"reports\"] [data-count=\"dead\"]",
+            &store.counts("reports").dead.to_string(),
+        )
+        .await;
+    let left = browser
+        .client
+        .find_all(Locator::Css("[data-queue=\"scratch\"]"))
+        .await
+        .expect("find");
+    assert!(left.is_empty(), "the removed queue is off the overview");
+    assert!(!store
+        .stats()
+        .await
+        .expect("stats")
+        .iter()
+        .any(|s| s.queue == "scratch"));
     browser.close().await;
 }
 
