@@ -7,25 +7,14 @@
 use std::time::Duration;
 
 use fairq_file::{FileBackend, FileOptions};
-use fairq_worker::{Backend, Inspect, Job, NewJob, QueueConfig, Worker};
-use tokio::sync::mpsc;
+use fairq_worker::{Backend, Inspect, NewJob};
 
-/// A guard against a hang, never a synchronisation: the job starts on the resume's wake-up
-/// long before this.
-const HANG: Duration = Duration::from_secs(30);
 const LEASE: Duration = Duration::from_secs(30);
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime")
-}
-
-#[test]
-fn a_pause_and_a_resume_outlast_a_reopen() {
+#[tokio::test]
+async fn a_pause_and_a_resume_outlast_a_reopen() {
     let dir = tempfile::tempdir().expect("a folder");
-    runtime().block_on(async {
+    {
         let store = FileBackend::open(dir.path(), FileOptions::default()).expect("open");
         store
             .enqueue(NewJob::new("mail", "send", vec![]))
@@ -74,48 +63,27 @@ fn a_pause_and_a_resume_outlast_a_reopen() {
         store.remove_queue("later").await.expect("remove");
         assert!(store.paused().await.expect("paused").is_empty());
         store.close().expect("close");
-    });
+    }
 }
 
-#[test]
-fn the_resume_wakes_an_idle_worker() {
+#[tokio::test]
+async fn the_resume_wakes_an_idle_worker() {
     let dir = tempfile::tempdir().expect("a folder");
-    runtime().block_on(async {
+    {
         let store = FileBackend::open(dir.path(), FileOptions::default()).expect("open");
         store.set_paused("q", true).await.expect("pause");
         let id = store
-            .enqueue(NewJob::new("q", "k", vec![]))
+            .enqueue(NewJob::new("q", "test", vec![]))
             .await
             .expect("enqueue");
-        // An idle worker polls once an hour: only the resume can wake it. (While the queue is
-        // paused its worker waits, rather than finding the ready job and claiming in a loop:
-        // without the resume's wake-up this test times out.)
-        let (started, mut starts) = mpsc::unbounded_channel();
-        let handle = Worker::builder(store.clone())
-            .queue(
-                "q",
-                QueueConfig::default().poll_interval(Duration::from_secs(3_600)),
-            )
-            .handle("k", move |job: Job| {
-                let started = started.clone();
-                async move {
-                    let _ = started.send(job.claim.id);
-                    Ok::<_, String>(())
-                }
-            })
-            .build()
-            .expect("a worker")
-            .start()
-            .expect("started");
-        // Let the worker's first (empty) claim and its wait happen on this one thread.
-        tokio::task::yield_now().await;
-        assert!(starts.try_recv().is_err());
-        store.set_paused("q", false).await.expect("resume");
-        let ran = tokio::time::timeout(HANG, starts.recv())
-            .await
-            .expect("the resume woke the worker");
-        assert_eq!(ran, Some(id));
-        assert!(handle.shutdown(Duration::from_secs(10)).await.is_clean());
+        // The worker's side (without the resume's wake-up this check times out).
+        fairq_worker::conformance::pause::resume_wakes_an_idle_worker(
+            store.clone(),
+            &store,
+            "q",
+            id,
+        )
+        .await;
         store.close().expect("close");
-    });
+    }
 }

@@ -168,43 +168,40 @@ async fn migrate_is_idempotent_and_safe_to_run_concurrently() {
         .get(0);
     assert_eq!(options, vec!["fillfactor=50".to_string()]);
 
+    // The schema's recorded version is what decides, at connect without migrating.
+    let set_version = |sql: String| {
+        let admin = &admin;
+        async move { admin.batch_execute(&sql).await.unwrap() }
+    };
+    let url = common::url();
+    let connect = || PgBackend::connect(&url, PgOptions::default().schema(&schema));
     // A schema from an older release is refused until it is upgraded (its statements would
     // fail on the missing tables), and migrating brings it back.
-    admin
-        .batch_execute(&format!(
-            "DELETE FROM \"{schema}\".schema_version WHERE version = {SCHEMA_VERSION}"
-        ))
-        .await
-        .unwrap();
-    let err = PgBackend::connect(&common::url(), PgOptions::default().schema(&schema))
-        .await
-        .unwrap_err();
+    set_version(format!(
+        "DELETE FROM \"{schema}\".schema_version WHERE version = {SCHEMA_VERSION}"
+    ))
+    .await;
+    let err = connect().await.unwrap_err();
     assert!(
         matches!(err, PgError::SchemaTooOld { found, supported, .. }
             if found == SCHEMA_VERSION - 1 && supported == SCHEMA_VERSION),
         "{err}"
     );
     assert!(err.to_string().contains("run migrate()"), "{err}");
-    admin
-        .batch_execute(&format!(
-            "INSERT INTO \"{schema}\".schema_version (version) VALUES ({SCHEMA_VERSION})"
-        ))
-        .await
-        .unwrap();
-    PgBackend::connect(&common::url(), PgOptions::default().schema(&schema))
+    set_version(format!(
+        "INSERT INTO \"{schema}\".schema_version (version) VALUES ({SCHEMA_VERSION})"
+    ))
+    .await;
+    connect()
         .await
         .expect("a current schema opens without migrating");
 
     // A schema from a newer release is refused rather than misused.
-    admin
-        .batch_execute(&format!(
-            "INSERT INTO \"{schema}\".schema_version (version) VALUES (99)"
-        ))
-        .await
-        .unwrap();
-    let err = PgBackend::connect(&common::url(), PgOptions::default().schema(&schema))
-        .await
-        .unwrap_err();
+    set_version(format!(
+        "INSERT INTO \"{schema}\".schema_version (version) VALUES (99)"
+    ))
+    .await;
+    let err = connect().await.unwrap_err();
     assert!(
         matches!(err, PgError::SchemaTooNew { found: 99, .. }),
         "{err}"

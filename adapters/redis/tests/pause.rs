@@ -7,12 +7,7 @@ mod common;
 use std::time::Duration;
 
 use fairq_redis::RedisBackend;
-use fairq_worker::{Backend, Inspect, Job, JobStatus, ManualClock, NewJob, QueueConfig, Worker};
-use tokio::sync::mpsc;
-
-/// A guard against a hang, never a synchronisation: the job starts on the resume's wake-up
-/// long before this.
-const HANG: Duration = Duration::from_secs(30);
+use fairq_worker::{Backend, Inspect, ManualClock, NewJob};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pause_from_another_client_holds_the_queue_and_the_resume_wakes_the_worker() {
@@ -26,7 +21,7 @@ async fn a_pause_from_another_client_holds_the_queue_and_the_resume_wakes_the_wo
     operator.set_paused("q", true).await.unwrap();
     assert_eq!(store.paused().await.unwrap(), ["q"]);
     let id = operator
-        .enqueue(NewJob::new("q", "k", vec![]))
+        .enqueue(NewJob::new("q", "test", vec![]))
         .await
         .unwrap();
     assert!(
@@ -53,36 +48,7 @@ async fn a_pause_from_another_client_holds_the_queue_and_the_resume_wakes_the_wo
         .query_async(&mut raw)
         .await
         .unwrap();
-    let (started, mut starts) = mpsc::unbounded_channel();
-    let handle = Worker::builder(store.clone())
-        .queue(
-            "q",
-            QueueConfig::default().poll_interval(Duration::from_secs(3_600)),
-        )
-        .handle("k", move |job: Job| {
-            let started = started.clone();
-            async move {
-                let _ = started.send(job.claim.id);
-                Ok::<_, String>(())
-            }
-        })
-        .build()
-        .unwrap()
-        .start()
-        .unwrap();
-    assert!(starts.try_recv().is_err());
-    assert_eq!(
-        JobStatus::of(&store.get(id).await.unwrap().unwrap().state),
-        JobStatus::Scheduled
-    );
-
-    operator.set_paused("q", false).await.unwrap();
-    let ran = tokio::time::timeout(HANG, starts.recv())
-        .await
-        .expect("the resume woke the worker");
-    assert_eq!(ran, Some(id));
-    assert!(handle.shutdown(Duration::from_secs(10)).await.is_clean());
-    assert!(operator.paused().await.unwrap().is_empty());
+    fairq_worker::conformance::pause::resume_wakes_an_idle_worker(store, &*operator, "q", id).await;
 }
 
 #[tokio::test]

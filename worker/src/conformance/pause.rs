@@ -1,5 +1,6 @@
 //! Pausing a queue ([`Inspect::set_paused`]): a check for the stores that say they can
-//! ([`Capabilities::pause`](crate::Capabilities)). Like the [`cancel`](super::cancel) check it
+//! ([`Capabilities::pause`](crate::Capabilities)), and [`resume_wakes_an_idle_worker`], the
+//! worker's side of a resume, for each store's own tests. Like the [`cancel`](super::cancel) check it
 //! needs [`Inspect`], so each store that pauses runs it from its own conformance tests:
 //!
 //! ```ignore
@@ -30,8 +31,7 @@ async fn claim<B: Backend>(store: &B, queue: &str, max: usize) -> Vec<Job> {
 }
 
 async fn status<B: Backend>(store: &B, job: &Job) -> JobStatus {
-    let info = store.get(job.claim.id).await.expect("get").expect("stored");
-    JobStatus::of(&info.state)
+    status_of(store, job.claim.id).await
 }
 
 /// A paused queue hands out nothing, through a plain claim or a combined settle-and-claim,
@@ -91,4 +91,70 @@ pub async fn pause_holds_claims_until_resumed<B: Inspect>(store: &B, _clock: &Ma
     for job in &resumed {
         assert_eq!(job.attempt, 1, "a pause costs no attempt");
     }
+}
+
+/// The longest [`resume_wakes_an_idle_worker`] waits for the job to start: a guard against a
+/// hang, never a synchronisation.
+const HANG: Duration = Duration::from_secs(30);
+
+/// A worker on `store` whose queue `queue` is paused, with `job` (its only job) waiting,
+/// starts nothing; once `operator` (another handle on the same store, as another process
+/// would hold, or `store` itself) resumes the queue, the job starts at once. The worker
+/// polls once an hour, so only the resume's wake-up can start it, and its first empty claim
+/// must leave it waiting rather than claiming in a loop. Call it with the queue paused and
+/// any wake-up the enqueue left already consumed (a store whose wake-ups queue up, as
+/// Redis's tokens do, must drop them first).
+///
+/// ```ignore
+/// operator.set_paused("q", true).await?;
+/// let id = operator.enqueue(NewJob::new("q", "k", vec![])).await?;
+/// fairq_worker::conformance::pause::resume_wakes_an_idle_worker(store, &operator, "q", id).await;
+/// ```
+pub async fn resume_wakes_an_idle_worker<B: Backend, O: Inspect>(
+    store: B,
+    operator: &O,
+    queue: &str,
+    job: crate::job::JobId,
+) {
+    use crate::worker::{QueueConfig, Worker};
+    let (started, mut starts) = tokio::sync::mpsc::unbounded_channel();
+    let handle = Worker::builder(store)
+        .queue(
+            queue,
+            QueueConfig::default().poll_interval(Duration::from_secs(3_600)),
+        )
+        .handle("test", move |job: Job| {
+            let started = started.clone();
+            async move {
+                let _ = started.send(job.claim.id);
+                Ok::<_, String>(())
+            }
+        })
+        .build()
+        .expect("a worker")
+        .start()
+        .expect("started in a runtime");
+    // Let the worker's first (empty) claim and its wait begin.
+    tokio::task::yield_now().await;
+    assert!(
+        starts.try_recv().is_err(),
+        "a job of a paused queue started"
+    );
+    assert_eq!(
+        status_of(operator, job).await,
+        JobStatus::Scheduled,
+        "the paused queue's job is still waiting"
+    );
+    operator.set_paused(queue, false).await.expect("resume");
+    let ran = tokio::time::timeout(HANG, starts.recv())
+        .await
+        .expect("the resume woke the worker");
+    assert_eq!(ran, Some(job));
+    assert!(handle.shutdown(Duration::from_secs(10)).await.is_clean());
+    assert!(operator.paused().await.expect("paused").is_empty());
+}
+
+async fn status_of<B: Backend>(store: &B, id: crate::job::JobId) -> JobStatus {
+    let info = store.get(id).await.expect("get").expect("stored");
+    JobStatus::of(&info.state)
 }

@@ -24,7 +24,6 @@ use std::time::Duration;
 
 use fairq_core::health::{Health, HealthPolicy};
 use fairq_core::stats::Summary;
-use futures::FutureExt;
 use serde::de::DeserializeOwned;
 use tokio::sync::{mpsc, watch};
 
@@ -41,7 +40,6 @@ use shared::Shared;
 pub use shutdown::ShutdownReport;
 use shutdown::{QueueTasks, Signals};
 pub use stop::StopSignal;
-use supervise::supervised;
 pub use supervise::{TaskFailure, WorkerTask};
 pub use sweep::SweepStatus;
 
@@ -552,40 +550,35 @@ impl<B: Backend> Worker<B> {
             .iter()
             .zip(inboxes)
             .map(|(queue, inbox)| QueueTasks {
-                claimer: runtime.spawn(
-                    supervised(
+                claimer: supervise::spawn(
+                    &runtime,
+                    &shared,
+                    queue,
+                    WorkerTask::Claimer,
+                    claimer::claimer(Arc::clone(&shared), Arc::clone(queue)),
+                ),
+                rescuer: supervise::spawn(
+                    &runtime,
+                    &shared,
+                    queue,
+                    WorkerTask::Rescuer,
+                    claimer::rescuer(Arc::clone(&shared), Arc::clone(queue)),
+                ),
+                heartbeater: supervise::spawn(
+                    &runtime,
+                    &shared,
+                    queue,
+                    WorkerTask::Heartbeater,
+                    heartbeat::heartbeater(
                         Arc::clone(&shared),
                         Arc::clone(queue),
-                        WorkerTask::Claimer,
-                        claimer::claimer(Arc::clone(&shared), Arc::clone(queue)),
-                    )
-                    .map(drop),
+                        exit.subscribe(),
+                    ),
                 ),
-                rescuer: runtime.spawn(
-                    supervised(
-                        Arc::clone(&shared),
-                        Arc::clone(queue),
-                        WorkerTask::Rescuer,
-                        claimer::rescuer(Arc::clone(&shared), Arc::clone(queue)),
-                    )
-                    .map(drop),
-                ),
-                heartbeater: runtime.spawn(
-                    supervised(
-                        Arc::clone(&shared),
-                        Arc::clone(queue),
-                        WorkerTask::Heartbeater,
-                        heartbeat::heartbeater(
-                            Arc::clone(&shared),
-                            Arc::clone(queue),
-                            exit.subscribe(),
-                        ),
-                    )
-                    .map(drop),
-                ),
-                acker: runtime.spawn(supervised(
-                    Arc::clone(&shared),
-                    Arc::clone(queue),
+                acker: supervise::spawn(
+                    &runtime,
+                    &shared,
+                    queue,
                     WorkerTask::Acker,
                     acker::acker(
                         Arc::clone(&shared),
@@ -593,7 +586,7 @@ impl<B: Backend> Worker<B> {
                         inbox,
                         give_up.subscribe(),
                     ),
-                )),
+                ),
             })
             .collect();
         Ok(WorkerHandle {

@@ -69,9 +69,10 @@ impl ShutdownReport {
 
 /// The tasks of one served queue (slots are kept by the queue itself).
 pub(crate) struct QueueTasks {
-    pub(crate) claimer: JoinHandle<()>,
-    pub(crate) rescuer: JoinHandle<()>,
-    pub(crate) heartbeater: JoinHandle<()>,
+    /// Each task's handle answers `None` when the task panicked (see `supervise`).
+    pub(crate) claimer: JoinHandle<Option<()>>,
+    pub(crate) rescuer: JoinHandle<Option<()>>,
+    pub(crate) heartbeater: JoinHandle<Option<()>>,
     /// `None` when the acker panicked (its jobs are left to lease expiry).
     pub(crate) acker: JoinHandle<Option<Vec<JobId>>>,
 }

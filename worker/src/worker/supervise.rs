@@ -19,6 +19,8 @@ use std::sync::Arc;
 
 use fairq_core::job::Millis;
 use futures::FutureExt;
+use tokio::runtime::Handle;
+use tokio::task::JoinHandle;
 
 use super::guard::panic_message;
 use super::queue::QueueRuntime;
@@ -83,6 +85,22 @@ pub struct TaskFailure {
     pub message: String,
     /// When the worker noticed (its clock; 0 if the clock itself was what panicked).
     pub at: Millis,
+}
+
+/// Spawns `task`, one of `queue`'s worker tasks, on `runtime` under [`supervised`].
+pub(crate) fn spawn<B: Backend, T: Send + 'static>(
+    runtime: &Handle,
+    shared: &Arc<Shared<B>>,
+    queue: &Arc<QueueRuntime>,
+    kind: WorkerTask,
+    task: impl Future<Output = T> + Send + 'static,
+) -> JoinHandle<Option<T>> {
+    runtime.spawn(supervised(
+        Arc::clone(shared),
+        Arc::clone(queue),
+        kind,
+        task,
+    ))
 }
 
 /// Runs `task`, one of `queue`'s worker tasks; `None` if it panicked, which is then recorded
