@@ -29,8 +29,13 @@ impl Local {
     /// wakes the queue's waiters.
     pub(crate) async fn set_paused(&self, queue: &str, paused: bool) -> Result<(), BackendError> {
         self.change(Persist::Durable, |st, _, _| {
-            let totals = st.totals.entry(queue.to_string()).or_default();
-            if totals.paused != paused {
+            // Resuming a queue that has no totals changes nothing (and makes none).
+            let totals = if paused {
+                Some(st.totals.entry(queue.to_string()).or_default())
+            } else {
+                st.totals.get_mut(queue)
+            };
+            if let Some(totals) = totals.filter(|t| t.paused != paused) {
                 totals.paused = paused;
                 st.pause_changed.push(queue.to_string());
             }
