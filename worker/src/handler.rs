@@ -260,9 +260,17 @@ impl Handlers {
     /// # });
     /// ```
     pub async fn run(&self, job: Job) -> Result<(), Failure> {
+        self.run_caught(job).await.result
+    }
+
+    /// Runs the handler of `job.kind` as [`run`](Self::run) does, and says whether the
+    /// result is the handler's own: false for a missing handler or a panic. The worker asks,
+    /// because only a handler that returns a retryable error after the stop signal has given
+    /// up when asked (its attempt not counted); a panic then is a failure like any other.
+    pub(crate) async fn run_caught(&self, job: Job) -> Ran {
         let found = self.by_kind.get(&job.kind).or(self.otherwise.as_ref());
         let Some(handler) = found.cloned() else {
-            return Err(Failure::retryable(format!(
+            return Ran::not_returned(Failure::retryable(format!(
                 "no handler for job kind {:?}",
                 job.kind
             )));
@@ -273,11 +281,31 @@ impl Handlers {
             Err(panic) => Err(panic),
         };
         match outcome {
-            Ok(result) => result,
-            Err(panic) => Err(Failure::retryable(format!(
+            Ok(result) => Ran {
+                result,
+                returned: true,
+            },
+            Err(panic) => Ran::not_returned(Failure::retryable(format!(
                 "handler panicked: {}",
                 panic_message(panic.as_ref())
             ))),
+        }
+    }
+}
+
+/// What running a handler came to.
+pub(crate) struct Ran {
+    /// The attempt's result.
+    pub(crate) result: Result<(), Failure>,
+    /// The handler returned `result` itself (rather than panicking, or there being none).
+    pub(crate) returned: bool,
+}
+
+impl Ran {
+    fn not_returned(failure: Failure) -> Ran {
+        Ran {
+            result: Err(failure),
+            returned: false,
         }
     }
 }

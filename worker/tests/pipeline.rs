@@ -939,6 +939,8 @@ enum OnStop {
     Finish,
     /// Ignores the signal and never returns.
     Ignore,
+    /// Panics.
+    Panic,
 }
 
 fn stoppable(on_stop: OnStop, dropped: &Arc<std::sync::atomic::AtomicBool>) -> Handlers {
@@ -956,6 +958,7 @@ fn stoppable(on_stop: OnStop, dropped: &Arc<std::sync::atomic::AtomicBool>) -> H
                 OnStop::Refuse => Err(fairq_worker::Failure::permanent("cannot resume")),
                 OnStop::Finish => Ok(()),
                 OnStop::Ignore => std::future::pending().await,
+                OnStop::Panic => panic!("bug on the way out"),
             }
         }
     })
@@ -1017,6 +1020,24 @@ async fn a_handler_that_finishes_or_refuses_when_asked_is_recorded() {
     assert!(report.is_clean() && report.released.is_empty());
     assert_eq!(finished[0].outcome, JobOutcome::Dead);
     assert_eq!(status(&store, id).await, JobStatus::Dead);
+}
+
+/// A panic is a bug, not a handler giving up when asked: a handler that panics after the
+/// stop signal has failed its attempt, which counts, rather than being handed back.
+#[tokio::test(start_paused = true)]
+async fn a_handler_that_panics_when_asked_to_stop_fails_its_attempt() {
+    let store = Probe::new(MemoryBackend::new());
+    let (report, id, finished, dropped) = stop_one(&store, OnStop::Panic).await;
+    assert!(dropped, "the handler's state was dropped by the unwind");
+    assert!(report.is_clean(), "{report:?}");
+    assert!(report.released.is_empty(), "not handed back: {report:?}");
+    assert!(matches!(finished[0].outcome, JobOutcome::Retry { .. }));
+    let info = store.get(id).await.unwrap().unwrap();
+    assert_eq!((info.status(), info.attempts), (JobStatus::Retrying, 1));
+    assert_eq!(
+        info.last_error.as_deref(),
+        Some("handler panicked: bug on the way out")
+    );
 }
 
 #[tokio::test(start_paused = true)]

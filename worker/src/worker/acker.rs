@@ -44,8 +44,9 @@ pub(crate) struct Done {
     pub(crate) result: Result<(), Failure>,
     pub(crate) elapsed: Duration,
     pub(crate) span: tracing::Span,
-    /// The handler was stopped at its timeout (a failure of the job, even during shutdown).
-    pub(crate) timed_out: bool,
+    /// The handler returned `result` itself: false when it was stopped at its timeout or
+    /// panicked, or there was none (a failure of the job, even during shutdown).
+    pub(crate) returned: bool,
 }
 
 /// A batch the store answered.

@@ -190,9 +190,10 @@ fn record<B: Backend>(
     crate::metrics::running(&done.job.queue, st.running);
     st.idle += 1;
     st.prefetch_paused = false;
-    // A retryable error after the stop signal is the handler giving up when asked; a
-    // timeout is not (it would have failed the attempt without a shutdown too).
-    let gave_up = !done.timed_out && matches!(&done.result, Err(failure) if !failure.permanent);
+    // A retryable error the handler returns after the stop signal is the handler giving up
+    // when asked; a timeout or a panic is not (either would have failed the attempt without
+    // a shutdown too).
+    let gave_up = done.returned && matches!(&done.result, Err(failure) if !failure.permanent);
     if gave_up && *shared.stop.borrow() {
         // The handler stopped when asked to: not a failure of the job. It goes back to the
         // store, its attempt not counted.
@@ -237,7 +238,7 @@ async fn run<B: Backend>(shared: &Shared<B>, queue: &QueueRuntime, job: Job) -> 
     let wait_ms = shared.clock.now().saturating_sub(job.run_at);
     crate::metrics::started(&job, wait_ms, shared.metrics_key);
     let started = Instant::now();
-    let (result, timed_out) = supervise(shared, queue, &job)
+    let (result, returned) = supervise(shared, queue, &job)
         .instrument(span.clone())
         .await;
     let elapsed = started.elapsed();
@@ -253,7 +254,7 @@ async fn run<B: Backend>(shared: &Shared<B>, queue: &QueueRuntime, job: Job) -> 
         result,
         elapsed,
         span,
-        timed_out,
+        returned,
     }
 }
 
@@ -267,20 +268,21 @@ fn timeout_of<B>(shared: &Shared<B>, queue: &QueueRuntime, job: &Job) -> Option<
 }
 
 /// Runs the handler, warning once when it is slow and stopping it at its timeout; the flag
-/// says it was stopped at its timeout.
+/// says the handler returned the result itself (see [`Ran`](crate::handler::Ran)).
 async fn supervise<B: Backend>(
     shared: &Shared<B>,
     queue: &QueueRuntime,
     job: &Job,
 ) -> (Result<(), Failure>, bool) {
     let signal = StopSignal::from_worker(shared.stop.subscribe());
-    let handler = with_signal(job.claim, signal, shared.handlers.run(job.clone()));
+    let handler = with_signal(job.claim, signal, shared.handlers.run_caught(job.clone()));
     let timeout = timeout_of(shared, queue, job);
     let slow_after = shared
         .slow_after
         .filter(|slow| timeout.is_none_or(|limit| *slow < limit));
     if slow_after.is_none() && timeout.is_none() {
-        return (handler.await, false);
+        let ran = handler.await;
+        return (ran.result, ran.returned);
     }
     tokio::pin!(handler);
     let started = Instant::now();
@@ -292,14 +294,14 @@ async fn supervise<B: Backend>(
     loop {
         tokio::select! {
             biased;
-            result = &mut handler => return (result, false),
+            ran = &mut handler => return (ran.result, ran.returned),
             () = &mut limit => {
                 let limit = timeout.unwrap_or_default();
                 tracing::warn!(timeout_ms = limit.as_millis() as u64, "job handler timed out");
                 let failure = Failure::retryable(format!(
                     "timed out after {limit:?}: the handler was stopped"
                 ));
-                return (Err(failure), true);
+                return (Err(failure), false);
             }
             () = &mut slow, if watching => {
                 watching = false;

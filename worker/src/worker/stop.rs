@@ -19,7 +19,8 @@ tokio::task_local! {
 /// into tasks the handler spawns). Handlers that finish quickly can ignore it: a shutdown
 /// waits for them until its deadline. A long handler should stop early, either by returning
 /// an error (a retryable error returned after the signal was raised hands the job back to
-/// the store without counting the attempt; a permanent one is recorded as usual) or by
+/// the store without counting the attempt; a permanent one is recorded as usual, and so is a
+/// panic, which is a failed attempt whenever it happens) or by
 /// finishing what it can and returning `Ok`. A handler still running at the shutdown deadline
 /// is dropped, and its job handed back the same way.
 ///
