@@ -31,7 +31,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::pos::Pos;
-use crate::reader_state::ReadingAt;
+use crate::pos::ReadingAt;
 use crate::storage::{read_at_most, ReadFile, Storage};
 use crate::sync::lock;
 use crate::sync::proto::{self, Condvar, Mutex};

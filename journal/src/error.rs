@@ -1,7 +1,7 @@
 //! The error type of the journal.
 
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::item::ItemId;
 use crate::sink::SinkError;
@@ -124,6 +124,15 @@ impl JournalError {
         JournalError::Io {
             path: path.into(),
             source,
+        }
+    }
+
+    /// The file at `path` is damaged at byte `offset` (0 for a file judged as a whole).
+    pub(crate) fn corrupt(path: &Path, offset: u64, reason: impl Into<String>) -> Self {
+        JournalError::Corrupt {
+            path: path.to_path_buf(),
+            offset,
+            reason: reason.into(),
         }
     }
 }

@@ -8,9 +8,10 @@ use std::time::Duration;
 
 use crate::config::ReaderConfig;
 use crate::format::RECORD_HEADER_LEN;
+use crate::open_reads::Located;
 use crate::pos::Pos;
 use crate::read::{peek_record, read_record_at, ReadRecord};
-use crate::reader_state::{Located, ReaderState};
+use crate::reader_state::ReaderState;
 use crate::state::Inner;
 use crate::JournalError;
 

@@ -8,7 +8,15 @@
 
 use std::collections::VecDeque;
 
-use crate::reader_state::Located;
+use crate::pos::Pos;
+
+/// Where an item lives in the journal, kept for open and aborted reads.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Located {
+    pub(crate) pos: Pos,
+    pub(crate) len: u64,
+    pub(crate) error_count: u32,
+}
 
 #[derive(Debug, Default)]
 pub(crate) struct OpenReads {

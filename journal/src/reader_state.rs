@@ -3,24 +3,16 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
 
 use crate::checkpoint::Checkpoint;
 use crate::chunks::Held;
 use crate::config::ReaderConfig;
-use crate::open_reads::OpenReads;
-use crate::pos::Pos;
+use crate::open_reads::{Located, OpenReads};
+use crate::pos::{Pos, ReadingAt};
 use crate::sink::Sinks;
 use crate::sync::lock;
-
-/// Where an item lives in the journal, kept for open and aborted reads.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Located {
-    pub(crate) pos: Pos,
-    pub(crate) len: u64,
-    pub(crate) error_count: u32,
-}
 
 /// The mutable state of a reader.
 pub(crate) struct ReaderState {
@@ -54,29 +46,6 @@ pub(crate) struct ReaderState {
     pub(crate) at: Arc<ReadingAt>,
     /// What the reader did since the queue was opened.
     pub(crate) counters: Counters,
-}
-
-/// Where a reader reads from (segment, offset), as last published: what the shared chunks
-/// must keep for it. Two relaxed atomics; a torn pair only makes the cache keep or drop one
-/// chunk too many.
-#[derive(Debug, Default)]
-pub(crate) struct ReadingAt {
-    seg: AtomicU64,
-    off: AtomicU64,
-}
-
-impl ReadingAt {
-    pub(crate) fn set(&self, pos: Pos) {
-        self.seg.store(pos.seg, Ordering::Relaxed);
-        self.off.store(pos.off, Ordering::Relaxed);
-    }
-
-    pub(crate) fn get(&self) -> Pos {
-        Pos {
-            seg: self.seg.load(Ordering::Relaxed),
-            off: self.off.load(Ordering::Relaxed),
-        }
-    }
 }
 
 /// The reader's counters (see [`ReaderStats`](crate::ReaderStats)).
@@ -115,10 +84,7 @@ impl ReaderState {
             dirty: false,
             checkpoint_due_ms: 0,
             chunk: None,
-            at: Arc::new(ReadingAt {
-                seg: AtomicU64::new(cursor.seg),
-                off: AtomicU64::new(cursor.off),
-            }),
+            at: Arc::new(ReadingAt::new(cursor)),
             counters: Counters::default(),
         }
     }

@@ -37,14 +37,6 @@ pub(crate) enum Access {
     ReadOnly,
 }
 
-pub(crate) fn corrupt(path: &Path, reason: impl Into<String>) -> JournalError {
-    JournalError::Corrupt {
-        path: path.to_path_buf(),
-        offset: 0,
-        reason: reason.into(),
-    }
-}
-
 fn io_err(p: &Path) -> impl FnOnce(io::Error) -> JournalError + '_ {
     move |e| JournalError::io(p, e)
 }
@@ -111,7 +103,7 @@ fn read_registry(
     let reg_path = registry_path(dir, queue);
     let names = match read_if_present(storage, &reg_path).map_err(io_err(&reg_path))? {
         Some(bytes) => decode_registry(&bytes)
-            .map_err(|e| corrupt(&reg_path, format!("reader registry: {e}")))?,
+            .map_err(|e| JournalError::corrupt(&reg_path, 0, format!("reader registry: {e}")))?,
         None => vec![String::new()],
     };
     if names.is_empty()
@@ -119,8 +111,9 @@ fn read_registry(
             .iter()
             .any(|n| (!n.is_empty() || names.len() > 1) && validate_name(n).is_err())
     {
-        return Err(corrupt(
+        return Err(JournalError::corrupt(
             &reg_path,
+            0,
             "reader registry lists an invalid reader name",
         ));
     }
@@ -172,8 +165,9 @@ fn check_front(
     readers: &[Restored],
 ) -> Result<(), JournalError> {
     let missing = |seg: u64, why: String| {
-        corrupt(
+        JournalError::corrupt(
             &dir.join(segment_name(queue, seg)),
+            0,
             format!("the segment file is missing: {why}; the items it held would be lost"),
         )
     };
@@ -234,8 +228,8 @@ fn check_front(
             // reader's head.
             match first {
                 None => {
-                    return Err(corrupt(
-                        &checkpoint_path(dir, queue, &r.name),
+                    return Err(JournalError::corrupt(
+                        &checkpoint_path(dir, queue, &r.name), 0,
                         format!("every segment file of queue {queue:?} is missing, but {who} has a checkpoint"),
                     ))
                 }

@@ -52,11 +52,7 @@ pub(crate) struct Scan {
 }
 
 fn corrupt(path: &Path, offset: usize, reason: impl Into<String>) -> JournalError {
-    JournalError::Corrupt {
-        path: path.to_path_buf(),
-        offset: offset as u64,
-        reason: reason.into(),
-    }
+    JournalError::corrupt(path, offset as u64, reason)
 }
 
 /// The longest a new segment whose header write was torn by a crash can be: its header plus

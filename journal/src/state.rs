@@ -271,11 +271,7 @@ impl Inner {
     }
 
     pub(crate) fn corrupt(&self, pos: Pos, reason: &str) -> JournalError {
-        JournalError::Corrupt {
-            path: self.segment_path(pos.seg),
-            offset: pos.off,
-            reason: reason.to_string(),
-        }
+        JournalError::corrupt(&self.segment_path(pos.seg), pos.off, reason)
     }
 
     /// Fails for a queue opened read-only.

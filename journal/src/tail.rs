@@ -19,7 +19,6 @@ use std::path::Path;
 
 use crate::checkpoint::{decode_tail, encode_tail};
 use crate::files::{segment_name, tail_path};
-use crate::recovery::corrupt;
 use crate::storage::{read_if_present, replace_atomically, Storage};
 use crate::JournalError;
 
@@ -62,7 +61,7 @@ pub(crate) fn read_tail(
     };
     decode_tail(&bytes)
         .map(Some)
-        .map_err(|e| corrupt(&path, format!("the tail marker is damaged: {e}")))
+        .map_err(|e| JournalError::corrupt(&path, 0, format!("the tail marker is damaged: {e}")))
 }
 
 /// Refuses to open when the marker names a segment newer than every segment in `present`
@@ -86,8 +85,9 @@ pub(crate) fn check_tail(
     );
     // The first of the missing ones.
     let first = newest.map_or(tail, |n| n + 1);
-    Err(corrupt(
+    Err(JournalError::corrupt(
         &dir.join(segment_name(queue, first)),
+        0,
         format!(
             "the segment file is missing: segment {tail} was created ({left}); the items it \
              held would be lost"
