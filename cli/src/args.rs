@@ -195,6 +195,11 @@ pub struct WorkArgs {
     /// and jobs waiting for a dependency stay for another run).
     #[arg(long)]
     pub until_idle: bool,
+    /// Delete finished jobs (succeeded or dead, in every queue of the store) once they
+    /// finished longer ago than this, checking every quarter of it (at most every minute);
+    /// by default they stay until `fairq prune`.
+    #[arg(long, value_name = "AGE", value_parser = parse_duration)]
+    pub prune_after: Option<Duration>,
     /// Also serve the web dashboard on this address (see `fairq serve`).
     #[arg(long, value_name = "ADDR")]
     pub serve: Option<std::net::SocketAddr>,

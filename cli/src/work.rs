@@ -223,6 +223,9 @@ pub(crate) async fn work<B: Backend>(
         }
         builder = builder.queue(queue.clone(), config);
     }
+    if let Some(age) = args.prune_after {
+        builder = builder.prune_finished(age);
+    }
     let run = Arc::clone(&command);
     let finished = Arc::clone(&tally);
     let worker = builder
@@ -406,6 +409,7 @@ mod tests {
             job_timeout: None,
             shutdown_timeout: Duration::from_secs(5),
             until_idle: true,
+            prune_after: None,
             serve: None,
             dashboard: crate::serve::DashboardArgs {
                 token: None,
@@ -435,5 +439,53 @@ mod tests {
         // A job due later does not keep the worker busy; it waits for another run.
         let later = store.get(later).await.unwrap().unwrap();
         assert_eq!(later.status(), JobStatus::Scheduled);
+    }
+
+    #[tokio::test]
+    async fn prune_after_deletes_jobs_that_finished_long_ago_in_every_queue() {
+        let clock = fairq_worker::ManualClock::new(1_700_000_000_000);
+        let store = Arc::new(MemoryBackend::with_clock(clock.clone()));
+        // A job of another queue that finished two hours before the worker starts.
+        let old = store
+            .enqueue(NewJob::new("elsewhere", "a", Vec::new()))
+            .await
+            .unwrap();
+        let claimed = store
+            .claim("elsewhere", 1, Duration::from_secs(30))
+            .await
+            .unwrap();
+        store.complete(claimed[0].claim).await.unwrap();
+        clock.advance(Duration::from_secs(2 * 3_600));
+        let fresh = store
+            .enqueue(NewJob::new("q", "a", Vec::new()))
+            .await
+            .unwrap();
+        let args = WorkArgs {
+            queue: vec!["q".into()],
+            concurrency: 1,
+            prefetch: None,
+            lease: Duration::from_secs(30),
+            poll: Duration::from_millis(10),
+            job_timeout: None,
+            shutdown_timeout: Duration::from_secs(5),
+            until_idle: true,
+            prune_after: Some(Duration::from_secs(3_600)),
+            serve: None,
+            dashboard: crate::serve::DashboardArgs {
+                token: None,
+                refresh: Duration::from_secs(2),
+            },
+            metrics: None,
+            exec: vec!["true".into()],
+        };
+        let mut out = Output::buffer(Format::Json);
+        let mut signals = Signals::listen().unwrap();
+        work(Arc::clone(&store), &args, &mut signals, &mut out)
+            .await
+            .unwrap();
+        assert!(store.get(old).await.unwrap().is_none(), "pruned");
+        // The job this run finished is younger than the age: kept.
+        let fresh = store.get(fresh).await.unwrap().unwrap();
+        assert_eq!(fresh.status(), JobStatus::Succeeded);
     }
 }

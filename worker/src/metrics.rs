@@ -11,6 +11,7 @@
 //! | `fairq_jobs_failed_total` | counter | queue, kind | attempts whose failure the store recorded (retried or dead) |
 //! | `fairq_jobs_dead_total` | counter | queue, kind | jobs that failed for good |
 //! | `fairq_jobs_rescued_total` | counter | queue | jobs of dead workers a worker's rescue took back |
+//! | `fairq_jobs_pruned_total` | counter | | finished jobs a worker's pruner deleted (see [`WorkerBuilder::prune_finished`](crate::WorkerBuilder::prune_finished)) |
 //! | `fairq_job_wait_seconds` | histogram | queue, kind | from when a job became due to when its attempt started |
 //! | `fairq_job_run_seconds` | histogram | queue, kind | how long handlers ran |
 //! | `fairq_jobs_running` | gauge | queue | attempts running in this worker now |
@@ -40,6 +41,8 @@ pub const FAILED: &str = "fairq_jobs_failed_total";
 pub const DEAD: &str = "fairq_jobs_dead_total";
 /// Jobs taken back from dead workers (counter).
 pub const RESCUED: &str = "fairq_jobs_rescued_total";
+/// Finished jobs a worker's pruner deleted (counter).
+pub const PRUNED: &str = "fairq_jobs_pruned_total";
 /// Time from due to start, in seconds (histogram).
 pub const WAIT_SECONDS: &str = "fairq_job_wait_seconds";
 /// Handler run time, in seconds (histogram).
@@ -174,6 +177,14 @@ pub(crate) fn rescued(queue: &str, n: u64) {
     ::metrics::counter!(RESCUED, "queue" => queue.to_string()).increment(n);
     #[cfg(not(feature = "metrics"))]
     let _ = (queue, n);
+}
+
+/// A worker's pruner deleted `n` finished jobs.
+pub(crate) fn pruned(n: u64) {
+    #[cfg(feature = "metrics")]
+    ::metrics::counter!(PRUNED).increment(n);
+    #[cfg(not(feature = "metrics"))]
+    let _ = n;
 }
 
 /// `running` attempts of `queue` run in this worker now.

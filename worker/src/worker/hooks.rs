@@ -37,6 +37,9 @@ pub enum Operation {
     HoldRetries,
     /// Reading the store's numbers (for the queue-depth metrics).
     Stats,
+    /// Deleting old finished jobs (see
+    /// [`WorkerBuilder::prune_finished`](crate::WorkerBuilder::prune_finished)).
+    Prune,
 }
 
 impl fmt::Display for Operation {
@@ -51,6 +54,7 @@ impl fmt::Display for Operation {
             Operation::Rescue => "rescue",
             Operation::HoldRetries => "hold retries",
             Operation::Stats => "stats",
+            Operation::Prune => "prune",
         })
     }
 }

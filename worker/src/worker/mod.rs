@@ -9,6 +9,7 @@ mod guard;
 mod health;
 mod heartbeat;
 mod hooks;
+mod prune;
 mod queue;
 mod shared;
 mod shutdown;
@@ -107,6 +108,7 @@ pub struct WorkerBuilder<B> {
     error_backoff: (Duration, Duration),
     shutdown_timeout: Duration,
     metrics_key: bool,
+    prune_after: Option<Duration>,
 }
 
 impl<B: Backend> WorkerBuilder<B> {
@@ -349,6 +351,29 @@ impl<B: Backend> WorkerBuilder<B> {
         self
     }
 
+    /// Deletes finished jobs (succeeded or dead) once they finished more than `older_than`
+    /// ago: the worker calls [`Backend::prune`] when it starts and then every quarter of
+    /// `older_than` (at least every minute, at most every second) until it stops. Without it
+    /// (the default) finished jobs stay in the store until something prunes them (`fairq
+    /// prune`, or a call of your own), and a store that runs many jobs keeps growing.
+    ///
+    /// Pruning is store-wide, not limited to the worker's queues; workers sharing a store
+    /// may all prune. A prune's failure is reported like any store error (a `tracing`
+    /// warning and [`on_error`](Self::on_error), under the worker's first queue).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use fairq_worker::{MemoryBackend, Worker};
+    /// // Keep finished jobs for a day.
+    /// let b = Worker::builder(MemoryBackend::new())
+    ///     .prune_finished(Duration::from_secs(24 * 3600));
+    /// # drop(b);
+    /// ```
+    pub fn prune_finished(mut self, older_than: Duration) -> Self {
+        self.prune_after = Some(older_than);
+        self
+    }
+
     /// Checks the settings and makes the worker.
     ///
     /// ```
@@ -449,6 +474,7 @@ impl<B: Backend> Worker<B> {
             error_backoff: (Duration::from_millis(100), Duration::from_secs(30)),
             shutdown_timeout: Duration::from_secs(30),
             metrics_key: false,
+            prune_after: None,
         }
     }
 
@@ -549,7 +575,18 @@ impl<B: Backend> Worker<B> {
             .queues
             .iter()
             .zip(inboxes)
-            .map(|(queue, inbox)| QueueTasks {
+            .enumerate()
+            .map(|(i, (queue, inbox))| QueueTasks {
+                // The worker's store-wide pruner runs as one of its first queue's tasks.
+                pruner: config.prune_after.filter(|_| i == 0).map(|older_than| {
+                    supervise::spawn(
+                        &runtime,
+                        &shared,
+                        queue,
+                        WorkerTask::Pruner,
+                        prune::pruner(Arc::clone(&shared), Arc::clone(queue), older_than),
+                    )
+                }),
                 claimer: supervise::spawn(
                     &runtime,
                     &shared,

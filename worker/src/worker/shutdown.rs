@@ -75,6 +75,8 @@ pub(crate) struct QueueTasks {
     pub(crate) heartbeater: JoinHandle<Option<()>>,
     /// `None` when the acker panicked (its jobs are left to lease expiry).
     pub(crate) acker: JoinHandle<Option<Vec<JobId>>>,
+    /// The worker's pruner, among its first queue's tasks when it prunes.
+    pub(crate) pruner: Option<JoinHandle<Option<()>>>,
 }
 
 /// The signals a running worker is stopped with.
@@ -103,6 +105,8 @@ pub(crate) async fn shutdown<B: Backend>(
     for t in tasks {
         claimers.push(Some(t.claimer));
         rescuers.push(t.rescuer);
+        // The pruner stops with the rescuers (at the stop signal, after a prune in flight).
+        rescuers.extend(t.pruner);
         heartbeaters.push(t.heartbeater);
         ackers.push(Some(t.acker));
     }

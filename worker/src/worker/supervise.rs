@@ -45,6 +45,10 @@ pub enum WorkerTask {
     Acker,
     /// Runs jobs one after the other (one of the queue's `concurrency` slots).
     Slot,
+    /// Deletes old finished jobs store-wide (see
+    /// [`WorkerBuilder::prune_finished`](crate::WorkerBuilder::prune_finished)); it counts
+    /// as one of the worker's first queue's tasks.
+    Pruner,
 }
 
 impl std::fmt::Display for WorkerTask {
@@ -55,6 +59,7 @@ impl std::fmt::Display for WorkerTask {
             WorkerTask::Heartbeater => "heartbeater",
             WorkerTask::Acker => "acker",
             WorkerTask::Slot => "slot",
+            WorkerTask::Pruner => "pruner",
         })
     }
 }
@@ -145,13 +150,21 @@ mod tests {
             WorkerTask::Heartbeater,
             WorkerTask::Acker,
             WorkerTask::Slot,
+            WorkerTask::Pruner,
         ]
         .iter()
         .map(ToString::to_string)
         .collect();
         assert_eq!(
             names,
-            ["claimer", "rescuer", "heartbeater", "acker", "slot"]
+            [
+                "claimer",
+                "rescuer",
+                "heartbeater",
+                "acker",
+                "slot",
+                "pruner"
+            ]
         );
     }
 }

@@ -33,6 +33,8 @@ pub struct Calls {
     pub asked: Vec<usize>,
     /// Every `warm_up` call: the calls it was asked to ready.
     pub warm_ups: Vec<usize>,
+    /// Every `prune` call: its age, and how many jobs it deleted (`None`: it failed).
+    pub prunes: Vec<(Duration, Option<u64>)>,
 }
 
 /// A [`MemoryBackend`] behind switches.
@@ -63,6 +65,8 @@ pub struct Probe {
     pub no_release: bool,
     /// Fail this many of the next `warm_up` calls (the server cannot be reached).
     pub fail_warm_ups: Arc<AtomicUsize>,
+    /// Fail this many of the next `prune` calls (transient).
+    pub fail_prunes: Arc<AtomicUsize>,
 }
 
 impl Probe {
@@ -80,6 +84,7 @@ impl Probe {
             half_settle: Arc::default(),
             no_release: false,
             fail_warm_ups: Arc::default(),
+            fail_prunes: Arc::default(),
         }
     }
 
@@ -286,11 +291,15 @@ impl Backend for Probe {
     fn purge(&self, purge: Purge) -> impl Future<Output = Result<u64, BackendError>> + Send {
         self.inner.purge(purge)
     }
-    fn prune(
-        &self,
-        older_than: Duration,
-    ) -> impl Future<Output = Result<u64, BackendError>> + Send {
-        self.inner.prune(older_than)
+    async fn prune(&self, older_than: Duration) -> Result<u64, BackendError> {
+        let result = if take_one(&self.fail_prunes) {
+            Err(down())
+        } else {
+            self.inner.prune(older_than).await
+        };
+        let pruned = result.as_ref().ok().copied();
+        self.calls().prunes.push((older_than, pruned));
+        result
     }
 }
 
