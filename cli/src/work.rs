@@ -375,6 +375,28 @@ mod tests {
         assert_eq!(json["error"], "exit status 2: boom");
     }
 
+    /// `fairq work --queue q --concurrency 1 --until-idle --exec EXEC...`, polling often.
+    fn until_idle(exec: Vec<String>) -> WorkArgs {
+        WorkArgs {
+            queue: vec!["q".into()],
+            concurrency: 1,
+            prefetch: None,
+            lease: Duration::from_secs(30),
+            poll: Duration::from_millis(10),
+            job_timeout: None,
+            shutdown_timeout: Duration::from_secs(5),
+            until_idle: true,
+            prune_after: None,
+            serve: None,
+            dashboard: crate::serve::DashboardArgs {
+                token: None,
+                refresh: Duration::from_secs(2),
+            },
+            metrics: None,
+            exec,
+        }
+    }
+
     #[tokio::test]
     async fn until_idle_runs_every_job_of_every_kind_then_stops() {
         let dir = tempfile::tempdir().unwrap();
@@ -400,24 +422,7 @@ mod tests {
             "[ \"$FAIRQ_KIND\" = d ] && {{ echo nope >&2; exit 1; }}; {{ cat; echo \" $FAIRQ_KIND\"; }} >> {}",
             out_file.display()
         );
-        let args = WorkArgs {
-            queue: vec!["q".into()],
-            concurrency: 1,
-            prefetch: None,
-            lease: Duration::from_secs(30),
-            poll: Duration::from_millis(10),
-            job_timeout: None,
-            shutdown_timeout: Duration::from_secs(5),
-            until_idle: true,
-            prune_after: None,
-            serve: None,
-            dashboard: crate::serve::DashboardArgs {
-                token: None,
-                refresh: Duration::from_secs(2),
-            },
-            metrics: None,
-            exec: vec!["sh".into(), "-c".into(), script],
-        };
+        let args = until_idle(vec!["sh".into(), "-c".into(), script]);
         let mut out = Output::buffer(Format::Json);
         let mut signals = Signals::listen().unwrap();
         work(Arc::clone(&store), &args, &mut signals, &mut out)
@@ -461,22 +466,8 @@ mod tests {
             .await
             .unwrap();
         let args = WorkArgs {
-            queue: vec!["q".into()],
-            concurrency: 1,
-            prefetch: None,
-            lease: Duration::from_secs(30),
-            poll: Duration::from_millis(10),
-            job_timeout: None,
-            shutdown_timeout: Duration::from_secs(5),
-            until_idle: true,
             prune_after: Some(Duration::from_secs(3_600)),
-            serve: None,
-            dashboard: crate::serve::DashboardArgs {
-                token: None,
-                refresh: Duration::from_secs(2),
-            },
-            metrics: None,
-            exec: vec!["true".into()],
+            ..until_idle(vec!["true".into()])
         };
         let mut out = Output::buffer(Format::Json);
         let mut signals = Signals::listen().unwrap();
