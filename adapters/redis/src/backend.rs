@@ -83,7 +83,8 @@ impl Drop for Inner {
         runtime.spawn(async move {
             for (base, args) in bases {
                 let mut cmd = redis::cmd("EVALSHA");
-                cmd.arg(&hash).arg(1).arg(base);
+                let absent = crate::keys::absent(&base);
+                cmd.arg(&hash).arg(2).arg(base).arg(absent);
                 for arg in &args {
                     cmd.arg(arg.as_slice());
                 }

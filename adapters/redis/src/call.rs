@@ -7,7 +7,8 @@ use fairq_worker::BackendError;
 use redis::{Cmd, ErrorKind, FromRedisValue, Pipeline, Value};
 
 use crate::backend::RedisBackend;
-use crate::error::{self, is_transient, RedisStoreError};
+use crate::error::{self, is_transient, not_run, RedisStoreError};
+use crate::keys;
 use crate::record::number;
 use crate::scripts::Named;
 
@@ -25,7 +26,8 @@ pub(crate) struct Call<'a> {
     /// Whether the answer acknowledges a write that must reach the replicas first (see
     /// [`RedisOptions::replicas`](crate::RedisOptions::replicas)).
     pub(crate) acknowledged: bool,
-    /// Whether the call may be repeated after a broken connection.
+    /// Whether the call may be repeated after a broken connection (a call the server refused
+    /// as a whole, see [`not_run`], is repeated either way).
     pub(crate) repeatable: bool,
 }
 
@@ -64,6 +66,13 @@ impl<'a> Call<'a> {
 impl RedisBackend {
     /// Runs a script call, repeating it (with its retry flag set) when the connection broke
     /// before the reply arrived, and loading the scripts when the server does not know it.
+    ///
+    /// A call the server refused as a whole ([`not_run`]: a redirection, `TRYAGAIN` while
+    /// the queue's slot moves between masters, ...) is repeated too, but without setting the
+    /// retry flag: nothing of it ran, so the repeat is a first try. Set after such a refusal,
+    /// the flag would make a settlement of a job that had already succeeded under the same
+    /// token answer as if it had gone through (a second acknowledgement) instead of being
+    /// refused. A flag set by an earlier lost reply stays set.
     pub(crate) async fn run(&self, call: Call<'_>) -> Result<Value, BackendError> {
         let Call {
             named,
@@ -73,11 +82,7 @@ impl RedisBackend {
             acknowledged,
             repeatable,
         } = call;
-        let retries = if repeatable {
-            self.inner.options.retries
-        } else {
-            0
-        };
+        let retries = self.inner.options.retries;
         let wait = self.inner.options.replicas.filter(|_| acknowledged);
         let mut conn = self.inner.conn.clone();
         let mut attempt = 0;
@@ -94,7 +99,13 @@ impl RedisBackend {
                 evalsha.arg(named.hash());
                 evalsha
             };
-            evalsha.arg(1).arg(&base);
+            if named.per_queue {
+                // The base and a key that never exists, both in the queue's slot: see
+                // `keys::absent` for why a second key is declared.
+                evalsha.arg(2).arg(&base).arg(keys::absent(&base));
+            } else {
+                evalsha.arg(1).arg(&base);
+            }
             for arg in &args {
                 evalsha.arg(arg.as_slice());
             }
@@ -139,11 +150,15 @@ impl RedisBackend {
                         tracing::debug!(error = %err, "reloading scripts failed");
                     }
                 }
-                Err(err) if is_transient(&err) && attempt < retries => {
+                Err(err)
+                    if is_transient(&err) && (repeatable || not_run(&err)) && attempt < retries =>
+                {
                     attempt += 1;
                     tracing::debug!(script = named.name, attempt, error = %err, "retrying");
-                    if let Some(index) = retry_flag {
-                        args[index] = b"1".to_vec();
+                    if !not_run(&err) {
+                        if let Some(index) = retry_flag {
+                            args[index] = b"1".to_vec();
+                        }
                     }
                     tokio::time::sleep(backoff(attempt)).await;
                 }

@@ -113,6 +113,27 @@ pub(crate) fn is_transient(err: &RedisError) -> bool {
         )
 }
 
+/// True for failures in which the server, or the client before sending, refused the call
+/// as a whole: nothing of it ran. A redirection (`MOVED`, `ASK`: the slot is elsewhere or
+/// moving), `TRYAGAIN` (the slot is half-moved), `CLUSTERDOWN`, `MASTERDOWN`, `LOADING`,
+/// `READONLY` (a replica runs no write), a refused connection or a node the cluster client
+/// has no connection to. A repeat after one of these is a first try, not a repeat of a call
+/// that may have gone through.
+pub(crate) fn not_run(err: &RedisError) -> bool {
+    err.is_connection_refusal()
+        || matches!(
+            err.kind(),
+            ErrorKind::Moved
+                | ErrorKind::Ask
+                | ErrorKind::TryAgain
+                | ErrorKind::ClusterDown
+                | ErrorKind::MasterDown
+                | ErrorKind::BusyLoadingError
+                | ErrorKind::ReadOnly
+                | ErrorKind::ClusterConnectionNotFound
+        )
+}
+
 /// Wraps a failed command of `op`.
 pub(crate) fn command(op: &'static str, err: RedisError) -> BackendError {
     if is_transient(&err) {
@@ -143,4 +164,33 @@ pub(crate) fn corrupt(what: impl Into<String>, detail: impl Into<String>) -> Bac
         what: what.into(),
         detail: detail.into(),
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refusals_ran_nowhere_lost_replies_may_have_run() {
+        for kind in [
+            ErrorKind::TryAgain,
+            ErrorKind::Ask,
+            ErrorKind::Moved,
+            ErrorKind::ClusterDown,
+        ] {
+            let err = RedisError::from((kind, "refused"));
+            assert!(not_run(&err) && is_transient(&err), "{err}");
+        }
+        let refused = RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
+        assert!(not_run(&refused));
+        for io in [
+            std::io::ErrorKind::TimedOut,
+            std::io::ErrorKind::ConnectionReset,
+        ] {
+            let err = RedisError::from(std::io::Error::from(io));
+            assert!(is_transient(&err) && !not_run(&err), "{err}");
+        }
+        let script = RedisError::from((ErrorKind::ResponseError, "ERR in script"));
+        assert!(!not_run(&script) && !is_transient(&script));
+    }
 }

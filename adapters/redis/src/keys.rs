@@ -30,6 +30,7 @@
 //! | `signal` | list | wake-up tokens for blocked waiters |
 //! | `paused` | string | present while the queue is paused: claims take nothing |
 //! | `req:<request>` | string | an enqueue's answer, kept a minute so a repeated call is recognised |
+//! | `absent` | (none) | never written: declared by every script call next to the base (see [`absent`]) |
 //!
 //! A job id is `seq * 65536 + n`: `seq` counts per queue and `n` is the queue's number in the
 //! registry, so ids are unique across the deployment without a shared counter, and a job's
@@ -112,6 +113,23 @@ impl KeySpace {
         format!("{}job:{id}", self.queue_base(queue))
     }
 
+    /// The keys every script call on `queue` declares (`KEYS`): the queue's key base, from
+    /// which the scripts derive every key they touch, and a key in the same slot that is
+    /// never written. Neither exists, and two are declared so that while the queue's slot
+    /// moves between Redis Cluster masters the call runs on neither (the source redirects
+    /// it, the importing node answers `TRYAGAIN`) instead of where only part of the queue's
+    /// keys are.
+    ///
+    /// ```
+    /// let keys = fairq_redis::KeySpace::new("p").unwrap();
+    /// assert_eq!(keys.script_keys("q"), ["p:{q}:".to_string(), "p:{q}:absent".to_string()]);
+    /// ```
+    pub fn script_keys(&self, queue: &str) -> [String; 2] {
+        let base = self.queue_base(queue);
+        let absent = absent(&base);
+        [base, absent]
+    }
+
     /// The registry that numbers the deployment's queues.
     ///
     /// ```
@@ -139,6 +157,24 @@ impl KeySpace {
     pub fn pattern(&self) -> String {
         format!("{}:*", self.prefix)
     }
+}
+
+/// The second key a script call on the queue whose key base is `base` declares: one that is
+/// never written.
+///
+/// A script declares keys so that Redis Cluster can route it and check it may run, but the
+/// scripts derive the keys they touch from the base, which is not a key that exists. While
+/// the queue's slot migrates (`CLUSTER SETSLOT ... MIGRATING`/`IMPORTING`), the source node
+/// redirects a call whose declared keys it lacks (`ASK`), and the importing node runs a
+/// call sent there with `ASKING` if it declares one key, whether or not it holds the keys
+/// the script then touches: with the slot half-moved, such a script would see part of the
+/// queue (a job hash missing, a fresh id sequence) and write keys that the source still
+/// holds. For a call declaring several keys of which some are missing, the importing node
+/// answers `TRYAGAIN` instead, and this key is always missing. So while a queue's slot
+/// moves, its script calls are refused by both nodes, whoever follows the redirection, and
+/// are repeated as transient failures until the slot's new owner is set.
+pub(crate) fn absent(base: &str) -> String {
+    format!("{base}absent")
 }
 
 /// Job ids carry their queue's number in the low 16 bits.

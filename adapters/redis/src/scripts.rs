@@ -14,12 +14,19 @@ pub(crate) struct Named {
     pub(crate) name: &'static str,
     pub(crate) script: Script,
     pub(crate) source: String,
+    /// Whether it works on one queue's keys (its call then declares
+    /// [`KeySpace::script_keys`](crate::KeySpace::script_keys)) rather than on one key of its
+    /// own.
+    pub(crate) per_queue: bool,
 }
 
 impl Named {
     /// A script on one queue's keys: the prelude, then `body`.
     fn queue(name: &'static str, body: &str) -> Self {
-        Self::plain(name, &format!("{PRELUDE}\n{body}"))
+        Named {
+            per_queue: true,
+            ..Self::plain(name, &format!("{PRELUDE}\n{body}"))
+        }
     }
 
     /// A script on its own.
@@ -28,6 +35,7 @@ impl Named {
             name,
             script: Script::new(source),
             source: source.to_string(),
+            per_queue: false,
         }
     }
 

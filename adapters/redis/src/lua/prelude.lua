@@ -1,6 +1,8 @@
 -- Shared helpers, prepended to every per-queue script.
 -- KEYS[1] is the queue's key base "<prefix>:{<queue>}:"; every key a script touches starts with
--- it, so all of them share the queue's hash tag (one Redis Cluster slot).
+-- it, so all of them share the queue's hash tag (one Redis Cluster slot). KEYS[2] is a key of the
+-- same slot that is never written: declared only so that Redis Cluster refuses the call while the
+-- slot is half-moved between masters (see `keys::absent`).
 --
 -- Writes to the queue-wide structures (sorted sets, counters, fairness tails) are collected in
 -- Lua tables while a script runs and applied by flush() as one variadic command per key, so a
