@@ -256,11 +256,20 @@ impl Core {
     pub(crate) async fn prune(&self, older_than: Duration) -> Result<u64, BackendError> {
         let client = self.client().await?;
         let conn: &dyn Exec = &*client;
-        let cutoff = self.now().saturating_sub(millis(older_than));
-        let rows = conn
-            .rows(&self.sql.prune, &[&to_db(cutoff)])
-            .await
-            .map_err(|e| self.err(e))?;
-        Ok(rows.first().map_or(0, |r| from_db(r.get(0))))
+        let cutoff = to_db(self.now().saturating_sub(millis(older_than)));
+        let batch = self.options.prune_batch;
+        let mut pruned = 0;
+        // Batch after batch, each its own transaction, until one comes back short.
+        loop {
+            let rows = conn
+                .rows(&self.sql.prune, &[&cutoff, &batch])
+                .await
+                .map_err(|e| self.err(e))?;
+            let n: i64 = rows.first().map_or(0, |r| r.get(0));
+            pruned += from_db(n);
+            if n < batch {
+                return Ok(pruned);
+            }
+        }
     }
 }

@@ -33,6 +33,7 @@ pub struct PgOptions {
     pub(crate) promote_batch: i64,
     pub(crate) rescue_batch: i64,
     pub(crate) complete_batch: usize,
+    pub(crate) prune_batch: i64,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) random: Arc<dyn Random>,
     pub(crate) ssl_mode: Option<SslMode>,
@@ -54,6 +55,7 @@ impl std::fmt::Debug for PgOptions {
             .field("promote_batch", &self.promote_batch)
             .field("rescue_batch", &self.rescue_batch)
             .field("complete_batch", &self.complete_batch)
+            .field("prune_batch", &self.prune_batch)
             .field("ssl_mode", &self.ssl_mode)
             .field("ssl_roots", &self.ssl_roots)
             .field("ssl_client", &self.ssl_client)
@@ -79,6 +81,7 @@ impl Default for PgOptions {
             promote_batch: 10_000,
             rescue_batch: 1_000,
             complete_batch: 1_000,
+            prune_batch: 10_000,
             clock: Arc::new(SystemClock),
             random: Arc::new(SystemRandom),
             ssl_mode: None,
@@ -285,6 +288,21 @@ impl PgOptions {
     /// ```
     pub fn complete_batch(mut self, n: usize) -> Self {
         self.complete_batch = n.max(1);
+        self
+    }
+
+    /// Most finished jobs one prune statement deletes (default 10,000; at least 1). A prune
+    /// of more runs statement after statement, each its own short transaction, so pruning a
+    /// large backlog of finished jobs (switching a worker's
+    /// [`prune_finished`](fairq_worker::WorkerBuilder::prune_finished) on for a store that
+    /// kept months of them, say) never holds one long transaction open.
+    ///
+    /// ```
+    /// let o = fairq_postgres::PgOptions::default().prune_batch(1_000);
+    /// # let _ = o;
+    /// ```
+    pub fn prune_batch(mut self, n: usize) -> Self {
+        self.prune_batch = i64::try_from(n.max(1)).unwrap_or(i64::MAX);
         self
     }
 

@@ -408,6 +408,41 @@ async fn operators_list_purge_and_prune() {
     t.cleanup().await;
 }
 
+/// A prune larger than `prune_batch` runs batch after batch until none is left, deletes only
+/// what finished before the cutoff, and folds every pruned job into the counters once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prune_larger_than_its_batch_deletes_everything_old_enough() {
+    let t = store_or_skip!(
+        "prune_batches",
+        fairq_postgres::PgOptions::default().prune_batch(3)
+    );
+    let s = &t.store;
+    s.enqueue_many((0..9).map(|_| job("q")).collect())
+        .await
+        .unwrap();
+    let claimed = s.claim("q", 9, LEASE).await.unwrap();
+    assert_eq!(claimed.len(), 9);
+    for c in &claimed[..7] {
+        s.complete(c.claim).await.unwrap();
+    }
+    s.fail(&claimed[7], Failure::permanent("no")).await.unwrap();
+    t.clock.advance(Duration::from_secs(60));
+    s.complete(claimed[8].claim).await.unwrap();
+
+    // Eight finished a minute ago (three batches of at most three); the last just now.
+    assert_eq!(s.prune(Duration::from_secs(30)).await.unwrap(), 8);
+    for c in &claimed[..8] {
+        assert!(s.get(c.claim.id).await.unwrap().is_none());
+    }
+    let last = s.get(claimed[8].claim.id).await.unwrap().unwrap();
+    assert_eq!(last.status(), JobStatus::Succeeded);
+    assert_eq!(s.prune(Duration::from_secs(30)).await.unwrap(), 0);
+    let stats = s.stats().await.unwrap();
+    assert_eq!(stats[0].counts.total(), 1);
+    assert_eq!(stats[0].retries.ok, 8, "each pruned success counted once");
+    t.cleanup().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn invalid_jobs_are_refused_with_typed_errors() {
     let t = store_or_skip!("invalid");

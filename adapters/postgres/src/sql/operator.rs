@@ -96,10 +96,14 @@ FOLD
 SELECT count(*) FROM gone
 "#;
 
-/// Deletes jobs that finished at or before a time. Parameter: cutoff.
+/// Deletes up to a number of jobs that finished at or before a time, folding their counters
+/// in. Parameters: cutoff, limit. The ids go to the delete as an array, so that it reaches
+/// each row by its primary key whatever the archive's size.
 pub(super) const PRUNE: &str = r#"
 WITH gone AS (
-    DELETE FROM fairq.archive WHERE finished_at <= $1
+    DELETE FROM fairq.archive
+    WHERE id = ANY (ARRAY(SELECT x.id FROM fairq.archive x WHERE x.finished_at <= $1 LIMIT $2))
+      AND finished_at <= $1
     RETURNING queue, state, attempts, failures, runs_ms
 ),
 FOLD
