@@ -1403,7 +1403,6 @@ impl Store {
         let mut n = 0;
         let Store {
             jobs,
-            queues,
             unique,
             dependents,
             changed,
@@ -1414,7 +1413,7 @@ impl Store {
             if record.finished_at().is_none_or(|at| at > cutoff) {
                 return true;
             }
-            Self::forget(id, record, queues, unique, dependents, changed);
+            Self::forget_finished(id, record, unique, dependents, changed);
             n += 1;
             false
         });
@@ -1491,6 +1490,27 @@ impl Store {
                 waiting.retain(|w| *w != id);
             }
         }
+        // Jobs blocked on this one keep waiting (see the module docs); the list goes.
+        if !dependents.is_empty() {
+            dependents.remove(&id);
+        }
+    }
+
+    /// [`forget`](Self::forget) for a finished job: it has no place in its queue's timed
+    /// set, running set or fair order, and is blocked on nothing, so the queue is not looked
+    /// up (a prune of many jobs saves a hash of the queue's name per job).
+    fn forget_finished(
+        id: JobId,
+        record: &Record,
+        unique: &mut UniqueKeys,
+        dependents: &mut HashMap<JobId, Vec<JobId>>,
+        changed: &mut Option<BTreeSet<JobId>>,
+    ) {
+        debug_assert!(record.finished_at().is_some(), "only finished jobs");
+        if let Some(key) = &record.unique_key {
+            unique.release(&record.queue, key, id);
+        }
+        touch(changed, id);
         // Jobs blocked on this one keep waiting (see the module docs); the list goes.
         if !dependents.is_empty() {
             dependents.remove(&id);
