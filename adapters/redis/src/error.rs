@@ -43,6 +43,18 @@ pub enum RedisStoreError {
         #[source]
         source: RedisError,
     },
+    /// The server turned the operation away without running any of it, for now: the queue's
+    /// Redis Cluster slot is moving between masters or has moved (a redirection or
+    /// `TRYAGAIN`), the cluster is down or failing over, the server is loading its data, or
+    /// the node is a replica. Repeating later helps.
+    #[error("Redis refused {op} for now, nothing of it ran: {source}")]
+    Refused {
+        /// The operation.
+        op: &'static str,
+        /// The server's answer.
+        #[source]
+        source: RedisError,
+    },
     /// A Lua script raised an error.
     #[error("Lua script `{script}` failed: {source}")]
     Script {
@@ -134,10 +146,20 @@ pub(crate) fn not_run(err: &RedisError) -> bool {
         )
 }
 
+/// A transient failure of `op`: turned away by the server, or a connection that failed.
+fn unavailable(op: &'static str, err: RedisError) -> BackendError {
+    let err = if not_run(&err) && !err.is_connection_refusal() {
+        RedisStoreError::Refused { op, source: err }
+    } else {
+        RedisStoreError::Connection { op, source: err }
+    };
+    BackendError::Unavailable(Box::new(err))
+}
+
 /// Wraps a failed command of `op`.
 pub(crate) fn command(op: &'static str, err: RedisError) -> BackendError {
     if is_transient(&err) {
-        BackendError::Unavailable(Box::new(RedisStoreError::Connection { op, source: err }))
+        unavailable(op, err)
     } else {
         BackendError::Store(Box::new(RedisStoreError::Command { op, source: err }))
     }
@@ -146,10 +168,7 @@ pub(crate) fn command(op: &'static str, err: RedisError) -> BackendError {
 /// Wraps a failed script call.
 pub(crate) fn script(name: &'static str, err: RedisError) -> BackendError {
     if is_transient(&err) {
-        BackendError::Unavailable(Box::new(RedisStoreError::Connection {
-            op: name,
-            source: err,
-        }))
+        unavailable(name, err)
     } else {
         BackendError::Store(Box::new(RedisStoreError::Script {
             script: name,
@@ -192,5 +211,36 @@ mod tests {
         }
         let script = RedisError::from((ErrorKind::ResponseError, "ERR in script"));
         assert!(!not_run(&script) && !is_transient(&script));
+    }
+
+    #[test]
+    fn a_refusal_says_nothing_ran_and_a_broken_connection_says_so() {
+        let moving = command(
+            "claim",
+            RedisError::from((ErrorKind::TryAgain, "slot moving")),
+        );
+        assert!(matches!(moving, BackendError::Unavailable(_)));
+        let text = moving.to_string();
+        assert!(
+            text.contains("refused claim for now, nothing of it ran"),
+            "{text}"
+        );
+        let lost = script(
+            "settle",
+            RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionReset)),
+        );
+        assert!(matches!(lost, BackendError::Unavailable(_)));
+        assert!(
+            lost.to_string().contains("connection lost during settle"),
+            "{lost}"
+        );
+        let down = command(
+            "stats",
+            RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionRefused)),
+        );
+        assert!(
+            down.to_string().contains("connection lost during stats"),
+            "{down}"
+        );
     }
 }
