@@ -151,6 +151,22 @@ async fn a_failed_prune_is_reported_under_the_first_queue_and_tried_again() {
     assert!(worker.shutdown(Duration::from_secs(5)).await.is_clean());
 }
 
+/// A prune that takes long (a store deleting a large backlog batch by batch) is dropped at
+/// the stop signal: the shutdown does not wait for it.
+#[tokio::test(start_paused = true)]
+async fn a_prune_in_flight_does_not_hold_up_a_shutdown() {
+    let mut store = Probe::new(MemoryBackend::new());
+    store.prune_gate = Some(Arc::new(tokio::sync::Semaphore::new(0)));
+    let (worker, _finished, errors) = start(&store, true);
+    until("a prune begun", || store.calls().prunes_begun == 1).await;
+    let report = tokio::time::timeout(HOUR, worker.shutdown(Duration::from_secs(5)))
+        .await
+        .expect("the shutdown ends although the prune never does");
+    assert!(report.is_clean(), "{report:?}");
+    assert!(store.calls().prunes.is_empty(), "the prune never finished");
+    assert!(errors.lock().unwrap().is_empty());
+}
+
 #[tokio::test(start_paused = true)]
 async fn without_the_option_a_worker_never_prunes() {
     let clock = ManualClock::new(START);

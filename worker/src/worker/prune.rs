@@ -30,7 +30,8 @@ pub(crate) fn interval(older_than: Duration) -> Duration {
 }
 
 /// Prunes jobs that finished more than `older_than` ago, now and every [`interval`], until
-/// the worker stops. A store that cannot prune says so once, and the task ends.
+/// the worker stops (a prune in flight then is dropped). A store that cannot prune says so
+/// once, and the task ends.
 pub(crate) async fn pruner<B: Backend>(
     shared: Arc<Shared<B>>,
     queue: Arc<QueueRuntime>,
@@ -42,7 +43,13 @@ pub(crate) async fn pruner<B: Backend>(
         if *stop.borrow() {
             return;
         }
-        match guard::call("prune", shared.backend.prune(older_than)).await {
+        // A prune of a large backlog may take long (a store deletes in batches): the stop
+        // signal drops it, so it never holds up a shutdown. Pruning again later is harmless.
+        let pruned = tokio::select! {
+            pruned = guard::call("prune", shared.backend.prune(older_than)) => pruned,
+            () = raised(&mut stop) => return,
+        };
+        match pruned {
             Ok(0) => {}
             Ok(n) => {
                 crate::metrics::pruned(n);

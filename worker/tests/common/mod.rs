@@ -35,6 +35,8 @@ pub struct Calls {
     pub warm_ups: Vec<usize>,
     /// Every `prune` call: its age, and how many jobs it deleted (`None`: it failed).
     pub prunes: Vec<(Duration, Option<u64>)>,
+    /// How many `prune` calls began (each waits for the prune gate, if any, first).
+    pub prunes_begun: usize,
 }
 
 /// A [`MemoryBackend`] behind switches.
@@ -67,6 +69,8 @@ pub struct Probe {
     pub fail_warm_ups: Arc<AtomicUsize>,
     /// Fail this many of the next `prune` calls (transient).
     pub fail_prunes: Arc<AtomicUsize>,
+    /// When set, every `prune` first takes a permit (so a test holds a prune in flight).
+    pub prune_gate: Option<Arc<Semaphore>>,
 }
 
 impl Probe {
@@ -85,6 +89,7 @@ impl Probe {
             no_release: false,
             fail_warm_ups: Arc::default(),
             fail_prunes: Arc::default(),
+            prune_gate: None,
         }
     }
 
@@ -292,6 +297,10 @@ impl Backend for Probe {
         self.inner.purge(purge)
     }
     async fn prune(&self, older_than: Duration) -> Result<u64, BackendError> {
+        self.calls().prunes_begun += 1;
+        if let Some(gate) = &self.prune_gate {
+            gate.acquire().await.expect("gate open").forget();
+        }
         let result = if take_one(&self.fail_prunes) {
             Err(down())
         } else {
