@@ -76,6 +76,7 @@ impl Drop for Inner {
         };
         let mut conn = self.conn.clone();
         let hash = self.scripts.timing.hash().to_string();
+        let per_queue = self.scripts.timing.per_queue;
         let bases: Vec<(String, Vec<Vec<u8>>)> = pending
             .into_iter()
             .map(|(queue, args)| (self.keys.queue_base(&queue), args))
@@ -83,8 +84,8 @@ impl Drop for Inner {
         runtime.spawn(async move {
             for (base, args) in bases {
                 let mut cmd = redis::cmd("EVALSHA");
-                let absent = crate::keys::absent(&base);
-                cmd.arg(&hash).arg(2).arg(base).arg(absent);
+                cmd.arg(&hash);
+                crate::keys::declare(&mut cmd, &base, per_queue);
                 for arg in &args {
                     cmd.arg(arg.as_slice());
                 }

@@ -99,13 +99,7 @@ impl RedisBackend {
                 evalsha.arg(named.hash());
                 evalsha
             };
-            if named.per_queue {
-                // The base and a key that never exists, both in the queue's slot: see
-                // `keys::absent` for why a second key is declared.
-                evalsha.arg(2).arg(&base).arg(keys::absent(&base));
-            } else {
-                evalsha.arg(1).arg(&base);
-            }
+            keys::declare(&mut evalsha, &base, named.per_queue);
             for arg in &args {
                 evalsha.arg(arg.as_slice());
             }
@@ -155,10 +149,8 @@ impl RedisBackend {
                 {
                     attempt += 1;
                     tracing::debug!(script = named.name, attempt, error = %err, "retrying");
-                    if !not_run(&err) {
-                        if let Some(index) = retry_flag {
-                            args[index] = b"1".to_vec();
-                        }
+                    if let Some(index) = retry_flag.filter(|_| !not_run(&err)) {
+                        args[index] = b"1".to_vec();
                     }
                     tokio::time::sleep(backoff(attempt)).await;
                 }

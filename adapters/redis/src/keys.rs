@@ -177,6 +177,16 @@ pub(crate) fn absent(base: &str) -> String {
     format!("{base}absent")
 }
 
+/// Declares the keys of a script call on `base` in `cmd` (their count, then the keys): the
+/// base and its [`absent`] key for a script on a queue's keys, the base alone otherwise.
+pub(crate) fn declare(cmd: &mut redis::Cmd, base: &str, per_queue: bool) {
+    if per_queue {
+        cmd.arg(2).arg(base).arg(absent(base));
+    } else {
+        cmd.arg(1).arg(base);
+    }
+}
+
 /// Job ids carry their queue's number in the low 16 bits.
 pub(crate) const QUEUE_BITS: u32 = 16;
 
