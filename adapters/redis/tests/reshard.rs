@@ -368,6 +368,22 @@ impl Run {
         );
     }
 
+    /// The queue's slot, its master now and another master; then jobs waiting, some
+    /// running, some done, and one lease superseded (returned), as the moves start from.
+    async fn before_a_move(&mut self, cluster: &LocalCluster) -> (u16, u16, u16, Claim) {
+        let (slot, from) = self.slot(cluster);
+        let to = *cluster
+            .masters()
+            .iter()
+            .find(|&&m| m != from)
+            .expect("another master");
+        self.produce(30, false).await;
+        self.claim(10).await;
+        self.complete(5).await;
+        let stale = self.stale_claim().await;
+        (slot, from, to, stale)
+    }
+
     /// The queue's slot and its master now.
     fn slot(&self, cluster: &LocalCluster) -> (u16, u16) {
         let key = format!("{}meta", self.store.keys().queue_base(QUEUE));
@@ -469,18 +485,8 @@ fn a_queue_keeps_every_job_while_its_slot_moves_to_another_master() {
     let cluster = LocalCluster::start(3, 0).unwrap_or_else(|e| panic!("private cluster: {e}"));
     common::runtime().block_on(async {
         let mut run = Run::connect(&cluster).await;
-        let (slot, from) = run.slot(&cluster);
-        let to = *cluster
-            .masters()
-            .iter()
-            .find(|&&m| m != from)
-            .expect("another master");
-
         // Before: jobs waiting, some running, some done, one lease superseded.
-        run.produce(30, false).await;
-        run.claim(10).await;
-        run.complete(5).await;
-        let stale = run.stale_claim().await;
+        let (slot, from, to, stale) = run.before_a_move(&cluster).await;
         run.produce(10, false).await;
 
         let step = SlotMove::new(&cluster, slot, from, to);
@@ -510,17 +516,7 @@ fn a_queue_keeps_every_job_when_its_slot_moves_away_and_back() {
     let cluster = LocalCluster::start(3, 0).unwrap_or_else(|e| panic!("private cluster: {e}"));
     common::runtime().block_on(async {
         let mut run = Run::connect(&cluster).await;
-        let (slot, home) = run.slot(&cluster);
-        let away = *cluster
-            .masters()
-            .iter()
-            .find(|&&m| m != home)
-            .expect("another master");
-
-        run.produce(30, false).await;
-        run.claim(10).await;
-        run.complete(5).await;
-        let stale = run.stale_claim().await;
+        let (slot, home, away, stale) = run.before_a_move(&cluster).await;
 
         let there = SlotMove::new(&cluster, slot, home, away);
         run.during(&there).await;
