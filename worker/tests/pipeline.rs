@@ -449,6 +449,105 @@ async fn buffered_jobs_are_renewed_with_running_ones_in_one_call() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_finished_job_keeps_its_lease_until_its_outcome_is_recorded() {
+    let clock = ManualClock::new(START);
+    let settle_gate = Arc::new(Semaphore::new(0));
+    let store = Probe::gated(
+        MemoryBackend::with_clock(clock.clone()),
+        Arc::clone(&settle_gate),
+    );
+    let (on_finished, mut reports) = reporter();
+    let started = Arc::default();
+    let worker = Worker::builder(store.clone())
+        .queue(
+            "q",
+            QueueConfig::default()
+                .concurrency(1)
+                .prefetch(0)
+                .lease(LEASE)
+                .heartbeat_interval(Duration::from_secs(10))
+                .rescue_interval(Duration::from_secs(3600)),
+        )
+        .handlers(gated(&Arc::new(Semaphore::new(0)), &started))
+        .on_finished(on_finished)
+        .build()
+        .unwrap()
+        .start()
+        .unwrap();
+    let id = enqueue(&store, "ok", 1).await[0];
+    // The handler returned; its settlement waits at the gate.
+    until("settling", || store.calls().settles.len() == 1).await;
+    assert_eq!(worker.running(), 0);
+    clock.advance(Duration::from_secs(25));
+    tokio::time::sleep(Duration::from_millis(10_001)).await;
+    let beats = store.calls().heartbeats.clone();
+    assert_eq!(beats.len(), 1, "the unsettled job is renewed");
+    assert_eq!(beats[0].iter().map(|c| c.id).collect::<Vec<_>>(), [id]);
+    // 45 s after the claim, past its first lease: still held, nobody may rescue it.
+    clock.advance(Duration::from_secs(20));
+    assert_eq!(store.rescue("q").await.unwrap(), 0);
+    settle_gate.add_permits(1);
+    let report = recv_n(&mut reports, 1).await.remove(0);
+    assert_eq!(report.outcome, JobOutcome::Succeeded);
+    let info = store.get(id).await.unwrap().unwrap();
+    assert_eq!(info.status(), JobStatus::Succeeded);
+    assert_eq!(info.attempts, 1, "it ran once");
+    // Once recorded, its lease is no longer renewed.
+    let beats_before = store.calls().heartbeats.len();
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    assert_eq!(store.calls().heartbeats.len(), beats_before);
+    settle_gate.add_permits(100);
+    assert!(worker.shutdown(Duration::from_secs(5)).await.is_clean());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_finished_job_whose_lease_was_lost_is_no_longer_renewed() {
+    let clock = ManualClock::new(START);
+    let settle_gate = Arc::new(Semaphore::new(0));
+    let store = Probe::gated(
+        MemoryBackend::with_clock(clock.clone()),
+        Arc::clone(&settle_gate),
+    );
+    let (on_error, seen) = errors();
+    let (on_finished, mut reports) = reporter();
+    let worker = Worker::builder(store.clone())
+        .queue(
+            "q",
+            QueueConfig::default()
+                .concurrency(1)
+                .prefetch(0)
+                .lease(LEASE)
+                .heartbeat_interval(Duration::from_secs(10))
+                .rescue_interval(Duration::from_secs(3600)),
+        )
+        .handlers(gated(&Arc::new(Semaphore::new(0)), &Arc::default()))
+        .on_error(on_error)
+        .on_finished(on_finished)
+        .build()
+        .unwrap()
+        .start()
+        .unwrap();
+    let id = enqueue(&store, "ok", 1).await[0];
+    until("settling", || store.calls().settles.len() == 1).await;
+    // The lease runs out before the first beat and another worker's rescue takes the job.
+    clock.advance(Duration::from_secs(31));
+    assert_eq!(store.rescue("q").await.unwrap(), 1);
+    tokio::time::sleep(Duration::from_millis(10_001)).await;
+    assert_eq!(store.calls().heartbeats.len(), 1);
+    assert_eq!(
+        seen.lock().unwrap().clone(),
+        [(Operation::Heartbeat, Some(id), true)],
+        "the refused renewal is reported"
+    );
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    assert_eq!(store.calls().heartbeats.len(), 1, "renewals stopped");
+    settle_gate.add_permits(100);
+    let report = recv_n(&mut reports, 1).await.remove(0);
+    assert_eq!(report.outcome, JobOutcome::Unrecorded);
+    worker.shutdown(Duration::from_secs(5)).await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_job_buffered_too_long_is_handed_back() {
     let store = Probe::new(MemoryBackend::new());
     let (gate, started) = (Arc::new(Semaphore::new(0)), Arc::default());

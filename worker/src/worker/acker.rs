@@ -34,7 +34,7 @@ use super::shared::{Shared, raised};
 use super::slot::accept;
 use super::sweep;
 use crate::backend::{Backend, BackendError};
-use crate::job::{Failure, Job, JobId};
+use crate::job::{Claim, Failure, Job, JobId};
 use crate::settle::{Each, Finished, Settled};
 use fairq_core::job::Millis;
 
@@ -205,9 +205,9 @@ async fn flush<B: Backend>(
 /// queue's retries if a retry failed again), then calls the hooks, in batch order, and
 /// judges the queue's health.
 async fn report<B: Backend>(shared: &Shared<B>, queue: &QueueRuntime, answered: Answered) {
-    let settled = answered.batch.len();
+    let claims: Vec<Claim> = answered.batch.iter().map(|d| d.job.claim).collect();
     let mut answers = answered.answers.into_iter();
-    let mut reports = Vec::with_capacity(settled);
+    let mut reports = Vec::with_capacity(claims.len());
     for done in answered.batch {
         let answer = answers.next().unwrap_or_else(|| {
             Err(BackendError::Store(
@@ -280,7 +280,7 @@ async fn report<B: Backend>(shared: &Shared<B>, queue: &QueueRuntime, answered: 
             hooks::call(&shared.hooks.finished, &report, "on_finished");
         }
     }
-    queue.settled(settled);
+    queue.settled(claims.into_iter());
     health::check(shared, queue);
 }
 

@@ -1,10 +1,11 @@
-//! The heartbeater: renews the leases of every job a queue holds (running and buffered) with
-//! one [`Backend::heartbeat_many`] call per heartbeat interval, and hands buffered jobs that
-//! waited too long for a slot back to the store.
+//! The heartbeater: renews the leases of every job a queue holds (running, buffered, and
+//! finished but not yet recorded by the store) with one [`Backend::heartbeat_many`] call per
+//! heartbeat interval, and hands buffered jobs that waited too long for a slot back to the
+//! store.
 //!
 //! A refused renewal means the lease is lost (the job was rescued and may run elsewhere): a
-//! running job's renewals stop and its completion will be refused; a buffered job is dropped
-//! from the buffer and never started here. Both are reported to `on_error`.
+//! running or finished job's renewals stop and its settlement will be refused; a buffered
+//! job is dropped from the buffer and never started here. Each is reported to `on_error`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -157,6 +158,8 @@ fn lost<B: Backend>(shared: &Shared<B>, queue: &QueueRuntime, claim: Claim, sour
         tracing::warn!(job.id = %claim.id, error = %source, "lease lost; heartbeats stop");
     } else if queue.unbuffer(claim) {
         tracing::warn!(job.id = %claim.id, error = %source, "lease of a buffered job lost; it will not start here");
+    } else if queue.lose_settling(claim) {
+        tracing::warn!(job.id = %claim.id, error = %source, "lease of a finished job lost before its outcome was recorded");
     } else {
         // It finished meanwhile; its settlement tells the rest.
         return;

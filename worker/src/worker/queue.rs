@@ -5,7 +5,7 @@
 //! records its finished job and takes the next one in a single lock, so the buffer's order
 //! (the order the store handed the jobs out, which is fair by key) is the order jobs start.
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::sync::{Mutex, MutexGuard};
 
 use fairq_core::health::ErrorClock;
@@ -70,6 +70,10 @@ pub(crate) struct Pipeline {
     pub(crate) claiming: bool,
     /// Finished attempts the store has not answered for yet.
     pub(crate) unsettled: usize,
+    /// The claims of those attempts whose leases are still renewed: a job stays claimed
+    /// until its outcome is recorded, so its lease must outlive a slow settlement, or
+    /// another worker would rescue and run it again.
+    pub(crate) settling: HashSet<Claim>,
     /// Shutdown began: claim nothing, start nothing.
     pub(crate) stopping: bool,
     /// The prefetch depth: the configured one, 0 by default on a store that cannot take
@@ -122,6 +126,7 @@ impl QueueRuntime {
                 idle: 0,
                 claiming: false,
                 unsettled: 0,
+                settling: HashSet::new(),
                 stopping: false,
                 prefetch_paused: false,
                 release_unsupported: false,
@@ -199,11 +204,20 @@ impl QueueRuntime {
         self.wake_claimer_if_room(&st);
     }
 
-    /// The store answered for `n` finished attempts.
-    pub(crate) fn settled(&self, n: usize) {
+    /// The store answered for these finished attempts: their leases are no longer renewed.
+    pub(crate) fn settled(&self, claims: impl ExactSizeIterator<Item = Claim>) {
         let mut st = self.lock();
-        st.unsettled = st.unsettled.saturating_sub(n);
+        st.unsettled = st.unsettled.saturating_sub(claims.len());
+        for claim in claims {
+            st.settling.remove(&claim);
+        }
         self.wake_claimer_if_room(&st);
+    }
+
+    /// Stops renewing the lease of the finished attempt `claim` (the store refused a
+    /// renewal: its settlement will be refused too); true if it was awaiting settlement.
+    pub(crate) fn lose_settling(&self, claim: Claim) -> bool {
+        self.lock().settling.remove(&claim)
     }
 
     /// Shutdown began: nothing more is claimed or started. Returns the acker's inbox so the
@@ -317,7 +331,7 @@ impl Pipeline {
     }
 
     /// Every lease the worker holds and renews: running jobs (unless lost), then buffered
-    /// jobs.
+    /// jobs, then finished jobs whose outcomes the store has not recorded yet.
     pub(crate) fn held_claims(&self) -> Vec<Claim> {
         let running = self
             .slots
@@ -326,6 +340,7 @@ impl Pipeline {
             .filter(|r| !r.lost)
             .map(|r| r.claim);
         let buffered = self.buffer.iter().map(|b| b.job.claim);
-        running.chain(buffered).collect()
+        let settling = self.settling.iter().copied();
+        running.chain(buffered).chain(settling).collect()
     }
 }

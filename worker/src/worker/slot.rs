@@ -183,9 +183,11 @@ fn record<B: Backend>(
     done: Done,
     acker: &UnboundedSender<Done>,
 ) {
-    if let Some(slot) = st.slots.get_mut(index) {
-        slot.running = None;
-    }
+    let lost = st
+        .slots
+        .get_mut(index)
+        .and_then(|slot| slot.running.take())
+        .is_some_and(|r| r.lost);
     st.running = st.running.saturating_sub(1);
     crate::metrics::running(&done.job.queue, st.running);
     st.idle += 1;
@@ -208,6 +210,11 @@ fn record<B: Backend>(
         Err(_) => st.errors.failure(shared.clock.now()),
     }
     st.unsettled += 1;
+    let claim = done.job.claim;
+    // A lost lease stays lost: its settlement will be refused anyway.
+    if !lost {
+        st.settling.insert(claim);
+    }
     let judge = st.sweep.must_judge(&done.job, &done.result);
     if judge {
         st.sweep.judging += 1;
@@ -215,6 +222,7 @@ fn record<B: Backend>(
     if acker.send(done).is_err() {
         // The acker gave up at the shutdown deadline: the job is left to lease expiry.
         st.unsettled -= 1;
+        st.settling.remove(&claim);
         if judge {
             st.sweep.judging -= 1;
         }
