@@ -55,7 +55,7 @@ impl StoreCycle {
         });
         // Finished jobs are kept until pruned; prune now and then so memory stays flat.
         if i % 4_096 == 4_095 {
-            block_on(store.prune(Duration::ZERO)).expect("prune");
+            block_on(store.prune(Duration::ZERO.into())).expect("prune");
         }
     }
 }

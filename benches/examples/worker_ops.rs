@@ -71,7 +71,7 @@ fn main() {
             }
         });
         if i % 4_096 == 4_095 {
-            block_on(store.prune(Duration::ZERO)).expect("prune");
+            block_on(store.prune(Duration::ZERO.into())).expect("prune");
         }
     }
 }

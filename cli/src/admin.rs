@@ -594,17 +594,26 @@ pub(crate) async fn prune<B: Backend>(
     args: &PruneArgs,
     out: &mut Output,
 ) -> Result<(), CliError> {
-    let n = store.prune(args.older_than).await?;
-    report(
-        out,
-        "pruned",
-        n,
-        format!(
-            "pruned {} that finished (succeeded or died) more than {} ago",
-            jobs(n),
-            output::long_duration(args.older_than)
+    let retention = args.retention();
+    let n = store.prune(retention).await?;
+    let what = match (retention.succeeded, retention.dead) {
+        (Some(ok), Some(dead)) if ok == dead => format!(
+            "that finished (succeeded or died) more than {} ago",
+            output::long_duration(ok)
         ),
-    )
+        (Some(ok), Some(dead)) => format!(
+            "that succeeded more than {} ago or died more than {} ago",
+            output::long_duration(ok),
+            output::long_duration(dead)
+        ),
+        (Some(ok), None) => format!(
+            "that succeeded more than {} ago (dead jobs kept)",
+            output::long_duration(ok)
+        ),
+        (None, Some(dead)) => format!("that died more than {} ago", output::long_duration(dead)),
+        (None, None) => "(nothing to prune by)".to_string(),
+    };
+    report(out, "pruned", n, format!("pruned {} {what}", jobs(n)))
 }
 
 /// `fairq vacuum`: `VACUUM (ANALYZE)` of a PostgreSQL store's job tables, with the dead rows
@@ -1222,6 +1231,39 @@ mod tests {
             "pruned 2 jobs that finished (succeeded or died) more than 1 hour ago\n"
         );
         assert_eq!(store.list(ListFilter::default()).await.unwrap().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn prune_keeps_dead_jobs_for_their_own_age() {
+        let (store, clock, dead) = fixture().await;
+        clock.advance(Duration::from_secs(3_601));
+        let mut out = Output::buffer(Format::Table);
+        let Command::Prune(args) = parse(&["prune", "--older-than", "1h", "--keep-dead"]) else {
+            unreachable!()
+        };
+        prune(&store, &args, &mut out).await.unwrap();
+        assert_eq!(
+            out.contents(),
+            "pruned 1 job that succeeded more than 1 hour ago (dead jobs kept)\n"
+        );
+        assert!(
+            store.get(dead).await.unwrap().is_some(),
+            "the dead job stays"
+        );
+        let mut out = Output::buffer(Format::Table);
+        let Command::Prune(args) = parse(&["prune", "--dead-older-than", "2h"]) else {
+            unreachable!()
+        };
+        prune(&store, &args, &mut out).await.unwrap();
+        assert_eq!(
+            out.contents(),
+            "pruned 0 jobs that died more than 2 hours ago\n"
+        );
+        clock.advance(Duration::from_secs(3_600));
+        let mut out = Output::buffer(Format::Json);
+        prune(&store, &args, &mut out).await.unwrap();
+        assert_eq!(out.contents(), "{\"action\":\"pruned\",\"count\":1}\n");
+        assert!(store.get(dead).await.unwrap().is_none());
     }
 
     #[test]

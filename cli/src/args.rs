@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use fairq_worker::JobStatus;
+use fairq_worker::{JobStatus, Retention};
 
 /// fairq: fair-by-key job queues on a file, PostgreSQL or Redis store.
 ///
@@ -196,10 +196,16 @@ pub struct WorkArgs {
     #[arg(long)]
     pub until_idle: bool,
     /// Delete finished jobs (succeeded or dead, in every queue of the store) once they
-    /// finished longer ago than this, checking every quarter of it (at most every minute);
-    /// by default they stay until `fairq prune`.
+    /// finished longer ago than this, checking every quarter of the shorter age (at most
+    /// every minute); by default they stay until `fairq prune`.
     #[arg(long, value_name = "AGE", value_parser = parse_duration)]
     pub prune_after: Option<Duration>,
+    /// Keep dead jobs for this long instead (alone: prune only dead jobs).
+    #[arg(long, value_name = "AGE", value_parser = parse_duration, conflicts_with = "keep_dead")]
+    pub prune_dead_after: Option<Duration>,
+    /// With --prune-after: never delete dead jobs.
+    #[arg(long, requires = "prune_after")]
+    pub keep_dead: bool,
     /// Also serve the web dashboard on this address (see `fairq serve`).
     #[arg(long, value_name = "ADDR")]
     pub serve: Option<std::net::SocketAddr>,
@@ -279,10 +285,51 @@ pub struct PurgeArgs {
 
 /// `fairq prune`.
 #[derive(Debug, Clone, Args)]
+#[command(group(clap::ArgGroup::new("age").required(true).multiple(true).args(["older_than", "dead_older_than"])))]
 pub struct PruneArgs {
     /// Delete succeeded and dead jobs that finished longer ago than this (for example 7d).
-    #[arg(long, value_parser = parse_duration)]
-    pub older_than: Duration,
+    #[arg(long, value_name = "AGE", value_parser = parse_duration)]
+    pub older_than: Option<Duration>,
+    /// Delete dead jobs that died longer ago than this instead (alone: only dead jobs).
+    #[arg(long, value_name = "AGE", value_parser = parse_duration, conflicts_with = "keep_dead")]
+    pub dead_older_than: Option<Duration>,
+    /// With --older-than: never delete dead jobs.
+    #[arg(long, requires = "older_than")]
+    pub keep_dead: bool,
+}
+
+impl PruneArgs {
+    /// What the prune keeps.
+    pub fn retention(&self) -> Retention {
+        retention(self.older_than, self.dead_older_than, self.keep_dead)
+    }
+}
+
+/// The retention of an age for every finished job (`all`), an age for dead jobs (`dead`,
+/// which wins) and whether dead jobs are kept for good; an outcome no age names is kept.
+///
+/// ```
+/// use std::time::Duration;
+/// use fairq_cli::args::retention;
+/// use fairq_worker::Retention;
+/// let day = Duration::from_secs(86_400);
+/// assert_eq!(retention(Some(day), None, false), Retention::finished(day));
+/// assert_eq!(retention(Some(day), Some(7 * day), false), Retention::finished(day).dead_for(7 * day));
+/// assert_eq!(retention(Some(day), None, true), Retention::finished(day).keep_dead());
+/// assert_eq!(retention(None, Some(day), false), Retention::forever().dead_for(day));
+/// ```
+pub fn retention(all: Option<Duration>, dead: Option<Duration>, keep_dead: bool) -> Retention {
+    let mut keep = Retention {
+        succeeded: all,
+        dead: all,
+    };
+    if keep_dead {
+        keep = keep.keep_dead();
+    }
+    if let Some(age) = dead {
+        keep = keep.dead_for(age);
+    }
+    keep
 }
 
 /// `fairq queue`.
@@ -507,7 +554,61 @@ mod tests {
         let Command::Prune(prune) = cli.command else {
             panic!("not prune")
         };
-        assert_eq!(prune.older_than, Duration::from_secs(7 * 86_400));
+        assert_eq!(prune.older_than, Some(Duration::from_secs(7 * 86_400)));
+        assert_eq!(
+            prune.retention(),
+            Retention::finished(Duration::from_secs(7 * 86_400))
+        );
+    }
+
+    #[test]
+    fn prune_ages_per_outcome_combine_or_are_refused() {
+        let retention = |args: &[&str]| {
+            let cli =
+                Cli::try_parse_from([&["fairq", "prune"], args].concat()).map_err(|e| e.kind())?;
+            let Command::Prune(prune) = cli.command else {
+                panic!("not prune")
+            };
+            Ok::<_, clap::error::ErrorKind>(prune.retention())
+        };
+        let (hour, day) = (Duration::from_secs(3_600), Duration::from_secs(86_400));
+        assert_eq!(
+            retention(&["--older-than", "1h", "--dead-older-than", "1d"]),
+            Ok(Retention::finished(hour).dead_for(day))
+        );
+        assert_eq!(
+            retention(&["--older-than", "1h", "--keep-dead"]),
+            Ok(Retention::finished(hour).keep_dead())
+        );
+        assert_eq!(
+            retention(&["--dead-older-than", "1d"]),
+            Ok(Retention::forever().dead_for(day))
+        );
+        // Nothing to prune by, a keep without an age, or two words for dead jobs.
+        assert!(retention(&[]).is_err());
+        assert!(retention(&["--keep-dead"]).is_err());
+        assert!(retention(&[
+            "--older-than",
+            "1h",
+            "--keep-dead",
+            "--dead-older-than",
+            "1d"
+        ])
+        .is_err());
+        let work = |args: &[&str]| {
+            Cli::try_parse_from([&["fairq", "work", "-q", "q"], args, &["--exec", "true"]].concat())
+        };
+        assert!(work(&["--keep-dead"]).is_err());
+        assert!(work(&["--prune-after", "1h", "--keep-dead"]).is_ok());
+        assert!(work(&["--prune-dead-after", "1d"]).is_ok());
+        assert!(work(&[
+            "--prune-after",
+            "1h",
+            "--keep-dead",
+            "--prune-dead-after",
+            "1d"
+        ])
+        .is_err());
     }
 
     #[test]

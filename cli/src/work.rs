@@ -223,8 +223,9 @@ pub(crate) async fn work<B: Backend>(
         }
         builder = builder.queue(queue.clone(), config);
     }
-    if let Some(age) = args.prune_after {
-        builder = builder.prune_finished(age);
+    let retention = crate::args::retention(args.prune_after, args.prune_dead_after, args.keep_dead);
+    if !retention.keeps_everything() {
+        builder = builder.prune_finished(retention);
     }
     let run = Arc::clone(&command);
     let finished = Arc::clone(&tally);
@@ -387,6 +388,8 @@ mod tests {
             shutdown_timeout: Duration::from_secs(5),
             until_idle: true,
             prune_after: None,
+            prune_dead_after: None,
+            keep_dead: false,
             serve: None,
             dashboard: crate::serve::DashboardArgs {
                 token: None,
@@ -447,7 +450,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn prune_after_deletes_jobs_that_finished_long_ago_in_every_queue() {
+    async fn prune_after_deletes_jobs_that_finished_long_ago_in_every_queue_keeping_dead_ones() {
         let clock = fairq_worker::ManualClock::new(1_700_000_000_000);
         let store = Arc::new(MemoryBackend::with_clock(clock.clone()));
         // A job of another queue that finished two hours before the worker starts.
@@ -460,6 +463,22 @@ mod tests {
             .await
             .unwrap();
         store.complete(claimed[0].claim).await.unwrap();
+        // And one that died then, kept by --keep-dead.
+        let dead = store
+            .enqueue(
+                NewJob::new("elsewhere", "a", Vec::new())
+                    .retry(fairq_worker::fairq_core::retry::RetryPolicy::new(0)),
+            )
+            .await
+            .unwrap();
+        let claimed = store
+            .claim("elsewhere", 1, Duration::from_secs(30))
+            .await
+            .unwrap();
+        store
+            .fail(&claimed[0], fairq_worker::Failure::retryable("no"))
+            .await
+            .unwrap();
         clock.advance(Duration::from_secs(2 * 3_600));
         let fresh = store
             .enqueue(NewJob::new("q", "a", Vec::new()))
@@ -467,6 +486,7 @@ mod tests {
             .unwrap();
         let args = WorkArgs {
             prune_after: Some(Duration::from_secs(3_600)),
+            keep_dead: true,
             ..until_idle(vec!["true".into()])
         };
         let mut out = Output::buffer(Format::Json);
@@ -475,6 +495,8 @@ mod tests {
             .await
             .unwrap();
         assert!(store.get(old).await.unwrap().is_none(), "pruned");
+        let dead = store.get(dead).await.unwrap().expect("dead jobs kept");
+        assert_eq!(dead.status(), JobStatus::Dead);
         // The job this run finished is younger than the age: kept.
         let fresh = store.get(fresh).await.unwrap().unwrap();
         assert_eq!(fresh.status(), JobStatus::Succeeded);

@@ -432,8 +432,8 @@ impl Backend for Store {
         each!(self, s => s.purge(purge))
     }
 
-    async fn prune(&self, older_than: Duration) -> Result<u64, BackendError> {
-        each!(self, s => s.prune(older_than))
+    async fn prune(&self, retention: fairq_worker::Retention) -> Result<u64, BackendError> {
+        each!(self, s => s.prune(retention))
     }
 
     async fn remove_queue(&self, queue: &str) -> Result<u64, BackendError> {

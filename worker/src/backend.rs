@@ -9,6 +9,7 @@ use fairq_core::stats::{RetryStats, Summary};
 use serde::{Deserialize, Serialize};
 
 use crate::job::{Claim, Failure, Job, JobId, JobInfo, JobStatus, NewJob};
+use crate::retention::Retention;
 use crate::settle::{Each, Finished, Settled, SettledAndClaimed};
 
 /// A boxed source error from a store's client library.
@@ -554,8 +555,14 @@ pub trait Backend: Send + Sync + 'static {
     /// Deletes matching jobs (never running ones); returns how many.
     fn purge(&self, purge: Purge) -> impl Future<Output = Result<u64, BackendError>> + Send;
 
-    /// Deletes finished jobs that finished more than `older_than` ago; returns how many.
-    fn prune(&self, older_than: Duration)
+    /// Deletes the finished jobs `retention` no longer keeps (succeeded jobs that finished,
+    /// and dead jobs that died, longer ago than their ages; an age of `None` keeps that
+    /// outcome); returns how many. Never touches a live job. A store may delete in steps
+    /// (each its own transaction); a failure part way leaves the rest for the next prune.
+    ///
+    /// A bare [`Duration`] converts into a [`Retention`] that keeps both outcomes for as
+    /// long: `store.prune(age.into())`.
+    fn prune(&self, retention: Retention)
     -> impl Future<Output = Result<u64, BackendError>> + Send;
 
     /// Removes queue `queue` from the store, if it has no live job: its finished jobs
@@ -738,9 +745,9 @@ impl<B: Backend> Backend for std::sync::Arc<B> {
 
     fn prune(
         &self,
-        older_than: Duration,
+        retention: Retention,
     ) -> impl Future<Output = Result<u64, BackendError>> + Send {
-        (**self).prune(older_than)
+        (**self).prune(retention)
     }
 
     fn remove_queue(&self, queue: &str) -> impl Future<Output = Result<u64, BackendError>> + Send {

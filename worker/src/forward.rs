@@ -119,9 +119,9 @@ macro_rules! forward_backend_except_enqueue {
 
         fn prune(
             &self,
-            older_than: Duration,
+            retention: $crate::Retention,
         ) -> impl Future<Output = Result<u64, BackendError>> + Send {
-            self.inner.prune(older_than)
+            self.inner.prune(retention)
         }
 
         fn remove_queue(

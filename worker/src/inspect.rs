@@ -329,7 +329,7 @@ async fn scan_jobs<B: Backend + ?Sized>(
 /// #     async fn get(&self, id: JobId) -> Result<Option<JobInfo>, BackendError> { self.0.get(id).await }
 /// #     async fn revive(&self, t: ReviveTarget) -> Result<u64, BackendError> { self.0.revive(t).await }
 /// #     async fn purge(&self, p: Purge) -> Result<u64, BackendError> { self.0.purge(p).await }
-/// #     async fn prune(&self, o: Duration) -> Result<u64, BackendError> { self.0.prune(o).await }
+/// #     async fn prune(&self, r: fairq_worker::Retention) -> Result<u64, BackendError> { self.0.prune(r).await }
 /// # }
 /// impl Inspect for MyStore {}
 ///

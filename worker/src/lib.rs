@@ -171,6 +171,7 @@ pub mod memory;
 mod metered;
 pub mod metrics;
 mod random;
+mod retention;
 pub mod services;
 mod settle;
 mod testing;
@@ -195,6 +196,7 @@ pub use kind::{JobKind, WithState};
 pub use memory::MemoryBackend;
 pub use metered::Metered;
 pub use random::{FixedRandom, Random, SystemRandom, random_u64};
+pub use retention::Retention;
 pub use settle::{Each, Ending, Finished, Settled, SettledAndClaimed};
 pub use testing::{RunOutcome, RunResult, TestQueue, TestQueueError};
 pub use worker::{

@@ -48,8 +48,8 @@ impl Backend for Listed {
     async fn purge(&self, purge: Purge) -> Result<u64, BackendError> {
         self.0.purge(purge).await
     }
-    async fn prune(&self, older_than: Duration) -> Result<u64, BackendError> {
-        self.0.prune(older_than).await
+    async fn prune(&self, retention: fairq_worker::Retention) -> Result<u64, BackendError> {
+        self.0.prune(retention).await
     }
 }
 

@@ -15,7 +15,7 @@ use common::{Probe, until};
 use fairq_core::job::Millis;
 use fairq_worker::{
     Backend, Failure, Handlers, Job, JobReport, JobStatus, ManualClock, MemoryBackend, NewJob,
-    Operation, QueueConfig, Worker, WorkerError, WorkerHandle,
+    Operation, QueueConfig, Retention, Worker, WorkerError, WorkerHandle,
 };
 use tokio::sync::mpsc;
 
@@ -44,6 +44,18 @@ fn start(
     mpsc::UnboundedReceiver<JobReport>,
     Arc<Mutex<Vec<Seen>>>,
 ) {
+    start_keeping(store, prune.then_some(HOUR.into()))
+}
+
+/// [`start`] with a retention of its own (`None`: no pruning).
+fn start_keeping(
+    store: &Probe,
+    prune: Option<Retention>,
+) -> (
+    WorkerHandle<Probe>,
+    mpsc::UnboundedReceiver<JobReport>,
+    Arc<Mutex<Vec<Seen>>>,
+) {
     let (tx, rx) = mpsc::unbounded_channel();
     let errors: Arc<Mutex<Vec<Seen>>> = Arc::default();
     let sink = Arc::clone(&errors);
@@ -59,8 +71,8 @@ fn start(
                 .unwrap()
                 .push((e.operation, e.queue.clone(), e.job.is_some()));
         });
-    if prune {
-        builder = builder.prune_finished(HOUR);
+    if let Some(retention) = prune {
+        builder = builder.prune_finished(retention);
     }
     let worker = builder.build().unwrap().start().unwrap();
     (worker, rx, errors)
@@ -74,13 +86,49 @@ async fn pass(d: Duration) {
 }
 
 #[tokio::test(start_paused = true)]
+async fn each_outcome_is_kept_for_its_own_age() {
+    let clock = ManualClock::new(START);
+    let store = Probe::new(MemoryBackend::with_clock(clock.clone()));
+    // Succeeded jobs for 8 minutes, dead ones for a day: prunes every 2 minutes.
+    let retention = Retention::finished(8 * MINUTE).dead_for(24 * HOUR);
+    let (worker, mut finished, errors) = start_keeping(&store, Some(retention));
+    until("the first prune", || !store.calls().prunes.is_empty()).await;
+    assert_eq!(store.calls().prunes[0], (retention, Some(0)));
+    let ok = store.enqueue(NewJob::new("a", "ok", vec![])).await.unwrap();
+    let bad = store
+        .enqueue(NewJob::new("b", "bad", vec![]))
+        .await
+        .unwrap();
+    for _ in 0..2 {
+        finished.recv().await.unwrap();
+    }
+
+    clock.advance(9 * MINUTE);
+    let before = store.calls().prunes.len();
+    pass(2 * MINUTE).await;
+    assert!(
+        store.calls().prunes.len() > before,
+        "pruned at a quarter of the shorter age"
+    );
+    assert!(store.get(ok).await.unwrap().is_none(), "succeeded job gone");
+    let dead = store.get(bad).await.unwrap().expect("the dead job is kept");
+    assert_eq!(dead.status(), JobStatus::Dead);
+
+    clock.advance(24 * HOUR);
+    pass(2 * MINUTE).await;
+    assert!(store.get(bad).await.unwrap().is_none(), "gone after a day");
+    assert!(worker.shutdown(Duration::from_secs(5)).await.is_clean());
+    assert!(errors.lock().unwrap().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
 async fn finished_jobs_are_deleted_once_older_than_the_age_and_nothing_else_is() {
     let clock = ManualClock::new(START);
     let store = Probe::new(MemoryBackend::with_clock(clock.clone()));
     let (worker, mut finished, errors) = start(&store, true);
     // The first prune runs as the worker starts.
     until("the first prune", || !store.calls().prunes.is_empty()).await;
-    assert_eq!(store.calls().prunes[0], (HOUR, Some(0)));
+    assert_eq!(store.calls().prunes[0], (HOUR.into(), Some(0)));
 
     let ok = store.enqueue(NewJob::new("a", "ok", vec![])).await.unwrap();
     let bad = store
@@ -136,7 +184,7 @@ async fn a_failed_prune_is_reported_under_the_first_queue_and_tried_again() {
     let id = store.enqueue(NewJob::new("b", "ok", vec![])).await.unwrap();
     finished.recv().await.unwrap();
     until("the failed prune", || !store.calls().prunes.is_empty()).await;
-    assert_eq!(store.calls().prunes[0], (HOUR, None));
+    assert_eq!(store.calls().prunes[0], (HOUR.into(), None));
     {
         let errors = errors.lock().unwrap();
         assert_eq!(errors.len(), 1, "{errors:?}");

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use fairq_core::job::Millis;
+use fairq_worker::Retention;
 use fairq_worker::{
     Backend, BackendError, Claim, Each, Finished, Job, JobId, JobInfo, ListFilter, NewJob, Purge,
     QueueStats, ReviveTarget, Settled, SettledAndClaimed, StatusCounts,
@@ -617,8 +618,8 @@ impl Backend for FileBackend {
         each_side!(self, "purge", store => store.purge(purge))
     }
 
-    async fn prune(&self, older_than: Duration) -> Result<u64, BackendError> {
-        each_side!(self, "prune", store => store.prune(older_than))
+    async fn prune(&self, retention: Retention) -> Result<u64, BackendError> {
+        each_side!(self, "prune", store => store.prune(retention))
     }
 
     async fn remove_queue(&self, queue: &str) -> Result<u64, BackendError> {

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use fairq_core::job::Millis;
 use fairq_journal::{JournalConfig, JournaledQueue, RecoveryReport, SyncPolicy};
+use fairq_worker::Retention;
 use fairq_worker::memory::store::Store;
 use fairq_worker::{
     Backend, BackendError, Claim, Each, Finished, Job, JobId, JobInfo, ListFilter, NewJob, Purge,
@@ -524,9 +525,12 @@ impl Backend for Local {
             .await
     }
 
-    async fn prune(&self, older_than: Duration) -> Result<u64, BackendError> {
+    async fn prune(&self, retention: Retention) -> Result<u64, BackendError> {
+        if retention.keeps_everything() {
+            return Ok(0);
+        }
         self.change(Persist::Durable, |st, now, _| {
-            Ok(st.store.prune(older_than, now))
+            Ok(st.store.prune(&retention, now))
         })
         .await
     }

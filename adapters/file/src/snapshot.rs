@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use fairq_core::job::Millis;
 use fairq_journal::{JournaledQueue, RecoveryReport};
+use fairq_worker::Retention;
 use fairq_worker::memory::store::Store;
 use fairq_worker::{
     Backend, BackendError, Claim, Clock, Each, Finished, Job, JobId, JobInfo, ListFilter, NewJob,
@@ -182,7 +183,7 @@ impl Backend for Snapshot {
         self.refuse("purge")
     }
 
-    async fn prune(&self, _older_than: Duration) -> Result<u64, BackendError> {
+    async fn prune(&self, _retention: Retention) -> Result<u64, BackendError> {
         self.refuse("prune")
     }
 

@@ -114,7 +114,7 @@ fn a_read_only_folder_can_be_listed_and_nothing_in_it_changes() {
             "{err}"
         );
         assert!(view.claim("q", 1, LEASE).await.is_err());
-        assert!(view.prune(Duration::ZERO).await.is_err());
+        assert!(view.prune(Duration::ZERO.into()).await.is_err());
     });
     let report = view.recovery_report().unwrap().clone();
     assert_eq!(report.tails.len(), 1, "{report:?}");

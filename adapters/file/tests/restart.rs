@@ -250,7 +250,10 @@ fn operator_calls_survive_a_reopen() {
             1
         );
         clock.advance(Duration::from_secs(120));
-        assert_eq!(store.prune(Duration::from_secs(60)).await.unwrap(), 3);
+        assert_eq!(
+            store.prune(Duration::from_secs(60).into()).await.unwrap(),
+            3
+        );
         let newest = ids[5];
         assert_eq!(
             store
@@ -307,7 +310,7 @@ fn space_is_reclaimed_even_behind_a_long_lived_job() {
             let jobs = store.claim("s", 8, LEASE).await.unwrap();
             let done = futures_complete(&store, jobs).await;
             assert_eq!(done, 8);
-            store.prune(Duration::ZERO).await.unwrap();
+            store.prune(Duration::ZERO.into()).await.unwrap();
         }
         store.close().unwrap();
         // About 150 rounds x 8 jobs x 3 records x 2 KiB went through: ~7 MiB, 110+ segments.

@@ -1,12 +1,11 @@
 //! Operator calls: statistics, listing, revival of dead jobs, purge and prune.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::Duration;
 
-use fairq_core::job::{millis, State, TransitionError};
+use fairq_core::job::{State, TransitionError};
 use fairq_core::stats::Histogram;
 use fairq_worker::{
-    BackendError, JobId, JobInfo, JobStatus, ListFilter, Purge, QueueStats, ReviveTarget,
+    BackendError, JobId, JobInfo, JobStatus, ListFilter, Purge, QueueStats, Retention, ReviveTarget,
 };
 
 use crate::exec::Exec;
@@ -253,16 +252,25 @@ impl Core {
         Ok(from_db(removed))
     }
 
-    pub(crate) async fn prune(&self, older_than: Duration) -> Result<u64, BackendError> {
+    /// Deletes the finished jobs `retention` no longer keeps: succeeded jobs that finished,
+    /// and dead jobs that died, at or before their outcome's cutoff (now minus its age); an
+    /// outcome without an age is never touched. At most `prune_batch` jobs per statement,
+    /// each statement its own transaction, until one comes back short. A retention that
+    /// keeps everything returns 0 without a round trip.
+    pub(crate) async fn prune(&self, retention: Retention) -> Result<u64, BackendError> {
+        if retention.keeps_everything() {
+            return Ok(0);
+        }
+        let (succeeded, dead) = retention.cutoffs(self.now());
+        let (succeeded, dead) = (succeeded.map(to_db), dead.map(to_db));
         let client = self.client().await?;
         let conn: &dyn Exec = &*client;
-        let cutoff = to_db(self.now().saturating_sub(millis(older_than)));
         let batch = self.options.prune_batch;
         let mut pruned = 0;
         // Batch after batch, each its own transaction, until one comes back short.
         loop {
             let rows = conn
-                .rows(&self.sql.prune, &[&cutoff, &batch])
+                .rows(&self.sql.prune, &[&succeeded, &dead, &batch])
                 .await
                 .map_err(|e| self.err(e))?;
             let n: i64 = rows.first().map_or(0, |r| r.get(0));

@@ -6,7 +6,7 @@ use std::time::Duration;
 use fairq_core::job::Millis;
 use fairq_worker::{
     Backend, BackendError, Claim, Each, Finished, Job, JobId, JobInfo, ListFilter, NewJob, Purge,
-    QueueStats, ReviveTarget, Settled, SettledAndClaimed,
+    QueueStats, Retention, ReviveTarget, Settled, SettledAndClaimed,
 };
 
 use crate::error::corrupt;
@@ -124,8 +124,12 @@ impl Backend for PgBackend {
         self.inner.core.purge(purge).await
     }
 
-    async fn prune(&self, older_than: Duration) -> Result<u64, BackendError> {
-        self.inner.core.prune(older_than).await
+    /// Deletes the finished jobs `retention` no longer keeps, each outcome by its own age
+    /// (see [`Retention`]), in batches of [`PgOptions::prune_batch`](crate::PgOptions::prune_batch)
+    /// jobs, each its own transaction; their counters are folded into the statistics first.
+    /// A retention that keeps everything returns 0 without touching the database.
+    async fn prune(&self, retention: Retention) -> Result<u64, BackendError> {
+        self.inner.core.prune(retention).await
     }
 
     async fn remove_queue(&self, queue: &str) -> Result<u64, BackendError> {

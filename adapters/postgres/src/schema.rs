@@ -6,7 +6,7 @@ use crate::error::PgError;
 pub const DEFAULT_SCHEMA: &str = "fairq";
 
 /// The newest schema version this library creates and understands.
-pub const SCHEMA_VERSION: i32 = 7;
+pub const SCHEMA_VERSION: i32 = 8;
 
 /// The migrations, oldest first, as shipped in the crate's `sql/` folder (written for the
 /// default schema name; see [`migration_sql`] for another name).
@@ -23,6 +23,7 @@ pub const MIGRATIONS: &[(i32, &str)] = &[
     (5, include_str!("../sql/v5.sql")),
     (6, include_str!("../sql/v6.sql")),
     (7, include_str!("../sql/v7.sql")),
+    (8, include_str!("../sql/v8.sql")),
 ];
 
 /// A validated schema name.

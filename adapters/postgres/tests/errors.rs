@@ -219,6 +219,7 @@ async fn the_shipped_sql_files_create_a_working_schema() {
         include_str!("../sql/v5.sql"),
         include_str!("../sql/v6.sql"),
         include_str!("../sql/v7.sql"),
+        include_str!("../sql/v8.sql"),
     ];
     assert_eq!(files.len(), fairq_postgres::MIGRATIONS.len());
     for (file, (_, shipped)) in files.iter().zip(fairq_postgres::MIGRATIONS) {

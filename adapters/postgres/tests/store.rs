@@ -398,8 +398,8 @@ async fn operators_list_purge_and_prune() {
     assert_eq!(left[0].status(), JobStatus::Running);
     s.complete(claimed[1].claim).await.unwrap();
     t.clock.advance(Duration::from_secs(60));
-    assert_eq!(s.prune(Duration::from_secs(61)).await.unwrap(), 0);
-    assert_eq!(s.prune(Duration::from_secs(60)).await.unwrap(), 1);
+    assert_eq!(s.prune(Duration::from_secs(61).into()).await.unwrap(), 0);
+    assert_eq!(s.prune(Duration::from_secs(60).into()).await.unwrap(), 1);
     assert!(s.get(claimed[1].claim.id).await.unwrap().is_none());
     let stats = s.stats().await.unwrap();
     assert_eq!(stats[0].counts.total(), 0);
@@ -430,13 +430,13 @@ async fn a_prune_larger_than_its_batch_deletes_everything_old_enough() {
     s.complete(claimed[8].claim).await.unwrap();
 
     // Eight finished a minute ago (three batches of at most three); the last just now.
-    assert_eq!(s.prune(Duration::from_secs(30)).await.unwrap(), 8);
+    assert_eq!(s.prune(Duration::from_secs(30).into()).await.unwrap(), 8);
     for c in &claimed[..8] {
         assert!(s.get(c.claim.id).await.unwrap().is_none());
     }
     let last = s.get(claimed[8].claim.id).await.unwrap().unwrap();
     assert_eq!(last.status(), JobStatus::Succeeded);
-    assert_eq!(s.prune(Duration::from_secs(30)).await.unwrap(), 0);
+    assert_eq!(s.prune(Duration::from_secs(30).into()).await.unwrap(), 0);
     let stats = s.stats().await.unwrap();
     assert_eq!(stats[0].counts.total(), 1);
     assert_eq!(stats[0].retries.ok, 8, "each pruned success counted once");

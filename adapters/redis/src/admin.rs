@@ -3,11 +3,11 @@
 
 use std::collections::HashMap;
 
-use fairq_core::job::{millis, TransitionError};
+use fairq_core::job::TransitionError;
 use fairq_core::stats::RetryStats;
 use fairq_worker::{
-    BackendError, JobId, JobInfo, JobStatus, ListFilter, Purge, QueueStats, ReviveTarget,
-    StatusCounts,
+    BackendError, JobId, JobInfo, JobStatus, ListFilter, Purge, QueueStats, Retention,
+    ReviveTarget, StatusCounts,
 };
 
 use crate::backend::RedisBackend;
@@ -354,25 +354,49 @@ impl RedisBackend {
         }
     }
 
-    pub(crate) async fn prune_jobs(
-        &self,
-        older_than: std::time::Duration,
-    ) -> Result<u64, BackendError> {
-        let cutoff = self.now().saturating_sub(millis(older_than));
+    /// Deletes the finished jobs `retention` no longer keeps, queue by queue, with
+    /// `lua/prune.lua` (see there): each call looks at up to [`RedisOptions::batch`] ids, and
+    /// calls go on until one says the queue is done. Succeeded jobs are read from `finished`
+    /// only up to the succeeded cutoff, dead ones from `dead_at` only up to the dead cutoff: a
+    /// kept outcome costs nothing. A retention that keeps everything calls nothing.
+    ///
+    /// [`RedisOptions::batch`]: crate::RedisOptions::batch
+    pub(crate) async fn prune_jobs(&self, retention: Retention) -> Result<u64, BackendError> {
+        if retention.keeps_everything() {
+            return Ok(0);
+        }
+        let now = self.now();
+        let (succeeded, dead) = retention.cutoffs(now);
+        let cutoff = |c: Option<u64>| c.map_or(Vec::new(), |c| ms(c).into_bytes());
         let batch = self.inner.options.batch.max(1);
         let mut deleted = 0;
         for queue in self.queue_names().await? {
+            // Whether this prune may still start a walk over the queue's dead jobs (once).
+            let mut may_walk = true;
             loop {
                 let reply = self
                     .run(Call::new(
                         &self.inner.scripts.prune,
                         self.inner.keys.queue_base(&queue),
-                        vec![ms(cutoff).into_bytes(), batch.to_string().into_bytes()],
+                        vec![
+                            ms(now).into_bytes(),
+                            cutoff(succeeded),
+                            cutoff(dead),
+                            batch.to_string().into_bytes(),
+                            if may_walk {
+                                b"1".to_vec()
+                            } else {
+                                b"0".to_vec()
+                            },
+                        ],
                     ))
                     .await?;
-                let n = record::array(&reply).len();
-                deleted += n as u64;
-                if n < batch {
+                let fields = record::array(&reply);
+                let flag = |i: usize| fields.get(i).and_then(number) == Some(1);
+                let (more, walked) = (flag(0), flag(1));
+                deleted += fields.len().saturating_sub(2) as u64;
+                may_walk &= !walked;
+                if !more {
                     break;
                 }
             }

@@ -14,14 +14,15 @@
 //! | `job:<id>` | hash | one job: its data, state, attempts and lease |
 //! | `ready` | sorted set | claimable jobs, scored by fair round, members `<push seq>:<id>` |
 //! | `keys` | hash | per fairness key: its last round (`t…`) |
-//! | `meta` | hash | the round being served (`current`), the push and id sequences, the queue's number |
+//! | `meta` | hash | the round being served (`current`), the push and id sequences, the queue's number, the prune's walk cursor over `st:dead` (`dwalk`) |
 //! | `delayed` | sorted set | scheduled and retrying jobs not yet due, by run time |
 //! | `retry_at` | sorted set | retrying jobs, by run time (holding retries, `next_retry_at`) |
 //! | `leased` | sorted set | running jobs, by lease deadline |
 //! | `counts` | hash | jobs per status |
 //! | `st:blocked`, `st:retrying`, `st:dead` | sorted set | jobs in these (rarer) statuses, by id |
 //! | `all` | sorted set | every job of the queue, by id (listing, purging) |
-//! | `finished` | sorted set | succeeded and dead jobs, by finish time (pruning) |
+//! | `finished` | sorted set | succeeded jobs, by finish time (pruning); also dead jobs written by versions before `dead_at` |
+//! | `dead_at` | sorted set | dead jobs, by death time (pruning) |
 //! | `errs` | sorted set | unfinished jobs that failed before, by first failure time (health) |
 //! | `uniq` | hash | unique key → id of the unfinished job holding it |
 //! | `deps:<id>`, `xdeps:<id>` | set | jobs blocked on `<id>` (same queue, other queues) |

@@ -5,7 +5,7 @@ use std::time::Duration;
 use fairq_core::job::Millis;
 use fairq_worker::{
     Backend, BackendError, Claim, Each, Finished, Job, JobId, JobInfo, ListFilter, NewJob, Purge,
-    QueueStats, ReviveTarget, Settled, SettledAndClaimed,
+    QueueStats, Retention, ReviveTarget, Settled, SettledAndClaimed,
 };
 
 use crate::backend::RedisBackend;
@@ -112,8 +112,8 @@ impl Backend for RedisBackend {
         self.purge_jobs(purge).await
     }
 
-    async fn prune(&self, older_than: Duration) -> Result<u64, BackendError> {
-        self.prune_jobs(older_than).await
+    async fn prune(&self, retention: Retention) -> Result<u64, BackendError> {
+        self.prune_jobs(retention).await
     }
 
     async fn remove_queue(&self, queue: &str) -> Result<u64, BackendError> {

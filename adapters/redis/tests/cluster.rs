@@ -12,7 +12,7 @@ use std::time::Duration;
 use common::cluster;
 use common::ClusterHarness;
 use fairq_redis::{RedisBackend, RedisOptions};
-use fairq_worker::{Backend, JobId, JobStatus, ListFilter, ManualClock, NewJob, Purge};
+use fairq_worker::{Backend, JobId, JobStatus, ListFilter, ManualClock, NewJob, Purge, Retention};
 
 fairq_worker::conformance_tests!({
     match ClusterHarness::shared() {
@@ -121,18 +121,24 @@ fn queues_spread_over_the_masters_and_operator_calls_gather_from_all_of_them() {
             .expect("revive");
         assert_eq!(revived, 24);
 
-        // One job of each queue succeeds and is pruned; the rest are purged.
+        // One job of each queue succeeds and one dies; each outcome is pruned on its own,
+        // the rest are purged.
         for queue in &queues {
             let jobs = store
-                .claim(queue, 1, Duration::from_secs(30))
+                .claim(queue, 2, Duration::from_secs(30))
                 .await
                 .expect("claim");
             store.complete(jobs[0].claim).await.expect("complete");
+            let failure = fairq_worker::Failure::permanent("no");
+            store.fail(&jobs[1], failure).await.expect("fail");
         }
-        let pruned = store.prune(Duration::ZERO).await.expect("prune");
-        assert_eq!(pruned, 24);
+        let keep_dead = Retention::finished(Duration::ZERO).keep_dead();
+        assert_eq!(store.prune(keep_dead).await.expect("prune"), 24);
+        let dead_only = Retention::forever().dead_for(Duration::ZERO);
+        assert_eq!(store.prune(dead_only).await.expect("prune"), 24);
+        assert_eq!(store.prune(Duration::ZERO.into()).await.expect("prune"), 0);
         let purged = store.purge(Purge::default()).await.expect("purge");
-        assert_eq!(purged, 48);
+        assert_eq!(purged, 24);
         let stats = store.stats().await.expect("stats");
         assert!(stats.iter().all(|s| s.counts.total() == 0), "{stats:?}");
         store.destroy().await.expect("destroy");

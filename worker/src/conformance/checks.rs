@@ -15,6 +15,7 @@ use crate::backend::{Backend, BackendError, ListFilter, Purge, ReviveTarget};
 use crate::clock::{Clock, ManualClock};
 use crate::handler::Handlers;
 use crate::job::{Failure, Job, JobId, JobStatus, NewJob, OnConflict};
+use crate::retention::Retention;
 use crate::settle::{Finished, Settled};
 use crate::worker::{DeadJob, JobOutcome, JobReport, QueueConfig, Worker, WorkerHandle};
 use tokio::sync::mpsc;
@@ -1248,7 +1249,10 @@ pub async fn prune_deletes_old_finished_jobs<B: Backend>(store: &B, clock: &Manu
         .expect("enqueue");
 
     clock.advance(Duration::from_secs(1800) + MS);
-    let pruned = store.prune(Duration::from_secs(3600)).await.expect("prune");
+    let pruned = store
+        .prune(Duration::from_secs(3600).into())
+        .await
+        .expect("prune");
     assert_eq!(pruned, 2, "the two jobs finished over an hour ago");
     assert!(store.get(old_ok).await.expect("get").is_none());
     assert!(store.get(old_dead).await.expect("get").is_none());
@@ -1257,10 +1261,100 @@ pub async fn prune_deletes_old_finished_jobs<B: Backend>(store: &B, clock: &Manu
     }
     clock.advance(Duration::from_secs(1800));
     assert_eq!(
-        store.prune(Duration::from_secs(3600)).await.expect("prune"),
+        store
+            .prune(Duration::from_secs(3600).into())
+            .await
+            .expect("prune"),
         1
     );
     assert!(store.get(young).await.expect("get").is_none());
+}
+
+/// Finishes one job of queue `queue`: it succeeds, or dies at its first failure.
+async fn finish_one<B: Backend>(store: &B, queue: &str, succeed: bool) -> JobId {
+    let id = store
+        .enqueue(new_job(queue).retry(RetryPolicy::new(0)))
+        .await
+        .expect("enqueue");
+    let job = claim_one(store, queue).await;
+    assert_eq!(job.claim.id, id);
+    if succeed {
+        store.complete(job.claim).await.expect("complete");
+    } else {
+        store
+            .fail(&job, Failure::retryable("x"))
+            .await
+            .expect("fail");
+    }
+    id
+}
+
+/// A prune keeps each outcome for its own age: succeeded and dead jobs go at different
+/// times, an outcome kept for good is never deleted however old, a retention that keeps
+/// everything deletes nothing, and a revived job is live again (never pruned). The status
+/// counts follow.
+pub async fn prune_keeps_each_outcome_for_its_own_age<B: Backend>(store: &B, clock: &ManualClock) {
+    const HOUR: Duration = Duration::from_secs(3600);
+    let prune = |retention: Retention| async move { store.prune(retention).await.expect("prune") };
+    let counts = || async {
+        let stats = store.stats().await.expect("stats");
+        let s = stats.iter().find(|s| s.queue == "po").expect("queue po");
+        (s.counts.succeeded, s.counts.dead)
+    };
+    let ok_1 = finish_one(store, "po", true).await;
+    let dead_1 = finish_one(store, "po", false).await;
+    clock.advance(HOUR);
+    let ok_2 = finish_one(store, "po", true).await;
+    let dead_2 = finish_one(store, "po", false).await;
+    clock.advance(HOUR + MS);
+    assert_eq!(counts().await, (2, 2));
+
+    // Two hours after the first pair: succeeded jobs go after 90 minutes, dead after 3 hours.
+    let split = Retention::finished(HOUR * 3 / 2).dead_for(HOUR * 3);
+    assert_eq!(prune(split).await, 1, "only the old succeeded job");
+    assert!(store.get(ok_1).await.expect("get").is_none());
+    for id in [dead_1, ok_2, dead_2] {
+        assert!(store.get(id).await.expect("get").is_some(), "job {id} kept");
+    }
+    assert_eq!(prune(Retention::forever()).await, 0);
+
+    // Four hours after the first pair; dead jobs kept for good.
+    clock.advance(HOUR * 2);
+    let keep_dead = Retention::finished(HOUR * 3 / 2).keep_dead();
+    assert_eq!(prune(keep_dead).await, 1, "the second succeeded job");
+    assert!(store.get(ok_2).await.expect("get").is_none());
+    assert_eq!(prune(keep_dead).await, 0, "dead jobs stay, however old");
+    assert_eq!(counts().await, (0, 2));
+
+    // Succeeded jobs kept for good; dead ones after 3.5 hours: only the first dead job.
+    let ok_3 = finish_one(store, "po", true).await;
+    clock.advance(HOUR * 10);
+    assert_eq!(
+        store
+            .revive(ReviveTarget::One(dead_2))
+            .await
+            .expect("revive"),
+        1
+    );
+    let dead_only = Retention::forever().dead_for(HOUR * 7 / 2);
+    assert_eq!(
+        prune(dead_only).await,
+        1,
+        "the first dead job; the revived one is live"
+    );
+    assert!(store.get(dead_1).await.expect("get").is_none());
+    assert!(
+        store.get(ok_3).await.expect("get").is_some(),
+        "succeeded kept"
+    );
+    assert_eq!(status(store, dead_2).await, JobStatus::Scheduled);
+    assert_eq!(
+        prune(Retention::finished(Duration::ZERO).keep_dead()).await,
+        1
+    );
+    assert!(store.get(ok_3).await.expect("get").is_none());
+    assert_eq!(status(store, dead_2).await, JobStatus::Scheduled);
+    assert_eq!(counts().await, (0, 0));
 }
 
 fn job_named(queue: &str) -> NewJob {

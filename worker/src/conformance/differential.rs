@@ -40,6 +40,7 @@ use crate::backend::{Backend, BackendError, ListFilter, Purge, QueueStats, Reviv
 use crate::clock::{Clock, ManualClock};
 use crate::job::{Failure, Job, JobId, JobInfo, JobStatus, NewJob, OnConflict};
 use crate::memory::store::Store;
+use crate::retention::Retention;
 use crate::settle::Finished;
 
 /// What a store offers beyond the calls every store must answer alike.
@@ -152,8 +153,8 @@ pub enum Op {
     ReviveAll,
     /// Purge by queue and status.
     Purge(Option<u8>, Option<u8>),
-    /// Prune jobs finished this many ms ago.
-    Prune(u64),
+    /// Prune succeeded and dead jobs finished this many ms ago (`None`: keep that outcome).
+    Prune(Option<u64>, Option<u64>),
     /// Close and reopen the store (stores with [`Capabilities::reopen`]).
     Reopen,
     /// Hold a queue's retries back for this many ms (stores with
@@ -209,7 +210,8 @@ pub fn op(caps: Capabilities) -> impl Strategy<Value = Op> {
         1 => Just(Op::ReviveAll),
         1 => (prop::option::of(0u8..2), prop::option::of(0u8..6))
             .prop_map(|(q, s)| Op::Purge(q, s)),
-        1 => (0u64..5_000).prop_map(Op::Prune),
+        1 => (prop::option::weighted(0.8, 0u64..5_000), prop::option::weighted(0.8, 0u64..5_000))
+            .prop_map(|(ok, dead)| Op::Prune(ok, dead)),
         2 => Just(Op::Reopen),
         1 => (0u8..2, 0u64..3_000).prop_map(|(q, ms)| Op::HoldRetries(q, ms)),
     ]
@@ -672,9 +674,12 @@ impl<'h, H: Differential> Run<'h, H> {
                     .map_err(|e| format!("purge failed: {e}"))?;
                 agree!(expected, got, "jobs purged");
             }
-            Op::Prune(ms) => {
-                let older = Duration::from_millis(*ms);
-                let expected = self.reference.prune(older, now);
+            Op::Prune(ok, dead) => {
+                let older = Retention {
+                    succeeded: ok.map(Duration::from_millis),
+                    dead: dead.map(Duration::from_millis),
+                };
+                let expected = self.reference.prune(&older, now);
                 let got = self
                     .store()
                     .prune(older)

@@ -181,6 +181,7 @@ macro_rules! conformance_tests {
             operator_retry_revives_dead_jobs,
             purge_spares_running_jobs,
             prune_deletes_old_finished_jobs,
+            prune_keeps_each_outcome_for_its_own_age,
             remove_queue_only_when_it_has_no_live_jobs,
             wait_for_jobs_returns,
             settle_applies_each_entry_on_its_own,

@@ -57,6 +57,7 @@ use crate::backend::{
 use crate::clock::{Clock, SystemClock};
 use crate::job::{Claim, Job, JobId, JobInfo, NewJob};
 use crate::random::{Random, SystemRandom};
+use crate::retention::Retention;
 use crate::settle::{Each, Finished, Settled, SettledAndClaimed};
 
 use store::Store;
@@ -493,10 +494,10 @@ impl Backend for MemoryBackend {
 
     fn prune(
         &self,
-        older_than: Duration,
+        retention: Retention,
     ) -> impl Future<Output = Result<u64, BackendError>> + Send {
         let this = self.clone();
-        async move { Ok(this.with_store(|s, now| s.prune(older_than, now))) }
+        async move { Ok(this.with_store(|s, now| s.prune(&retention, now))) }
     }
 
     fn remove_queue(&self, queue: &str) -> impl Future<Output = Result<u64, BackendError>> + Send {

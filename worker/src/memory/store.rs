@@ -27,7 +27,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fairq_core::fair::FairQueue;
-use fairq_core::job::{Lifecycle, Millis, Outcome, Setback, State, TransitionError, millis};
+use fairq_core::job::{Lifecycle, Millis, Outcome, Setback, State, TransitionError};
 use fairq_core::retry::RetryPolicy;
 use fairq_core::stats::{Histogram, RetryStats};
 use hashbrown::{HashMap, HashSet};
@@ -35,6 +35,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::backend::{BackendError, ListFilter, Purge, QueueStats, ReviveTarget, StatusCounts};
 use crate::job::{Claim, Failure, Job, JobId, JobInfo, JobStatus, NewJob, OnConflict};
+use crate::retention::Retention;
 use crate::settle::{Each, Finished, Settled};
 
 mod inspect;
@@ -1390,16 +1391,21 @@ impl Store {
         n
     }
 
-    /// Deletes jobs that finished at least `older_than` before `now`.
+    /// Deletes the finished jobs `retention` no longer keeps at `now` (see
+    /// [`Backend::prune`](crate::Backend::prune)).
     ///
     /// ```
     /// use std::time::Duration;
     /// use fairq_worker::memory::store::Store;
+    /// use fairq_worker::Retention;
     /// let mut store = Store::default();
-    /// assert_eq!(store.prune(Duration::from_secs(60), 0), 0);
+    /// assert_eq!(store.prune(&Retention::finished(Duration::from_secs(60)), 0), 0);
     /// ```
-    pub fn prune(&mut self, older_than: Duration, now: Millis) -> u64 {
-        let cutoff = now.saturating_sub(millis(older_than));
+    pub fn prune(&mut self, retention: &Retention, now: Millis) -> u64 {
+        if retention.keeps_everything() {
+            return 0;
+        }
+        let (succeeded, dead) = retention.cutoffs(now);
         let mut n = 0;
         let Store {
             jobs,
@@ -1410,7 +1416,13 @@ impl Store {
         } = self;
         // One pass, dropping records in place (the order of removals is not observable).
         jobs.retain(|id, record| {
-            if record.finished_at().is_none_or(|at| at > cutoff) {
+            let cutoff = match record.status() {
+                JobStatus::Succeeded => succeeded,
+                JobStatus::Dead => dead,
+                _ => None,
+            };
+            let expired = cutoff.is_some_and(|c| record.finished_at().is_some_and(|at| at <= c));
+            if !expired {
                 return true;
             }
             Self::forget_finished(id, record, unique, dependents, changed);

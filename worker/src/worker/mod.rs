@@ -108,7 +108,7 @@ pub struct WorkerBuilder<B> {
     error_backoff: (Duration, Duration),
     shutdown_timeout: Duration,
     metrics_key: bool,
-    prune_after: Option<Duration>,
+    prune_after: Option<crate::Retention>,
 }
 
 impl<B: Backend> WorkerBuilder<B> {
@@ -351,11 +351,13 @@ impl<B: Backend> WorkerBuilder<B> {
         self
     }
 
-    /// Deletes finished jobs (succeeded or dead) once they finished more than `older_than`
-    /// ago: the worker calls [`Backend::prune`] when it starts and then every quarter of
-    /// `older_than` (at least every minute, at most every second) until it stops. Without it
-    /// (the default) finished jobs stay in the store until something prunes them (`fairq
-    /// prune`, or a call of your own), and a store that runs many jobs keeps growing.
+    /// Deletes finished jobs once `retention` no longer keeps them: a [`Duration`] keeps
+    /// succeeded and dead jobs for as long, a [`Retention`](crate::Retention) sets an age per
+    /// outcome (dead jobs are often kept longer, or for good). The worker calls
+    /// [`Backend::prune`] when it starts and then every quarter of the shorter age (at least
+    /// every minute, at most every second) until it stops. Without it (the default) finished
+    /// jobs stay in the store until something prunes them (`fairq prune`, or a call of your
+    /// own), and a store that runs many jobs keeps growing.
     ///
     /// Pruning is store-wide, not limited to the worker's queues; workers sharing a store
     /// may all prune. A prune's failure is reported like any store error (a `tracing`
@@ -363,14 +365,18 @@ impl<B: Backend> WorkerBuilder<B> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use fairq_worker::{MemoryBackend, Worker};
+    /// use fairq_worker::{MemoryBackend, Retention, Worker};
+    /// let day = Duration::from_secs(24 * 3600);
     /// // Keep finished jobs for a day.
+    /// let b = Worker::builder(MemoryBackend::new()).prune_finished(day);
+    /// # drop(b);
+    /// // Succeeded jobs for a day, dead ones for a week.
     /// let b = Worker::builder(MemoryBackend::new())
-    ///     .prune_finished(Duration::from_secs(24 * 3600));
+    ///     .prune_finished(Retention::finished(day).dead_for(7 * day));
     /// # drop(b);
     /// ```
-    pub fn prune_finished(mut self, older_than: Duration) -> Self {
-        self.prune_after = Some(older_than);
+    pub fn prune_finished(mut self, retention: impl Into<crate::Retention>) -> Self {
+        self.prune_after = Some(retention.into());
         self
     }
 
@@ -578,13 +584,13 @@ impl<B: Backend> Worker<B> {
             .enumerate()
             .map(|(i, (queue, inbox))| QueueTasks {
                 // The worker's store-wide pruner runs as one of its first queue's tasks.
-                pruner: config.prune_after.filter(|_| i == 0).map(|older_than| {
+                pruner: config.prune_after.filter(|_| i == 0).map(|retention| {
                     supervise::spawn(
                         &runtime,
                         &shared,
                         queue,
                         WorkerTask::Pruner,
-                        prune::pruner(Arc::clone(&shared), Arc::clone(queue), older_than),
+                        prune::pruner(Arc::clone(&shared), Arc::clone(queue), retention),
                     )
                 }),
                 claimer: supervise::spawn(

@@ -11,7 +11,7 @@ use std::time::Duration;
 use fairq_core::job::Millis;
 use fairq_worker::{
     Backend, BackendError, Claim, Each, Finished, Job, JobId, JobInfo, ListFilter, MemoryBackend,
-    NewJob, Purge, QueueStats, ReviveTarget, Settled, SettledAndClaimed,
+    NewJob, Purge, QueueStats, Retention, ReviveTarget, Settled, SettledAndClaimed,
 };
 use tokio::sync::Semaphore;
 
@@ -34,7 +34,7 @@ pub struct Calls {
     /// Every `warm_up` call: the calls it was asked to ready.
     pub warm_ups: Vec<usize>,
     /// Every `prune` call: its age, and how many jobs it deleted (`None`: it failed).
-    pub prunes: Vec<(Duration, Option<u64>)>,
+    pub prunes: Vec<(Retention, Option<u64>)>,
     /// How many `prune` calls began (each waits for the prune gate, if any, first).
     pub prunes_begun: usize,
 }
@@ -296,7 +296,7 @@ impl Backend for Probe {
     fn purge(&self, purge: Purge) -> impl Future<Output = Result<u64, BackendError>> + Send {
         self.inner.purge(purge)
     }
-    async fn prune(&self, older_than: Duration) -> Result<u64, BackendError> {
+    async fn prune(&self, retention: Retention) -> Result<u64, BackendError> {
         self.calls().prunes_begun += 1;
         if let Some(gate) = &self.prune_gate {
             gate.acquire().await.expect("gate open").forget();
@@ -304,10 +304,10 @@ impl Backend for Probe {
         let result = if take_one(&self.fail_prunes) {
             Err(down())
         } else {
-            self.inner.prune(older_than).await
+            self.inner.prune(retention).await
         };
         let pruned = result.as_ref().ok().copied();
-        self.calls().prunes.push((older_than, pruned));
+        self.calls().prunes.push((retention, pruned));
         result
     }
 }

@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fairq_core::job::Millis;
+use fairq_worker::Retention;
 use fairq_worker::{
     Backend, BackendError, Claim, Clock, Each, Finished, Job, JobId, JobInfo, ListFilter, NewJob,
     Purge, QueueStats, ReviveTarget, Settled, SettledAndClaimed, StatusCounts,
@@ -561,8 +562,8 @@ impl Backend for Client {
         self.count(Call::Purge(purge)).await
     }
 
-    async fn prune(&self, older_than: Duration) -> Result<u64, BackendError> {
-        self.count(Call::Prune(older_than)).await
+    async fn prune(&self, retention: Retention) -> Result<u64, BackendError> {
+        self.count(Call::Prune(retention)).await
     }
 
     async fn remove_queue(&self, queue: &str) -> Result<u64, BackendError> {

@@ -232,7 +232,7 @@ async fn answer(local: &Local, call: Call) -> Result<Answer, WireError> {
         Call::Get(id) => Answer::Job(local.get(id).await?),
         Call::Revive(target) => Answer::Count(local.revive(target).await?),
         Call::Purge(purge) => Answer::Count(local.purge(purge).await?),
-        Call::Prune(older_than) => Answer::Count(local.prune(older_than).await?),
+        Call::Prune(retention) => Answer::Count(local.prune(retention).await?),
         Call::Counts(queue) => Answer::Counts(local.counts(&queue)),
         Call::Len => Answer::Count(local.len() as u64),
         Call::WakeAll => {

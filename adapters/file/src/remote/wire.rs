@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use fairq_core::job::{LeaseToken, Millis, TransitionError};
+use fairq_worker::Retention;
 use fairq_worker::{
     BackendError, Claim, Each, Finished, Job, JobId, JobInfo, ListFilter, NewJob, Purge,
     QueueStats, ReviveTarget, Settled, StatusCounts,
@@ -13,8 +14,9 @@ use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// The version of this protocol; both ends must speak the same one. Version 2 added
-/// `RemoveQueue` and its two errors, version 3 `SetPaused`, `Paused` and the `Names` answer.
-pub(crate) const PROTOCOL: u32 = 3;
+/// `RemoveQueue` and its two errors, version 3 `SetPaused`, `Paused` and the `Names` answer,
+/// version 4 a `Prune` by a retention per outcome instead of one age.
+pub(crate) const PROTOCOL: u32 = 4;
 
 /// Largest message: an enqueue of the most payload one call may carry, and room to spare.
 pub(crate) const MAX_MESSAGE: usize = 512 << 20;
@@ -72,7 +74,7 @@ pub(crate) enum Call {
     Get(JobId),
     Revive(ReviveTarget),
     Purge(Purge),
-    Prune(Duration),
+    Prune(Retention),
     Counts(String),
     Len,
     WakeAll,

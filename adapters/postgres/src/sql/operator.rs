@@ -96,14 +96,34 @@ FOLD
 SELECT count(*) FROM gone
 "#;
 
-/// Deletes up to a number of jobs that finished at or before a time, folding their counters
-/// in. Parameters: cutoff, limit. The ids go to the delete as an array, so that it reaches
-/// each row by its primary key whatever the archive's size.
+/// Deletes up to a number of finished jobs that their outcome's retention no longer keeps,
+/// folding their counters in. Parameters: succeeded cutoff, dead cutoff (each `NULL` to keep
+/// that outcome for good), limit. A job goes when its finish time is at or before its
+/// outcome's cutoff.
+///
+/// Each outcome is looked up on its own, so one kept much longer than the other costs the
+/// lookup of the other nothing beyond the rows in its way: succeeded jobs through the BRIN
+/// index on finish times (old dead jobs kept in its ranges are read and passed over, as the
+/// pages they sit in would be anyway), dead ones through `archive_dead_finished`, which holds
+/// only dead jobs, so finding the few to delete never reads the succeeded ones (however long
+/// they are kept) nor every dead job kept. A `NULL` cutoff turns its lookup off before it
+/// reads anything (a one-time filter). The ids go to the delete as an array, so that it
+/// reaches each row by its primary key whatever the archive's size; the delete checks each
+/// row's outcome and cutoff again.
 pub(super) const PRUNE: &str = r#"
 WITH gone AS (
     DELETE FROM fairq.archive
-    WHERE id = ANY (ARRAY(SELECT x.id FROM fairq.archive x WHERE x.finished_at <= $1 LIMIT $2))
-      AND finished_at <= $1
+    WHERE id = ANY (ARRAY(
+        (SELECT x.id FROM fairq.archive x
+         WHERE $1::int8 IS NOT NULL AND x.state = 'succeeded' AND x.finished_at <= $1::int8
+         LIMIT $3)
+        UNION ALL
+        (SELECT x.id FROM fairq.archive x
+         WHERE $2::int8 IS NOT NULL AND x.state = 'dead' AND x.finished_at <= $2::int8
+         LIMIT $3)
+        LIMIT $3))
+      AND ((state = 'succeeded' AND finished_at <= $1::int8)
+           OR (state = 'dead' AND finished_at <= $2::int8))
     RETURNING queue, state, attempts, failures, runs_ms
 ),
 FOLD

@@ -263,7 +263,7 @@ local function apply_failure(id, h, f, now, verdict, run_at, reason, message)
     sets[#sets + 1] = 'reason'; sets[#sets + 1] = reason
     count('dead', 1)
     zadd('st:dead', id, id)
-    zadd('finished', now, id)
+    zadd('dead_at', now, id)
     if first_error then zrem('errs', id) end
     bump('dead', 1)
     bump('retries', tonumber(attempts) - 1)
@@ -275,17 +275,23 @@ end
 -- The job fields settle, release and rescue read, in this order.
 local SETTLE_FIELDS = {'state', 'token', 'attempts', 'claimed_at', 'first_error_at', 'hd', 'uniq', 'fkey'}
 
--- Deletes a job that is not running from every structure (its dependents stay blocked).
+-- Deletes a job that is not running from every structure (its dependents stay blocked). For
+-- an id whose job is gone, drops what the walks by id and the prune's indexes still hold.
 local function delete_job(id)
   local h = jk(id)
   local state, dep, uniq = unpack(redis.call('HMGET', h, 'state', 'dep', 'uniq'))
   if not state then
     redis.call('ZREM', k('all'), id)
+    redis.call('ZREM', k('finished'), id)
+    redis.call('ZREM', k('dead_at'), id)
+    redis.call('ZREM', k('st:dead'), id)
     return
   end
   redis.call('ZREM', k('delayed'), id)
   redis.call('ZREM', k('errs'), id)
+  -- A dead job is in `dead_at`, or in `finished` when an older version wrote it.
   redis.call('ZREM', k('finished'), id)
+  redis.call('ZREM', k('dead_at'), id)
   redis.call('ZREM', k('all'), id)
   redis.call('ZREM', k('xwait'), id)
   if state == 'blocked' or state == 'retrying' or state == 'dead' then
@@ -345,7 +351,7 @@ local function claim_jobs(now, max, lease, limit)
           count('dead', 1)
           if state == 'retrying' then zrem('st:retrying', id); zrem('retry_at', id) end
           zadd('st:dead', id, id)
-          zadd('finished', now, id)
+          zadd('dead_at', now, id)
           redis.call('HSET', h, 'state', 'dead', 'at', now, 'reason', 'discarded',
             'attempts', attempts or 0, 'token', token or 0,
             'last_error', 'corrupt record: attempts, token or job fields unreadable')

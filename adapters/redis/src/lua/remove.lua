@@ -20,8 +20,11 @@ end
 flush()
 if #ids < budget then
   redis.call('DEL', k('counts'), k('rstat'), k('pstat'), k('hist'), k('all'), k('finished'),
-    k('st:blocked'), k('st:retrying'), k('st:dead'), k('errs'), k('uniq'), k('xwait'),
-    k('keys'), k('ready'), k('delayed'), k('retry_at'), k('leased'), k('signal'), k('paused'))
+    k('dead_at'), k('st:blocked'), k('st:retrying'), k('st:dead'), k('errs'), k('uniq'),
+    k('xwait'), k('keys'), k('ready'), k('delayed'), k('retry_at'), k('leased'), k('signal'),
+    k('paused'))
+  -- The prune's walk over `st:dead` (lua/prune.lua) has nothing left to walk.
+  redis.call('HDEL', k('meta'), 'dwalk')
   reply[1] = 'done'
 end
 return reply

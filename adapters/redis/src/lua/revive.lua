@@ -14,6 +14,8 @@ local function revive(id)
     redis.call('HSET', k('uniq'), u, id)
   end
   redis.call('ZREM', k('st:dead'), id)
+  redis.call('ZREM', k('dead_at'), id)
+  -- Where an older version of this crate indexed its death.
   redis.call('ZREM', k('finished'), id)
   count('dead', -1)
   count('scheduled', 1)
