@@ -453,32 +453,29 @@ mod tests {
     async fn prune_after_deletes_jobs_that_finished_long_ago_in_every_queue_keeping_dead_ones() {
         let clock = fairq_worker::ManualClock::new(1_700_000_000_000);
         let store = Arc::new(MemoryBackend::with_clock(clock.clone()));
-        // A job of another queue that finished two hours before the worker starts.
-        let old = store
-            .enqueue(NewJob::new("elsewhere", "a", Vec::new()))
-            .await
-            .unwrap();
-        let claimed = store
-            .claim("elsewhere", 1, Duration::from_secs(30))
-            .await
-            .unwrap();
-        store.complete(claimed[0].claim).await.unwrap();
-        // And one that died then, kept by --keep-dead.
-        let dead = store
-            .enqueue(
-                NewJob::new("elsewhere", "a", Vec::new())
-                    .retry(fairq_worker::fairq_core::retry::RetryPolicy::new(0)),
-            )
-            .await
-            .unwrap();
-        let claimed = store
-            .claim("elsewhere", 1, Duration::from_secs(30))
-            .await
-            .unwrap();
-        store
-            .fail(&claimed[0], fairq_worker::Failure::retryable("no"))
-            .await
-            .unwrap();
+        // Jobs of another queue that finished two hours before the worker starts: one
+        // succeeded, one died (kept by --keep-dead).
+        let finish = |succeed: bool| {
+            let store = Arc::clone(&store);
+            async move {
+                let job = NewJob::new("elsewhere", "a", Vec::new())
+                    .retry(fairq_worker::fairq_core::retry::RetryPolicy::new(0));
+                let id = store.enqueue(job).await.unwrap();
+                let claimed = store
+                    .claim("elsewhere", 1, Duration::from_secs(30))
+                    .await
+                    .unwrap();
+                if succeed {
+                    store.complete(claimed[0].claim).await.unwrap();
+                } else {
+                    let no = fairq_worker::Failure::retryable("no");
+                    store.fail(&claimed[0], no).await.unwrap();
+                }
+                id
+            }
+        };
+        let old = finish(true).await;
+        let dead = finish(false).await;
         clock.advance(Duration::from_secs(2 * 3_600));
         let fresh = store
             .enqueue(NewJob::new("q", "a", Vec::new()))

@@ -253,11 +253,10 @@ impl NewJob {
             self.key.as_deref(),
             self.unique_key.as_deref(),
         ];
-        let has_nul = texts.iter().flatten().any(|s| s.contains('\0'))
-            || self
-                .metadata
-                .iter()
-                .any(|(k, v)| k.contains('\0') || v.contains('\0'));
+        // A byte loop: names are short, and `str::contains` sets up a searcher per call.
+        let nul = |s: &str| s.bytes().any(|b| b == 0);
+        let has_nul = texts.iter().flatten().any(|s| nul(s))
+            || self.metadata.iter().any(|(k, v)| nul(k) || nul(v));
         if has_nul {
             return Err(Invalid(
                 "text fields (queue, kind, key, unique key, metadata) cannot contain NUL \
