@@ -37,3 +37,29 @@ fn pause_holds_claims_until_resumed() {
         Box::pin(fairq_worker::conformance::pause::pause_holds_claims_until_resumed(store, clock))
     });
 }
+
+/// Fresh in-memory stores that delete succeeded jobs (`keep_succeeded(false)`).
+struct MemoryNotKeeping;
+
+impl Harness for MemoryNotKeeping {
+    type Backend = MemoryBackend;
+
+    async fn create(&self, clock: ManualClock) -> MemoryBackend {
+        MemoryBackend::with_clock(clock).keep_succeeded(false)
+    }
+
+    async fn cleanup(&self, _backend: MemoryBackend) {}
+}
+
+/// Succeeded jobs deleted at once, still counted (outside `conformance_tests!`, which
+/// expects them kept).
+#[test]
+fn succeeded_jobs_are_deleted_and_still_counted() {
+    fairq_worker::conformance::run(MemoryNotKeeping, |store, clock| {
+        Box::pin(
+            fairq_worker::conformance::keep::succeeded_jobs_are_deleted_and_still_counted(
+                store, clock,
+            ),
+        )
+    });
+}

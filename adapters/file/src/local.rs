@@ -117,6 +117,7 @@ impl Local {
         }
         let queues: BTreeSet<String> = records.values().map(|r| r.queue().to_string()).collect();
         let mut store = Store::restore(records, next_id, now);
+        store.set_keep_succeeded(options.keep_succeeded);
         for (name, queue) in &totals {
             store.set_retry_stats(name, queue.retries);
         }
@@ -334,21 +335,25 @@ fn settle_in(
     now: Millis,
     random: &dyn Random,
 ) -> Each<Settled> {
-    let started: Vec<(JobId, Option<Millis>)> = batch
+    // A store that deletes successes as it records them: the queue of each is noted first.
+    let deletes = !st.store.keeps_succeeded();
+    let started: Vec<(JobId, Option<Millis>, Option<String>)> = batch
         .iter()
         .map(|f| {
+            let record = st.store.record(f.claim.id);
             (
                 f.claim.id,
-                st.store.record(f.claim.id).map(|r| r.claimed_at()),
+                record.map(|r| r.claimed_at()),
+                record.filter(|_| deletes).map(|r| r.queue().to_string()),
             )
         })
         .collect();
     let answers = st.store.settle(batch, now, &mut || random.next_u64());
-    for ((id, claimed_at), answer) in started.into_iter().zip(&answers) {
-        let (Some(claimed_at), true) = (claimed_at, answer.is_ok()) else {
+    for ((id, claimed_at, noted), answer) in started.iter().zip(&answers) {
+        let (Some(claimed_at), true) = (*claimed_at, answer.is_ok()) else {
             continue;
         };
-        let Some(queue) = st.store.record(id).map(|r| r.queue()) else {
+        let Some(queue) = st.store.record(*id).map(|r| r.queue()).or(noted.as_deref()) else {
             continue;
         };
         let elapsed = now.saturating_sub(claimed_at);

@@ -63,6 +63,9 @@ pub struct FileOptions {
     /// Permission bits of the store folder when opening creates it (default `0o700`). An
     /// existing folder keeps its permissions.
     pub dir_mode: u32,
+    /// Keep succeeded jobs until a prune deletes them (default `true`), or delete each when
+    /// its success is recorded (see [`FileOptions::keep_succeeded`](Self::keep_succeeded)).
+    pub keep_succeeded: bool,
 }
 
 impl Default for FileOptions {
@@ -78,6 +81,7 @@ impl Default for FileOptions {
             connect_timeout: Duration::from_secs(10),
             file_mode: 0o600,
             dir_mode: 0o700,
+            keep_succeeded: true,
         }
     }
 }
@@ -164,6 +168,22 @@ impl FileOptions {
     /// ```
     pub fn share(mut self, share: bool) -> Self {
         self.share = share;
+        self
+    }
+
+    /// Whether succeeded jobs are kept (the default) until a prune deletes them, or deleted
+    /// when their success is recorded, as BullMQ's `removeOnComplete` does: the journal then
+    /// holds no succeeded job to replay at the next open. A job with dependents is kept.
+    /// Statistics count deleted successes all the same (retries, run times); `get`, `list`,
+    /// the status counts and a later `depends_on` naming one no longer find it. The process
+    /// that holds the folder decides: clients that reach it through the socket get its
+    /// choice, whatever their own options say.
+    ///
+    /// ```
+    /// assert!(!fairq_file::FileOptions::default().keep_succeeded(false).keep_succeeded);
+    /// ```
+    pub fn keep_succeeded(mut self, keep: bool) -> Self {
+        self.keep_succeeded = keep;
         self
     }
 

@@ -306,6 +306,13 @@ fn encode_changes(
             queues.push(queue.clone());
         }
     }
+    // Run times counted for jobs deleted as they succeeded (a store that does not keep
+    // them): no record names their queue.
+    for queue in &st.hist_dirty {
+        if !queues.contains(queue) {
+            queues.push(queue.clone());
+        }
+    }
     for queue in queues {
         let retries = st.store.retry_stats(&queue).unwrap_or_default();
         let hist_changed = st.hist_dirty.remove(&queue);

@@ -32,6 +32,7 @@ pub mod cancel;
 pub mod checks;
 pub mod differential;
 mod held;
+pub mod keep;
 pub mod pause;
 pub mod sweep;
 

@@ -168,6 +168,28 @@ impl MemoryBackend {
         }
     }
 
+    /// Whether succeeded jobs are kept (the default) until a prune deletes them, or deleted
+    /// when their success is recorded, as BullMQ's `removeOnComplete` and graphile-worker
+    /// do: the memory of every succeeded job goes at once. A job with dependents is kept.
+    /// Statistics count deleted successes all the same (retries, run times); `get`, `list`,
+    /// the status counts and a later `depends_on` naming one no longer find it.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// use std::time::Duration;
+    /// use fairq_worker::{Backend, MemoryBackend, NewJob};
+    /// let store = MemoryBackend::new().keep_succeeded(false);
+    /// let id = store.enqueue(NewJob::new("q", "k", vec![])).await.unwrap();
+    /// let job = store.claim("q", 1, Duration::from_secs(30)).await.unwrap().remove(0);
+    /// store.complete(job.claim).await.unwrap();
+    /// assert!(store.get(id).await.unwrap().is_none());
+    /// # });
+    /// ```
+    pub fn keep_succeeded(self, keep: bool) -> Self {
+        self.store().set_keep_succeeded(keep);
+        self
+    }
+
     /// The store's current time.
     ///
     /// ```

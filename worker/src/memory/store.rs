@@ -343,6 +343,9 @@ pub struct Store {
     woken: Vec<Arc<str>>,
     /// Jobs changed since the last [`Store::take_changed`], once tracking is on.
     changed: Option<BTreeSet<JobId>>,
+    /// Succeeded jobs are deleted when their success is recorded (see
+    /// [`Store::set_keep_succeeded`]).
+    forget_succeeded: bool,
 }
 
 /// The state of queue `name`, created empty on first use (the name is copied only then).
@@ -915,8 +918,45 @@ impl Store {
         if let Some(unique) = &record.unique_key {
             self.unique.release(&record.queue, unique, id);
         }
+        // A job with dependents is kept: they were enqueued naming it.
+        let had_dependents = !self.dependents.is_empty() && self.dependents.contains_key(&id);
         self.release_dependents(id, now);
+        if self.forget_succeeded && !had_dependents {
+            // Its unique key is released above and it is blocked on nothing: only the
+            // record goes (a tracked change, so a durable layer deletes it too).
+            self.jobs.remove(&id);
+        }
         Ok(())
+    }
+
+    /// Whether succeeded jobs are kept (the default) until a prune deletes them, or deleted
+    /// when their success is recorded, except one that has dependents. Statistics count
+    /// deleted successes all the same (retries, run times); the status counts, like `get`,
+    /// `list` and a later `depends_on`, no longer see them.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use fairq_worker::memory::store::Store;
+    /// use fairq_worker::NewJob;
+    /// let mut store = Store::default();
+    /// store.set_keep_succeeded(false);
+    /// let id = store.enqueue(NewJob::new("q", "k", vec![]), 0).unwrap();
+    /// let job = store.claim("q", 1, Duration::from_secs(30), 0).remove(0);
+    /// store.complete(job.claim, 5).unwrap();
+    /// assert!(store.record(id).is_none());
+    /// assert_eq!(store.counts("q").succeeded, 0);
+    /// ```
+    pub fn set_keep_succeeded(&mut self, keep: bool) {
+        self.forget_succeeded = !keep;
+    }
+
+    /// Whether succeeded jobs are kept ([`Store::set_keep_succeeded`]).
+    ///
+    /// ```
+    /// assert!(fairq_worker::memory::store::Store::default().keeps_succeeded());
+    /// ```
+    pub fn keeps_succeeded(&self) -> bool {
+        !self.forget_succeeded
     }
 
     /// Records a failed attempt (`random` drives the policy's jitter): core's verdict,

@@ -1,0 +1,151 @@
+//! A store that does not keep succeeded jobs (`keep_succeeded(false)` on the stores that offer
+//! it): one check, for each such store's own tests on a store made that way, since the
+//! shared suite expects succeeded jobs to stay until pruned.
+//!
+//! ```ignore
+//! #[test]
+//! fn succeeded_jobs_are_deleted_and_still_counted() {
+//!     fairq_worker::conformance::run(MyHarnessNotKeeping, |store, clock| {
+//!         Box::pin(fairq_worker::conformance::keep::succeeded_jobs_are_deleted_and_still_counted(store, clock))
+//!     });
+//! }
+//! ```
+
+use std::time::Duration;
+
+use fairq_core::retry::RetryPolicy;
+
+use crate::backend::{Backend, BackendError, QueueStats};
+use crate::clock::ManualClock;
+use crate::job::{Failure, Job, JobId, JobStatus, NewJob, OnConflict};
+
+const LEASE: Duration = Duration::from_secs(30);
+
+async fn claim<B: Backend>(store: &B, queue: &str, max: usize) -> Vec<Job> {
+    store.claim(queue, max, LEASE).await.expect("claim")
+}
+
+fn of(jobs: &[Job], id: JobId) -> &Job {
+    jobs.iter().find(|j| j.claim.id == id).expect("claimed job")
+}
+
+fn stats_of(stats: &[QueueStats], queue: &str) -> (u64, u64, u64, u64, u64, u64, u64) {
+    let q = stats
+        .iter()
+        .find(|q| q.queue == queue)
+        .expect("queue listed");
+    (
+        q.retries.ok,
+        q.retries.retries,
+        q.retries.dead,
+        q.retries.failures,
+        q.counts.succeeded,
+        q.counts.dead,
+        q.processing_ms.count,
+    )
+}
+
+/// Successes are deleted when recorded (`get` finds nothing, the status counts leave them
+/// out) yet counted by the statistics (successes, retries, failures, run times); a death is
+/// kept; a job with dependents is kept and releases them; a later `depends_on` naming a
+/// deleted success is refused as unknown; a deleted job's unique key is free again.
+pub async fn succeeded_jobs_are_deleted_and_still_counted<B: Backend>(
+    store: &B,
+    clock: &ManualClock,
+) {
+    let once = RetryPolicy::new(0);
+    let ids = store
+        .enqueue_many(vec![
+            NewJob::new("ks", "k", b"a".to_vec()).key("a"),
+            NewJob::new("ks", "k", b"b".to_vec()).key("b"),
+            NewJob::new("ks", "k", b"c".to_vec()).key("c"),
+            NewJob::new("ks", "k", b"d".to_vec()).key("d").retry(once),
+        ])
+        .await
+        .expect("enqueue");
+    let jobs = claim(store, "ks", 4).await;
+    assert_eq!(jobs.len(), 4);
+    clock.advance(Duration::from_millis(7));
+    store
+        .complete(of(&jobs, ids[0]).claim)
+        .await
+        .expect("complete");
+    store
+        .complete(of(&jobs, ids[1]).claim)
+        .await
+        .expect("complete");
+    store
+        .fail(of(&jobs, ids[2]), Failure::retryable("again"))
+        .await
+        .expect("fail");
+    store
+        .fail(of(&jobs, ids[3]), Failure::retryable("no luck"))
+        .await
+        .expect("fail");
+    clock.advance(Duration::from_secs(3_600));
+    let again = claim(store, "ks", 4).await;
+    assert_eq!(again.len(), 1, "only the retry: {again:?}");
+    assert_eq!(again[0].claim.id, ids[2]);
+    store.complete(again[0].claim).await.expect("complete");
+
+    for id in &ids[..3] {
+        assert!(
+            store.get(*id).await.expect("get").is_none(),
+            "succeeded job {id} was kept"
+        );
+    }
+    let dead = store
+        .get(ids[3])
+        .await
+        .expect("get")
+        .expect("deaths are kept");
+    assert_eq!(dead.status(), JobStatus::Dead);
+    // 3 successes (one after a retry), 1 death, 2 failures, 5 attempts timed; no succeeded
+    // job left to count by status.
+    let stats = store.stats().await.expect("stats");
+    assert_eq!(stats_of(&stats, "ks"), (3, 1, 1, 2, 0, 1, 5));
+
+    // A deleted success cannot be depended on: it is unknown, like a pruned job.
+    match store
+        .enqueue(NewJob::new("ks", "k", vec![]).after(ids[0]))
+        .await
+    {
+        Err(BackendError::UnknownDependency(id)) => assert_eq!(id, ids[0]),
+        other => panic!("a dependency on a deleted success answered {other:?}"),
+    }
+
+    // A job with dependents is kept, and its success releases them.
+    let parent = store
+        .enqueue(NewJob::new("ks", "k", vec![]))
+        .await
+        .expect("enqueue");
+    let child = store
+        .enqueue(NewJob::new("ks", "k", vec![]).after(parent))
+        .await
+        .expect("enqueue");
+    let jobs = claim(store, "ks", 4).await;
+    assert_eq!(jobs.len(), 1, "the child waits: {jobs:?}");
+    store.complete(jobs[0].claim).await.expect("complete");
+    let kept = store
+        .get(parent)
+        .await
+        .expect("get")
+        .expect("a parent is kept");
+    assert_eq!(kept.status(), JobStatus::Succeeded);
+    let jobs = claim(store, "ks", 4).await;
+    assert_eq!(jobs.len(), 1, "the child was released");
+    assert_eq!(jobs[0].claim.id, child);
+    store.complete(jobs[0].claim).await.expect("complete");
+    assert!(store.get(child).await.expect("get").is_none());
+
+    // A deleted job's unique key is free at once.
+    let unique = || NewJob::new("ks", "k", vec![]).unique("u", OnConflict::Error);
+    let first = store.enqueue(unique()).await.expect("enqueue");
+    let jobs = claim(store, "ks", 1).await;
+    store.complete(jobs[0].claim).await.expect("complete");
+    let second = store
+        .enqueue(unique())
+        .await
+        .expect("the key is free again");
+    assert_ne!(first, second);
+}
