@@ -159,29 +159,55 @@ pub fn available() -> bool {
 /// Makes each conformance check a store in its own schema, dropped afterwards.
 pub struct PgHarness;
 
+/// [`PgHarness`] whose stores delete succeeded jobs (`keep_succeeded(false)`).
+pub struct PgHarnessNotKeeping;
+
+/// A store in a fresh schema of its own, on `clock`.
+async fn conformance_store(clock: ManualClock, keep_succeeded: bool) -> PgBackend {
+    let schema = unique_schema("conf");
+    PgBackend::connect(
+        &url(),
+        PgOptions::default()
+            .schema(&schema)
+            .pool_size(8)
+            .clock(clock)
+            .keep_succeeded(keep_succeeded)
+            .migrate(true),
+    )
+    .await
+    .expect("connect and migrate")
+}
+
+/// Closes `backend` and drops its schema.
+async fn conformance_cleanup(backend: PgBackend) {
+    let schema = backend.schema().to_string();
+    drop(backend);
+    if let Some(admin) = admin().await {
+        drop_schema(&admin, &schema).await;
+    }
+}
+
 impl fairq_worker::conformance::Harness for PgHarness {
     type Backend = PgBackend;
 
     async fn create(&self, clock: ManualClock) -> PgBackend {
-        let schema = unique_schema("conf");
-        PgBackend::connect(
-            &url(),
-            PgOptions::default()
-                .schema(&schema)
-                .pool_size(8)
-                .clock(clock)
-                .migrate(true),
-        )
-        .await
-        .expect("connect and migrate")
+        conformance_store(clock, true).await
     }
 
     async fn cleanup(&self, backend: PgBackend) {
-        let schema = backend.schema().to_string();
-        drop(backend);
-        if let Some(admin) = admin().await {
-            drop_schema(&admin, &schema).await;
-        }
+        conformance_cleanup(backend).await
+    }
+}
+
+impl fairq_worker::conformance::Harness for PgHarnessNotKeeping {
+    type Backend = PgBackend;
+
+    async fn create(&self, clock: ManualClock) -> PgBackend {
+        conformance_store(clock, false).await
+    }
+
+    async fn cleanup(&self, backend: PgBackend) {
+        conformance_cleanup(backend).await
     }
 }
 pub mod server;
