@@ -266,7 +266,11 @@ impl Store {
                     return Err(not_compiled(url, "postgres"));
                 }
             }
-            StoreUrl::Redis { url: conn, prefix } => {
+            StoreUrl::Redis {
+                url: conn,
+                prefix,
+                keep_succeeded,
+            } => {
                 #[cfg(feature = "redis")]
                 {
                     let mut redis =
@@ -274,13 +278,16 @@ impl Store {
                     if let Some(prefix) = prefix {
                         redis = redis.prefix(prefix.clone());
                     }
+                    if let Some(keep) = keep_succeeded {
+                        redis = redis.keep_succeeded(*keep);
+                    }
                     fairq_redis::RedisBackend::connect(conn, redis)
                         .await
                         .map(Store::Redis)
                 }
                 #[cfg(not(feature = "redis"))]
                 {
-                    let _ = (conn, prefix);
+                    let _ = (conn, prefix, keep_succeeded);
                     return Err(not_compiled(url, "redis"));
                 }
             }

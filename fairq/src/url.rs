@@ -16,7 +16,8 @@ use crate::redact::redact;
 ///   to the driver (TLS by libpq's `sslmode` and `sslrootcert`, see [`fairq_postgres`]'s
 ///   docs);
 /// * `redis://...` or `rediss://...` (TLS): Redis; the `prefix` query parameter (default
-///   `fairq`) is taken out; a Redis Cluster is `redis+cluster://host1:port1,host2:port2/`
+///   `fairq`) and `keep_succeeded` (`true`, the default, or `false`: see
+///   `fairq_redis::RedisOptions::keep_succeeded`) are taken out; a Redis Cluster is `redis+cluster://host1:port1,host2:port2/`
 ///   (`rediss+cluster://` with TLS) or `redis://host:port/?cluster=true` (discovered from one
 ///   node), see `fairq_redis::Target`;
 /// * `memory:`: a store inside this process, gone when it exits (tests, demos).
@@ -30,7 +31,11 @@ use crate::redact::redact;
 /// let url: StoreUrl = "redis://:pw@127.0.0.1:6379/?prefix=billing".parse().unwrap();
 /// assert_eq!(
 ///     url,
-///     StoreUrl::Redis { url: "redis://:pw@127.0.0.1:6379/".into(), prefix: Some("billing".into()) }
+///     StoreUrl::Redis {
+///         url: "redis://:pw@127.0.0.1:6379/".into(),
+///         prefix: Some("billing".into()),
+///         keep_succeeded: None,
+///     }
 /// );
 /// assert_eq!(url.to_string(), "redis://:***@127.0.0.1:6379/ (prefix billing)");
 /// assert!("mysql://x".parse::<StoreUrl>().is_err());
@@ -51,10 +56,12 @@ pub enum StoreUrl {
     },
     /// Redis.
     Redis {
-        /// The connection URL, without the `prefix` parameter.
+        /// The connection URL, without the `prefix` and `keep_succeeded` parameters.
         url: String,
         /// The key prefix, if given.
         prefix: Option<String>,
+        /// Whether succeeded jobs are kept, if given (`keep_succeeded=true|false`).
+        keep_succeeded: Option<bool>,
     },
     /// An in-process store.
     Memory,
@@ -75,10 +82,15 @@ impl fmt::Debug for StoreUrl {
                 .field("schema", schema)
                 .field("keep_succeeded", keep_succeeded)
                 .finish(),
-            StoreUrl::Redis { url, prefix } => f
+            StoreUrl::Redis {
+                url,
+                prefix,
+                keep_succeeded,
+            } => f
                 .debug_struct("Redis")
                 .field("url", &redact(url))
                 .field("prefix", prefix)
+                .field("keep_succeeded", keep_succeeded)
                 .finish(),
             StoreUrl::Memory => f.write_str("Memory"),
         }
@@ -143,17 +155,7 @@ impl FromStr for StoreUrl {
             }
             "postgres" | "postgresql" => {
                 let (url, schema) = take_param(s, "schema").map_err(|r| bad(&r))?;
-                let (url, keep) = take_param(&url, "keep_succeeded").map_err(|r| bad(&r))?;
-                let keep_succeeded = match keep.as_deref() {
-                    None => None,
-                    Some("true") => Some(true),
-                    Some("false") => Some(false),
-                    Some(other) => {
-                        return Err(bad(&format!(
-                            "keep_succeeded={other} is neither true nor false"
-                        )));
-                    }
-                };
+                let (url, keep_succeeded) = take_keep_succeeded(&url).map_err(|r| bad(&r))?;
                 Ok(StoreUrl::Postgres {
                     url,
                     schema,
@@ -162,13 +164,31 @@ impl FromStr for StoreUrl {
             }
             "redis" | "rediss" | "redis+cluster" | "rediss+cluster" => {
                 let (url, prefix) = take_param(s, "prefix").map_err(|r| bad(&r))?;
-                Ok(StoreUrl::Redis { url, prefix })
+                let (url, keep_succeeded) = take_keep_succeeded(&url).map_err(|r| bad(&r))?;
+                Ok(StoreUrl::Redis {
+                    url,
+                    prefix,
+                    keep_succeeded,
+                })
             }
             other => Err(bad(&format!(
                 "unknown scheme {other:?} (expected file:, postgres://, redis:// or memory:)"
             ))),
         }
     }
+}
+
+/// Removes the `keep_succeeded` query parameter (`true` or `false`) from `url`, returning
+/// the rest and the value.
+fn take_keep_succeeded(url: &str) -> Result<(String, Option<bool>), String> {
+    let (url, keep) = take_param(url, "keep_succeeded")?;
+    let keep = match keep.as_deref() {
+        None => None,
+        Some("true") => Some(true),
+        Some("false") => Some(false),
+        Some(other) => return Err(format!("keep_succeeded={other} is neither true nor false")),
+    };
+    Ok((url, keep))
 }
 
 /// Removes query parameter `name` from `url`, returning the rest and the value (the last
@@ -225,11 +245,18 @@ impl fmt::Display for StoreUrl {
                     _ => Ok(()),
                 }
             }
-            StoreUrl::Redis { url, prefix } => {
+            StoreUrl::Redis {
+                url,
+                prefix,
+                keep_succeeded,
+            } => {
                 f.write_str(&redact(url))?;
-                match prefix {
-                    Some(p) => write!(f, " (prefix {p})"),
-                    None => Ok(()),
+                if let Some(p) = prefix {
+                    write!(f, " (prefix {p})")?;
+                }
+                match keep_succeeded {
+                    Some(false) => f.write_str(" (succeeded jobs not kept)"),
+                    _ => Ok(()),
                 }
             }
             StoreUrl::Memory => f.write_str("memory:"),
@@ -260,7 +287,8 @@ mod tests {
             url,
             StoreUrl::Redis {
                 url: "redis+cluster://:hunter2@a:1,b:2/".into(),
-                prefix: Some("p".into())
+                prefix: Some("p".into()),
+                keep_succeeded: None,
             }
         );
         assert_eq!(url.to_string(), "redis+cluster://:***@a:1,b:2/ (prefix p)");
@@ -270,7 +298,8 @@ mod tests {
             url,
             StoreUrl::Redis {
                 url: "redis://h:1/?cluster=true".into(),
-                prefix: None
+                prefix: None,
+                keep_succeeded: None,
             }
         );
         assert!(parse("rediss+cluster://h:1/").is_ok());
@@ -325,10 +354,50 @@ mod tests {
         let err = parse("postgres://h/db?keep_succeeded=no").unwrap_err();
         assert!(err.contains("neither true nor false"), "{err}");
         assert_eq!(
+            parse("redis://:pw@h:6379/?prefix=x&keep_succeeded=false&cluster=true"),
+            Ok(StoreUrl::Redis {
+                url: "redis://:pw@h:6379/?cluster=true".into(),
+                prefix: Some("x".into()),
+                keep_succeeded: Some(false),
+            })
+        );
+        assert_eq!(
+            parse("rediss://h/?keep_succeeded=true&cacert=/ca.pem#insecure"),
+            Ok(StoreUrl::Redis {
+                url: "rediss://h/?cacert=/ca.pem#insecure".into(),
+                prefix: None,
+                keep_succeeded: Some(true),
+            })
+        );
+        assert_eq!(
+            parse("redis+cluster://a:1,b:2/?keep_succeeded=false&prefix=p"),
+            Ok(StoreUrl::Redis {
+                url: "redis+cluster://a:1,b:2/".into(),
+                prefix: Some("p".into()),
+                keep_succeeded: Some(false),
+            })
+        );
+        assert_eq!(
+            parse("redis://:pw@h/?prefix=p&keep_succeeded=false")
+                .unwrap()
+                .to_string(),
+            "redis://:***@h/ (prefix p) (succeeded jobs not kept)"
+        );
+        let err = parse("redis://:hunter2@h/?keep_succeeded=0").unwrap_err();
+        assert!(
+            err.contains("keep_succeeded=0 is neither true nor false"),
+            "{err}"
+        );
+        assert!(!err.contains("hunter2"), "{err}");
+        assert!(parse("rediss+cluster://h:1/?keep_succeeded=")
+            .unwrap_err()
+            .contains("keep_succeeded= needs a value"));
+        assert_eq!(
             parse("rediss://h:1/2?prefix=p"),
             Ok(StoreUrl::Redis {
                 url: "rediss://h:1/2".into(),
-                prefix: Some("p".into())
+                prefix: Some("p".into()),
+                keep_succeeded: None,
             })
         );
         assert!(parse("redis://h/?prefix=").is_err());
@@ -336,7 +405,8 @@ mod tests {
             parse("rediss://h/?prefix=p&cacert=/ca.pem#insecure"),
             Ok(StoreUrl::Redis {
                 url: "rediss://h/?cacert=/ca.pem#insecure".into(),
-                prefix: Some("p".into())
+                prefix: Some("p".into()),
+                keep_succeeded: None,
             })
         );
     }

@@ -9,7 +9,7 @@ use crate::record::status;
 
 impl RedisBackend {
     /// Deletes job `id` unless it is running.
-    async fn cancel_job(&self, id: JobId) -> Result<(), BackendError> {
+    pub(crate) async fn cancel_job(&self, id: JobId) -> Result<(), BackendError> {
         let queue = self.queue_of(id).await?.ok_or(BackendError::NotFound(id))?;
         let reply = self
             .run(

@@ -29,15 +29,17 @@ impl RedisBackend {
         Ok(text(&reply).unwrap_or_default())
     }
 
-    /// Registers job `id` of `queue` as waiting for `dep` of `dep_queue`; true when `dep`
-    /// already succeeded (the caller releases the job itself).
+    /// Registers job `id` of `queue` as waiting for `dep` of `dep_queue`; returns `dep`'s
+    /// state: `succeeded` (the caller releases the job itself), `pending` (registered) or
+    /// `missing` (deleted since the caller looked: pruned, purged, or a success that was not
+    /// kept; nothing is registered).
     pub(crate) async fn register_dependent(
         &self,
         dep: JobId,
         dep_queue: &str,
         queue: &str,
         id: JobId,
-    ) -> Result<bool, BackendError> {
+    ) -> Result<String, BackendError> {
         let reply = self
             .run(
                 Call::new(
@@ -52,7 +54,7 @@ impl RedisBackend {
                 .acknowledged(),
             )
             .await?;
-        Ok(text(&reply).as_deref() == Some("succeeded"))
+        Ok(text(&reply).unwrap_or_default())
     }
 
     /// Releases blocked jobs `(queue, id, dependency)` whose dependency succeeded, one script

@@ -156,17 +156,35 @@ impl RedisBackend {
         }
         // Jobs blocked on another queue's job: register them there, and release them at once
         // if the dependency succeeded in between. (A crash before this leaves them blocked
-        // until the dependency's recheck; see maintain.lua.)
+        // until the dependency's recheck; see maintain.lua.) A dependency deleted in between
+        // (a success that was not kept, a prune, a purge) can release nobody: the dependent
+        // is deleted again and the enqueue refused, as if the dependency had been gone
+        // before.
+        let mut unknown = None;
         for (i, dep) in deps.iter().enumerate() {
             if let Dependency::Blocked(dep, dep_queue) = dep {
                 let queue = &jobs[i].queue;
-                if self
+                match self
                     .register_dependent(*dep, dep_queue, queue, out[i])
                     .await?
+                    .as_str()
                 {
-                    self.unblock(vec![(queue.clone(), out[i], *dep)]).await?;
+                    "succeeded" => {
+                        self.unblock(vec![(queue.clone(), out[i], *dep)]).await?;
+                    }
+                    "missing" => {
+                        match self.cancel_job(out[i]).await {
+                            Ok(()) | Err(BackendError::NotFound(_)) => {}
+                            Err(err) => return Err(err),
+                        }
+                        unknown.get_or_insert(BackendError::UnknownDependency(*dep));
+                    }
+                    _ => {}
                 }
             }
+        }
+        if let Some(err) = unknown {
+            return Err(err);
         }
         Ok(out)
     }

@@ -26,7 +26,8 @@
 //! When a connection breaks before a reply arrives, the store repeats the call on a fresh
 //! connection (up to [`RedisOptions::retries`] times). Every script is written so that a
 //! repeat is harmless: enqueue skips ids it already wrote, complete and fail recognise their
-//! own earlier success by the lease token, heartbeat and rescue are fenced by the token, and
+//! own earlier success by the lease token (a store that does not keep succeeded jobs, see
+//! [`RedisOptions::keep_succeeded`], by the job's absence), heartbeat and rescue are fenced by the token, and
 //! purge and prune delete what is still there. A claim whose reply was lost leaves its jobs
 //! leased to nobody; they are rescued when the lease expires, as if the worker had died.
 #![deny(missing_docs)]

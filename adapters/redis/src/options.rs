@@ -67,6 +67,9 @@ pub struct RedisOptions {
     /// `None`). The URL parameters `cert=PATH&key=PATH` name files instead and win over this
     /// field. Giving one with a `redis://` URL is an error.
     pub client_certificate: Option<ClientCertificate>,
+    /// Whether a succeeded job is kept until a prune deletes it (default `true`) or deleted
+    /// when its success is recorded. See [`keep_succeeded`](Self::keep_succeeded).
+    pub keep_succeeded: bool,
 }
 
 /// Replication before acknowledgement: after an enqueue, settlement, hand-back, revival or
@@ -111,6 +114,7 @@ impl RedisOptions {
             replicas: None,
             root_certificate: None,
             client_certificate: None,
+            keep_succeeded: true,
         }
     }
 
@@ -188,6 +192,41 @@ impl RedisOptions {
         self
     }
 
+    /// Whether a succeeded job is kept (the default): left in Redis, where `get`, `list` and
+    /// the dashboard find it, until [`prune`](fairq_worker::Backend::prune) deletes it; or
+    /// deleted when its success is recorded, as BullMQ's `removeOnComplete: true` and
+    /// graphile-worker do. Not keeping them, memory holds only the jobs still to run (and the
+    /// dead ones) instead of every success since the last prune, and each success costs a
+    /// `DEL` instead of writing the job's new state and indexing it by finish time.
+    ///
+    /// Statistics count deleted successes all the same (`stats`: `retries.ok`, retries,
+    /// failures, run times); `counts.succeeded` counts the succeeded jobs that are kept, as
+    /// it counts no pruned one. Failed jobs that die are always kept, and so is a succeeded
+    /// job that has dependents (they are released as usual). A job enqueued with
+    /// `depends_on` naming a succeeded job that was not kept is refused with
+    /// [`UnknownDependency`](fairq_worker::BackendError::UnknownDependency), as one naming a
+    /// pruned job is; this includes a dependent enqueued at the moment its dependency's
+    /// success is recorded, so enqueue a job's dependents before it can finish (in its own
+    /// enqueue batch, say). When the reply to a settlement is lost and the repeated
+    /// settlement finds a succeeded job gone, it answers that the job succeeded (that
+    /// attempt's run time is then not recorded: its claim time went with the job).
+    ///
+    /// Every process sharing a prefix may choose for itself (the choice travels with each
+    /// settlement, nothing of it is stored in Redis); what one deletes, no other process
+    /// finds. In a URL given to `fairq::connect` or the `fairq` command:
+    /// `redis://host:6379/?keep_succeeded=false`.
+    ///
+    /// ```
+    /// use fairq_redis::RedisOptions;
+    /// assert!(RedisOptions::new().keep_succeeded);
+    /// let options = RedisOptions::new().prefix("mail").keep_succeeded(false);
+    /// assert!(!options.keep_succeeded);
+    /// ```
+    pub fn keep_succeeded(mut self, keep: bool) -> Self {
+        self.keep_succeeded = keep;
+        self
+    }
+
     /// Sets the connect timeout.
     ///
     /// ```
@@ -258,6 +297,7 @@ impl fmt::Debug for RedisOptions {
                 &self.root_certificate.as_ref().map(Vec::len),
             )
             .field("client_certificate", &self.client_certificate)
+            .field("keep_succeeded", &self.keep_succeeded)
             .finish()
     }
 }

@@ -129,6 +129,7 @@ impl RedisBackend {
         let mut args = vec![
             ms(now).into_bytes(),
             b"0".to_vec(),
+            self.keep_arg(),
             broken.len().to_string().into_bytes(),
         ];
         for (claim, why) in broken {
@@ -140,6 +141,16 @@ impl RedisBackend {
             args.push(format!("unreadable record: {why}").into_bytes());
         }
         args
+    }
+
+    /// `settle.lua`'s `keep` argument: whether this process keeps succeeded jobs
+    /// ([`RedisOptions::keep_succeeded`](crate::RedisOptions::keep_succeeded)).
+    fn keep_arg(&self) -> Vec<u8> {
+        if self.inner.options.keep_succeeded {
+            b"1".to_vec()
+        } else {
+            b"0".to_vec()
+        }
     }
 
     /// Settles `batch`, then claims `next` if given.
@@ -174,9 +185,10 @@ impl RedisBackend {
         let next = next.filter(|_| next_after.is_none());
         let mut calls = Vec::with_capacity(groups.len());
         for (queue, positions) in &groups {
-            let mut args = Vec::with_capacity(6 + positions.len() * 6);
+            let mut args = Vec::with_capacity(7 + positions.len() * 6);
             args.push(ms(now).into_bytes());
             args.push(b"0".to_vec());
+            args.push(self.keep_arg());
             args.push(positions.len().to_string().into_bytes());
             for &i in positions {
                 let finished = &batch[i];
@@ -308,6 +320,8 @@ impl RedisBackend {
             },
             _ => return Err(refusal(claim.id, claim.token, &fields)),
         };
+        // Empty when a repeated success found its job deleted by the first try (not kept):
+        // that attempt's run time is unknown and not recorded.
         if let Ok(claimed_at) = field(1).parse::<u64>() {
             self.inner
                 .timing

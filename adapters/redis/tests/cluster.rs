@@ -2,7 +2,7 @@
 //! first test that needs it, stopped when the test process exits): the conformance suite and
 //! its pause check, the differential test, and what only a cluster shows (queues spread over the masters, ids,
 //! operator calls gathering from every node, dependencies across slots, discovery from one
-//! node given by a plain URL).
+//! node given by a plain URL, successes not kept deleted within their slot).
 
 mod common;
 
@@ -187,6 +187,69 @@ fn a_dependency_on_another_masters_queue_is_released_on_success() {
             .expect("claim");
         assert_eq!(jobs.len(), 1);
         assert_eq!(jobs[0].claim.id, dependent);
+        store.destroy().await.expect("destroy");
+    });
+}
+
+/// A store that does not keep succeeded jobs, on the cluster: a success is deleted inside its
+/// queue's slot (unique key released), a dependency on another master is kept and releases its
+/// dependent there, and a dependent of a deleted job is refused from either master.
+#[test]
+fn successes_not_kept_are_deleted_within_their_slot() {
+    let Some(cluster) = cluster::shared() else {
+        return;
+    };
+    common::runtime().block_on(async {
+        let options = common::options(ManualClock::new(1_700_000_000_000)).keep_succeeded(false);
+        let store = RedisBackend::connect(&cluster.url(), options)
+            .await
+            .expect("connect to the cluster");
+        let owner = |q: &str| cluster.master_of(&format!("{}meta", store.keys().queue_base(q)));
+        let first = "keep-a";
+        let second = (0..100)
+            .map(|i| format!("keep-b{i}"))
+            .find(|q| owner(q) != owner(first))
+            .expect("a queue on another master");
+        let unique = || NewJob::new(first, "k", vec![]).unique("u", fairq_worker::OnConflict::Error);
+        let lone = store.enqueue(unique()).await.expect("enqueue");
+        let dep = store
+            .enqueue(NewJob::new(first, "k", vec![]))
+            .await
+            .expect("enqueue the dependency");
+        let dependent = store
+            .enqueue(NewJob::new(second.as_str(), "k", vec![]).after(dep))
+            .await
+            .expect("enqueue the dependent");
+        let jobs = store
+            .claim(first, 2, Duration::from_secs(30))
+            .await
+            .expect("claim");
+        assert_eq!(jobs.len(), 2);
+        for job in &jobs {
+            store.complete(job.claim).await.expect("complete");
+        }
+        assert!(store.get(lone).await.expect("get").is_none());
+        let kept = store.get(dep).await.expect("get").expect("the dependency");
+        assert_eq!(kept.status(), JobStatus::Succeeded);
+        let jobs = store
+            .claim(&second, 1, Duration::from_secs(30))
+            .await
+            .expect("claim");
+        assert_eq!(jobs.len(), 1);
+        assert_eq!(jobs[0].claim.id, dependent);
+        store.enqueue(unique()).await.expect("the unique key is free");
+        for queue in [first, second.as_str()] {
+            let refused = store
+                .enqueue(NewJob::new(queue, "k", vec![]).after(lone))
+                .await;
+            assert!(
+                matches!(refused, Err(fairq_worker::BackendError::UnknownDependency(id)) if id == lone),
+                "{queue}: {refused:?}"
+            );
+        }
+        let stats = store.stats().await.expect("stats");
+        let a = stats.iter().find(|q| q.queue == first).expect("queue a");
+        assert_eq!((a.retries.ok, a.counts.succeeded), (2, 1));
         store.destroy().await.expect("destroy");
     });
 }

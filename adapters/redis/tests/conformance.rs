@@ -30,3 +30,20 @@ fn pause_holds_claims_until_resumed() {
         Box::pin(fairq_worker::conformance::pause::pause_holds_claims_until_resumed(store, clock))
     });
 }
+
+/// A store that deletes succeeded jobs (`keep_succeeded(false)`): deleted at once, still
+/// counted (outside `conformance_tests!`, which expects them kept; `tests/keep.rs` checks
+/// more).
+#[test]
+fn succeeded_jobs_are_deleted_and_still_counted() {
+    if !common::available() {
+        return;
+    }
+    fairq_worker::conformance::run(common::RedisHarnessNotKeeping, |store, clock| {
+        Box::pin(
+            fairq_worker::conformance::keep::succeeded_jobs_are_deleted_and_still_counted(
+                store, clock,
+            ),
+        )
+    });
+}

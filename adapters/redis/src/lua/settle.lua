@@ -1,17 +1,36 @@
 -- Records how a batch of attempts ended, each fenced by its own lease token, then (when
 -- max > 0) claims the next jobs in the same call.
--- ARGV: now, retried ('1' when this call repeats one whose reply was lost), n, then 6 fields
--- per entry: id, token, verdict ('ok', 'retry' or 'dead'), run_at, reason, message; then max,
--- lease_ms, promote_limit.
+-- ARGV: now, retried ('1' when this call repeats one whose reply was lost), keep ('1' keeps
+-- succeeded jobs, '0' deletes them: RedisOptions::keep_succeeded, the calling process's
+-- choice), n, then 6 fields per entry: id, token, verdict ('ok', 'retry' or 'dead'), run_at,
+-- reason, message; then max, lease_ms, promote_limit.
 -- The verdict of a failure is fairq-core's, computed by the caller for the attempt the token
 -- names; this script only applies it.
 -- Returns {answers, claimed}: one answer per entry, {'ok', claimed_at, other-queue
 -- dependents...}, {'retry', claimed_at, run_at}, {'dead', claimed_at, reason} or a refusal
 -- ({'stale', current}, {'notrunning', state}, {'notfound'}); claimed as claim_jobs returns.
-local now, retried, n = tonumber(ARGV[1]), ARGV[2] == '1', tonumber(ARGV[3])
+-- A success answered for a job the first try deleted has an empty claimed_at (unknown).
+local now, retried, keep = tonumber(ARGV[1]), ARGV[2] == '1', ARGV[3] ~= '0'
+local n = tonumber(ARGV[4])
+local H = 4
+
+-- Deletes a running job whose success was just counted, from everything that holds it: the
+-- job hash, its dependency sets (empty: a job with dependents is kept), the `all`, `leased`
+-- and `errs` indexes; its unique key is released first. Not `delete_job`: that one reads the
+-- job again and removes it from every index a job that is not running may be in, one command
+-- each; this one knows where a running job is and collects the index writes (see flush).
+local function forget_success(id, h, f)
+  zrem('leased', id)
+  zrem('all', id)
+  if f[5] then zrem('errs', id) end
+  count('running', -1)
+  release_unique(f[7], id)
+  redis.call('DEL', h, k('deps:' .. id), k('xdeps:' .. id))
+end
+
 local answers = {}
 for i = 1, n do
-  local o = 3 + (i - 1) * 6
+  local o = H + (i - 1) * 6
   local id, token, verdict = ARGV[o + 1], tonumber(ARGV[o + 2]), ARGV[o + 3]
   local h = jk(id)
   local f = redis.call('HMGET', h, unpack(SETTLE_FIELDS))
@@ -19,8 +38,12 @@ for i = 1, n do
   local answer
   if refused then
     answer = refused
-    -- A repeated call whose first try went through: answer as the first try did.
-    if retried and f[1] and tonumber(f[2]) == token then
+    -- A repeated call whose first try went through: answer as the first try did. A success
+    -- that was not kept left nothing behind; a job gone when a repeated success arrives is
+    -- taken to be that one (a running job is deleted by nothing else while its lease holds).
+    if retried and not f[1] and verdict == 'ok' and not keep then
+      answer = {'ok', ''}
+    elseif retried and f[1] and tonumber(f[2]) == token then
       local claimed_at = f[4] or '0'
       if verdict == 'ok' and f[1] == 'succeeded' then
         answer = {'ok', claimed_at}
@@ -31,18 +54,26 @@ for i = 1, n do
       end
     end
   elseif verdict == 'ok' then
-    redis.call('HSET', h, 'state', 'succeeded', 'at', now)
-    zrem('leased', id)
-    count('running', -1)
-    count('succeeded', 1)
-    zadd('finished', now, id)
-    if f[5] then zrem('errs', id) end
+    -- Counted alike whether the job is kept or not (the succeeded count of `counts` holds
+    -- kept jobs only, as it holds no pruned one).
     bump('ok', 1)
     bump('retries', tonumber(f[3]) - 1)
-    release_unique(f[7], id)
     answer = {'ok', f[4] or '0'}
-    if f[6] then
-      for _, other in ipairs(release_dependents(id, now)) do answer[#answer + 1] = other end
+    if not keep and not f[6] then
+      forget_success(id, h, f)
+    else
+      -- Kept: by choice, or because it has dependents (released now; a later dependent
+      -- still finds it succeeded).
+      redis.call('HSET', h, 'state', 'succeeded', 'at', now)
+      zrem('leased', id)
+      count('running', -1)
+      count('succeeded', 1)
+      zadd('finished', now, id)
+      if f[5] then zrem('errs', id) end
+      release_unique(f[7], id)
+      if f[6] then
+        for _, other in ipairs(release_dependents(id, now)) do answer[#answer + 1] = other end
+      end
     end
   else
     local run_at, reason, message = tonumber(ARGV[o + 4]), ARGV[o + 5], ARGV[o + 6]
@@ -55,7 +86,7 @@ for i = 1, n do
   end
   answers[i] = answer
 end
-local c = 3 + n * 6
+local c = H + n * 6
 local max = tonumber(ARGV[c + 1] or '0')
 local claimed = {}
 if max > 0 then

@@ -164,6 +164,24 @@ impl Harness for RedisHarness {
     }
 }
 
+/// Makes stores that do not keep succeeded jobs (`keep_succeeded(false)`) on fresh prefixes
+/// and deletes their keys afterwards.
+pub struct RedisHarnessNotKeeping;
+
+impl Harness for RedisHarnessNotKeeping {
+    type Backend = RedisBackend;
+
+    async fn create(&self, clock: ManualClock) -> RedisBackend {
+        RedisBackend::connect(&url(), options(clock).keep_succeeded(false))
+            .await
+            .expect("connect to Redis")
+    }
+
+    async fn cleanup(&self, backend: RedisBackend) {
+        backend.destroy().await.expect("delete the test's keys");
+    }
+}
+
 /// The shared differential test's view of Redis: releases and holds retries; a store is not
 /// reopened (a restart of the server is the crash tests' business).
 impl fairq_worker::conformance::differential::Differential for RedisHarness {

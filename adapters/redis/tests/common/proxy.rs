@@ -1,7 +1,8 @@
 //! A TCP proxy in front of the test server whose connections can be made to go silent: a
 //! frozen connection stays open (no FIN, no reset) but carries nothing more in either
 //! direction, like one whose state a firewall or NAT dropped. Connections opened after a
-//! freeze work normally.
+//! freeze work normally. The proxy can also cut the connection that carries the next reply,
+//! dropping that reply: the request ran on the server, its answer never arrives.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
@@ -12,6 +13,9 @@ use std::thread;
 struct State {
     /// Connections numbered below this are frozen.
     frozen_below: AtomicU64,
+    /// Set by `cut_next_reply`: the next bytes from the server are dropped and their
+    /// connection closed.
+    cut_reply: AtomicBool,
     /// Connections accepted so far.
     accepted: AtomicU64,
     /// Set when the proxy is dropped: frozen connections close and their threads end.
@@ -33,6 +37,7 @@ impl Proxy {
         let port = listener.local_addr().expect("proxy address").port();
         let state = Arc::new(State {
             frozen_below: AtomicU64::new(0),
+            cut_reply: AtomicBool::new(false),
             accepted: AtomicU64::new(0),
             stop: Mutex::new(false),
             stopped: Condvar::new(),
@@ -49,15 +54,15 @@ impl Proxy {
                     continue;
                 };
                 let id = st.accepted.fetch_add(1, Ordering::SeqCst);
-                for (from, to) in [
-                    (client.try_clone(), server.try_clone()),
-                    (server.try_clone(), client.try_clone()),
+                for (from, to, replies) in [
+                    (client.try_clone(), server.try_clone(), false),
+                    (server.try_clone(), client.try_clone(), true),
                 ] {
                     let (Ok(from), Ok(to)) = (from, to) else {
                         continue;
                     };
                     let st = Arc::clone(&st);
-                    thread::spawn(move || pipe(id, from, to, &st));
+                    thread::spawn(move || pipe(id, from, to, replies, &st));
                 }
             }
         });
@@ -75,6 +80,18 @@ impl Proxy {
         self.state.frozen_below.store(accepted, Ordering::SeqCst);
     }
 
+    /// The next reply the server sends, on whichever connection, is dropped and its
+    /// connection closed (both ways): the client sees the connection break after its request
+    /// ran. Connections opened afterwards work normally.
+    pub fn cut_next_reply(&self) {
+        self.state.cut_reply.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether a reply armed by [`cut_next_reply`](Self::cut_next_reply) is still to come.
+    pub fn cut_pending(&self) -> bool {
+        self.state.cut_reply.load(Ordering::SeqCst)
+    }
+
     /// Connections accepted so far.
     pub fn accepted(&self) -> u64 {
         self.state.accepted.load(Ordering::SeqCst)
@@ -82,8 +99,9 @@ impl Proxy {
 }
 
 /// Copies `from` to `to` until either closes or the connection is frozen; a frozen one keeps
-/// both sockets open (dropping what it read) until the proxy is dropped.
-fn pipe(id: u64, mut from: TcpStream, mut to: TcpStream, st: &State) {
+/// both sockets open (dropping what it read) until the proxy is dropped. On the server's side
+/// (`replies`), an armed cut drops what was read and closes the connection.
+fn pipe(id: u64, mut from: TcpStream, mut to: TcpStream, replies: bool, st: &State) {
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         let n = match from.read(&mut buf) {
@@ -95,6 +113,9 @@ fn pipe(id: u64, mut from: TcpStream, mut to: TcpStream, st: &State) {
             while !*stop {
                 stop = st.stopped.wait(stop).unwrap_or_else(|e| e.into_inner());
             }
+            break;
+        }
+        if replies && st.cut_reply.swap(false, Ordering::SeqCst) {
             break;
         }
         if to.write_all(&buf[..n]).is_err() {
