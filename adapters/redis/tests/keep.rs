@@ -43,28 +43,10 @@ fn queue_stats<'a>(stats: &'a [QueueStats], queue: &str) -> &'a QueueStats {
 /// enqueue's reply, kept for a minute under its request id (`req:...`) so that a repeated
 /// enqueue answers the same ids, is not a trace of the job.
 async fn traces(store: &RedisBackend, id: JobId) -> Vec<String> {
-    let mut conn = store.connection();
     let id = id.0.to_string();
     let suffix = format!(":{id}");
-    let pattern = format!("{}:*", store.keys().prefix());
-    let mut keys: Vec<String> = Vec::new();
-    let mut cursor = 0u64;
-    loop {
-        let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
-            .arg(cursor)
-            .arg("MATCH")
-            .arg(&pattern)
-            .arg("COUNT")
-            .arg(1_000)
-            .query_async(&mut conn)
-            .await
-            .unwrap();
-        keys.extend(batch);
-        if next == 0 {
-            break;
-        }
-        cursor = next;
-    }
+    let keys = scan(store, &format!("{}:*", store.keys().prefix())).await;
+    let mut conn = store.connection();
     let mut found = Vec::new();
     for key in keys {
         if key.ends_with(&format!("job:{id}"))
@@ -126,17 +108,16 @@ async fn traces(store: &RedisBackend, id: JobId) -> Vec<String> {
     found
 }
 
-/// The keys of the prefix's job hashes.
-async fn job_hashes(store: &RedisBackend) -> Vec<String> {
+/// The keys matching `pattern`, by `SCAN`.
+async fn scan(store: &RedisBackend, pattern: &str) -> Vec<String> {
     let mut conn = store.connection();
-    let pattern = format!("{}:*job:*", store.keys().prefix());
     let mut found = Vec::new();
     let mut cursor = 0u64;
     loop {
         let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
             .arg(cursor)
             .arg("MATCH")
-            .arg(&pattern)
+            .arg(pattern)
             .arg("COUNT")
             .arg(1_000)
             .query_async(&mut conn)
@@ -148,6 +129,11 @@ async fn job_hashes(store: &RedisBackend) -> Vec<String> {
         }
         cursor = next;
     }
+}
+
+/// The keys of the prefix's job hashes.
+async fn job_hashes(store: &RedisBackend) -> Vec<String> {
+    scan(store, &format!("{}:*job:*", store.keys().prefix())).await
 }
 
 /// The same history on any store: a and b succeed after 7 ms; c fails once (a retry) and
