@@ -4,8 +4,11 @@
 //! store.
 //!
 //! A refused renewal means the lease is lost (the job was rescued and may run elsewhere): a
-//! running or finished job's renewals stop and its settlement will be refused; a buffered
-//! job is dropped from the buffer and never started here. Each is reported to `on_error`.
+//! running job's renewals stop and its completion will be refused; a buffered job is
+//! dropped from the buffer and never started here; both are reported to `on_error`. A
+//! finished job's renewals stop too, unreported: its settlement may simply have landed
+//! between the beat reading the claims and the store answering, and a settlement the store
+//! refuses is reported by the acker.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -159,7 +162,11 @@ fn lost<B: Backend>(shared: &Shared<B>, queue: &QueueRuntime, claim: Claim, sour
     } else if queue.unbuffer(claim) {
         tracing::warn!(job.id = %claim.id, error = %source, "lease of a buffered job lost; it will not start here");
     } else if queue.lose_settling(claim) {
-        tracing::warn!(job.id = %claim.id, error = %source, "lease of a finished job lost before its outcome was recorded");
+        // Its settlement is in flight, or landed after this beat read the claims (the
+        // store then refuses a renewal of a finished job): only the settlement's answer
+        // tells whether the lease was lost, and a refused settlement is reported then.
+        tracing::debug!(job.id = %claim.id, error = %source, "renewal of a finished job refused; its settlement will tell");
+        return;
     } else {
         // It finished meanwhile; its settlement tells the rest.
         return;

@@ -215,7 +215,8 @@ impl QueueRuntime {
     }
 
     /// Stops renewing the lease of the finished attempt `claim` (the store refused a
-    /// renewal: its settlement will be refused too); true if it was awaiting settlement.
+    /// renewal: its settlement landed meanwhile, or will be refused); true if it was
+    /// awaiting settlement.
     pub(crate) fn lose_settling(&self, claim: Claim) -> bool {
         self.lock().settling.remove(&claim)
     }

@@ -71,6 +71,9 @@ pub struct Probe {
     pub fail_prunes: Arc<AtomicUsize>,
     /// When set, every `prune` first takes a permit (so a test holds a prune in flight).
     pub prune_gate: Option<Arc<Semaphore>>,
+    /// When set, every settlement takes a permit after the store applied it and before it
+    /// answers (the store has recorded the outcomes; the worker does not know yet).
+    pub answer_gate: Option<Arc<Semaphore>>,
 }
 
 impl Probe {
@@ -90,6 +93,14 @@ impl Probe {
             fail_warm_ups: Arc::default(),
             fail_prunes: Arc::default(),
             prune_gate: None,
+            answer_gate: None,
+        }
+    }
+
+    /// Takes a permit of the answer gate, if any.
+    async fn before_answer(&self) {
+        if let Some(gate) = &self.answer_gate {
+            gate.acquire().await.expect("gate open").forget();
         }
     }
 
@@ -196,7 +207,9 @@ impl Backend for Probe {
         let this = self.clone();
         async move {
             this.before_settle(&batch).await?;
-            this.inner.settle(batch).await
+            let answers = this.inner.settle(batch).await;
+            this.before_answer().await;
+            answers
         }
     }
     fn settle_and_claim(
@@ -215,6 +228,7 @@ impl Backend for Probe {
                 .inner
                 .settle_and_claim(batch, &queue, max, lease)
                 .await?;
+            this.before_answer().await;
             let mut calls = this.calls();
             calls.settle_and_claims += 1;
             if let Ok(jobs) = &both.claimed {
