@@ -176,14 +176,24 @@ impl Retention {
     /// assert!(!r.expired(JobStatus::Scheduled, 0, 1_000));
     /// ```
     pub fn expired(&self, status: JobStatus, finished_at: Millis, now: Millis) -> bool {
-        let (succeeded, dead) = self.cutoffs(now);
-        let cutoff = match status {
-            JobStatus::Succeeded => succeeded,
-            JobStatus::Dead => dead,
-            _ => None,
-        };
-        cutoff.is_some_and(|c| finished_at <= c)
+        expired_at(self.cutoffs(now), status, finished_at)
     }
+}
+
+/// Whether a job that finished in `status` at `finished_at` is at or before its outcome's
+/// cutoff in `(succeeded, dead)` (from [`Retention::cutoffs`]): a prune that judges many jobs
+/// computes the cutoffs once and asks this per job.
+pub(crate) fn expired_at(
+    (succeeded, dead): (Option<Millis>, Option<Millis>),
+    status: JobStatus,
+    finished_at: Millis,
+) -> bool {
+    let cutoff = match status {
+        JobStatus::Succeeded => succeeded,
+        JobStatus::Dead => dead,
+        _ => None,
+    };
+    cutoff.is_some_and(|c| finished_at <= c)
 }
 
 impl From<Duration> for Retention {

@@ -449,21 +449,16 @@ async fn buffered_jobs_are_renewed_with_running_ones_in_one_call() {
 }
 
 /// A worker of one slot, no prefetch, a 30 s lease renewed every 10 s and (practically) no
-/// rescues of its own, on a store whose settlements wait for `settle_gate`; with its
-/// finished reports and errors. Its store's clock is `clock`.
+/// rescues of its own, on `store` (a probe that holds settlements or their answers); with its
+/// finished reports and errors.
 fn settling_worker(
-    clock: &ManualClock,
-    settle_gate: &Arc<Semaphore>,
+    store: Probe,
 ) -> (
     Probe,
     fairq_worker::WorkerHandle<Probe>,
     mpsc::UnboundedReceiver<JobReport>,
     Errors,
 ) {
-    let store = Probe::gated(
-        MemoryBackend::with_clock(clock.clone()),
-        Arc::clone(settle_gate),
-    );
     let (on_error, seen) = errors();
     let (on_finished, reports) = reporter();
     let worker = Worker::builder(store.clone())
@@ -490,7 +485,10 @@ fn settling_worker(
 async fn a_finished_job_keeps_its_lease_until_its_outcome_is_recorded() {
     let clock = ManualClock::new(START);
     let settle_gate = Arc::new(Semaphore::new(0));
-    let (store, worker, mut reports, _) = settling_worker(&clock, &settle_gate);
+    let (store, worker, mut reports, _) = settling_worker(Probe::gated(
+        MemoryBackend::with_clock(clock.clone()),
+        Arc::clone(&settle_gate),
+    ));
     let id = enqueue(&store, "ok", 1).await[0];
     // The handler returned; its settlement waits at the gate.
     until("settling", || store.calls().settles.len() == 1).await;
@@ -521,7 +519,10 @@ async fn a_finished_job_keeps_its_lease_until_its_outcome_is_recorded() {
 async fn a_finished_job_whose_lease_was_lost_is_no_longer_renewed() {
     let clock = ManualClock::new(START);
     let settle_gate = Arc::new(Semaphore::new(0));
-    let (store, worker, mut reports, seen) = settling_worker(&clock, &settle_gate);
+    let (store, worker, mut reports, seen) = settling_worker(Probe::gated(
+        MemoryBackend::with_clock(clock.clone()),
+        Arc::clone(&settle_gate),
+    ));
     let id = enqueue(&store, "ok", 1).await[0];
     until("settling", || store.calls().settles.len() == 1).await;
     // The lease runs out before the first beat and another worker's rescue takes the job.
@@ -549,28 +550,10 @@ async fn a_finished_job_whose_lease_was_lost_is_no_longer_renewed() {
 async fn a_renewal_refused_because_the_settlement_landed_meanwhile_is_no_error() {
     let clock = ManualClock::new(START);
     let answer_gate = Arc::new(Semaphore::new(0));
-    let store = Probe {
+    let (store, worker, mut reports, seen) = settling_worker(Probe {
         answer_gate: Some(Arc::clone(&answer_gate)),
         ..Probe::new(MemoryBackend::with_clock(clock.clone()))
-    };
-    let (on_error, seen) = errors();
-    let (on_finished, mut reports) = reporter();
-    let worker = Worker::builder(store.clone())
-        .queue(
-            "q",
-            QueueConfig::default()
-                .concurrency(1)
-                .prefetch(0)
-                .lease(LEASE)
-                .heartbeat_interval(Duration::from_secs(10)),
-        )
-        .handlers(gated(&Arc::new(Semaphore::new(0)), &Arc::default()))
-        .on_error(on_error)
-        .on_finished(on_finished)
-        .build()
-        .unwrap()
-        .start()
-        .unwrap();
+    });
     let id = enqueue(&store, "ok", 1).await[0];
     // The store recorded the success; its answer has not reached the worker.
     until("recorded", || store.inner.counts("q").succeeded == 1).await;

@@ -36,6 +36,7 @@ use serde::{Deserialize, Serialize};
 use crate::backend::{BackendError, ListFilter, Purge, QueueStats, ReviveTarget, StatusCounts};
 use crate::job::{Claim, Failure, Job, JobId, JobInfo, JobStatus, NewJob, OnConflict};
 use crate::retention::Retention;
+use crate::retention::expired_at;
 use crate::settle::{Each, Finished, Settled};
 
 mod inspect;
@@ -1445,7 +1446,7 @@ impl Store {
         if retention.keeps_everything() {
             return 0;
         }
-        let (succeeded, dead) = retention.cutoffs(now);
+        let cutoffs = retention.cutoffs(now);
         let mut n = 0;
         let Store {
             jobs,
@@ -1456,12 +1457,9 @@ impl Store {
         } = self;
         // One pass, dropping records in place (the order of removals is not observable).
         jobs.retain(|id, record| {
-            let cutoff = match record.status() {
-                JobStatus::Succeeded => succeeded,
-                JobStatus::Dead => dead,
-                _ => None,
-            };
-            let expired = cutoff.is_some_and(|c| record.finished_at().is_some_and(|at| at <= c));
+            let expired = record
+                .finished_at()
+                .is_some_and(|at| expired_at(cutoffs, record.status(), at));
             if !expired {
                 return true;
             }
