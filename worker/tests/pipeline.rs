@@ -574,6 +574,53 @@ async fn a_renewal_refused_because_the_settlement_landed_meanwhile_is_no_error()
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_settlement_failing_for_longer_than_a_lease_leaves_its_jobs_to_a_rescue() {
+    let clock = ManualClock::new(START);
+    let store = Probe::new(MemoryBackend::with_clock(clock.clone()));
+    store.fail_settles.store(usize::MAX, Ordering::SeqCst);
+    let (store, worker, mut reports, seen) = settling_worker(store);
+    let id = enqueue(&store, "ok", 1).await[0];
+    until("failing", || !seen.lock().unwrap().is_empty()).await;
+    let renewed = |beat: &Vec<fairq_worker::Claim>| beat.iter().any(|c| c.id == id);
+    // A short stall: the finished job's lease is renewed while its settlement is retried.
+    tokio::time::sleep(Duration::from_millis(20_001)).await;
+    let beats = store.calls().heartbeats.clone();
+    assert!(beats.len() >= 2 && beats.iter().all(renewed), "{beats:?}");
+    // Failing for longer than the 30 s lease: the renewals stop.
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    let renewals = || {
+        store
+            .calls()
+            .heartbeats
+            .iter()
+            .filter(|b| renewed(b))
+            .count()
+    };
+    let after_a_lease = renewals();
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    assert_eq!(
+        renewals(),
+        after_a_lease,
+        "still renewed after a lease of failures"
+    );
+    // So another worker's rescue can take the job once its lease runs out.
+    clock.advance(Duration::from_secs(31));
+    assert_eq!(store.rescue("q").await.unwrap(), 1);
+    // The store recovers: the late settlement is refused, and the job runs again here.
+    store.fail_settles.store(0, Ordering::SeqCst);
+    let mut outcomes: Vec<JobOutcome> = recv_n(&mut reports, 2)
+        .await
+        .into_iter()
+        .map(|r| r.outcome)
+        .collect();
+    outcomes.sort_by_key(|o| format!("{o:?}"));
+    assert_eq!(outcomes, [JobOutcome::Succeeded, JobOutcome::Unrecorded]);
+    let info = store.get(id).await.unwrap().unwrap();
+    assert_eq!((info.status(), info.attempts), (JobStatus::Succeeded, 2));
+    assert!(worker.shutdown(Duration::from_secs(5)).await.is_clean());
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_job_buffered_too_long_is_handed_back() {
     let store = Probe::new(MemoryBackend::new());
     let (gate, started) = (Arc::new(Semaphore::new(0)), Arc::default());

@@ -8,6 +8,12 @@
 //! its jobs stay claimed, so giving up (only at the shutdown deadline) leaves them to lease
 //! expiry. An entry the store refuses on its own (a stale lease) is reported and not retried.
 //!
+//! The heartbeater renews the leases of finished jobs until their batch is answered, so a
+//! short stall of the store costs no second run. Once a batch has been failing for longer
+//! than a lease, its leases are no longer renewed: a failure that lasts is left to other
+//! workers' rescues (the jobs run again, and the late settlement, if it ever lands, is
+//! refused), instead of holding the jobs here until the worker stops.
+//!
 //! When a batch goes out while the prefetch buffer is at or below its low-water mark, the
 //! acker asks for the next jobs in the same call ([`Backend::settle_and_claim`]), which a
 //! store may answer in one round trip.
@@ -150,6 +156,8 @@ async fn flush<B: Backend>(
     let (min, max) = shared.error_backoff;
     let mut backoff = ErrorBackoff::new(min, max);
     let lease = queue.config.get_lease();
+    // Past this, a batch still failing leaves its jobs' leases to expire.
+    let mut renew_until = Some(Instant::now() + lease);
     loop {
         let entries: Vec<Finished> = batch
             .iter()
@@ -195,10 +203,29 @@ async fn flush<B: Backend>(
             }
             Err(source) => {
                 shared.report(&queue.name, Operation::Settle, None, source);
-                tokio::time::sleep(backoff.next_delay()).await;
+                let wake = Instant::now() + backoff.next_delay();
+                if let Some(until) = renew_until.filter(|until| *until <= wake) {
+                    tokio::time::sleep_until(until).await;
+                    stop_renewing(&queue, &batch);
+                    renew_until = None;
+                }
+                tokio::time::sleep_until(wake).await;
             }
         }
     }
+}
+
+/// Stops renewing the leases of a batch that has been failing for longer than a lease.
+fn stop_renewing(queue: &QueueRuntime, batch: &[Done]) {
+    let mut n = 0;
+    for done in batch {
+        n += usize::from(queue.lose_settling(done.job.claim));
+    }
+    tracing::warn!(
+        queue = %queue.name,
+        jobs = n,
+        "settlement failing for longer than a lease; its jobs' leases are left to expire"
+    );
 }
 
 /// Turns the store's answers into outcomes, lets the retry sweep judge them (holding the
