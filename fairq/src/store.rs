@@ -6,8 +6,8 @@ use std::time::Duration;
 use fairq_core::job::Millis;
 use fairq_worker::metrics::EnqueueTally;
 use fairq_worker::{
-    Backend, BackendError, Claim, Each, Finished, Job, JobId, JobInfo, ListFilter, MemoryBackend,
-    NewJob, Purge, QueueStats, ReviveTarget, Settled, SettledAndClaimed,
+    Backend, BackendError, Claim, Each, Finished, Job, JobId, JobInfo, ListFilter, LiveCounts,
+    MemoryBackend, NewJob, Purge, QueueStats, ReviveTarget, Settled, SettledAndClaimed,
 };
 
 use crate::error::ConnectError;
@@ -421,6 +421,10 @@ impl Backend for Store {
 
     async fn stats(&self) -> Result<Vec<QueueStats>, BackendError> {
         each!(self, s => s.stats())
+    }
+
+    async fn live_counts(&self, queue: &str) -> Result<LiveCounts, BackendError> {
+        each!(self, s => s.live_counts(queue))
     }
 
     async fn list(&self, filter: ListFilter) -> Result<Vec<JobInfo>, BackendError> {

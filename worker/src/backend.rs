@@ -9,6 +9,7 @@ use fairq_core::stats::{RetryStats, Summary};
 use serde::{Deserialize, Serialize};
 
 use crate::job::{Claim, Failure, Job, JobId, JobInfo, JobStatus, NewJob};
+use crate::live_counts::LiveCounts;
 use crate::retention::Retention;
 use crate::settle::{Each, Finished, Settled, SettledAndClaimed};
 
@@ -537,6 +538,36 @@ pub trait Backend: Send + Sync + 'static {
     /// Numbers per queue.
     fn stats(&self) -> impl Future<Output = Result<Vec<QueueStats>, BackendError>> + Send;
 
+    /// How many of `queue`'s jobs wait or run, per status (all zero for an unknown queue).
+    /// The worker reads it for its queue-depth gauges every rescue interval, so a store
+    /// should answer it from the one queue's live jobs or counters: the default takes it
+    /// from [`stats`](Backend::stats), which on the server stores reads every queue's
+    /// history.
+    ///
+    /// ```
+    /// use fairq_worker::{Backend, MemoryBackend, NewJob};
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let store = MemoryBackend::new();
+    /// store.enqueue(NewJob::new("q", "k", vec![])).await.unwrap();
+    /// assert_eq!(store.live_counts("q").await.unwrap().scheduled, 1);
+    /// assert_eq!(store.live_counts("other").await.unwrap().total(), 0);
+    /// # });
+    /// ```
+    fn live_counts(
+        &self,
+        queue: &str,
+    ) -> impl Future<Output = Result<LiveCounts, BackendError>> + Send {
+        async move {
+            Ok(self
+                .stats()
+                .await?
+                .into_iter()
+                .find(|s| s.queue == queue)
+                .map(|s| LiveCounts::from(s.counts))
+                .unwrap_or_default())
+        }
+    }
+
     /// Jobs matching `filter`, ordered by id.
     fn list(
         &self,
@@ -719,6 +750,13 @@ impl<B: Backend> Backend for std::sync::Arc<B> {
 
     fn stats(&self) -> impl Future<Output = Result<Vec<QueueStats>, BackendError>> + Send {
         (**self).stats()
+    }
+
+    fn live_counts(
+        &self,
+        queue: &str,
+    ) -> impl Future<Output = Result<LiveCounts, BackendError>> + Send {
+        (**self).live_counts(queue)
     }
 
     fn list(

@@ -92,6 +92,13 @@ macro_rules! forward_backend_except_enqueue {
             self.inner.stats()
         }
 
+        fn live_counts(
+            &self,
+            queue: &str,
+        ) -> impl Future<Output = Result<$crate::LiveCounts, BackendError>> + Send {
+            self.inner.live_counts(queue)
+        }
+
         fn list(
             &self,
             filter: ListFilter,

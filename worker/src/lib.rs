@@ -167,6 +167,7 @@ mod handler;
 pub mod inspect;
 mod job;
 mod kind;
+mod live_counts;
 pub mod memory;
 mod metered;
 pub mod metrics;
@@ -193,6 +194,7 @@ pub use job::{
     unix_millis,
 };
 pub use kind::{JobKind, WithState};
+pub use live_counts::LiveCounts;
 pub use memory::MemoryBackend;
 pub use metered::Metered;
 pub use random::{FixedRandom, Random, SystemRandom, random_u64};

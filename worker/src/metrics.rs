@@ -26,8 +26,8 @@
 //! assert_eq!(fairq_worker::metrics::SUCCEEDED, "fairq_jobs_succeeded_total");
 //! ```
 
-use crate::backend::QueueStats;
 use crate::job::Job;
+use crate::live_counts::LiveCounts;
 
 /// Jobs enqueued (counter).
 pub const ENQUEUED: &str = "fairq_jobs_enqueued_total";
@@ -195,23 +195,20 @@ pub(crate) fn running(queue: &str, running: usize) {
     let _ = (queue, running);
 }
 
-/// The store's numbers of one queue.
-pub(crate) fn depth(stats: &QueueStats) {
+/// The live jobs of `queue` per status, as the store counts them.
+pub(crate) fn depth(queue: &str, live: LiveCounts) {
     #[cfg(feature = "metrics")]
-    {
-        let c = &stats.counts;
-        for (state, n) in [
-            ("blocked", c.blocked),
-            ("scheduled", c.scheduled),
-            ("retrying", c.retrying),
-            ("running", c.running),
-        ] {
-            ::metrics::gauge!(QUEUE_DEPTH, "queue" => stats.queue.clone(), "state" => state)
-                .set(n as f64);
-        }
+    for (state, n) in [
+        ("blocked", live.blocked),
+        ("scheduled", live.scheduled),
+        ("retrying", live.retrying),
+        ("running", live.running),
+    ] {
+        ::metrics::gauge!(QUEUE_DEPTH, "queue" => queue.to_string(), "state" => state)
+            .set(n as f64);
     }
     #[cfg(not(feature = "metrics"))]
-    let _ = stats;
+    let _ = (queue, live);
 }
 
 /// True when the crate records metrics (its `metrics` feature is on).

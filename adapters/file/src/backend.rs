@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use fairq_core::job::Millis;
 use fairq_worker::Retention;
 use fairq_worker::{
-    Backend, BackendError, Claim, Each, Finished, Job, JobId, JobInfo, ListFilter, NewJob, Purge,
-    QueueStats, ReviveTarget, Settled, SettledAndClaimed, StatusCounts,
+    Backend, BackendError, Claim, Each, Finished, Job, JobId, JobInfo, ListFilter, LiveCounts,
+    NewJob, Purge, QueueStats, ReviveTarget, Settled, SettledAndClaimed, StatusCounts,
 };
 
 use crate::error::FileError;
@@ -600,6 +600,10 @@ impl Backend for FileBackend {
 
     async fn stats(&self) -> Result<Vec<QueueStats>, BackendError> {
         each_side!(self, store => store.stats())
+    }
+
+    async fn live_counts(&self, queue: &str) -> Result<LiveCounts, BackendError> {
+        each_side!(self, store => store.live_counts(queue))
     }
 
     async fn list(&self, filter: ListFilter) -> Result<Vec<JobInfo>, BackendError> {

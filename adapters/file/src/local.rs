@@ -13,8 +13,8 @@ use fairq_journal::{JournalConfig, JournaledQueue, RecoveryReport, SyncPolicy};
 use fairq_worker::Retention;
 use fairq_worker::memory::store::Store;
 use fairq_worker::{
-    Backend, BackendError, Claim, Each, Finished, Job, JobId, JobInfo, ListFilter, NewJob, Purge,
-    QueueStats, Random, ReviveTarget, Settled, SettledAndClaimed, StatusCounts,
+    Backend, BackendError, Claim, Each, Finished, Job, JobId, JobInfo, ListFilter, LiveCounts,
+    NewJob, Purge, QueueStats, Random, ReviveTarget, Settled, SettledAndClaimed, StatusCounts,
 };
 
 use crate::error::{FileError, is_disk_full};
@@ -510,6 +510,10 @@ impl Backend for Local {
 
     async fn stats(&self) -> Result<Vec<QueueStats>, BackendError> {
         self.read(stats_of)
+    }
+
+    async fn live_counts(&self, queue: &str) -> Result<LiveCounts, BackendError> {
+        self.read(|st| st.store.counts(queue).into())
     }
 
     async fn list(&self, filter: ListFilter) -> Result<Vec<JobInfo>, BackendError> {

@@ -5,7 +5,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use fairq_core::job::{State, TransitionError};
 use fairq_core::stats::Histogram;
 use fairq_worker::{
-    BackendError, JobId, JobInfo, JobStatus, ListFilter, Purge, QueueStats, Retention, ReviveTarget,
+    BackendError, JobId, JobInfo, JobStatus, ListFilter, LiveCounts, Purge, QueueStats, Retention,
+    ReviveTarget, StatusCounts,
 };
 
 use crate::exec::Exec;
@@ -120,6 +121,22 @@ impl Core {
                 t.stats
             })
             .collect())
+    }
+
+    pub(crate) async fn live_counts(&self, queue: &str) -> Result<LiveCounts, BackendError> {
+        let client = self.client().await?;
+        let conn: &dyn Exec = &*client;
+        let rows = conn
+            .rows(&self.sql.live_counts, &[&queue])
+            .await
+            .map_err(|e| self.err(e))?;
+        let mut counts = StatusCounts::default();
+        for row in &rows {
+            if let Some(status) = status_of(row.get(0)) {
+                counts.add(status, from_db(row.get(1)));
+            }
+        }
+        Ok(counts.into())
     }
 
     pub(crate) async fn list(&self, filter: ListFilter) -> Result<Vec<JobInfo>, BackendError> {

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use fairq_core::job::Millis;
 use fairq_worker::{
-    Backend, BackendError, Claim, Each, Finished, Job, JobId, JobInfo, ListFilter, NewJob, Purge,
-    QueueStats, Retention, ReviveTarget, Settled, SettledAndClaimed,
+    Backend, BackendError, Claim, Each, Finished, Job, JobId, JobInfo, ListFilter, LiveCounts,
+    NewJob, Purge, QueueStats, Retention, ReviveTarget, Settled, SettledAndClaimed,
 };
 
 use crate::error::corrupt;
@@ -100,6 +100,12 @@ impl Backend for PgBackend {
 
     async fn stats(&self) -> Result<Vec<QueueStats>, BackendError> {
         self.inner.core.stats().await
+    }
+
+    /// One queue's live jobs, read through the indexes of ready and waiting jobs (the
+    /// queue's live rows only; [`stats`](Backend::stats) reads every table whole).
+    async fn live_counts(&self, queue: &str) -> Result<LiveCounts, BackendError> {
+        self.inner.core.live_counts(queue).await
     }
 
     async fn list(&self, filter: ListFilter) -> Result<Vec<JobInfo>, BackendError> {

@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use fairq_core::job::Millis;
 use fairq_worker::{
-    Backend, BackendError, Claim, Each, Finished, Job, JobId, JobInfo, ListFilter, NewJob, Purge,
-    QueueStats, Retention, ReviveTarget, Settled, SettledAndClaimed,
+    Backend, BackendError, Claim, Each, Finished, Job, JobId, JobInfo, ListFilter, LiveCounts,
+    NewJob, Purge, QueueStats, Retention, ReviveTarget, Settled, SettledAndClaimed,
 };
 
 use crate::backend::RedisBackend;
@@ -94,6 +94,15 @@ impl Backend for RedisBackend {
 
     async fn stats(&self) -> Result<Vec<QueueStats>, BackendError> {
         self.all_stats().await
+    }
+
+    /// One queue's counters (a few hash reads; [`stats`](Backend::stats) reads every queue).
+    async fn live_counts(&self, queue: &str) -> Result<LiveCounts, BackendError> {
+        Ok(self
+            .queue_stats(queue)
+            .await?
+            .map(|s| LiveCounts::from(s.counts))
+            .unwrap_or_default())
     }
 
     async fn list(&self, filter: ListFilter) -> Result<Vec<JobInfo>, BackendError> {

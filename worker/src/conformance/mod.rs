@@ -33,6 +33,7 @@ pub mod checks;
 pub mod differential;
 mod held;
 pub mod keep;
+pub mod live;
 pub mod pause;
 pub mod sweep;
 
@@ -196,6 +197,14 @@ macro_rules! conformance_tests {
             release_hands_back_without_an_attempt,
             hold_retries_holds_back_due_retries_only,
         );
+        #[test]
+        fn live_counts_count_one_queues_live_jobs() {
+            $crate::conformance::run($harness, |store, clock| {
+                ::std::boxed::Box::pin(
+                    $crate::conformance::live::live_counts_count_one_queues_live_jobs(store, clock),
+                )
+            });
+        }
         #[test]
         fn retry_sweep_stops_at_a_failed_retry() {
             $crate::conformance::run($harness, |store, clock| {

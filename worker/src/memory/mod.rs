@@ -488,6 +488,14 @@ impl Backend for MemoryBackend {
         async move { Ok(this.store().stats()) }
     }
 
+    fn live_counts(
+        &self,
+        queue: &str,
+    ) -> impl Future<Output = Result<crate::LiveCounts, BackendError>> + Send {
+        let counts = self.store().counts(queue);
+        async move { Ok(counts.into()) }
+    }
+
     fn list(
         &self,
         filter: ListFilter,

@@ -82,7 +82,7 @@ pub(crate) async fn claimer<B: Backend>(shared: Arc<Shared<B>>, queue: Arc<Queue
 }
 
 /// Takes back jobs of dead workers every rescue interval, until shutdown; with metrics on,
-/// also reads the queue's depth from the store's stats.
+/// also reads the queue's depth from the store ([`Backend::live_counts`]).
 pub(crate) async fn rescuer<B: Backend>(shared: Arc<Shared<B>>, queue: Arc<QueueRuntime>) {
     let mut stop = shared.stop.subscribe();
     let every = queue.config.get_rescue_interval();
@@ -100,12 +100,8 @@ pub(crate) async fn rescuer<B: Backend>(shared: Arc<Shared<B>>, queue: Arc<Queue
         }
         if crate::metrics::ON {
             // The queue-depth gauges, from the store's numbers.
-            match guard::call("stats", shared.backend.stats()).await {
-                Ok(stats) => {
-                    if let Some(mine) = stats.iter().find(|s| s.queue == queue.name) {
-                        crate::metrics::depth(mine);
-                    }
-                }
+            match guard::call("live_counts", shared.backend.live_counts(&queue.name)).await {
+                Ok(live) => crate::metrics::depth(&queue.name, live),
                 Err(source) => shared.report(&queue.name, Operation::Stats, None, source),
             }
         }

@@ -292,6 +292,12 @@ impl Backend for Probe {
     fn stats(&self) -> impl Future<Output = Result<Vec<QueueStats>, BackendError>> + Send {
         self.inner.stats()
     }
+    fn live_counts(
+        &self,
+        queue: &str,
+    ) -> impl Future<Output = Result<fairq_worker::LiveCounts, BackendError>> + Send {
+        self.inner.live_counts(queue)
+    }
     fn list(
         &self,
         filter: ListFilter,

@@ -209,6 +209,16 @@ SELECT queue, state, count(*), COALESCE(sum(failures), 0)::int8, min(error_since
 FROM fairq.jobs GROUP BY queue, state
 "#;
 
+/// One queue's live jobs per state: the jobs with a place in the fair order (ready and
+/// running) through `jobs_ready`, the others (waiting for time or a dependency) through
+/// `jobs_waiting`, so the read costs the queue's live jobs, never the whole table (a plain
+/// `WHERE queue = $1 GROUP BY state` has no index to use). Parameter: queue.
+pub(super) const LIVE_COUNTS: &str = r#"
+SELECT state, count(*) FROM fairq.jobs WHERE queue = $1 AND round IS NOT NULL GROUP BY state
+UNION ALL
+SELECT state, count(*) FROM fairq.jobs WHERE queue = $1 AND round IS NULL GROUP BY state
+"#;
+
 /// Finished jobs per queue and state, with retry and failure counters.
 pub(super) const STATS_DONE: &str = r#"
 SELECT queue, state, count(*), COALESCE(sum(GREATEST(attempts - 1, 0)), 0)::int8,
