@@ -268,6 +268,7 @@ impl Inner {
             }
             let healthy = self.check_poisoned().is_ok();
             if healthy {
+                self.reserve_ahead(&mut w);
                 self.create_next_ahead(&mut w);
             }
             if healthy && w.offset >= self.config.segment_size {
@@ -364,7 +365,7 @@ impl Inner {
     /// Records the outcome of writing the batch of ids `first..=last` (queued by
     /// `followers` followers) at `start`. Inlined for the written case; a failure is handled
     /// out of line.
-    #[inline]
+    #[inline(always)]
     fn settle(
         &self,
         w: &mut Writer,

@@ -74,6 +74,7 @@ mod reader_state;
 mod recovery;
 mod registry;
 mod report;
+mod reserve;
 mod retire;
 mod scan;
 pub mod sim;

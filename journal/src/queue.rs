@@ -233,6 +233,7 @@ impl JournaledQueue {
     /// let b = q.put(b"b").unwrap();
     /// assert!(b > a);
     /// ```
+    #[inline]
     pub fn put(&self, data: &[u8]) -> Result<ItemId, JournalError> {
         self.inner.put(data, PutOptions::default())
     }

@@ -80,6 +80,8 @@ struct State {
     shared_locks: HashMap<PathBuf, (u64, usize)>,
     /// Mutating operations that succeeded.
     mutations: u64,
+    /// Every `WriteFile::reserve` call: path, offset, length.
+    reservations: Vec<(PathBuf, u64, u64)>,
 }
 
 impl State {
@@ -234,6 +236,7 @@ impl SimDisk {
                 locks: HashMap::new(),
                 shared_locks: HashMap::new(),
                 mutations: 0,
+                reservations: Vec::new(),
             })),
         }
     }
@@ -291,6 +294,24 @@ impl SimDisk {
     /// ```
     pub fn mutations(&self) -> u64 {
         self.guard().mutations
+    }
+
+    /// Every space reservation (`WriteFile::reserve`) made on this disk, in order: the
+    /// file's path, the offset and the length. A reservation changes nothing the disk
+    /// holds (no length, no bytes), so it is not a mutating operation.
+    ///
+    /// ```
+    /// use fairq_journal::sim::SimDisk;
+    /// use fairq_journal::storage::Storage;
+    /// use std::path::Path;
+    /// let disk = SimDisk::new(1);
+    /// let f = disk.create(Path::new("/a"), 0o600).unwrap();
+    /// f.reserve(0, 4096).unwrap();
+    /// assert_eq!(disk.reservations(), vec![(Path::new("/a").to_path_buf(), 0, 4096)]);
+    /// assert_eq!(disk.read_all(Path::new("/a")).unwrap(), b"");
+    /// ```
+    pub fn reservations(&self) -> Vec<(PathBuf, u64, u64)> {
+        self.guard().reservations.clone()
     }
 
     /// Simulates a power loss (see the module documentation). Handles opened before the crash
@@ -653,6 +674,15 @@ impl WriteFile for SimFile {
             .get_mut(&self.ino)
             .ok_or_else(|| not_found(&self.path))?;
         inode.data.resize(len as usize, 0);
+        Ok(())
+    }
+
+    fn reserve(&self, offset: u64, len: u64) -> io::Result<()> {
+        let mut s = self.state(false)?;
+        if !s.inodes.contains_key(&self.ino) {
+            return Err(not_found(&self.path));
+        }
+        s.reservations.push((self.path.clone(), offset, len));
         Ok(())
     }
 }

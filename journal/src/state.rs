@@ -57,6 +57,13 @@ pub(crate) struct Writer {
     pub(crate) unsynced: Vec<Unsynced>,
     /// Under `Never` and `Periodic`: the next segment, created ahead (`write.rs`).
     pub(crate) next: Option<NextSegment>,
+    /// Disk space is reserved in the writer's segment up to this offset (`reserve.rs`).
+    pub(crate) reserved: u64,
+    /// Once `offset` reaches this, the leader reserves the next stretch of the segment
+    /// (`u64::MAX`: nothing more to reserve in this segment).
+    pub(crate) reserve_at: u64,
+    /// The file system cannot reserve space: do not ask again.
+    pub(crate) reserve_unsupported: bool,
 }
 
 /// The segment after the writer's, being created (header written and synced, directory
@@ -89,6 +96,9 @@ impl Writer {
             failures: Vec::new(),
             unsynced: Vec::new(),
             next: None,
+            reserved: 0,
+            reserve_at: 0,
+            reserve_unsupported: false,
         }
     }
 }
@@ -162,7 +172,7 @@ impl Writer {
 
     /// Takes back a handle from [`Writer::lend`] (dropped if the writer moved to another
     /// segment meanwhile, which only a leader or an idle writer does).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn give_back(&mut self, file: Arc<dyn WriteFile>) {
         if Arc::ptr_eq(&file, &self.file) {
             self.lent = Some(file);
@@ -178,6 +188,12 @@ impl Writer {
     pub(crate) fn set_file(&mut self, file: Arc<dyn WriteFile>) {
         self.lent = Some(file.clone());
         self.file = file;
+        self.reserved = 0;
+        self.reserve_at = if self.reserve_unsupported {
+            u64::MAX
+        } else {
+            0
+        };
     }
 
     pub(crate) fn end(&self) -> Pos {

@@ -53,6 +53,7 @@ pub(crate) mod proto {
     pub(crate) use loom::thread::yield_now;
 
     /// Locks a mutex, recovering the data if another thread panicked while holding it.
+    #[inline]
     pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
         m.lock().unwrap_or_else(|p| p.into_inner())
     }

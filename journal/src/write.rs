@@ -18,6 +18,7 @@ use crate::tail::record_tail;
 use crate::JournalError;
 
 impl Inner {
+    #[inline]
     pub(crate) fn put(&self, data: &[u8], opts: PutOptions) -> Result<ItemId, JournalError> {
         self.put_records(&[data], opts).map(ItemId)
     }
