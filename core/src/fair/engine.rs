@@ -128,9 +128,13 @@ impl KeyState {
     /// push, so a branch on it would mispredict.
     #[inline(always)]
     fn place(&mut self, current: u64) -> usize {
-        let at = self.ahead(current).max(0) as u32 + 1;
-        self.0 = round_after(current, at);
-        at as usize
+        // In the entry's units (two per round, the flag being clear): how far after
+        // `current` the key's last item is, 0 when it is not after it. The same as
+        // `ahead(current).max(0)` doubled, in fewer instructions.
+        let now = round_bits(current);
+        let ahead = (self.0.wrapping_sub(now) as i32).max(0) as u32;
+        self.0 = now.wrapping_add(ahead).wrapping_add(2);
+        (ahead >> 1) as usize + 1
     }
 
     /// A weight-1 key's last queued item is in `round`.
@@ -248,7 +252,9 @@ pub(crate) struct Engine<K, T, S> {
     /// Whether round 0 of the storage is the pending snapshot (round `current`); otherwise
     /// round 0 (or the run's front, when there are no rounds) is round `current + 1`.
     pending: bool,
-    len: usize,
+    /// How many more items the queue takes: `limit` less the number queued. Kept rather than
+    /// the length, so that a push tests for room and counts its item in one subtraction.
+    room: usize,
     /// The capacity, `usize::MAX` when unbounded.
     bound: usize,
     /// What push checks: the capacity, at most [`MAX_LEN`].
@@ -264,22 +270,33 @@ impl<K, T, S> Engine<K, T, S> {
             storage,
             current: 0,
             pending: false,
-            len: 0,
+            room: Self::limit_of(capacity),
             bound: match capacity {
                 Some(capacity) => capacity,
                 None => usize::MAX,
             },
-            limit: match capacity {
-                Some(capacity) if capacity < MAX_LEN => capacity,
-                _ => MAX_LEN,
-            },
+            limit: Self::limit_of(capacity),
             keys_after_sweep: 0,
+        }
+    }
+
+    /// What push checks for a capacity: the capacity, at most [`MAX_LEN`].
+    const fn limit_of(capacity: Option<usize>) -> usize {
+        match capacity {
+            Some(capacity) if capacity < MAX_LEN => capacity,
+            _ => MAX_LEN,
         }
     }
 
     #[inline]
     pub(crate) fn len(&self) -> usize {
-        self.len
+        self.limit - self.room
+    }
+
+    /// True when nothing is queued (one comparison, where `len() == 0` takes a subtraction).
+    #[inline]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.room == self.limit
     }
 
     pub(crate) fn capacity(&self) -> Option<usize> {
@@ -288,7 +305,7 @@ impl<K, T, S> Engine<K, T, S> {
 
     #[inline]
     pub(crate) fn is_full(&self) -> bool {
-        self.len >= self.limit
+        self.room == 0
     }
 }
 
@@ -306,51 +323,67 @@ where
     /// The storage index of the round `at` rounds after the current one (`at` >= 1).
     #[inline]
     fn index(&self, at: usize) -> usize {
-        at - usize::from(!self.pending)
+        // Not `at - usize::from(!self.pending)`: that takes two more instructions.
+        at - 1 + usize::from(self.pending)
     }
 
     #[inline(always)]
     pub(crate) fn push(&mut self, key: K, item: T) -> Result<(), Full<K, T>> {
-        if self.len >= self.limit {
-            return self.refuse(key, item);
-        }
+        // Counted at once: every path from here queues the item, but for a new key that a
+        // full fixed table refuses (which gives the room back).
+        let Some(room) = self.room.checked_sub(1) else {
+            return Err(self.full(key, item));
+        };
+        self.room = room;
         // The run's key going one round deeper: the run's back, no table lookup. (While the
         // run is not empty its key's table entry is not kept up to date: its last round is
         // the run's last, see `settle_run_key`.)
         if self.storage.run_key() == Some(&key) {
             return match self.storage.run_push_within(key, item) {
-                Ok(()) => {
-                    self.len += 1;
+                Ok(()) => Ok(()),
+                Err((key, item)) => {
+                    self.push_run_grow(key, item);
                     Ok(())
                 }
-                Err((key, item)) => self.push_run_grow(key, item),
             };
         }
-        let current = self.current;
         let Some(state) = self.storage.keys_mut().get_mut(&key) else {
-            return self.push_new_key(key, item);
+            // Refused only by a fixed table that is full. The refusal is built here rather
+            // than in the call, so that the result of every other path is a constant
+            // where `push` is inlined: `Ok` then costs no store and no test.
+            return match self.push_new_key(key, item) {
+                Ok(()) => Ok(()),
+                Err((key, item)) => {
+                    self.room += 1;
+                    Err(self.full(key, item))
+                }
+            };
         };
         if let Some(slot) = state.slot() {
-            return self.push_weighted(slot, key, item);
+            self.push_weighted(slot, key, item);
+            return Ok(());
         }
-        let at = state.place(current);
+        // `current` read after the lookup: read before it, it was kept in a register through
+        // the lookup, which took one register more than the caller's scratch registers.
+        let at = state.place(self.current);
         let index = self.index(at);
-        // Every other case is a call in tail position, so that this path keeps nothing
-        // across a call: where `push` is not inlined (the fair bench's contender), it saves
-        // and restores one register instead of six.
+        // Every other case is a call in tail position that cannot fail, so that this path
+        // keeps nothing across a call and returns a constant: where `push` is not inlined
+        // (the fair bench's contender), it saves and restores two registers, and where it
+        // is, its result needs no test.
         match self.storage.round_push(index, key, item) {
-            Ok(()) => {
-                self.len += 1;
+            Ok(()) => Ok(()),
+            Err((key, item)) => {
+                self.push_slow(index, 1, key, item);
                 Ok(())
             }
-            Err((key, item)) => self.push_slow(index, 1, key, item),
         }
     }
 
     /// A push for a weighted key, whose state is in slot `slot` of the weights slab.
     #[cold]
     #[inline(never)]
-    fn push_weighted(&mut self, slot: u32, key: K, item: T) -> Result<(), Full<K, T>> {
+    fn push_weighted(&mut self, slot: u32, key: K, item: T) {
         let current = self.current;
         let Some(state) = self.storage.keys_and_weights_mut().1.get_mut(slot) else {
             unreachable!("a weighted key's entry points to its slot")
@@ -364,36 +397,28 @@ where
     /// buffer.
     #[cold]
     #[inline(never)]
-    fn push_slow(&mut self, index: usize, weight: u32, key: K, item: T) -> Result<(), Full<K, T>> {
+    fn push_slow(&mut self, index: usize, weight: u32, key: K, item: T) {
         match self.storage.round_push_grow(index, key, item) {
-            Ok(()) => self.len += 1,
+            Ok(()) => {}
             Err((key, item)) => self.push_past_rounds(index, weight, key, item),
         }
-        Ok(())
     }
 
     /// The run's key going deeper while the run's buffer is full.
     #[cold]
     #[inline(never)]
-    fn push_run_grow(&mut self, key: K, item: T) -> Result<(), Full<K, T>> {
+    fn push_run_grow(&mut self, key: K, item: T) {
         self.storage.run_push(key, item);
-        self.len += 1;
-        Ok(())
     }
 
-    /// A push past the capacity.
+    /// The refusal of a push: past the capacity, or a new key with the table full.
     #[cold]
     #[inline(never)]
-    fn refuse(&self, key: K, item: T) -> Result<(), Full<K, T>> {
-        Err(self.full(key, item))
-    }
-
-    #[cold]
     fn full(&self, key: K, item: T) -> Full<K, T> {
         Full {
             key,
             item,
-            len: self.len,
+            len: self.len(),
         }
     }
 
@@ -401,9 +426,9 @@ where
     /// the next snapshot's round.
     #[cold]
     #[inline(never)]
-    fn push_new_key(&mut self, key: K, item: T) -> Result<(), Full<K, T>> {
+    fn push_new_key(&mut self, key: K, item: T) -> Result<(), (K, T)> {
         if !self.make_room_for_key() {
-            return Err(self.full(key, item));
+            return Err((key, item));
         }
         let mut state = KeyState::fresh(self.current);
         let at = state.place(self.current);
@@ -411,7 +436,7 @@ where
         debug_assert!(inserted, "make_room_for_key guaranteed a free entry");
         let index = self.index(at);
         match self.storage.round_push_grow(index, key, item) {
-            Ok(()) => self.len += 1,
+            Ok(()) => {}
             Err((key, item)) => self.push_past_rounds(index, 1, key, item),
         }
         Ok(())
@@ -446,12 +471,12 @@ where
             let pushed = self.storage.round_push_grow(rounds, key, item);
             debug_assert!(pushed.is_ok(), "the run's front became round {rounds}");
         }
-        self.len += 1;
     }
 
-    /// Items per round on average (the run's items count as a round each).
+    /// Items per round on average (the run's items count as a round each), during a push:
+    /// not counting the item being pushed, which `len` already does.
     fn round_size(&self) -> usize {
-        self.len / (self.storage.rounds() + self.storage.run_len() + 1)
+        (self.len() - 1) / (self.storage.rounds() + self.storage.run_len() + 1)
     }
 
     /// The run emptied while its key still has items queued, its last one in `round`: bring
@@ -472,7 +497,17 @@ where
 
     #[inline(always)]
     pub(crate) fn pop(&mut self) -> Option<(K, T)> {
-        if self.len == 0 {
+        // The common case first: the next item of the pending snapshot, at hand in the
+        // storage. Only the snapshot's last item needs more than the length updated (the
+        // queue is not empty while the snapshot has more).
+        if let Some((key, item, emptied)) = self.storage.front_pop_quick() {
+            self.room += 1;
+            if emptied {
+                self.snapshot_delivered();
+            }
+            return Some((key, item));
+        }
+        if self.is_empty() {
             return None;
         }
         let popped = if self.pending {
@@ -488,11 +523,21 @@ where
             self.advance();
             self.storage.run_pop()
         };
-        self.len -= 1;
-        if self.len == 0 {
+        self.room += 1;
+        if self.is_empty() {
             self.drained();
         }
         popped
+    }
+
+    /// A quick pop delivered the pending snapshot's last item.
+    #[cold]
+    #[inline(never)]
+    fn snapshot_delivered(&mut self) {
+        self.pending = false;
+        if self.is_empty() {
+            self.drained();
+        }
     }
 
     /// Moves on to the next round.
@@ -615,7 +660,7 @@ where
             self.storage.drop_empty_back();
         }
         debug_assert!((0..self.storage.rounds()).all(|i| self.storage.round_len(i) > 0));
-        self.len -= removed;
+        self.room += removed;
         let current = self.current;
         let (keys, weights) = self.storage.keys_and_weights_mut();
         if let Some(state) = keys.get(key).copied() {
@@ -633,7 +678,7 @@ where
                 None => keys.remove(key),
             }
         }
-        if self.len == 0 {
+        if self.is_empty() {
             self.drained();
         }
         removed
@@ -661,13 +706,13 @@ where
             &self.storage,
             first,
             self.storage.rounds() + 1,
-            self.len - snapshot,
+            self.len() - snapshot,
         )
     }
 
     /// Iterates over every queued item in delivery order.
     pub(crate) fn iter(&self) -> RoundsIter<'_, K, T> {
-        RoundsIter::new(&self.storage, 0, self.storage.rounds() + 1, self.len)
+        RoundsIter::new(&self.storage, 0, self.storage.rounds() + 1, self.len())
     }
 
     /// The keys of the backlog in the order of their heads (oldest first), each once.
@@ -950,7 +995,7 @@ mod tests {
         let mut q = crate::fair::FairQueue::unbounded();
         assert_eq!(q.capacity(), None);
         q.push(1u8, ()).unwrap();
-        q.engine.len = MAX_LEN;
+        q.engine.room = 0;
         assert!(q.is_full());
         let refused = q.push(2, ()).unwrap_err();
         assert_eq!(refused.len, MAX_LEN);
@@ -961,7 +1006,7 @@ mod tests {
         // A capacity above the bound is capped by it, for pushes of known keys too.
         let mut q = crate::fair::FairQueue::with_capacity(MAX_LEN + 10);
         q.push(1u8, ()).unwrap();
-        q.engine.len = MAX_LEN - 1;
+        q.engine.room = 1;
         assert!(!q.is_full());
         q.push(1, ()).unwrap();
         assert!(q.is_full());

@@ -9,7 +9,8 @@ use core::mem;
 use hashbrown::{DefaultHashBuilder, HashMap};
 
 use super::engine::{KeyState, Weighted};
-use super::storage::{Backing, KeyTable, Walk, START};
+use super::keys::KeyMap;
+use super::storage::{Backing, Walk, START};
 use super::weights::Weights;
 use super::FairQueueBase;
 
@@ -140,7 +141,7 @@ pub struct HeapStorage<K, T, H = DefaultHashBuilder> {
     /// both stages there made pushes at 65,536 keys, which stage, 12% slower in the fair
     /// bench).
     direct: bool,
-    keys: HashMap<K, KeyState, H>,
+    keys: KeyMap<K, H>,
     weights: Weights<Vec<Weighted>>,
 }
 
@@ -235,7 +236,7 @@ impl<K, T, H> FairQueueBase<K, T, HeapStorage<K, T, H>> {
                 older: Vec::new(),
                 direct_keys: DIRECT_TABLE_BYTES / mem::size_of::<(K, KeyState)>().max(1),
                 direct: true,
-                keys: HashMap::with_hasher(hasher),
+                keys: KeyMap::with_hasher(hasher),
                 weights: Weights::new(Vec::new()),
             },
             capacity,
@@ -594,7 +595,7 @@ where
     K: Eq + Hash + Clone,
     H: BuildHasher,
 {
-    type Keys = HashMap<K, KeyState, H>;
+    type Keys = KeyMap<K, H>;
     type Slots = Vec<Weighted>;
 
     #[inline]
@@ -712,6 +713,13 @@ where
         };
         let emptied = self.reading.len() == 0 && self.reading_emptied();
         (key, item, emptied)
+    }
+
+    #[inline]
+    fn front_pop_quick(&mut self) -> Option<(K, T, bool)> {
+        let (key, item) = self.reading.next()?;
+        let emptied = self.reading.len() == 0 && self.reading_emptied();
+        Some((key, item, emptied))
     }
 
     fn drop_empty_front(&mut self) {
@@ -852,50 +860,6 @@ impl<K, T, H> HeapStorage<K, T, H> {
         // With nothing queued every link is free.
         self.links = Vec::new();
         self.free = NIL;
-    }
-}
-
-impl<K: Eq + Hash, H: BuildHasher> KeyTable<K> for HashMap<K, KeyState, H> {
-    #[inline]
-    fn get(&self, key: &K) -> Option<&KeyState> {
-        HashMap::get(self, key)
-    }
-
-    #[inline]
-    fn get_mut(&mut self, key: &K) -> Option<&mut KeyState> {
-        HashMap::get_mut(self, key)
-    }
-
-    fn insert(&mut self, key: K, state: KeyState) -> bool {
-        HashMap::insert(self, key, state);
-        true
-    }
-
-    fn remove(&mut self, key: &K) {
-        HashMap::remove(self, key);
-    }
-
-    fn retain(&mut self, mut keep: impl FnMut(&K, &mut KeyState) -> bool) {
-        HashMap::retain(self, |key, state| keep(key, state));
-    }
-
-    fn len(&self) -> usize {
-        HashMap::len(self)
-    }
-
-    fn is_full(&self) -> bool {
-        false
-    }
-
-    fn shrink(&mut self, keep: usize) {
-        // Room for twice `keep`: hashbrown clears the tombstones of erased entries in place
-        // only while the entries fill at most half of the table, and grows it otherwise. A
-        // table shrunk to `keep` grew back within a few sweeps, then was shrunk again.
-        // (`capacity()` counts the room the tombstones have not taken yet, so it reads low
-        // between rehashes, never high.)
-        if self.capacity() > 4 * keep {
-            self.shrink_to(2 * keep);
-        }
     }
 }
 

@@ -65,7 +65,7 @@ impl<K, T, S> FairQueueBase<K, T, S> {
     /// ```
     #[inline]
     pub fn is_empty(&self) -> bool {
-        self.engine.len() == 0
+        self.engine.is_empty()
     }
 
     /// The bound on queued items, or `None` when unbounded.

@@ -69,6 +69,15 @@ pub(crate) mod backing {
         /// Takes the oldest item of round 0 and drops the round if that emptied it (the
         /// flag says so). Round 0 is never empty.
         fn front_pop(&mut self) -> (K, T, bool);
+        /// Takes the oldest item of round 0 when the storage holds it at hand: in a
+        /// storage that reads the pending snapshot through a buffer (see
+        /// [`HeapStorage`](crate::fair::HeapStorage)), the buffer's next item, with a flag
+        /// that says whether that was the round's last (the round is then dropped, as
+        /// [`front_pop`](Self::front_pop) does). `None` when there is no such item, as
+        /// always while no snapshot is pending; the caller then goes the long way.
+        fn front_pop_quick(&mut self) -> Option<(K, T, bool)> {
+            None
+        }
         /// Drops the (empty) front round.
         fn drop_empty_front(&mut self);
         /// Drops the (empty) back round.
