@@ -15,7 +15,10 @@
 //! cases; `crossbeam`, `kanal`, `flume`: their blocking `send`/`recv`; `store`: the bare
 //! crossbeam-queue store of `WaitQueue`, `SegQueue` or `ArrayQueue`, polled), `unbounded` or
 //! `bounded` (capacity 1,024), items (split between the two threads), and optionally `spsc`
-//! for the bench's spsc case instead (one thread pushes, the other pops).
+//! for the bench's spsc case instead (one thread pushes, the other pops). `async-fairq` and
+//! `async-tokio` run the bench's async case instead: a producer task and a consumer task
+//! inside a two-worker tokio runtime (`pop_async` against tokio mpsc; the producer pushes
+//! with the plain call when unbounded, awaiting when bounded).
 
 use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -84,6 +87,82 @@ fn two_threads<Q: Send + Sync + 'static>(
     other.join().expect("other thread");
 }
 
+/// A two-worker tokio runtime, as in the bench's async cases.
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .build()
+        .expect("tokio runtime")
+}
+
+/// The bench's async case for `WaitQueue`: a producer task, a consumer task awaiting
+/// `pop_async`.
+fn async_fairq(bound: Option<usize>, n: u64) {
+    let q = Arc::new(match bound {
+        Some(b) => WaitQueue::bounded(b, FullPolicy::Refuse),
+        None => WaitQueue::unbounded(),
+    });
+    runtime().block_on(async move {
+        let tx = Arc::clone(&q);
+        let producer = tokio::spawn(async move {
+            for i in 0..n {
+                if bound.is_some() {
+                    tx.push_async(i, None).await.expect("open");
+                } else {
+                    tx.push(i).expect("open");
+                }
+            }
+        });
+        let consumer = tokio::spawn(async move {
+            for _ in 0..n {
+                black_box(q.pop_async(None).await);
+            }
+        });
+        producer.await.expect("producer");
+        consumer.await.expect("consumer");
+    });
+}
+
+/// The bench's async case for tokio mpsc.
+fn async_tokio(bound: Option<usize>, n: u64) {
+    runtime().block_on(async move {
+        let (producer, consumer) = match bound {
+            Some(b) => {
+                let (tx, mut rx) = tokio::sync::mpsc::channel(b);
+                (
+                    tokio::spawn(async move {
+                        for i in 0..n {
+                            tx.send(i).await.expect("open");
+                        }
+                    }),
+                    tokio::spawn(async move {
+                        for _ in 0..n {
+                            black_box(rx.recv().await);
+                        }
+                    }),
+                )
+            }
+            None => {
+                let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+                (
+                    tokio::spawn(async move {
+                        for i in 0..n {
+                            tx.send(i).expect("open");
+                        }
+                    }),
+                    tokio::spawn(async move {
+                        for _ in 0..n {
+                            black_box(rx.recv().await);
+                        }
+                    }),
+                )
+            }
+        };
+        producer.await.expect("producer");
+        consumer.await.expect("consumer");
+    });
+}
+
 /// Runs [`two_threads`] on a channel crate's `bounded(n)` / `unbounded()` pair with its
 /// blocking `send` and `recv`.
 macro_rules! channel {
@@ -104,7 +183,8 @@ macro_rules! channel {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let usage_line =
-        "usage: blocking_mpmc fairq|fair|crossbeam|kanal|flume|store unbounded|bounded ITEMS [spsc]";
+        "usage: blocking_mpmc fairq|fair|async-fairq|async-tokio|crossbeam|kanal|flume|store \
+         unbounded|bounded ITEMS [spsc]";
     let bound = match args.get(1).map(String::as_str) {
         Some("unbounded") => None,
         Some("bounded") => Some(BOUND),
@@ -165,6 +245,8 @@ fn main() {
                 },
             );
         }
+        Some("async-fairq") => async_fairq(bound, 2 * half),
+        Some("async-tokio") => async_tokio(bound, 2 * half),
         Some("crossbeam") => channel!(crossbeam_channel, bound, half),
         Some("kanal") => channel!(kanal, bound, half),
         Some("flume") => channel!(flume, bound, half),

@@ -157,7 +157,8 @@ impl<S: Store> Handoff<S> {
     /// Like [`item_added`](Self::item_added), without the fence, for a store whose push
     /// took effect through a `SeqCst` write that a consumer's emptiness check reads after a
     /// `SeqCst` fence (the crossbeam queues of `Items`; see "Publishing without a fence" in
-    /// the module docs).
+    /// the module docs). Inlined into every push; the pass it rarely needs is not.
+    #[inline]
     pub(crate) fn item_added_seqcst(&self) {
         if self.live.load(Ordering::SeqCst) > 0 {
             self.drain();
@@ -202,6 +203,7 @@ impl<S: Store> Handoff<S> {
     }
 
     /// Requests a drain pass; runs it (and any requested meanwhile) if no one else is.
+    #[inline(never)]
     fn drain(&self) {
         if self.pending.fetch_add(1, Ordering::AcqRel) != 0 {
             return;
@@ -353,7 +355,30 @@ impl<S: Store> Handoff<S> {
     }
 
     /// Polls an asynchronous pop whose deadline is `signal`.
+    ///
+    /// As in [`pop_blocking`](Self::pop_blocking), the first poll's fast path (an item is
+    /// there) is inlined into the caller and the rest is a separate function.
+    #[inline]
     pub(crate) fn poll_pop<G>(
+        &self,
+        pop: &mut PopState<S::Item>,
+        signal: &mut G,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<S::Item>>
+    where
+        G: Future<Output = ()> + Unpin,
+    {
+        if pop.waiter.is_none() && !pop.finished {
+            if let Some(item) = self.take_without_waiting() {
+                pop.finished = true;
+                return Poll::Ready(Some(item));
+            }
+        }
+        self.poll_pop_slow(pop, signal, cx)
+    }
+
+    #[inline(never)]
+    fn poll_pop_slow<G>(
         &self,
         pop: &mut PopState<S::Item>,
         signal: &mut G,
@@ -366,10 +391,7 @@ impl<S: Store> Handoff<S> {
             Some(waiter) => waiter,
             None if pop.finished => return Poll::Ready(None),
             None => {
-                if let Some(item) = self.take_without_waiting() {
-                    pop.finished = true;
-                    return Poll::Ready(Some(item));
-                }
+                // The fast path of `poll_pop` found no item on a first poll.
                 if self.is_closed() {
                     pop.finished = true;
                     return Poll::Ready(None);
@@ -405,8 +427,17 @@ impl<S: Store> Handoff<S> {
         }
     }
 
-    /// The owner of a pending asynchronous pop went away.
+    /// The owner of a pending asynchronous pop went away. Inlined, so that dropping a
+    /// finished pop (no waiter) costs a test, not a call.
+    #[inline]
     pub(crate) fn drop_pop(&self, pop: &mut PopState<S::Item>) {
+        if pop.waiter.is_some() {
+            self.drop_pending_pop(pop);
+        }
+    }
+
+    #[inline(never)]
+    fn drop_pending_pop(&self, pop: &mut PopState<S::Item>) {
         if let Some(waiter) = pop.waiter.take() {
             match waiter.abandon() {
                 Abandon::Expired => self.leave(),

@@ -116,6 +116,9 @@ impl<T> WaitQueue<T> {
         }
     }
 
+    // Inlined into every push: out of line, its call and saved registers cost about a fifth
+    // of a push's instructions.
+    #[inline]
     fn attempt(&self, item: T) -> Attempt<T> {
         if self.inner.is_closed() {
             return Attempt::Closed(item);
