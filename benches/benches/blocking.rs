@@ -29,7 +29,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, Criterion, Throughput};
-use fairq_benches::{load_average, print_ratio_table, Ratio};
+use fairq_benches::{async_cases, load_average, print_ratio_table, Ratio};
 use fairq_blocking::{FairWaitQueue, FullPolicy, WaitQueue};
 use fairq_core::fair::FairQueue;
 
@@ -381,80 +381,6 @@ fn runtime() -> tokio::runtime::Runtime {
         .expect("tokio runtime")
 }
 
-/// The producer pushes as tokio's does: unbounded with the plain call (tokio's unbounded
-/// sender has no async send, and a push to an unbounded queue never waits), bounded with
-/// `push_async`. `awaited` makes an unbounded producer await `push_async` too.
-fn async_fairq(
-    rt: &tokio::runtime::Runtime,
-    bound: Option<usize>,
-    awaited: bool,
-    n: u64,
-) -> Duration {
-    let (tx, rx) = Fairq::channel(bound);
-    let awaited = awaited || bound.is_some();
-    rt.block_on(async move {
-        let start = Instant::now();
-        let producer = tokio::spawn(async move {
-            for i in 0..n {
-                if awaited {
-                    tx.push_async(i, None).await.expect("open");
-                } else {
-                    tx.push(i).expect("open");
-                }
-            }
-        });
-        let consumer = tokio::spawn(async move {
-            for _ in 0..n {
-                black_box(rx.pop_async(None).await);
-            }
-        });
-        producer.await.expect("producer");
-        consumer.await.expect("consumer");
-        start.elapsed()
-    })
-}
-
-fn async_tokio(rt: &tokio::runtime::Runtime, bound: Option<usize>, n: u64) -> Duration {
-    rt.block_on(async move {
-        let start = Instant::now();
-        let (producer, consumer) = match bound {
-            Some(b) => {
-                let (tx, mut rx) = tokio::sync::mpsc::channel(b);
-                (
-                    tokio::spawn(async move {
-                        for i in 0..n {
-                            tx.send(i).await.expect("receiver alive");
-                        }
-                    }),
-                    tokio::spawn(async move {
-                        for _ in 0..n {
-                            black_box(rx.recv().await);
-                        }
-                    }),
-                )
-            }
-            None => {
-                let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-                (
-                    tokio::spawn(async move {
-                        for i in 0..n {
-                            tx.send(i).expect("receiver alive");
-                        }
-                    }),
-                    tokio::spawn(async move {
-                        for _ in 0..n {
-                            black_box(rx.recv().await);
-                        }
-                    }),
-                )
-            }
-        };
-        producer.await.expect("producer");
-        consumer.await.expect("consumer");
-        start.elapsed()
-    })
-}
-
 fn async_timeout_fairq(n: u64) -> Duration {
     let q = WaitQueue::<u64>::unbounded();
     let requested = Duration::from_millis(1);
@@ -618,10 +544,10 @@ fn criterion_benches(c: &mut Criterion) {
     group.throughput(Throughput::Elements(1));
     for (label, bound) in [("unbounded", None), ("bounded", Some(BOUND))] {
         group.bench_function(format!("fairq pop_async {label}"), |b| {
-            b.iter_custom(|iters| async_fairq(&rt, bound, false, iters.max(2)))
+            b.iter_custom(|iters| async_cases::wait_queue(&rt, bound, false, iters.max(2)))
         });
         group.bench_function(format!("tokio mpsc {label}"), |b| {
-            b.iter_custom(|iters| async_tokio(&rt, bound, iters.max(2)))
+            b.iter_custom(|iters| async_cases::tokio_mpsc(&rt, bound, iters.max(2)))
         });
     }
     group.finish();
@@ -827,8 +753,8 @@ fn ratio_tables() {
     for (label, bound) in [("unbounded", None), ("bounded", Some(BOUND))] {
         let (ours, baseline) = pair_in_turns(
             5,
-            || per_item(async_fairq(&rt, bound, false, n), n),
-            || per_item(async_tokio(&rt, bound, n), n),
+            || per_item(async_cases::wait_queue(&rt, bound, false, n), n),
+            || per_item(async_cases::tokio_mpsc(&rt, bound, n), n),
         );
         table.push(Ratio {
             label: format!("async spsc {label}"),
@@ -841,8 +767,8 @@ fn ratio_tables() {
     // more than `push` per item on the development machine), for the record.
     let (ours, baseline) = pair_in_turns(
         5,
-        || per_item(async_fairq(&rt, None, true, n), n),
-        || per_item(async_tokio(&rt, None, n), n),
+        || per_item(async_cases::wait_queue(&rt, None, true, n), n),
+        || per_item(async_cases::tokio_mpsc(&rt, None, n), n),
     );
     table.push(Ratio {
         label: "async spsc unbounded, awaiting push_async".to_string(),

@@ -95,74 +95,6 @@ fn runtime() -> tokio::runtime::Runtime {
         .expect("tokio runtime")
 }
 
-/// The bench's async case for `WaitQueue`: a producer task, a consumer task awaiting
-/// `pop_async`.
-fn async_fairq(bound: Option<usize>, n: u64) {
-    let q = Arc::new(match bound {
-        Some(b) => WaitQueue::bounded(b, FullPolicy::Refuse),
-        None => WaitQueue::unbounded(),
-    });
-    runtime().block_on(async move {
-        let tx = Arc::clone(&q);
-        let producer = tokio::spawn(async move {
-            for i in 0..n {
-                if bound.is_some() {
-                    tx.push_async(i, None).await.expect("open");
-                } else {
-                    tx.push(i).expect("open");
-                }
-            }
-        });
-        let consumer = tokio::spawn(async move {
-            for _ in 0..n {
-                black_box(q.pop_async(None).await);
-            }
-        });
-        producer.await.expect("producer");
-        consumer.await.expect("consumer");
-    });
-}
-
-/// The bench's async case for tokio mpsc.
-fn async_tokio(bound: Option<usize>, n: u64) {
-    runtime().block_on(async move {
-        let (producer, consumer) = match bound {
-            Some(b) => {
-                let (tx, mut rx) = tokio::sync::mpsc::channel(b);
-                (
-                    tokio::spawn(async move {
-                        for i in 0..n {
-                            tx.send(i).await.expect("open");
-                        }
-                    }),
-                    tokio::spawn(async move {
-                        for _ in 0..n {
-                            black_box(rx.recv().await);
-                        }
-                    }),
-                )
-            }
-            None => {
-                let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-                (
-                    tokio::spawn(async move {
-                        for i in 0..n {
-                            tx.send(i).expect("open");
-                        }
-                    }),
-                    tokio::spawn(async move {
-                        for _ in 0..n {
-                            black_box(rx.recv().await);
-                        }
-                    }),
-                )
-            }
-        };
-        producer.await.expect("producer");
-        consumer.await.expect("consumer");
-    });
-}
-
 /// Runs [`two_threads`] on a channel crate's `bounded(n)` / `unbounded()` pair with its
 /// blocking `send` and `recv`.
 macro_rules! channel {
@@ -245,8 +177,12 @@ fn main() {
                 },
             );
         }
-        Some("async-fairq") => async_fairq(bound, 2 * half),
-        Some("async-tokio") => async_tokio(bound, 2 * half),
+        Some("async-fairq") => {
+            fairq_benches::async_cases::wait_queue(&runtime(), bound, false, 2 * half);
+        }
+        Some("async-tokio") => {
+            fairq_benches::async_cases::tokio_mpsc(&runtime(), bound, 2 * half);
+        }
         Some("crossbeam") => channel!(crossbeam_channel, bound, half),
         Some("kanal") => channel!(kanal, bound, half),
         Some("flume") => channel!(flume, bound, half),

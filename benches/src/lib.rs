@@ -3,6 +3,7 @@
 //! enqueue-to-start latency measured the same way for every store.
 #![deny(missing_docs)]
 
+pub mod async_cases;
 mod latency;
 
 use std::time::Instant;
