@@ -221,6 +221,10 @@ fn stop_renewing(queue: &QueueRuntime, batch: &[Done]) {
     for done in batch {
         n += usize::from(queue.lose_settling(done.job.claim));
     }
+    if n == 0 {
+        // Every lease was already let go of (refused renewals): nothing changes.
+        return;
+    }
     tracing::warn!(
         queue = %queue.name,
         jobs = n,

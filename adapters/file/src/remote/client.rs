@@ -18,8 +18,8 @@ use std::time::Duration;
 use fairq_core::job::Millis;
 use fairq_worker::Retention;
 use fairq_worker::{
-    Backend, BackendError, Claim, Clock, Each, Finished, Job, JobId, JobInfo, ListFilter, NewJob,
-    Purge, QueueStats, ReviveTarget, Settled, SettledAndClaimed, StatusCounts,
+    Backend, BackendError, Claim, Clock, Each, Finished, Job, JobId, JobInfo, ListFilter,
+    LiveCounts, NewJob, Purge, QueueStats, ReviveTarget, Settled, SettledAndClaimed, StatusCounts,
 };
 use tokio::net::UnixStream;
 use tokio::sync::{mpsc, oneshot};
@@ -536,6 +536,15 @@ impl Backend for Client {
     async fn stats(&self) -> Result<Vec<QueueStats>, BackendError> {
         match self.call(Call::Stats).await? {
             Answer::Stats(stats) => Ok(stats),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// The owner counts the one queue in memory, instead of sending every queue's
+    /// statistics for the default to filter.
+    async fn live_counts(&self, queue: &str) -> Result<LiveCounts, BackendError> {
+        match self.call(Call::Counts(queue.to_string())).await? {
+            Answer::Counts(counts) => Ok(counts.into()),
             other => Err(unexpected(&other)),
         }
     }
