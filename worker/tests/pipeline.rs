@@ -15,7 +15,8 @@ use fairq_core::job::{Millis, State};
 use fairq_core::retry::RetryPolicy;
 use fairq_worker::{
     Backend, Handlers, Job, JobId, JobOutcome, JobReport, JobStatus, ListFilter, ManualClock,
-    MemoryBackend, NewJob, Operation, QueueConfig, Worker, WorkerError,
+    MemoryBackend, NewJob, Operation, QueueConfig, Worker, WorkerBuilder, WorkerError,
+    WorkerHandle,
 };
 use tokio::sync::{Semaphore, mpsc};
 
@@ -53,6 +54,32 @@ fn reporter() -> (
         },
         rx,
     )
+}
+
+/// A worker over a copy of `store` running queue "q" with `config` and `handlers`, and the
+/// receiver of its job reports.
+fn start<B: Backend + Clone>(
+    store: &B,
+    config: QueueConfig,
+    handlers: Handlers,
+) -> (WorkerHandle<B>, mpsc::UnboundedReceiver<JobReport>) {
+    start_with(store, config, handlers, |b| b)
+}
+
+/// [`start`], with `tune` setting more of the builder (error hooks, backoff).
+fn start_with<B: Backend + Clone>(
+    store: &B,
+    config: QueueConfig,
+    handlers: Handlers,
+    tune: impl FnOnce(WorkerBuilder<B>) -> WorkerBuilder<B>,
+) -> (WorkerHandle<B>, mpsc::UnboundedReceiver<JobReport>) {
+    let (hook, reports) = reporter();
+    let builder = Worker::builder(store.clone())
+        .queue("q", config)
+        .handlers(handlers)
+        .on_finished(hook);
+    let worker = tune(builder).build().unwrap().start().unwrap();
+    (worker, reports)
 }
 
 type Errors = Arc<Mutex<Vec<(Operation, Option<JobId>, bool)>>>;
@@ -99,21 +126,14 @@ async fn attempts_that_finish_while_a_settlement_is_in_flight_go_out_together() 
     let settle_gate = Arc::new(Semaphore::new(0));
     let store = Probe::gated(MemoryBackend::new(), Arc::clone(&settle_gate));
     let (gate, started) = (Arc::new(Semaphore::new(0)), Arc::default());
-    let (hook, mut rx) = reporter();
-    let worker = Worker::builder(store.clone())
-        .queue(
-            "q",
-            QueueConfig::default()
-                .concurrency(8)
-                .prefetch(0)
-                .settles_in_flight(1),
-        )
-        .handlers(gated(&gate, &started))
-        .on_finished(hook)
-        .build()
-        .unwrap()
-        .start()
-        .unwrap();
+    let (worker, mut rx) = start(
+        &store,
+        QueueConfig::default()
+            .concurrency(8)
+            .prefetch(0)
+            .settles_in_flight(1),
+        gated(&gate, &started),
+    );
     let ids = enqueue(&store, "wait", 8).await;
     until("8 running", || worker.running() == 8).await;
     // The first attempt to finish is sent at once, and its settlement hangs.
@@ -147,23 +167,16 @@ async fn a_second_batch_goes_out_at_the_count_or_the_window() {
     let settle_gate = Arc::new(Semaphore::new(0));
     let store = Probe::gated(MemoryBackend::new(), Arc::clone(&settle_gate));
     let (gate, started) = (Arc::new(Semaphore::new(0)), Arc::default());
-    let (hook, mut rx) = reporter();
-    let worker = Worker::builder(store.clone())
-        .queue(
-            "q",
-            QueueConfig::default()
-                .concurrency(10)
-                .prefetch(0)
-                .settle_batch(4)
-                .settle_window(Duration::from_millis(50))
-                .settles_in_flight(3),
-        )
-        .handlers(gated(&gate, &started))
-        .on_finished(hook)
-        .build()
-        .unwrap()
-        .start()
-        .unwrap();
+    let (worker, mut rx) = start(
+        &store,
+        QueueConfig::default()
+            .concurrency(10)
+            .prefetch(0)
+            .settle_batch(4)
+            .settle_window(Duration::from_millis(50))
+            .settles_in_flight(3),
+        gated(&gate, &started),
+    );
     enqueue(&store, "wait", 10).await;
     until("10 running", || worker.running() == 10).await;
     gate.add_permits(1);
@@ -188,18 +201,16 @@ async fn a_batch_that_fails_as_a_whole_is_sent_again_unchanged() {
     let store = Probe::new(MemoryBackend::new());
     store.fail_settles.store(2, Ordering::SeqCst);
     let (gate, started) = (Arc::new(Semaphore::new(0)), Arc::default());
-    let (hook, mut rx) = reporter();
     let (on_error, seen) = errors();
-    let worker = Worker::builder(store.clone())
-        .queue("q", QueueConfig::default().concurrency(5).prefetch(0))
-        .handlers(gated(&gate, &started))
-        .on_finished(hook)
-        .on_error(on_error)
-        .error_backoff(Duration::from_millis(100), Duration::from_secs(1))
-        .build()
-        .unwrap()
-        .start()
-        .unwrap();
+    let (worker, mut rx) = start_with(
+        &store,
+        QueueConfig::default().concurrency(5).prefetch(0),
+        gated(&gate, &started),
+        |b| {
+            b.on_error(on_error)
+                .error_backoff(Duration::from_millis(100), Duration::from_secs(1))
+        },
+    );
     let ids = enqueue(&store, "wait", 5).await;
     until("5 running", || worker.running() == 5).await;
     gate.add_permits(5);
@@ -235,25 +246,18 @@ async fn a_stale_entry_is_reported_and_the_rest_of_its_batch_settles() {
     let clock = ManualClock::new(START);
     let store = Arc::new(MemoryBackend::with_clock(clock.clone()));
     let (gate, started) = (Arc::new(Semaphore::new(0)), Arc::default());
-    let (hook, mut rx) = reporter();
     let (on_error, seen) = errors();
-    let worker = Worker::builder(Arc::clone(&store))
-        .queue(
-            "q",
-            QueueConfig::default()
-                .concurrency(3)
-                .prefetch(0)
-                .lease(LEASE)
-                .heartbeat_interval(Duration::from_secs(3600))
-                .rescue_interval(Duration::from_secs(3600)),
-        )
-        .handlers(gated(&gate, &started))
-        .on_finished(hook)
-        .on_error(on_error)
-        .build()
-        .unwrap()
-        .start()
-        .unwrap();
+    let (worker, mut rx) = start_with(
+        &store,
+        QueueConfig::default()
+            .concurrency(3)
+            .prefetch(0)
+            .lease(LEASE)
+            .heartbeat_interval(Duration::from_secs(3600))
+            .rescue_interval(Duration::from_secs(3600)),
+        gated(&gate, &started),
+        |b| b.on_error(on_error),
+    );
     let ids = enqueue(&*store, "wait", 3).await;
     until("3 running", || worker.running() == 3).await;
     let running = store
@@ -309,18 +313,11 @@ async fn the_worker_holds_at_most_concurrency_plus_prefetch() {
     for prefetch in [0, 3] {
         let store = Probe::new(MemoryBackend::new());
         let (gate, started) = (Arc::new(Semaphore::new(0)), Arc::default());
-        let (hook, mut rx) = reporter();
-        let worker = Worker::builder(store.clone())
-            .queue(
-                "q",
-                QueueConfig::default().concurrency(2).prefetch(prefetch),
-            )
-            .handlers(gated(&gate, &started))
-            .on_finished(hook)
-            .build()
-            .unwrap()
-            .start()
-            .unwrap();
+        let (worker, mut rx) = start(
+            &store,
+            QueueConfig::default().concurrency(2).prefetch(prefetch),
+            gated(&gate, &started),
+        );
         enqueue(&store, "wait", 20).await;
         let mut most = 0;
         for finished in 0..20usize {
@@ -357,13 +354,11 @@ async fn the_default_depth_grows_while_slots_wait_for_claims_and_stays_bounded()
     let ceiling = config.get_max_prefetch();
     assert_eq!(ceiling, 64);
     let started: Arc<Mutex<Vec<JobId>>> = Arc::default();
-    let worker = Worker::builder(store.clone())
-        .queue("q", config)
-        .handlers(gated(&Arc::new(Semaphore::new(0)), &started))
-        .build()
-        .unwrap()
-        .start()
-        .unwrap();
+    let (worker, _reports) = start(
+        &store,
+        config,
+        gated(&Arc::new(Semaphore::new(0)), &started),
+    );
     enqueue(&store, "ok", 600).await;
     // Each claim comes back only once the slots have started every job claimed before it
     // and wait: the handlers are quick next to the claim, so the buffer deepens (at once to
@@ -402,21 +397,16 @@ async fn buffered_jobs_are_renewed_with_running_ones_in_one_call() {
     let clock = ManualClock::new(START);
     let store = Probe::new(MemoryBackend::with_clock(clock.clone()));
     let (gate, started) = (Arc::new(Semaphore::new(0)), Arc::default());
-    let worker = Worker::builder(store.clone())
-        .queue(
-            "q",
-            QueueConfig::default()
-                .concurrency(1)
-                .prefetch(2)
-                .lease(LEASE)
-                .heartbeat_interval(Duration::from_secs(10))
-                .rescue_interval(Duration::from_secs(3600)),
-        )
-        .handlers(gated(&gate, &started))
-        .build()
-        .unwrap()
-        .start()
-        .unwrap();
+    let (worker, _reports) = start(
+        &store,
+        QueueConfig::default()
+            .concurrency(1)
+            .prefetch(2)
+            .lease(LEASE)
+            .heartbeat_interval(Duration::from_secs(10))
+            .rescue_interval(Duration::from_secs(3600)),
+        gated(&gate, &started),
+    );
     enqueue(&store, "wait", 3).await;
     until("3 held", || store.inner.counts("q").running == 3).await;
     assert_eq!(worker.running(), 1);
@@ -455,29 +445,22 @@ fn settling_worker(
     store: Probe,
 ) -> (
     Probe,
-    fairq_worker::WorkerHandle<Probe>,
+    WorkerHandle<Probe>,
     mpsc::UnboundedReceiver<JobReport>,
     Errors,
 ) {
     let (on_error, seen) = errors();
-    let (on_finished, reports) = reporter();
-    let worker = Worker::builder(store.clone())
-        .queue(
-            "q",
-            QueueConfig::default()
-                .concurrency(1)
-                .prefetch(0)
-                .lease(LEASE)
-                .heartbeat_interval(Duration::from_secs(10))
-                .rescue_interval(Duration::from_secs(3600)),
-        )
-        .handlers(gated(&Arc::new(Semaphore::new(0)), &Arc::default()))
-        .on_error(on_error)
-        .on_finished(on_finished)
-        .build()
-        .unwrap()
-        .start()
-        .unwrap();
+    let (worker, reports) = start_with(
+        &store,
+        QueueConfig::default()
+            .concurrency(1)
+            .prefetch(0)
+            .lease(LEASE)
+            .heartbeat_interval(Duration::from_secs(10))
+            .rescue_interval(Duration::from_secs(3600)),
+        gated(&Arc::new(Semaphore::new(0)), &Arc::default()),
+        |b| b.on_error(on_error),
+    );
     (store, worker, reports, seen)
 }
 
@@ -624,20 +607,15 @@ async fn a_settlement_failing_for_longer_than_a_lease_leaves_its_jobs_to_a_rescu
 async fn a_job_buffered_too_long_is_handed_back() {
     let store = Probe::new(MemoryBackend::new());
     let (gate, started) = (Arc::new(Semaphore::new(0)), Arc::default());
-    let worker = Worker::builder(store.clone())
-        .queue(
-            "q",
-            QueueConfig::default()
-                .concurrency(1)
-                .prefetch(2)
-                .heartbeat_interval(Duration::from_secs(1))
-                .prefetch_ttl(Duration::from_secs(5)),
-        )
-        .handlers(gated(&gate, &started))
-        .build()
-        .unwrap()
-        .start()
-        .unwrap();
+    let (worker, _reports) = start(
+        &store,
+        QueueConfig::default()
+            .concurrency(1)
+            .prefetch(2)
+            .heartbeat_interval(Duration::from_secs(1))
+            .prefetch_ttl(Duration::from_secs(5)),
+        gated(&gate, &started),
+    );
     let ids = enqueue(&store, "wait", 3).await;
     until("3 held", || store.inner.counts("q").running == 3).await;
     tokio::time::sleep(Duration::from_secs(6)).await;
@@ -660,15 +638,11 @@ async fn a_job_buffered_too_long_is_handed_back() {
 async fn shutdown_hands_back_buffered_jobs_and_settles_finished_ones() {
     let store = Probe::new(MemoryBackend::new());
     let (gate, started) = (Arc::new(Semaphore::new(0)), Arc::default());
-    let (hook, mut rx) = reporter();
-    let worker = Worker::builder(store.clone())
-        .queue("q", QueueConfig::default().concurrency(1).prefetch(3))
-        .handlers(gated(&gate, &started))
-        .on_finished(hook)
-        .build()
-        .unwrap()
-        .start()
-        .unwrap();
+    let (worker, mut rx) = start(
+        &store,
+        QueueConfig::default().concurrency(1).prefetch(3),
+        gated(&gate, &started),
+    );
     let ids = enqueue(&store, "wait", 4).await;
     until("4 held", || store.inner.counts("q").running == 4).await;
     let shutdown = tokio::spawn(worker.shutdown(Duration::from_secs(10)));
@@ -697,19 +671,14 @@ async fn a_store_that_cannot_take_jobs_back_leaves_them_to_lease_expiry() {
     let mut store = Probe::new(MemoryBackend::with_clock(clock.clone()));
     store.no_release = true;
     let (gate, started) = (Arc::new(Semaphore::new(0)), Arc::default());
-    let worker = Worker::builder(store.clone())
-        .queue(
-            "q",
-            QueueConfig::default()
-                .concurrency(1)
-                .prefetch(2)
-                .lease(LEASE),
-        )
-        .handlers(gated(&gate, &started))
-        .build()
-        .unwrap()
-        .start()
-        .unwrap();
+    let (worker, _reports) = start(
+        &store,
+        QueueConfig::default()
+            .concurrency(1)
+            .prefetch(2)
+            .lease(LEASE),
+        gated(&gate, &started),
+    );
     let ids = enqueue(&store, "wait", 3).await;
     until("3 held", || store.inner.counts("q").running == 3).await;
     gate.add_permits(1);
@@ -734,13 +703,11 @@ async fn prefetch_is_off_by_default_where_jobs_cannot_be_handed_back() {
         let mut store = Probe::new(MemoryBackend::new());
         store.no_release = no_release;
         let (gate, started) = (Arc::new(Semaphore::new(0)), Arc::default());
-        let worker = Worker::builder(store.clone())
-            .queue("q", QueueConfig::default().concurrency(4))
-            .handlers(gated(&gate, &started))
-            .build()
-            .unwrap()
-            .start()
-            .unwrap();
+        let (worker, _reports) = start(
+            &store,
+            QueueConfig::default().concurrency(4),
+            gated(&gate, &started),
+        );
         enqueue(&store, "wait", 20).await;
         until("the slots busy", || worker.running() == 4).await;
         tokio::time::sleep(Duration::from_secs(1)).await;
@@ -760,22 +727,15 @@ async fn claims_pause_while_the_store_owes_answers() {
     let store = Probe::new(MemoryBackend::new());
     store.fail_settles.store(usize::MAX, Ordering::SeqCst);
     let (gate, started) = (Arc::new(Semaphore::new(100)), Arc::default());
-    let (hook, mut rx) = reporter();
-    let worker = Worker::builder(store.clone())
-        .queue(
-            "q",
-            QueueConfig::default()
-                .concurrency(2)
-                .prefetch(0)
-                .max_unsettled(3),
-        )
-        .handlers(gated(&gate, &started))
-        .on_finished(hook)
-        .error_backoff(Duration::from_millis(100), Duration::from_secs(1))
-        .build()
-        .unwrap()
-        .start()
-        .unwrap();
+    let (worker, mut rx) = start_with(
+        &store,
+        QueueConfig::default()
+            .concurrency(2)
+            .prefetch(0)
+            .max_unsettled(3),
+        gated(&gate, &started),
+        |b| b.error_backoff(Duration::from_millis(100), Duration::from_secs(1)),
+    );
     enqueue(&store, "wait", 20).await;
     // Settlements keep failing and are sent again for a minute.
     tokio::time::sleep(Duration::from_secs(60)).await;
@@ -796,15 +756,11 @@ async fn claims_pause_while_the_store_owes_answers() {
 async fn the_acker_claims_in_the_same_call_when_the_buffer_runs_low() {
     let store = Probe::new(MemoryBackend::new());
     let (gate, started) = (Arc::new(Semaphore::new(0)), Arc::default());
-    let (hook, mut rx) = reporter();
-    let worker = Worker::builder(store.clone())
-        .queue("q", QueueConfig::default().concurrency(4).prefetch(4))
-        .handlers(gated(&gate, &started))
-        .on_finished(hook)
-        .build()
-        .unwrap()
-        .start()
-        .unwrap();
+    let (worker, mut rx) = start(
+        &store,
+        QueueConfig::default().concurrency(4).prefetch(4),
+        gated(&gate, &started),
+    );
     let ids = enqueue(&store, "ok", 200).await;
     let reports = recv_n(&mut rx, 200).await;
     assert!(reports.iter().all(|r| r.outcome == JobOutcome::Succeeded));
@@ -832,20 +788,13 @@ async fn the_next_claim_goes_out_at_the_low_water_mark_even_with_instant_handler
     const DEPTH: usize = 64;
     let store = Probe::new(MemoryBackend::new());
     let (gate, started) = (Arc::new(Semaphore::new(0)), Arc::default());
-    let (hook, mut rx) = reporter();
-    let worker = Worker::builder(store.clone())
-        .queue(
-            "q",
-            QueueConfig::default()
-                .concurrency(CONCURRENCY)
-                .prefetch(DEPTH),
-        )
-        .handlers(gated(&gate, &started))
-        .on_finished(hook)
-        .build()
-        .unwrap()
-        .start()
-        .unwrap();
+    let (worker, mut rx) = start(
+        &store,
+        QueueConfig::default()
+            .concurrency(CONCURRENCY)
+            .prefetch(DEPTH),
+        gated(&gate, &started),
+    );
     enqueue(&store, "ok", 2_000).await;
     recv_n(&mut rx, 2_000).await;
     let asked = store.calls().asked.clone();
@@ -866,15 +815,11 @@ async fn the_next_claim_goes_out_at_the_low_water_mark_even_with_instant_handler
 async fn jobs_start_in_claim_order_within_the_fair_bound() {
     let store = Probe::new(MemoryBackend::new());
     let (gate, started) = (Arc::new(Semaphore::new(0)), Arc::default());
-    let (hook, mut rx) = reporter();
-    let worker = Worker::builder(store.clone())
-        .queue("q", QueueConfig::default().concurrency(3).prefetch(6))
-        .handlers(gated(&gate, &started))
-        .on_finished(hook)
-        .build()
-        .unwrap()
-        .start()
-        .unwrap();
+    let (worker, mut rx) = start(
+        &store,
+        QueueConfig::default().concurrency(3).prefetch(6),
+        gated(&gate, &started),
+    );
     let heavy = 4;
     let light = 3;
     let k = heavy + light;
@@ -968,20 +913,13 @@ fn kill_when(
 fn recover(store: &Probe, clock: &ManualClock, n: usize) -> Vec<JobReport> {
     clock.advance(LEASE);
     runtime().block_on(async {
-        let (hook, mut rx) = reporter();
-        let worker = Worker::builder(store.clone())
-            .queue(
-                "q",
-                QueueConfig::default()
-                    .lease(LEASE)
-                    .rescue_interval(Duration::from_secs(1)),
-            )
-            .handlers(Handlers::new().on("wait", |_job: Job| async { Ok::<_, String>(()) }))
-            .on_finished(hook)
-            .build()
-            .unwrap()
-            .start()
-            .unwrap();
+        let (worker, mut rx) = start(
+            store,
+            QueueConfig::default()
+                .lease(LEASE)
+                .rescue_interval(Duration::from_secs(1)),
+            Handlers::new().on("wait", |_job: Job| async { Ok::<_, String>(()) }),
+        );
         let reports = recv_n(&mut rx, n).await;
         assert!(worker.shutdown(Duration::from_secs(5)).await.is_clean());
         reports
@@ -1143,15 +1081,11 @@ async fn stop_one(
     on_stop: OnStop,
 ) -> (fairq_worker::ShutdownReport, JobId, Vec<JobReport>, bool) {
     let dropped = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let (hook, mut rx) = reporter();
-    let worker = Worker::builder(store.clone())
-        .queue("q", QueueConfig::default().lease(LEASE))
-        .handlers(stoppable(on_stop, &dropped))
-        .on_finished(hook)
-        .build()
-        .unwrap()
-        .start()
-        .unwrap();
+    let (worker, mut rx) = start(
+        store,
+        QueueConfig::default().lease(LEASE),
+        stoppable(on_stop, &dropped),
+    );
     let id = enqueue(store, "long", 1).await[0];
     until("started", || worker.running() == 1).await;
     let report = worker.shutdown(Duration::from_secs(10)).await;
@@ -1276,16 +1210,12 @@ async fn a_handler_past_its_timeout_is_dropped_and_its_attempt_fails() {
                 std::future::pending::<Result<(), String>>().await
             }
         });
-    let (hook, mut rx) = reporter();
-    let worker = Worker::builder(store.clone())
-        .queue("q", QueueConfig::default().timeout(Duration::from_secs(30)))
-        .kind_timeout("short-limit", Duration::from_secs(2))
-        .handlers(handlers)
-        .on_finished(hook)
-        .build()
-        .unwrap()
-        .start()
-        .unwrap();
+    let (worker, mut rx) = start_with(
+        &store,
+        QueueConfig::default().timeout(Duration::from_secs(30)),
+        handlers,
+        |b| b.kind_timeout("short-limit", Duration::from_secs(2)),
+    );
     let begun = tokio::time::Instant::now();
     let short = store
         .enqueue(NewJob::new("q", "short-limit", vec![]).retry(RetryPolicy::new(0)))
@@ -1345,16 +1275,12 @@ fn a_zero_timeout_is_refused() {
 async fn a_timeout_during_shutdown_fails_the_attempt() {
     let store = Probe::new(MemoryBackend::new());
     let dropped = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let (hook, mut rx) = reporter();
-    let worker = Worker::builder(store.clone())
-        .queue("q", QueueConfig::default().lease(LEASE))
-        .kind_timeout("long", Duration::from_secs(5))
-        .handlers(stoppable(OnStop::Ignore, &dropped))
-        .on_finished(hook)
-        .build()
-        .unwrap()
-        .start()
-        .unwrap();
+    let (worker, mut rx) = start_with(
+        &store,
+        QueueConfig::default().lease(LEASE),
+        stoppable(OnStop::Ignore, &dropped),
+        |b| b.kind_timeout("long", Duration::from_secs(5)),
+    );
     let policy = RetryPolicy::new(3).with_delays([Duration::from_secs(60)]);
     let id = store
         .enqueue(NewJob::new("q", "long", vec![]).retry(policy))
