@@ -15,6 +15,12 @@
 //! waiters, a consumer checking for blocked producers: a fence, or for `WaitQueue` the
 //! crossbeam queue's own `SeqCst` compare-and-swap) is not exercised by the models either:
 //! it is argued in the modules that rely on it (`handoff`, `room`).
+//!
+//! `lock_taking_turns` (the `FairWaitQueue` store's lock) steps back for a few microseconds
+//! when the lock is taken; under the model it is a plain `lock`, because the stepping back
+//! is about time and changes nothing a model could observe: the thread gets the same lock
+//! later. The count that the store publishes after each critical section, read without the
+//! lock, is a plain atomic and is modelled (`fair_items`).
 
 #[cfg(not(loom))]
 mod imp {
@@ -40,6 +46,43 @@ mod imp {
     pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
         m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
+
+    /// Locks a mutex that two threads on two cores may each take many times in a row,
+    /// letting the holder keep it for a while when it is taken.
+    ///
+    /// `Mutex::lock` spins watching the lock word and takes it the moment it is released,
+    /// so two threads that each lock it over and over alternate on every critical section,
+    /// and each section then starts with cache misses on the lock and on the data it
+    /// guards, both last written by the other core. Here a thread that finds the lock
+    /// taken steps back for a while ([`crate::spin::back_off`]) without reading it, and
+    /// the holder runs several sections with its cache warm before the other gets in.
+    /// After a few such rounds it waits in `Mutex::lock` after all, so nobody is shut out
+    /// for long.
+    ///
+    /// The first try is inlined; the stepping back is not.
+    #[inline]
+    pub(crate) fn lock_taking_turns<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+        match m.try_lock() {
+            Ok(guard) => guard,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => lock_after_backing_off(m),
+        }
+    }
+
+    #[inline(never)]
+    fn lock_after_backing_off<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+        for _ in 0..crate::spin::BACK_OFFS {
+            if !crate::spin::back_off() {
+                break;
+            }
+            match m.try_lock() {
+                Ok(guard) => return guard,
+                Err(std::sync::TryLockError::Poisoned(p)) => return p.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) => {}
+            }
+        }
+        lock(m)
+    }
 }
 
 #[cfg(loom)]
@@ -63,6 +106,11 @@ mod imp {
     /// Locks a mutex that may be contended for a short critical section.
     pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
         m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A plain lock under the model: stepping back is about time, which a model has not.
+    pub(crate) fn lock_taking_turns<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+        lock(m)
     }
 
     /// Model stand-in for `crossbeam_queue::SegQueue` (see the module docs).

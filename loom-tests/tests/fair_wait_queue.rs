@@ -66,3 +66,40 @@ fn dropped_fair_pop_gives_back_the_item_with_its_key() {
         assert_eq!(q.waiter_count(), 0);
     });
 }
+
+/// A blocking pop that finds the queue empty and registers, racing one push: the push's
+/// item must reach it. The pop's checks read the store's published item count (`held`,
+/// see `blocking/src/fair_items.rs`) without the lock, so this is the race in which a
+/// consumer could read a stale 0 while the producer misses the waiter; the `SeqCst`
+/// fences on both sides exclude it. Without the producer's fence, loom finds the
+/// interleaving in which the pop parks forever (checked by removing it).
+#[test]
+fn push_reaches_a_pop_that_found_the_count_at_zero() {
+    model(|| {
+        let q = Arc::new(FairWaitQueue::unbounded());
+        let consumer = {
+            let q = Arc::clone(&q);
+            thread::spawn(move || q.pop_timeout_with_key(FOREVER))
+        };
+        q.push('k', 1).unwrap();
+        assert_eq!(consumer.join().unwrap(), Some(('k', 1)));
+        assert!(q.is_empty());
+        assert_eq!(q.waiter_count(), 0);
+    });
+}
+
+/// The same race for an item given back (`put_head`), which the count includes: it must
+/// reach the registering pop too.
+#[test]
+fn put_head_reaches_a_pop_that_found_the_count_at_zero() {
+    model(|| {
+        let q = Arc::new(FairWaitQueue::unbounded());
+        let consumer = {
+            let q = Arc::clone(&q);
+            thread::spawn(move || q.pop_timeout_with_key(FOREVER))
+        };
+        q.put_head('k', 1);
+        assert_eq!(consumer.join().unwrap(), Some(('k', 1)));
+        assert_eq!(q.waiter_count(), 0);
+    });
+}
