@@ -81,9 +81,10 @@ fn round_bits(round: u64) -> u32 {
 /// same code with the entry padded to 8 bytes (a 12-byte slot) measured 12.1 at 1,024 keys
 /// and 16.7 at 65,536 (against 15.5): the slot's size is what gains and what costs, with
 /// as many instructions; why the smaller slot is slower in the first-level cache is not
-/// known (`VecDeque` plus a lookup of a `u32` state is faster with it there too). Since every
-/// push is staged the cost is smaller: best of ten, 12.0 against 11.4 ns at 64 keys and 11.5
-/// against 11.2 at 1,024 keys (the queue before staging and 4-byte entries: 10.8 and 10.9).
+/// known (`VecDeque` plus a lookup of a `u32` state is faster with it there too). While every
+/// push was staged (see the module docs) the cost was smaller: best of ten, 12.0 against
+/// 11.4 ns at 64 keys and 11.5 against 11.2 at 1,024 keys (the queue before staging and 4-byte
+/// entries: 10.8 and 10.9).
 ///
 /// For a key of weight 1 the entry is the round of its last queued item; a weighted key's
 /// entry is flagged (the low bit) and points to a [`Weighted`] entry in the storage's
@@ -516,7 +517,6 @@ where
             // Take the next snapshot: it is simply the front round.
             self.advance();
             self.pending = true;
-            self.storage.place_pushes();
             self.pop_front_round()
         } else {
             // A round of the run: a snapshot of one item, delivered at once.
@@ -639,7 +639,6 @@ where
 
     /// Removes every undelivered item of `key`, in delivery order, passing each to `sink`.
     pub(crate) fn remove_key_with(&mut self, key: &K, mut sink: impl FnMut(T)) -> usize {
-        self.storage.place_pushes();
         let mut removed = 0;
         for index in 0..self.storage.rounds() {
             removed += self.storage.round_remove_key(index, key, &mut sink);

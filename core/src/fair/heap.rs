@@ -8,7 +8,7 @@ use core::mem;
 
 use hashbrown::{DefaultHashBuilder, HashMap};
 
-use super::engine::{KeyState, Weighted};
+use super::engine::Weighted;
 use super::keys::KeyMap;
 use super::storage::{Backing, Walk, START};
 use super::weights::Weights;
@@ -27,19 +27,12 @@ const CHAIN_AT: usize = 256;
 /// instead meant fresh, cold allocations (and page faults): 0.98 L2 misses per push+pop
 /// against 0.78 with this bound (callgrind, 1 MiB L2).
 const CHAIN_MAX: usize = 1_024;
-/// Pushes staged in one batch before they are placed in their rounds (see [`HeapStorage`]).
-const STAGE: usize = 8;
-/// While the key table takes at most this many bytes (4,096 entries of a `u32` key), it stays
-/// in the first-level cache and pushes go straight to their rounds (see [`HeapStorage`]).
-const DIRECT_TABLE_BYTES: usize = 32 * 1024;
 /// No link.
 const NIL: u32 = u32::MAX;
 /// The cursor segment that designates a round's `tail`.
 const TAIL: u32 = u32::MAX - 1;
 /// The cursor segment that designates the front round's `reading` iterator.
 const READING: u32 = u32::MAX - 2;
-/// The cursor segment that designates the staged pushes for a round.
-const STAGED: u32 = u32::MAX - 3;
 
 /// A round's items, oldest first.
 type Buffer<K, T> = Vec<(K, T)>;
@@ -82,27 +75,13 @@ struct Link<K, T> {
 /// round's next buffer (`reading`): a length update and one copy each, with no ring
 /// arithmetic and no lookup of the front round.
 ///
-/// With many keys, a push into an existing round is first *staged*: written, with its round,
-/// to a short list at an address that does not depend on the key, and placed in its round a
-/// few pushes later, a batch of eight at a time once the eight after them are staged. The
-/// round comes from the key's table entry, which with many keys is a cache miss; a store
-/// whose address waits on a miss holds up the loads behind it until that address is known,
-/// so the misses of consecutive pushes overlapped far less when the item was stored straight
-/// into its round (65,536 keys, a toy with that one store against `VecDeque` plus a key
-/// lookup: 21.5 against 9.1 ns per push+pop; 15.1 with the store staged; `fair_ops`, CPU
-/// time per step: 24.5 ns with every push stored straight away against 15.0 staged).
-///
-/// While the key table fits in the first-level cache (at most 32 KiB: 4,096 entries of a
-/// `u32` key), there is no miss to overlap, and staging only costs: its tests of a full stage
-/// and of a new round, and the placing loop, mispredicted about once every two pushes at 64
-/// keys (cachegrind's branch simulation of `fair_ops fairq 64 1024`: 0.55 mispredicts and
-/// 153 instructions per push+pop, against 0.09 and 123 with the push stored straight away).
-/// So such pushes go straight to their rounds (see the measurements in the [module
-/// docs](crate::fair)). Which way pushes go is decided at each snapshot, when every staged
-/// push has just been placed, so the two ways never mix in one round (order within a round
-/// is push order). Staged items are never in the pending snapshot (a push never
-/// joins it), so pops only place them all when they take a new snapshot; iteration walks
-/// them after their round's placed items.
+/// Every push goes straight to its round: the item is stored into the round's `tail` as
+/// soon as the key's entry names the round. (Pushes were once *staged* with many keys,
+/// written first to a short list at an address that does not depend on the key and placed
+/// eight pushes later, so that the store did not wait on the key's cache miss. On the
+/// current development machine, whose second-level cache holds the key table of 65,536
+/// keys, the extra instructions cost more than the wait, and with 262,144 and 1,048,576
+/// keys, past that cache, as well: see the [module docs](crate::fair).)
 ///
 /// Memory goes back to the allocator when the queue drains: the pool and every large buffer
 /// are freed, and the key table is shrunk as stale keys are swept.
@@ -127,20 +106,6 @@ pub struct HeapStorage<K, T, H = DefaultHashBuilder> {
     links: Vec<Link<K, T>>,
     free: u32,
     pool: Vec<Buffer<K, T>>,
-    /// Staged pushes, oldest first: the index in `rounds` of the item's round, its key and
-    /// itself. At most [`STAGE`]. Every one is newer than those in `older`.
-    staged: Vec<(u32, K, T)>,
-    /// The batch staged before `staged`, placed when `staged` is full.
-    older: Vec<(u32, K, T)>,
-    /// Up to this many keys in the table, pushes go straight to their rounds (the table
-    /// fits in [`DIRECT_TABLE_BYTES`]).
-    direct_keys: usize,
-    /// Whether pushes go straight to their rounds: decided at each snapshot, once every
-    /// staged push is placed (so none waits while it is set), from the key table's size
-    /// then. One flag keeps the test light on the push's path (testing the table's size and
-    /// both stages there made pushes at 65,536 keys, which stage, 12% slower in the fair
-    /// bench).
-    direct: bool,
     keys: KeyMap<K, H>,
     weights: Weights<Vec<Weighted>>,
 }
@@ -232,10 +197,6 @@ impl<K, T, H> FairQueueBase<K, T, HeapStorage<K, T, H>> {
                 links: Vec::new(),
                 free: NIL,
                 pool: Vec::new(),
-                staged: Vec::new(),
-                older: Vec::new(),
-                direct_keys: DIRECT_TABLE_BYTES / mem::size_of::<(K, KeyState)>().max(1),
-                direct: true,
                 keys: KeyMap::with_hasher(hasher),
                 weights: Weights::new(Vec::new()),
             },
@@ -327,64 +288,12 @@ impl<K, T, H> HeapStorage<K, T, H> {
         self.recycle(buffer);
         self.first += 1;
         if self.first == self.rounds.len() {
-            debug_assert!(self.staged.is_empty() && self.older.is_empty());
             self.rounds.clear();
             self.first = 0;
         } else if self.first >= 32 && 2 * self.first >= self.rounds.len() {
-            // Amortised: the slots moved are at most as many as the rounds delivered. Staged
-            // pushes name their round by its index: place them before the indices move.
-            self.place_all_staged();
+            // Amortised: the slots moved are at most as many as the rounds delivered.
             self.rounds.drain(..self.first);
             self.first = 0;
-        }
-    }
-
-    /// Places the older batch of staged pushes in their rounds; the newer one becomes the
-    /// older, and `staged` is empty.
-    #[cold]
-    #[inline(never)]
-    fn place_older(&mut self) {
-        let mut older = mem::take(&mut self.older);
-        for (at, key, item) in older.drain(..) {
-            let at = at as usize;
-            match self.rounds.get_mut(at) {
-                Some(round) if round.tail.len() < round.tail.capacity() => {
-                    round.tail.push((key, item));
-                }
-                _ => self.place_grow(at, key, item),
-            }
-        }
-        if older.capacity() < STAGE {
-            older.reserve_exact(STAGE);
-        }
-        self.older = mem::replace(&mut self.staged, older);
-    }
-
-    /// Places a staged push in round `at`, whose buffer is full.
-    #[cold]
-    #[inline(never)]
-    fn place_grow(&mut self, at: usize, key: K, item: T) {
-        // Staged pushes are placed before `rounds` is cleared or compacted, so their round
-        // still exists; the property tests would see an item lost here.
-        debug_assert!(at < self.rounds.len(), "a staged push outlived its round");
-        if at < self.rounds.len() {
-            self.make_room(at);
-            self.rounds[at].tail.push((key, item));
-        }
-    }
-
-    /// Places every staged push in its round.
-    #[cold]
-    fn place_all_staged(&mut self) {
-        self.place_older();
-        self.place_older();
-    }
-
-    /// Staged push `at`, counting the older batch first.
-    fn staged_at(&self, at: usize) -> Option<&(u32, K, T)> {
-        match at.checked_sub(self.older.len()) {
-            None => self.older.get(at),
-            Some(at) => self.staged.get(at),
         }
     }
 
@@ -544,8 +453,7 @@ impl<K, T, H> Walk<K, T> for HeapStorage<K, T, H> {
                 .get(at)
                 .map(|(key, item)| (at as u64 + 1, key, item));
         };
-        // A round: the cursor is a segment (`READING`, a link, `TAIL` or `STAGED`) and an
-        // offset in it.
+        // A round: the cursor is a segment (`READING`, a link or `TAIL`) and an offset in it.
         let chain = if round.head == NIL { TAIL } else { round.head };
         let (mut segment, mut at) = if cursor != START {
             ((cursor >> 32) as u32, cursor as u32 as usize)
@@ -555,15 +463,6 @@ impl<K, T, H> Walk<K, T> for HeapStorage<K, T, H> {
             (chain, 0)
         };
         loop {
-            if segment == STAGED {
-                // The round's staged pushes, after everything placed in it.
-                let round = (self.first + index) as u32;
-                let (at, (_, key, item)) = (at..)
-                    .map_while(|at| Some((at, self.staged_at(at)?)))
-                    .find(|(_, staged)| staged.0 == round)?;
-                let next = (u64::from(STAGED) << 32) | (at as u64 + 1);
-                return Some((next, key, item));
-            }
             let found = if segment == READING {
                 self.reading.as_slice().get(at)
             } else {
@@ -574,7 +473,7 @@ impl<K, T, H> Walk<K, T> for HeapStorage<K, T, H> {
                 return Some((next, key, item));
             }
             segment = match segment {
-                TAIL => STAGED,
+                TAIL => return None,
                 READING => chain,
                 link => match self.links[link as usize].next {
                     NIL => TAIL,
@@ -633,32 +532,23 @@ where
             len += self.links[link as usize].items.len();
             link = self.links[link as usize].next;
         }
-        let at = (self.first + index) as u32;
-        let staged = self.older.iter().chain(&self.staged);
-        len + staged.filter(|staged| staged.0 == at).count()
+        len
     }
 
-    /// Stages the push (see [`HeapStorage`]); hands it back when the stage is full.
+    /// Appends to the round's `tail`; hands the item back when that buffer is full (or the
+    /// round does not exist).
     #[inline]
     fn round_push(&mut self, index: usize, key: K, item: T) -> Result<(), (K, T)> {
-        let at = self.first + index;
-        if self.direct {
-            return match self.rounds.get_mut(at) {
-                Some(round) if round.tail.len() < round.tail.capacity() => {
-                    round.tail.push((key, item));
-                    Ok(())
-                }
-                _ => Err((key, item)),
-            };
+        match self.rounds.get_mut(self.first + index) {
+            Some(round) if round.tail.len() < round.tail.capacity() => {
+                round.tail.push((key, item));
+                Ok(())
+            }
+            _ => Err((key, item)),
         }
-        if at >= self.rounds.len() || self.staged.len() == self.staged.capacity() {
-            return Err((key, item));
-        }
-        self.staged.push((at as u32, key, item));
-        Ok(())
     }
 
-    /// Stages the push, placing the older batch first when the stage is full.
+    /// Appends to the round's `tail`, making room in it first when it is full.
     #[cold]
     #[inline(never)]
     fn round_push_grow(&mut self, index: usize, key: K, item: T) -> Result<(), (K, T)> {
@@ -666,28 +556,12 @@ where
         if at >= self.rounds.len() {
             return Err((key, item));
         }
-        if self.direct {
-            let tail = &self.rounds[at].tail;
-            if tail.len() == tail.capacity() {
-                self.make_room(at);
-            }
-            self.rounds[at].tail.push((key, item));
-            return Ok(());
+        let tail = &self.rounds[at].tail;
+        if tail.len() == tail.capacity() {
+            self.make_room(at);
         }
-        if self.staged.len() == self.staged.capacity() {
-            // The newest batch stays staged: its rounds may still wait on their key entries.
-            self.place_older();
-        }
-        self.staged.push((at as u32, key, item));
+        self.rounds[at].tail.push((key, item));
         Ok(())
-    }
-
-    #[inline]
-    fn place_pushes(&mut self) {
-        if !self.staged.is_empty() || !self.older.is_empty() {
-            self.place_all_staged();
-        }
-        self.direct = self.keys.len() <= self.direct_keys;
     }
 
     #[inline]
@@ -887,10 +761,6 @@ mod tests {
         out
     }
 
-    /// Staged pushes change nothing anyone can see: the same random pushes, pops, weights,
-    /// removals and views on this queue, made to stage every push it can, and on the fixed
-    /// one, which stages nothing (the property tests hold both to the snapshot rule),
-    /// compared at every step.
     /// A key that counts its copies.
     #[derive(Debug)]
     struct Counted(u32, alloc::rc::Rc<core::cell::Cell<usize>>);
@@ -940,17 +810,18 @@ mod tests {
         assert_eq!([q.pop(), q.pop(), q.pop()], [Some(6), Some(7), None]);
     }
 
+    /// The two storages deliver and show the same: the same random pushes, pops, weights,
+    /// removals and views on this queue and on the fixed one (the property tests hold both
+    /// to the snapshot rule), compared at every step, with rounds large enough to chain
+    /// buffers at 700 keys.
     #[test]
-    fn staging_changes_nothing_visible() {
+    fn heap_and_fixed_storages_agree() {
         use crate::fair::fixed;
         for keys in [3u32, 40, 700] {
             let mut heap: FairQueue<u32, u32> = FairQueue::unbounded();
-            heap.engine.storage.direct_keys = 0;
-            heap.engine.storage.direct = false;
             let mut fixed: alloc::boxed::Box<fixed::FairQueue<u32, u32, 4_096, 1_024>> =
                 alloc::boxed::Box::default();
             let mut x = 0x2545_F491_4F6C_DD1Du64 ^ u64::from(keys);
-            let mut ever_staged = false;
             for step in 0..40_000u32 {
                 x ^= x << 13;
                 x ^= x >> 7;
@@ -980,43 +851,14 @@ mod tests {
                     }
                     _ => assert_eq!(heap.pop_with_key(), fixed.pop_with_key(), "step {step}"),
                 }
-                let storage = &heap.engine.storage;
-                ever_staged |= !storage.staged.is_empty() && !storage.older.is_empty();
                 assert_eq!(heap.len(), fixed.len());
             }
-            assert!(ever_staged, "the test staged pushes");
             let rest: Vec<_> = core::iter::from_fn(|| heap.pop_with_key()).collect();
             assert_eq!(
                 rest,
                 core::iter::from_fn(|| fixed.pop_with_key()).collect::<Vec<_>>()
             );
         }
-    }
-
-    /// While the key table fits its budget, pushes into existing rounds go straight to them;
-    /// past it they are staged.
-    #[test]
-    fn few_keys_push_straight_and_many_keys_stage() {
-        let mut q: FairQueue<u32, u32> = FairQueue::unbounded();
-        let budget = q.engine.storage.direct_keys as u32;
-        assert_eq!(budget, 4_096, "32 KiB of 8-byte entries");
-        for i in 0..10_000 {
-            q.push(i % 64, i).unwrap();
-            let storage = &q.engine.storage;
-            assert!(storage.staged.is_empty() && storage.older.is_empty());
-        }
-        // The choice is made at each snapshot: pops take them.
-        let mut q: FairQueue<u32, u32> = FairQueue::unbounded();
-        let mut staged = false;
-        for i in 0..8 * budget {
-            q.push(i.wrapping_mul(2_654_435_761) % (4 * budget), i)
-                .unwrap();
-            if i % 2 == 1 {
-                q.pop();
-            }
-            staged |= !q.engine.storage.staged.is_empty();
-        }
-        assert!(staged, "a table past its budget stages pushes");
     }
 
     /// Pops taken straight from the buffer being read end the snapshot with its last item

@@ -27,11 +27,6 @@ impl<K, H> KeyMap<K, H> {
             hasher,
         }
     }
-
-    /// Number of keys.
-    pub(crate) fn len(&self) -> usize {
-        self.table.len()
-    }
 }
 
 impl<K: Hash, H: BuildHasher> KeyMap<K, H> {

@@ -49,9 +49,8 @@
 //! # Complexity
 //!
 //! `push` and `pop` are O(1): a push does one hash-table lookup for its key and appends the
-//! item to the back of its round (a few pushes later: the pushes are *staged*, see
-//! [`HeapStorage`]); a pop takes the front of the front round. Taking a snapshot
-//! costs nothing (see the engine notes below), and no pop allocates. Each round is stored
+//! item to the back of its round; a pop takes the front of the front round. Taking a
+//! snapshot costs nothing (see the engine notes below), and no pop allocates. Each round is stored
 //! contiguously and read front to back (no per-item link to chase), emptied rounds' buffers
 //! are reused for new rounds, and when one key is alone in a deep backlog its items are one
 //! plain FIFO (the *run*) rather than a round each. Once the queue has reached its working
@@ -277,6 +276,61 @@
 //! against 6.9-7.1 in a driver built like the bench's). The two dependent misses of a
 //! lookup at 65,536 keys and the scattered writes into rounds with a million queued are
 //! not instructions either.
+//!
+//! Then every push goes straight to its round, at any number of keys: staging is gone. On
+//! this development machine (2 MiB second-level cache per core, which holds the key table
+//! of 65,536 `u32` keys) the store no longer waited long enough on the key's entry to pay
+//! for staging's instructions: 65,536 keys took 133.2 instructions per push+pop in
+//! `fair_ops` under cachegrind before and 94.9 after, against 93.1 for `VecDeque` + lookup
+//! (first-level misses 2.31 before and after, last-level 0.08 with a simulated 2 MiB
+//! cache); 64 keys 103.8 / 101.7 (the flag that chose the way is gone), a million queued
+//! 104.3 / 102.2 (misses unchanged: 1.71 and 0.60), 1 key 78 / 79. A copy of the bench's
+//! contenders in a driver of its own (thread CPU time, medians of five runs of 10^6 steps,
+//! binaries in turns; load average 2.5-5), ns per push+pop with 65,536 keys, staged /
+//! straight: 13.4-15.0 / 7.8-9.4; with 262,144 keys (the table past that cache) 16.2-16.4
+//! / 11.2-11.6 and with 1,048,576 keys 18.0-19.5 / 11.9-12.3 (`VecDeque` + lookup 8.5-8.7
+//! and 10.4-11.3); 64 keys, 1,024 keys, a million queued and 1 key unchanged within the noise.
+//! The bench's ratio tables, binaries before and after in turns, four runs each (load
+//! average 2.7-5.0; `VecDeque` 2.9-3.7 ns), FairQueue ns per push+pop, before / after:
+//! 65,536 keys 10.3-11.2 / 9.5-9.9 (2.90x-3.06x / 2.70x-2.91x `VecDeque`: 3x missed in two
+//! runs of four before, met in all four after; 1.47x-1.48x / 1.27x-1.28x `VecDeque` +
+//! lookup); 64 keys 6.8-7.1 / 6.3-7.4 (0.62x-0.68x / 0.62x-0.74x the naive queue, 0.67x
+//! missed in one run of four before and after: in that run after, the naive queue took 9.9
+//! ns where it took 10.1-10.7 in the others); a million queued 21.9-23.3 / 21.8-22.1; 1 key
+//! 4.6 / 4.6-4.7 (1.45x-1.57x `VecDeque`, 0.71x-0.74x the crate); heap bytes per item
+//! unchanged (1.00x / 1.19x / 1.02x), 6.6 KB kept after a drain (6.9 before).
+//!
+//! Where the two remaining gaps come from, with these numbers:
+//!
+//! * 65,536 keys: the queue is now 1.27x-1.28x the `VecDeque` + lookup floor in the bench,
+//!   and that floor alone was 2.0x-2.3x `VecDeque` in the same runs (2.8x-3.2x in the
+//!   driver above, where `VecDeque` took 1.9-2.1 ns): one hash-table read-modify-write per
+//!   push uses most of the 3x budget, or all of it. The queue's own instructions are now
+//!   about the floor's (95 against 93; as many first-level misses, fewer last-level ones);
+//!   the time left over is the append, whose address comes from the key's entry: most
+//!   pushes at 65,536 keys go to the same one or two rounds, each reading and writing that
+//!   round's length, so consecutive appends wait on each other's lookups (what staging
+//!   hid, at a higher price in instructions).
+//! * A million queued: 2.6x the floor (21.9 against 8.4-8.5 ns in the bench; the ratio to
+//!   `VecDeque` moves with `VecDeque`'s own time, 5.7-7.4 ns in these runs and 2.4 on a
+//!   quiet machine). Instructions are those of 64 keys; the difference is memory. Each key's
+//!   pushes go to the round after its last one, and the 64 keys' last rounds drift apart
+//!   (their depths are random walks): thousands of rounds are being appended to at once,
+//!   each over tens of thousands of steps, so an append's line has often left the
+//!   second-level cache since its buffer was recycled (0.86 first-level and 0.19 simulated
+//!   last-level store misses per push), and pops read 1 KiB buffers that the hardware
+//!   prefetcher picks up late (push only: 15.3-15.9 ns against 9.1-9.7 for `VecDeque` +
+//!   lookup; pop only: 3.9-5.5 against 1.9-2.3 for `VecDeque`). Tried and not kept: rounds
+//!   in chains of 16-item buffers taken hot from the pool, so that an append never touches
+//!   a line untouched since recycling: 36-40 ns per push+pop against 13-17 (every 16 pops a
+//!   buffer switch and a read the prefetcher cannot follow). A software prefetch of the next
+//!   round's buffer when the pop starts on one (`_mm_prefetch`, measured with the crate's
+//!   `forbid(unsafe_code)` lifted, so not kept) took pops from 3.9-4.1 to 3.3 ns and push+pop
+//!   from 12.4-15.5 to 11.0-12.5 ns: the reading side is a small part of the gap, and the
+//!   intrinsic needs `unsafe` to call here.
+//!   Also tried and not kept: a pop that takes the read buffer's next item only while
+//!   another follows it and calls out for everything else (so that the common path saves
+//!   no registers): 64 keys 6.6-6.8 ns against 6.1-6.3, 1 key 4.7-4.8 against 4.0.
 //!
 //! # Variants
 //!

@@ -48,9 +48,7 @@ pub(crate) mod backing {
         fn round_len(&self, index: usize) -> usize;
         /// Appends an item to round `index`, or hands it back when `index` is past the last
         /// round (the caller then places it at the run) or, in a storage that implements
-        /// [`round_push_grow`](Self::round_push_grow), when the round's buffer is full. The
-        /// item may be staged (see [`place_pushes`](Self::place_pushes)); reads through
-        /// [`Walk`] and [`round_len`](Self::round_len) see it in its round all the same.
+        /// [`round_push_grow`](Self::round_push_grow), when the round's buffer is full.
         fn round_push(&mut self, index: usize, key: K, item: T) -> Result<(), (K, T)>;
         /// Like [`round_push`](Self::round_push), and makes room in round `index` when
         /// `round_push` handed the item back for want of it (a storage may keep that out of
@@ -61,11 +59,6 @@ pub(crate) mod backing {
         /// Appends a new round holding one item; `size` is how many items rounds hold on
         /// average (a hint for the round's buffer).
         fn new_round(&mut self, key: K, item: T, size: usize);
-        /// Finishes every push into an existing round (a storage may stage them, see
-        /// [`HeapStorage`](crate::fair::HeapStorage)). Called before round 0 becomes the
-        /// pending snapshot and before removals; pushes never go to the pending snapshot, so
-        /// pops from it need no such call.
-        fn place_pushes(&mut self) {}
         /// Takes the oldest item of round 0 and drops the round if that emptied it (the
         /// flag says so). Round 0 is never empty.
         fn front_pop(&mut self) -> (K, T, bool);
