@@ -11,6 +11,15 @@
 //! condition variable: sleeping and being woken cost four writers on two cores half their
 //! throughput.
 //!
+//! Under those two policies a put that meets no other put keeps the lock through its
+//! write: letting go of it and taking it back costs a lone put two more atomic
+//! read-modify-writes (10 to 16 ns of the 145 ns a 128-byte put added to its `write` on
+//! the development machine). Puts meet when one finds the lock taken or queues behind a
+//! leader; that marks the queue crowded (`Inner::crowded`), and leaders then write outside
+//! the lock so that the puts arriving meanwhile queue, until [`CALM_LEADERS`] leaders in a
+//! row met nobody. A put that arrives while a lone put writes under the lock waits for that
+//! one `write` on the lock.
+//!
 //! Ids are handed out in the order puts enter, which is the order their bytes reach the file.
 //! A batch that fails with a full disk is cut off the file again and fails every put in it
 //! (their ids are not reused: ids may jump, never go back); any other write failure poisons
@@ -27,7 +36,7 @@ use crate::item::ItemId;
 use crate::next::enforce_limits;
 use crate::pos::Pos;
 use crate::state::{Failure, Inner, Unsynced, Writer};
-use crate::storage::{write_all, write_all_vectored};
+use crate::storage::{write_all, write_all_vectored, WriteFile};
 use crate::sync::proto;
 use crate::sync::{lock, read_lock};
 use crate::JournalError;
@@ -53,6 +62,17 @@ const SPIN_ROUNDS: u32 = 16;
 const SPINS_PER_ROUND: u32 = 1;
 #[cfg(loom)]
 const SPIN_ROUNDS: u32 = 1;
+
+/// After this many leaders in a row met no other put, `Inner::crowded` is cleared and
+/// lone puts write under the writer's lock again. Loom models clear it after one, and
+/// start crowded, so that both ways and the switches between them are explored.
+#[cfg(not(loom))]
+const CALM_LEADERS: u32 = 1024;
+#[cfg(loom)]
+const CALM_LEADERS: u32 = 1;
+
+/// Whether a queue starts with `Inner::crowded` set (see [`CALM_LEADERS`]).
+pub(crate) const CROWDED_AT_OPEN: bool = cfg!(loom);
 
 impl Inner {
     /// Appends `items` (consecutive ids) and returns the first id once they are as durable
@@ -80,7 +100,20 @@ impl Inner {
         let n = items.len() as u64;
         let bytes: u64 = items.iter().map(|d| d.len() as u64).sum();
 
-        let mut w = proto::lock(&self.writer);
+        // On a crowded queue puts meet as followers (which keeps the mark); otherwise a put
+        // finds out whether it meets another one by trying the lock first.
+        let mut w = if self.crowded.load(proto::Ordering::Relaxed) {
+            proto::lock(&self.writer)
+        } else if let Some(w) = proto::try_lock(&self.writer) {
+            w
+        } else {
+            // Another put (or the queue's upkeep) holds the lock: puts are meeting, so
+            // leaders go back to writing outside the lock.
+            self.crowded.store(true, proto::Ordering::Relaxed);
+            let mut w = proto::lock(&self.writer);
+            w.calm = 0;
+            w
+        };
         self.check_open()?;
         self.check_poisoned()?;
         let limited = self.limited.load(Ordering::Acquire);
@@ -92,17 +125,9 @@ impl Inner {
         // Only changed under the writer's lock: a load and a store, no read-modify-write.
         bump(&self.put_items, n);
         bump(&self.put_bytes, bytes);
-        fn record(id: u64, added_at_ms: u64, expires_at_ms: Option<u64>, d: &[u8]) -> Record<'_> {
-            Record {
-                kind: RecordKind::Item,
-                id,
-                added_at_ms,
-                expires_at_ms,
-                payload: d,
-            }
-        }
         let (w, result) = if w.leading {
             // A follower: queue the records for the leader and wait.
+            w.calm = 0;
             if w.pending.is_empty() {
                 w.pending_first = first;
             }
@@ -126,51 +151,36 @@ impl Inner {
                 w = proto::lock(&self.writer);
             }
             self.await_batch(w, first)
+        } else if !self.config.sync.is_durable_on_put()
+            && !self.crowded.load(proto::Ordering::Relaxed)
+        {
+            // Alone, under `Never` or `Periodic`: write under the lock. Nobody is leading, so
+            // nothing is queued, and a put arriving now finds the lock taken, marks the
+            // queue crowded and waits for this one `write`; letting go of the lock around
+            // the write and taking it again would cost every lone put a lock round trip.
+            let start = w.offset;
+            let (file, buf) = w.file_and_own();
+            let written = write_records(file, buf, items, first, added_at_ms, expires_at_ms);
+            if buf.capacity() > CRC_ALIGN + COPY_LIMIT + RECORD_HEADER_LEN {
+                *buf = Vec::new();
+            }
+            let own = self.settle(&mut w, start, written, first, first + n - 1, 0);
+            let (w, synced) = self.lead(w);
+            (w, self.outcome(own, synced))
         } else {
             w.leading = true;
             let file = w.lend();
             let start = w.offset;
             let mut buf = std::mem::take(&mut w.own);
-            buf.clear();
             drop(w);
-            let written = if let [d] = items {
-                // The common case: one record. A small one is encoded into the writer's
-                // reusable buffer next to its header and written with one `write` (a second
-                // iovec costs the kernel more than the copy); a larger one is written with
-                // one `writev` from the caller's slice.
-                let rec = record(first, added_at_ms, expires_at_ms, d);
-                if d.len() <= COPY_LIMIT {
-                    // The checksum covers the record from its fifth byte: padding in front
-                    // puts that byte on an 8-byte boundary, so the checksum runs in 8-byte
-                    // steps only (a one-byte step takes as long as an 8-byte one).
-                    buf.reserve(CRC_ALIGN + RECORD_HEADER_LEN + d.len());
-                    let pad = (CRC_ALIGN - (buf.as_ptr() as usize + 4) % CRC_ALIGN) % CRC_ALIGN;
-                    // Eight bytes copied and cut back: a fixed-size copy is inlined.
-                    buf.extend_from_slice(&PAD);
-                    buf.truncate(pad);
-                    encode_record(&rec, &mut buf);
-                    let len = buf.len() - pad;
-                    write_all(file.as_ref(), &buf[pad..]).map(|()| len as u64)
-                } else {
-                    let h = encode_record_header(&rec);
-                    write_all_vectored(file.as_ref(), &[IoSlice::new(&h), IoSlice::new(d)])
-                }
-            } else {
-                let headers: Vec<[u8; RECORD_HEADER_LEN]> = items
-                    .iter()
-                    .enumerate()
-                    .map(|(i, d)| {
-                        let id = first + i as u64;
-                        encode_record_header(&record(id, added_at_ms, expires_at_ms, d))
-                    })
-                    .collect();
-                let slices: Vec<IoSlice<'_>> = headers
-                    .iter()
-                    .zip(items)
-                    .flat_map(|(h, d)| [IoSlice::new(h), IoSlice::new(d)])
-                    .collect();
-                write_all_vectored(file.as_ref(), &slices)
-            };
+            let written = write_records(
+                file.as_ref(),
+                &mut buf,
+                items,
+                first,
+                added_at_ms,
+                expires_at_ms,
+            );
             let mut w = proto::lock(&self.writer);
             w.give_back(file);
             if buf.capacity() <= CRC_ALIGN + COPY_LIMIT + RECORD_HEADER_LEN {
@@ -178,11 +188,7 @@ impl Inner {
             }
             let own = self.settle(&mut w, start, written, first, first + n - 1, 0);
             let (w, synced) = self.lead(w);
-            let result = match own {
-                Ok(()) => synced,
-                Err(e) => Err(e),
-            };
-            (w, result)
+            (w, self.outcome(own, synced))
         };
         let end = w.end();
         if result.is_err() {
@@ -234,15 +240,29 @@ impl Inner {
         (w, Err(err))
     }
 
+    /// The outcome of a leader's put: the error of its own write, or else of the sync
+    /// `Always` needs if [`Inner::lead`] found that it failed (which poisoned the queue).
+    #[inline(always)]
+    fn outcome(&self, own: Result<(), JournalError>, synced: bool) -> Result<(), JournalError> {
+        own?;
+        if synced {
+            Ok(())
+        } else {
+            self.check_poisoned()
+        }
+    }
+
     /// The leader writes what followers queued, rotates and (under `Always`) syncs, then
     /// steps down and wakes the followers. Returns whether the sync `Always` needs covered
-    /// everything written (always `Ok` under the other policies).
+    /// everything written (always true under the other policies); when it did not, the
+    /// queue is poisoned. A flag rather than the error: the error is as large as eight
+    /// words, and moving it out of here cost every put a few dozen instructions.
     fn lead<'a>(
         &'a self,
         mut w: proto::MutexGuard<'a, Writer>,
-    ) -> (proto::MutexGuard<'a, Writer>, Result<(), JournalError>) {
+    ) -> (proto::MutexGuard<'a, Writer>, bool) {
         let always = self.config.sync == SyncPolicy::Always;
-        let mut synced = Ok(());
+        let mut synced = true;
         loop {
             while !w.pending.is_empty() {
                 let spare = std::mem::take(&mut w.spare);
@@ -322,11 +342,17 @@ impl Inner {
                             .push(Failure::new(b.first, b.last, &e, b.followers));
                     }
                 }
-                synced = Err(e);
+                synced = false;
             }
         }
         w.done_id = w.next_id - 1;
         w.leading = false;
+        if w.calm < CALM_LEADERS {
+            w.calm += 1;
+            if w.calm == CALM_LEADERS {
+                self.crowded.store(false, proto::Ordering::Relaxed);
+            }
+        }
         self.failures_kept
             .store(!w.failures.is_empty(), proto::Ordering::Relaxed);
         self.stepped_down.store(w.done_id, proto::Ordering::Release);
@@ -448,6 +474,69 @@ impl Inner {
                 }
             }
         }
+    }
+}
+
+/// The record of item `id`.
+fn record(id: u64, added_at_ms: u64, expires_at_ms: Option<u64>, d: &[u8]) -> Record<'_> {
+    Record {
+        kind: RecordKind::Item,
+        id,
+        added_at_ms,
+        expires_at_ms,
+        payload: d,
+    }
+}
+
+/// A leader writes the records of its own `items` (ids from `first`) to `file` and
+/// returns the bytes written. `buf` is the writer's reusable buffer for a small record.
+#[inline(always)]
+fn write_records(
+    file: &dyn WriteFile,
+    buf: &mut Vec<u8>,
+    items: &[&[u8]],
+    first: u64,
+    added_at_ms: u64,
+    expires_at_ms: Option<u64>,
+) -> io::Result<u64> {
+    if let [d] = items {
+        // The common case: one record. A small one is encoded into the writer's reusable
+        // buffer next to its header and written with one `write` (a second iovec costs the
+        // kernel more than the copy); a larger one is written with one `writev` from the
+        // caller's slice.
+        let rec = record(first, added_at_ms, expires_at_ms, d);
+        if d.len() <= COPY_LIMIT {
+            buf.clear();
+            // The checksum covers the record from its fifth byte: padding in front puts
+            // that byte on an 8-byte boundary, so the checksum runs in 8-byte steps only (a
+            // one-byte step takes as long as an 8-byte one).
+            buf.reserve(CRC_ALIGN + RECORD_HEADER_LEN + d.len());
+            let pad = (CRC_ALIGN - (buf.as_ptr() as usize + 4) % CRC_ALIGN) % CRC_ALIGN;
+            // Eight bytes copied and cut back: a fixed-size copy is inlined.
+            buf.extend_from_slice(&PAD);
+            buf.truncate(pad);
+            encode_record(&rec, buf);
+            let len = buf.len() - pad;
+            write_all(file, &buf[pad..]).map(|()| len as u64)
+        } else {
+            let h = encode_record_header(&rec);
+            write_all_vectored(file, &[IoSlice::new(&h), IoSlice::new(d)])
+        }
+    } else {
+        let headers: Vec<[u8; RECORD_HEADER_LEN]> = items
+            .iter()
+            .enumerate()
+            .map(|(i, d)| {
+                let id = first + i as u64;
+                encode_record_header(&record(id, added_at_ms, expires_at_ms, d))
+            })
+            .collect();
+        let slices: Vec<IoSlice<'_>> = headers
+            .iter()
+            .zip(items)
+            .flat_map(|(h, d)| [IoSlice::new(h), IoSlice::new(d)])
+            .collect();
+        write_all_vectored(file, &slices)
     }
 }
 

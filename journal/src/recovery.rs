@@ -402,6 +402,7 @@ pub(crate) fn open(
         written_cv: proto::Condvar::new(),
         stepped_down: proto::AtomicU64::new(next_id.wrapping_sub(1)),
         failures_kept: proto::AtomicBool::new(false),
+        crowded: proto::AtomicBool::new(crate::append::CROWDED_AT_OPEN),
         put_items: AtomicU64::new(0),
         put_bytes: AtomicU64::new(0),
         limited: AtomicBool::new(limited),

@@ -706,6 +706,176 @@ impl ReadFile for SimFile {
     }
 }
 
+/// Opens files through a wrapper: what [`WrapFiles`] calls on every file a storage opens.
+type Wrap<F> = Box<dyn Fn(&Path, Box<F>) -> Box<F> + Send + Sync>;
+
+/// A storage that passes every call to another one (usually a [`SimDisk`]) and hands the
+/// files it opens to wrappers of the test's choosing: a test that changes how files behave
+/// (a gate that holds writes, a file system that cannot reserve space, a count of reads)
+/// writes only the wrapper, and every other operation reaches the inner storage unchanged.
+/// Wrap a write file with [`ForwardWrite`] to forward all but the calls it changes.
+///
+/// ```
+/// use std::io;
+/// use std::path::Path;
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+/// use std::sync::Arc;
+/// use fairq_journal::sim::{ForwardWrite, SimDisk, WrapFiles};
+/// use fairq_journal::storage::{Storage, WriteFile};
+///
+/// /// Counts the syncs of the files it wraps.
+/// #[derive(Debug)]
+/// struct CountSyncs(Box<dyn WriteFile>, Arc<AtomicUsize>);
+///
+/// impl ForwardWrite for CountSyncs {
+///     fn inner(&self) -> &dyn WriteFile {
+///         self.0.as_ref()
+///     }
+///     fn sync_data(&self) -> io::Result<()> {
+///         self.1.fetch_add(1, Ordering::SeqCst);
+///         self.0.sync_data()
+///     }
+/// }
+///
+/// let syncs = Arc::new(AtomicUsize::new(0));
+/// let counted = syncs.clone();
+/// let disk = WrapFiles::new(SimDisk::new(1))
+///     .write_files(move |_path, f| Box::new(CountSyncs(f, counted.clone())));
+/// disk.create_dir_all(Path::new("/q"), 0o700).unwrap();
+/// let f = disk.create(Path::new("/q/a"), 0o600).unwrap();
+/// f.write(b"x").unwrap();
+/// f.sync_data().unwrap();
+/// assert_eq!(syncs.load(Ordering::SeqCst), 1);
+/// assert_eq!(disk.read_all(Path::new("/q/a")).unwrap(), b"x");
+/// ```
+pub struct WrapFiles {
+    inner: Arc<dyn Storage>,
+    write: Wrap<dyn WriteFile>,
+    read: Wrap<dyn ReadFile>,
+}
+
+impl WrapFiles {
+    /// Forwards everything to `inner`, files unwrapped until told otherwise.
+    pub fn new(inner: impl Storage + 'static) -> Self {
+        WrapFiles {
+            inner: Arc::new(inner),
+            write: Box::new(|_, f| f),
+            read: Box::new(|_, f| f),
+        }
+    }
+
+    /// Hands every file opened for appending (created or opened again) to `wrap`, with its
+    /// path.
+    pub fn write_files(
+        mut self,
+        wrap: impl Fn(&Path, Box<dyn WriteFile>) -> Box<dyn WriteFile> + Send + Sync + 'static,
+    ) -> Self {
+        self.write = Box::new(wrap);
+        self
+    }
+
+    /// Hands every file opened for reading to `wrap`, with its path.
+    pub fn read_files(
+        mut self,
+        wrap: impl Fn(&Path, Box<dyn ReadFile>) -> Box<dyn ReadFile> + Send + Sync + 'static,
+    ) -> Self {
+        self.read = Box::new(wrap);
+        self
+    }
+}
+
+impl std::fmt::Debug for WrapFiles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WrapFiles")
+            .field("inner", &self.inner)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Storage for WrapFiles {
+    fn create_dir_all(&self, dir: &Path, mode: u32) -> io::Result<()> {
+        self.inner.create_dir_all(dir, mode)
+    }
+    fn list_dir(&self, dir: &Path) -> io::Result<Vec<DirEntry>> {
+        self.inner.list_dir(dir)
+    }
+    fn read_all(&self, path: &Path) -> io::Result<Vec<u8>> {
+        self.inner.read_all(path)
+    }
+    fn create(&self, path: &Path, mode: u32) -> io::Result<Box<dyn WriteFile>> {
+        Ok((self.write)(path, self.inner.create(path, mode)?))
+    }
+    fn open_append(&self, path: &Path) -> io::Result<Box<dyn WriteFile>> {
+        Ok((self.write)(path, self.inner.open_append(path)?))
+    }
+    fn open_read(&self, path: &Path) -> io::Result<Box<dyn ReadFile>> {
+        Ok((self.read)(path, self.inner.open_read(path)?))
+    }
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.inner.rename(from, to)
+    }
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        self.inner.remove_file(path)
+    }
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        self.inner.sync_dir(dir)
+    }
+    fn lock(&self, path: &Path, mode: u32) -> io::Result<Box<dyn LockGuard>> {
+        self.inner.lock(path, mode)
+    }
+    fn lock_shared(&self, path: &Path) -> io::Result<Option<Box<dyn LockGuard>>> {
+        self.inner.lock_shared(path)
+    }
+}
+
+/// A write file that forwards every call to [`ForwardWrite::inner`] unless it overrides it:
+/// a wrapper for [`WrapFiles`] names only the calls it changes, and a call added to
+/// [`WriteFile`] later (or one a wrapper forgot, such as `write_vectored` or `reserve`)
+/// still reaches the inner file instead of the trait's default. Every type implementing it
+/// is a [`WriteFile`]; see [`WrapFiles`] for an example.
+pub trait ForwardWrite: Send + Sync + std::fmt::Debug {
+    /// The file the calls go to.
+    fn inner(&self) -> &dyn WriteFile;
+    /// [`WriteFile::write`].
+    fn write(&self, buf: &[u8]) -> io::Result<usize> {
+        self.inner().write(buf)
+    }
+    /// [`WriteFile::write_vectored`].
+    fn write_vectored(&self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        self.inner().write_vectored(bufs)
+    }
+    /// [`WriteFile::sync_data`].
+    fn sync_data(&self) -> io::Result<()> {
+        self.inner().sync_data()
+    }
+    /// [`WriteFile::set_len`].
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.inner().set_len(len)
+    }
+    /// [`WriteFile::reserve`].
+    fn reserve(&self, offset: u64, len: u64) -> io::Result<()> {
+        self.inner().reserve(offset, len)
+    }
+}
+
+impl<T: ForwardWrite> WriteFile for T {
+    fn write(&self, buf: &[u8]) -> io::Result<usize> {
+        ForwardWrite::write(self, buf)
+    }
+    fn write_vectored(&self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        ForwardWrite::write_vectored(self, bufs)
+    }
+    fn sync_data(&self) -> io::Result<()> {
+        ForwardWrite::sync_data(self)
+    }
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        ForwardWrite::set_len(self, len)
+    }
+    fn reserve(&self, offset: u64, len: u64) -> io::Result<()> {
+        ForwardWrite::reserve(self, offset, len)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

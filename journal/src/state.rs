@@ -64,6 +64,9 @@ pub(crate) struct Writer {
     pub(crate) reserve_at: u64,
     /// The file system cannot reserve space: do not ask again.
     pub(crate) reserve_unsupported: bool,
+    /// Leaders in a row that met no other put (`append.rs`): once there are enough,
+    /// `Inner::crowded` is cleared and puts write under the lock again.
+    pub(crate) calm: u32,
 }
 
 /// The segment after the writer's, being created (header written and synced, directory
@@ -99,6 +102,7 @@ impl Writer {
             reserved: 0,
             reserve_at: 0,
             reserve_unsupported: false,
+            calm: 0,
         }
     }
 }
@@ -184,6 +188,13 @@ impl Writer {
         &self.file
     }
 
+    /// The segment being written and the buffer for a lone small record, for a put that
+    /// writes under the lock (`append.rs`): borrowed together, nothing moved out and back.
+    #[inline(always)]
+    pub(crate) fn file_and_own(&mut self) -> (&dyn WriteFile, &mut Vec<u8>) {
+        (self.file.as_ref(), &mut self.own)
+    }
+
     /// Makes `file` the writer's file (rotation).
     pub(crate) fn set_file(&mut self, file: Arc<dyn WriteFile>) {
         self.lent = Some(file.clone());
@@ -247,6 +258,11 @@ pub(crate) struct Inner {
     /// `Writer::failures` was not empty when the last leader stepped down (stored before
     /// `stepped_down`): a spinning follower then looks for its batch among them.
     pub(crate) failures_kept: proto::AtomicBool,
+    /// Puts met each other lately (one found the writer's lock taken, or queued behind a
+    /// leader): a leader then writes outside the lock so that others can queue their
+    /// records meanwhile. Otherwise a put writes under the lock (`append.rs`). A hint only:
+    /// both ways are correct, they differ in cost.
+    pub(crate) crowded: proto::AtomicBool,
     /// Items and payload bytes put since the queue was opened; a reader's waiting count is
     /// these minus what it consumed (see `ReaderState`).
     pub(crate) put_items: AtomicU64,

@@ -10,7 +10,8 @@
 //! reader doorbell in `wake.rs` (an atomic waiter count decides whether a condition variable
 //! is notified) and the writer mutex with its condition variable, on which concurrent puts
 //! elect a leader, queue behind it and wait (`append.rs`; under `Never` and `Periodic` a
-//! follower first spins on the leader's atomic `stepped_down` mark), and the shared chunk cache's mutex
+//! follower first spins on the leader's atomic `stepped_down` mark, and a put that meets no
+//! other put writes under the lock), and the shared chunk cache's mutex
 //! with its condition variable, on which a reader waits for another reader's read of the
 //! same bytes (`chunks.rs`). The rest of the queue (state under plain locks that no thread
 //! holds across a wait) always uses `std`.
@@ -56,5 +57,18 @@ pub(crate) mod proto {
     #[inline]
     pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
         m.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Locks a mutex if no other thread holds it (`None` if one does), recovering the data
+    /// if another thread panicked while holding it.
+    #[inline]
+    pub(crate) fn try_lock<T>(m: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
+        // loom's mutex reports with std's error type too.
+        use std::sync::TryLockError;
+        match m.try_lock() {
+            Ok(g) => Some(g),
+            Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
+            Err(TryLockError::WouldBlock) => None,
+        }
     }
 }

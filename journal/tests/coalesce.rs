@@ -1,14 +1,18 @@
 //! Concurrent puts share one write: while one put (the leader) is in its write system call,
 //! the puts that arrive queue their records and the leader writes them all at once. A gate
 //! in the storage holds the leader inside its write, so the tests decide exactly who queues.
+//!
+//! Under `Never` and `Periodic` a put that meets no other put writes under the writer's
+//! lock; puts start queueing once they have met (one found the lock taken). The tests under
+//! these policies first make puts meet (`crowd`), and two tests check the switch itself.
 
 use std::io::{self, IoSlice};
 use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use fairq_journal::sim::{SimDisk, SimFaults};
-use fairq_journal::storage::{DirEntry, LockGuard, ReadFile, Storage, WriteFile};
+use fairq_journal::sim::{ForwardWrite, SimDisk, SimFaults, WrapFiles};
+use fairq_journal::storage::{Storage, WriteFile};
 use fairq_journal::{ItemId, JournalConfig, JournalError, JournaledQueue, SyncPolicy};
 
 #[derive(Debug, Default)]
@@ -64,10 +68,14 @@ impl Gate {
     }
 }
 
+/// A segment file whose writes pass through the gate.
 #[derive(Debug)]
 struct GatedFile(Box<dyn WriteFile>, Arc<Gate>);
 
-impl WriteFile for GatedFile {
+impl ForwardWrite for GatedFile {
+    fn inner(&self) -> &dyn WriteFile {
+        self.0.as_ref()
+    }
     fn write(&self, buf: &[u8]) -> io::Result<usize> {
         self.1.pass();
         self.0.write(buf)
@@ -76,62 +84,13 @@ impl WriteFile for GatedFile {
         self.1.pass();
         self.0.write_vectored(bufs)
     }
-    fn sync_data(&self) -> io::Result<()> {
-        self.0.sync_data()
-    }
-    fn set_len(&self, len: u64) -> io::Result<()> {
-        self.0.set_len(len)
-    }
 }
 
 /// A simulated disk whose segment writes pass through a gate (segment headers are written
 /// when the gate is open, before the tests close it).
-#[derive(Debug)]
-struct GatedDisk {
-    disk: SimDisk,
-    gate: Arc<Gate>,
-}
-
-impl Storage for GatedDisk {
-    fn create_dir_all(&self, dir: &Path, mode: u32) -> io::Result<()> {
-        self.disk.create_dir_all(dir, mode)
-    }
-    fn list_dir(&self, dir: &Path) -> io::Result<Vec<DirEntry>> {
-        self.disk.list_dir(dir)
-    }
-    fn read_all(&self, path: &Path) -> io::Result<Vec<u8>> {
-        self.disk.read_all(path)
-    }
-    fn create(&self, path: &Path, mode: u32) -> io::Result<Box<dyn WriteFile>> {
-        Ok(Box::new(GatedFile(
-            self.disk.create(path, mode)?,
-            self.gate.clone(),
-        )))
-    }
-    fn open_append(&self, path: &Path) -> io::Result<Box<dyn WriteFile>> {
-        Ok(Box::new(GatedFile(
-            self.disk.open_append(path)?,
-            self.gate.clone(),
-        )))
-    }
-    fn open_read(&self, path: &Path) -> io::Result<Box<dyn ReadFile>> {
-        self.disk.open_read(path)
-    }
-    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        self.disk.rename(from, to)
-    }
-    fn remove_file(&self, path: &Path) -> io::Result<()> {
-        self.disk.remove_file(path)
-    }
-    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
-        self.disk.sync_dir(dir)
-    }
-    fn lock(&self, path: &Path, mode: u32) -> io::Result<Box<dyn LockGuard>> {
-        self.disk.lock(path, mode)
-    }
-    fn lock_shared(&self, path: &Path) -> io::Result<Option<Box<dyn LockGuard>>> {
-        self.disk.lock_shared(path)
-    }
+fn gated_disk(disk: &SimDisk, gate: &Arc<Gate>) -> WrapFiles {
+    let gate = gate.clone();
+    WrapFiles::new(disk.clone()).write_files(move |_, f| Box::new(GatedFile(f, gate.clone())))
 }
 
 struct Setup {
@@ -145,15 +104,55 @@ fn setup(sync: SyncPolicy) -> Setup {
     let gate = Arc::new(Gate::default());
     let config = JournalConfig {
         sync,
-        storage: Arc::new(GatedDisk {
-            disk: disk.clone(),
-            gate: gate.clone(),
-        }),
+        storage: Arc::new(gated_disk(&disk, &gate)),
         ..JournalConfig::default()
     };
     let q = JournaledQueue::open("/q", "q", config).unwrap();
     q.reader("r").unwrap();
-    Setup { disk, gate, q }
+    let s = Setup { disk, gate, q };
+    if !sync.is_durable_on_put() {
+        crowd(&s);
+    }
+    s
+}
+
+/// Makes puts meet until the second of two puts queues behind the first, held in its
+/// write; returns the rounds it took. The items put on the way are committed.
+fn crowd(s: &Setup) -> usize {
+    for round in 1..=5 {
+        let queued = meet(s);
+        drain(&s.q);
+        if queued {
+            return round;
+        }
+    }
+    panic!("puts never queued behind a leader");
+}
+
+/// One put held in its write and a second put: whether the second one queued its record
+/// (it has its id, so the reader counts it) within a second, instead of waiting for the
+/// writer's lock until the first one is done.
+fn meet(s: &Setup) -> bool {
+    let r = s.q.reader("r").unwrap();
+    let before = r.len();
+    s.gate.close();
+    std::thread::scope(|scope| {
+        scope.spawn(|| s.q.put(b"first").unwrap());
+        s.gate.await_held(1);
+        scope.spawn(|| s.q.put(b"second").unwrap());
+        let deadline = Instant::now() + Duration::from_secs(1);
+        let queued = loop {
+            if r.len() == before + 2 {
+                break true;
+            }
+            if Instant::now() >= deadline {
+                break false;
+            }
+            std::thread::yield_now();
+        };
+        s.gate.open();
+        queued
+    })
 }
 
 /// Waits (yielding, with a deadline) until `f` holds.
@@ -304,6 +303,40 @@ fn a_batch_whose_write_fails_poisons_the_queue_and_fails_its_puts() {
     }
     s.disk.set_faults(SimFaults::default());
     assert!(matches!(s.q.put(b"x"), Err(JournalError::Poisoned { .. })));
+}
+
+#[test]
+fn a_lone_put_writes_under_the_lock_until_puts_meet() {
+    let disk = SimDisk::new(7);
+    let gate = Arc::new(Gate::default());
+    let config = JournalConfig {
+        sync: SyncPolicy::Never,
+        storage: Arc::new(gated_disk(&disk, &gate)),
+        ..JournalConfig::default()
+    };
+    let q = JournaledQueue::open("/q", "q", config).unwrap();
+    q.reader("r").unwrap();
+    let s = Setup { disk, gate, q };
+    // On a fresh queue the first put holds the writer's lock through its write: the second
+    // put cannot queue, it waits for the lock (and so marks the queue crowded).
+    assert!(!meet(&s), "the second put queued behind a lone put");
+    drain(&s.q);
+    // Now puts have met: the next leader writes outside the lock and the second put queues
+    // (at once, unless the second put above was so late that it found the lock free).
+    assert!(crowd(&s) <= 2, "puts that met still do not queue");
+}
+
+#[test]
+fn a_crowded_queue_goes_back_to_writing_under_the_lock_after_many_lone_puts() {
+    // Set up crowded: the puts met.
+    let s = setup(SyncPolicy::Never);
+    // Enough leaders in a row that met nobody (1,024) clear the mark.
+    for _ in 0..1100 {
+        s.q.put(b"alone").unwrap();
+    }
+    drain(&s.q);
+    assert!(!meet(&s), "a lone put still writes outside the lock");
+    drain(&s.q);
 }
 
 #[test]

@@ -482,10 +482,9 @@ fn enospc_fails_the_put_without_poisoning() {
 
 /// A disk whose file syncs can be held at a gate, to make group commit deterministic.
 mod gated {
-    use fairq_journal::sim::SimDisk;
-    use fairq_journal::storage::{DirEntry, LockGuard, ReadFile, Storage, WriteFile};
-    use std::io;
-    use std::path::Path;
+    use fairq_journal::sim::{ForwardWrite, SimDisk, WrapFiles};
+    use fairq_journal::storage::WriteFile;
+    use std::io::{self, IoSlice};
     use std::sync::{Arc, Condvar, Mutex};
 
     #[derive(Debug, Default)]
@@ -526,90 +525,59 @@ mod gated {
         }
     }
 
-    #[derive(Debug, Clone)]
-    pub struct GatedDisk {
-        pub disk: SimDisk,
-        pub gate: Arc<Gate>,
+    impl Gate {
+        /// Holds a write while writes are closed.
+        fn hold_write(&self) {
+            let mut g = self.state.lock().unwrap();
+            g.writes_waiting += 1;
+            self.cv.notify_all();
+            let mut g = self.cv.wait_while(g, |s| s.writes_closed).unwrap();
+            g.writes_waiting -= 1;
+        }
+
+        /// Counts a sync and holds it while syncs are closed.
+        fn hold_sync(&self) {
+            let mut g = self.state.lock().unwrap();
+            g.syncs += 1;
+            g.waiting += 1;
+            self.cv.notify_all();
+            let mut g = self.cv.wait_while(g, |s| s.closed).unwrap();
+            g.waiting -= 1;
+        }
     }
 
     #[derive(Debug)]
     struct GatedFile(Box<dyn WriteFile>, Arc<Gate>);
 
-    impl WriteFile for GatedFile {
+    impl ForwardWrite for GatedFile {
+        fn inner(&self) -> &dyn WriteFile {
+            self.0.as_ref()
+        }
         fn write(&self, buf: &[u8]) -> io::Result<usize> {
-            let mut g = self.1.state.lock().unwrap();
-            g.writes_waiting += 1;
-            self.1.cv.notify_all();
-            let mut g = self.1.cv.wait_while(g, |s| s.writes_closed).unwrap();
-            g.writes_waiting -= 1;
-            drop(g);
+            self.1.hold_write();
             self.0.write(buf)
         }
-        fn sync_data(&self) -> io::Result<()> {
-            let mut g = self.1.state.lock().unwrap();
-            g.syncs += 1;
-            g.waiting += 1;
-            self.1.cv.notify_all();
-            let mut g = self.1.cv.wait_while(g, |s| s.closed).unwrap();
-            g.waiting -= 1;
-            drop(g);
-            self.0.sync_data()
+        fn write_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+            self.1.hold_write();
+            self.0.write_vectored(bufs)
         }
-        fn set_len(&self, len: u64) -> io::Result<()> {
-            self.0.set_len(len)
+        fn sync_data(&self) -> io::Result<()> {
+            self.1.hold_sync();
+            self.0.sync_data()
         }
     }
 
-    impl Storage for GatedDisk {
-        fn create_dir_all(&self, dir: &Path, mode: u32) -> io::Result<()> {
-            self.disk.create_dir_all(dir, mode)
-        }
-        fn list_dir(&self, dir: &Path) -> io::Result<Vec<DirEntry>> {
-            self.disk.list_dir(dir)
-        }
-        fn read_all(&self, path: &Path) -> io::Result<Vec<u8>> {
-            self.disk.read_all(path)
-        }
-        fn create(&self, path: &Path, mode: u32) -> io::Result<Box<dyn WriteFile>> {
-            Ok(Box::new(GatedFile(
-                self.disk.create(path, mode)?,
-                self.gate.clone(),
-            )))
-        }
-        fn open_append(&self, path: &Path) -> io::Result<Box<dyn WriteFile>> {
-            Ok(Box::new(GatedFile(
-                self.disk.open_append(path)?,
-                self.gate.clone(),
-            )))
-        }
-        fn open_read(&self, path: &Path) -> io::Result<Box<dyn ReadFile>> {
-            self.disk.open_read(path)
-        }
-        fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-            self.disk.rename(from, to)
-        }
-        fn remove_file(&self, path: &Path) -> io::Result<()> {
-            self.disk.remove_file(path)
-        }
-        fn sync_dir(&self, dir: &Path) -> io::Result<()> {
-            self.disk.sync_dir(dir)
-        }
-        fn lock(&self, path: &Path, mode: u32) -> io::Result<Box<dyn LockGuard>> {
-            self.disk.lock(path, mode)
-        }
-        fn lock_shared(&self, path: &Path) -> io::Result<Option<Box<dyn LockGuard>>> {
-            self.disk.lock_shared(path)
-        }
+    /// `disk` with its file writes and syncs passing through `gate`.
+    pub fn gated_disk(disk: SimDisk, gate: &Arc<Gate>) -> WrapFiles {
+        let gate = gate.clone();
+        WrapFiles::new(disk).write_files(move |_, f| Box::new(GatedFile(f, gate.clone())))
     }
 }
 
 #[test]
 fn group_commit_first_waiting_writer_syncs_for_everyone_waiting() {
     let gate = Arc::new(gated::Gate::default());
-    let storage = gated::GatedDisk {
-        disk: SimDisk::new(3),
-        gate: gate.clone(),
-    };
+    let storage = gated::gated_disk(SimDisk::new(3), &gate);
     let config = JournalConfig {
         sync: SyncPolicy::Group,
         storage: Arc::new(storage),
@@ -655,6 +623,7 @@ fn group_commit_first_waiting_writer_syncs_for_everyone_waiting() {
     }
     // One sync for the first put, one shared by the three that waited behind it.
     assert_eq!(r.len(), 4);
+    assert_eq!(gate.state.lock().unwrap().syncs - before, 2);
 }
 
 #[test]

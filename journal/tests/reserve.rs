@@ -10,8 +10,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use fairq_journal::sim::SimDisk;
-use fairq_journal::storage::{DirEntry, FsStorage, LockGuard, ReadFile, Storage, WriteFile};
+use fairq_journal::sim::{ForwardWrite, SimDisk, WrapFiles};
+use fairq_journal::storage::{FsStorage, Storage, WriteFile};
 use fairq_journal::{JournalConfig, JournaledQueue, SyncPolicy};
 
 const SEGMENT: u64 = 300 << 10;
@@ -200,26 +200,14 @@ fn reserved_space_is_not_part_of_a_segment() {
     q.close().unwrap();
 }
 
-/// A simulated disk whose files cannot reserve space (as on a file system without
-/// `fallocate`), counting how often they were asked.
-#[derive(Debug)]
-struct NoReserveDisk {
-    disk: SimDisk,
-    asked: Arc<AtomicUsize>,
-}
-
+/// A file that cannot reserve space (as on a file system without `fallocate`), counting
+/// how often it was asked.
 #[derive(Debug)]
 struct NoReserveFile(Box<dyn WriteFile>, Arc<AtomicUsize>);
 
-impl WriteFile for NoReserveFile {
-    fn write(&self, buf: &[u8]) -> io::Result<usize> {
-        self.0.write(buf)
-    }
-    fn sync_data(&self) -> io::Result<()> {
-        self.0.sync_data()
-    }
-    fn set_len(&self, len: u64) -> io::Result<()> {
-        self.0.set_len(len)
+impl ForwardWrite for NoReserveFile {
+    fn inner(&self) -> &dyn WriteFile {
+        self.0.as_ref()
     }
     fn reserve(&self, _offset: u64, _len: u64) -> io::Result<()> {
         self.1.fetch_add(1, Ordering::SeqCst);
@@ -230,52 +218,15 @@ impl WriteFile for NoReserveFile {
     }
 }
 
-impl Storage for NoReserveDisk {
-    fn create_dir_all(&self, dir: &Path, mode: u32) -> io::Result<()> {
-        self.disk.create_dir_all(dir, mode)
-    }
-    fn list_dir(&self, dir: &Path) -> io::Result<Vec<DirEntry>> {
-        self.disk.list_dir(dir)
-    }
-    fn read_all(&self, path: &Path) -> io::Result<Vec<u8>> {
-        self.disk.read_all(path)
-    }
-    fn create(&self, path: &Path, mode: u32) -> io::Result<Box<dyn WriteFile>> {
-        let f = self.disk.create(path, mode)?;
-        Ok(Box::new(NoReserveFile(f, self.asked.clone())))
-    }
-    fn open_append(&self, path: &Path) -> io::Result<Box<dyn WriteFile>> {
-        let f = self.disk.open_append(path)?;
-        Ok(Box::new(NoReserveFile(f, self.asked.clone())))
-    }
-    fn open_read(&self, path: &Path) -> io::Result<Box<dyn ReadFile>> {
-        self.disk.open_read(path)
-    }
-    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        self.disk.rename(from, to)
-    }
-    fn remove_file(&self, path: &Path) -> io::Result<()> {
-        self.disk.remove_file(path)
-    }
-    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
-        self.disk.sync_dir(dir)
-    }
-    fn lock(&self, path: &Path, mode: u32) -> io::Result<Box<dyn LockGuard>> {
-        self.disk.lock(path, mode)
-    }
-    fn lock_shared(&self, path: &Path) -> io::Result<Option<Box<dyn LockGuard>>> {
-        self.disk.lock_shared(path)
-    }
-}
-
 #[test]
 fn a_file_system_that_cannot_reserve_is_asked_once() {
     let disk = SimDisk::new(10);
     let asked = Arc::new(AtomicUsize::new(0));
     let config = JournalConfig {
-        storage: Arc::new(NoReserveDisk {
-            disk: disk.clone(),
-            asked: asked.clone(),
+        storage: Arc::new({
+            let asked = asked.clone();
+            WrapFiles::new(disk.clone())
+                .write_files(move |_, f| Box::new(NoReserveFile(f, asked.clone())))
         }),
         ..cfg(&disk, SyncPolicy::Never)
     };

@@ -2,7 +2,11 @@
 //! leader on the writer mutex, queue their records behind it and wait on a condition
 //! variable until a leader has written (and under `Always` synced) them; under `Never` a
 //! follower first spins on the leader's atomic step-down mark and returns without the lock
-//! when the leader kept no failed batch. The models run the
+//! when the leader kept no failed batch. Under `Never` and `Periodic` a put that meets no
+//! other put writes under the writer mutex; one that finds the mutex taken marks the queue
+//! crowded, and leaders then write outside it. Under loom a queue starts crowded and calms
+//! down after one leader that met nobody, so the models cover both ways and the switches
+//! between them. The models run the
 //! real put path on the simulated disk; loom permutes every access to the writer mutex and
 //! its condition variable (the disk's own lock is not part of the protocol). A follower left
 //! without a leader, or a lost wake-up, leaves a thread waiting forever, which loom reports

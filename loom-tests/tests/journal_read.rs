@@ -8,24 +8,17 @@
 mod common;
 
 use std::io;
-use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use common::model;
 use fairq_journal::format::SEGMENT_HEADER_LEN;
-use fairq_journal::sim::SimDisk;
-use fairq_journal::storage::{DirEntry, LockGuard, ReadFile, Storage, WriteFile};
+use fairq_journal::sim::{SimDisk, WrapFiles};
+use fairq_journal::storage::ReadFile;
 use fairq_journal::{JournalConfig, JournaledQueue, SyncPolicy};
 use loom::thread;
 
-/// The simulated disk, counting positioned reads of segment files at their first record.
-#[derive(Debug)]
-struct Counting {
-    disk: SimDisk,
-    first_record_reads: Arc<AtomicUsize>,
-}
-
+/// A segment file counting positioned reads at its first record.
 #[derive(Debug)]
 struct CountingFile {
     file: Box<dyn ReadFile>,
@@ -41,43 +34,15 @@ impl ReadFile for CountingFile {
     }
 }
 
-impl Storage for Counting {
-    fn create_dir_all(&self, dir: &Path, mode: u32) -> io::Result<()> {
-        self.disk.create_dir_all(dir, mode)
-    }
-    fn list_dir(&self, dir: &Path) -> io::Result<Vec<DirEntry>> {
-        self.disk.list_dir(dir)
-    }
-    fn read_all(&self, path: &Path) -> io::Result<Vec<u8>> {
-        self.disk.read_all(path)
-    }
-    fn create(&self, path: &Path, mode: u32) -> io::Result<Box<dyn WriteFile>> {
-        self.disk.create(path, mode)
-    }
-    fn open_append(&self, path: &Path) -> io::Result<Box<dyn WriteFile>> {
-        self.disk.open_append(path)
-    }
-    fn open_read(&self, path: &Path) -> io::Result<Box<dyn ReadFile>> {
-        Ok(Box::new(CountingFile {
-            file: self.disk.open_read(path)?,
-            first_record_reads: self.first_record_reads.clone(),
-        }))
-    }
-    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        self.disk.rename(from, to)
-    }
-    fn remove_file(&self, path: &Path) -> io::Result<()> {
-        self.disk.remove_file(path)
-    }
-    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
-        self.disk.sync_dir(dir)
-    }
-    fn lock(&self, path: &Path, mode: u32) -> io::Result<Box<dyn LockGuard>> {
-        self.disk.lock(path, mode)
-    }
-    fn lock_shared(&self, path: &Path) -> io::Result<Option<Box<dyn LockGuard>>> {
-        self.disk.lock_shared(path)
-    }
+/// The simulated disk, counting positioned reads of segment files at their first record.
+fn counting(reads: &Arc<AtomicUsize>) -> WrapFiles {
+    let reads = reads.clone();
+    WrapFiles::new(SimDisk::new(1)).read_files(move |_, file| {
+        Box::new(CountingFile {
+            file,
+            first_record_reads: reads.clone(),
+        })
+    })
 }
 
 /// Two readers of one queue get its item at the same time: both deliver it, and the bytes
@@ -86,10 +51,7 @@ impl Storage for Counting {
 fn readers_side_by_side_read_shared_bytes_once() {
     model(|| {
         let reads = Arc::new(AtomicUsize::new(0));
-        let storage = Counting {
-            disk: SimDisk::new(1),
-            first_record_reads: reads.clone(),
-        };
+        let storage = counting(&reads);
         let config = JournalConfig {
             sync: SyncPolicy::Never,
             storage: Arc::new(storage),
