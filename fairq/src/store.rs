@@ -419,6 +419,18 @@ impl Backend for Store {
         each!(self, s => s.wait_for_jobs(queue, timeout))
     }
 
+    fn claims_cost_mostly_fixed(&self) -> bool {
+        match self {
+            #[cfg(feature = "file")]
+            Store::File(s) => s.claims_cost_mostly_fixed(),
+            Store::Memory(s) => s.claims_cost_mostly_fixed(),
+            #[cfg(feature = "postgres")]
+            Store::Postgres(s) => s.claims_cost_mostly_fixed(),
+            #[cfg(feature = "redis")]
+            Store::Redis(s) => s.claims_cost_mostly_fixed(),
+        }
+    }
+
     async fn stats(&self) -> Result<Vec<QueueStats>, BackendError> {
         each!(self, s => s.stats())
     }

@@ -535,6 +535,23 @@ pub trait Backend: Send + Sync + 'static {
         tokio::time::sleep(timeout)
     }
 
+    /// Whether a claim costs the store mostly the same whatever its size (a round trip and
+    /// a durable commit), so that claiming more jobs at once is cheaper per job. A worker's
+    /// adaptive prefetch depth (see [`QueueConfig::prefetch`](crate::QueueConfig::prefetch))
+    /// then grows straight to its ceiling while slots wait for claims, instead of trying
+    /// each doubling past twice its floor and keeping it only if it paid: the trials cost a
+    /// fresh worker the first couple of dozen claims. The default, `false`, suits stores
+    /// whose claim costs grow with its size (a Redis script runs as long as it has jobs to
+    /// move, and blocks the server meanwhile), and in-process ones.
+    ///
+    /// ```
+    /// use fairq_worker::{Backend, MemoryBackend};
+    /// assert!(!MemoryBackend::new().claims_cost_mostly_fixed());
+    /// ```
+    fn claims_cost_mostly_fixed(&self) -> bool {
+        false
+    }
+
     /// Numbers per queue.
     fn stats(&self) -> impl Future<Output = Result<Vec<QueueStats>, BackendError>> + Send;
 
@@ -746,6 +763,10 @@ impl<B: Backend> Backend for std::sync::Arc<B> {
 
     fn wait_for_jobs(&self, queue: &str, timeout: Duration) -> impl Future<Output = ()> + Send {
         (**self).wait_for_jobs(queue, timeout)
+    }
+
+    fn claims_cost_mostly_fixed(&self) -> bool {
+        (**self).claims_cost_mostly_fixed()
     }
 
     fn stats(&self) -> impl Future<Output = Result<Vec<QueueStats>, BackendError>> + Send {

@@ -88,6 +88,10 @@ macro_rules! forward_backend_except_enqueue {
             self.inner.wait_for_jobs(queue, timeout)
         }
 
+        fn claims_cost_mostly_fixed(&self) -> bool {
+            self.inner.claims_cost_mostly_fixed()
+        }
+
         fn stats(&self) -> impl Future<Output = Result<Vec<QueueStats>, BackendError>> + Send {
             self.inner.stats()
         }

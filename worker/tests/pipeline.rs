@@ -343,16 +343,19 @@ async fn the_worker_holds_at_most_concurrency_plus_prefetch() {
     }
 }
 
-#[tokio::test(start_paused = true)]
-async fn the_default_depth_grows_while_slots_wait_for_claims_and_stays_bounded() {
+/// Runs 600 quick jobs at concurrency 2 on the default (adaptive) depth, answering each
+/// claim only once the slots have started every job claimed before it and wait, on a store
+/// whose claims cost mostly the same whatever their size if `fixed_cost`; returns what
+/// each claim asked for.
+async fn asked_while_claims_starve(fixed_cost: bool) -> Vec<usize> {
     let gate = Arc::new(Semaphore::new(0));
     let store = Probe {
         claim_gate: Some(Arc::clone(&gate)),
+        fixed_cost_claims: fixed_cost,
         ..Probe::new(MemoryBackend::new())
     };
     let config = QueueConfig::default().concurrency(2);
-    let ceiling = config.get_max_prefetch();
-    assert_eq!(ceiling, 64);
+    assert_eq!(config.get_max_prefetch(), 64);
     let started: Arc<Mutex<Vec<JobId>>> = Arc::default();
     let (worker, _reports) = start(
         &store,
@@ -360,9 +363,8 @@ async fn the_default_depth_grows_while_slots_wait_for_claims_and_stays_bounded()
         gated(&Arc::new(Semaphore::new(0)), &started),
     );
     enqueue(&store, "ok", 600).await;
-    // Each claim comes back only once the slots have started every job claimed before it
-    // and wait: the handlers are quick next to the claim, so the buffer deepens (at once to
-    // twice the concurrency, then on trial; time stands still here, so every trial pays).
+    // The handlers are quick next to the claim, so the buffer deepens (time stands still
+    // here, so every trial pays).
     let mut claimed = 0;
     while claimed < 600 {
         until("a claim waits at the gate", || {
@@ -382,14 +384,34 @@ async fn the_default_depth_grows_while_slots_wait_for_claims_and_stays_bounded()
         .await;
         claimed += store.calls().claimed.last().unwrap().len();
     }
-    let asked = store.calls().asked.clone();
-    // The depth doubled (from 2) up to the ceiling: claims asked for more than half the
-    // ceiling's depth allows (claims go out at the low-water mark, so they ask for about
-    // half the depth), and never for more than the ceiling allows.
-    assert!(asked.iter().any(|&n| n > 2 + ceiling / 2), "{asked:?}");
-    assert!(asked.iter().all(|&n| n <= 2 + ceiling), "{asked:?}");
     gate.add_permits(100);
     assert!(worker.shutdown(Duration::from_secs(5)).await.is_clean());
+    store.calls().asked.clone()
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_default_depth_grows_while_slots_wait_for_claims_and_stays_bounded() {
+    let ceiling = 64;
+    let asked = asked_while_claims_starve(false).await;
+    // The depth doubled (from 2) up to the ceiling: at once to twice the concurrency, then
+    // on trial. Claims asked for more than half the ceiling's depth allows (claims go out
+    // at the low-water mark, so they ask for about half the depth), and never for more
+    // than the ceiling allows.
+    assert!(asked.iter().any(|&n| n > 2 + ceiling / 2), "{asked:?}");
+    assert!(asked.iter().all(|&n| n <= 2 + ceiling), "{asked:?}");
+    // The trials took their claims: a baseline and a trial per doubling past 4.
+    let deep = asked.iter().position(|&n| n > 2 + ceiling / 2).unwrap();
+    assert!(deep > 12, "{asked:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn on_a_store_whose_claims_cost_mostly_the_same_the_depth_grows_without_trials() {
+    let ceiling = 64;
+    let asked = asked_while_claims_starve(true).await;
+    // Five doublings from 2 reach the ceiling: the claims after them ask for the depth.
+    let deep = asked.iter().position(|&n| n > 2 + ceiling / 2).unwrap();
+    assert!(deep <= 7, "{asked:?}");
+    assert!(asked.iter().all(|&n| n <= 2 + ceiling), "{asked:?}");
 }
 
 #[tokio::test(start_paused = true)]

@@ -30,6 +30,9 @@ pub(crate) async fn claimer<B: Backend>(shared: Arc<Shared<B>>, queue: Arc<Queue
     {
         queue.without_release();
     }
+    if shared.backend.claims_cost_mostly_fixed() {
+        queue.lock().depth.grow_freely();
+    }
     loop {
         let want = loop {
             let room = queue.room.notified();

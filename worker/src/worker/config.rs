@@ -151,7 +151,10 @@ impl QueueConfig {
     /// the concurrency, on trial beyond, up to [`get_max_prefetch`](Self::get_max_prefetch).
     /// A trial's doubling stays only if the time per job between claims, averaged over its
     /// four full claims, is at least a sixth below its average over the four claims before
-    /// (otherwise the depth goes back and tries again 4 claims later, then 8, up to 32).
+    /// (otherwise the depth goes back and tries again 4 claims later, then 8, up to 32). On
+    /// a store whose claims cost about the same whatever their size
+    /// ([`Backend::claims_cost_mostly_fixed`](crate::Backend::claims_cost_mostly_fixed)),
+    /// every doubling is kept at once.
     /// Each claim that finds jobs still buffered shrinks it by a sixteenth, back down to the
     /// concurrency. On a store that cannot take jobs back the default is 0. Setting `n` fixes
     /// the depth.

@@ -74,6 +74,8 @@ pub struct Probe {
     /// When set, every settlement takes a permit after the store applied it and before it
     /// answers (the store has recorded the outcomes; the worker does not know yet).
     pub answer_gate: Option<Arc<Semaphore>>,
+    /// What [`Backend::claims_cost_mostly_fixed`] answers.
+    pub fixed_cost_claims: bool,
 }
 
 impl Probe {
@@ -94,6 +96,7 @@ impl Probe {
             fail_prunes: Arc::default(),
             prune_gate: None,
             answer_gate: None,
+            fixed_cost_claims: false,
         }
     }
 
@@ -288,6 +291,9 @@ impl Backend for Probe {
     }
     fn wait_for_jobs(&self, queue: &str, timeout: Duration) -> impl Future<Output = ()> + Send {
         self.inner.wait_for_jobs(queue, timeout)
+    }
+    fn claims_cost_mostly_fixed(&self) -> bool {
+        self.fixed_cost_claims
     }
     fn stats(&self) -> impl Future<Output = Result<Vec<QueueStats>, BackendError>> + Send {
         self.inner.stats()
