@@ -187,7 +187,13 @@ pub async fn execute(cli: Cli, out: &mut Output) -> Result<(), CliError> {
                         .prefix("fairq-demo-")
                         .tempdir()
                         .map_err(|e| CliError::io("creating a temporary folder", e))?;
-                    (StoreUrl::File(scratch.path().to_path_buf()), Some(scratch))
+                    (
+                        StoreUrl::File {
+                            path: scratch.path().to_path_buf(),
+                            keep_succeeded: None,
+                        },
+                        Some(scratch),
+                    )
                 }
             };
             let store = store::open(&url, &options, Create).await?;

@@ -216,16 +216,23 @@ impl Store {
         let _ = options;
         let opened: Result<Store, BackendError> = match url {
             StoreUrl::Memory => Ok(Store::Memory(MemoryBackend::new())),
-            StoreUrl::File(path) => {
+            StoreUrl::File {
+                path,
+                keep_succeeded,
+            } => {
                 #[cfg(feature = "file")]
                 {
                     if !options.create || options.read_only {
                         crate::file::check_store(path)?;
                     }
+                    let mut file_options = fairq_file::FileOptions::default();
+                    if let Some(keep) = keep_succeeded {
+                        file_options = file_options.keep_succeeded(*keep);
+                    }
                     let opened = if options.read_only {
-                        crate::file::open_read_only(path, fairq_file::FileOptions::default()).await
+                        crate::file::open_read_only(path, file_options).await
                     } else {
-                        crate::file::open(path, fairq_file::FileOptions::default()).await
+                        crate::file::open(path, file_options).await
                     };
                     opened.map(Store::File).map_err(|e| match e {
                         ConnectError::Open { source, .. } => source,
@@ -234,7 +241,7 @@ impl Store {
                 }
                 #[cfg(not(feature = "file"))]
                 {
-                    let _ = path;
+                    let _ = (path, keep_succeeded);
                     return Err(not_compiled(url, "file"));
                 }
             }

@@ -9,7 +9,10 @@ use crate::redact::redact;
 
 /// A store named by URL:
 ///
-/// * `file:PATH` (also `file://PATH`): the embedded file store in folder `PATH`;
+/// * `file:PATH` (also `file://PATH`): the embedded file store in folder `PATH`; a trailing
+///   `?keep_succeeded=true` or `?keep_succeeded=false` (see
+///   `fairq_file::FileOptions::keep_succeeded`) is taken out, and anything else after a `?`
+///   stays part of the folder's name, as it always did;
 /// * `postgres://...` or `postgresql://...`: PostgreSQL; the `schema` query parameter
 ///   (default `fairq`) and `keep_succeeded` (`true`, the default, or `false`: see
 ///   `fairq_postgres::PgOptions::keep_succeeded`) are taken out, every other parameter goes
@@ -44,7 +47,12 @@ use crate::redact::redact;
 #[non_exhaustive]
 pub enum StoreUrl {
     /// The file store in a folder.
-    File(PathBuf),
+    File {
+        /// The folder.
+        path: PathBuf,
+        /// Whether succeeded jobs are kept, if given (`?keep_succeeded=true|false`).
+        keep_succeeded: Option<bool>,
+    },
     /// PostgreSQL.
     Postgres {
         /// The connection URL, without the `schema` parameter.
@@ -71,7 +79,14 @@ pub enum StoreUrl {
 impl fmt::Debug for StoreUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            StoreUrl::File(path) => f.debug_tuple("File").field(path).finish(),
+            StoreUrl::File {
+                path,
+                keep_succeeded,
+            } => f
+                .debug_struct("File")
+                .field("path", path)
+                .field("keep_succeeded", keep_succeeded)
+                .finish(),
             StoreUrl::Postgres {
                 url,
                 schema,
@@ -106,7 +121,7 @@ impl StoreUrl {
     /// ```
     pub fn kind(&self) -> &'static str {
         match self {
-            StoreUrl::File(_) => "file",
+            StoreUrl::File { .. } => "file",
             StoreUrl::Postgres { .. } => "postgres",
             StoreUrl::Redis { .. } => "redis",
             StoreUrl::Memory => "memory",
@@ -144,7 +159,18 @@ impl FromStr for StoreUrl {
                 if path.is_empty() {
                     return Err(bad("file: needs a folder, for example file:./fairq-data"));
                 }
-                Ok(StoreUrl::File(PathBuf::from(path)))
+                let (path, keep_succeeded) = match path.rsplit_once("?keep_succeeded=") {
+                    Some((folder, "true")) => (folder, Some(true)),
+                    Some((folder, "false")) => (folder, Some(false)),
+                    _ => (path, None),
+                };
+                if path.is_empty() {
+                    return Err(bad("file: needs a folder, for example file:./fairq-data"));
+                }
+                Ok(StoreUrl::File {
+                    path: PathBuf::from(path),
+                    keep_succeeded,
+                })
             }
             "memory" | "mem" => {
                 if rest.trim_start_matches('/').is_empty() {
@@ -230,7 +256,16 @@ pub(crate) fn take_param(url: &str, name: &str) -> Result<(String, Option<String
 impl fmt::Display for StoreUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            StoreUrl::File(path) => write!(f, "file:{}", path.display()),
+            StoreUrl::File {
+                path,
+                keep_succeeded,
+            } => {
+                write!(f, "file:{}", path.display())?;
+                match keep_succeeded {
+                    Some(false) => f.write_str(" (succeeded jobs not kept)"),
+                    _ => Ok(()),
+                }
+            }
             StoreUrl::Postgres {
                 url,
                 schema,
@@ -272,12 +307,39 @@ mod tests {
         s.parse::<StoreUrl>().map_err(|e| e.to_string())
     }
 
+    fn file(path: &str, keep_succeeded: Option<bool>) -> StoreUrl {
+        StoreUrl::File {
+            path: path.into(),
+            keep_succeeded,
+        }
+    }
+
     #[test]
     fn file_urls_name_folders() {
-        assert_eq!(parse("file:./data"), Ok(StoreUrl::File("./data".into())));
-        assert_eq!(parse("file:///tmp/q"), Ok(StoreUrl::File("/tmp/q".into())));
-        assert_eq!(parse("FILE:rel"), Ok(StoreUrl::File("rel".into())));
+        assert_eq!(parse("file:./data"), Ok(file("./data", None)));
+        assert_eq!(parse("file:///tmp/q"), Ok(file("/tmp/q", None)));
+        assert_eq!(parse("FILE:rel"), Ok(file("rel", None)));
         assert!(parse("file:").unwrap_err().contains("needs a folder"));
+    }
+
+    #[test]
+    fn file_urls_take_keep_succeeded_and_leave_other_question_marks_in_the_folder() {
+        let url = parse("file:./data?keep_succeeded=false").unwrap();
+        assert_eq!(url, file("./data", Some(false)));
+        assert_eq!(url.to_string(), "file:./data (succeeded jobs not kept)");
+        assert_eq!(
+            parse("file:///tmp/q?keep_succeeded=true"),
+            Ok(file("/tmp/q", Some(true)))
+        );
+        // A folder whose name holds a `?` is still that folder.
+        assert_eq!(parse("file:./what?now"), Ok(file("./what?now", None)));
+        assert_eq!(
+            parse("file:./q?keep_succeeded=maybe"),
+            Ok(file("./q?keep_succeeded=maybe", None))
+        );
+        assert!(parse("file:?keep_succeeded=false")
+            .unwrap_err()
+            .contains("needs a folder"));
     }
 
     #[test]

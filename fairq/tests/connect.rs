@@ -120,6 +120,38 @@ async fn the_file_store_by_url() {
     run_jobs(&store).await;
 }
 
+/// Runs one job on a file store opened by `url` and returns how many succeeded jobs it
+/// still lists.
+async fn succeeded_jobs_listed(url: &str) -> usize {
+    let store = fairq::connect(url).await.unwrap();
+    store.enqueue(NewJob::new("q", "k", vec![])).await.unwrap();
+    let job = store
+        .claim("q", 1, Duration::from_secs(30))
+        .await
+        .unwrap()
+        .remove(0);
+    store.complete(job.claim).await.unwrap();
+    let listed = store
+        .list(fairq::ListFilter::default().status(fairq::JobStatus::Succeeded))
+        .await
+        .unwrap();
+    listed.len()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_url_says_whether_succeeded_jobs_are_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let kept = dir.path().join("kept").display().to_string();
+    let dropped = dir.path().join("dropped").display().to_string();
+    assert_eq!(succeeded_jobs_listed(&format!("file:{kept}")).await, 1);
+    assert_eq!(
+        succeeded_jobs_listed(&format!("file:{dropped}?keep_succeeded=false")).await,
+        0
+    );
+    // The option is not part of the folder's name.
+    assert!(dir.path().join("dropped").is_dir());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_by_url() {
     let base = std::env::var("FAIRQ_PG_URL")
