@@ -411,9 +411,19 @@ fn rounds() -> usize {
 /// Measures `a` against `b` in alternating rounds (so both see the same disk and machine
 /// load).
 fn paired(a: Run<'_>, b: Run<'_>) -> Paired {
+    // Sized so that a round takes about 0.15 s. The probe grows until it takes 20 ms: timed
+    // from a probe of 64 operations, the rows with threads (fan-out) counted the cost of
+    // starting them as if every operation paid a share of it, and ran rounds of a few
+    // milliseconds, which the scheduler's time slices then decided.
     let ops_for = |f: Run<'_>| {
-        let per_op = f(64).as_secs_f64() / 64.0;
-        ((0.15 / per_op.max(1e-9)) as u64).clamp(64, 400_000)
+        let mut n = 64u64;
+        loop {
+            let took = f(n).as_secs_f64();
+            if took >= 0.02 || n >= 400_000 {
+                return ((0.15 * n as f64 / took.max(1e-9)) as u64).clamp(64, 400_000);
+            }
+            n = (n * 4).min(400_000);
+        }
     };
     let (na, nb) = (ops_for(a), ops_for(b));
     let mut rounds: Vec<(f64, f64, f64)> = (0..rounds())
