@@ -8,6 +8,10 @@
 //!   for the peers);
 //! * ping-pong one-way hand-off latency (two queues, an echo thread);
 //! * wake latency of a parked consumer (push to receive, consumer idle before each push);
+//! * in both latency cases the two threads are pinned to CPUs 0 and 1 (on Linux, when the
+//!   process may use both), so every contender gets the same placement: left to the
+//!   scheduler, whether the two threads shared a CPU decided these rows more than the
+//!   contenders did (see `fairq_benches::Pinned`);
 //! * timeout accuracy (actual minus requested wait, 1 ms timeouts, nothing arrives);
 //! * async: `pop_async` against tokio mpsc inside a two-worker tokio runtime (producers
 //!   push as tokio's send: unbounded with the plain call, bounded awaiting; one more row
@@ -29,7 +33,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, Criterion, Throughput};
-use fairq_benches::{async_cases, load_average, print_ratio_table, Ratio};
+use fairq_benches::{async_cases, load_average, print_ratio_table, Pinned, Ratio};
 use fairq_blocking::{FairWaitQueue, FullPolicy, WaitQueue};
 use fairq_core::fair::FairQueue;
 
@@ -323,11 +327,13 @@ fn ping_pong<C: Contender>(n: u64) -> Duration {
     let (ping_tx, ping_rx) = C::channel(None);
     let (pong_tx, pong_rx) = C::channel(None);
     let echo = thread::spawn(move || {
+        let _pinned = Pinned::to_cpu(1);
         for _ in 0..n {
             let v = C::recv(&ping_rx);
             C::send(&pong_tx, v);
         }
     });
+    let _pinned = Pinned::to_cpu(0);
     let start = Instant::now();
     for i in 0..n {
         C::send(&ping_tx, i);
@@ -344,6 +350,7 @@ fn wake_latency<C: Contender>(n: u64) -> Duration {
     let (ack_tx, ack_rx) = C::channel(None);
     let base = Instant::now();
     let consumer = thread::spawn(move || {
+        let _pinned = Pinned::to_cpu(1);
         let mut total = Duration::ZERO;
         for _ in 0..n {
             let sent_at = C::recv(&rx);
@@ -352,6 +359,7 @@ fn wake_latency<C: Contender>(n: u64) -> Duration {
         }
         total
     });
+    let _pinned = Pinned::to_cpu(0);
     for _ in 0..n {
         thread::sleep(Duration::from_micros(200)); // the consumer parks meanwhile
         C::send(&tx, base.elapsed().as_nanos() as u64);

@@ -5,10 +5,12 @@
 
 pub mod async_cases;
 mod latency;
+mod pin;
 
 use std::time::Instant;
 
 pub use latency::{idle_latency, latency_line};
+pub use pin::{two_cpus, Pinned};
 
 /// CPU time consumed so far by the calling thread, in nanoseconds.
 ///
