@@ -33,7 +33,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, Criterion, Throughput};
-use fairq_benches::{async_cases, load_average, print_ratio_table, Pinned, Ratio};
+use fairq_benches::{async_cases, load_average, print_ratio_table, two_cpus, Pinned, Ratio};
 use fairq_blocking::{FairWaitQueue, FullPolicy, WaitQueue};
 use fairq_core::fair::FairQueue;
 
@@ -322,18 +322,28 @@ where
     start.elapsed()
 }
 
+/// Pins the calling thread to `cpu` when the process may use CPUs 0 and 1, so that the two
+/// threads of a latency case are either both pinned, apart, or both left to the scheduler.
+fn pin(cpu: usize) -> Option<Pinned> {
+    if two_cpus() {
+        Pinned::to_cpu(cpu)
+    } else {
+        None
+    }
+}
+
 /// `n` round trips; returns the time of 2n one-way hand-offs.
 fn ping_pong<C: Contender>(n: u64) -> Duration {
     let (ping_tx, ping_rx) = C::channel(None);
     let (pong_tx, pong_rx) = C::channel(None);
     let echo = thread::spawn(move || {
-        let _pinned = Pinned::to_cpu(1);
+        let _pinned = pin(1);
         for _ in 0..n {
             let v = C::recv(&ping_rx);
             C::send(&pong_tx, v);
         }
     });
-    let _pinned = Pinned::to_cpu(0);
+    let _pinned = pin(0);
     let start = Instant::now();
     for i in 0..n {
         C::send(&ping_tx, i);
@@ -350,7 +360,7 @@ fn wake_latency<C: Contender>(n: u64) -> Duration {
     let (ack_tx, ack_rx) = C::channel(None);
     let base = Instant::now();
     let consumer = thread::spawn(move || {
-        let _pinned = Pinned::to_cpu(1);
+        let _pinned = pin(1);
         let mut total = Duration::ZERO;
         for _ in 0..n {
             let sent_at = C::recv(&rx);
@@ -359,7 +369,7 @@ fn wake_latency<C: Contender>(n: u64) -> Duration {
         }
         total
     });
-    let _pinned = Pinned::to_cpu(0);
+    let _pinned = pin(0);
     for _ in 0..n {
         thread::sleep(Duration::from_micros(200)); // the consumer parks meanwhile
         C::send(&tx, base.elapsed().as_nanos() as u64);
