@@ -23,7 +23,7 @@ use core::hash::Hash;
 
 use heapless::FnvIndexMap;
 
-use super::engine::{KeyState, Weighted};
+use super::key_state::{KeyState, Weighted};
 use super::storage::{Backing, KeyTable, Walk, START};
 use super::weights::Weights;
 use super::FairQueueBase;

@@ -8,7 +8,7 @@ use core::mem;
 
 use hashbrown::{DefaultHashBuilder, HashMap};
 
-use super::engine::Weighted;
+use super::key_state::Weighted;
 use super::keys::KeyMap;
 use super::storage::{Backing, Walk, START};
 use super::weights::Weights;

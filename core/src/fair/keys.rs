@@ -10,7 +10,7 @@ use core::hash::{BuildHasher, Hash};
 
 use hashbrown::HashTable;
 
-use super::engine::KeyState;
+use super::key_state::KeyState;
 use super::storage::KeyTable;
 
 /// Every key's [`KeyState`], by key.

@@ -149,7 +149,7 @@
 //! 140 before, 181 after; the time went down all the same.
 //!
 //! Then 4-byte key entries (a weighted key's weight in a slab beside the key table, see
-//! `KeyState` in `engine.rs`), so that a `u32` key's slot in the table takes 8 bytes instead
+//! `KeyState` in `key_state.rs`), so that a `u32` key's slot in the table takes 8 bytes instead
 //! of 12; a queue then holds at most 2^30 - 2 items. The bench binaries in turns, twice and
 //! twice more (load average 5.0-6.5), FairQueue ns per push+pop at 65,536 keys: 16.2 / 16.3 /
 //! 16.7 / 16.9 with it against 17.1 / 18.0 / 18.0 / 18.3 without (2.49x-2.64x `VecDeque`
@@ -365,6 +365,7 @@ mod full;
 #[cfg(feature = "alloc")]
 mod heap;
 mod iter;
+mod key_state;
 #[cfg(feature = "alloc")]
 mod keys;
 mod queue;

@@ -22,7 +22,7 @@ pub trait Storage<K, T>: backing::Backing<K, T> {}
 impl<K, T, S: backing::Backing<K, T>> Storage<K, T> for S {}
 
 pub(crate) mod backing {
-    use crate::fair::engine::KeyState;
+    use crate::fair::key_state::KeyState;
     use crate::fair::weights::{Slots, Weights};
 
     /// The operations the engine performs on its storage. Round indices are relative to the

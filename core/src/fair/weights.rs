@@ -1,13 +1,13 @@
 //! The entries of weighted keys, kept beside the key table.
 //!
 //! A key of weight 1 needs only its last round, which fits the 4-byte entry of the key table
-//! (see [`KeyState`](super::engine::KeyState)); a weighted key also needs its weight and how
+//! (see [`KeyState`](super::key_state::KeyState)); a weighted key also needs its weight and how
 //! many items sit in its last round. Those live here, in a slab indexed from the key's entry,
 //! so that the table every push reads stays small. Every slot belongs to exactly one entry of
 //! the key table and is freed with it, so the slab never holds more slots than the table has
 //! entries: a fixed queue's slab of `KEYS` slots cannot overflow.
 
-use super::engine::Weighted;
+use super::key_state::Weighted;
 
 /// The vector the slab keeps its slots in: `alloc`'s `Vec` or a `heapless::Vec`.
 pub trait Slots {
@@ -144,7 +144,7 @@ mod tests {
 
     fn entry(weight: u16) -> Weighted {
         let mut entry = Weighted::free_slot(0);
-        entry.set_weight_for_tests(weight);
+        entry.set_weight(weight);
         entry
     }
 
@@ -165,7 +165,7 @@ mod tests {
         slab.remove(1);
         assert!(slab.get(1).is_free());
         assert_eq!(slab.insert(entry(6)), Some(1), "the freed slot first");
-        assert_eq!(slab.get(1).weight_for_tests(), 6);
+        assert_eq!(slab.get(1).weight(), 6);
         let mut seen = 0;
         slab.for_each_mut(|_| seen += 1);
         assert_eq!(seen, 3);
