@@ -5,6 +5,9 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use fairq_worker::{JobStatus, Retention};
 
+use crate::values::parse_meta;
+pub use crate::values::{parse_delay, parse_duration, parse_limit, parse_size, MAX_DELAY};
+
 /// fairq: fair-by-key job queues on a file, PostgreSQL or Redis store.
 ///
 /// ```
@@ -396,105 +399,6 @@ impl From<State> for JobStatus {
             State::Succeeded => JobStatus::Succeeded,
             State::Dead => JobStatus::Dead,
         }
-    }
-}
-
-/// Parses a duration such as `250ms`, `30s`, `5m`, `1h30m` or `7d`.
-///
-/// ```
-/// use std::time::Duration;
-/// assert_eq!(fairq_cli::parse_duration("1m30s"), Ok(Duration::from_secs(90)));
-/// assert!(fairq_cli::parse_duration("soon").is_err());
-/// assert!(fairq_cli::parse_duration("30").is_err());
-/// ```
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    humantime::parse_duration(s.trim())
-        .map_err(|e| format!("{e} (write a number and a unit, for example 500ms, 30s, 5m, 2h, 7d)"))
-}
-
-/// The longest `--delay` or `--backoff` accepted: 100 years (of 365.25 days). Any job time
-/// a store records then stays far inside what every store, JSON number and RFC 3339 date
-/// can represent.
-///
-/// ```
-/// assert_eq!(fairq_cli::args::MAX_DELAY.as_secs(), 3_155_760_000);
-/// ```
-pub const MAX_DELAY: Duration = Duration::from_secs(100 * 31_557_600);
-
-/// Parses a delay: a duration of at most [`MAX_DELAY`].
-///
-/// ```
-/// use std::time::Duration;
-/// assert_eq!(fairq_cli::args::parse_delay("90s"), Ok(Duration::from_secs(90)));
-/// assert!(fairq_cli::args::parse_delay("8000y").unwrap_err().contains("at most 100 years"));
-/// ```
-pub fn parse_delay(s: &str) -> Result<Duration, String> {
-    let delay = parse_duration(s)?;
-    if delay > MAX_DELAY {
-        Err(format!(
-            "{} is too long: delays are at most 100 years",
-            s.trim()
-        ))
-    } else {
-        Ok(delay)
-    }
-}
-
-/// Parses a size in bytes: a whole number with an optional unit (`KiB`, `MiB`, `GiB` are
-/// powers of 1024; `KB`, `MB`, `GB` powers of 1000; `B` or none is bytes).
-///
-/// ```
-/// assert_eq!(fairq_cli::args::parse_size("16MiB"), Ok(16 << 20));
-/// assert_eq!(fairq_cli::args::parse_size("2 KB"), Ok(2_000));
-/// assert_eq!(fairq_cli::args::parse_size("512"), Ok(512));
-/// assert!(fairq_cli::args::parse_size("lots").is_err());
-/// ```
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let s = s.trim();
-    let digits = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (number, unit) = s.split_at(digits);
-    let scale: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "kib" | "k" => 1 << 10,
-        "mib" | "m" => 1 << 20,
-        "gib" | "g" => 1 << 30,
-        "kb" => 1_000,
-        "mb" => 1_000_000,
-        "gb" => 1_000_000_000,
-        other => {
-            return Err(format!(
-                "unknown size unit {other:?} (use KiB, MiB, GiB, KB, MB or GB)"
-            ))
-        }
-    };
-    number
-        .parse::<u64>()
-        .ok()
-        .and_then(|n| n.checked_mul(scale))
-        .ok_or_else(|| {
-            format!("{s:?} is not a size (write a number and a unit, for example 16MiB)")
-        })
-}
-
-/// Parses a page size: a whole number of at least 1.
-///
-/// ```
-/// assert_eq!(fairq_cli::args::parse_limit("20"), Ok(20));
-/// assert!(fairq_cli::args::parse_limit("0").is_err());
-/// ```
-pub fn parse_limit(s: &str) -> Result<usize, String> {
-    match s.trim().parse::<usize>() {
-        Ok(0) => Err("the limit must be at least 1".to_string()),
-        Ok(n) => Ok(n),
-        Err(e) => Err(format!("{e} (write a whole number, for example 50)")),
-    }
-}
-
-/// Parses `NAME=VALUE`.
-pub(crate) fn parse_meta(s: &str) -> Result<(String, String), String> {
-    match s.split_once('=') {
-        Some((name, value)) if !name.is_empty() => Ok((name.to_string(), value.to_string())),
-        _ => Err("expected NAME=VALUE".to_string()),
     }
 }
 

@@ -32,6 +32,7 @@ pub mod serve;
 mod signals;
 mod store;
 mod tally;
+pub mod values;
 mod work;
 
 use std::process::ExitCode;

@@ -156,7 +156,7 @@ fn parse_sync(s: &str) -> Result<SyncPolicy, String> {
         "always" => Ok(SyncPolicy::Always),
         "group" => Ok(SyncPolicy::Group),
         other => match other.strip_prefix("periodic:") {
-            Some(d) => crate::args::parse_duration(d)
+            Some(d) => crate::values::parse_duration(d)
                 .map(SyncPolicy::Periodic)
                 .map_err(|e| format!("periodic:{d}: {e}")),
             None => Err(format!(

@@ -8,11 +8,11 @@ use clap::Args;
 use fairq_web::{Config, Server, WebError};
 use fairq_worker::Inspect;
 
-use crate::args::parse_duration;
 use crate::error::CliError;
 use crate::output::Output;
 use crate::signals::Signals;
 use crate::store::Store;
+use crate::values::parse_duration;
 
 /// Settings shared by `fairq serve` and `fairq work --serve`.
 #[derive(Debug, Clone, Args)]
