@@ -18,6 +18,9 @@
 //! `current`: no scan, no sort, no allocation. Every key with queued items has its head in
 //! round `current + 1`, and a key's items fill consecutive rounds, so rounds never have gaps.
 //!
+//! A key's entry in the key table remembers its last round, and the rule above, placing one
+//! push, is [`KeyState::place`] in `key_state.rs`: a handful of branch-free lines.
+//!
 //! # The shape of the rounds, and the run
 //!
 //! Round `r` holds one item (or `w`) of every key whose last round is `r` or later, so rounds
