@@ -20,7 +20,6 @@ use fairq_worker::{
 use crate::error::{FileError, is_disk_full};
 use crate::folder::FolderLock;
 use crate::options::{FileOptions, SyncMode};
-use crate::pause::is_paused;
 use crate::replay::{Replayed, replay};
 use crate::totals::QueueTotals;
 use crate::writer::{Shared, State, Writer, acknowledged, lock};
@@ -321,7 +320,7 @@ pub(crate) enum Persist {
 
 /// Claims up to `max` of `queue`'s jobs, none while the queue is paused.
 fn claim_in(st: &mut State, queue: &str, max: usize, lease: Duration, now: Millis) -> Vec<Job> {
-    if is_paused(st, queue) {
+    if st.is_paused(queue) {
         return Vec::new();
     }
     st.store.claim(queue, max, lease, now)
@@ -490,7 +489,7 @@ impl Backend for Local {
                     return;
                 }
                 // A paused queue hands out nothing until its resume, which wakes this wait.
-                if is_paused(&st, &queue) {
+                if st.is_paused(&queue) {
                     Err(None)
                 } else {
                     st.store.due(&queue, now)

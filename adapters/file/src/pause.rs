@@ -10,20 +10,6 @@ use fairq_worker::BackendError;
 use crate::local::{Local, Persist};
 use crate::writer::State;
 
-/// Whether `queue` is paused in `st`.
-pub(crate) fn is_paused(st: &State, queue: &str) -> bool {
-    st.totals.get(queue).is_some_and(|t| t.paused)
-}
-
-/// The paused queues of `st`, by name.
-pub(crate) fn paused_in(st: &State) -> Vec<String> {
-    st.totals
-        .iter()
-        .filter(|(_, t)| t.paused)
-        .map(|(name, _)| name.clone())
-        .collect()
-}
-
 impl Local {
     /// Pauses (`true`) or resumes (`false`) handing out `queue`'s jobs, durably; a resume
     /// wakes the queue's waiters.
@@ -50,6 +36,6 @@ impl Local {
 
     /// The paused queues, by name.
     pub(crate) fn paused(&self) -> Result<Vec<String>, BackendError> {
-        self.read(paused_in)
+        self.read(State::paused_queues)
     }
 }

@@ -86,7 +86,7 @@ impl Snapshot {
 
     /// The queues paused when the folder was read.
     pub(crate) fn paused(&self) -> Vec<String> {
-        crate::pause::paused_in(&lock(&self.state))
+        lock(&self.state).paused_queues()
     }
 
     pub(crate) fn counts(&self, queue: &str) -> StatusCounts {

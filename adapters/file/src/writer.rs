@@ -50,6 +50,20 @@ pub(crate) struct State {
 }
 
 impl State {
+    /// Whether `queue` is paused (see `pause.rs`).
+    pub(crate) fn is_paused(&self, queue: &str) -> bool {
+        self.totals.get(queue).is_some_and(|t| t.paused)
+    }
+
+    /// The paused queues, by name.
+    pub(crate) fn paused_queues(&self) -> Vec<String> {
+        self.totals
+            .iter()
+            .filter(|(_, t)| t.paused)
+            .map(|(name, _)| name.clone())
+            .collect()
+    }
+
     /// Fails when the store cannot take requests.
     pub(crate) fn usable(&self) -> Result<(), FileError> {
         if self.closed {
