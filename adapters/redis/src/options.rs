@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use fairq_worker::{Clock, Random, SystemClock, SystemRandom};
 
-use crate::tls::ClientCertificate;
+use crate::client_certificate::ClientCertificate;
 
 /// Settings of a [`RedisBackend`](crate::RedisBackend).
 ///

@@ -13,7 +13,6 @@
 //! `key=PATH`.
 
 use std::error::Error as _;
-use std::fmt;
 
 use fairq_worker::BackendError;
 use redis::cluster::ClusterClientBuilder;
@@ -21,6 +20,7 @@ use redis::{Client, ClientTlsConfig, TlsCertificates};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
+use crate::client_certificate::ClientCertificate;
 use crate::options::RedisOptions;
 
 /// The query parameter naming a PEM file of root certificates.
@@ -29,56 +29,6 @@ pub(crate) const CACERT_PARAM: &str = "cacert";
 pub(crate) const CERT_PARAM: &str = "cert";
 /// The query parameter naming a PEM file with the client certificate's private key.
 pub(crate) const KEY_PARAM: &str = "key";
-
-/// A client certificate (PEM, the certificate first, then any intermediates) and its private
-/// key (PEM: PKCS#8, PKCS#1 or SEC1), shown to a server that asks for one (mutual TLS). Its
-/// `Debug` shows the key's length, never the key.
-///
-/// ```
-/// use fairq_redis::ClientCertificate;
-/// let id = ClientCertificate::new(b"-----BEGIN CERTIFICATE-----...".to_vec(), b"secret".to_vec());
-/// assert!(!format!("{id:?}").contains("secret"));
-/// ```
-#[derive(Clone, PartialEq, Eq)]
-pub struct ClientCertificate {
-    cert: Vec<u8>,
-    key: Vec<u8>,
-}
-
-impl ClientCertificate {
-    /// The certificate chain `cert` and its key `key`, both PEM. They are checked when a
-    /// store connects with them.
-    ///
-    /// ```
-    /// let id = fairq_redis::ClientCertificate::new(b"cert".to_vec(), b"key".to_vec());
-    /// assert_eq!(id.certificate(), b"cert");
-    /// ```
-    pub fn new(cert: impl Into<Vec<u8>>, key: impl Into<Vec<u8>>) -> Self {
-        ClientCertificate {
-            cert: cert.into(),
-            key: key.into(),
-        }
-    }
-
-    /// The certificate chain (PEM).
-    ///
-    /// ```
-    /// let id = fairq_redis::ClientCertificate::new(b"cert".to_vec(), b"key".to_vec());
-    /// assert_eq!(id.certificate(), b"cert");
-    /// ```
-    pub fn certificate(&self) -> &[u8] {
-        &self.cert
-    }
-}
-
-impl fmt::Debug for ClientCertificate {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ClientCertificate")
-            .field("cert_bytes", &self.cert.len())
-            .field("key_bytes", &self.key.len())
-            .finish()
-    }
-}
 
 /// What a store's connections trust and show: taken from the URL's parameters, or from
 /// [`RedisOptions`] when the URL names none (the URL is the more specific configuration).
@@ -110,7 +60,7 @@ impl TlsSettings {
             *slot = Some(read_file(name, &path)?);
         }
         let identity = match (cert, key) {
-            (Some(cert), Some(key)) => Some(ClientCertificate { cert, key }),
+            (Some(cert), Some(key)) => Some(ClientCertificate::new(cert, key)),
             (None, None) => options.client_certificate.clone(),
             _ => {
                 return Err(BackendError::Invalid(format!(
@@ -133,8 +83,8 @@ impl TlsSettings {
             certificates(pem, "the root certificate")?;
         }
         if let Some(id) = &self.identity {
-            certificates(&id.cert, "the client certificate")?;
-            PrivateKeyDer::from_pem_slice(&id.key).map_err(|_| {
+            certificates(id.certificate(), "the client certificate")?;
+            PrivateKeyDer::from_pem_slice(id.key()).map_err(|_| {
                 BackendError::Invalid(
                     "the client key is not a PEM private key (PKCS#8, PKCS#1 or SEC1)".into(),
                 )
@@ -164,8 +114,8 @@ impl TlsSettings {
     fn certificates(&self) -> Option<TlsCertificates> {
         self.any().then(|| TlsCertificates {
             client_tls: self.identity.as_ref().map(|id| ClientTlsConfig {
-                client_cert: id.cert.clone(),
-                client_key: id.key.clone(),
+                client_cert: id.certificate().to_vec(),
+                client_key: id.key().to_vec(),
             }),
             root_cert: self.root.clone(),
         })
