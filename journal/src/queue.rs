@@ -13,7 +13,7 @@ use crate::reader::Reader;
 use crate::recovery::Access;
 use crate::report::RecoveryReport;
 use crate::retire::write_checkpoint;
-use crate::sink::{Sink, Target};
+use crate::sink::{Destination, Sink, Target};
 use crate::state::Inner;
 use crate::sync::{lock, read_lock};
 use crate::{ItemId, JournalError};
@@ -102,6 +102,16 @@ impl Sink {
     /// ```
     pub fn queue(queue: &JournaledQueue) -> Sink {
         Sink(Target::Queue(queue.inner.clone()))
+    }
+}
+
+impl Destination for Inner {
+    fn put_bytes(&self, data: &[u8]) -> Result<(), JournalError> {
+        self.put(data, PutOptions::default()).map(|_| ())
+    }
+
+    fn name(&self) -> &str {
+        &self.name
     }
 }
 

@@ -4,9 +4,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::config::PutOptions;
 use crate::item::Item;
-use crate::state::Inner;
 use crate::JournalError;
 
 /// The error a [`Sink::callback`] returns when it could not take an item.
@@ -37,10 +35,21 @@ type Callback = dyn Fn(&Item) -> Result<(), SinkError> + Send + Sync;
 #[derive(Clone)]
 pub struct Sink(pub(crate) Target);
 
+/// A queue that a sink puts items into: a journaled queue (see [`Sink::queue`], which
+/// implements it). A trait rather than the queue's type, so that this module, which the
+/// readers' state holds, does not depend on the queue's state, which holds the readers.
+pub(crate) trait Destination: Send + Sync {
+    /// Appends `data` as a new item, with no expiry time (an expired item is not expired
+    /// again on arrival).
+    fn put_bytes(&self, data: &[u8]) -> Result<(), JournalError>;
+    /// The queue's name, for `Debug`.
+    fn name(&self) -> &str;
+}
+
 #[derive(Clone)]
 pub(crate) enum Target {
     /// Put the item's bytes into another queue (see [`Sink::queue`]).
-    Queue(Arc<Inner>),
+    Queue(Arc<dyn Destination>),
     /// Hand the item to a function; an `Err` leaves the item where it was.
     Callback(Arc<Callback>),
 }
@@ -63,10 +72,7 @@ impl Sink {
             source,
         };
         match &self.0 {
-            Target::Queue(q) => q
-                .put(&item.data, PutOptions::default())
-                .map(|_| ())
-                .map_err(|e| failed(Box::new(e))),
+            Target::Queue(q) => q.put_bytes(&item.data).map_err(|e| failed(Box::new(e))),
             Target::Callback(f) => f(item).map_err(failed),
         }
     }
@@ -75,7 +81,7 @@ impl Sink {
 impl fmt::Debug for Sink {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.0 {
-            Target::Queue(q) => write!(f, "Sink(queue {:?})", q.name),
+            Target::Queue(q) => write!(f, "Sink(queue {:?})", q.name()),
             Target::Callback(_) => f.write_str("Sink(callback)"),
         }
     }
