@@ -1,119 +1,18 @@
 //! The store abstraction every backend implements.
 
-use std::error::Error as StdError;
 use std::future::Future;
 use std::time::Duration;
 
-use fairq_core::job::{Millis, Outcome, TransitionError};
+use fairq_core::job::{Millis, Outcome};
 use fairq_core::stats::{RetryStats, Summary};
 use serde::{Deserialize, Serialize};
 
+use crate::error::BackendError;
 use crate::job::{Claim, Failure, Job, JobId, JobInfo, JobStatus, NewJob};
 use crate::live_counts::LiveCounts;
 use crate::retention::Retention;
 use crate::settle::{Each, Finished, Settled, SettledAndClaimed};
-
-/// A boxed source error from a store's client library.
-pub type BoxError = Box<dyn StdError + Send + Sync + 'static>;
-
-/// What can go wrong talking to a store.
-///
-/// ```
-/// use fairq_worker::{BackendError, JobId};
-/// let err = BackendError::NotFound(JobId(9));
-/// assert_eq!(err.to_string(), "job 9 not found");
-/// assert!(!err.is_transient());
-/// ```
-#[derive(Debug, thiserror::Error)]
-pub enum BackendError {
-    /// No such job.
-    #[error("job {0} not found")]
-    NotFound(JobId),
-    /// The job's lifecycle refused the change (for example a stale lease after a rescue).
-    #[error("job {id}: {source}")]
-    Transition {
-        /// The job.
-        id: JobId,
-        /// What the lifecycle said.
-        #[source]
-        source: TransitionError,
-    },
-    /// A unique key is already taken by an unfinished job.
-    #[error("queue {queue:?} already has job {existing} with unique key {key:?}")]
-    Duplicate {
-        /// The queue.
-        queue: String,
-        /// The unique key.
-        key: String,
-        /// The job holding it.
-        existing: JobId,
-    },
-    /// The job depends on a job that does not exist.
-    #[error("dependency {0} does not exist")]
-    UnknownDependency(JobId),
-    /// The request is malformed (bad queue name, oversize payload, ...).
-    #[error("invalid request: {0}")]
-    Invalid(String),
-    /// The store refuses more jobs.
-    #[error("store is full: {0}")]
-    Full(String),
-    /// The store cannot be reached right now (connection refused or lost); retrying later may
-    /// work.
-    #[error("store unavailable: {0}")]
-    Unavailable(#[source] BoxError),
-    /// The store failed in another way (corrupt data, schema missing, script error, ...).
-    #[error("store error: {0}")]
-    Store(#[source] BoxError),
-    /// The store does not offer this operation.
-    #[error("this store does not support {0}")]
-    Unsupported(&'static str),
-    /// The queue still has live jobs (blocked, scheduled, running or retrying), so it cannot
-    /// be removed ([`Backend::remove_queue`]).
-    #[error("queue {queue:?} still has {live} live job(s); finish, purge or cancel them first")]
-    QueueNotEmpty {
-        /// The queue.
-        queue: String,
-        /// How many live jobs it has.
-        live: u64,
-    },
-    /// The store knows no queue of this name: no job, finished job or counter mentions it.
-    #[error("no queue named {0:?}")]
-    UnknownQueue(String),
-}
-
-impl BackendError {
-    /// True when the same call may succeed later without any change (connection trouble).
-    ///
-    /// ```
-    /// use fairq_worker::BackendError;
-    /// let err = BackendError::Unavailable("connection refused".into());
-    /// assert!(err.is_transient());
-    /// ```
-    pub fn is_transient(&self) -> bool {
-        matches!(self, BackendError::Unavailable(_))
-    }
-
-    /// True when the caller's lease was superseded (the job was rescued and re-claimed).
-    ///
-    /// ```
-    /// use fairq_core::job::{LeaseToken, TransitionError};
-    /// use fairq_worker::{BackendError, JobId};
-    /// let err = BackendError::Transition {
-    ///     id: JobId(1),
-    ///     source: TransitionError::StaleLease { presented: LeaseToken(1), current: Some(LeaseToken(2)) },
-    /// };
-    /// assert!(err.is_stale_lease());
-    /// ```
-    pub fn is_stale_lease(&self) -> bool {
-        matches!(
-            self,
-            BackendError::Transition {
-                source: TransitionError::StaleLease { .. },
-                ..
-            }
-        )
-    }
-}
+use crate::status_counts::StatusCounts;
 
 /// Which jobs [`Backend::list`] returns.
 ///
@@ -224,88 +123,6 @@ impl Purge {
         status != JobStatus::Running
             && self.queue.as_deref().is_none_or(|q| q == queue)
             && self.status.is_none_or(|s| s == status)
-    }
-}
-
-/// Jobs per status in one queue.
-///
-/// ```
-/// use fairq_worker::{JobStatus, StatusCounts};
-/// let mut c = StatusCounts::default();
-/// c.add(JobStatus::Dead, 2);
-/// assert_eq!(c.get(JobStatus::Dead), 2);
-/// assert_eq!(c.total(), 2);
-/// ```
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StatusCounts {
-    /// Waiting for a dependency.
-    pub blocked: u64,
-    /// Waiting for a first run.
-    pub scheduled: u64,
-    /// Held by workers.
-    pub running: u64,
-    /// Waiting for a retry.
-    pub retrying: u64,
-    /// Finished successfully (and not yet pruned).
-    pub succeeded: u64,
-    /// Given up on (and not yet pruned).
-    pub dead: u64,
-}
-
-impl StatusCounts {
-    /// The count of one status.
-    ///
-    /// ```
-    /// assert_eq!(fairq_worker::StatusCounts::default().get(fairq_worker::JobStatus::Running), 0);
-    /// ```
-    pub fn get(&self, status: JobStatus) -> u64 {
-        match status {
-            JobStatus::Blocked => self.blocked,
-            JobStatus::Scheduled => self.scheduled,
-            JobStatus::Running => self.running,
-            JobStatus::Retrying => self.retrying,
-            JobStatus::Succeeded => self.succeeded,
-            JobStatus::Dead => self.dead,
-        }
-    }
-
-    /// Adds `n` to one status.
-    ///
-    /// ```
-    /// let mut c = fairq_worker::StatusCounts::default();
-    /// c.add(fairq_worker::JobStatus::Blocked, 1);
-    /// assert_eq!(c.blocked, 1);
-    /// ```
-    pub fn add(&mut self, status: JobStatus, n: u64) {
-        let slot = match status {
-            JobStatus::Blocked => &mut self.blocked,
-            JobStatus::Scheduled => &mut self.scheduled,
-            JobStatus::Running => &mut self.running,
-            JobStatus::Retrying => &mut self.retrying,
-            JobStatus::Succeeded => &mut self.succeeded,
-            JobStatus::Dead => &mut self.dead,
-        };
-        *slot += n;
-    }
-
-    /// All jobs counted.
-    ///
-    /// ```
-    /// assert_eq!(fairq_worker::StatusCounts::default().total(), 0);
-    /// ```
-    pub fn total(&self) -> u64 {
-        JobStatus::ALL.iter().map(|s| self.get(*s)).sum()
-    }
-
-    /// Jobs not yet finished.
-    ///
-    /// ```
-    /// let mut c = fairq_worker::StatusCounts::default();
-    /// c.add(fairq_worker::JobStatus::Succeeded, 3);
-    /// assert_eq!(c.pending(), 0);
-    /// ```
-    pub fn pending(&self) -> u64 {
-        self.blocked + self.scheduled + self.running + self.retrying
     }
 }
 

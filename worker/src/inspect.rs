@@ -39,7 +39,8 @@ use std::sync::Arc;
 use fairq_core::job::{Millis, State};
 use serde::{Deserialize, Serialize};
 
-use crate::backend::{Backend, BackendError, ListFilter};
+use crate::backend::{Backend, ListFilter};
+use crate::error::BackendError;
 use crate::job::{JobId, JobInfo, JobStatus};
 
 /// Jobs read per [`Backend::list`] call by the provided methods.

@@ -56,7 +56,8 @@ use serde::de::DeserializeOwned;
 
 use futures::future::{BoxFuture, FutureExt};
 
-use crate::backend::{Backend, BackendError};
+use crate::backend::Backend;
+use crate::error::BackendError;
 use crate::handler::{Handlers, PermanentExt};
 use crate::job::{Failure, Job, JobId, NewJob, OnConflict};
 use crate::worker::WorkerBuilder;

@@ -162,6 +162,7 @@ mod backend;
 mod clock;
 mod codec;
 mod defaults;
+mod error;
 mod forward;
 mod handler;
 pub mod inspect;
@@ -175,18 +176,18 @@ mod random;
 mod retention;
 pub mod services;
 mod settle;
+mod status_counts;
 mod testing;
 mod worker;
 
 #[cfg(any(test, feature = "conformance"))]
 pub mod conformance;
 
-pub use backend::{
-    Backend, BackendError, BoxError, ListFilter, Purge, QueueStats, ReviveTarget, StatusCounts,
-};
+pub use backend::{Backend, ListFilter, Purge, QueueStats, ReviveTarget};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use codec::{Codec, CodecError, JsonCodec};
 pub use defaults::{Defaults, WithDefaults};
+pub use error::{BackendError, BoxError};
 pub use handler::{Handlers, PermanentExt};
 pub use inspect::{Capabilities, Inspect, KeyBacklog, Scan, Started, Waiting};
 pub use job::{
@@ -200,6 +201,7 @@ pub use metered::Metered;
 pub use random::{FixedRandom, Random, SystemRandom, random_u64};
 pub use retention::Retention;
 pub use settle::{Each, Ending, Finished, Settled, SettledAndClaimed};
+pub use status_counts::StatusCounts;
 pub use testing::{RunOutcome, RunResult, TestQueue, TestQueueError};
 pub use worker::{
     DeadJob, HealthChange, JobOutcome, JobReport, Operation, QueueConfig, QueueHealth,

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::backend::StatusCounts;
+use crate::status_counts::StatusCounts;
 
 /// How many of a queue's jobs wait or run, per status; finished jobs are not counted.
 ///

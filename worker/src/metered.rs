@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use fairq_core::job::{Millis, Outcome};
 
-use crate::backend::{Backend, BackendError, ListFilter, Purge, QueueStats, ReviveTarget};
+use crate::backend::{Backend, ListFilter, Purge, QueueStats, ReviveTarget};
+use crate::error::BackendError;
 use crate::job::{Claim, Failure, Job, JobId, JobInfo, NewJob};
 use crate::metrics::EnqueueTally;
 use crate::settle::{Each, Finished, Settled, SettledAndClaimed};

@@ -24,7 +24,7 @@ use fairq_core::job::{DeadReason, Millis, Outcome, Setback};
 use fairq_core::retry::RetryPolicy;
 use serde::{Deserialize, Serialize};
 
-use crate::backend::BackendError;
+use crate::error::BackendError;
 use crate::job::{Claim, Failure, Job};
 
 /// One answer per entry of a batch call, in the batch's order.

@@ -10,8 +10,9 @@ use std::time::Duration;
 
 use fairq_core::job::{Millis, Outcome, State};
 
-use crate::backend::{Backend, BackendError};
+use crate::backend::Backend;
 use crate::clock::ManualClock;
+use crate::error::BackendError;
 use crate::handler::Handlers;
 use crate::job::{Failure, Job, JobId, JobInfo, NewJob};
 use crate::memory::MemoryBackend;

@@ -17,8 +17,9 @@ use std::time::Duration;
 use fairq_core::job::State;
 
 use super::START;
-use crate::backend::{Backend, BackendError};
+use crate::backend::Backend;
 use crate::clock::ManualClock;
+use crate::error::BackendError;
 use crate::inspect::Inspect;
 use crate::job::{Job, JobId, JobStatus, NewJob, OnConflict};
 

@@ -11,8 +11,9 @@ use std::time::Duration;
 use fairq_core::job::{DeadReason, Outcome, State};
 use fairq_core::retry::RetryPolicy;
 
-use crate::backend::{Backend, BackendError, ListFilter, Purge, ReviveTarget};
+use crate::backend::{Backend, ListFilter, Purge, ReviveTarget};
 use crate::clock::{Clock, ManualClock};
+use crate::error::BackendError;
 use crate::handler::Handlers;
 use crate::job::{Failure, Job, JobId, JobStatus, NewJob, OnConflict};
 use crate::retention::Retention;

@@ -36,8 +36,9 @@ use proptest::prelude::*;
 use proptest::sample::Index;
 
 use super::{Harness, START};
-use crate::backend::{Backend, BackendError, ListFilter, Purge, QueueStats, ReviveTarget};
+use crate::backend::{Backend, ListFilter, Purge, QueueStats, ReviveTarget};
 use crate::clock::{Clock, ManualClock};
+use crate::error::BackendError;
 use crate::job::{Failure, Job, JobId, JobInfo, JobStatus, NewJob, OnConflict};
 use crate::memory::store::Store;
 use crate::retention::Retention;

@@ -15,8 +15,9 @@ use std::time::Duration;
 
 use fairq_core::retry::RetryPolicy;
 
-use crate::backend::{Backend, BackendError, QueueStats};
+use crate::backend::{Backend, QueueStats};
 use crate::clock::ManualClock;
+use crate::error::BackendError;
 use crate::job::{Failure, Job, JobId, JobStatus, NewJob, OnConflict};
 
 const LEASE: Duration = Duration::from_secs(30);

@@ -6,7 +6,7 @@ use std::sync::PoisonError;
 use fairq_core::job::Millis;
 
 use super::MemoryBackend;
-use crate::backend::BackendError;
+use crate::error::BackendError;
 use crate::inspect::{Capabilities, Inspect, KeyBacklog, Scan, Started};
 use crate::job::JobId;
 

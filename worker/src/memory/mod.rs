@@ -51,14 +51,14 @@ use std::time::Duration;
 use fairq_core::job::Millis;
 use tokio::sync::Notify;
 
-use crate::backend::{
-    Backend, BackendError, ListFilter, Purge, QueueStats, ReviveTarget, StatusCounts,
-};
+use crate::backend::{Backend, ListFilter, Purge, QueueStats, ReviveTarget};
 use crate::clock::{Clock, SystemClock};
+use crate::error::BackendError;
 use crate::job::{Claim, Job, JobId, JobInfo, NewJob};
 use crate::random::{Random, SystemRandom};
 use crate::retention::Retention;
 use crate::settle::{Each, Finished, Settled, SettledAndClaimed};
+use crate::status_counts::StatusCounts;
 
 use store::Store;
 

@@ -33,11 +33,13 @@ use fairq_core::stats::{Histogram, RetryStats};
 use hashbrown::{HashMap, HashSet};
 use serde::{Deserialize, Serialize};
 
-use crate::backend::{BackendError, ListFilter, Purge, QueueStats, ReviveTarget, StatusCounts};
+use crate::backend::{ListFilter, Purge, QueueStats, ReviveTarget};
+use crate::error::BackendError;
 use crate::job::{Claim, Failure, Job, JobId, JobInfo, JobStatus, NewJob, OnConflict};
 use crate::retention::Retention;
 use crate::retention::expired_at;
 use crate::settle::{Each, Finished, Settled};
+use crate::status_counts::StatusCounts;
 
 mod inspect;
 mod jobs;

@@ -16,7 +16,8 @@ use super::hooks::Operation;
 use super::queue::QueueRuntime;
 use super::shared::{Shared, raised};
 use super::slot::accept;
-use crate::backend::{Backend, BackendError};
+use crate::backend::Backend;
+use crate::error::BackendError;
 
 /// Claims jobs of one queue while there is room, until shutdown.
 pub(crate) async fn claimer<B: Backend>(shared: Arc<Shared<B>>, queue: Arc<QueueRuntime>) {

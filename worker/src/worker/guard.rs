@@ -13,7 +13,7 @@ use std::panic::AssertUnwindSafe;
 
 use futures::FutureExt;
 
-use crate::backend::BackendError;
+use crate::error::BackendError;
 
 /// Runs the store call `fut`; a panic inside it becomes [`BackendError::Store`] naming
 /// `operation` and the panic's message.

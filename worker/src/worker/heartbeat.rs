@@ -22,7 +22,8 @@ use super::guard;
 use super::hooks::Operation;
 use super::queue::{Buffered, QueueRuntime};
 use super::shared::{Shared, raised};
-use crate::backend::{Backend, BackendError};
+use crate::backend::Backend;
+use crate::error::BackendError;
 use crate::job::Claim;
 
 /// Renews one queue's leases until `exit` is raised.

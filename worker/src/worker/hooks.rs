@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use fairq_core::job::Millis;
 
-use crate::backend::BackendError;
+use crate::error::BackendError;
 use crate::job::{Failure, Job};
 
 /// The store call that failed.

@@ -15,7 +15,8 @@ use super::guard;
 use super::hooks::Operation;
 use super::queue::QueueRuntime;
 use super::shared::{Shared, raised};
-use crate::backend::{Backend, BackendError};
+use crate::backend::Backend;
+use crate::error::BackendError;
 use crate::retention::Retention;
 
 /// The shortest time between two prunes.

@@ -12,8 +12,9 @@ use tokio::sync::watch;
 use super::hooks::{self, Hooks, Operation, WorkerError};
 use super::queue::QueueRuntime;
 use super::supervise::TaskFailure;
-use crate::backend::{Backend, BackendError};
+use crate::backend::Backend;
 use crate::clock::Clock;
+use crate::error::BackendError;
 use crate::handler::Handlers;
 use crate::job::JobId;
 

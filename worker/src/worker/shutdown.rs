@@ -12,7 +12,8 @@ use super::guard;
 use super::hooks::Operation;
 use super::shared::{Shared, lock};
 use super::supervise::TaskFailure;
-use crate::backend::{Backend, BackendError};
+use crate::backend::Backend;
+use crate::error::BackendError;
 use crate::job::{Claim, JobId};
 
 /// The longest a hand-back call may take once the deadline has passed.

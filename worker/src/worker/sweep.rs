@@ -15,7 +15,8 @@ use super::guard;
 use super::hooks::Operation;
 use super::queue::{Buffered, QueueRuntime};
 use super::shared::Shared;
-use crate::backend::{Backend, BackendError};
+use crate::backend::Backend;
+use crate::error::BackendError;
 use crate::job::{Failure, Job};
 
 /// A queue's sweep as [`WorkerHandle::health_report`](crate::WorkerHandle::health_report)

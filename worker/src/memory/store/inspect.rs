@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use fairq_core::job::{Millis, State};
 
 use super::Store;
-use crate::backend::BackendError;
+use crate::error::BackendError;
 use crate::inspect::{KeyBacklog, Started};
 use crate::job::JobId;
 
