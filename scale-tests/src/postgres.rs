@@ -12,22 +12,11 @@ use rustix::process::Signal;
 use tempfile::TempDir;
 
 use crate::cmd::run;
-use crate::services::find_program;
+use crate::services::{find_program, postgres_user};
 use crate::{wait_for, Guarded, HarnessError};
 
 /// How long a fresh server may take to accept connections (a loaded 2-core machine is slow).
 const READY_WITHIN: Duration = Duration::from_secs(90);
-
-/// The user and group ids of `postgres` (the server refuses to run as root).
-pub(crate) fn postgres_user() -> Result<(u32, u32), HarnessError> {
-    let id = |flag: &str| -> Result<u32, HarnessError> {
-        run(Command::new("id").args([flag, "postgres"]))?
-            .trim()
-            .parse()
-            .map_err(|_| HarnessError::Other("`id` printed no number".into()))
-    };
-    Ok((id("-u")?, id("-g")?))
-}
 
 /// A port nobody listens on at `ip` right now.
 pub(crate) fn free_port(ip: Ipv4Addr) -> Result<u16, HarnessError> {

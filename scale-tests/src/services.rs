@@ -1,6 +1,10 @@
 //! What the tests need from the machine, and where its programs are.
 
 use std::path::PathBuf;
+use std::process::Command;
+
+use crate::cmd::run;
+use crate::HarnessError;
 
 /// Something a scale test needs besides root and `ip`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,6 +40,17 @@ pub(crate) fn find_program(name: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
+/// The user and group ids of `postgres` (the server refuses to run as root).
+pub(crate) fn postgres_user() -> Result<(u32, u32), HarnessError> {
+    let id = |flag: &str| -> Result<u32, HarnessError> {
+        run(Command::new("id").args([flag, "postgres"]))?
+            .trim()
+            .parse()
+            .map_err(|_| HarnessError::Other("`id` printed no number".into()))
+    };
+    Ok((id("-u")?, id("-g")?))
+}
+
 /// Why the machine cannot run a test that needs `needs`, if it cannot.
 fn missing(needs: &[Needs]) -> Option<String> {
     if !rustix::process::geteuid().is_root() {
@@ -54,7 +69,7 @@ fn missing(needs: &[Needs]) -> Option<String> {
                 return Some(format!("`{program}` is not installed"));
             }
         }
-        if *need == Needs::Postgres && crate::postgres::postgres_user().is_err() {
+        if *need == Needs::Postgres && postgres_user().is_err() {
             return Some("there is no `postgres` user to run PostgreSQL as".into());
         }
     }
