@@ -54,7 +54,7 @@ fn round_bits(round: u64) -> u32 {
 /// and 16.7 at 65,536 (against 15.5): the slot's size is what gains and what costs, with
 /// as many instructions; why the smaller slot is slower in the first-level cache is not
 /// known (`VecDeque` plus a lookup of a `u32` state is faster with it there too). While every
-/// push was staged (see the module docs) the cost was smaller: best of ten, 12.0 against
+/// push was staged (see the `fair` module docs) the cost was smaller: best of ten, 12.0 against
 /// 11.4 ns at 64 keys and 11.5 against 11.2 at 1,024 keys (the queue before staging and 4-byte
 /// entries: 10.8 and 10.9).
 ///
