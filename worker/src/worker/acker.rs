@@ -24,7 +24,6 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::stream::{FuturesUnordered, StreamExt};
 use tokio::sync::mpsc::UnboundedReceiver;
@@ -35,26 +34,15 @@ use super::config::ErrorBackoff;
 use super::guard;
 use super::health;
 use super::hooks::{self, DeadJob, JobOutcome, JobReport, Operation};
-use super::queue::QueueRuntime;
+use super::queue::{Done, QueueRuntime};
 use super::shared::{Shared, raised};
 use super::slot::accept;
 use super::sweep;
 use crate::backend::Backend;
 use crate::error::BackendError;
-use crate::job::{Claim, Failure, Job, JobId};
+use crate::job::{Claim, JobId};
 use crate::settle::{Each, Finished, Settled};
 use fairq_core::job::Millis;
-
-/// A finished attempt on its way to the store.
-pub(crate) struct Done {
-    pub(crate) job: Job,
-    pub(crate) result: Result<(), Failure>,
-    pub(crate) elapsed: Duration,
-    pub(crate) span: tracing::Span,
-    /// The handler returned `result` itself: false when it was stopped at its timeout or
-    /// panicked, or there was none (a failure of the job, even during shutdown).
-    pub(crate) returned: bool,
-}
 
 /// A batch the store answered.
 struct Answered {

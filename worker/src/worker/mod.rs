@@ -9,6 +9,7 @@ mod guard;
 mod health;
 mod heartbeat;
 mod hooks;
+mod lock;
 mod prune;
 mod queue;
 mod shared;
@@ -17,6 +18,8 @@ mod slot;
 mod stop;
 mod supervise;
 mod sweep;
+mod sweep_state;
+mod task_failure;
 
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
@@ -41,8 +44,8 @@ use shared::Shared;
 pub use shutdown::ShutdownReport;
 use shutdown::{QueueTasks, Signals};
 pub use stop::StopSignal;
-pub use supervise::{TaskFailure, WorkerTask};
 pub use sweep::SweepStatus;
+pub use task_failure::{TaskFailure, WorkerTask};
 
 /// A worker whose settings cannot work.
 ///
@@ -897,7 +900,7 @@ impl<B: Backend> WorkerHandle<B> {
     /// # });
     /// ```
     pub fn task_failures(&self) -> Vec<TaskFailure> {
-        shared::lock(&self.shared.failures).clone()
+        lock::lock(&self.shared.failures).clone()
     }
 
     /// Stops gracefully within `deadline`: stops claiming, raises every running handler's

@@ -1,5 +1,6 @@
 //! One served queue's state, shared by its tasks: the prefetch buffer, the slots and what
-//! they run, and the counters that decide when to claim.
+//! they run, and the counters that decide when to claim; and [`Done`], a finished attempt on
+//! its way from a slot to the queue's acker.
 //!
 //! Every change happens under one mutex, held for a few instructions at a time: a slot
 //! records its finished job and takes the next one in a single lock, so the buffer's order
@@ -7,6 +8,7 @@
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
 
 use fairq_core::health::ErrorClock;
 use fairq_core::job::Millis;
@@ -16,12 +18,22 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::acker::Done;
 use super::config::QueueConfig;
 use super::depth::Depth;
-use super::shared::lock;
-use super::sweep::SweepState;
-use crate::job::{Claim, Job};
+use super::lock::lock;
+use super::sweep_state::{SweepState, is_retry};
+use crate::job::{Claim, Failure, Job};
+
+/// A finished attempt on its way to the store.
+pub(crate) struct Done {
+    pub(crate) job: Job,
+    pub(crate) result: Result<(), Failure>,
+    pub(crate) elapsed: Duration,
+    pub(crate) span: tracing::Span,
+    /// The handler returned `result` itself: false when it was stopped at its timeout or
+    /// panicked, or there was none (a failure of the job, even during shutdown).
+    pub(crate) returned: bool,
+}
 
 /// One served queue.
 pub(crate) struct QueueRuntime {
@@ -324,10 +336,7 @@ impl Pipeline {
         if self.sweep.judging == 0 {
             return self.buffer.pop_front();
         }
-        let i = self
-            .buffer
-            .iter()
-            .position(|b| !super::sweep::is_retry(&b.job))?;
+        let i = self.buffer.iter().position(|b| !is_retry(&b.job))?;
         self.buffer.remove(i)
     }
 

@@ -2,7 +2,7 @@
 //! signals that stop it.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fairq_core::health::HealthPolicy;
@@ -11,18 +11,12 @@ use tokio::sync::watch;
 
 use super::hooks::{self, Hooks, Operation, WorkerError};
 use super::queue::QueueRuntime;
-use super::supervise::TaskFailure;
+use super::task_failure::TaskFailure;
 use crate::backend::Backend;
 use crate::clock::Clock;
 use crate::error::BackendError;
 use crate::handler::Handlers;
 use crate::job::JobId;
-
-/// Locks a mutex, ignoring poisoning (no code panics while holding the worker's locks; the
-/// data stay consistent).
-pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
 
 /// Everything the worker's tasks share.
 pub(crate) struct Shared<B> {

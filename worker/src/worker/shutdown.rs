@@ -10,8 +10,9 @@ use tokio::time::Instant;
 
 use super::guard;
 use super::hooks::Operation;
-use super::shared::{Shared, lock};
-use super::supervise::TaskFailure;
+use super::lock::lock;
+use super::shared::Shared;
+use super::task_failure::TaskFailure;
 use crate::backend::Backend;
 use crate::error::BackendError;
 use crate::job::{Claim, JobId};

@@ -12,12 +12,12 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use super::acker::Done;
 use super::hooks::{self, SlowJob};
-use super::queue::{Buffered, Pipeline, QueueRuntime, Running, Slot};
+use super::queue::{Buffered, Done, Pipeline, QueueRuntime, Running, Slot};
 use super::shared::Shared;
 use super::stop::{StopSignal, with_signal};
-use super::supervise::{WorkerTask, supervised};
+use super::supervise::supervised;
+use super::task_failure::WorkerTask;
 use crate::backend::Backend;
 use crate::job::{Failure, Job};
 

@@ -1,5 +1,6 @@
-//! The per-queue retry sweep, applied: core's [`RetrySweep`] decides when a failed retry
-//! stops the sweep; the worker holds the queue's other retries in the store until the next
+//! The per-queue retry sweep, applied: core's
+//! [`RetrySweep`](fairq_core::sweep::RetrySweep) decides when a failed retry stops the
+//! sweep; the worker holds the queue's other retries in the store until the next
 //! sweep ([`Backend::hold_retries`]), hands back retries it had already claimed ahead of a
 //! free slot, and (when so configured) claims nothing at all until then.
 //!
@@ -8,13 +9,13 @@
 //! is about to move.
 
 use fairq_core::job::Millis;
-use fairq_core::sweep::RetrySweep;
 use std::time::Duration;
 
 use super::guard;
 use super::hooks::Operation;
 use super::queue::{Buffered, QueueRuntime};
 use super::shared::Shared;
+use super::sweep_state::is_retry;
 use crate::backend::Backend;
 use crate::error::BackendError;
 use crate::job::{Failure, Job};
@@ -65,42 +66,6 @@ impl SweepStatus {
     pub fn is_held(&self) -> bool {
         self.held_until.is_some()
     }
-}
-
-/// One queue's sweep state, kept in its pipeline.
-#[derive(Debug)]
-pub(crate) struct SweepState {
-    /// `None`: the sweep is off.
-    pub(crate) sweep: Option<RetrySweep>,
-    /// Failed retries that finished but whose outcome the store has not answered for yet:
-    /// claims wait for them.
-    pub(crate) judging: usize,
-    /// The store cannot hold retries back (said once in the log).
-    pub(crate) store_cannot_hold: bool,
-    /// With `sweep_holds_new_jobs`: no claim at all before this time.
-    pub(crate) paused_until: Option<Millis>,
-}
-
-impl SweepState {
-    pub(crate) fn new(every: Option<Duration>) -> Self {
-        SweepState {
-            sweep: every.map(RetrySweep::new),
-            judging: 0,
-            store_cannot_hold: false,
-            paused_until: None,
-        }
-    }
-
-    /// True when `job`'s finished attempt, with `result`, is a failed retry the sweep must
-    /// judge before the queue claims again.
-    pub(crate) fn must_judge(&self, job: &Job, result: &Result<(), Failure>) -> bool {
-        self.sweep.is_some() && is_retry(job) && matches!(result, Err(f) if !f.permanent)
-    }
-}
-
-/// A job that failed before (or lost a lease): its attempt is a retry.
-pub(crate) fn is_retry(job: &Job) -> bool {
-    job.attempt > 1
 }
 
 /// What a finished attempt tells the sweep: `Some(true)` a retry succeeded, `Some(false)` a
