@@ -7,7 +7,7 @@ use crate::error::CliError;
 
 /// Deletes every job of `queue` that is not running, then, when `remove` is set, the queue
 /// itself (its finished jobs, counters and statistics; see
-/// [`Backend::remove_queue`](fairq_worker::Backend::remove_queue)). A store that cannot
+/// [`Backend::remove_queue`]). A store that cannot
 /// remove queues keeps the emptied queue.
 pub(crate) async fn clear_queue<B: Backend>(
     store: &B,

@@ -99,7 +99,7 @@ pub enum Schedule {
 
 /// Converts a wall-clock time to milliseconds since the Unix epoch (0 for times before it,
 /// [`u64::MAX`] beyond what `u64` holds; stores refuse anything past
-/// [`MAX_MILLIS`](fairq_core::job::MAX_MILLIS)).
+/// [`MAX_MILLIS`]).
 ///
 /// ```
 /// use std::time::{Duration, UNIX_EPOCH};
@@ -229,7 +229,7 @@ impl NewJob {
     /// Checks what every store refuses, with the same messages everywhere, and returns the
     /// time the job becomes due if enqueued at `now`: an empty queue name or kind, a NUL
     /// character in a text field, or a run time past
-    /// [`MAX_MILLIS`](fairq_core::job::MAX_MILLIS) (the end of the year 9999).
+    /// [`MAX_MILLIS`] (the end of the year 9999).
     ///
     /// ```
     /// use std::time::Duration;

@@ -1,7 +1,7 @@
 //! The journal writer: one thread that turns queued change batches into durable frames,
 //! reads them back and commits what the [`Ledger`] no longer needs.
 //!
-//! Requests apply their change to the in-memory [`Store`](fairq_worker::memory::store::Store)
+//! Requests apply their change to the in-memory [`Store`]
 //! and queue its encoded records while still holding the store's lock, so the queue's order
 //! is the order of the changes. The writer takes everything queued since its last write and
 //! puts it into one journal item (group commit: one sync for every request that waited

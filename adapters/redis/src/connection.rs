@@ -13,7 +13,7 @@ use redis::{AsyncConnectionConfig, Client, Cmd, Pipeline, RedisFuture, RedisResu
 /// The store's connection: multiplexed (every request of every clone shares it) and
 /// reconnecting by itself. On a cluster it routes each command to the node holding its key's
 /// slot and follows the cluster's topology (redirections, failovers). It implements the
-/// `redis` crate's [`ConnectionLike`](redis::aio::ConnectionLike), so any command can be sent
+/// `redis` crate's [`ConnectionLike`], so any command can be sent
 /// on it.
 ///
 /// ```no_run
