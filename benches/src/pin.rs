@@ -18,7 +18,7 @@
 /// ```
 pub struct Pinned {
     #[cfg(target_os = "linux")]
-    before: libc::cpu_set_t,
+    before: rustix::thread::CpuSet,
 }
 
 impl Pinned {
@@ -26,24 +26,15 @@ impl Pinned {
     /// not possible: not Linux, or `cpu` is not one the thread may run on.
     #[cfg(target_os = "linux")]
     pub fn to_cpu(cpu: usize) -> Option<Pinned> {
-        let size = std::mem::size_of::<libc::cpu_set_t>();
-        // SAFETY: `cpu_set_t` is plain data, valid when zeroed; the calls get its true size
-        // and only read or write within it; pid 0 is the calling thread.
-        unsafe {
-            let mut before: libc::cpu_set_t = std::mem::zeroed();
-            if libc::sched_getaffinity(0, size, &mut before) != 0
-                || cpu >= libc::CPU_SETSIZE as usize
-                || !libc::CPU_ISSET(cpu, &before)
-            {
-                return None;
-            }
-            let mut only: libc::cpu_set_t = std::mem::zeroed();
-            libc::CPU_SET(cpu, &mut only);
-            if libc::sched_setaffinity(0, size, &only) != 0 {
-                return None;
-            }
-            Some(Pinned { before })
+        use rustix::thread::{sched_getaffinity, sched_setaffinity, CpuSet};
+        let before = sched_getaffinity(None).ok()?;
+        if cpu >= CpuSet::MAX_CPU || !before.is_set(cpu) {
+            return None;
         }
+        let mut only = CpuSet::new();
+        only.set(cpu);
+        sched_setaffinity(None, &only).ok()?;
+        Some(Pinned { before })
     }
 
     /// Pinning is only done on Linux.
@@ -56,10 +47,7 @@ impl Pinned {
 impl Drop for Pinned {
     fn drop(&mut self) {
         #[cfg(target_os = "linux")]
-        // SAFETY: as in `to_cpu`: a valid set of the size given, for the calling thread.
-        unsafe {
-            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &self.before);
-        }
+        let _ = rustix::thread::sched_setaffinity(None, &self.before);
     }
 }
 
@@ -72,17 +60,43 @@ impl Drop for Pinned {
 pub fn two_cpus() -> bool {
     #[cfg(target_os = "linux")]
     {
-        let size = std::mem::size_of::<libc::cpu_set_t>();
-        // SAFETY: as in `Pinned::to_cpu`.
-        unsafe {
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            libc::sched_getaffinity(0, size, &mut set) == 0
-                && libc::CPU_ISSET(0, &set)
-                && libc::CPU_ISSET(1, &set)
-        }
+        rustix::thread::sched_getaffinity(None).is_ok_and(|set| set.is_set(0) && set.is_set(1))
     }
     #[cfg(not(target_os = "linux"))]
     {
         false
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+    use rustix::thread::sched_getaffinity;
+
+    /// Pinned, the thread may run on that one CPU only; dropped, on the CPUs it had before.
+    #[test]
+    fn pins_and_restores() {
+        std::thread::spawn(|| {
+            let before = sched_getaffinity(None).unwrap();
+            let cpu = (0..rustix::thread::CpuSet::MAX_CPU)
+                .find(|&c| before.is_set(c))
+                .unwrap();
+            let pin = Pinned::to_cpu(cpu).expect("a CPU the thread may use");
+            let during = sched_getaffinity(None).unwrap();
+            assert_eq!(during.count(), 1);
+            assert!(during.is_set(cpu));
+            drop(pin);
+            assert!(sched_getaffinity(None).unwrap() == before);
+        })
+        .join()
+        .unwrap();
+    }
+
+    /// A CPU the thread may not use is refused and changes nothing.
+    #[test]
+    fn refuses_a_cpu_out_of_reach() {
+        let before = sched_getaffinity(None).unwrap();
+        assert!(Pinned::to_cpu(rustix::thread::CpuSet::MAX_CPU).is_none());
+        assert!(sched_getaffinity(None).unwrap() == before);
     }
 }
