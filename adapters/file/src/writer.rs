@@ -1,11 +1,11 @@
 //! The journal writer: one thread that turns queued change batches into durable frames,
 //! reads them back and commits what the [`Ledger`] no longer needs.
 //!
-//! Requests apply their change to the in-memory [`Store`]
-//! and queue its encoded records while still holding the store's lock, so the queue's order
-//! is the order of the changes. The writer takes everything queued since its last write and
-//! puts it into one journal item (group commit: one sync for every request that waited
-//! meanwhile), then acknowledges those requests. A failed write poisons the store: nothing
+//! Requests apply their change to the in-memory [`Store`] and queue its encoded records while
+//! still holding the store's lock, so the queue's order is the order of the changes. The
+//! writer takes everything queued since its last write and puts it into one journal item
+//! (group commit: one sync for every request that waited meanwhile), then acknowledges those
+//! requests. A failed write poisons the store: nothing
 //! later is written, and every request fails until the store is reopened.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
