@@ -6,92 +6,18 @@
 //! lock; puts start queueing once they have met (one found the lock taken). The tests under
 //! these policies first make puts meet (`crowd`), and two tests check the switch itself.
 
-use std::io::{self, IoSlice};
+use std::io;
 use std::path::Path;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fairq_journal::sim::{ForwardWrite, SimDisk, SimFaults, WrapFiles};
-use fairq_journal::storage::{Storage, WriteFile};
+use fairq_journal::sim::{SimDisk, SimFaults};
+use fairq_journal::storage::Storage;
 use fairq_journal::{ItemId, JournalConfig, JournalError, JournaledQueue, SyncPolicy};
 
-#[derive(Debug, Default)]
-struct GateState {
-    closed: bool,
-    /// Writes waiting at the closed gate.
-    held: usize,
-    /// Write calls that went through.
-    writes: usize,
-}
+mod gate;
 
-#[derive(Debug, Default)]
-struct Gate {
-    state: Mutex<GateState>,
-    cv: Condvar,
-}
-
-impl Gate {
-    fn close(&self) {
-        self.state.lock().unwrap().closed = true;
-    }
-
-    fn open(&self) {
-        self.state.lock().unwrap().closed = false;
-        self.cv.notify_all();
-    }
-
-    fn writes(&self) -> usize {
-        self.state.lock().unwrap().writes
-    }
-
-    /// Waits until `n` writes are held at the gate.
-    fn await_held(&self, n: usize) {
-        let g = self.state.lock().unwrap();
-        let (g, timeout) = self
-            .cv
-            .wait_timeout_while(g, Duration::from_secs(30), |s| s.held < n)
-            .unwrap();
-        assert!(
-            !timeout.timed_out(),
-            "only {} writes reached the gate",
-            g.held
-        );
-    }
-
-    fn pass(&self) {
-        let mut g = self.state.lock().unwrap();
-        g.held += 1;
-        self.cv.notify_all();
-        g = self.cv.wait_while(g, |s| s.closed).unwrap();
-        g.held -= 1;
-        g.writes += 1;
-    }
-}
-
-/// A segment file whose writes pass through the gate.
-#[derive(Debug)]
-struct GatedFile(Box<dyn WriteFile>, Arc<Gate>);
-
-impl ForwardWrite for GatedFile {
-    fn inner(&self) -> &dyn WriteFile {
-        self.0.as_ref()
-    }
-    fn write(&self, buf: &[u8]) -> io::Result<usize> {
-        self.1.pass();
-        self.0.write(buf)
-    }
-    fn write_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        self.1.pass();
-        self.0.write_vectored(bufs)
-    }
-}
-
-/// A simulated disk whose segment writes pass through a gate (segment headers are written
-/// when the gate is open, before the tests close it).
-fn gated_disk(disk: &SimDisk, gate: &Arc<Gate>) -> WrapFiles {
-    let gate = gate.clone();
-    WrapFiles::new(disk.clone()).write_files(move |_, f| Box::new(GatedFile(f, gate.clone())))
-}
+use gate::{gated_disk, Gate};
 
 struct Setup {
     disk: SimDisk,
@@ -135,10 +61,10 @@ fn crowd(s: &Setup) -> usize {
 fn meet(s: &Setup) -> bool {
     let r = s.q.reader("r").unwrap();
     let before = r.len();
-    s.gate.close();
+    s.gate.close_writes();
     std::thread::scope(|scope| {
         scope.spawn(|| s.q.put(b"first").unwrap());
-        s.gate.await_held(1);
+        s.gate.await_writes_held(1);
         scope.spawn(|| s.q.put(b"second").unwrap());
         let deadline = Instant::now() + Duration::from_secs(1);
         let queued = loop {
@@ -150,7 +76,7 @@ fn meet(s: &Setup) -> bool {
             }
             std::thread::yield_now();
         };
-        s.gate.open();
+        s.gate.open_writes();
         queued
     })
 }
@@ -176,10 +102,10 @@ fn leader_and_followers(
     Vec<Result<ItemId, JournalError>>,
 ) {
     let r = s.q.reader("r").unwrap();
-    s.gate.close();
+    s.gate.close_writes();
     std::thread::scope(|scope| {
         let leader = scope.spawn(|| s.q.put(b"leader"));
-        s.gate.await_held(1);
+        s.gate.await_writes_held(1);
         let rest: Vec<_> = (0..followers)
             .map(|i| {
                 let q = s.q.clone();
@@ -191,7 +117,7 @@ fn leader_and_followers(
             r.len() == 1 + u64::from(followers)
         });
         before_open();
-        s.gate.open();
+        s.gate.open_writes();
         let leader = leader.join().unwrap();
         let rest = rest.into_iter().map(|h| h.join().unwrap()).collect();
         (leader, rest)

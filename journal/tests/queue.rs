@@ -11,6 +11,8 @@ use fairq_journal::{
     ReaderConfig, SyncPolicy,
 };
 
+mod gate;
+
 fn cfg() -> JournalConfig {
     JournalConfig {
         checkpoint_interval: Duration::ZERO,
@@ -480,104 +482,10 @@ fn enospc_fails_the_put_without_poisoning() {
     assert_eq!(drain(&r), vec![b"a".to_vec(), b"b".to_vec()]);
 }
 
-/// A disk whose file syncs can be held at a gate, to make group commit deterministic.
-mod gated {
-    use fairq_journal::sim::{ForwardWrite, SimDisk, WrapFiles};
-    use fairq_journal::storage::WriteFile;
-    use std::io::{self, IoSlice};
-    use std::sync::{Arc, Condvar, Mutex};
-
-    #[derive(Debug, Default)]
-    pub struct GateState {
-        /// Syncs wait while this is set.
-        pub closed: bool,
-        /// Syncs waiting at the gate.
-        pub waiting: usize,
-        pub syncs: usize,
-        /// Writes wait while this is set.
-        pub writes_closed: bool,
-        /// Writes waiting at the gate.
-        pub writes_waiting: usize,
-    }
-
-    #[derive(Debug, Default)]
-    pub struct Gate {
-        pub state: Mutex<GateState>,
-        pub cv: Condvar,
-    }
-
-    impl Gate {
-        pub fn set_closed(&self, closed: bool) {
-            self.state.lock().unwrap().closed = closed;
-            self.cv.notify_all();
-        }
-        pub fn wait_for_waiting(&self, n: usize) {
-            let g = self.state.lock().unwrap();
-            drop(self.cv.wait_while(g, |s| s.waiting < n).unwrap());
-        }
-        pub fn set_writes_closed(&self, closed: bool) {
-            self.state.lock().unwrap().writes_closed = closed;
-            self.cv.notify_all();
-        }
-        pub fn wait_for_writes_waiting(&self, n: usize) {
-            let g = self.state.lock().unwrap();
-            drop(self.cv.wait_while(g, |s| s.writes_waiting < n).unwrap());
-        }
-    }
-
-    impl Gate {
-        /// Holds a write while writes are closed.
-        fn hold_write(&self) {
-            let mut g = self.state.lock().unwrap();
-            g.writes_waiting += 1;
-            self.cv.notify_all();
-            let mut g = self.cv.wait_while(g, |s| s.writes_closed).unwrap();
-            g.writes_waiting -= 1;
-        }
-
-        /// Counts a sync and holds it while syncs are closed.
-        fn hold_sync(&self) {
-            let mut g = self.state.lock().unwrap();
-            g.syncs += 1;
-            g.waiting += 1;
-            self.cv.notify_all();
-            let mut g = self.cv.wait_while(g, |s| s.closed).unwrap();
-            g.waiting -= 1;
-        }
-    }
-
-    #[derive(Debug)]
-    struct GatedFile(Box<dyn WriteFile>, Arc<Gate>);
-
-    impl ForwardWrite for GatedFile {
-        fn inner(&self) -> &dyn WriteFile {
-            self.0.as_ref()
-        }
-        fn write(&self, buf: &[u8]) -> io::Result<usize> {
-            self.1.hold_write();
-            self.0.write(buf)
-        }
-        fn write_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-            self.1.hold_write();
-            self.0.write_vectored(bufs)
-        }
-        fn sync_data(&self) -> io::Result<()> {
-            self.1.hold_sync();
-            self.0.sync_data()
-        }
-    }
-
-    /// `disk` with its file writes and syncs passing through `gate`.
-    pub fn gated_disk(disk: SimDisk, gate: &Arc<Gate>) -> WrapFiles {
-        let gate = gate.clone();
-        WrapFiles::new(disk).write_files(move |_, f| Box::new(GatedFile(f, gate.clone())))
-    }
-}
-
 #[test]
 fn group_commit_first_waiting_writer_syncs_for_everyone_waiting() {
-    let gate = Arc::new(gated::Gate::default());
-    let storage = gated::gated_disk(SimDisk::new(3), &gate);
+    let gate = Arc::new(gate::Gate::default());
+    let storage = gate::gated_disk(&SimDisk::new(3), &gate);
     let config = JournalConfig {
         sync: SyncPolicy::Group,
         storage: Arc::new(storage),
@@ -585,27 +493,27 @@ fn group_commit_first_waiting_writer_syncs_for_everyone_waiting() {
     };
     let q = JournaledQueue::open("/j", "q", config).unwrap();
     let r = q.reader("").unwrap();
-    let before = gate.state.lock().unwrap().syncs;
-    gate.set_closed(true);
+    let before = gate.syncs();
+    gate.close_syncs();
     // The first put becomes the syncer and is held inside its fdatasync.
     let first = {
         let q = q.clone();
         std::thread::spawn(move || q.put(b"first").unwrap())
     };
-    gate.wait_for_waiting(1);
+    gate.await_syncs_held(1);
     // Three more puts arrive while that sync is in flight. The first of them leads the
     // writer and is held inside its write, so the other two queue behind it: once all three
     // have their ids, one batch is bound to hold them, and none of the three waits for a
     // sync before that batch is written whole. Without the write gate the third put could
     // start a batch of its own after the first sync, and need a sync of its own.
-    gate.set_writes_closed(true);
+    gate.close_writes();
     let others: Vec<_> = (0..3)
         .map(|i| {
             let q = q.clone();
             std::thread::spawn(move || q.put(&[i]).unwrap())
         })
         .collect();
-    gate.wait_for_writes_waiting(1);
+    gate.await_writes_held(1);
     // `len` counts a put once it has its id, which a follower gets as it queues its record.
     let give_up = std::time::Instant::now() + Duration::from_secs(30);
     while r.len() < 4 {
@@ -615,15 +523,15 @@ fn group_commit_first_waiting_writer_syncs_for_everyone_waiting() {
         );
         std::thread::yield_now();
     }
-    gate.set_writes_closed(false);
-    gate.set_closed(false);
+    gate.open_writes();
+    gate.open_syncs();
     first.join().unwrap();
     for t in others {
         t.join().unwrap();
     }
     // One sync for the first put, one shared by the three that waited behind it.
     assert_eq!(r.len(), 4);
-    assert_eq!(gate.state.lock().unwrap().syncs - before, 2);
+    assert_eq!(gate.syncs() - before, 2);
 }
 
 #[test]
