@@ -107,6 +107,21 @@ pub enum End {
     Permanent,
 }
 
+/// For each entry of a settled batch, the queue and the running time of the run it ends (when
+/// the job was running), for the latency histograms.
+type Runs = Vec<Option<(String, Millis)>>;
+
+impl End {
+    /// The handler's result this end stands for.
+    fn result(self) -> Result<(), Failure> {
+        match self {
+            End::Ok => Ok(()),
+            End::Retryable => Err(Failure::retryable("retry me")),
+            End::Permanent => Err(Failure::permanent("never")),
+        }
+    }
+}
+
 /// One step of a differential run.
 #[derive(Debug, Clone)]
 pub enum Op {
@@ -335,6 +350,27 @@ impl<'h, H: Differential> Run<'h, H> {
         self.ids.iter().position(|(_, s)| *s == id)
     }
 
+    /// The batch that settles the held jobs `picks` names, as the reference and as the store
+    /// under test see it, and the run each entry ends (for the latency histograms).
+    fn settling(
+        &self,
+        picks: &[(Index, End)],
+        now: Millis,
+    ) -> (Vec<Finished>, Vec<Finished>, Runs) {
+        let chosen = self.held(picks);
+        let batch = |side: fn(&(Job, Job, End)) -> &Job| -> Vec<Finished> {
+            chosen
+                .iter()
+                .map(|c| Finished::new(side(c), c.2.result()))
+                .collect()
+        };
+        let runs = chosen
+            .iter()
+            .map(|(r, _, _)| self.running_for(r.claim.id, now))
+            .collect();
+        (batch(|c| &c.0), batch(|c| &c.1), runs)
+    }
+
     fn held(&self, picks: &[(Index, End)]) -> Vec<(Job, Job, End)> {
         if self.held.is_empty() {
             return Vec::new();
@@ -425,29 +461,11 @@ impl<'h, H: Differential> Run<'h, H> {
     }
 
     async fn settle(&mut self, picks: &[(Index, End)], now: Millis) -> Result<(), String> {
-        let chosen = self.held(picks);
-        let entries = |side: usize| -> Vec<Finished> {
-            chosen
-                .iter()
-                .map(|(r, s, end)| {
-                    let job = if side == 0 { r } else { s };
-                    let result = match end {
-                        End::Ok => Ok(()),
-                        End::Retryable => Err(Failure::retryable("retry me")),
-                        End::Permanent => Err(Failure::permanent("never")),
-                    };
-                    Finished::new(job, result)
-                })
-                .collect()
-        };
-        let runs: Vec<_> = chosen
-            .iter()
-            .map(|(r, _, _)| self.running_for(r.claim.id, now))
-            .collect();
-        let expected = self.reference.settle(entries(0), now, &mut || 0);
+        let (reference, store, runs) = self.settling(picks, now);
+        let expected = self.reference.settle(reference, now, &mut || 0);
         let got = self
             .store()
-            .settle(entries(1))
+            .settle(store)
             .await
             .map_err(|e| format!("settle failed as a whole: {e}"))?;
         self.after_settle(&expected, &got, runs)
@@ -457,7 +475,7 @@ impl<'h, H: Differential> Run<'h, H> {
         &mut self,
         expected: &[Result<T, BackendError>],
         got: &[Result<T, BackendError>],
-        runs: Vec<Option<(String, Millis)>>,
+        runs: Runs,
     ) -> Step {
         agree!(expected.len(), got.len(), "answers per settled batch");
         for (n, ((e, g), run)) in expected.iter().zip(got).zip(runs).enumerate() {
@@ -553,30 +571,12 @@ impl<'h, H: Differential> Run<'h, H> {
             Op::Settle(picks) => self.settle(picks, now).await?,
             Op::SettleAndClaim(picks, q, max) => {
                 let lease = Duration::from_millis(2_000);
-                let chosen = self.held(picks);
-                let entries = |side: usize| -> Vec<Finished> {
-                    chosen
-                        .iter()
-                        .map(|(r, s, end)| {
-                            let job = if side == 0 { r } else { s };
-                            let result = match end {
-                                End::Ok => Ok(()),
-                                End::Retryable => Err(Failure::retryable("retry me")),
-                                End::Permanent => Err(Failure::permanent("never")),
-                            };
-                            Finished::new(job, result)
-                        })
-                        .collect()
-                };
-                let runs: Vec<_> = chosen
-                    .iter()
-                    .map(|(r, _, _)| self.running_for(r.claim.id, now))
-                    .collect();
-                let expected = self.reference.settle(entries(0), now, &mut || 0);
+                let (reference, store, runs) = self.settling(picks, now);
+                let expected = self.reference.settle(reference, now, &mut || 0);
                 let expected_claim = self.reference.claim(&queue(*q), *max, lease, now);
                 let got = self
                     .store()
-                    .settle_and_claim(entries(1), &queue(*q), *max, lease)
+                    .settle_and_claim(store, &queue(*q), *max, lease)
                     .await
                     .map_err(|e| format!("settle_and_claim failed as a whole: {e}"))?;
                 self.after_settle(&expected, &got.settled, runs)?;
