@@ -208,6 +208,13 @@ impl<F: Future + Unpin> Pops<F> {
             waker: CountingWaker::new(),
         }
     }
+    /// Keeps waiting pop `fut`, which `flag` cancels, and returns its number.
+    fn start(&mut self, fut: F, flag: Flag) -> usize {
+        self.futures.push(Some(fut));
+        self.flags.push(flag);
+        self.futures.len() - 1
+    }
+
     /// Polls pop `w`: `Some(output)` if it completed now.
     fn poll(&mut self, w: usize) -> Option<F::Output> {
         let fut = self.futures[w].as_mut()?;
@@ -262,19 +269,9 @@ fn run_wait_queue(bound: Option<(usize, FullPolicy)>, ops: Vec<Op>) -> Result<()
             Op::TryPop => prop_assert_eq!(q.try_pop(), m.pop()),
             Op::Wait => {
                 let flag = Flag::default();
-                let mut fut = q.pop_until(flag.clone());
-                let out = poll_once(&mut fut, &pops.waker);
-                pops.futures.push(Some(fut));
-                pops.flags.push(flag);
+                let w = pops.start(q.pop_until(flag.clone()), flag);
+                let got = pops.poll(w);
                 m.wait();
-                let w = pops.futures.len() - 1;
-                let got = match out {
-                    Poll::Ready(out) => {
-                        pops.futures[w] = None;
-                        Some(out)
-                    }
-                    Poll::Pending => None,
-                };
                 prop_assert_eq!(got, m.poll(w));
             }
             Op::Poll(i) | Op::Expire(i) | Op::Drop(i) if pops.futures.is_empty() => {
@@ -357,19 +354,9 @@ fn run_fair(capacity: Option<usize>, ops: Vec<Op>) -> Result<(), TestCaseError> 
             Op::TryPop => prop_assert_eq!(q.try_pop_with_key(), m.pop()),
             Op::Wait => {
                 let flag = Flag::default();
-                let mut fut = q.pop_until(flag.clone());
-                let out = poll_once(&mut fut, &pops.waker);
-                pops.futures.push(Some(fut));
-                pops.flags.push(flag);
+                let w = pops.start(q.pop_until(flag.clone()), flag);
+                let got = pops.poll(w);
                 m.wait();
-                let w = pops.futures.len() - 1;
-                let got = match out {
-                    Poll::Ready(out) => {
-                        pops.futures[w] = None;
-                        Some(out)
-                    }
-                    Poll::Pending => None,
-                };
                 prop_assert_eq!(got, m.poll(w).map(|o| o.map(|(_, v)| v)));
             }
             Op::Poll(i) | Op::Expire(i) | Op::Drop(i) if pops.futures.is_empty() => {

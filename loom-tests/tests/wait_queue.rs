@@ -16,16 +16,18 @@ use loom::thread;
 /// Under loom a clock timeout never expires: this waits until an item or close/evict.
 const FOREVER: Duration = Duration::from_secs(3600);
 
-/// A push races a blocking pop whose deadline is fired by a timer thread: the consumer
-/// gets the item or `None`, and in the latter case the item is still queued.
-#[test]
-fn push_vs_blocking_pop_with_timeout() {
-    model(|| {
+/// A pop that gives up when `timer` fires.
+type TimedPop = fn(&WaitQueue<i32>, &Arc<ModelTimer>) -> Option<i32>;
+
+/// A push races `pop`, whose deadline a timer thread fires: the consumer gets the item or
+/// `None`, and in the latter case the item is still queued.
+fn push_vs_timed_pop(pop: TimedPop) {
+    model(move || {
         let q = Arc::new(WaitQueue::unbounded());
         let timer = Arc::new(ModelTimer::new());
         let consumer = {
             let (q, timer) = (Arc::clone(&q), Arc::clone(&timer));
-            thread::spawn(move || q.pop_blocking_until(&timer))
+            thread::spawn(move || pop(&q, &timer))
         };
         let firing = {
             let timer = Arc::clone(&timer);
@@ -45,32 +47,16 @@ fn push_vs_blocking_pop_with_timeout() {
     });
 }
 
+/// The race for the blocking pop.
+#[test]
+fn push_vs_blocking_pop_with_timeout() {
+    push_vs_timed_pop(|q, timer| q.pop_blocking_until(timer));
+}
+
 /// The same race for the asynchronous pop: the timer thread completes the pop's signal.
 #[test]
 fn push_vs_async_pop_with_timeout() {
-    model(|| {
-        let q = Arc::new(WaitQueue::unbounded());
-        let timer = Arc::new(ModelTimer::new());
-        let consumer = {
-            let (q, timer) = (Arc::clone(&q), Arc::clone(&timer));
-            thread::spawn(move || loom::future::block_on(q.pop_until(ModelTimer::signal(&timer))))
-        };
-        let firing = {
-            let timer = Arc::clone(&timer);
-            thread::spawn(move || timer.fire())
-        };
-        q.push(1).unwrap();
-        let got = consumer.join().unwrap();
-        firing.join().unwrap();
-        match got {
-            Some(item) => {
-                assert_eq!(item, 1);
-                assert_eq!(q.try_pop(), None, "duplicate");
-            }
-            None => assert_eq!(q.try_pop(), Some(1), "a timed-out waiter consumed the item"),
-        }
-        assert_eq!(q.waiter_count(), 0);
-    });
+    push_vs_timed_pop(|q, timer| loom::future::block_on(q.pop_until(ModelTimer::signal(timer))));
 }
 
 /// Two producers race one waiting consumer: it receives every item exactly once and one
