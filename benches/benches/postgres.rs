@@ -174,7 +174,7 @@ async fn burn_down(schema: &str, concurrency: usize) -> Duration {
             let done_tx = done_tx.clone();
             async move {
                 let n = counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-                if n % 1_000 == 0 {
+                if n.is_multiple_of(1_000) {
                     done_tx.send_replace(n);
                 }
                 Ok::<_, String>(())

@@ -68,10 +68,10 @@ fn light_waits(q: &mut dyn Queue, backlog: u64) -> Histogram {
         q.push(0, next_item);
         next_item += 1;
         if let Some((key, _)) = q.pop() {
-            if key != 0 {
-                if let Some(pushed_at) = pending[key as usize].take() {
-                    waits.record(delivered - pushed_at);
-                }
+            if key != 0
+                && let Some(pushed_at) = pending[key as usize].take()
+            {
+                waits.record(delivered - pushed_at);
             }
             delivered += 1;
         }

@@ -480,13 +480,13 @@ pub(crate) async fn list<B: Backend>(
             out.line("(last errors left out to fit the terminal: --json shows them)")?;
         }
     }
-    if shown == args.limit {
-        if let (Some(first), Some(last)) = (first, last) {
-            out.line(format!(
-                "{shown} jobs shown (ids {first} to {last}), the most one page holds: \
+    if shown == args.limit
+        && let (Some(first), Some(last)) = (first, last)
+    {
+        out.line(format!(
+            "{shown} jobs shown (ids {first} to {last}), the most one page holds: \
                  add --after {last} for the next page"
-            ))?;
-        }
+        ))?;
     }
     Ok(())
 }

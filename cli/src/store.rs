@@ -65,17 +65,17 @@ fn warn_about_repairs(store: &Store) {
 pub(crate) async fn warn_about_server(store: &Store) {
     match store {
         Store::Redis(redis) => {
-            if let Ok(persistence) = redis.persistence().await {
-                if persistence.loses_jobs() {
-                    crate::output_error_line(&format!("warning: Redis {persistence}"));
-                }
+            if let Ok(persistence) = redis.persistence().await
+                && persistence.loses_jobs()
+            {
+                crate::output_error_line(&format!("warning: Redis {persistence}"));
             }
         }
         Store::Postgres(pg) => {
-            if let Ok(vacuuming) = pg.vacuuming().await {
-                if vacuuming.needs_vacuum() {
-                    crate::output_error_line(&format!("warning: PostgreSQL {vacuuming}"));
-                }
+            if let Ok(vacuuming) = pg.vacuuming().await
+                && vacuuming.needs_vacuum()
+            {
+                crate::output_error_line(&format!("warning: PostgreSQL {vacuuming}"));
             }
         }
         _ => {}

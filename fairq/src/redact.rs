@@ -86,10 +86,10 @@ fn userinfo_passwords(text: &str) -> Vec<Range<usize>> {
             .find(char::is_whitespace)
             .map_or(text.len(), |n| start + n);
         let url = &text[start..end];
-        if let Some(at) = url.rfind('@') {
-            if let Some(colon) = url[..at].find(':') {
-                found.push(start + colon + 1..start + at);
-            }
+        if let Some(at) = url.rfind('@')
+            && let Some(colon) = url[..at].find(':')
+        {
+            found.push(start + colon + 1..start + at);
         }
         from = end.max(start);
     }

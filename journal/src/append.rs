@@ -333,17 +333,15 @@ impl Inner {
             }
             break;
         }
-        if always {
-            if let Err(e) = self.check_poisoned() {
-                // What the failed sync should have covered fails, the leader's own included.
-                for b in std::mem::take(&mut w.unsynced) {
-                    if b.followers > 0 {
-                        w.failures
-                            .push(Failure::new(b.first, b.last, &e, b.followers));
-                    }
+        if always && let Err(e) = self.check_poisoned() {
+            // What the failed sync should have covered fails, the leader's own included.
+            for b in std::mem::take(&mut w.unsynced) {
+                if b.followers > 0 {
+                    w.failures
+                        .push(Failure::new(b.first, b.last, &e, b.followers));
                 }
-                synced = false;
             }
+            synced = false;
         }
         w.done_id = w.next_id - 1;
         w.leading = false;
@@ -468,10 +466,10 @@ impl Inner {
         let totals = self.put_totals();
         for r in read_lock(&self.readers).iter() {
             let mut st = lock(&r.state);
-            if st.config.full_policy == FullPolicy::DropOldest {
-                if let Err(e) = enforce_limits(self, &mut st, totals, limit) {
-                    tracing::warn!(queue = %self.name, reader = %r.name(), error = %e, "could not drop oldest items");
-                }
+            if st.config.full_policy == FullPolicy::DropOldest
+                && let Err(e) = enforce_limits(self, &mut st, totals, limit)
+            {
+                tracing::warn!(queue = %self.name, reader = %r.name(), error = %e, "could not drop oldest items");
             }
         }
     }

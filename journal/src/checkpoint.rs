@@ -78,7 +78,7 @@ pub fn encode_checkpoint(cp: &Checkpoint) -> Vec<u8> {
         out.extend_from_slice(&id.to_le_bytes());
         out.extend_from_slice(&count.to_le_bytes());
     }
-    let crc = crc32c::crc32c(&out);
+    let crc = crate::crc::crc32c(&out);
     out.extend_from_slice(&crc.to_le_bytes());
     out
 }
@@ -96,7 +96,7 @@ fn check_envelope(buf: &[u8], magic: &[u8; 8], min_len: usize) -> Result<u32, De
     }
     let body = &buf[..buf.len() - 4];
     let stored = u32_at(buf, buf.len() - 4);
-    let computed = crc32c::crc32c(body);
+    let computed = crate::crc::crc32c(body);
     if stored != computed {
         return Err(DecodeError::BadChecksum { stored, computed });
     }
@@ -183,7 +183,7 @@ pub fn encode_registry(names: &[String]) -> Vec<u8> {
         out.push(n.len().min(MAX_NAME_LEN) as u8);
         out.extend_from_slice(&n.as_bytes()[..n.len().min(MAX_NAME_LEN)]);
     }
-    let crc = crc32c::crc32c(&out);
+    let crc = crate::crc::crc32c(&out);
     out.extend_from_slice(&crc.to_le_bytes());
     out
 }
@@ -237,7 +237,7 @@ pub fn encode_tail(segment: u64) -> Vec<u8> {
     out.extend_from_slice(&TAIL_MAGIC);
     out.extend_from_slice(&VERSION.to_le_bytes());
     out.extend_from_slice(&segment.to_le_bytes());
-    let crc = crc32c::crc32c(&out);
+    let crc = crate::crc::crc32c(&out);
     out.extend_from_slice(&crc.to_le_bytes());
     out
 }

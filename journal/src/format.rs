@@ -107,7 +107,7 @@ pub fn encode_segment_header(header: &SegmentHeader, out: &mut Vec<u8>) {
         0
     };
     out.extend_from_slice(&flags.to_le_bytes());
-    let crc = crc32c::crc32c(&out[start..]);
+    let crc = crate::crc::crc32c(&out[start..]);
     out.extend_from_slice(&crc.to_le_bytes());
 }
 
@@ -133,7 +133,7 @@ pub fn decode_segment_header(buf: &[u8]) -> Result<SegmentHeader, DecodeError> {
         return Err(DecodeError::BadMagic);
     }
     let stored = u32_at(buf, 24);
-    let computed = crc32c::crc32c(&buf[..24]);
+    let computed = crate::crc::crc32c(&buf[..24]);
     if stored != computed {
         return Err(DecodeError::BadChecksum { stored, computed });
     }
@@ -223,7 +223,7 @@ pub fn encode_record(rec: &Record<'_>, out: &mut Vec<u8>) {
     h.copy_within(0..4, 4);
     out.extend_from_slice(&h);
     out.extend_from_slice(rec.payload);
-    let crc = crc32c::crc32c(&out[start + 4..]);
+    let crc = crate::crc::crc32c(&out[start + 4..]);
     out[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
 }
 
@@ -244,7 +244,7 @@ pub fn encode_record_header(rec: &Record<'_>) -> [u8; RECORD_HEADER_LEN] {
     let mut h = fixed_part(rec);
     // The length in the checksum's place makes length and body one run of bytes.
     h.copy_within(0..4, 4);
-    let crc = crc32c::crc32c_append(crc32c::crc32c(&h[4..]), rec.payload);
+    let crc = crate::crc::crc32c_append(crate::crc::crc32c(&h[4..]), rec.payload);
     h[4..8].copy_from_slice(&crc.to_le_bytes());
     h
 }
@@ -267,7 +267,7 @@ fn fixed_part(rec: &Record<'_>) -> [u8; RECORD_HEADER_LEN] {
 }
 
 fn record_crc(len_bytes: &[u8], body: &[u8]) -> u32 {
-    crc32c::crc32c_append(crc32c::crc32c(len_bytes), body)
+    crate::crc::crc32c_append(crate::crc::crc32c(len_bytes), body)
 }
 
 /// Decodes one record from the start of `buf`, returning it and the number of bytes it used.

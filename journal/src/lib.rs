@@ -59,6 +59,7 @@ mod append;
 pub mod checkpoint;
 mod chunks;
 mod config;
+mod crc;
 mod error;
 mod files;
 pub mod format;

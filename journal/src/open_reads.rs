@@ -42,10 +42,10 @@ impl OpenReads {
     }
 
     pub(crate) fn get(&self, id: u64) -> Option<&Located> {
-        if let Some((first, loc)) = self.entries.front() {
-            if *first == id {
-                return loc.as_ref();
-            }
+        if let Some((first, loc)) = self.entries.front()
+            && *first == id
+        {
+            return loc.as_ref();
         }
         let i = self.entries.binary_search_by_key(&id, |e| e.0).ok()?;
         self.entries[i].1.as_ref()

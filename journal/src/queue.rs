@@ -363,10 +363,10 @@ impl JournaledQueue {
         let mut w = self.inner.idle_writer();
         self.inner.check_open()?;
         self.inner.check_poisoned()?;
-        if w.offset > crate::format::SEGMENT_HEADER_LEN as u64 {
-            if let Err(e) = self.inner.rotate(&mut w) {
-                return Err(self.inner.poison(format!("segment rotation failed: {e}")));
-            }
+        if w.offset > crate::format::SEGMENT_HEADER_LEN as u64
+            && let Err(e) = self.inner.rotate(&mut w)
+        {
+            return Err(self.inner.poison(format!("segment rotation failed: {e}")));
         }
         Ok(())
     }

@@ -102,10 +102,10 @@ impl Inner {
             if self.read_only {
                 return Ok(handle(default));
             }
-            if let Err(e) = self.storage().remove_file(&old_path) {
-                if e.kind() != std::io::ErrorKind::NotFound {
-                    tracing::warn!(path = %old_path.display(), error = %e, "could not remove the default reader's checkpoint");
-                }
+            if let Err(e) = self.storage().remove_file(&old_path)
+                && e.kind() != std::io::ErrorKind::NotFound
+            {
+                tracing::warn!(path = %old_path.display(), error = %e, "could not remove the default reader's checkpoint");
             }
             return Ok(handle(default));
         }

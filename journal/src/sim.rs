@@ -574,10 +574,10 @@ impl Drop for SimLock {
     fn drop(&mut self) {
         let mut s = self.disk.guard();
         if self.shared {
-            if let Some((g, n)) = s.shared_locks.get_mut(&self.path) {
-                if *g == self.generation {
-                    *n = n.saturating_sub(1);
-                }
+            if let Some((g, n)) = s.shared_locks.get_mut(&self.path)
+                && *g == self.generation
+            {
+                *n = n.saturating_sub(1);
             }
         } else if s.locks.get(&self.path) == Some(&self.generation) {
             s.locks.remove(&self.path);

@@ -215,10 +215,11 @@ impl Inner {
             cv.notify_all();
         }
         let handle = lock(&self.flusher).take();
-        if let Some(h) = handle {
-            if h.thread().id() != std::thread::current().id() && h.join().is_err() {
-                tracing::error!(queue = %self.name, "periodic sync thread panicked");
-            }
+        if let Some(h) = handle
+            && h.thread().id() != std::thread::current().id()
+            && h.join().is_err()
+        {
+            tracing::error!(queue = %self.name, "periodic sync thread panicked");
         }
     }
 }
@@ -296,10 +297,10 @@ pub(crate) fn spawn_flusher(inner: &Arc<Inner>, every: Duration) -> Result<(), J
                 }
             }
             let Some(inner) = weak.upgrade() else { return };
-            if inner.check_poisoned().is_ok() {
-                if let Err(e) = inner.sync_writer() {
-                    tracing::error!(queue = %inner.name, error = %e, "periodic sync failed");
-                }
+            if inner.check_poisoned().is_ok()
+                && let Err(e) = inner.sync_writer()
+            {
+                tracing::error!(queue = %inner.name, error = %e, "periodic sync failed");
             }
         })
         .map_err(|e| JournalError::io(&inner.dir, e))?;

@@ -145,10 +145,11 @@ impl<B: Inspect> App<B> {
             .unwrap_or_else(PoisonError::into_inner)
             .get(queue)
             .cloned();
-        if let Some(scan) = cached {
-            if now.saturating_sub(scan.at) < millis(self.refresh) && scan.at <= now {
-                return Ok(scan);
-            }
+        if let Some(scan) = cached
+            && now.saturating_sub(scan.at) < millis(self.refresh)
+            && scan.at <= now
+        {
+            return Ok(scan);
         }
         let backlog = self.store.backlog_by_key(queue, now, self.budget).await?;
         let since = now.saturating_sub(LONGEST_WINDOW);

@@ -121,14 +121,13 @@ impl Auth {
         let csrf = random_hex(32)?;
         let mut sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
         sessions.retain(|_, s| s.expires > now);
-        if sessions.len() >= MAX_SESSIONS {
-            if let Some(oldest) = sessions
+        if sessions.len() >= MAX_SESSIONS
+            && let Some(oldest) = sessions
                 .iter()
                 .min_by_key(|(_, s)| s.expires)
                 .map(|(id, _)| id.clone())
-            {
-                sessions.remove(&oldest);
-            }
+        {
+            sessions.remove(&oldest);
         }
         sessions.insert(
             id.clone(),

@@ -95,10 +95,10 @@ impl Scrubber {
             }
         }
         for pair in query.into_iter().flat_map(|q| q.split('&')) {
-            if let Some((name, value)) = pair.split_once('=') {
-                if !SAFE_PARAMS.contains(&name) {
-                    secrets.push(value.to_string());
-                }
+            if let Some((name, value)) = pair.split_once('=')
+                && !SAFE_PARAMS.contains(&name)
+            {
+                secrets.push(value.to_string());
             }
         }
         // Percent-encoded secrets may be quoted decoded; blank both spellings.

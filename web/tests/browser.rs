@@ -232,7 +232,7 @@ async fn story(store: &MemoryBackend, clock: &ManualClock, sample: impl AsyncFn(
             );
         }
         for (n, tenant) in ["globex", "initech", "umbrella"].iter().enumerate() {
-            if (step + n as u64) % 2 == 0 {
+            if (step + n as u64).is_multiple_of(2) {
                 jobs.push(
                     NewJob::json("emails", "send", &json!({"step": step}))
                         .expect("json")

@@ -280,10 +280,10 @@ impl Client {
             return Err(FileError::Closed.into());
         }
         let mut slot = lock(&self.connection);
-        if let Some(connection) = slot.as_ref() {
-            if !connection.lost.load(Ordering::Acquire) {
-                return Ok(connection.clone());
-            }
+        if let Some(connection) = slot.as_ref()
+            && !connection.lost.load(Ordering::Acquire)
+        {
+            return Ok(connection.clone());
         }
         *slot = None;
         match Connection::open(&self.dir) {
