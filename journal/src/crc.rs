@@ -64,4 +64,19 @@ mod tests {
             prop_assert_eq!(crc32c_append(crc32c::crc32c(a), b), crc32c::crc32c_append(crc32c::crc32c(a), b));
         }
     }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(24))]
+
+        /// Large records (the wide folding loops, and their tails) agree too.
+        #[test]
+        fn matches_the_reference_on_large_records(
+            data in proptest::collection::vec(any::<u8>(), 5000..140_000),
+            split in any::<prop::sample::Index>(),
+        ) {
+            prop_assert_eq!(crc32c(&data), crc32c::crc32c(&data));
+            let (a, b) = data.split_at(split.index(data.len() + 1));
+            prop_assert_eq!(crc32c_append(crc32c(a), b), crc32c::crc32c(&data));
+        }
+    }
 }
