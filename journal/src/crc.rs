@@ -9,7 +9,13 @@
 //! ```
 //! use fairq_journal::format::{decode_record, encode_record, Record, RecordKind};
 //! // Whatever computes it, the checksum is the one FORMAT.md names: the record round-trips.
-//! let rec = Record { kind: RecordKind::Item, id: 1, added_at_ms: 2, expires_at_ms: None, payload: b"abc" };
+//! let rec = Record {
+//!     kind: RecordKind::Item,
+//!     id: 1,
+//!     added_at_ms: 2,
+//!     expires_at_ms: None,
+//!     payload: b"abc",
+//! };
 //! let mut buf = Vec::new();
 //! encode_record(&rec, &mut buf);
 //! assert_eq!(decode_record(&buf).unwrap().0, rec);
@@ -24,12 +30,13 @@ pub(crate) fn crc32c(data: &[u8]) -> u32 {
     crc_fast::checksum(CrcAlgorithm::Crc32Iscsi, data) as u32
 }
 
-/// The CRC32C of some bytes followed by `data`, given `crc`, the CRC32C of those bytes.
+/// The CRC32C of `a` followed by `b`: for a record, whose checksum covers its length field
+/// and then its body, which the checksum field lies between.
 #[inline]
-pub(crate) fn crc32c_append(crc: u32, data: &[u8]) -> u32 {
-    // The register holds the checksum before its final inversion.
-    let mut digest = Digest::new_with_init_state(CrcAlgorithm::Crc32Iscsi, u64::from(!crc));
-    digest.update(data);
+pub(crate) fn crc32c_pair(a: &[u8], b: &[u8]) -> u32 {
+    let mut digest = Digest::new(CrcAlgorithm::Crc32Iscsi);
+    digest.update(a);
+    digest.update(b);
     digest.finalize() as u32
 }
 
@@ -43,13 +50,13 @@ mod tests {
         // The catalogue's check value: the CRC of the nine ASCII digits.
         assert_eq!(crc32c(b"123456789"), 0xE306_9283);
         assert_eq!(crc32c(b""), 0);
-        assert_eq!(crc32c_append(crc32c(b"1234"), b"56789"), 0xE306_9283);
+        assert_eq!(crc32c_pair(b"1234", b"56789"), 0xE306_9283);
     }
 
     proptest! {
         /// Every length from empty to a few KiB (the folding paths change at 16, 64, 128,
-        /// 256 bytes and more), every alignment, and any split agree with the reference
-        /// implementation of the same checksum.
+        /// 256 bytes and more), every alignment, and any split into two parts agree with the
+        /// reference implementation of the same checksum.
         #[test]
         fn matches_the_reference(
             data in proptest::collection::vec(any::<u8>(), 0..5000),
@@ -60,8 +67,7 @@ mod tests {
             prop_assert_eq!(crc32c(data), crc32c::crc32c(data));
             let at = split.index(data.len() + 1);
             let (a, b) = data.split_at(at);
-            prop_assert_eq!(crc32c_append(crc32c(a), b), crc32c::crc32c(data));
-            prop_assert_eq!(crc32c_append(crc32c::crc32c(a), b), crc32c::crc32c_append(crc32c::crc32c(a), b));
+            prop_assert_eq!(crc32c_pair(a, b), crc32c::crc32c(data));
         }
     }
 
@@ -76,7 +82,7 @@ mod tests {
         ) {
             prop_assert_eq!(crc32c(&data), crc32c::crc32c(&data));
             let (a, b) = data.split_at(split.index(data.len() + 1));
-            prop_assert_eq!(crc32c_append(crc32c(a), b), crc32c::crc32c(&data));
+            prop_assert_eq!(crc32c_pair(a, b), crc32c::crc32c(&data));
         }
     }
 }

@@ -244,7 +244,7 @@ pub fn encode_record_header(rec: &Record<'_>) -> [u8; RECORD_HEADER_LEN] {
     let mut h = fixed_part(rec);
     // The length in the checksum's place makes length and body one run of bytes.
     h.copy_within(0..4, 4);
-    let crc = crate::crc::crc32c_append(crate::crc::crc32c(&h[4..]), rec.payload);
+    let crc = crate::crc::crc32c_pair(&h[4..], rec.payload);
     h[4..8].copy_from_slice(&crc.to_le_bytes());
     h
 }
@@ -264,10 +264,6 @@ fn fixed_part(rec: &Record<'_>) -> [u8; RECORD_HEADER_LEN] {
     h[20..28].copy_from_slice(&rec.added_at_ms.to_le_bytes());
     h[28..36].copy_from_slice(&rec.expires_at_ms.unwrap_or(0).to_le_bytes());
     h
-}
-
-fn record_crc(len_bytes: &[u8], body: &[u8]) -> u32 {
-    crate::crc::crc32c_append(crate::crc::crc32c(len_bytes), body)
 }
 
 /// Decodes one record from the start of `buf`, returning it and the number of bytes it used.
@@ -309,7 +305,7 @@ pub(crate) fn decode_record_checked(
     let body = &buf[RECORD_PREFIX_LEN..total];
     if verify {
         let stored = u32_at(buf, 4);
-        let computed = record_crc(&buf[..4], body);
+        let computed = crate::crc::crc32c_pair(&buf[..4], body);
         if stored != computed {
             return Err(DecodeError::BadChecksum { stored, computed });
         }
