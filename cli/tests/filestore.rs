@@ -4,37 +4,17 @@
 
 mod common;
 
-use std::collections::BTreeMap;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::fairq;
+use fairq_journal::fingerprint::FolderFingerprint;
 
-/// Name, mode, size, content and modification time of every entry of `dir`.
-fn observe(dir: &Path) -> BTreeMap<String, (u32, u64, Vec<u8>, i64, i64)> {
-    std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| {
-            let e = e.unwrap();
-            let meta = std::fs::symlink_metadata(e.path()).unwrap();
-            let content = if meta.is_file() {
-                std::fs::read(e.path()).unwrap()
-            } else {
-                Vec::new()
-            };
-            (
-                e.file_name().to_string_lossy().into_owned(),
-                (
-                    meta.mode(),
-                    meta.len(),
-                    content,
-                    meta.mtime(),
-                    meta.mtime_nsec(),
-                ),
-            )
-        })
-        .collect()
+/// Everything observable about a folder's entries (name, mode, size, content, modification
+/// time).
+fn observe(dir: &Path) -> FolderFingerprint {
+    FolderFingerprint::take(dir).unwrap()
 }
 
 fn last_segment(dir: &Path) -> std::path::PathBuf {

@@ -36,7 +36,9 @@
 //! after a crash (at-least-once); items committed and checkpointed are not.
 //!
 //! All file access goes through [`storage::Storage`]; [`sim::SimDisk`] simulates power loss
-//! and I/O faults for tests. Time comes from a [`Clock`] in the configuration.
+//! and I/O faults for tests; [`fingerprint::FolderFingerprint`] records a queue folder, to
+//! show that a read-only look at it changed nothing. Time comes from a [`Clock`] in the
+//! configuration.
 //!
 //! ```
 //! use fairq_journal::{JournalConfig, JournaledQueue};
@@ -62,6 +64,7 @@ mod config;
 mod crc;
 mod error;
 mod files;
+pub mod fingerprint;
 pub mod format;
 mod item;
 mod name;

@@ -10,7 +10,6 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 use std::time::Duration;
@@ -18,35 +17,15 @@ use std::time::Duration;
 use common::{LEASE, START, runtime};
 use fairq_file::{FileBackend, FileError, FileOptions, Role};
 use fairq_journal::TailCause;
+use fairq_journal::fingerprint::FolderFingerprint;
 use fairq_journal::sim::{SimDisk, SimFaults};
 use fairq_journal::storage::Storage;
 use fairq_worker::{Backend, BackendError, JobId, JobStatus, ListFilter, ManualClock, NewJob};
 
-/// Everything observable about a folder's entries: name, mode, size, content and
-/// modification time.
-fn observe(dir: &Path) -> BTreeMap<String, (u32, u64, Vec<u8>, i64, i64)> {
-    std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| {
-            let e = e.unwrap();
-            let meta = std::fs::symlink_metadata(e.path()).unwrap();
-            let content = if meta.is_file() {
-                std::fs::read(e.path()).unwrap()
-            } else {
-                Vec::new()
-            };
-            (
-                e.file_name().to_string_lossy().into_owned(),
-                (
-                    meta.mode(),
-                    meta.len(),
-                    content,
-                    meta.mtime(),
-                    meta.mtime_nsec(),
-                ),
-            )
-        })
-        .collect()
+/// Everything observable about a folder's entries (name, mode, size, content, modification
+/// time).
+fn observe(dir: &Path) -> FolderFingerprint {
+    FolderFingerprint::take(dir).unwrap()
 }
 
 fn file_error(e: &BackendError) -> &FileError {
