@@ -69,20 +69,33 @@
 //! under `valgrind --tool=callgrind`. The development machine has 2 vCPUs shared with other
 //! builds, and its timings move by up to 2x from run to run (even `VecDeque` alone takes
 //! 3.4 ns per step in some runs and 6.5 in others), so instruction counts and simulated
-//! cache misses per step, which load does not disturb, come first. `(u32, u64)` items, after
-//! the last change; in brackets `FairQueue` / peer; L2 misses with a simulated 1 MiB L2:
+//! cache misses per step, which load does not disturb, come first. `(u32, u64)` items, with
+//! the code as it is now (`fair_ops`, the queue inlined into its loop; behind a call, as in
+//! the bench's ratio tables, `fairq-dyn` takes 120 at 64 keys); in brackets `FairQueue` /
+//! peer; last-level misses with a simulated 48 KiB L1 and 1 MiB L2:
 //!
 //! | case | `FairQueue` | `VecDeque` | naive map + ring | `fairqueue` crate | `VecDeque` + lookup |
 //! |---|---:|---:|---:|---:|---:|
-//! | 1 key, 1,024 queued | 73 | 46 (1.59x) | 177 (0.41x) | 120 (0.61x) | 92 |
-//! | 64 keys, 1,024 queued | 118 | 46 (2.57x) | 177 (0.67x) | 743 (0.16x) | 92 (1.28x) |
-//! | 64 keys, 1,000,000 queued | 120 | 46 (2.61x) | 178 (0.67x) | | 92 (1.30x) |
-//! | 65,536 keys, 65,536 queued | 113 | 46 (2.46x) | 194 (0.58x) | | 92 (1.23x) |
-//! | L2 misses, 1M queued | 0.73 | 0.56 | 0.26 | | 0.56 |
-//! | L2 misses, 65,536 keys | 0.66 | 0.56 | 4.23 | | 0.71 |
+//! | 1 key, 1,024 queued | 79 | 46 (1.72x) | 177 (0.45x) | 118 (0.67x) | 93 |
+//! | 64 keys, 1,024 queued | 101 | 46 (2.20x) | 176 (0.57x) | 745 (0.14x) | 93 (1.09x) |
+//! | 64 keys, 1,000,000 queued | 102 | 46 (2.22x) | 177 (0.58x) | | 93 (1.10x) |
+//! | 65,536 keys, 65,536 queued | 95 | 46 (2.07x) | 178 (0.53x) | | 93 (1.02x) |
+//! | L2 misses, 1M queued | 0.66 | 0.56 | 0.27 | | 0.56 |
+//! | L2 misses, 65,536 keys | 0.44 | 0.56 | 4.15 | | 0.71 |
 //!
-//! One `cargo bench` run after the last change (contenders timed in turns, thread CPU time;
-//! load average 10.30 before, 10.40 after), ns per step and ratio:
+//! On a 2-vCPU AMD EPYC of the Zen 5 generation (48 KiB L1d and 1 MiB L2 per core), where
+//! `VecDeque` takes 2.4 ns per step, one `cargo bench` run (load average 1.2), ns per step
+//! and ratio: 1 key 3.8 (1.59x `VecDeque`, 0.77x the crate: met); 64 keys 6.9 against the
+//! naive queue's 9.9 (0.70x, target 0.67x: missed); 65,536 keys 10.1 (4.14x `VecDeque`,
+//! target 3x: missed); 64 keys with a million queued 16.8 (6.76x, target 4x: missed; the
+//! naive queue 10.7); heap bytes 1.00x / 1.19x / 1.02x `VecDeque`'s. At 65,536 keys the
+//! queue executes as many instructions as the `VecDeque` + lookup floor and misses the
+//! simulated L2 less, yet takes 1.6x its 6.3 ns: the floor's append does not wait for its
+//! lookup, while the queue's append goes to the round the key's entry names (see below).
+//! The earlier machines' tables follow.
+//!
+//! One `cargo bench` run on an earlier, busier machine (contenders timed in turns, thread CPU
+//! time; load average 10.30 before, 10.40 after), ns per step and ratio:
 //!
 //! | case | `FairQueue` | `VecDeque` | naive | `fairqueue` crate | target |
 //! |---|---:|---:|---:|---:|---|
@@ -110,18 +123,19 @@
 //!
 //! Where the time goes, by case:
 //!
-//! * 1 key: the run, a plain FIFO; the 27 instructions over `VecDeque` are the checks that
+//! * 1 key: the run, a plain FIFO; the 33 instructions over `VecDeque` are the checks that
 //!   tell a push for the run's key and a pop of the run from the others.
 //! * 64 keys, 1,024 queued: nothing misses the cache, so time follows instructions: a push
 //!   is a key-table lookup (about 30 instructions), the key's round (10) and an append to
-//!   that round's `Vec`; a pop advances an iterator. That is 1.28x the `VecDeque` + lookup
+//!   that round's `Vec`; a pop advances an iterator. That is 1.09x the `VecDeque` + lookup
 //!   floor, which itself takes about half the naive queue's time in most runs: 0.67x the
 //!   naive queue would need rounds that cost almost nothing beyond the lookup every keyed
 //!   queue makes.
 //! * 65,536 keys: every push reads and writes its key's entry at a random place in a
-//!   1.5 MiB table (131,072 buckets of 12 bytes), and its round, item and the table entry
+//!   1 MiB table (131,072 buckets of 8 bytes), and its round, item and the table entry
 //!   depend on each other, so the misses of consecutive steps overlap less than the floor's
-//!   (no more L2 misses, 2.1-2.2x its time in the five runs).
+//!   (no more L2 misses, 2.1-2.2x its time in five runs on an earlier machine, 1.6x on the
+//!   Zen 5 one).
 //! * 64 keys with a million queued: each key's items fill consecutive rounds, so a push
 //!   appends to the round after its key's last one: 64 write positions spread over thousands
 //!   of rounds, each push a line not in L1 (1.9 L1 misses per step against `VecDeque`'s
