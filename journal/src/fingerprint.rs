@@ -123,13 +123,12 @@ mod tests {
 
         // Same size, other bytes, and the old modification time put back.
         let modified = fs::metadata(&file).unwrap().modified().unwrap();
+        let set_modified = |to| {
+            let f = fs::File::options().write(true).open(&file).unwrap();
+            f.set_modified(to).unwrap();
+        };
         fs::write(&file, b"abd").unwrap();
-        fs::File::options()
-            .write(true)
-            .open(&file)
-            .unwrap()
-            .set_modified(modified)
-            .unwrap();
+        set_modified(modified);
         let changed = FolderFingerprint::take(dir.path()).unwrap();
         assert_eq!(changed.entries["a"].modified, before.entries["a"].modified);
         assert_ne!(changed, before, "content");
@@ -138,23 +137,13 @@ mod tests {
         let mut touched = FolderFingerprint::take(dir.path()).unwrap();
         touched.entries.get_mut("a").unwrap().modified = before.entries["a"].modified;
         assert_eq!(touched, before, "only the time differs");
-        fs::File::options()
-            .write(true)
-            .open(&file)
-            .unwrap()
-            .set_modified(modified + std::time::Duration::from_secs(1))
-            .unwrap();
+        set_modified(modified + std::time::Duration::from_secs(1));
         assert_ne!(FolderFingerprint::take(dir.path()).unwrap(), before, "time");
 
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
-            fs::File::options()
-                .write(true)
-                .open(&file)
-                .unwrap()
-                .set_modified(modified)
-                .unwrap();
+            set_modified(modified);
             assert_eq!(FolderFingerprint::take(dir.path()).unwrap(), before);
             fs::set_permissions(&file, fs::Permissions::from_mode(0o400)).unwrap();
             assert_ne!(FolderFingerprint::take(dir.path()).unwrap(), before, "mode");
