@@ -29,11 +29,13 @@ use std::io;
 use std::path::Path;
 use std::time::SystemTime;
 
+use crate::storage::EntryKind;
+
 /// Everything observable about one folder entry (see the [module docs](self)).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EntryFingerprint {
-    /// `'f'` for a file, `'d'` for a folder, `'l'` for a symbolic link, `'?'` otherwise.
-    pub kind: char,
+    /// File, folder, symbolic link (never followed) or anything else.
+    pub kind: EntryKind,
     /// The permission bits (on other systems than Unix: 1 when read-only, else 0).
     pub mode: u32,
     /// The size in bytes.
@@ -64,13 +66,13 @@ impl FolderFingerprint {
             let path = entry.path();
             let meta = fs::symlink_metadata(&path)?;
             let kind = if meta.is_file() {
-                'f'
+                EntryKind::File
             } else if meta.is_dir() {
-                'd'
+                EntryKind::Dir
             } else if meta.file_type().is_symlink() {
-                'l'
+                EntryKind::Symlink
             } else {
-                '?'
+                EntryKind::Other
             };
             let content = if meta.is_file() {
                 fs::read(&path)?
@@ -117,8 +119,8 @@ mod tests {
         fs::create_dir(dir.path().join("sub")).unwrap();
         let before = FolderFingerprint::take(dir.path()).unwrap();
         assert_eq!(before.entries.len(), 2);
-        assert_eq!(before.entries["a"].kind, 'f');
-        assert_eq!(before.entries["sub"].kind, 'd');
+        assert_eq!(before.entries["a"].kind, EntryKind::File);
+        assert_eq!(before.entries["sub"].kind, EntryKind::Dir);
         assert_eq!(FolderFingerprint::take(dir.path()).unwrap(), before);
 
         // Same size, other bytes, and the old modification time put back.
@@ -147,6 +149,12 @@ mod tests {
             assert_eq!(FolderFingerprint::take(dir.path()).unwrap(), before);
             fs::set_permissions(&file, fs::Permissions::from_mode(0o400)).unwrap();
             assert_ne!(FolderFingerprint::take(dir.path()).unwrap(), before, "mode");
+
+            // A link is recorded as a link, its target not read.
+            std::os::unix::fs::symlink("a", dir.path().join("link")).unwrap();
+            let linked = FolderFingerprint::take(dir.path()).unwrap();
+            assert_eq!(linked.entries["link"].kind, EntryKind::Symlink);
+            assert!(linked.entries["link"].content.is_empty());
         }
     }
 
