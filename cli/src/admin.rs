@@ -485,7 +485,7 @@ pub(crate) async fn list<B: Backend>(
     {
         out.line(format!(
             "{shown} jobs shown (ids {first} to {last}), the most one page holds: \
-                 add --after {last} for the next page"
+             add --after {last} for the next page"
         ))?;
     }
     Ok(())
