@@ -43,20 +43,10 @@ fn round_bits(round: u64) -> u32 {
 
 /// What the key table remembers about a key: 4 bytes, so that a `u32` key's entry takes 8.
 /// Every push reads and writes its key's entry, and with many keys the table is larger than
-/// the cache: a smaller entry is fewer cache misses. At 65,536 keys, the fair bench's
-/// binaries in turns, ns per push+pop: 16.2 / 16.3 / 16.7 / 16.9 with this entry against
-/// 17.1 / 18.0 / 18.0 / 18.3 with an 8-byte one (12 with the key); that one had measured
-/// 21.7 against 23.2 with a 16-byte one, which had itself taken last-level misses from 1.21
-/// to 0.93 per step against a 24-byte one. Where the table is in the first-level cache the
-/// 8-byte slot costs instead: one contender per process, ten runs each in turns, median ns
-/// per push+pop, 12.1 against 11.2 at 64 keys and 13.5 against 11.9 at 1,024 keys. The
-/// same code with the entry padded to 8 bytes (a 12-byte slot) measured 12.1 at 1,024 keys
-/// and 16.7 at 65,536 (against 15.5): the slot's size is what gains and what costs, with
-/// as many instructions; why the smaller slot is slower in the first-level cache is not
-/// known (`VecDeque` plus a lookup of a `u32` state is faster with it there too). While every
-/// push was staged (see the `fair` module docs) the cost was smaller: best of ten, 12.0 against
-/// 11.4 ns at 64 keys and 11.5 against 11.2 at 1,024 keys (the queue before staging and 4-byte
-/// entries: 10.8 and 10.9).
+/// the cache: a smaller entry is fewer cache misses (at 65,536 keys, 16.2-16.9 ns per
+/// push+pop against 17.1-18.3 with an 8-byte entry). Where the table fits the first-level
+/// cache the smaller slot measured slower instead, with as many instructions, for a reason
+/// not found; `benches/results/fair.md` (*4-byte key entries*) has the numbers.
 ///
 /// For a key of weight 1 the entry is the round of its last queued item; a weighted key's
 /// entry is flagged (the low bit) and points to a [`Weighted`] entry in the storage's
