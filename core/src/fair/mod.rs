@@ -100,9 +100,9 @@
 //! at 64 keys.
 //!
 //! Read the 1-key row with care: on this machine a `VecDeque` push+pop loop runs in one of two
-//! modes, about 2.3 or 6.7 ns per step, fixed for the life of the deque. `fair_ops vecdeque 64
-//! 1024` was slow in 5 of 12 runs, in either CPU, with 1,000 queued as with 1,024, and with
-//! address randomization off; the cause is not known. In this run the 1-key `VecDeque` was in
+//! modes, about 2.3 or 6.7 ns per step, and one mode often lasts a whole measurement.
+//! `fair_ops vecdeque 64 1024` was slow in 5 of 12 runs, in either CPU, with 1,000 queued as
+//! with 1,024, and with address randomization off; the cause is not known. In this run the 1-key `VecDeque` was in
 //! its slow mode and the 64-key one in its fast mode. In `fair_ops` the queue takes 4.3-4.6 ns
 //! at 1 key against 2.3-2.5 for a fast `VecDeque` (about 1.9x), and a second bench run minutes
 //! later (with 1,001 items queued instead of 1,024, tried and put back) measured 2.04x
