@@ -83,7 +83,7 @@
 //! | L2 misses, 65,536 keys | 0.44 | 0.56 | 4.15 | | 0.71 |
 //!
 //! One run of the bench on 2026-11-29 on a 2-vCPU AMD EPYC (CPU family 25; 32 KiB L1d and
-//! 1 MiB L2 per core), load average 1.1 to 1.4, ns per push+pop (thread CPU time, median of
+//! 1 MiB L2 per core), load average 1.08, ns per push+pop (thread CPU time, median of
 //! seven samples of 10^6 steps, contenders in turns) and ratio:
 //!
 //! | case | `FairQueue` | `VecDeque` | naive | `fairqueue` crate | `VecDeque` + lookup | target |
@@ -102,11 +102,12 @@
 //! Read the 1-key row with care: on this machine a `VecDeque` push+pop loop runs in one of two
 //! modes, about 2.3 or 6.7 ns per step, and one mode often lasts a whole measurement.
 //! `fair_ops vecdeque 64 1024` was slow in 5 of 12 runs, in either CPU, with 1,000 queued as
-//! with 1,024, and with address randomization off; the cause is not known. In this run the 1-key `VecDeque` was in
-//! its slow mode and the 64-key one in its fast mode. In `fair_ops` the queue takes 4.3-4.6 ns
-//! at 1 key against 2.3-2.5 for a fast `VecDeque` (about 1.9x), and a second bench run minutes
-//! later (with 1,001 items queued instead of 1,024, tried and put back) measured 2.04x
-//! `VecDeque` (6.7 ns against 3.3) and 1.01x the crate (both missed).
+//! with 1,024, and with address randomization off; the cause is not known. In this run the
+//! 1-key `VecDeque` was in its slow mode and the 64-key one in its fast mode. In `fair_ops`
+//! the queue takes 4.3-4.6 ns at 1 key against 2.3-2.5 for a fast `VecDeque` (about 1.9x),
+//! and a second bench run minutes later (with 1,001 items queued instead of 1,024, tried and
+//! put back) measured 2.04x `VecDeque` (6.7 ns against 3.3) and 1.01x the crate (both
+//! missed).
 //!
 //! Where the time goes, by case:
 //!
@@ -134,15 +135,15 @@
 //!   here. Reading is sequential in all three. The 4x target was met here (3.08x) and missed
 //!   on the Zen 5 machine (6.76x).
 //!
-//! Measured and set aside (the numbers are in the log below): a key table of its own (open
-//! addressing, key and state side by side: more mispredicts at 64 keys and more last-level
-//! misses at 65,536); *staged* pushes, written first to a short list and placed eight pushes
-//! later so that the store does not wait on the key's cache miss (once a machine's 2 MiB
-//! second-level cache held the table of 65,536 keys, its instructions cost more than the
-//! wait they hid, and with 262,144 and 1,048,576 keys as well); rounds in
+//! Measured and set aside (the numbers are in the log named below): a key table of its own
+//! (open addressing, key and state side by side: more mispredicts at 64 keys and more
+//! last-level misses at 65,536); *staged* pushes, written first to a short list and placed
+//! eight pushes later so that the store does not wait on the key's cache miss (once a
+//! machine's 2 MiB second-level cache held the table of 65,536 keys, their instructions cost
+//! more than the wait they hid, and with 262,144 and 1,048,576 keys as well); rounds in
 //! chains of 16-item buffers taken hot from the pool (2.5x slower); a software prefetch of
-//! the next round (a small gain on the read side, and it needs `unsafe`); pops that call
-//! out for everything but the next item of the read buffer.
+//! the next round (a small gain on the read side, and it needs `unsafe`); pops that call out
+//! for everything but the next item of the read buffer.
 //!
 //! Every run on every machine, and the before and after of each change above, are in
 //! `benches/results/fair.md` at the root of the repository, newest first.
