@@ -65,15 +65,7 @@ impl FolderFingerprint {
             let entry = entry?;
             let path = entry.path();
             let meta = fs::symlink_metadata(&path)?;
-            let kind = if meta.is_file() {
-                EntryKind::File
-            } else if meta.is_dir() {
-                EntryKind::Dir
-            } else if meta.file_type().is_symlink() {
-                EntryKind::Symlink
-            } else {
-                EntryKind::Other
-            };
+            let kind = EntryKind::of(meta.file_type());
             let content = if meta.is_file() {
                 fs::read(&path)?
             } else {

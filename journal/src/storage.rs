@@ -33,6 +33,29 @@ pub enum EntryKind {
     Other,
 }
 
+impl EntryKind {
+    /// The kind of an entry of type `t`, as `symlink_metadata` or a directory listing
+    /// reports it (neither follows a symbolic link).
+    ///
+    /// ```
+    /// use fairq_journal::storage::EntryKind;
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let t = std::fs::symlink_metadata(dir.path()).unwrap().file_type();
+    /// assert_eq!(EntryKind::of(t), EntryKind::Dir);
+    /// ```
+    pub fn of(t: fs::FileType) -> Self {
+        if t.is_symlink() {
+            EntryKind::Symlink
+        } else if t.is_file() {
+            EntryKind::File
+        } else if t.is_dir() {
+            EntryKind::Dir
+        } else {
+            EntryKind::Other
+        }
+    }
+}
+
 /// One entry of a directory listing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DirEntry {
@@ -367,16 +390,7 @@ impl Storage for FsStorage {
         for entry in fs::read_dir(dir)? {
             let entry = entry?;
             // `DirEntry::file_type` does not follow symbolic links.
-            let t = entry.file_type()?;
-            let kind = if t.is_symlink() {
-                EntryKind::Symlink
-            } else if t.is_file() {
-                EntryKind::File
-            } else if t.is_dir() {
-                EntryKind::Dir
-            } else {
-                EntryKind::Other
-            };
+            let kind = EntryKind::of(entry.file_type()?);
             if let Some(name) = entry.file_name().to_str() {
                 entries.push(DirEntry {
                     name: name.to_string(),
