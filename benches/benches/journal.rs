@@ -4,7 +4,8 @@
 //!   like a put under `Never`), a raw `write` + `fdatasync` loop, and a raw sequential read
 //!   of a length-prefixed file (each item copied into its own `Vec`, like a get);
 //! - peers: `yaque` (one flushed `write` per send, never synced) and `queue-file`;
-//! - the journal: puts under `Never`, `Always` and `Group` with 1 and 4 writers, `put_many`,
+//! - the journal: puts under `Never` (written, and stored into a map with
+//!   `JournalConfig::mapped_writes`), `Always` and `Group` with 1 and 4 writers, `put_many`,
 //!   get+commit, and fan-out (every reader of a filled queue draining it at once).
 //!
 //! The fdatasync latency is printed first; after criterion's statistics come a table of
@@ -63,8 +64,21 @@ fn journal_config(sync: SyncPolicy) -> JournalConfig {
 /// paid about 10% more CPU time per `write` than the main thread on the development
 /// machine (raw loop and journal alike), which would have counted against the journal.
 fn journal_puts(sync: SyncPolicy, size: usize, writers: u64, iters: u64) -> Duration {
+    journal_puts_with(journal_config(sync), size, writers, iters)
+}
+
+/// [`journal_puts`] under `Never` with mapped writes (`JournalConfig::mapped_writes`).
+fn journal_mapped_puts(size: usize, writers: u64, iters: u64) -> Duration {
+    let config = JournalConfig {
+        mapped_writes: true,
+        ..journal_config(SyncPolicy::Never)
+    };
+    journal_puts_with(config, size, writers, iters)
+}
+
+fn journal_puts_with(config: JournalConfig, size: usize, writers: u64, iters: u64) -> Duration {
     let dir = tempfile::tempdir().unwrap();
-    let q = JournaledQueue::open(dir.path(), "bench", journal_config(sync)).unwrap();
+    let q = JournaledQueue::open(dir.path(), "bench", config).unwrap();
     let data = vec![0xA5u8; size];
     let per = (iters / writers).max(1);
     let start = Instant::now();
@@ -340,6 +354,12 @@ fn bench_all(c: &mut Criterion) {
                 ("raw-fdatasync", &|n| raw_fdatasync(size, n)),
                 ("journal-never-1w", &|n| journal_puts(Never, size, 1, n)),
                 ("journal-never-4w", &|n| journal_puts(Never, size, 4, n)),
+                ("journal-never-mapped-1w", &|n| {
+                    journal_mapped_puts(size, 1, n)
+                }),
+                ("journal-never-mapped-4w", &|n| {
+                    journal_mapped_puts(size, 4, n)
+                }),
                 ("journal-put-many-100", &|n| journal_put_many(size, 100, n)),
                 ("journal-always-1w", &|n| journal_puts(Always, size, 1, n)),
                 ("journal-group-4w", &|n| journal_puts(Group, size, 4, n)),
@@ -527,6 +547,24 @@ fn print_ratios() {
             &|n| journal_puts(Never, size, 4, n),
             &|n| journal_puts(Never, size, 1, n),
             None,
+        );
+        row(
+            format!("{size} B: never mapped 1 writer / raw write loop"),
+            &|n| journal_mapped_puts(size, 1, n),
+            &|n| raw_write(size, n),
+            Some(0.9),
+        );
+        row(
+            format!("{size} B: never mapped 1 writer / yaque"),
+            &|n| journal_mapped_puts(size, 1, n),
+            &|n| yaque_sends(size, n),
+            Some(1.2),
+        );
+        row(
+            format!("{size} B: never mapped 4 writers / yaque"),
+            &|n| journal_mapped_puts(size, 4, n),
+            &|n| yaque_sends(size, n),
+            Some(1.2),
         );
         row(
             format!("{size} B: put_many of 100 / raw write loop"),

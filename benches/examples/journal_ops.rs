@@ -9,12 +9,16 @@
 //! ```
 //!
 //! Arguments: contender, item size in bytes, operations. Contenders: `put` (`put` under
-//! `SyncPolicy::Never`, one thread), `put-N` (the same puts split over N threads),
+//! `SyncPolicy::Never`, one thread), `put-mapped` (the same with
+//! `JournalConfig::mapped_writes`), `put-N` (the same puts split over N threads),
 //! `raw-write` (one `write` per item), `yaque` (a yaque send with its default segment size,
 //! as in the journal bench), `get` (get+commit of a queue filled beforehand), `raw-read`
 //! (a length-prefixed file read 64 KiB at a time, each item copied into a `Vec`), `fan-out-N` (N readers of a filled queue, one thread
 //! each, draining it at once; the count is deliveries), `raw-read-N` (N threads each
-//! reading their own copy of the raw file). Filling is not timed; subtract a run with 0
+//! reading their own copy of the raw file), `mapped-append` (a design the journal does not
+//! have, measured as its ceiling: each put's record, header and checksum as the journal
+//! encodes them, copied into a shared memory map of a segment file allocated in advance; see
+//! [`mapped_append`]). Filling is not timed; subtract a run with 0
 //! operations to leave it out of instruction counts. `JOURNAL_OPS_SEGMENT` and
 //! `JOURNAL_OPS_CACHE` set the queue's segment size and read cache (bytes).
 
@@ -24,6 +28,7 @@ use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use fairq_journal::format::{encode_record_header, Record, RecordKind, RECORD_HEADER_LEN};
 use fairq_journal::{JournalConfig, JournaledQueue, SyncPolicy};
 
 /// User and system CPU time of the whole process so far.
@@ -36,8 +41,13 @@ fn cpu() -> (Duration, Duration) {
 }
 
 fn queue(dir: &Path) -> JournaledQueue {
+    queue_with(dir, false)
+}
+
+fn queue_with(dir: &Path, mapped_writes: bool) -> JournaledQueue {
     let cfg = JournalConfig {
         sync: SyncPolicy::Never,
+        mapped_writes,
         segment_size: std::env::var("JOURNAL_OPS_SEGMENT")
             .ok()
             .and_then(|s| s.parse().ok())
@@ -65,6 +75,60 @@ fn filled(dir: &Path, size: usize, readers: usize, n: u64) -> JournaledQueue {
         left -= k as u64;
     }
     q
+}
+
+/// `n` puts of `data` the way a memory-mapped journal would append them: the record's
+/// header (id, add time read from the clock, checksum over header and payload, exactly as
+/// `encode_record_header` writes it) and the payload are copied into a `MAP_SHARED` mapping
+/// of the segment file, with no system call per put. A put is then in the OS page cache
+/// when it returns (a killed process loses nothing), which is what `SyncPolicy::Never`
+/// promises. Each segment file (the journal's default segment size) is allocated in full
+/// with `fallocate` before it is mapped, so that a store into it cannot meet a full disk
+/// (that would be a `SIGBUS`, not an error), and is cut to the length of its records when
+/// the next one starts, as rotation would.
+fn mapped_append(dir: &Path, data: &[u8], n: u64) {
+    let seg_len = JournalConfig::default().segment_size;
+    let open = |seg: u64| {
+        let file = OpenOptions::new()
+            .create_new(true)
+            .read(true)
+            .write(true)
+            .open(dir.join(format!("seg-{seg}")))
+            .expect("create segment");
+        rustix::fs::fallocate(&file, rustix::fs::FallocateFlags::empty(), 0, seg_len)
+            .expect("fallocate");
+        // SAFETY: the file was created by this process in a private temporary directory
+        // and nothing else opens, truncates or writes it while it is mapped.
+        let map = unsafe { memmap2::MmapMut::map_mut(&file) }.expect("mmap");
+        (file, map)
+    };
+    let (mut seg, mut at) = (0u64, 0usize);
+    let (mut file, mut map) = open(seg);
+    let len = RECORD_HEADER_LEN + data.len();
+    for id in 0..n {
+        if at + len > map.len() {
+            drop(map);
+            file.set_len(at as u64).expect("truncate");
+            seg += 1;
+            (file, map) = open(seg);
+            at = 0;
+        }
+        let added_at_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        let record = Record {
+            kind: RecordKind::Item,
+            id,
+            added_at_ms,
+            expires_at_ms: None,
+            payload: data,
+        };
+        let slot = &mut map[at..at + len];
+        slot[..RECORD_HEADER_LEN].copy_from_slice(&encode_record_header(&record));
+        slot[RECORD_HEADER_LEN..].copy_from_slice(data);
+        at += len;
+    }
+    black_box(&map[..at]);
 }
 
 fn raw_file(dir: &Path, size: usize, n: u64) -> std::path::PathBuf {
@@ -102,7 +166,7 @@ fn raw_read(path: &Path, size: usize, n: u64) {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let usage =
-        "usage: journal_ops put|put-N|raw-write|yaque|get|raw-read|fan-out-N|raw-read-N SIZE OPS";
+        "usage: journal_ops put|put-mapped|put-N|raw-write|yaque|mapped-append|get|raw-read|fan-out-N|raw-read-N SIZE OPS";
     let number = |i: usize| -> u64 {
         args.get(i)
             .and_then(|a| a.parse().ok())
@@ -154,6 +218,15 @@ fn main() {
                 }
             })
         }
+        "put-mapped" => {
+            let q = queue_with(dir.path(), true);
+            timed(&|| {
+                for _ in 0..n {
+                    q.put(&data).expect("put");
+                }
+            })
+        }
+        "mapped-append" => timed(&|| mapped_append(dir.path(), &data, n)),
         "get" => {
             let q = filled(dir.path(), size, 1, n);
             let r = q.reader("r0").expect("reader");

@@ -151,19 +151,30 @@ impl Inner {
                 w = proto::lock(&self.writer);
             }
             self.await_batch(w, first)
-        } else if !self.config.sync.is_durable_on_put()
-            && !self.crowded.load(proto::Ordering::Relaxed)
+        } else if w.map.is_some()
+            || (!self.config.sync.is_durable_on_put()
+                && !self.crowded.load(proto::Ordering::Relaxed))
         {
             // Alone, under `Never` or `Periodic`: write under the lock. Nobody is leading, so
             // nothing is queued, and a put arriving now finds the lock taken, marks the
             // queue crowded and waits for this one `write`; letting go of the lock around
             // the write and taking it again would cost every lone put a lock round trip.
+            // With a mapped segment every put comes here, crowded or not: its records are
+            // stored into the map (`mapped.rs`), which takes less than a leader's hand-off.
             let start = w.offset;
-            let (file, buf) = w.file_and_own();
-            let written = write_records(file, buf, items, first, added_at_ms, expires_at_ms);
-            if buf.capacity() > CRC_ALIGN + COPY_LIMIT + RECORD_HEADER_LEN {
-                *buf = Vec::new();
-            }
+            let written = match w.store(items, first, added_at_ms, expires_at_ms) {
+                Ok(Some(len)) => Ok(len),
+                Ok(None) => {
+                    let (file, buf) = w.file_and_own();
+                    let written =
+                        write_records(file, buf, items, first, added_at_ms, expires_at_ms);
+                    if buf.capacity() > CRC_ALIGN + COPY_LIMIT + RECORD_HEADER_LEN {
+                        *buf = Vec::new();
+                    }
+                    written
+                }
+                Err(e) => Err(e),
+            };
             let own = self.settle(&mut w, start, written, first, first + n - 1, 0);
             let (w, synced) = self.lead(w);
             (w, self.outcome(own, synced))

@@ -277,6 +277,34 @@ pub struct JournalConfig {
     /// reader (see [`JournaledQueue::is_ready_for_expiration`](crate::JournaledQueue::is_ready_for_expiration)).
     /// Measured from when this handle opened the queue, so a restart starts it again.
     pub max_queue_age: Option<Duration>,
+    /// Puts store their records into a shared memory map of the segment instead of writing
+    /// them with a system call (default `false`). Only with [`SyncPolicy::Never`] and
+    /// [`SyncPolicy::Periodic`], where a put is acknowledged once the operating system has
+    /// it: a store into the map puts the record in the page cache as a `write` does, so a
+    /// killed process loses nothing acknowledged, and the file's sync makes it durable as
+    /// before. A put then makes no system call; `journal/README.md` (*Mapped writes*) has
+    /// the numbers.
+    ///
+    /// The segment being written is allocated in full (`fallocate`) and mapped when it
+    /// starts, so its file is as long as a whole segment until it is sealed or the queue
+    /// closes, which cuts it back to its records; after a crash, recovery cuts the unused
+    /// zeros off. The costs of a map: an I/O error met by a store into it (a disk failing
+    /// while a page is read back in) stops the process with `SIGBUS` instead of returning
+    /// an error, and so does another program shrinking the segment file. Linux only, and on
+    /// file systems that can allocate ahead; elsewhere, and for storages that cannot map
+    /// (the simulated disk), puts write as usual. A record larger than what is left of the
+    /// map (records over 64 KiB near a segment's end, or over the segment size) is written
+    /// as usual, and the rest of that segment too.
+    ///
+    /// ```
+    /// use fairq_journal::{JournalConfig, JournaledQueue, SyncPolicy};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let cfg = JournalConfig { sync: SyncPolicy::Never, mapped_writes: true, ..Default::default() };
+    /// let q = JournaledQueue::open(dir.path(), "fast", cfg).unwrap();
+    /// q.put(b"no system call").unwrap();
+    /// assert_eq!(&q.reader("").unwrap().get().unwrap().unwrap().data[..], b"no system call");
+    /// ```
+    pub mapped_writes: bool,
 }
 
 impl JournalConfig {
@@ -310,6 +338,7 @@ impl Default for JournalConfig {
             dir_mode: 0o700,
             max_queue_age: None,
             read_cache_bytes: 16 << 20,
+            mapped_writes: false,
         }
     }
 }
@@ -329,6 +358,7 @@ impl fmt::Debug for JournalConfig {
             .field("dir_mode", &format_args!("{:#o}", self.dir_mode))
             .field("max_queue_age", &self.max_queue_age)
             .field("read_cache_bytes", &self.read_cache_bytes)
+            .field("mapped_writes", &self.mapped_writes)
             .finish()
     }
 }

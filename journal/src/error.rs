@@ -117,6 +117,12 @@ pub enum JournalError {
         /// The lock file.
         path: PathBuf,
     },
+    /// The configuration asks for something the queue cannot do.
+    #[error("invalid configuration: {reason}")]
+    InvalidConfig {
+        /// What is wrong.
+        reason: String,
+    },
 }
 
 impl JournalError {

@@ -64,12 +64,20 @@ impl Inner {
         self.bell.ring_always();
         // Wait for a put that is writing right now (later ones see `closed`) and for a
         // segment being created ahead (it stays, empty, for the next open to reuse).
-        self.finish_next(&mut self.idle_writer());
+        let unmapped = {
+            let mut w = self.idle_writer();
+            self.finish_next(&mut w);
+            w.unmap()
+                .map_err(|e| JournalError::io(self.segment_path(w.seg_id), e))
+        };
         if self.read_only {
             drop(lock(&self.dir_lock).take());
             return Ok(());
         }
         let mut first_err = None;
+        if let Err(e) = unmapped {
+            first_err.get_or_insert(e);
+        }
         if let Err(e) = self.check_poisoned().and_then(|()| self.sync_writer()) {
             first_err.get_or_insert(e);
         }

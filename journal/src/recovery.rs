@@ -257,6 +257,15 @@ pub(crate) fn open(
     access: Access,
 ) -> Result<Arc<Inner>, JournalError> {
     validate_name(name)?;
+    if config.mapped_writes && config.sync.is_durable_on_put() {
+        return Err(JournalError::InvalidConfig {
+            reason: format!(
+                "mapped_writes needs SyncPolicy::Never or SyncPolicy::Periodic, not {:?}: under \
+                 the others every put waits for a sync, which a map does not speed up",
+                config.sync
+            ),
+        });
+    }
     let read_only = access == Access::ReadOnly;
     let storage = config.storage.clone();
     if !read_only {
@@ -427,6 +436,7 @@ pub(crate) fn open(
         flusher: Mutex::new(None),
         dir_lock: Mutex::new(dir_lock),
     });
+    inner.attach_map(&mut proto::lock(&inner.writer));
     if let (SyncPolicy::Periodic(every), false) = (sync, read_only) {
         spawn_flusher(&inner, every)?;
     }

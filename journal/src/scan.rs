@@ -61,6 +61,14 @@ const TORN_NEW_SEGMENT_MAX: usize = 4096;
 
 /// Whether a valid record with an id above `prev` starts anywhere at or after `from`.
 fn valid_record_after(data: &[u8], from: usize, prev: Option<u64>) -> bool {
+    // A record starts with its nonzero length: none starts in zeros, such as the unused
+    // end of a segment allocated for mapped writes (`mapped.rs`), megabytes long.
+    if data
+        .get(from..)
+        .is_none_or(|rest| rest.iter().all(|&b| b == 0))
+    {
+        return false;
+    }
     (from..data.len())
         .any(|p| matches!(decode_record(&data[p..]), Ok((r, _)) if prev.is_none_or(|q| r.id > q)))
 }
@@ -198,7 +206,17 @@ pub(crate) fn scan(
                     if !may_be_torn || valid_record_after(&data, off + 1, out.last_id) {
                         return Err(corrupt(&path, off, e.to_string()));
                     }
-                    cut_tail(storage, &path, off, data.len(), &e, read_only, report)?;
+                    let zeros = data[off..].iter().all(|&b| b == 0);
+                    cut_tail(
+                        storage,
+                        &path,
+                        off,
+                        data.len(),
+                        &e,
+                        zeros,
+                        read_only,
+                        report,
+                    )?;
                     break;
                 }
             }
@@ -216,13 +234,17 @@ pub(crate) fn scan(
     Ok(out)
 }
 
-/// Truncates a segment at `at` (unless read-only), and says so.
+/// Truncates a segment at `at` (unless read-only), and says so. `zeros`: nothing but zeros
+/// follows the last record, as after a crash under mapped writes (the segment's unused
+/// allocated end), which is logged as routine rather than as a torn write.
+#[allow(clippy::too_many_arguments)]
 fn cut_tail(
     storage: &dyn Storage,
     path: &Path,
     at: usize,
     file_len: usize,
     error: &DecodeError,
+    zeros: bool,
     read_only: bool,
     report: &mut RecoveryReport,
 ) -> Result<(), JournalError> {
@@ -234,6 +256,10 @@ fn cut_tail(
         },
     };
     match &cause {
+        TailCause::Incomplete if zeros => tracing::info!(
+            path = %path.display(), offset = at, dropped_bytes = dropped, read_only,
+            "cutting off the zeros after the last record (a torn write, or the unused end of a mapped segment)"
+        ),
         TailCause::Incomplete => tracing::warn!(
             path = %path.display(), offset = at, dropped_bytes = dropped, read_only,
             "cutting off a torn tail (the remains of a write interrupted by a crash)"

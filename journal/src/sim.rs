@@ -35,7 +35,9 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::storage::{parent_dir, DirEntry, EntryKind, LockGuard, ReadFile, Storage, WriteFile};
+use crate::storage::{
+    parent_dir, DirEntry, EntryKind, LockGuard, ReadFile, Storage, WriteFile, WriteMap,
+};
 
 /// Fault injection settings of a [`SimDisk`]. Rates are per thousand operations.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -685,6 +687,72 @@ impl WriteFile for SimFile {
         s.reservations.push((self.path.clone(), offset, len));
         Ok(())
     }
+
+    /// Extends the file with zeros to `len` (failing with `ENOSPC` past the capacity, as
+    /// `fallocate` does) and maps it: stores change the file's current content in place,
+    /// which a crash keeps or loses as it does any unsynced change (see [`SimDisk::crash`]).
+    fn map(&self, len: u64) -> io::Result<Option<Box<dyn WriteMap>>> {
+        let mut s = self.state(true)?;
+        let current = s.inodes.get(&self.ino).map_or(0, |i| i.data.len() as u64);
+        if let Some(cap) = s.faults.capacity
+            && s.used() + len.saturating_sub(current) > cap
+        {
+            return Err(io::Error::new(
+                io::ErrorKind::StorageFull,
+                "simulated ENOSPC",
+            ));
+        }
+        let inode = s
+            .inodes
+            .get_mut(&self.ino)
+            .ok_or_else(|| not_found(&self.path))?;
+        if current < len {
+            inode.data.resize(len as usize, 0);
+        }
+        Ok(Some(Box::new(SimMap {
+            disk: self.disk.clone(),
+            ino: self.ino,
+            generation: self.generation,
+            len: len as usize,
+        })))
+    }
+}
+
+/// A [`SimFile`] mapped with [`WriteFile::map`].
+#[derive(Debug)]
+struct SimMap {
+    disk: SimDisk,
+    ino: u64,
+    generation: u64,
+    len: usize,
+}
+
+impl WriteMap for SimMap {
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    /// A store is a mutating operation, which a scheduled crash may interrupt: then it is
+    /// lost, as the stores of a machine whose power failed are. After a crash stores do
+    /// nothing (the process that made them is gone).
+    fn store(&mut self, mut offset: usize, parts: &[&[u8]]) {
+        let mut s = self.disk.guard();
+        if s.step(true).is_err() || s.generation != self.generation {
+            return;
+        }
+        let Some(inode) = s.inodes.get_mut(&self.ino) else {
+            return;
+        };
+        for part in parts {
+            let end = offset + part.len();
+            assert!(
+                end <= self.len && end <= inode.data.len(),
+                "a store past the end of a mapped file (SIGBUS on a real file system)"
+            );
+            inode.data[offset..end].copy_from_slice(part);
+            offset = end;
+        }
+    }
 }
 
 impl ReadFile for SimFile {
@@ -856,6 +924,10 @@ pub trait ForwardWrite: Send + Sync + std::fmt::Debug {
     fn reserve(&self, offset: u64, len: u64) -> io::Result<()> {
         self.inner().reserve(offset, len)
     }
+    /// [`WriteFile::map`].
+    fn map(&self, len: u64) -> io::Result<Option<Box<dyn WriteMap>>> {
+        self.inner().map(len)
+    }
 }
 
 impl<T: ForwardWrite> WriteFile for T {
@@ -873,6 +945,9 @@ impl<T: ForwardWrite> WriteFile for T {
     }
     fn reserve(&self, offset: u64, len: u64) -> io::Result<()> {
         ForwardWrite::reserve(self, offset, len)
+    }
+    fn map(&self, len: u64) -> io::Result<Option<Box<dyn WriteMap>>> {
+        ForwardWrite::map(self, len)
     }
 }
 

@@ -14,7 +14,7 @@ use crate::files::segment_name;
 use crate::pos::Pos;
 use crate::reader_state::ReaderShared;
 use crate::report::RecoveryReport;
-use crate::storage::{LockGuard, Storage, WriteFile};
+use crate::storage::{LockGuard, Storage, WriteFile, WriteMap};
 use crate::sync::{lock, proto};
 use crate::wake::Doorbell;
 use crate::JournalError;
@@ -64,6 +64,8 @@ pub(crate) struct Writer {
     pub(crate) reserve_at: u64,
     /// The file system cannot reserve space: do not ask again.
     pub(crate) reserve_unsupported: bool,
+    /// Under mapped writes, the writer's segment mapped from its start (`mapped.rs`).
+    pub(crate) map: Option<Box<dyn WriteMap>>,
     /// Leaders in a row that met no other put (`append.rs`): once there are enough,
     /// `Inner::crowded` is cleared and puts write under the lock again.
     pub(crate) calm: u32,
@@ -102,6 +104,7 @@ impl Writer {
             reserved: 0,
             reserve_at: 0,
             reserve_unsupported: false,
+            map: None,
             calm: 0,
         }
     }

@@ -131,6 +131,45 @@ pub trait WriteFile: Send + Sync + fmt::Debug {
         let _ = (offset, len);
         Ok(())
     }
+    /// For mapped writes ([`JournalConfig::mapped_writes`](crate::JournalConfig::mapped_writes)):
+    /// allocates the file's blocks up to `len` bytes, extending it with zeros to that
+    /// length, and maps its first `len` bytes shared and writable. The journal then stores
+    /// records into the map instead of writing them, and cuts the file back to its records
+    /// with [`WriteFile::set_len`] before it stops using the map. `Ok(None)` when the file
+    /// cannot be mapped this way (the default, and on a file system that cannot allocate
+    /// ahead): the journal writes as usual.
+    fn map(&self, len: u64) -> io::Result<Option<Box<dyn WriteMap>>> {
+        let _ = len;
+        Ok(None)
+    }
+}
+
+/// A shared, writable memory map of the start of a file, from [`WriteFile::map`]. Bytes
+/// stored into it are in the operating system's page cache at once, as after a `write`:
+/// a process that is killed loses none of them, and syncing the file makes them durable.
+///
+/// ```
+/// use fairq_journal::storage::{FsStorage, Storage};
+/// let dir = tempfile::tempdir().unwrap();
+/// let f = FsStorage.create(&dir.path().join("m"), 0o600).unwrap();
+/// if let Some(mut map) = f.map(4096).unwrap() {
+///     assert_eq!(map.len(), 4096);
+///     map.store(0, &[b"h", b"i"]);
+///     drop(map);
+///     f.set_len(2).unwrap();
+///     assert_eq!(FsStorage.read_all(&dir.path().join("m")).unwrap(), b"hi");
+/// }
+/// ```
+pub trait WriteMap: Send + Sync + fmt::Debug {
+    /// How many bytes are mapped.
+    fn len(&self) -> usize;
+    /// Whether nothing is mapped.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Copies `parts`, one after another, into the map from byte `offset`. The caller
+    /// keeps within [`WriteMap::len`]; a map may panic otherwise.
+    fn store(&mut self, offset: usize, parts: &[&[u8]]);
 }
 
 /// A file opened for positioned reads.
@@ -321,6 +360,51 @@ impl WriteFile for FsFile {
                 io::Error::from(e)
             }
         })
+    }
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    fn map(&self, len: u64) -> io::Result<Option<Box<dyn WriteMap>>> {
+        use rustix::fs::{fallocate, FallocateFlags};
+        use rustix::io::Errno;
+        let Ok(map_len) = usize::try_from(len) else {
+            return Ok(None);
+        };
+        // Blocks allocated before the map is used: a store into a page whose block the
+        // file system would have to find at writeback cannot fail with a full disk (that
+        // would be a `SIGBUS`, not an error).
+        match fallocate(&self.0, FallocateFlags::empty(), 0, len) {
+            Ok(()) => {}
+            Err(e) if e == Errno::OPNOTSUPP || e == Errno::NOSYS => return Ok(None),
+            Err(e) => return Err(e.into()),
+        }
+        // SAFETY: the map is of a segment file the journal created and holds the queue's
+        // lock file for, so no other journal opens it for writing, and the journal never
+        // truncates it below `len` while the map exists (it drops the map first). Another
+        // program that shrinks the file anyway makes the next store into the lost pages
+        // raise `SIGBUS`, as with any shared map (documented at `mapped_writes`). The bytes
+        // are only ever written through this one map, by `WriteMap::store` under the
+        // writer's lock; readers use `pread`.
+        #[allow(unsafe_code)]
+        let map = unsafe { memmap2::MmapOptions::new().len(map_len).map_mut(&self.0)? };
+        Ok(Some(Box::new(FsMap(map))))
+    }
+}
+
+/// A segment mapped for mapped writes ([`WriteFile::map`]).
+#[cfg(any(target_os = "linux", target_os = "android"))]
+#[derive(Debug)]
+struct FsMap(memmap2::MmapMut);
+
+#[cfg(any(target_os = "linux", target_os = "android"))]
+impl WriteMap for FsMap {
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+    #[inline]
+    fn store(&mut self, mut offset: usize, parts: &[&[u8]]) {
+        for part in parts {
+            self.0[offset..offset + part.len()].copy_from_slice(part);
+            offset += part.len();
+        }
     }
 }
 

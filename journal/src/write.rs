@@ -31,6 +31,7 @@ impl Inner {
         // one exists. Under Never and Periodic it is synced later, and the next segment's
         // header says so, which lets recovery treat a torn end of it as a torn tail.
         let sync_now = self.config.sync.is_durable_on_put();
+        w.unmap().map_err(|e| JournalError::io(&old_path, e))?;
         if sync_now {
             w.file()
                 .sync_data()
@@ -59,6 +60,7 @@ impl Inner {
         w.seg_id = new;
         w.set_file(file);
         w.offset = crate::format::SEGMENT_HEADER_LEN as u64;
+        self.attach_map(w);
         let start = w.end();
         if sync_now {
             self.mark_synced(start);
@@ -229,6 +231,10 @@ impl Drop for Inner {
         self.stop_flusher();
         let mut w = proto::lock(&self.writer);
         self.finish_next(&mut w);
+        if let Err(e) = w.unmap() {
+            // Recovery cuts the unused end off at the next open.
+            tracing::warn!(queue = %self.name, error = %e, "could not cut the mapped segment back to its records");
+        }
     }
 }
 

@@ -1,9 +1,10 @@
 //! Kill -9 harness on the real file system.
 //!
 //! The test binary re-invokes itself as a child process (selected by an environment
-//! variable) that puts items as fast as it can under `Always`, `Group` or `Never` and prints
-//! the id of every acknowledged put (under `Never` a put is acknowledged once the OS has it,
-//! which a killed process does not lose; with 16 KiB segments the next segment is being
+//! variable) that puts items as fast as it can under `Always`, `Group` or `Never` (with and
+//! without `mapped_writes`) and prints the id of every acknowledged put (under `Never` a
+//! put is acknowledged once the OS has it, which a killed process does not lose, whether
+//! it was written or stored into a map; with 16 KiB segments the next segment is being
 //! created ahead all the time). The parent kills it with SIGKILL at a random moment, reopens the
 //! queue and checks that every acknowledged item is there, intact and in id order.
 
@@ -26,9 +27,10 @@ fn config(policy: &str) -> JournalConfig {
     JournalConfig {
         sync: match policy {
             "always" => SyncPolicy::Always,
-            "never" => SyncPolicy::Never,
+            "never" | "mapped" => SyncPolicy::Never,
             _ => SyncPolicy::Group,
         },
+        mapped_writes: policy == "mapped",
         segment_size: 16 * 1024,
         ..JournalConfig::default()
     }
@@ -118,6 +120,7 @@ fn acknowledged_puts_survive_kill_9() {
         tempfile::tempdir().unwrap(),
         tempfile::tempdir().unwrap(),
         tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
     ];
     let seed = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -132,11 +135,12 @@ fn acknowledged_puts_survive_kill_9() {
         if started.elapsed() > TIME_BUDGET && rounds >= 50 {
             break;
         }
-        let (policy, threads, d) = match round % 4 {
+        let (policy, threads, d) = match round % 5 {
             0 => ("always", 1, 0),
             1 => ("always", 2, 0),
             2 => ("group", 4, 1),
-            _ => ("never", 2, 2),
+            3 => ("never", 2, 2),
+            _ => ("mapped", 2, 3),
         };
         let dir = dirs[d].path();
         let mut child = Command::new(&exe)

@@ -363,10 +363,27 @@ impl World {
     }
 }
 
-fn run(ops: Vec<Op>, seed: u64, sync: SyncPolicy, faults: SimFaults, segment_size: u64) {
+/// How puts reach the disk: a sync policy, and whether they store into a mapped segment.
+#[derive(Debug, Clone, Copy)]
+struct Mode {
+    sync: SyncPolicy,
+    mapped_writes: bool,
+}
+
+impl Mode {
+    const fn written(sync: SyncPolicy) -> Self {
+        Mode {
+            sync,
+            mapped_writes: false,
+        }
+    }
+}
+
+fn run(ops: Vec<Op>, seed: u64, mode: Mode, faults: SimFaults, segment_size: u64) {
     let disk = SimDisk::new(seed);
     let config = JournalConfig {
-        sync,
+        sync: mode.sync,
+        mapped_writes: mode.mapped_writes,
         segment_size,
         checkpoint_interval: Duration::from_secs(3600),
         ..JournalConfig::on_sim(&disk)
@@ -390,11 +407,15 @@ fn run(ops: Vec<Op>, seed: u64, sync: SyncPolicy, faults: SimFaults, segment_siz
     world.finish();
 }
 
-fn sync_policy() -> impl Strategy<Value = SyncPolicy> {
+fn mode() -> impl Strategy<Value = Mode> {
     prop_oneof![
-        Just(SyncPolicy::Always),
-        Just(SyncPolicy::Group),
-        Just(SyncPolicy::Never)
+        Just(Mode::written(SyncPolicy::Always)),
+        Just(Mode::written(SyncPolicy::Group)),
+        Just(Mode::written(SyncPolicy::Never)),
+        Just(Mode {
+            sync: SyncPolicy::Never,
+            mapped_writes: true
+        }),
     ]
 }
 
@@ -418,11 +439,11 @@ proptest! {
     fn journal_matches_model_under_crashes_and_faults(
         ops in proptest::collection::vec(op(), 1..90),
         seed in any::<u64>(),
-        sync in sync_policy(),
+        mode in mode(),
         faults in faults(),
         segment_size in prop_oneof![Just(150u64), Just(400), Just(1 << 20)],
     ) {
-        run(ops, seed, sync, faults, segment_size);
+        run(ops, seed, mode, faults, segment_size);
     }
 }
 
@@ -439,9 +460,21 @@ fn crash_in_the_middle_of_every_storage_operation_of_a_busy_run() {
         }
         ops.insert(0, Op::CrashSoon(after.min(255) as u8));
         run(
+            ops.clone(),
+            after as u64,
+            Mode::written(SyncPolicy::Group),
+            SimFaults::default(),
+            150,
+        );
+        // The same under mapped writes, where every store into the map is an operation
+        // the power can fail in.
+        run(
             ops,
             after as u64,
-            SyncPolicy::Group,
+            Mode {
+                sync: SyncPolicy::Never,
+                mapped_writes: true,
+            },
             SimFaults::default(),
             150,
         );

@@ -3,7 +3,7 @@
 //! variable until a leader has written (and under `Always` synced) them; under `Never` a
 //! follower first spins on the leader's atomic step-down mark and returns without the lock
 //! when the leader kept no failed batch. Under `Never` and `Periodic` a put that meets no
-//! other put writes under the writer mutex; one that finds the mutex taken marks the queue
+//! other put writes under the writer mutex (under mapped writes every put stores there); one that finds the mutex taken marks the queue
 //! crowded, and leaders then write outside it. Under loom a queue starts crowded and calms
 //! down after one leader that met nobody, so the models cover both ways and the switches
 //! between them. The models run the
@@ -23,9 +23,14 @@ use loom::thread;
 use std::path::Path;
 
 fn queue(sync: SyncPolicy) -> JournaledQueue {
+    queue_with(sync, false)
+}
+
+fn queue_with(sync: SyncPolicy, mapped_writes: bool) -> JournaledQueue {
     let disk = SimDisk::new(1);
     let config = JournalConfig {
         sync,
+        mapped_writes,
         ..JournalConfig::on_sim(&disk)
     };
     JournaledQueue::open("/q", "q", config).unwrap()
@@ -41,9 +46,9 @@ fn drain(q: &JournaledQueue, reader: &str) -> Vec<(ItemId, Vec<u8>)> {
     out
 }
 
-fn three_puts(sync: SyncPolicy) {
+fn three_puts(sync: SyncPolicy, mapped_writes: bool) {
     model(move || {
-        let q = queue(sync);
+        let q = queue_with(sync, mapped_writes);
         q.reader("r").unwrap();
         let others: Vec<_> = [&b"a"[..], b"b"]
             .into_iter()
@@ -66,12 +71,19 @@ fn three_puts(sync: SyncPolicy) {
 
 #[test]
 fn concurrent_puts_never_each_written_once() {
-    three_puts(SyncPolicy::Never);
+    three_puts(SyncPolicy::Never, false);
 }
 
 #[test]
 fn concurrent_puts_always_each_written_and_synced_once() {
-    three_puts(SyncPolicy::Always);
+    three_puts(SyncPolicy::Always, false);
+}
+
+/// Under mapped writes (the simulated disk maps its files) every put stores its record under
+/// the writer mutex, crowded or not, and no leader ever writes outside it.
+#[test]
+fn concurrent_mapped_puts_each_stored_once() {
+    three_puts(SyncPolicy::Never, true);
 }
 
 /// A reader created while a put is in flight starts exactly after the items written before
