@@ -5,7 +5,10 @@
 //! [`SimDisk::crash`] simulates a power loss: directory entries that were never synced vanish
 //! (or renames revert), and each file keeps its durable content plus a random prefix of what
 //! was appended after the last sync, sometimes followed by a few garbage bytes (a torn sector).
-//! Handles opened before the crash fail afterwards, like those of a dead process.
+//! Handles opened before the crash fail afterwards, like those of a dead process. Files can
+//! be mapped ([`WriteFile::map`]): stores into a map change the file's content in place, and
+//! a crash keeps all or none of the changes made since the last sync (a file whose unsynced
+//! changes only extend its synced content keeps a random prefix, as with appends).
 //! [`SimDisk::schedule_crash`] makes the power fail in the middle of whatever operation runs
 //! after a given number of storage operations.
 //!
