@@ -60,6 +60,10 @@ pub struct JournalArgs {
     /// When puts are durable: never, always, group, or periodic:DURATION (like periodic:50ms).
     #[arg(long, default_value = "group", value_parser = parse_sync)]
     pub sync: SyncPolicy,
+    /// Store puts into a memory map of the segment instead of writing them (with --sync
+    /// never or periodic:DURATION only).
+    #[arg(long)]
+    pub mapped_writes: bool,
     /// Folder for the journal [default: a temporary folder, removed afterwards].
     #[arg(long)]
     pub dir: Option<PathBuf>,
@@ -373,6 +377,7 @@ fn journal_test(
     };
     let config = JournalConfig {
         sync: args.sync,
+        mapped_writes: args.mapped_writes,
         ..JournalConfig::default()
     };
     let q = JournaledQueue::open(dir, "qtest", config).map_err(journal_error)?;
@@ -525,6 +530,9 @@ fn journal_test(
     settings.insert("items", total.to_string());
     settings.insert("item bytes", args.size.to_string());
     settings.insert("sync", sync_name(args.sync));
+    if args.mapped_writes {
+        settings.insert("mapped writes", "yes".to_string());
+    }
     settings.insert("producers", plan.producers.to_string());
     settings.insert("readers", plan.readers.to_string());
     settings.insert(

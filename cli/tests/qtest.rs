@@ -94,6 +94,23 @@ fn many_clients_delivers_every_item_once() {
 }
 
 #[test]
+fn mapped_writes_deliver_every_item() {
+    let r = report(&[
+        "fanout",
+        "-n",
+        "500",
+        "--readers",
+        "2",
+        "--sync",
+        "never",
+        "--mapped-writes",
+    ]);
+    assert_eq!(r["settings"]["mapped writes"], "yes");
+    assert_eq!(count(&r, "phases", "phase", "put"), 500);
+    assert_eq!(count(&r, "phases", "phase", "get + commit"), 1000);
+}
+
+#[test]
 fn fanout_delivers_every_item_to_every_reader() {
     let r = report(&["fanout", "-n", "120", "--readers", "3", "--sync", "group"]);
     assert_eq!(count(&r, "phases", "phase", "put"), 120);
@@ -184,6 +201,13 @@ fn bad_settings_are_refused_in_one_line() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains("unknown sync policy"));
+    fairq(dir.path())
+        .args(["qtest", "flood", "--sync", "always", "--mapped-writes"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(
+            "mapped_writes needs SyncPolicy::Never or SyncPolicy::Periodic",
+        ));
     fairq(dir.path())
         .args(["qtest", "blocking", "-c", "0"])
         .assert()

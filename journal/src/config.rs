@@ -285,10 +285,10 @@ pub struct JournalConfig {
     /// before. A put then makes no system call; `journal/README.md` (*Mapped writes*) has
     /// the numbers.
     ///
-    /// The segment being written is allocated in full (`fallocate`) and mapped when it
-    /// starts, so its file is as long as a whole segment until it is sealed or the queue
-    /// closes, which cuts it back to its records; after a crash, recovery cuts the unused
-    /// zeros off. The costs of a map: an I/O error met by a store into it (a disk failing
+    /// Each segment is allocated in full (`fallocate`), mapped and its pages prepared for
+    /// stores, on the helper thread that creates it ahead of the writer, so its file is as
+    /// long as a whole segment until it is sealed or the queue closes, which cut it back to
+    /// its records; after a crash, recovery cuts the unused zeros off. The costs of a map: an I/O error met by a store into it (a disk failing
     /// while a page is read back in) stops the process with `SIGBUS` instead of returning
     /// an error, and so does another program shrinking the segment file. Linux only, and on
     /// file systems that can allocate ahead; elsewhere, and for storages that cannot map

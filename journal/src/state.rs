@@ -66,17 +66,23 @@ pub(crate) struct Writer {
     pub(crate) reserve_unsupported: bool,
     /// Under mapped writes, the writer's segment mapped from its start (`mapped.rs`).
     pub(crate) map: Option<Box<dyn WriteMap>>,
+    /// The helper giving up the map of the last sealed segment (`mapped.rs`).
+    pub(crate) unmapping: Option<JoinHandle<()>>,
     /// Leaders in a row that met no other put (`append.rs`): once there are enough,
     /// `Inner::crowded` is cleared and puts write under the lock again.
     pub(crate) calm: u32,
 }
+
+/// A segment created ahead: its file, and under mapped writes its map if it could be made.
+pub(crate) type Created = (Arc<dyn WriteFile>, Option<Box<dyn WriteMap>>);
 
 /// The segment after the writer's, being created (header written and synced, directory
 /// entry synced) by a helper thread, so that rotation does not wait for two syncs.
 pub(crate) struct NextSegment {
     pub(crate) seg: u64,
     pub(crate) path: PathBuf,
-    pub(crate) creating: JoinHandle<Result<Arc<dyn WriteFile>, JournalError>>,
+    /// The file, and under mapped writes its map (`mapped.rs`).
+    pub(crate) creating: JoinHandle<Result<Created, JournalError>>,
 }
 
 impl Writer {
@@ -105,6 +111,7 @@ impl Writer {
             reserve_at: 0,
             reserve_unsupported: false,
             map: None,
+            unmapping: None,
             calm: 0,
         }
     }

@@ -170,6 +170,11 @@ pub trait WriteMap: Send + Sync + fmt::Debug {
     /// Copies `parts`, one after another, into the map from byte `offset`. The caller
     /// keeps within [`WriteMap::len`]; a map may panic otherwise.
     fn store(&mut self, offset: usize, parts: &[&[u8]]);
+    /// Prepares every page for stores ahead of time, so that none of them waits for the
+    /// page to be found (`MADV_POPULATE_WRITE` on Linux). A hint: the default does nothing.
+    /// The journal asks on the helper thread that creates the segment after the writer's,
+    /// and for the segment a queue opens with.
+    fn prefault(&mut self) {}
 }
 
 /// A file opened for positioned reads.
@@ -405,6 +410,13 @@ impl WriteMap for FsMap {
             self.0[offset..offset + part.len()].copy_from_slice(part);
             offset += part.len();
         }
+    }
+    fn prefault(&mut self) {
+        // Without it, the first store into a page past the segment's header waited for the
+        // kernel's readahead of the file's next `read_ahead_kb` (8 MiB: 4 to 5 ms on ext4)
+        // and for each later readahead window (about 2 ms).
+        #[cfg(target_os = "linux")]
+        let _ = self.0.advise(memmap2::Advice::PopulateWrite);
     }
 }
 

@@ -9,8 +9,9 @@ use crate::config::PutOptions;
 use crate::files::segment_name;
 use crate::format::{encode_segment_header, SegmentHeader};
 use crate::item::ItemId;
+use crate::mapped::{discard_map, map_ahead};
 use crate::pos::Pos;
-use crate::state::{Inner, NextSegment, Sealed, Writer};
+use crate::state::{Created, Inner, NextSegment, Sealed, Writer};
 use crate::storage::{write_all, Storage, WriteFile};
 use crate::sync::lock;
 use crate::sync::proto;
@@ -31,23 +32,27 @@ impl Inner {
         // one exists. Under Never and Periodic it is synced later, and the next segment's
         // header says so, which lets recovery treat a torn end of it as a torn tail.
         let sync_now = self.config.sync.is_durable_on_put();
-        w.unmap().map_err(|e| JournalError::io(&old_path, e))?;
+        self.unmap_sealed(w)
+            .map_err(|e| JournalError::io(&old_path, e))?;
         if sync_now {
             w.file()
                 .sync_data()
                 .map_err(|e| JournalError::io(&old_path, e))?;
         }
         let new = old + 1;
-        let file = match self.take_next(w, new) {
-            Some(file) => file,
-            None => create_segment(
-                self.storage(),
-                &self.dir,
-                &self.name,
-                new,
-                !sync_now,
-                self.config.file_mode,
-            )?,
+        let (file, map) = match self.take_next(w, new) {
+            Some(created) => created,
+            None => (
+                create_segment(
+                    self.storage(),
+                    &self.dir,
+                    &self.name,
+                    new,
+                    !sync_now,
+                    self.config.file_mode,
+                )?,
+                None,
+            ),
         };
         if !sync_now {
             w.unsynced_sealed.push(old);
@@ -60,7 +65,10 @@ impl Inner {
         w.seg_id = new;
         w.set_file(file);
         w.offset = crate::format::SEGMENT_HEADER_LEN as u64;
-        self.attach_map(w);
+        match map {
+            Some(map) => w.set_map(map),
+            None => self.attach_map(w),
+        }
         let start = w.end();
         if sync_now {
             self.mark_synced(start);
@@ -69,8 +77,8 @@ impl Inner {
         Ok(())
     }
 
-    /// Under `Never` and `Periodic`, once the writer's segment is half full, starts creating
-    /// the next one on a helper thread: rotation then finds it ready instead of waiting for
+    /// Under `Never` and `Periodic`, once the writer's segment is half full (under mapped
+    /// writes: at once), starts creating the next one on a helper thread: rotation then finds it ready instead of waiting for
     /// the two syncs a new segment needs (its header and its directory entry). Rotation
     /// under these policies does not sync the sealed segment, so the new segment's header
     /// says so (`prev_unsynced`), as an inline creation's would. A crash leaves at most one
@@ -79,7 +87,10 @@ impl Inner {
     /// Every lone put asks, so the test is inlined and the rest is out of line.
     #[inline]
     pub(crate) fn create_next_ahead(&self, w: &mut Writer) {
-        if w.offset < self.config.segment_size / 2
+        // Mapped puts fill a segment about three times as fast, faster than the helper's
+        // syncs on ext4 once it starts half way (the put that rotated then waited for it,
+        // up to 6 ms): with a map the helper starts with the segment.
+        if (w.offset < self.config.segment_size / 2 && w.map.is_none())
             || w.next.is_some()
             || self.config.sync.is_durable_on_put()
         {
@@ -98,12 +109,17 @@ impl Inner {
             self.name.clone(),
             self.config.file_mode,
         );
-        // A small stack: the thread only creates a file, and until rotation joins it, its
-        // stack stays reserved.
+        let map_len = self.map_len();
+        // A small stack: the thread only creates (and maps) a file, and until rotation
+        // joins it, its stack stays reserved.
         let spawned = std::thread::Builder::new()
             .name(format!("fairq-journal-next-{}", self.name))
             .stack_size(64 * 1024)
-            .spawn(move || create_segment(storage.as_ref(), &dir, &name, seg, true, mode));
+            .spawn(move || {
+                let file = create_segment(storage.as_ref(), &dir, &name, seg, true, mode)?;
+                let map = map_len.and_then(|len| map_ahead(&name, seg, file.as_ref(), len));
+                Ok((file, map))
+            });
         match spawned {
             Ok(creating) => {
                 w.next = Some(NextSegment {
@@ -120,11 +136,14 @@ impl Inner {
     }
 
     /// The next segment created ahead, if it is `seg` and was created; waits for its helper.
-    fn take_next(&self, w: &mut Writer, seg: u64) -> Option<Arc<dyn WriteFile>> {
+    fn take_next(&self, w: &mut Writer, seg: u64) -> Option<Created> {
         let next = w.next.take()?;
         match next.creating.join() {
-            Ok(Ok(file)) if next.seg == seg => Some(file),
-            Ok(Ok(_)) => None,
+            Ok(Ok(created)) if next.seg == seg => Some(created),
+            Ok(Ok(created)) => {
+                discard_map(&self.name, created);
+                None
+            }
             Ok(Err(e)) => {
                 tracing::warn!(queue = %self.name, error = %e, "creating the next segment ahead failed; creating it now");
                 None
@@ -141,7 +160,9 @@ impl Inner {
     /// may exist.
     pub(crate) fn finish_next(&self, w: &mut Writer) -> Option<PathBuf> {
         let next = w.next.take()?;
-        let _ = next.creating.join();
+        if let Ok(Ok(created)) = next.creating.join() {
+            discard_map(&self.name, created);
+        }
         Some(next.path)
     }
 
@@ -182,6 +203,9 @@ impl Inner {
     pub(crate) fn sync_writer(&self) -> Result<(), JournalError> {
         let (file, upto, sealed) = {
             let mut w = proto::lock(&self.writer);
+            // A sealed segment's map is given up, and its file cut back, before the sync
+            // makes its length durable (`mapped.rs`).
+            w.finish_unmapping();
             (
                 w.file().clone(),
                 w.end(),
