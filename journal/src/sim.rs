@@ -208,6 +208,10 @@ fn eio(what: &str) -> io::Error {
     io::Error::other(format!("simulated EIO on {what}"))
 }
 
+fn enospc() -> io::Error {
+    io::Error::new(io::ErrorKind::StorageFull, "simulated ENOSPC")
+}
+
 /// A simulated disk; cheap to clone (clones share the same disk).
 #[derive(Debug, Clone)]
 pub struct SimDisk {
@@ -599,6 +603,13 @@ struct SimFile {
 }
 
 impl SimFile {
+    /// The file's inode in the disk's state `s`.
+    fn inode<'s>(&self, s: &'s mut State) -> io::Result<&'s mut Inode> {
+        s.inodes
+            .get_mut(&self.ino)
+            .ok_or_else(|| not_found(&self.path))
+    }
+
     fn state(&self, mutating: bool) -> io::Result<MutexGuard<'_, State>> {
         let mut s = self.disk.guard();
         s.step(mutating)?;
@@ -638,16 +649,10 @@ impl WriteFile for SimFile {
             let free = cap.saturating_sub(s.used()) as usize;
             if free < n {
                 n = free;
-                err = Some(io::Error::new(
-                    io::ErrorKind::StorageFull,
-                    "simulated ENOSPC",
-                ));
+                err = Some(enospc());
             }
         }
-        let inode = s
-            .inodes
-            .get_mut(&self.ino)
-            .ok_or_else(|| not_found(&self.path))?;
+        let inode = self.inode(&mut s)?;
         inode.data.extend_from_slice(&buf[..n]);
         match err {
             // A failing write that wrote nothing reports the error; one that wrote a prefix
@@ -664,20 +669,14 @@ impl WriteFile for SimFile {
             return Err(eio("sync_data"));
         }
         s.syncs += 1;
-        let inode = s
-            .inodes
-            .get_mut(&self.ino)
-            .ok_or_else(|| not_found(&self.path))?;
+        let inode = self.inode(&mut s)?;
         inode.synced = inode.data.clone();
         Ok(())
     }
 
     fn set_len(&self, len: u64) -> io::Result<()> {
         let mut s = self.state(true)?;
-        let inode = s
-            .inodes
-            .get_mut(&self.ino)
-            .ok_or_else(|| not_found(&self.path))?;
+        let inode = self.inode(&mut s)?;
         inode.data.resize(len as usize, 0);
         Ok(())
     }
@@ -700,15 +699,9 @@ impl WriteFile for SimFile {
         if let Some(cap) = s.faults.capacity
             && s.used() + len.saturating_sub(current) > cap
         {
-            return Err(io::Error::new(
-                io::ErrorKind::StorageFull,
-                "simulated ENOSPC",
-            ));
+            return Err(enospc());
         }
-        let inode = s
-            .inodes
-            .get_mut(&self.ino)
-            .ok_or_else(|| not_found(&self.path))?;
+        let inode = self.inode(&mut s)?;
         if current < len {
             inode.data.resize(len as usize, 0);
         }

@@ -78,8 +78,9 @@ impl Inner {
     }
 
     /// Under `Never` and `Periodic`, once the writer's segment is half full (under mapped
-    /// writes: at once), starts creating the next one on a helper thread: rotation then finds it ready instead of waiting for
-    /// the two syncs a new segment needs (its header and its directory entry). Rotation
+    /// writes: at once, and the helper maps the new segment too), starts creating the next
+    /// one on a helper thread: rotation then finds it ready instead of waiting for the two
+    /// syncs a new segment needs (its header and its directory entry). Rotation
     /// under these policies does not sync the sealed segment, so the new segment's header
     /// says so (`prev_unsynced`), as an inline creation's would. A crash leaves at most one
     /// empty (or torn) segment after the writer's, which recovery reuses (or removes).
