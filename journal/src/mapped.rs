@@ -34,28 +34,41 @@ use crate::storage::{WriteFile, WriteMap};
 /// it is at most this long (larger ones near a segment's end are written as usual).
 pub(crate) const MAP_SLACK: u64 = 64 << 10;
 
-/// Maps segment `seg`, created ahead of the writer, and prepares its pages for stores
-/// ([`WriteMap::prefault`]), on the helper thread that created it: the writer's stores then
-/// meet no page fault. `None` when the file cannot be mapped (logged if it failed).
+/// Maps segment `seg` (its records end at `records_end`) for mapped writes and prepares its
+/// pages for stores ([`WriteMap::prefault`]): on the helper thread that creates the segment
+/// ahead of the writer ([`map_ahead`]), so that the writer's stores meet no page fault, or on
+/// the writer's ([`Inner::attach_map`]). `Ok(None)` when the file cannot be mapped; a failed
+/// map is logged, and the file cut back to `records_end`, since the allocation may have
+/// extended it with zeros. The error is the failure of that cut: the file then must not be
+/// appended to, since the records would follow the zeros.
+fn map_segment(
+    queue: &str,
+    seg: u64,
+    file: &dyn WriteFile,
+    len: u64,
+    records_end: u64,
+) -> std::io::Result<Option<Box<dyn WriteMap>>> {
+    match file.map(len) {
+        Ok(Some(mut map)) => {
+            map.prefault();
+            Ok(Some(map))
+        }
+        Ok(None) => Ok(None),
+        Err(e) => {
+            tracing::warn!(queue = %queue, segment = seg, error = %e, "could not map the segment; writing it as usual");
+            file.set_len(records_end).map(|()| None)
+        }
+    }
+}
+
+/// [`map_segment`] for a segment just created ahead of the writer, on the helper thread.
 pub(crate) fn map_ahead(
     queue: &str,
     seg: u64,
     file: &dyn WriteFile,
     len: u64,
-) -> Option<Box<dyn WriteMap>> {
-    match file.map(len) {
-        Ok(Some(mut map)) => {
-            map.prefault();
-            Some(map)
-        }
-        Ok(None) => None,
-        Err(e) => {
-            tracing::warn!(queue = %queue, segment = seg, error = %e, "could not map the next segment ahead; mapping it at rotation");
-            // The allocation may have extended the file past its header.
-            let _ = file.set_len(SEGMENT_HEADER_LEN as u64);
-            None
-        }
-    }
+) -> std::io::Result<Option<Box<dyn WriteMap>>> {
+    map_segment(queue, seg, file, len, SEGMENT_HEADER_LEN as u64)
 }
 
 /// A segment created ahead that the writer will not use (the queue closes, or it is not the
@@ -85,22 +98,15 @@ impl Inner {
         let Some(len) = self.map_len() else {
             return;
         };
-        match w.file().map(len) {
-            Ok(Some(mut map)) => {
-                // On this thread: 16 MiB took about 10 ms, once per open.
-                map.prefault();
-                w.set_map(map);
-            }
+        // On this thread: 16 MiB took about 10 ms, once per open.
+        match map_segment(&self.name, w.seg_id, w.file().as_ref(), len, w.offset) {
+            Ok(Some(map)) => w.set_map(map),
             Ok(None) => {}
             Err(e) => {
-                tracing::warn!(queue = %self.name, segment = w.seg_id, error = %e, "could not map the segment; writing it as usual");
-                // The allocation may have extended the file: cut it back to the records.
-                if let Err(e) = w.file().set_len(w.offset) {
-                    self.poison(format!(
-                        "could not cut {} back to its records after a failed map: {e}",
-                        self.segment_path(w.seg_id).display()
-                    ));
-                }
+                self.poison(format!(
+                    "could not cut {} back to its records after a failed map: {e}",
+                    self.segment_path(w.seg_id).display()
+                ));
             }
         }
     }

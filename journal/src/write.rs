@@ -118,7 +118,14 @@ impl Inner {
             .stack_size(64 * 1024)
             .spawn(move || {
                 let file = create_segment(storage.as_ref(), &dir, &name, seg, true, mode)?;
-                let map = map_len.and_then(|len| map_ahead(&name, seg, file.as_ref(), len));
+                let map = match map_len {
+                    // A failed cut after a failed map fails the helper: rotation then
+                    // cannot create the segment again and poisons the queue, rather than
+                    // appending after the zeros.
+                    Some(len) => map_ahead(&name, seg, file.as_ref(), len)
+                        .map_err(|e| JournalError::io(dir.join(segment_name(&name, seg)), e))?,
+                    None => None,
+                };
                 Ok((file, map))
             });
         match spawned {
