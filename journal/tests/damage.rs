@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use fairq_journal::format::{RECORD_HEADER_LEN, SEGMENT_HEADER_LEN};
 use fairq_journal::{JournalConfig, JournalError, JournaledQueue, SyncPolicy};
 
 fn cfg(segment_size: u64) -> JournalConfig {
@@ -371,6 +372,44 @@ fn a_zero_filled_last_segment_is_corruption_not_a_torn_new_segment() {
         }
         assert_eq!(std::fs::metadata(&segs[0]).unwrap().len() as usize, len);
     }
+}
+
+/// Zeros in the middle of the last segment with a record after them are damage, not the
+/// unused end of a segment: the scan looks past the zeros, finds the later record and
+/// refuses to cut it off. Zeros that run to the end are cut (the last record stays intact).
+#[test]
+fn zeros_before_a_later_record_are_corruption_and_zeros_to_the_end_are_cut() {
+    let dir = tempfile::tempdir().unwrap();
+    let q = JournaledQueue::open(dir.path(), "q", cfg(1 << 20)).unwrap();
+    for i in 0..3u8 {
+        q.put(&[i + 1; 100]).unwrap();
+    }
+    q.close().unwrap();
+    let segs = segments(dir.path());
+    assert_eq!(segs.len(), 1);
+    let data = std::fs::read(&segs[0]).unwrap();
+    // Each record is its header and 100 bytes, one after another after the segment header.
+    let record_len = RECORD_HEADER_LEN + 100;
+    assert_eq!(data.len(), SEGMENT_HEADER_LEN + 3 * record_len);
+    let second = SEGMENT_HEADER_LEN + record_len;
+    let mut holed = data.clone();
+    holed[second..second + record_len].fill(0);
+    std::fs::write(&segs[0], &holed).unwrap();
+    match open_all(dir.path()) {
+        Err(JournalError::Corrupt { path, offset, .. }) => {
+            assert_eq!(path, segs[0]);
+            assert_eq!(offset, second as u64);
+        }
+        other => panic!("expected corruption at {second}, got {other:?}"),
+    }
+    assert_eq!(std::fs::read(&segs[0]).unwrap(), holed, "nothing was cut");
+
+    let mut tail = data.clone();
+    tail[second..].fill(0);
+    tail.extend_from_slice(&[0u8; 1 << 16]);
+    std::fs::write(&segs[0], &tail).unwrap();
+    assert_eq!(open_all(dir.path()).unwrap(), vec![vec![1u8; 100]]);
+    assert_eq!(std::fs::metadata(&segs[0]).unwrap().len() as usize, second);
 }
 
 /// The newest segments deleted after a clean close: the checkpoint names the newest segment
