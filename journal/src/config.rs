@@ -287,12 +287,13 @@ pub struct JournalConfig {
     ///
     /// Each segment is allocated in full (`fallocate`), mapped and its pages prepared for
     /// stores, on the helper thread that creates it ahead of the writer, so its file is as
-    /// long as a whole segment until it is sealed or the queue closes, which cut it back to
-    /// its records; after a crash, recovery cuts the unused zeros off. The costs of a map: an I/O error met by a store into it (a disk failing
-    /// while a page is read back in) stops the process with `SIGBUS` instead of returning
-    /// an error, and so does another program shrinking the segment file. Linux only, and on
-    /// file systems that can allocate ahead; elsewhere, and for storages that cannot map
-    /// (the simulated disk), puts write as usual. A record larger than what is left of the
+    /// long as a whole segment until it is sealed or the queue closes, either of which cuts
+    /// it back to its records; after a crash, recovery cuts the unused zeros off. The costs
+    /// of a map: an I/O error met by a store into it (a disk failing while a page is read
+    /// back in) stops the process with `SIGBUS` instead of returning an error, and so does
+    /// another program shrinking the segment file. Linux only (the simulated disk maps
+    /// everywhere), and on file systems that can allocate ahead; elsewhere, and for
+    /// storages that cannot map, puts write as usual. A record larger than what is left of the
     /// map (records over 64 KiB near a segment's end, or over the segment size) is written
     /// as usual, and the rest of that segment too.
     ///
