@@ -2,6 +2,8 @@
 //! non-regular files in the folder, corruption appearing while the queue is open.
 //! Every outcome is either every acknowledged item or an error naming the file.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -447,12 +449,7 @@ fn a_segment_created_after_the_last_checkpoint_and_deleted_is_corruption() {
         }
         // The folder as a crash would leave it now: no checkpoint since the puts (they are
         // written on commit and close).
-        for entry in std::fs::read_dir(dir.path()).unwrap() {
-            let path = entry.unwrap().path();
-            if path.extension().is_some_and(|e| e != "lock") {
-                std::fs::copy(&path, copy.path().join(path.file_name().unwrap())).unwrap();
-            }
-        }
+        common::crash_copy(dir.path(), copy.path());
         q.close().unwrap();
     }
     // One item per segment: the newest holds nothing yet, the one before holds the last item.

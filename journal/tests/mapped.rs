@@ -3,6 +3,8 @@
 //! a clean close, a crash (a copy of the files as the page cache holds them) and a reopen.
 //! The kill -9 harness (`kill9.rs`) runs them under a real SIGKILL as well.
 
+mod common;
+
 use std::path::Path;
 use std::time::Duration;
 
@@ -163,13 +165,7 @@ fn after_a_crash_recovery_keeps_every_stored_record_and_cuts_the_zeros() {
     for i in 0..150 {
         q.put(&item(i)).unwrap();
     }
-    for e in std::fs::read_dir(dir.path()).unwrap() {
-        let e = e.unwrap();
-        if e.file_name().to_string_lossy().ends_with(".lock") {
-            continue;
-        }
-        std::fs::copy(e.path(), copy.path().join(e.file_name())).unwrap();
-    }
+    common::crash_copy(dir.path(), copy.path());
     let last = segments(copy.path())
         .into_iter()
         .find(|(_, len)| *len == SEGMENT + SLACK)
