@@ -126,18 +126,20 @@
 //!   depend on each other, so the misses of consecutive steps overlap less than the floor's
 //!   (no more L2 misses, 1.3x-2.2x its time across machines, 1.5x here). The floor alone
 //!   is 1.6x-2.6x `VecDeque` in the bench, so whether 3x `VecDeque` is met depends on the
-//!   machine's caches: met here and on a machine with 2 MiB of L2 per core, missed on a
-//!   Zen 5 machine (4.14x), where `VecDeque` took 2.4 ns, and on a 2.45 GHz machine of this
-//!   family (5.96x, where the floor alone took 3.73x); met again on a 2.6 GHz machine of
-//!   the family (model 17) on 2026-11-30, 2.50x-2.96x in four runs.
+//!   machine's caches: met here and on a machine with 2 MiB of L2 per core, missed on
+//!   Zen 5 machines (4.14x on 2026-11-29 and again on 2026-11-30), where `VecDeque` took
+//!   2.4 ns, and on a 2.45 GHz machine of this family (5.96x, where the floor alone took
+//!   3.73x); met again on a 2.6 GHz machine of the family (model 17) on 2026-11-30,
+//!   2.50x-2.96x in four runs.
 //! * 64 keys with a million queued: each key's items fill consecutive rounds, so a push
 //!   appends to the round after its key's last one: 64 write positions spread over thousands
 //!   of rounds, each push a line not in L1 (1.9 L1 misses per step against `VecDeque`'s
 //!   0.56); the naive queue writes each key's items one after another (0.9) and is faster
 //!   here. Reading is sequential in all three. The 4x target was met here (3.08x) and missed
-//!   on the Zen 5 machine (6.76x) and on the 2.45 GHz one (7.96x; the floor 1.84x); met
-//!   on the 2.6 GHz one (3.42x-3.65x in four runs), where 64 keys took 0.69x-0.82x the
-//!   naive queue (missed).
+//!   on the Zen 5 machines (6.76x, then 7.06x; already at 100,000 queued the queue took
+//!   10.7 ns a step there against the naive queue's 8.3) and on the 2.45 GHz one (7.96x;
+//!   the floor 1.84x); met on the 2.6 GHz one (3.42x-3.65x in four runs), where 64 keys
+//!   took 0.69x-0.82x the naive queue (missed).
 //!
 //! Measured and set aside (the numbers are in the log named below): a key table of its own
 //! (open addressing, key and state side by side: more mispredicts at 64 keys and more
