@@ -52,7 +52,15 @@ fn segments(dir: &Path) -> Vec<(String, u64)> {
 
 /// Every byte of the file after its header is a valid record: nothing was left past them.
 fn assert_only_records(path: &Path) {
-    let data = std::fs::read(path).unwrap();
+    assert_only_records_within(path, u64::MAX);
+}
+
+/// [`assert_only_records`] for the file's first `len` bytes: its length when the folder was
+/// listed. The helper that creates the segment after the writer's may take a segment
+/// listed with its header alone to the map's length, zeros, before the file is read.
+fn assert_only_records_within(path: &Path, len: u64) {
+    let mut data = std::fs::read(path).unwrap();
+    data.truncate(usize::try_from(len).unwrap_or(usize::MAX));
     let mut off = SEGMENT_HEADER_LEN;
     while off < data.len() {
         let (_, n) = decode_record(&data[off..])
@@ -111,7 +119,7 @@ fn mapped_puts_read_back_across_rotation_and_a_clean_reopen() {
     );
     for (name, len) in others {
         assert!(*len < SEGMENT + 4000, "{name} is {len} bytes");
-        assert_only_records(&dir.path().join(name));
+        assert_only_records_within(&dir.path().join(name), *len);
     }
     for i in 200..300 {
         q.put(&item(i)).unwrap();
