@@ -180,6 +180,9 @@ struct Cached {
     /// Reads under way: (segment, start, end, ticket).
     loading: Vec<(u64, u64, u64, u64)>,
     next_ticket: u64,
+    /// Which chunks to keep, worked out at each new chunk (reused, so that a read of 64
+    /// KiB allocates nothing for it).
+    keep: Vec<bool>,
 }
 
 impl Cached {
@@ -302,7 +305,9 @@ impl ChunkCache {
         let mut kept = 0usize;
         let mut i = c.chunks.len();
         // Newest first: keep what some reader still needs while it fits under the cap.
-        let mut keep = vec![false; i];
+        let mut keep = std::mem::take(&mut c.keep);
+        keep.clear();
+        keep.resize(i, false);
         while i > 0 {
             i -= 1;
             let ch = &c.chunks[i];
@@ -311,14 +316,12 @@ impl ChunkCache {
                 keep[i] = true;
             }
         }
-        // Chunks dropped here hand their buffers to the spare ones unless some reader or
-        // item still holds them (then the last of those does).
-        let old = std::mem::take(&mut c.chunks);
-        c.chunks = old
-            .into_iter()
-            .zip(keep)
-            .filter_map(|(ch, keep)| keep.then_some(ch))
-            .collect();
+        // In place (`retain` visits the chunks once each, oldest first). Chunks dropped
+        // here hand their buffers to the spare ones unless some reader or item still holds
+        // them (then the last of those does).
+        let mut decided = keep.iter();
+        c.chunks.retain(|_| decided.next().copied().unwrap_or(true));
+        c.keep = keep;
         Ok(chunk)
     }
 
