@@ -267,11 +267,21 @@ pub struct JournalConfig {
     /// keeps its permissions.
     pub dir_mode: u32,
     /// Most bytes of segment data kept in memory for readers that lag behind others (default
-    /// 16 MiB): with several readers, the first one to read a stretch of the journal keeps
+    /// 64 MiB): with several readers, the first one to read a stretch of the journal keeps
     /// it (checksums verified) for the others, which then make no system call for it. Data
-    /// every reader has passed is dropped at once; `0` keeps only what a reader reads now.
-    /// Readers on more threads than cores drift apart by whole time slices (megabytes), so
-    /// a small cache shares little.
+    /// every reader has passed is dropped at once, so a queue with one reader, or readers
+    /// that keep together, holds about one 64 KiB chunk each; `0` keeps only what a reader
+    /// reads now. The cap is reached when readers drift apart: readers on more threads
+    /// than cores drift by whole time slices (tens of megabytes at a few million items a
+    /// second), and a reader that stops while others go on keeps the cache full until it
+    /// catches up or is removed. Four readers on two cores delivered 8.2 to 9.3 million
+    /// 1 KiB items a second with 16 MiB, re-reading what had been dropped, and 9.7 to
+    /// 10.1 million with 64 MiB.
+    ///
+    /// ```
+    /// let cfg = fairq_journal::JournalConfig::default();
+    /// assert_eq!(cfg.read_cache_bytes, 64 << 20);
+    /// ```
     pub read_cache_bytes: usize,
     /// The queue is ready to be deleted once it has been open this long with nothing in any
     /// reader (see [`JournaledQueue::is_ready_for_expiration`](crate::JournaledQueue::is_ready_for_expiration)).
@@ -338,7 +348,7 @@ impl Default for JournalConfig {
             file_mode: 0o600,
             dir_mode: 0o700,
             max_queue_age: None,
-            read_cache_bytes: 16 << 20,
+            read_cache_bytes: 64 << 20,
             mapped_writes: false,
         }
     }
