@@ -428,24 +428,32 @@ fn rounds() -> usize {
         .max(1)
 }
 
+/// Most operations in a round of a comparison (a round of 1 KiB gets fills 400 MB).
+const MAX_OPS: u64 = 400_000;
+/// Most deliveries in a round of four fan-out readers: they deliver 10 million or more items
+/// a second, so 400,000 made their rounds about 35 ms, a dozen time slices of four threads
+/// on two cores, and the fan-out row ranged from 1.58x to 3.56x in one run. Four readers
+/// read the same items, so this fills 500 MB at most.
+const FAN_OUT_MAX_OPS: u64 = 2_000_000;
+
 /// Measures `a` against `b` in alternating rounds (so both see the same disk and machine
-/// load).
-fn paired(a: Run<'_>, b: Run<'_>) -> Paired {
+/// load), each round of `a` up to `max_a` operations and of `b` up to `MAX_OPS`.
+fn paired(a: Run<'_>, max_a: u64, b: Run<'_>) -> Paired {
     // Sized so that a round takes about 0.15 s. The probe grows until it takes 20 ms: timed
     // from a probe of 64 operations, the rows with threads (fan-out) counted the cost of
     // starting them as if every operation paid a share of it, and ran rounds of a few
     // milliseconds, which the scheduler's time slices then decided.
-    let ops_for = |f: Run<'_>| {
+    let ops_for = |f: Run<'_>, max_ops: u64| {
         let mut n = 64u64;
         loop {
             let took = f(n).as_secs_f64();
-            if took >= 0.02 || n >= 400_000 {
-                return ((0.15 * n as f64 / took.max(1e-9)) as u64).clamp(64, 400_000);
+            if took >= 0.02 || n >= max_ops {
+                return ((0.15 * n as f64 / took.max(1e-9)) as u64).clamp(64, max_ops);
             }
-            n = (n * 4).min(400_000);
+            n = (n * 4).min(max_ops);
         }
     };
-    let (na, nb) = (ops_for(a), ops_for(b));
+    let (na, nb) = (ops_for(a, max_a), ops_for(b, MAX_OPS));
     let mut rounds: Vec<(f64, f64, f64)> = (0..rounds())
         .map(|_| {
             let ra = na as f64 / a(na).as_secs_f64().max(1e-12);
@@ -480,14 +488,14 @@ fn print_ratios() {
         "{:<52} {:>8} {:>15} {:>8} {:>11} {:>12}",
         "comparison", "median", "range", "best", "target", "journal/s"
     );
-    let row = |label: String, a: Run<'_>, b: Run<'_>, target: Option<f64>| {
+    let report = |label: String, paired: Paired, target: Option<f64>| {
         let Paired {
             median: m,
             lo,
             hi,
             best,
             rate,
-        } = paired(a, b);
+        } = paired;
         let t = match target {
             Some(t) if m >= t => format!(">={t:.2} ok"),
             Some(t) => format!(">={t:.2} MISS"),
@@ -498,6 +506,9 @@ fn print_ratios() {
             format!("{lo:.2}x..{hi:.2}x")
         );
         rate
+    };
+    let row = |label: String, a: Run<'_>, b: Run<'_>, target: Option<f64>| {
+        report(label, paired(a, MAX_OPS, b), target)
     };
     for size in SIZES {
         row(
@@ -613,10 +624,11 @@ fn print_ratios() {
         &|n| yaque_recv_commit(1024, n),
         None,
     );
-    row(
+    report(
         "1024 B: fan-out, 4 readers / 1 reader (deliveries)".into(),
-        &|n| journal_fan_out(1024, 4, n),
-        &|n| journal_fan_out(1024, 1, n),
+        paired(&|n| journal_fan_out(1024, 4, n), FAN_OUT_MAX_OPS, &|n| {
+            journal_fan_out(1024, 1, n)
+        }),
         Some(2.5),
     );
     row(
