@@ -430,10 +430,10 @@ fn rounds() -> usize {
 
 /// Most operations in a round of a comparison (a round of 1 KiB gets fills 400 MB).
 const MAX_OPS: u64 = 400_000;
-/// Most deliveries in a round of four fan-out readers: they deliver 10 million or more items
-/// a second, so 400,000 made their rounds about 35 ms, a dozen time slices of four threads
-/// on two cores, and the fan-out row ranged from 1.58x to 3.56x in one run. Four readers
-/// read the same items, so this fills 500 MB at most.
+/// Most deliveries in a round of four fan-out readers: they deliver 10 million or more
+/// items a second, so 400,000 made their rounds about 35 ms, a dozen time slices of four
+/// threads on two cores, and the fan-out row ranged from 1.58x to 3.56x in one run. Four
+/// readers read the same items, so this fills 500 MB at most.
 const FAN_OUT_MAX_OPS: u64 = 2_000_000;
 
 /// Measures `a` against `b` in alternating rounds (so both see the same disk and machine

@@ -303,9 +303,9 @@ pub struct JournalConfig {
     /// back in) stops the process with `SIGBUS` instead of returning an error, and so does
     /// another program shrinking the segment file. Linux only (the simulated disk maps
     /// everywhere), and on file systems that can allocate ahead; elsewhere, and for
-    /// storages that cannot map, puts write as usual. A record larger than what is left of the
-    /// map (records over 64 KiB near a segment's end, or over the segment size) is written
-    /// as usual, and the rest of that segment too.
+    /// storages that cannot map, puts write as usual. A record larger than what is left of
+    /// the map (records over 64 KiB near a segment's end, or over the segment size) is
+    /// written as usual, and the rest of that segment too.
     ///
     /// ```
     /// use fairq_journal::{JournalConfig, JournaledQueue, SyncPolicy};

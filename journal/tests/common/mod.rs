@@ -28,10 +28,10 @@ fn read_folder(dir: &Path) -> BTreeMap<String, Vec<u8>> {
 ///
 /// The queue's helper threads (creating the next segment and its tail marker, cutting a
 /// sealed one back) may change files while they are copied, so one pass can mix moments no
-/// crash could. The folder is read until two passes in a row agree: no file goes back to an
-/// earlier content, so a file that is the same in both was unchanged from its first read to its
-/// second, and every first-pass read comes before every second-pass read; at the moment
-/// between the passes the folder held exactly what was read.
+/// crash could. The folder is read until two passes in a row agree: no file goes back to
+/// an earlier content, so a file that is the same in both was unchanged from its first read
+/// to its second, and every first-pass read comes before every second-pass read; at the
+/// moment between the passes the folder held exactly what was read.
 pub fn crash_copy(from: &Path, to: &Path) {
     let mut last = read_folder(from);
     loop {
