@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use clap::{Args, Subcommand, ValueEnum};
 use fairq_blocking::{FairWaitQueue, FullPolicy, WaitQueue};
 use fairq_core::stats::Histogram;
-use fairq_journal::{JournalConfig, JournalError, JournaledQueue, SyncPolicy};
+use fairq_journal::{Coalesce, JournalConfig, JournalError, JournaledQueue, SyncPolicy};
 use serde::Serialize;
 
 use crate::error::CliError;
@@ -64,6 +64,10 @@ pub struct JournalArgs {
     /// never or periodic:DURATION only).
     #[arg(long)]
     pub mapped_writes: bool,
+    /// Whether puts that meet share one write under --sync never or periodic:DURATION:
+    /// auto (only with more than two processors), on or off. Puts that sync always share.
+    #[arg(long, value_enum, default_value_t = CoalesceArg::Auto)]
+    pub coalesce: CoalesceArg,
     /// Folder for the journal [default: a temporary folder, removed afterwards].
     #[arg(long)]
     pub dir: Option<PathBuf>,
@@ -120,6 +124,27 @@ pub struct PutManyArgs {
     /// Items per `put_many`.
     #[arg(long, short = 'b', default_value_t = 100)]
     pub batch: usize,
+}
+
+/// `--coalesce`: the journal's `Coalesce` setting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CoalesceArg {
+    /// On with more than two processors, off with one or two.
+    Auto,
+    /// Puts that meet share one write.
+    On,
+    /// Puts take turns at the writer's lock, one write each.
+    Off,
+}
+
+impl From<CoalesceArg> for Coalesce {
+    fn from(c: CoalesceArg) -> Self {
+        match c {
+            CoalesceArg::Auto => Coalesce::Auto,
+            CoalesceArg::On => Coalesce::On,
+            CoalesceArg::Off => Coalesce::Off,
+        }
+    }
 }
 
 /// Which in-memory queue `fairq qtest blocking` drives.
@@ -378,6 +403,7 @@ fn journal_test(
     let config = JournalConfig {
         sync: args.sync,
         mapped_writes: args.mapped_writes,
+        coalesce: args.coalesce.into(),
         ..JournalConfig::default()
     };
     let q = JournaledQueue::open(dir, "qtest", config).map_err(journal_error)?;
@@ -532,6 +558,13 @@ fn journal_test(
     settings.insert("sync", sync_name(args.sync));
     if args.mapped_writes {
         settings.insert("mapped writes", "yes".to_string());
+    }
+    if args.coalesce != CoalesceArg::Auto {
+        let value = args
+            .coalesce
+            .to_possible_value()
+            .map(|v| v.get_name().to_string());
+        settings.insert("coalesce", value.unwrap_or_default());
     }
     settings.insert("producers", plan.producers.to_string());
     settings.insert("readers", plan.readers.to_string());

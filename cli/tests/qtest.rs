@@ -111,6 +111,26 @@ fn mapped_writes_deliver_every_item() {
 }
 
 #[test]
+fn puts_that_take_turns_or_share_writes_deliver_every_item() {
+    for coalesce in ["off", "on"] {
+        let r = report(&[
+            "many-clients",
+            "-n",
+            "600",
+            "-p",
+            "4",
+            "--sync",
+            "never",
+            "--coalesce",
+            coalesce,
+        ]);
+        assert_eq!(r["settings"]["coalesce"], coalesce);
+        assert_eq!(count(&r, "phases", "phase", "put"), 600);
+        assert_eq!(count(&r, "phases", "phase", "get + commit"), 600);
+    }
+}
+
+#[test]
 fn fanout_delivers_every_item_to_every_reader() {
     let r = report(&["fanout", "-n", "120", "--readers", "3", "--sync", "group"]);
     assert_eq!(count(&r, "phases", "phase", "put"), 120);

@@ -20,6 +20,16 @@
 //! row met nobody. A put that arrives while a lone put writes under the lock waits for that
 //! one `write` on the lock.
 //!
+//! Sharing writes under `Never` and `Periodic` pays only while the followers spin on
+//! processors of their own. With more writer threads than processors, the spinning and
+//! yielding followers take the processor from the put that writes, and four writers on two
+//! processors put about half as fast as one. So under these two policies
+//! [`Coalesce`](crate::Coalesce) (resolved once, at open, into `Inner::take_turns`) can
+//! make puts take turns instead: every put writes its own records under the writer's lock,
+//! and a put that finds the lock taken sleeps in it (`std`'s mutex spins a little first).
+//! The thread that holds the lock then runs through many puts while the others sleep. The
+//! default turns sharing off on machines with one or two processors.
+//!
 //! Ids are handed out in the order puts enter, which is the order their bytes reach the file.
 //! A batch that fails with a full disk is cut off the file again and fails every put in it
 //! (their ids are not reused: ids may jump, never go back); any other write failure poisons
@@ -30,7 +40,7 @@
 use std::io::{self, IoSlice};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::config::{to_ms, FullPolicy, PutOptions, SyncPolicy};
+use crate::config::{to_ms, FullPolicy, JournalConfig, PutOptions, SyncPolicy};
 use crate::format::{encode_record, encode_record_header, Record, RecordKind, RECORD_HEADER_LEN};
 use crate::item::ItemId;
 use crate::next::enforce_limits;
@@ -74,6 +84,21 @@ const CALM_LEADERS: u32 = 1;
 /// Whether a queue starts with `Inner::crowded` set (see [`CALM_LEADERS`]).
 pub(crate) const CROWDED_AT_OPEN: bool = cfg!(loom);
 
+/// Whether puts on a queue opened with `config` take turns at the writer's lock instead of
+/// sharing writes (`Inner::take_turns`, [`Coalesce`](crate::Coalesce)): only under `Never` and `Periodic`.
+/// Loom models resolve [`Coalesce::Auto`](crate::Coalesce::Auto) as sharing, so that they explore followers.
+pub(crate) fn takes_turns(config: &JournalConfig) -> bool {
+    if config.sync.is_durable_on_put() {
+        return false;
+    }
+    let processors = if cfg!(loom) {
+        usize::MAX
+    } else {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    };
+    !config.coalesce.resolve(processors)
+}
+
 impl Inner {
     /// Appends `items` (consecutive ids) and returns the first id once they are as durable
     /// as the sync policy promises.
@@ -102,7 +127,7 @@ impl Inner {
 
         // On a crowded queue puts meet as followers (which keeps the mark); otherwise a put
         // finds out whether it meets another one by trying the lock first.
-        let mut w = if self.crowded.load(proto::Ordering::Relaxed) {
+        let mut w = if self.take_turns || self.crowded.load(proto::Ordering::Relaxed) {
             proto::lock(&self.writer)
         } else if let Some(w) = proto::try_lock(&self.writer) {
             w
@@ -152,6 +177,7 @@ impl Inner {
             }
             self.await_batch(w, first)
         } else if w.map.is_some()
+            || self.take_turns
             || (!self.config.sync.is_durable_on_put()
                 && !self.crowded.load(proto::Ordering::Relaxed))
         {

@@ -109,7 +109,7 @@ pub mod model {
 /// ```
 pub use bytes::Bytes;
 pub use config::{
-    Clock, FullPolicy, JournalConfig, ManualClock, PutOptions, ReaderConfig, SyncPolicy,
+    Clock, Coalesce, FullPolicy, JournalConfig, ManualClock, PutOptions, ReaderConfig, SyncPolicy,
     SystemClock,
 };
 pub use error::JournalError;

@@ -401,6 +401,7 @@ pub(crate) fn open(
         chunks.track(r.at.clone());
     }
     let sync = config.sync;
+    let take_turns = crate::append::takes_turns(&config);
     let opened_at = config.clock.now();
     let limited = config.reader.has_limits();
     let inner = Arc::new(Inner {
@@ -412,6 +413,7 @@ pub(crate) fn open(
         stepped_down: proto::AtomicU64::new(next_id.wrapping_sub(1)),
         failures_kept: proto::AtomicBool::new(false),
         crowded: proto::AtomicBool::new(crate::append::CROWDED_AT_OPEN),
+        take_turns,
         put_items: AtomicU64::new(0),
         put_bytes: AtomicU64::new(0),
         limited: AtomicBool::new(limited),

@@ -273,6 +273,9 @@ pub(crate) struct Inner {
     /// records meanwhile. Otherwise a put writes under the lock (`append.rs`). A hint only:
     /// both ways are correct, they differ in cost.
     pub(crate) crowded: proto::AtomicBool,
+    /// Puts never share a write: under `Never` or `Periodic` with `Coalesce` resolved off,
+    /// every put writes its own records under the writer's lock (`append.rs`).
+    pub(crate) take_turns: bool,
     /// Items and payload bytes put since the queue was opened; a reader's waiting count is
     /// these minus what it consumed (see `ReaderState`).
     pub(crate) put_items: AtomicU64,

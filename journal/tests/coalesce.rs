@@ -5,6 +5,8 @@
 //! Under `Never` and `Periodic` a put that meets no other put writes under the writer's
 //! lock; puts start queueing once they have met (one found the lock taken). The tests under
 //! these policies first make puts meet (`crowd`), and two tests check the switch itself.
+//! They ask for shared writes (`Coalesce::On`), which `Coalesce::Auto` leaves off on a
+//! machine with one or two processors; two tests check `Coalesce::Off`.
 
 use std::io;
 use std::path::Path;
@@ -13,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use fairq_journal::sim::{SimDisk, SimFaults};
 use fairq_journal::storage::Storage;
-use fairq_journal::{ItemId, JournalConfig, JournalError, JournaledQueue, SyncPolicy};
+use fairq_journal::{Coalesce, ItemId, JournalConfig, JournalError, JournaledQueue, SyncPolicy};
 
 mod gate;
 
@@ -25,21 +27,28 @@ struct Setup {
     q: JournaledQueue,
 }
 
+/// A queue whose puts share writes whatever the machine (`Coalesce::On`), crowded already
+/// under `Never` and `Periodic`.
 fn setup(sync: SyncPolicy) -> Setup {
+    let s = setup_with(sync, Coalesce::On);
+    if !sync.is_durable_on_put() {
+        crowd(&s);
+    }
+    s
+}
+
+fn setup_with(sync: SyncPolicy, coalesce: Coalesce) -> Setup {
     let disk = SimDisk::new(7);
     let gate = Arc::new(Gate::default());
     let config = JournalConfig {
         sync,
+        coalesce,
         storage: Arc::new(gated_disk(&disk, &gate)),
         ..JournalConfig::default()
     };
     let q = JournaledQueue::open("/q", "q", config).unwrap();
     q.reader("r").unwrap();
-    let s = Setup { disk, gate, q };
-    if !sync.is_durable_on_put() {
-        crowd(&s);
-    }
-    s
+    Setup { disk, gate, q }
 }
 
 /// Makes puts meet until the second of two puts queues behind the first, held in its
@@ -233,16 +242,7 @@ fn a_batch_whose_write_fails_poisons_the_queue_and_fails_its_puts() {
 
 #[test]
 fn a_lone_put_writes_under_the_lock_until_puts_meet() {
-    let disk = SimDisk::new(7);
-    let gate = Arc::new(Gate::default());
-    let config = JournalConfig {
-        sync: SyncPolicy::Never,
-        storage: Arc::new(gated_disk(&disk, &gate)),
-        ..JournalConfig::default()
-    };
-    let q = JournaledQueue::open("/q", "q", config).unwrap();
-    q.reader("r").unwrap();
-    let s = Setup { disk, gate, q };
+    let s = setup_with(SyncPolicy::Never, Coalesce::On);
     // On a fresh queue the first put holds the writer's lock through its write: the second
     // put cannot queue, it waits for the lock (and so marks the queue crowded).
     assert!(!meet(&s), "the second put queued behind a lone put");
@@ -263,6 +263,40 @@ fn a_crowded_queue_goes_back_to_writing_under_the_lock_after_many_lone_puts() {
     drain(&s.q);
     assert!(!meet(&s), "a lone put still writes outside the lock");
     drain(&s.q);
+}
+
+#[test]
+fn puts_that_take_turns_never_queue_behind_a_write() {
+    for sync in [
+        SyncPolicy::Never,
+        SyncPolicy::Periodic(Duration::from_secs(3600)),
+    ] {
+        let s = setup_with(sync, Coalesce::Off);
+        // Puts meet twice (each time the second one finds the lock taken), and the second
+        // one still waits for the lock rather than queueing behind the first one's write.
+        for _ in 0..2 {
+            let before = s.gate.writes();
+            assert!(!meet(&s), "{sync:?}: a put queued behind another's write");
+            assert_eq!(s.gate.writes() - before, 2, "{sync:?}: one write per put");
+            let got: Vec<Vec<u8>> = drain(&s.q).into_iter().map(|(_, d)| d).collect();
+            assert_eq!(got, vec![b"first".to_vec(), b"second".to_vec()], "{sync:?}");
+        }
+    }
+}
+
+#[test]
+fn puts_that_sync_share_writes_even_when_told_to_take_turns() {
+    // `Coalesce` covers `Never` and `Periodic` only: under `Always` one sync still covers
+    // a leader and the puts that queued behind it.
+    let s = setup_with(SyncPolicy::Always, Coalesce::Off);
+    let syncs = s.disk.sync_count();
+    let (leader, followers) = leader_and_followers(&s, 3, || {});
+    leader.unwrap();
+    for f in followers {
+        f.unwrap();
+    }
+    assert_eq!(s.disk.sync_count() - syncs, 1);
+    assert_eq!(drain(&s.q).len(), 4);
 }
 
 #[test]

@@ -6,7 +6,8 @@
 //! other put writes under the writer mutex (under mapped writes every put stores there); one that finds the mutex taken marks the queue
 //! crowded, and leaders then write outside it. Under loom a queue starts crowded and calms
 //! down after one leader that met nobody, so the models cover both ways and the switches
-//! between them. The models run the
+//! between them; with `Coalesce::Off` nobody leads and every put writes under the mutex.
+//! The models run the
 //! real put path on the simulated disk; loom permutes every access to the writer mutex and
 //! its condition variable (the disk's own lock is not part of the protocol). A follower left
 //! without a leader, or a lost wake-up, leaves a thread waiting forever, which loom reports
@@ -18,19 +19,22 @@ mod common;
 use common::model;
 use fairq_journal::sim::{SimDisk, SimFaults};
 use fairq_journal::storage::Storage;
-use fairq_journal::{ItemId, JournalConfig, JournalError, JournaledQueue, SyncPolicy};
+use fairq_journal::{Coalesce, ItemId, JournalConfig, JournalError, JournaledQueue, SyncPolicy};
 use loom::thread;
 use std::path::Path;
 
 fn queue(sync: SyncPolicy) -> JournaledQueue {
-    queue_with(sync, false)
+    queue_with(sync, false, Coalesce::Auto)
 }
 
-fn queue_with(sync: SyncPolicy, mapped_writes: bool) -> JournaledQueue {
+/// Under loom `Coalesce::Auto` shares writes whatever the machine, so that the models
+/// explore leaders and followers.
+fn queue_with(sync: SyncPolicy, mapped_writes: bool, coalesce: Coalesce) -> JournaledQueue {
     let disk = SimDisk::new(1);
     let config = JournalConfig {
         sync,
         mapped_writes,
+        coalesce,
         ..JournalConfig::on_sim(&disk)
     };
     JournaledQueue::open("/q", "q", config).unwrap()
@@ -46,9 +50,9 @@ fn drain(q: &JournaledQueue, reader: &str) -> Vec<(ItemId, Vec<u8>)> {
     out
 }
 
-fn three_puts(sync: SyncPolicy, mapped_writes: bool) {
+fn three_puts(sync: SyncPolicy, mapped_writes: bool, coalesce: Coalesce) {
     model(move || {
-        let q = queue_with(sync, mapped_writes);
+        let q = queue_with(sync, mapped_writes, coalesce);
         q.reader("r").unwrap();
         let others: Vec<_> = [&b"a"[..], b"b"]
             .into_iter()
@@ -71,19 +75,26 @@ fn three_puts(sync: SyncPolicy, mapped_writes: bool) {
 
 #[test]
 fn concurrent_puts_never_each_written_once() {
-    three_puts(SyncPolicy::Never, false);
+    three_puts(SyncPolicy::Never, false, Coalesce::Auto);
 }
 
 #[test]
 fn concurrent_puts_always_each_written_and_synced_once() {
-    three_puts(SyncPolicy::Always, false);
+    three_puts(SyncPolicy::Always, false, Coalesce::Auto);
+}
+
+/// Puts that take turns (`Coalesce::Off`) each write under the writer mutex; one that finds
+/// it taken waits in it, and none queues behind another.
+#[test]
+fn concurrent_puts_taking_turns_each_written_once() {
+    three_puts(SyncPolicy::Never, false, Coalesce::Off);
 }
 
 /// Under mapped writes (the simulated disk maps its files) every put stores its record under
 /// the writer mutex, crowded or not, and no leader ever writes outside it.
 #[test]
 fn concurrent_mapped_puts_each_stored_once() {
-    three_puts(SyncPolicy::Never, true);
+    three_puts(SyncPolicy::Never, true, Coalesce::Auto);
 }
 
 /// A reader created while a put is in flight starts exactly after the items written before
