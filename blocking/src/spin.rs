@@ -31,6 +31,17 @@
 //! parks at once as before. The yield phase also ends early when the caller says the wait
 //! is over (its deadline passed, or others are already queued for the same thing).
 //!
+//! **How long to yield.** A park that ends with an item measures how long the thread slept
+//! (`Spin::note_park`). When that is short, polling for as long would have caught the item
+//! without the park, so the yield phase then lasts at least that long (times 1.5, at most
+//! [`MAX_REPLY_NS`]) rather than [`YIELDS`] yields. It matters where waking a thread is
+//! slow: on a virtual machine where a woken thread ran 40 to 45 µs after its wake-up, a
+//! ping-pong whose two threads both parked stayed that way, since neither polled long
+//! enough to see a reply from a partner that had first to be woken itself; each trip cost
+//! two wake-ups. With the reply time as the budget, a probe outlasts the partner's
+//! wake-up, the pair polls again, and the trips stop parking. A park longer than the
+//! ceiling (items far apart) clears the budget.
+//!
 //! A spin lasts about a microsecond whatever the processor: the cost of one `spin_loop`
 //! hint (the x86 `pause` instruction) ranges from a few cycles to over a hundred depending
 //! on the model (34 ns on the 2-vCPU AMD EPYC development machine, where a fixed 512 hints
@@ -54,9 +65,27 @@ const SPIN_NS: u64 = 1_000;
 /// Polls of the condition per spin; the hints between two polls fill the time budget.
 #[cfg(not(loom))]
 const POLLS: u32 = 32;
-/// `yield_now` calls per wait, at most.
+/// `yield_now` calls per wait, at most, unless parks have lately ended soon with an item
+/// (see [`reply_budget_ns`]).
 #[cfg(not(loom))]
 pub(crate) const YIELDS: u32 = 8;
+/// The longest park after which polling is worth trying for as long (the longest yield
+/// phase), in nanoseconds.
+#[cfg(not(loom))]
+pub(crate) const MAX_REPLY_NS: u64 = 200_000;
+
+/// The yield phase's time budget after a park that ended with an item after `slept_ns`:
+/// half as long again as the park, so that a poll of that length outlasts the same delay
+/// with some margin; none after a park longer than [`MAX_REPLY_NS`] (polling for as long
+/// would cost more than the park). Always within `0..=MAX_REPLY_NS`.
+#[cfg(not(loom))]
+pub(crate) fn reply_budget_ns(slept_ns: u64) -> u64 {
+    if slept_ns > MAX_REPLY_NS {
+        0
+    } else {
+        (slept_ns + slept_ns / 2).min(MAX_REPLY_NS)
+    }
+}
 
 /// `spin_loop` hints between two polls, measured once per process (0: not yet measured;
 /// `u32::MAX`: spinning is off, a single core).
@@ -128,6 +157,10 @@ pub(crate) struct Spin {
     #[cfg(not(loom))]
     /// Bits 0-7: the spin score; 8-15: the yield score; 16-31: waits counted for probing.
     state: AtomicU32,
+    #[cfg(not(loom))]
+    /// The yield phase's time budget in nanoseconds ([`reply_budget_ns`] of the last park
+    /// that ended with an item); 0: [`YIELDS`] yields.
+    reply_ns: AtomicU32,
 }
 
 #[cfg(not(loom))]
@@ -142,7 +175,33 @@ impl Spin {
         Spin {
             #[cfg(not(loom))]
             state: AtomicU32::new(MAX_SCORE | (MAX_SCORE << YIELD_SHIFT)),
+            #[cfg(not(loom))]
+            reply_ns: AtomicU32::new(0),
         }
+    }
+
+    /// Records that a park ended with what the thread waited for after `slept` (see the
+    /// module docs).
+    #[cfg(not(loom))]
+    pub(crate) fn note_park(&self, slept: std::time::Duration) {
+        let slept_ns = u64::try_from(slept.as_nanos()).unwrap_or(u64::MAX);
+        // At most `MAX_REPLY_NS`, which fits in 32 bits.
+        let budget = u32::try_from(reply_budget_ns(slept_ns)).unwrap_or(u32::MAX);
+        self.reply_ns.store(budget, Ordering::Relaxed);
+    }
+
+    #[cfg(loom)]
+    pub(crate) fn note_park(&self, _slept: std::time::Duration) {}
+
+    /// Whether parks are timed at all: only when a park's length can change the polling.
+    #[cfg(not(loom))]
+    pub(crate) fn times_parks(&self) -> bool {
+        true
+    }
+
+    #[cfg(loom)]
+    pub(crate) fn times_parks(&self) -> bool {
+        false
     }
 
     /// Polls `poll` while it returns `None`, in the `phases` that have paid lately (see the
@@ -186,7 +245,8 @@ impl Spin {
                 }
             }
             if yield_score > 0 || probe {
-                match yield_now(state, &mut over, &mut poll) {
+                let budget_ns = u64::from(self.reply_ns.load(Ordering::Relaxed));
+                match yield_now(state, budget_ns, &mut over, &mut poll) {
                     Ok(done) => {
                         yield_score = MAX_SCORE;
                         break 'done Ok(done);
@@ -234,22 +294,99 @@ fn spin<S, R>(mut state: S, hints: u32, poll: &mut impl FnMut(S) -> Result<R, S>
     Err(state)
 }
 
-/// Up to [`YIELDS`] yields of the core, each followed by a poll, until `over()`.
+/// Yields of the core, each followed by a poll, until `over()`: [`YIELDS`] of them, or as
+/// many as fit in `budget_ns` if that is more.
 #[cfg(not(loom))]
 fn yield_now<S, R>(
     mut state: S,
+    budget_ns: u64,
     over: &mut impl FnMut() -> bool,
     poll: &mut impl FnMut(S) -> Result<R, S>,
 ) -> Result<R, S> {
-    for _ in 0..YIELDS {
+    let start = (budget_ns > 0).then(std::time::Instant::now);
+    let mut yields = 0;
+    loop {
+        if yields >= YIELDS {
+            let within = start.is_some_and(|at| (at.elapsed().as_nanos() as u64) < budget_ns);
+            if !within {
+                break;
+            }
+        }
         if over() {
             break;
         }
         std::thread::yield_now();
+        yields += 1;
         match poll(state) {
             Ok(done) => return Ok(done),
             Err(back) => state = back,
         }
     }
     Err(state)
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn a_short_park_buys_a_yield_phase_half_as_long_again() {
+        assert_eq!(reply_budget_ns(0), 0);
+        assert_eq!(reply_budget_ns(90_000), 135_000);
+        assert_eq!(reply_budget_ns(150_000), MAX_REPLY_NS, "capped");
+        assert_eq!(reply_budget_ns(MAX_REPLY_NS), MAX_REPLY_NS);
+        assert_eq!(reply_budget_ns(MAX_REPLY_NS + 1), 0, "too long to poll for");
+        assert_eq!(reply_budget_ns(u64::MAX), 0);
+    }
+
+    #[test]
+    fn a_park_sets_the_budget_and_a_long_one_clears_it() {
+        let spin = Spin::new();
+        assert_eq!(spin.reply_ns.load(Ordering::Relaxed), 0);
+        spin.note_park(Duration::from_micros(40));
+        assert_eq!(spin.reply_ns.load(Ordering::Relaxed), 60_000);
+        spin.note_park(Duration::from_millis(5));
+        assert_eq!(spin.reply_ns.load(Ordering::Relaxed), 0);
+        spin.note_park(Duration::MAX);
+        assert_eq!(spin.reply_ns.load(Ordering::Relaxed), 0);
+    }
+
+    /// Polls until the `n`th try succeeds, yielding under `budget_ns`; returns how many
+    /// tries it made, or `None` if it gave up first.
+    fn yield_tries(budget_ns: u64, n: u32) -> Option<u32> {
+        let mut tries = 0;
+        let mut poll = |()| {
+            tries += 1;
+            if tries >= n {
+                Ok(tries)
+            } else {
+                Err(())
+            }
+        };
+        yield_now((), budget_ns, &mut || false, &mut poll).ok()
+    }
+
+    #[test]
+    fn without_a_budget_the_yield_phase_gives_up_after_its_yields() {
+        assert_eq!(yield_tries(0, YIELDS), Some(YIELDS));
+        assert_eq!(yield_tries(0, YIELDS + 1), None);
+    }
+
+    #[test]
+    fn with_a_budget_the_yield_phase_polls_past_its_yields() {
+        // 200 yields take far less than the budget of a minute on any machine.
+        assert_eq!(yield_tries(60_000_000_000, 200), Some(200));
+    }
+
+    #[test]
+    fn the_yield_phase_stops_when_the_wait_is_over() {
+        let mut tries = 0;
+        let mut poll = |()| {
+            tries += 1;
+            Err::<(), ()>(())
+        };
+        assert!(yield_now((), 60_000_000_000, &mut || true, &mut poll).is_err());
+        assert_eq!(tries, 0);
+    }
 }
