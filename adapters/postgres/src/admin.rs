@@ -9,10 +9,10 @@ use fairq_worker::{
     ReviveTarget, StatusCounts,
 };
 
+use crate::core::Core;
 use crate::exec::Exec;
 use crate::pipeline::Pipelined;
 use crate::rows::{self, from_db, to_db};
-use crate::store::Core;
 
 /// One queue's numbers while they are being added up.
 struct Tally {

@@ -4,9 +4,10 @@
 
 use fairq_worker::{BackendError, Capabilities, Inspect, JobId};
 
+use crate::core::Core;
 use crate::exec::Exec;
 use crate::rows::{from_db, to_db};
-use crate::store::{Core, PgBackend};
+use crate::store::PgBackend;
 
 impl Core {
     /// Deletes job `id` unless it is running.

@@ -14,13 +14,13 @@ use fairq_worker::{BackendError, Each, Finished, Job, Settled, SettledAndClaimed
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 
-use crate::due::Promotion;
+use crate::core::Core;
 use crate::pipeline::Pipelined;
+use crate::promotion::Promotion;
 use crate::rows::{self, deadline, to_db};
+use crate::self_settled::merge;
 use crate::settle::Plan;
 use crate::sql::{CLAIM_BEGIN, CLAIM_PLAN, SETTLE_BEGIN};
-use crate::store::Core;
-use crate::transactional::merge;
 
 /// The claim's parameters.
 pub(crate) struct ClaimArgs<'a> {

@@ -9,6 +9,7 @@ use serde_json::Value;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{GenericClient, Row};
 
+use crate::core::Core;
 use crate::enqueue_one;
 use crate::error::{corrupt, db, PgError};
 use crate::exec::{Exec, Plain};
@@ -16,7 +17,6 @@ use crate::payload;
 use crate::rows::{from_db, metadata_to_db, policy_to_db, to_db};
 use crate::schema::{SchemaName, DEFAULT_SCHEMA};
 use crate::sql::Sql;
-use crate::store::Core;
 
 /// Enqueues jobs through any `tokio_postgres` client or transaction, so a job commits or
 /// rolls back with the caller's own writes (the outbox pattern): rolled back, the job never

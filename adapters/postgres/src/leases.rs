@@ -9,10 +9,10 @@ use std::time::Duration;
 use fairq_core::job::{LeaseToken, Lifecycle, Millis, State};
 use fairq_worker::{BackendError, Claim, Each, JobId};
 
+use crate::core::Core;
 use crate::exec::Exec;
 use crate::found::{firsts, Changed};
 use crate::rows::{deadline, from_db, to_db};
-use crate::store::Core;
 
 /// How a refused entry is explained: the lifecycle call it asked for.
 type Check = fn(&mut Lifecycle, Claim, Millis) -> Result<(), fairq_core::job::TransitionError>;

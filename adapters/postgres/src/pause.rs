@@ -4,8 +4,8 @@
 
 use fairq_worker::BackendError;
 
+use crate::core::Core;
 use crate::rows::to_db;
-use crate::store::Core;
 
 impl Core {
     /// Pauses (`true`) or resumes (`false`) handing out `queue`'s jobs.

@@ -7,7 +7,7 @@ use fairq_worker::BackendError;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Row, Statement};
 
-use crate::store::Core;
+use crate::core::Core;
 
 /// A pooled connection in the middle of a pipelined transaction. If the caller gives up (the
 /// future is dropped) before the transaction's replies came back, the connection is taken

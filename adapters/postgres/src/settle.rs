@@ -10,7 +10,7 @@
 //! ([`Settler`]).
 
 use std::collections::{BTreeSet, HashMap, HashSet};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, PoisonError};
 
 use fairq_core::job::{LeaseToken, Lifecycle, Millis, Setback, State};
 use fairq_core::retry::RetryPolicy;
@@ -19,13 +19,15 @@ use tokio::sync::{mpsc, oneshot, Semaphore};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 
+use crate::core::Core;
 use crate::error::corrupt;
 use crate::exec::Exec;
 use crate::found::{firsts, Changed};
 use crate::rows::{self, from_db, policy_from_db, reason_name, to_db};
+use crate::self_settled::merge;
+use crate::settler::Request;
 use crate::sql::SETTLE_BEGIN;
-use crate::store::{Core, PgBackend};
-use crate::transactional::merge;
+use crate::store::PgBackend;
 
 /// The message recorded on a job whose lease expired (the same words as every store).
 pub(crate) const LEASE_EXPIRED: &str = "lease expired: the worker stopped renewing it";
@@ -502,19 +504,6 @@ fn refusal(life: &Lifecycle, entry: &Entry, now: Millis) -> Option<BackendError>
 /// Most settlement statements in flight at once, on separate connections, so the server can
 /// flush their commits together.
 const FLIGHTS: usize = 4;
-
-/// Writes settlements that arrive together (from any number of tasks) with one statement;
-/// while one is being written, the next starts on another connection (up to [`FLIGHTS`]).
-#[derive(Default)]
-pub(crate) struct Settler {
-    sender: Mutex<Option<mpsc::UnboundedSender<Request>>>,
-}
-
-/// A settlement waiting for the settler.
-struct Request {
-    batch: Vec<Finished>,
-    reply: oneshot::Sender<Result<Each<Settled>, BackendError>>,
-}
 
 impl PgBackend {
     /// Settles `batch`, together with whatever other tasks settle at the same time.

@@ -3,25 +3,25 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
-use fairq_core::job::{Lifecycle, Millis};
-use fairq_worker::{BackendError, Clock, JobId, JobInfo, NewJob, Random};
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use fairq_core::job::Millis;
+use fairq_worker::{BackendError, JobId, NewJob};
 use tokio::task::JoinHandle;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::GenericClient;
 
+use crate::core::Core;
 use crate::enqueue::Producer;
-use crate::error::{db, pool, PgError};
-use crate::exec::Exec;
+use crate::error::{db, PgError};
 use crate::listen::{self, Channels, Signals};
 use crate::options::PgOptions;
 use crate::probe;
-use crate::rows::{self, deadline, to_db};
+use crate::rows::{deadline, to_db};
 use crate::schema::{self, SchemaName};
-use crate::settle::Settler;
+use crate::self_settled::SelfSettled;
+use crate::settler::Settler;
 use crate::sql::Sql;
 use crate::tls::{self, Tls};
-use crate::transactional::SelfSettled;
 
 /// A job store on PostgreSQL. Clones share the pool, the listener and the batcher.
 ///
@@ -36,7 +36,7 @@ use crate::transactional::SelfSettled;
 /// * **Wake-ups** come by LISTEN/NOTIFY on a dedicated connection, with polling as the
 ///   fallback.
 ///
-/// Time comes from the configured [`Clock`], never from the server.
+/// Time comes from the configured [`Clock`](fairq_worker::Clock), never from the server.
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -87,19 +87,6 @@ impl Drop for Inner {
             task.abort();
         }
     }
-}
-
-/// What every operation needs: the pool, the statements, the clock and random numbers, the
-/// wake-up signals and due times.
-pub(crate) struct Core {
-    pub(crate) pool: Pool,
-    pub(crate) sql: Arc<Sql>,
-    pub(crate) clock: Arc<dyn Clock>,
-    pub(crate) random: Arc<dyn Random>,
-    pub(crate) options: PgOptions,
-    pub(crate) signals: Arc<Signals>,
-    /// Successes committed in their jobs' own transactions, until the worker settles them.
-    pub(crate) self_settled: SelfSettled,
 }
 
 impl PgBackend {
@@ -473,53 +460,5 @@ async fn check_version(
             supported: schema::SCHEMA_VERSION,
         }),
         _ => Ok(()),
-    }
-}
-
-impl Core {
-    pub(crate) fn schema(&self) -> &str {
-        self.sql.schema.as_str()
-    }
-
-    pub(crate) fn now(&self) -> Millis {
-        self.clock.now()
-    }
-
-    /// A pooled connection.
-    pub(crate) async fn client(&self) -> Result<Object, BackendError> {
-        self.pool.get().await.map_err(|e| pool(e, self.schema()))
-    }
-
-    pub(crate) fn err(&self, e: tokio_postgres::Error) -> BackendError {
-        db(e, self.schema())
-    }
-
-    /// One job with its lifecycle, live or archived.
-    pub(crate) async fn get_with(
-        &self,
-        conn: &dyn Exec,
-        id: JobId,
-    ) -> Result<Option<(JobInfo, Lifecycle)>, BackendError> {
-        let rows = conn
-            .rows(&self.sql.get, &[&to_db(id.0)])
-            .await
-            .map_err(|e| self.err(e))?;
-        rows.first().map(rows::info).transpose()
-    }
-
-    /// Several jobs with their lifecycles, live or archived (missing ones are left out).
-    pub(crate) async fn get_many(
-        &self,
-        conn: &dyn Exec,
-        ids: &[i64],
-    ) -> Result<Vec<(JobInfo, Lifecycle)>, BackendError> {
-        if ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        let rows = conn
-            .rows(&self.sql.get_many, &[&ids])
-            .await
-            .map_err(|e| self.err(e))?;
-        rows.iter().map(rows::info).collect()
     }
 }

@@ -6,9 +6,10 @@ use std::time::Duration;
 use fairq_core::job::Millis;
 use fairq_worker::BackendError;
 
+use crate::core::Core;
 use crate::exec::Exec;
 use crate::rows::from_db;
-use crate::store::{Core, PgBackend};
+use crate::store::PgBackend;
 
 impl Core {
     /// `Ok(None)`: a job is ready now; `Ok(Some(at))`: the next one is due at `at`;

@@ -14,9 +14,9 @@ use fairq_worker::BackendError;
 use futures::future::try_join_all;
 
 use crate::claim::ClaimArgs;
+use crate::core::Core;
 use crate::settle::Plan;
 use crate::sql::SETTLE_BEGIN;
-use crate::store::Core;
 
 impl Core {
     /// Opens up to `calls` connections of the pool at once (at least one, at most the pool's

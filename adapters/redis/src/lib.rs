@@ -50,6 +50,7 @@ mod options;
 mod pause;
 mod persistence;
 mod query;
+mod queues;
 mod record;
 mod registry;
 mod rescue;
@@ -57,6 +58,7 @@ mod scripts;
 mod settle;
 mod target;
 mod timing;
+mod timing_flush;
 mod tls;
 mod wait;
 

@@ -1,7 +1,8 @@
 //! Run times: measured from the claim time the settle script returns, aggregated in the
 //! client per queue, and added to the queue's histogram in Redis by one `timing` script call
-//! per queue at most every [`RedisOptions::timing_flush`](crate::RedisOptions::timing_flush)
-//! (and before this client reads statistics).
+//! per queue (`timing_flush.rs`) at most every
+//! [`RedisOptions::timing_flush`](crate::RedisOptions::timing_flush) (and before this client
+//! reads statistics).
 //!
 //! What this trades: a client that dies loses the run times it had not flushed yet (never the
 //! jobs or their counts, which the scripts keep exactly); a flush whose connection breaks is
@@ -12,10 +13,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use fairq_core::stats::{Histogram, Summary};
-use fairq_worker::BackendError;
-
-use crate::backend::RedisBackend;
-use crate::call::Call;
 
 /// Run times of one queue not yet added to Redis.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -88,7 +85,7 @@ impl Timing {
     }
 
     /// True when the pending times are older than `every` (and marks them as being flushed).
-    fn due(&self, every: std::time::Duration) -> bool {
+    pub(crate) fn due(&self, every: std::time::Duration) -> bool {
         let Ok(mut flushed) = self.flushed.lock() else {
             return false;
         };
@@ -109,37 +106,6 @@ impl Timing {
             .into_iter()
             .map(|(queue, pending)| (queue, pending.args()))
             .collect()
-    }
-}
-
-impl RedisBackend {
-    /// Adds this client's pending run times to Redis.
-    pub(crate) async fn flush_timing(&self) -> Result<(), BackendError> {
-        for (queue, args) in self.inner.timing.drain() {
-            // Not repeated after a broken connection: a lost flush loses run times, a
-            // repeated one would count them twice.
-            let call = Call::new(
-                &self.inner.scripts.timing,
-                self.inner.keys.queue_base(&queue),
-                args,
-            )
-            .once();
-            self.run(call).await?;
-        }
-        Ok(())
-    }
-
-    /// Flushes in the background when the pending run times are old enough.
-    pub(crate) fn maybe_flush_timing(&self) {
-        if !self.inner.timing.due(self.inner.options.timing_flush) {
-            return;
-        }
-        let store = self.clone();
-        tokio::spawn(async move {
-            if let Err(err) = store.flush_timing().await {
-                tracing::debug!(error = %err, "run times not flushed");
-            }
-        });
     }
 }
 
