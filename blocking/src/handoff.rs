@@ -320,13 +320,13 @@ impl<S: Store> Handoff<S> {
             return outcome;
         }
         let waiter = self.new_waiter(|| Waiter::for_thread(current()));
-        let parked_at = self.spin.times_parks().then(std::time::Instant::now);
         self.register(&waiter);
         let outcome = self.wait_blocking(&waiter, &deadline);
-        self.recycle(waiter);
-        if let (Some(at), Some(_)) = (parked_at, &outcome) {
-            self.spin.note_park(at.elapsed());
+        #[cfg(not(loom))]
+        if let Some(wake) = waiter.since_woken() {
+            self.spin.note_wake(wake);
         }
+        self.recycle(waiter);
         outcome
     }
 

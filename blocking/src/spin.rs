@@ -31,16 +31,18 @@
 //! parks at once as before. The yield phase also ends early when the caller says the wait
 //! is over (its deadline passed, or others are already queued for the same thing).
 //!
-//! **How long to yield.** A park that ends with an item measures how long the thread slept
-//! (`Spin::note_park`). When that is short, polling for as long would have caught the item
-//! without the park, so the yield phase then lasts at least that long (times 1.5, at most
-//! [`MAX_REPLY_NS`]) rather than [`YIELDS`] yields. It matters where waking a thread is
-//! slow: on a virtual machine where a woken thread ran 40 to 45 µs after its wake-up, a
-//! ping-pong whose two threads both parked stayed that way, since neither polled long
-//! enough to see a reply from a partner that had first to be woken itself; each trip cost
-//! two wake-ups. With the reply time as the budget, a probe outlasts the partner's
-//! wake-up, the pair polls again, and the trips stop parking. A park longer than the
-//! ceiling (items far apart) clears the budget.
+//! **How long to yield.** A park costs the parked thread its wake-up: the time from the
+//! unpark to the thread running again, which the drainer stamps and the woken thread reads
+//! (`Spin::note_wake`). Polling for about that long before parking costs at most about as
+//! much as the park would (the rule of spinning before blocking), so the yield phase lasts
+//! that long, half as long again (at most [`MAX_WAKE_NS`]), when that is more than
+//! [`YIELDS`] yields. It matters where waking a thread is slow: on a virtual machine where a
+//! woken thread ran 40 to 45 µs after its wake-up, a ping-pong whose two threads both parked
+//! stayed that way, since neither polled long enough to see a reply from a partner that had
+//! first to be woken itself; each trip cost two wake-ups. With the wake-up as the budget, a
+//! probe outlasts the partner's wake-up, the pair polls again, and the trips stop parking.
+//! Items that arrive further apart than that still park once the phase stops paying (its
+//! score). A wake-up slower than the ceiling (a loaded machine) clears the budget.
 //!
 //! A spin lasts about a microsecond whatever the processor: the cost of one `spin_loop`
 //! hint (the x86 `pause` instruction) ranges from a few cycles to over a hundred depending
@@ -65,26 +67,35 @@ const SPIN_NS: u64 = 1_000;
 /// Polls of the condition per spin; the hints between two polls fill the time budget.
 #[cfg(not(loom))]
 const POLLS: u32 = 32;
-/// `yield_now` calls per wait, at most, unless parks have lately ended soon with an item
-/// (see [`reply_budget_ns`]).
+/// `yield_now` calls per wait, at most, unless wake-ups take longer than they do (see
+/// [`wake_budget_ns`]).
 #[cfg(not(loom))]
 pub(crate) const YIELDS: u32 = 8;
-/// The longest park after which polling is worth trying for as long (the longest yield
-/// phase), in nanoseconds.
+/// The slowest wake-up worth polling for about as long, and the longest yield phase, in
+/// nanoseconds.
 #[cfg(not(loom))]
-pub(crate) const MAX_REPLY_NS: u64 = 200_000;
+pub(crate) const MAX_WAKE_NS: u64 = 200_000;
 
-/// The yield phase's time budget after a park that ended with an item after `slept_ns`:
-/// half as long again as the park, so that a poll of that length outlasts the same delay
-/// with some margin; none after a park longer than [`MAX_REPLY_NS`] (polling for as long
-/// would cost more than the park). Always within `0..=MAX_REPLY_NS`.
+/// The yield phase's time budget after a wake-up that took `wake_ns`: half as long again,
+/// so that a poll of that length outlasts a partner's wake-up of the same length with some
+/// margin; none after a wake-up slower than [`MAX_WAKE_NS`]. Always within
+/// `0..=MAX_WAKE_NS`.
 #[cfg(not(loom))]
-pub(crate) fn reply_budget_ns(slept_ns: u64) -> u64 {
-    if slept_ns > MAX_REPLY_NS {
+pub(crate) fn wake_budget_ns(wake_ns: u64) -> u64 {
+    if wake_ns > MAX_WAKE_NS {
         0
     } else {
-        (slept_ns + slept_ns / 2).min(MAX_REPLY_NS)
+        (wake_ns + wake_ns / 2).min(MAX_WAKE_NS)
     }
+}
+
+/// Nanoseconds since the first call in this process, plus one (never 0): when a waiter was
+/// unparked, for its owner to time its wake-up.
+#[cfg(not(loom))]
+pub(crate) fn stamp() -> u64 {
+    static EPOCH: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    let since = EPOCH.get_or_init(std::time::Instant::now).elapsed();
+    u64::try_from(since.as_nanos()).unwrap_or(u64::MAX - 1) + 1
 }
 
 /// `spin_loop` hints between two polls, measured once per process (0: not yet measured;
@@ -158,9 +169,9 @@ pub(crate) struct Spin {
     /// Bits 0-7: the spin score; 8-15: the yield score; 16-31: waits counted for probing.
     state: AtomicU32,
     #[cfg(not(loom))]
-    /// The yield phase's time budget in nanoseconds ([`reply_budget_ns`] of the last park
-    /// that ended with an item); 0: [`YIELDS`] yields.
-    reply_ns: AtomicU32,
+    /// The yield phase's time budget in nanoseconds ([`wake_budget_ns`] of the last timed
+    /// wake-up); 0: [`YIELDS`] yields.
+    wake_ns: AtomicU32,
 }
 
 #[cfg(not(loom))]
@@ -176,32 +187,17 @@ impl Spin {
             #[cfg(not(loom))]
             state: AtomicU32::new(MAX_SCORE | (MAX_SCORE << YIELD_SHIFT)),
             #[cfg(not(loom))]
-            reply_ns: AtomicU32::new(0),
+            wake_ns: AtomicU32::new(0),
         }
     }
 
-    /// Records that a park ended with what the thread waited for after `slept` (see the
-    /// module docs).
+    /// Records that a parked thread ran `wake` after it was unparked (see the module docs).
     #[cfg(not(loom))]
-    pub(crate) fn note_park(&self, slept: std::time::Duration) {
-        let slept_ns = u64::try_from(slept.as_nanos()).unwrap_or(u64::MAX);
-        // At most `MAX_REPLY_NS`, which fits in 32 bits.
-        let budget = u32::try_from(reply_budget_ns(slept_ns)).unwrap_or(u32::MAX);
-        self.reply_ns.store(budget, Ordering::Relaxed);
-    }
-
-    #[cfg(loom)]
-    pub(crate) fn note_park(&self, _slept: std::time::Duration) {}
-
-    /// Whether parks are timed at all: only when a park's length can change the polling.
-    #[cfg(not(loom))]
-    pub(crate) fn times_parks(&self) -> bool {
-        true
-    }
-
-    #[cfg(loom)]
-    pub(crate) fn times_parks(&self) -> bool {
-        false
+    pub(crate) fn note_wake(&self, wake: std::time::Duration) {
+        let wake_ns = u64::try_from(wake.as_nanos()).unwrap_or(u64::MAX);
+        // At most `MAX_WAKE_NS`, which fits in 32 bits.
+        let budget = u32::try_from(wake_budget_ns(wake_ns)).unwrap_or(u32::MAX);
+        self.wake_ns.store(budget, Ordering::Relaxed);
     }
 
     /// Polls `poll` while it returns `None`, in the `phases` that have paid lately (see the
@@ -245,7 +241,7 @@ impl Spin {
                 }
             }
             if yield_score > 0 || probe {
-                let budget_ns = u64::from(self.reply_ns.load(Ordering::Relaxed));
+                let budget_ns = u64::from(self.wake_ns.load(Ordering::Relaxed));
                 match yield_now(state, budget_ns, &mut over, &mut poll) {
                     Ok(done) => {
                         yield_score = MAX_SCORE;
@@ -331,25 +327,33 @@ mod tests {
     use std::time::Duration;
 
     #[test]
-    fn a_short_park_buys_a_yield_phase_half_as_long_again() {
-        assert_eq!(reply_budget_ns(0), 0);
-        assert_eq!(reply_budget_ns(90_000), 135_000);
-        assert_eq!(reply_budget_ns(150_000), MAX_REPLY_NS, "capped");
-        assert_eq!(reply_budget_ns(MAX_REPLY_NS), MAX_REPLY_NS);
-        assert_eq!(reply_budget_ns(MAX_REPLY_NS + 1), 0, "too long to poll for");
-        assert_eq!(reply_budget_ns(u64::MAX), 0);
+    fn a_wake_up_buys_a_yield_phase_half_as_long_again() {
+        assert_eq!(wake_budget_ns(0), 0);
+        assert_eq!(wake_budget_ns(90_000), 135_000);
+        assert_eq!(wake_budget_ns(150_000), MAX_WAKE_NS, "capped");
+        assert_eq!(wake_budget_ns(MAX_WAKE_NS), MAX_WAKE_NS);
+        assert_eq!(wake_budget_ns(MAX_WAKE_NS + 1), 0, "too slow to poll for");
+        assert_eq!(wake_budget_ns(u64::MAX), 0);
     }
 
     #[test]
-    fn a_park_sets_the_budget_and_a_long_one_clears_it() {
+    fn a_wake_up_sets_the_budget_and_a_slow_one_clears_it() {
         let spin = Spin::new();
-        assert_eq!(spin.reply_ns.load(Ordering::Relaxed), 0);
-        spin.note_park(Duration::from_micros(40));
-        assert_eq!(spin.reply_ns.load(Ordering::Relaxed), 60_000);
-        spin.note_park(Duration::from_millis(5));
-        assert_eq!(spin.reply_ns.load(Ordering::Relaxed), 0);
-        spin.note_park(Duration::MAX);
-        assert_eq!(spin.reply_ns.load(Ordering::Relaxed), 0);
+        assert_eq!(spin.wake_ns.load(Ordering::Relaxed), 0);
+        spin.note_wake(Duration::from_micros(40));
+        assert_eq!(spin.wake_ns.load(Ordering::Relaxed), 60_000);
+        spin.note_wake(Duration::from_millis(5));
+        assert_eq!(spin.wake_ns.load(Ordering::Relaxed), 0);
+        spin.note_wake(Duration::MAX);
+        assert_eq!(spin.wake_ns.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn stamps_are_never_zero_and_never_go_back() {
+        let first = stamp();
+        let second = stamp();
+        assert!(first > 0);
+        assert!(second >= first);
     }
 
     /// Polls until the `n`th try succeeds, yielding under `budget_ns`; returns how many

@@ -53,6 +53,11 @@ pub(crate) struct Waiter<I> {
     state: AtomicUsize,
     item: Mutex<Option<I>>,
     notify: Notify,
+    /// When the drainer last unparked a thread owner ([`crate::spin::stamp`]; 0: not since
+    /// the owner last looked), so that the owner can time its wake-up. Outside the
+    /// protocol: relaxed, and not modelled.
+    #[cfg(not(loom))]
+    woken_at: std::sync::atomic::AtomicU64,
 }
 
 /// Result of the owner's attempt to give up at its deadline.
@@ -92,6 +97,8 @@ impl<I> Waiter<I> {
             state: AtomicUsize::new(WAITING),
             item: Mutex::new(None),
             notify: Notify::Thread(thread),
+            #[cfg(not(loom))]
+            woken_at: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -101,6 +108,8 @@ impl<I> Waiter<I> {
             state: AtomicUsize::new(WAITING),
             item: Mutex::new(None),
             notify: Notify::Task(Mutex::new(Some(waker.clone()))),
+            #[cfg(not(loom))]
+            woken_at: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -301,10 +310,24 @@ impl<I> Waiter<I> {
         }
     }
 
+    /// How long ago the drainer last unparked the owner, if it did since the last call: once
+    /// the owner runs, its wake-up's latency (or less, if it had not parked yet).
+    #[cfg(not(loom))]
+    pub(crate) fn since_woken(&self) -> Option<std::time::Duration> {
+        let at = self.woken_at.swap(0, std::sync::atomic::Ordering::Relaxed);
+        let now = crate::spin::stamp();
+        (at != 0).then(|| std::time::Duration::from_nanos(now.saturating_sub(at)))
+    }
+
     /// One wake-up for the owner: an unpark or a `Waker::wake`.
     fn wake(&self) {
         match &self.notify {
-            Notify::Thread(thread) => thread.unpark(),
+            Notify::Thread(thread) => {
+                #[cfg(not(loom))]
+                self.woken_at
+                    .store(crate::spin::stamp(), std::sync::atomic::Ordering::Relaxed);
+                thread.unpark();
+            }
             Notify::Task(cell) => {
                 let waker = lock_uncontended(cell).take();
                 if let Some(waker) = waker {
@@ -312,5 +335,26 @@ impl<I> Waiter<I> {
                 }
             }
         }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_woken_thread_reads_its_wake_up_once() {
+        let waiter: Waiter<u32> = Waiter::for_thread(std::thread::current());
+        assert!(waiter.since_woken().is_none(), "not woken yet");
+        waiter.wake();
+        assert!(waiter.since_woken().is_some());
+        assert!(waiter.since_woken().is_none(), "read once");
+    }
+
+    #[test]
+    fn a_task_is_woken_without_a_stamp() {
+        let waiter: Waiter<u32> = Waiter::for_task(Waker::noop());
+        waiter.wake();
+        assert!(waiter.since_woken().is_none());
     }
 }
