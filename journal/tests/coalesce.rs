@@ -171,15 +171,19 @@ fn puts_that_arrive_during_a_write_share_the_next_one() {
 
 #[test]
 fn under_always_one_sync_covers_the_leader_and_its_followers() {
-    let s = setup(SyncPolicy::Always);
-    let syncs = s.disk.sync_count();
-    let (leader, followers) = leader_and_followers(&s, 3, || {});
-    leader.unwrap();
-    for f in followers {
-        f.unwrap();
+    // `Coalesce` covers `Never` and `Periodic` only: under `Always` puts share writes and
+    // syncs even when told to take turns.
+    for coalesce in [Coalesce::On, Coalesce::Off] {
+        let s = setup_with(SyncPolicy::Always, coalesce);
+        let syncs = s.disk.sync_count();
+        let (leader, followers) = leader_and_followers(&s, 3, || {});
+        leader.unwrap();
+        for f in followers {
+            f.unwrap();
+        }
+        assert_eq!(s.disk.sync_count() - syncs, 1, "{coalesce:?}");
+        assert_eq!(drain(&s.q).len(), 4, "{coalesce:?}");
     }
-    assert_eq!(s.disk.sync_count() - syncs, 1);
-    assert_eq!(drain(&s.q).len(), 4);
 }
 
 #[test]
@@ -282,21 +286,6 @@ fn puts_that_take_turns_never_queue_behind_a_write() {
             assert_eq!(got, vec![b"first".to_vec(), b"second".to_vec()], "{sync:?}");
         }
     }
-}
-
-#[test]
-fn puts_that_sync_share_writes_even_when_told_to_take_turns() {
-    // `Coalesce` covers `Never` and `Periodic` only: under `Always` one sync still covers
-    // a leader and the puts that queued behind it.
-    let s = setup_with(SyncPolicy::Always, Coalesce::Off);
-    let syncs = s.disk.sync_count();
-    let (leader, followers) = leader_and_followers(&s, 3, || {});
-    leader.unwrap();
-    for f in followers {
-        f.unwrap();
-    }
-    assert_eq!(s.disk.sync_count() - syncs, 1);
-    assert_eq!(drain(&s.q).len(), 4);
 }
 
 #[test]
