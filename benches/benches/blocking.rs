@@ -5,10 +5,12 @@
 //!   producer thread, plus a thread that both produces and consumes; unbounded only),
 //!   mpmc (two threads that each push then pop), unbounded and bounded (1,024; a full
 //!   queue makes every contender's producer wait: `push_timeout` for `WaitQueue`, `send`
-//!   for the peers);
+//!   for the peers), and spsc through a queue of 4 with the two threads pinned apart
+//!   (`spsc bounded 4`: the producer waits for room at nearly every item, so this row times
+//!   how soon a waiting producer sees a freed slot);
 //! * ping-pong one-way hand-off latency (two queues, an echo thread);
 //! * wake latency of a parked consumer (push to receive, consumer idle before each push);
-//! * in both latency cases the two threads are pinned to CPUs 0 and 1 (on Linux, when the
+//! * in both latency cases (and the small queue's row) the two threads are pinned to CPUs 0 and 1 (on Linux, when the
 //!   process may use both), so every contender gets the same placement: left to the
 //!   scheduler, whether the two threads shared a CPU decided these rows more than the
 //!   contenders did (see `fairq_benches::Pinned`);
@@ -38,6 +40,8 @@ use fairq_blocking::{FairWaitQueue, FullPolicy, WaitQueue};
 use fairq_core::fair::FairQueue;
 
 const BOUND: usize = 1_024;
+/// The capacity of the small-queue spsc row.
+const SMALL_BOUND: usize = 4;
 const LONG: Duration = Duration::from_secs(3_600);
 
 /// A channel-like contender: a sending half, a receiving half, blocking operations.
@@ -264,6 +268,28 @@ fn spsc<C: Contender>(bound: Option<usize>, n: u64) -> Duration {
             C::send(&tx, i);
         }
     });
+    for _ in 0..n {
+        black_box(C::recv(&rx));
+    }
+    let took = start.elapsed();
+    producer.join().expect("producer");
+    took
+}
+
+/// Like [`spsc`], with the producer pinned to CPU 1 and the consumer to CPU 0 (see [`pin`]):
+/// where the scheduler put the two threads decided the small queue's row, since threads
+/// sharing a CPU trade it at every handful of items.
+fn spsc_pinned<C: Contender>(bound: Option<usize>, n: u64) -> Duration {
+    let (tx, rx) = C::channel(bound);
+    let start = Instant::now();
+    // Spawned before this thread pins itself: a new thread inherits the CPUs it may use.
+    let producer = thread::spawn(move || {
+        let _pinned = pin(1);
+        for i in 0..n {
+            C::send(&tx, i);
+        }
+    });
+    let _pinned = pin(0);
     for _ in 0..n {
         black_box(C::recv(&rx));
     }
@@ -632,6 +658,14 @@ fn samplers<C: Contender>(
             }));
         }
     }
+    // A hand-off per item or so: slower per item, so fewer items (flume's takes about
+    // 10 µs an item where producers sleep).
+    let small = (n / 4).max(1);
+    out.push(Sampler::new(
+        format!("spsc bounded {SMALL_BOUND}"),
+        RUNS,
+        move || per_item(spsc_pinned::<C>(Some(SMALL_BOUND), small), small),
+    ));
     out.push(Sampler::new("ping-pong one-way", RUNS, || {
         per_item(ping_pong::<C>(20_000), 20_000) / 2.0
     }));

@@ -14,7 +14,8 @@
 //! bench; `fair`: `FairWaitQueue` the same way, 16 keys per thread, as in the bench's fair
 //! cases; `crossbeam`, `kanal`, `flume`: their blocking `send`/`recv`; `store`: the bare
 //! crossbeam-queue store of `WaitQueue`, `SegQueue` or `ArrayQueue`, polled), `unbounded` or
-//! `bounded` (capacity 1,024), items (split between the two threads), and optionally `spsc`
+//! `bounded` (capacity 1,024, or `BLOCKING_MPMC_BOUND`; with `BLOCKING_MPMC_PIN` set the
+//! spsc case pins its consumer to CPU 0 and its producer to CPU 1), items (split between the two threads), and optionally `spsc`
 //! for the bench's spsc case instead (one thread pushes, the other pops). `async-fairq` and
 //! `async-tokio` run the bench's async case instead: a producer task and a consumer task
 //! inside a two-worker tokio runtime (`pop_async` against tokio mpsc; the producer pushes
@@ -61,10 +62,16 @@ fn two_threads<Q: Send + Sync + 'static>(
     recv: fn(&Q) -> u64,
 ) {
     if SPSC.load(Ordering::Relaxed) {
+        let pin = std::env::var_os("BLOCKING_MPMC_PIN").is_some();
+        // Spawned before this thread pins itself: a new thread inherits the CPUs it may use.
         let producer = {
             let q = Arc::clone(&q);
-            thread::spawn(move || (0..2 * half).for_each(|i| send(&q, i)))
+            thread::spawn(move || {
+                let _pinned = pin.then(|| fairq_benches::Pinned::to_cpu(1)).flatten();
+                (0..2 * half).for_each(|i| send(&q, i))
+            })
         };
+        let _pinned = pin.then(|| fairq_benches::Pinned::to_cpu(0)).flatten();
         for _ in 0..2 * half {
             black_box(recv(&q));
         }
@@ -119,7 +126,12 @@ fn main() {
          unbounded|bounded ITEMS [spsc]";
     let bound = match args.get(1).map(String::as_str) {
         Some("unbounded") => None,
-        Some("bounded") => Some(BOUND),
+        Some("bounded") => Some(
+            std::env::var("BLOCKING_MPMC_BOUND")
+                .ok()
+                .and_then(|b| b.parse().ok())
+                .unwrap_or(BOUND),
+        ),
         _ => panic!("{usage_line}"),
     };
     let items: u64 = args

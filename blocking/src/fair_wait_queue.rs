@@ -14,7 +14,7 @@ use crate::fair_error::FairPushError;
 use crate::fair_items::FairItems;
 use crate::handoff::{Handoff, Store};
 use crate::pop::RawPop;
-use crate::room::{Attempt, PushState, Refusal};
+use crate::room::{Attempt, PushState, Refusal, Spin};
 
 /// A fair-by-key queue (the snapshot-of-heads schedule of
 /// [`fairq_core::fair::FairQueue`], with its bound and weights) whose consumers can wait
@@ -283,6 +283,7 @@ impl<K: Eq + Hash + Clone, T> FairWaitQueue<K, T> {
             .push_blocking(
                 (key, item),
                 || ClockDeadline::after(timeout),
+                Spin::No,
                 |entry| self.attempt(entry),
             )
             .map_err(|refusal| self.refused(refusal))
@@ -335,7 +336,7 @@ impl<K: Eq + Hash + Clone, T> FairWaitQueue<K, T> {
         self.inner
             .store
             .room
-            .push_blocking((key, item), || timer, |entry| self.attempt(entry))
+            .push_blocking((key, item), || timer, Spin::No, |entry| self.attempt(entry))
             .map_err(|refusal| self.refused(refusal))
     }
 

@@ -90,6 +90,17 @@ impl<T> Items<T> {
         self.dropped.load(Ordering::Relaxed)
     }
 
+    /// Whether the ring has a batch of free slots: a sixteenth of its capacity, at least
+    /// one. A producer spinning for room waits for that much (see `room::Spin`).
+    pub(crate) fn has_room_for_batch(&self) -> bool {
+        match (&self.main, self.capacity) {
+            (Main::Ring(ring, _), Some(capacity)) => {
+                ring.len() + (capacity / 16).max(1) <= capacity
+            }
+            _ => true,
+        }
+    }
+
     pub(crate) fn len(&self) -> usize {
         let normal = match &self.main {
             Main::Unbounded(queue) => queue.len(),
@@ -152,5 +163,30 @@ impl<T> Store for Items<T> {
         // Counted before it is visible, so the hint never underflows.
         self.returned_hint.fetch_add(1, Ordering::AcqRel);
         self.returned.push(item);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_queue_of_one_has_room_for_a_batch_only_when_empty() {
+        let items = Items::new(Some((1, FullPolicy::Refuse)));
+        assert!(items.has_room_for_batch());
+        items.push(1).unwrap();
+        assert!(!items.has_room_for_batch());
+    }
+
+    #[test]
+    fn a_larger_queue_waits_for_a_sixteenth_of_its_slots() {
+        let items = Items::new(Some((32, FullPolicy::Refuse)));
+        for i in 0..30 {
+            items.push(i).unwrap();
+        }
+        assert!(items.has_room_for_batch(), "2 of 32 free");
+        items.push(30).unwrap();
+        assert!(!items.has_room_for_batch(), "1 of 32 free");
+        assert!(Items::<u8>::new(None).has_room_for_batch(), "unbounded");
     }
 }

@@ -25,6 +25,8 @@ mod items;
 #[cfg(loom)]
 pub mod model;
 mod pop;
+#[cfg(not(loom))]
+mod processors;
 mod push_error;
 mod room;
 mod spin;

@@ -8,9 +8,11 @@
 //! * **Spinning**: about a microsecond of `spin_loop` hints between polls. It pays when the
 //!   partner runs on another core right now (a consumer trailing a busy producer). It hurts
 //!   when the partner is not running, and most on a two-core machine, where the spinner may
-//!   hold the very core the partner needs. Consumers spin; producers waiting for room do
-//!   not (a producer that refilled each slot the moment a consumer freed it would trade the
-//!   ring's cache lines with it for every item).
+//!   hold the very core the partner needs. Consumers spin for an item. A producer waiting for
+//!   room in a `WaitQueue` spins too, but tries only once a batch of slots is free
+//!   (`room::Spin`): one that refilled each slot the moment a consumer freed it would trade
+//!   the ring's cache lines with it for every item. `FairWaitQueue`'s producers do not
+//!   spin: its pushes take a lock, which steps back by itself (`sync::lock_taking_turns`).
 //! * **Yielding**: up to [`YIELDS`] `yield_now` calls, polling after each. It pays when the
 //!   partner is runnable but not running: with more runnable threads than cores (a loaded
 //!   two-core machine, or one core), the partner often waits for the core this thread
@@ -48,7 +50,8 @@
 //! hint (the x86 `pause` instruction) ranges from a few cycles to over a hundred depending
 //! on the model (34 ns on the 2-vCPU AMD EPYC development machine, where a fixed 512 hints
 //! had turned "about a microsecond" into 17 µs), so the number of hints per microsecond is
-//! measured once per process. On a single core nobody spins, but threads still yield.
+//! measured once per process. On a single core nobody spins, but threads still yield; a
+//! thread pinned to one CPU of several is not on a single core (`processors`).
 //! Under loom there is no polling at all (and no time): the models see every wait park.
 
 #[cfg(not(loom))]
@@ -99,7 +102,7 @@ pub(crate) fn stamp() -> u64 {
 }
 
 /// `spin_loop` hints between two polls, measured once per process (0: not yet measured;
-/// `u32::MAX`: spinning is off, a single core).
+/// `u32::MAX`: spinning is off, a single core: see `processors`).
 #[cfg(not(loom))]
 static HINTS_PER_POLL: AtomicU32 = AtomicU32::new(0);
 
@@ -110,7 +113,7 @@ fn hints_per_poll() -> u32 {
     if known != 0 {
         return known;
     }
-    let hints = if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+    let hints = if crate::processors::processors() < 2 {
         u32::MAX
     } else {
         const SAMPLE: u32 = 256;
@@ -208,16 +211,20 @@ impl Spin {
         over: impl FnMut() -> bool,
         mut poll: impl FnMut() -> Option<R>,
     ) -> Option<R> {
-        self.poll_with((), phases, over, |()| poll().ok_or(())).ok()
+        self.poll_with((), phases, || true, over, |()| poll().ok_or(()))
+            .ok()
     }
 
     /// Like [`poll`](Self::poll), threading a value through the tries: each try takes it
-    /// and either finishes (`Ok`) or hands it back for the next try (`Err`).
+    /// and either finishes (`Ok`) or hands it back for the next try (`Err`). In the spin
+    /// phase a try is made only once `ready()` (a producer waits for room for more than one
+    /// item there: see [`Phases::SpinThenYield`]); after a yield, always.
     #[cfg(not(loom))]
     pub(crate) fn poll_with<S, R>(
         &self,
         mut state: S,
         phases: Phases,
+        mut ready: impl FnMut() -> bool,
         mut over: impl FnMut() -> bool,
         mut poll: impl FnMut(S) -> Result<R, S>,
     ) -> Result<R, S> {
@@ -229,7 +236,7 @@ impl Spin {
         let outcome = 'done: {
             let hints = hints_per_poll();
             if phases == Phases::SpinThenYield && hints != u32::MAX && (spin_score > 0 || probe) {
-                match spin(state, hints, &mut poll) {
+                match spin(state, hints, &mut ready, &mut poll) {
                     Ok(done) => {
                         spin_score = MAX_SCORE;
                         break 'done Ok(done);
@@ -268,6 +275,7 @@ impl Spin {
         &self,
         state: S,
         _phases: Phases,
+        _ready: impl FnMut() -> bool,
         _over: impl FnMut() -> bool,
         _poll: impl FnMut(S) -> Result<R, S>,
     ) -> Result<R, S> {
@@ -275,12 +283,21 @@ impl Spin {
     }
 }
 
-/// About a microsecond of polls with `hints` spin hints before each.
+/// About a microsecond of polls with `hints` spin hints before each; a poll tries only
+/// once `ready()`.
 #[cfg(not(loom))]
-fn spin<S, R>(mut state: S, hints: u32, poll: &mut impl FnMut(S) -> Result<R, S>) -> Result<R, S> {
+fn spin<S, R>(
+    mut state: S,
+    hints: u32,
+    ready: &mut impl FnMut() -> bool,
+    poll: &mut impl FnMut(S) -> Result<R, S>,
+) -> Result<R, S> {
     for _ in 0..POLLS {
         for _ in 0..hints {
             core::hint::spin_loop();
+        }
+        if !ready() {
+            continue;
         }
         match poll(state) {
             Ok(done) => return Ok(done),
@@ -392,5 +409,28 @@ mod tests {
         };
         assert!(yield_now((), 60_000_000_000, &mut || true, &mut poll).is_err());
         assert_eq!(tries, 0);
+    }
+
+    #[test]
+    fn a_spin_tries_only_once_ready() {
+        let hints = hints_per_poll().min(4);
+        let tries = std::cell::Cell::new(0);
+        let mut poll = |()| {
+            tries.set(tries.get() + 1);
+            Err::<(), ()>(())
+        };
+        assert!(spin((), hints, &mut || false, &mut poll).is_err());
+        assert_eq!(tries.get(), 0, "never ready: never tried");
+        let mut checks = 0;
+        let mut ready = || {
+            checks += 1;
+            checks > POLLS / 2
+        };
+        assert!(spin((), hints, &mut ready, &mut poll).is_err());
+        assert_eq!(
+            tries.get(),
+            POLLS - POLLS / 2,
+            "tried at every poll once ready"
+        );
     }
 }

@@ -315,8 +315,7 @@ impl<I> Waiter<I> {
     #[cfg(not(loom))]
     pub(crate) fn since_woken(&self) -> Option<std::time::Duration> {
         let at = self.woken_at.swap(0, std::sync::atomic::Ordering::Relaxed);
-        let now = crate::spin::stamp();
-        (at != 0).then(|| std::time::Duration::from_nanos(now.saturating_sub(at)))
+        (at != 0).then(|| std::time::Duration::from_nanos(crate::spin::stamp().saturating_sub(at)))
     }
 
     /// One wake-up for the owner: an unpark or a `Waker::wake`.
