@@ -44,6 +44,10 @@ pub(crate) struct FairItems<K, T> {
     /// The number of items held when the last critical section ended (see the module
     /// docs). Only written with the lock held.
     held: AtomicUsize,
+    /// The fair queue's bound, fixed when it was made.
+    capacity: Option<usize>,
+    /// How long a thread that finds the lock taken steps back (`spin::back_off_ns`).
+    back_off_ns: u64,
     /// Producers waiting for room (bounded queues only).
     pub(crate) room: RoomWaiters,
 }
@@ -51,14 +55,26 @@ pub(crate) struct FairItems<K, T> {
 impl<K, T> FairItems<K, T> {
     pub(crate) fn new(fair: FairQueue<K, T>) -> Self {
         let held = fair.len();
+        let capacity = fair.capacity();
         FairItems {
             state: Mutex::new(FairState {
                 fair,
                 returned: VecDeque::new(),
             }),
             held: AtomicUsize::new(held),
+            capacity,
+            back_off_ns: crate::spin::back_off_ns(capacity),
             room: RoomWaiters::new(),
         }
+    }
+
+    /// Whether a sixteenth of the bound (at least one item) is free, read without the lock
+    /// from `held` (which also counts given-back items, so it may say no a little early). A
+    /// producer spinning for room waits for that much (see `RoomWaiters::push_blocking`).
+    pub(crate) fn has_room_for_batch(&self) -> bool {
+        self.capacity.is_none_or(|capacity| {
+            self.held.load(Ordering::Acquire) + (capacity / 16).max(1) <= capacity
+        })
     }
 
     /// The critical section: held for one queue operation, never while waking anyone.
@@ -67,7 +83,7 @@ impl<K, T> FairItems<K, T> {
     pub(crate) fn lock(&self) -> Locked<'_, K, T> {
         Locked {
             held: &self.held,
-            guard: lock_taking_turns(&self.state),
+            guard: lock_taking_turns(&self.state, self.back_off_ns),
         }
     }
 }
@@ -137,5 +153,32 @@ impl<K: Eq + Hash + Clone, T> Store for FairItems<K, T> {
 
     fn put_back(&self, entry: (K, T)) {
         self.lock().returned.push_back(entry);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fair_queue_of_one_has_room_for_a_batch_only_when_empty() {
+        let items = FairItems::new(FairQueue::with_capacity(1));
+        assert!(items.has_room_for_batch());
+        items.push("a", 1).map_err(|_| "full").unwrap();
+        assert!(!items.has_room_for_batch());
+        assert_eq!(items.pop(), Some(("a", 1)));
+        assert!(items.has_room_for_batch());
+    }
+
+    #[test]
+    fn a_larger_fair_queue_waits_for_a_sixteenth_of_its_bound() {
+        let items = FairItems::new(FairQueue::with_capacity(32));
+        for i in 0..30 {
+            items.push(i % 3, i).map_err(|_| "full").unwrap();
+        }
+        assert!(items.has_room_for_batch(), "2 of 32 free");
+        items.push(0, 30).map_err(|_| "full").unwrap();
+        assert!(!items.has_room_for_batch(), "1 of 32 free");
+        assert!(FairItems::<u8, u8>::new(FairQueue::unbounded()).has_room_for_batch());
     }
 }

@@ -14,7 +14,7 @@ use crate::fair_error::FairPushError;
 use crate::fair_items::FairItems;
 use crate::handoff::{Handoff, Store};
 use crate::pop::RawPop;
-use crate::room::{Attempt, PushState, Refusal, Spin};
+use crate::room::{Attempt, PushState, Refusal};
 
 /// A fair-by-key queue (the snapshot-of-heads schedule of
 /// [`fairq_core::fair::FairQueue`], with its bound and weights) whose consumers can wait
@@ -283,7 +283,7 @@ impl<K: Eq + Hash + Clone, T> FairWaitQueue<K, T> {
             .push_blocking(
                 (key, item),
                 || ClockDeadline::after(timeout),
-                Spin::No,
+                &|| self.inner.store.has_room_for_batch(),
                 |entry| self.attempt(entry),
             )
             .map_err(|refusal| self.refused(refusal))
@@ -336,7 +336,12 @@ impl<K: Eq + Hash + Clone, T> FairWaitQueue<K, T> {
         self.inner
             .store
             .room
-            .push_blocking((key, item), || timer, Spin::No, |entry| self.attempt(entry))
+            .push_blocking(
+                (key, item),
+                || timer,
+                &|| self.inner.store.has_room_for_batch(),
+                |entry| self.attempt(entry),
+            )
             .map_err(|refusal| self.refused(refusal))
     }
 

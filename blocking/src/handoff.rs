@@ -53,7 +53,7 @@ use core::task::{Context, Poll, Waker};
 use crossbeam_utils::CachePadded;
 
 use crate::deadline::Deadline;
-use crate::spin::{Phases, Spin};
+use crate::spin::Spin;
 use crate::sync::{
     current, fence, lock_uncontended, park, Arc, ArrayQueue, AtomicBool, AtomicUsize, Mutex,
     Ordering, SegQueue,
@@ -308,7 +308,6 @@ impl<S: Store> Handoff<S> {
         // without a wake-up. Yielding stops at the deadline, or once others wait (they
         // would be served first anyway).
         let polled = self.spin.poll(
-            Phases::SpinThenYield,
             || self.live.load(Ordering::Relaxed) != 0 || deadline.expired(),
             || match self.take_without_waiting() {
                 Some(item) => Some(Some(item)),

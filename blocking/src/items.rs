@@ -91,7 +91,7 @@ impl<T> Items<T> {
     }
 
     /// Whether the ring has a batch of free slots: a sixteenth of its capacity, at least
-    /// one. A producer spinning for room waits for that much (see `room::Spin`).
+    /// one. A producer spinning for room waits for that much (see `RoomWaiters::push_blocking`).
     pub(crate) fn has_room_for_batch(&self) -> bool {
         match (&self.main, self.capacity) {
             (Main::Ring(ring, _), Some(capacity)) => {

@@ -1,12 +1,12 @@
 //! Producers waiting for room in a bounded queue: the waiting forms of `push`.
 //!
-//! A producer that finds the queue full may first spin until a batch of slots is free
-//! (`WaitQueue` only: see [`Spin`]) and yield its core a few times, trying after each yield
-//! (blocking pushes only, adaptively, and only while no producer is registered: see `spin`). Then it *registers* (a list entry with its thread or waker, and a count
-//! consumers read without the lock), tries once more, and parks. A
-//! consumer that makes room (a pop from the bounded store, a removal) checks the count and,
-//! if anyone waits, *notifies* the oldest registered producer: takes its entry off the list
-//! and wakes it. Both sides publish first and check second, separated by `SeqCst` fences,
+//! A producer that finds the queue full may first spin until a batch of slots is free (see
+//! [`RoomWaiters::push_blocking`]) and yield its core a few times, trying after each yield
+//! (blocking pushes only, adaptively, and only while no producer is registered: see
+//! `spin`). Then it *registers* (a list entry with its thread or waker, and a count
+//! consumers read without the lock), tries once more, and parks. A consumer that makes room
+//! (a pop from the bounded store, a removal) checks the count and, if anyone waits,
+//! *notifies* the oldest registered producer: takes its entry off the list and wakes it. Both sides publish first and check second, separated by `SeqCst` fences,
 //! so either the producer's second try finds the room or the consumer sees the producer
 //! registered. (The fences matter for the lock-free ring; the loom models run on the
 //! mutex stand-in of `sync`, which orders the two sides by itself, so they check the wake-up
@@ -31,7 +31,7 @@ use std::task::Waker;
 use crossbeam_utils::CachePadded;
 
 use crate::deadline::Deadline;
-use crate::spin::{Phases, Spin as Polling};
+use crate::spin::Spin as Polling;
 use crate::sync::{current, fence, lock, AtomicUsize, Mutex, Ordering, Thread};
 
 /// How a registered producer is woken.
@@ -79,22 +79,6 @@ pub(crate) struct RoomWaiters {
     list: Mutex<List>,
     /// Whether a producer about to wait spins and yields first (see `spin`).
     polling: Polling,
-}
-
-/// Whether a producer facing a full queue spins before it yields, and for what.
-///
-/// A producer that took each slot the moment a consumer freed it would trade the store's
-/// cache lines with the consumer for every item (the spsc bench's ring of 1,024 went from
-/// about 10 to about 32 ns an item when producers spun for any room). Spinning until a
-/// batch of slots is free keeps the two apart, and still catches the room a consumer makes
-/// within a microsecond, which a small queue (a capacity of 1 to 16) needs: there a
-/// producer that only yielded spent a system call per item.
-#[derive(Clone, Copy)]
-pub(crate) enum Spin<'a> {
-    /// Do not spin: yield, then register.
-    No,
-    /// Spin, trying to push once the function says enough room is free.
-    ForRoom(&'a dyn Fn() -> bool),
 }
 
 impl RoomWaiters {
@@ -225,21 +209,26 @@ impl RoomWaiters {
     /// separate function, so a push that finds room does not pay for the waiting path's
     /// stack frame and saved registers.
     ///
-    /// `spin` says how the producer polls before it yields: `Spin::No`, or
-    /// `Spin::ForRoom(roomy)`, spinning until `roomy()` says enough room is free to be worth
-    /// taking (see [`Spin`]).
+    /// Before it yields, a waiting producer spins, trying to push only once
+    /// `room_for_batch()` says that a batch of slots is free. A producer that took each
+    /// slot the moment a consumer freed it would trade the store's cache lines with the
+    /// consumer for every item (the spsc bench's ring of 1,024 went from about 10 to about
+    /// 32 ns an item when producers spun for any room). Waiting for a batch keeps the two
+    /// apart, and still catches within a microsecond the room a consumer makes, which a
+    /// small queue (a capacity of 1 to 16) needs: there a producer that only yielded spent
+    /// a system call per item.
     #[inline]
     pub(crate) fn push_blocking<I, D: Deadline>(
         &self,
         item: I,
         deadline: impl FnOnce() -> D,
-        spin: Spin<'_>,
+        room_for_batch: &dyn Fn() -> bool,
         mut attempt: impl FnMut(I) -> Attempt<I>,
     ) -> Result<(), Refusal<I>> {
         match attempt(item) {
             Attempt::Pushed => Ok(()),
             Attempt::Closed(item) => Err(Refusal::Closed(item)),
-            Attempt::Full(item) => self.push_blocking_slow(item, deadline, spin, attempt),
+            Attempt::Full(item) => self.push_blocking_slow(item, deadline, room_for_batch, attempt),
         }
     }
 
@@ -248,22 +237,17 @@ impl RoomWaiters {
         &self,
         mut item: I,
         deadline: impl FnOnce() -> D,
-        spin: Spin<'_>,
+        room_for_batch: &dyn Fn() -> bool,
         mut attempt: impl FnMut(I) -> Attempt<I>,
     ) -> Result<(), Refusal<I>> {
         let deadline = deadline();
-        // Before registering, spin (see `Spin`) and yield the core a few times, as far as
-        // each has paid lately (see `spin`): the consumer this producer waits for may be
-        // waiting for this very core. Only while no producer is registered, so those keep
+        // Before registering, spin for a batch of room and yield the core a few times, as
+        // far as each has paid lately (see `spin`): the consumer this producer waits for may
+        // be waiting for this very core. Only while no producer is registered, so those keep
         // their turn.
-        let (phases, roomy): (_, &dyn Fn() -> bool) = match spin {
-            Spin::No => (Phases::Yield, &|| true),
-            Spin::ForRoom(roomy) => (Phases::SpinThenYield, roomy),
-        };
         let tried = self.polling.poll_with(
             item,
-            phases,
-            roomy,
+            room_for_batch,
             || self.count() != 0 || deadline.expired(),
             |item| match attempt(item) {
                 Attempt::Full(item) => Err(item),

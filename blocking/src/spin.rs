@@ -9,10 +9,9 @@
 //!   partner runs on another core right now (a consumer trailing a busy producer). It hurts
 //!   when the partner is not running, and most on a two-core machine, where the spinner may
 //!   hold the very core the partner needs. Consumers spin for an item. A producer waiting for
-//!   room in a `WaitQueue` spins too, but tries only once a batch of slots is free
-//!   (`room::Spin`): one that refilled each slot the moment a consumer freed it would trade
-//!   the ring's cache lines with it for every item. `FairWaitQueue`'s producers do not
-//!   spin: its pushes take a lock, which steps back by itself (`sync::lock_taking_turns`).
+//!   room spins too, but tries only once a batch of slots is free
+//!   (`RoomWaiters::push_blocking`): one that refilled each slot the moment a consumer
+//!   freed it would trade the store's cache lines with it for every item.
 //! * **Yielding**: up to [`YIELDS`] `yield_now` calls, polling after each. It pays when the
 //!   partner is runnable but not running: with more runnable threads than cores (a loaded
 //!   two-core machine, or one core), the partner often waits for the core this thread
@@ -137,32 +136,37 @@ pub(crate) const BACK_OFFS: u32 = 4;
 /// threads on a core each (real-time priority), per item: 0.3 µs measured 131-171 ns,
 /// 1 µs 65-81, 3 µs 49-73 (single samples of mpmc and spsc); with two steps of 3 µs
 /// instead of four, spsc measured 70-73 against 61-63.
-#[cfg(not(loom))]
 const BACK_OFF_NS: u64 = 3_000;
+/// A bounded store's step back lasts this long per item of its bound, if that is shorter
+/// than [`BACK_OFF_NS`]: the holder can run only about as many sections as the bound allows
+/// before it has to wait for the thread that stepped back (a producer for a consumer to make
+/// room), and steps of 3 µs then left both threads idle (spsc through a `FairWaitQueue` of
+/// 4 with the threads pinned apart: 760 to 840 ns an item, against 160 to 180).
+const BACK_OFF_NS_PER_SLOT: u64 = 25;
 
-/// Spends about [`BACK_OFF_NS`] in `spin_loop` hints, touching no shared memory; returns
+/// How long a step back at a store bounded to `capacity` items lasts, in nanoseconds.
+pub(crate) fn back_off_ns(capacity: Option<usize>) -> u64 {
+    capacity.map_or(BACK_OFF_NS, |capacity| {
+        (capacity as u64)
+            .saturating_mul(BACK_OFF_NS_PER_SLOT)
+            .clamp(BACK_OFF_NS_PER_SLOT, BACK_OFF_NS)
+    })
+}
+
+/// Spends about `ns` nanoseconds in `spin_loop` hints, touching no shared memory; returns
 /// `false` at once on a single core, where the holder cannot run meanwhile.
 #[cfg(not(loom))]
-pub(crate) fn back_off() -> bool {
+pub(crate) fn back_off(ns: u64) -> bool {
     let hints = hints_per_poll();
     if hints == u32::MAX {
         return false;
     }
     // `hints` fill the time of one poll of a spin (`SPIN_NS / POLLS`).
-    let polls = BACK_OFF_NS * u64::from(POLLS) / SPIN_NS;
+    let polls = (ns * u64::from(POLLS) / SPIN_NS).max(1);
     for _ in 0..polls * u64::from(hints) {
         core::hint::spin_loop();
     }
     true
-}
-
-/// Which phases a waiting thread may run (see the module docs).
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Phases {
-    /// Spin, then yield: a consumer.
-    SpinThenYield,
-    /// Yield only: a producer waiting for room.
-    Yield,
 }
 
 /// The adaptive polling state of one queue (one side of it). Updated with relaxed atomics:
@@ -203,28 +207,26 @@ impl Spin {
         self.wake_ns.store(budget, Ordering::Relaxed);
     }
 
-    /// Polls `poll` while it returns `None`, in the `phases` that have paid lately (see the
+    /// Polls `poll` while it returns `None`, in the phases that have paid lately (see the
     /// module docs); returns its first `Some`. The yield phase ends early once `over()`.
     pub(crate) fn poll<R>(
         &self,
-        phases: Phases,
         over: impl FnMut() -> bool,
         mut poll: impl FnMut() -> Option<R>,
     ) -> Option<R> {
-        self.poll_with((), phases, || true, over, |()| poll().ok_or(()))
+        self.poll_with((), &|| true, over, |()| poll().ok_or(()))
             .ok()
     }
 
     /// Like [`poll`](Self::poll), threading a value through the tries: each try takes it
     /// and either finishes (`Ok`) or hands it back for the next try (`Err`). In the spin
-    /// phase a try is made only once `ready()` (a producer waits for room for more than one
-    /// item there: see [`Phases::SpinThenYield`]); after a yield, always.
+    /// phase a try is made only once `ready()` (a producer waits for a batch of room there:
+    /// see `RoomWaiters::push_blocking`); after a yield, always.
     #[cfg(not(loom))]
     pub(crate) fn poll_with<S, R>(
         &self,
         mut state: S,
-        phases: Phases,
-        mut ready: impl FnMut() -> bool,
+        ready: &dyn Fn() -> bool,
         mut over: impl FnMut() -> bool,
         mut poll: impl FnMut(S) -> Result<R, S>,
     ) -> Result<R, S> {
@@ -235,8 +237,8 @@ impl Spin {
         let probe = waits % PROBE_EVERY == 0;
         let outcome = 'done: {
             let hints = hints_per_poll();
-            if phases == Phases::SpinThenYield && hints != u32::MAX && (spin_score > 0 || probe) {
-                match spin(state, hints, &mut ready, &mut poll) {
+            if hints != u32::MAX && (spin_score > 0 || probe) {
+                match spin(state, hints, &mut || ready(), &mut poll) {
                     Ok(done) => {
                         spin_score = MAX_SCORE;
                         break 'done Ok(done);
@@ -274,8 +276,7 @@ impl Spin {
     pub(crate) fn poll_with<S, R>(
         &self,
         state: S,
-        _phases: Phases,
-        _ready: impl FnMut() -> bool,
+        _ready: &dyn Fn() -> bool,
         _over: impl FnMut() -> bool,
         _poll: impl FnMut(S) -> Result<R, S>,
     ) -> Result<R, S> {
@@ -432,5 +433,14 @@ mod tests {
             POLLS - POLLS / 2,
             "tried at every poll once ready"
         );
+    }
+
+    #[test]
+    fn a_bounded_store_steps_back_for_as_long_as_its_bound_allows() {
+        assert_eq!(back_off_ns(None), BACK_OFF_NS);
+        assert_eq!(back_off_ns(Some(0)), BACK_OFF_NS_PER_SLOT, "never zero");
+        assert_eq!(back_off_ns(Some(4)), 4 * BACK_OFF_NS_PER_SLOT);
+        assert_eq!(back_off_ns(Some(1 << 20)), BACK_OFF_NS, "capped");
+        assert_eq!(back_off_ns(Some(usize::MAX)), BACK_OFF_NS);
     }
 }

@@ -54,25 +54,25 @@ mod imp {
     /// so two threads that each lock it over and over alternate on every critical section,
     /// and each section then starts with cache misses on the lock and on the data it
     /// guards, both last written by the other core. Here a thread that finds the lock
-    /// taken steps back for a while ([`crate::spin::back_off`]) without reading it, and
+    /// taken steps back for `back_off_ns` ([`crate::spin::back_off`]) without reading it, and
     /// the holder runs several sections with its cache warm before the other gets in.
     /// After a few such rounds it waits in `Mutex::lock` after all, so nobody is shut out
     /// for long.
     ///
     /// The first try is inlined; the stepping back is not.
     #[inline]
-    pub(crate) fn lock_taking_turns<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    pub(crate) fn lock_taking_turns<T>(m: &Mutex<T>, back_off_ns: u64) -> MutexGuard<'_, T> {
         match m.try_lock() {
             Ok(guard) => guard,
             Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(std::sync::TryLockError::WouldBlock) => lock_after_backing_off(m),
+            Err(std::sync::TryLockError::WouldBlock) => lock_after_backing_off(m, back_off_ns),
         }
     }
 
     #[inline(never)]
-    fn lock_after_backing_off<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    fn lock_after_backing_off<T>(m: &Mutex<T>, back_off_ns: u64) -> MutexGuard<'_, T> {
         for _ in 0..crate::spin::BACK_OFFS {
-            if !crate::spin::back_off() {
+            if !crate::spin::back_off(back_off_ns) {
                 break;
             }
             match m.try_lock() {
@@ -109,7 +109,7 @@ mod imp {
     }
 
     /// A plain lock under the model: stepping back is about time, which a model has not.
-    pub(crate) fn lock_taking_turns<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    pub(crate) fn lock_taking_turns<T>(m: &Mutex<T>, _back_off_ns: u64) -> MutexGuard<'_, T> {
         lock(m)
     }
 

@@ -11,7 +11,7 @@ use crate::handoff::Handoff;
 use crate::items::{FullPolicy, Items};
 use crate::pop::RawPop;
 use crate::push_error::PushError;
-use crate::room::{Attempt, PushState, Refusal, Spin};
+use crate::room::{Attempt, PushState, Refusal};
 
 /// A multi-producer multi-consumer FIFO queue whose consumers can wait for items, blocking
 /// ([`pop_timeout`](Self::pop_timeout)) or asynchronously ([`pop_async`](Self::pop_async)).
@@ -159,7 +159,7 @@ impl<T> WaitQueue<T> {
             .push_blocking(
                 item,
                 || ClockDeadline::after(timeout),
-                Spin::ForRoom(&|| self.inner.store.has_room_for_batch()),
+                &|| self.inner.store.has_room_for_batch(),
                 |item| self.attempt(item),
             )
             .map_err(push_error)
@@ -217,7 +217,7 @@ impl<T> WaitQueue<T> {
             .push_blocking(
                 item,
                 || timer,
-                Spin::ForRoom(&|| self.inner.store.has_room_for_batch()),
+                &|| self.inner.store.has_room_for_batch(),
                 |item| self.attempt(item),
             )
             .map_err(push_error)
