@@ -20,7 +20,8 @@
 //! encodes them, copied into a shared memory map of a segment file allocated in advance; see
 //! [`mapped_append`]). Filling is not timed; subtract a run with 0
 //! operations to leave it out of instruction counts. `JOURNAL_OPS_SEGMENT` and
-//! `JOURNAL_OPS_CACHE` set the queue's segment size and read cache (bytes).
+//! `JOURNAL_OPS_CACHE` set the queue's segment size and read cache (bytes), and
+//! `JOURNAL_OPS_COALESCE` (`on`, `off`, else `auto`) its `Coalesce`.
 
 use std::fs::{File, OpenOptions};
 use std::hint::black_box;
@@ -29,7 +30,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use fairq_journal::format::{encode_record_header, Record, RecordKind, RECORD_HEADER_LEN};
-use fairq_journal::{JournalConfig, JournaledQueue, SyncPolicy};
+use fairq_journal::{Coalesce, JournalConfig, JournaledQueue, SyncPolicy};
 
 /// User and system CPU time of the whole process so far.
 fn cpu() -> (Duration, Duration) {
@@ -56,6 +57,11 @@ fn queue_with(dir: &Path, mapped_writes: bool) -> JournaledQueue {
             .ok()
             .and_then(|s| s.parse().ok())
             .unwrap_or(JournalConfig::default().read_cache_bytes),
+        coalesce: match std::env::var("JOURNAL_OPS_COALESCE").as_deref() {
+            Ok("on") => Coalesce::On,
+            Ok("off") => Coalesce::Off,
+            _ => Coalesce::Auto,
+        },
         ..JournalConfig::default()
     };
     JournaledQueue::open(dir, "ops", cfg).expect("open")
