@@ -58,7 +58,10 @@ impl RedisBackend {
     }
 
     /// Releases blocked jobs `(queue, id, dependency)` whose dependency succeeded, one script
-    /// call per queue. Returns how many were released.
+    /// call per queue, in the order of their ids (the order they were enqueued in, within a
+    /// queue), as the reference store releases them: the dependents a success returns come
+    /// from a set, whose members Redis lists in no particular order. Returns how many were
+    /// released.
     pub(crate) async fn unblock(
         &self,
         jobs: Vec<(String, JobId, JobId)>,
@@ -68,7 +71,8 @@ impl RedisBackend {
             by_queue.entry(queue).or_default().push((id, dep));
         }
         let mut released = 0;
-        for (queue, jobs) in by_queue {
+        for (queue, mut jobs) in by_queue {
+            jobs.sort_unstable_by_key(|&(id, _)| id.0);
             let mut args = vec![ms(self.now()).into_bytes()];
             for (id, dep) in jobs {
                 args.push(id.0.to_string().into_bytes());

@@ -700,6 +700,38 @@ pub async fn dependencies_wait_for_success<B: Backend>(store: &B, _clock: &Manua
     assert_eq!(status(store, third).await, JobStatus::Scheduled);
 }
 
+/// The dependents one success releases are served in the order they were enqueued, in
+/// their own queue as in another queue than the dependency's.
+pub async fn dependents_are_released_in_enqueue_order<B: Backend>(store: &B, _clock: &ManualClock) {
+    let first = store.enqueue(new_job("ro")).await.expect("enqueue");
+    let mut same = Vec::new();
+    let mut other = Vec::new();
+    for _ in 0..12 {
+        other.push(
+            store
+                .enqueue(new_job("ro-b").after(first))
+                .await
+                .expect("enqueue"),
+        );
+        same.push(
+            store
+                .enqueue(new_job("ro").after(first))
+                .await
+                .expect("enqueue"),
+        );
+    }
+    let claimed = claim_one(store, "ro").await;
+    store.complete(claimed.claim).await.expect("complete");
+    for (queue, expected) in [("ro-b", other), ("ro", same)] {
+        let jobs = store.claim(queue, 20, LEASE).await.expect("claim");
+        let ids: Vec<JobId> = jobs.iter().map(|j| j.claim.id).collect();
+        assert_eq!(
+            ids, expected,
+            "released dependents of {queue} in enqueue order"
+        );
+    }
+}
+
 /// When a dependency dies its dependents stay blocked; reviving it and its success release
 /// them.
 pub async fn dependents_of_a_dead_job_wait_for_its_revival<B: Backend>(

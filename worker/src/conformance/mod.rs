@@ -174,6 +174,7 @@ macro_rules! conformance_tests {
             rescue_counts_an_attempt,
             finishing_twice_is_refused,
             dependencies_wait_for_success,
+            dependents_are_released_in_enqueue_order,
             dependents_of_a_dead_job_wait_for_its_revival,
             unknown_dependency_is_refused,
             unique_keys,

@@ -213,7 +213,12 @@ end
 -- dependents in other queues ('<queue>\n<id>' each) for the caller to release there.
 local function release_dependents(id, now)
   local deps = k('deps:' .. id)
-  for _, d in ipairs(redis.call('SMEMBERS', deps)) do
+  -- In id order, which is enqueue order, as the reference store releases them: a set lists
+  -- its members in no set order once it outgrows the integer encoding. Ids are decimal
+  -- strings without leading zeros, so the shorter is the smaller.
+  local waiting = redis.call('SMEMBERS', deps)
+  table.sort(waiting, function(a, b) return #a < #b or (#a == #b and a < b) end)
+  for _, d in ipairs(waiting) do
     local dh = jk(d)
     local state, fkey = unpack(redis.call('HMGET', dh, 'state', 'fkey'))
     if state == 'blocked' then
