@@ -18,7 +18,9 @@
 //! * async: `pop_async` against tokio mpsc inside a two-worker tokio runtime (producers
 //!   push as tokio's send: unbounded with the plain call, bounded awaiting; one more row
 //!   has the unbounded producer await `push_async`);
-//! * `FairWaitQueue` against `Mutex<FairQueue>` + `Condvar`.
+//! * `FairWaitQueue` against `Mutex<FairQueue>` + `Condvar` (spsc and mpmc unbounded, and spsc
+//!   through a queue of 4 with the threads pinned apart, the peer waiting on a second
+//!   `Condvar` for room).
 //!
 //! Peers: crossbeam-channel, kanal, flume, `std::sync::mpsc` (no mpmc: its receiver can't be
 //! shared), `Mutex<VecDeque>` + `Condvar`, tokio mpsc (async only).
@@ -451,18 +453,21 @@ fn async_timeout_tokio(rt: &tokio::runtime::Runtime, n: u64) -> Duration {
     })
 }
 
-/// Keyed items (16 keys) through a fair queue: producer thread, consumer thread.
-fn fair_spsc<F: FairContender>(n: u64) -> Duration {
-    let q = Arc::new(F::new());
+/// Keyed items (16 keys) through a fair queue: producer thread, consumer thread. With a
+/// `bound`, the two threads are pinned apart, as in the small-queue row of [`spsc_pinned`].
+fn fair_spsc<F: FairContender>(bound: Option<usize>, n: u64) -> Duration {
+    let q = Arc::new(F::new(bound));
     let start = Instant::now();
     let producer = {
         let q = Arc::clone(&q);
         thread::spawn(move || {
+            let _pinned = bound.and_then(|_| pin(1));
             for i in 0..n {
                 F::push(&q, (i % 16) as u32, i);
             }
         })
     };
+    let _pinned = bound.and_then(|_| pin(0));
     for _ in 0..n {
         black_box(F::pop(&q));
     }
@@ -473,7 +478,7 @@ fn fair_spsc<F: FairContender>(n: u64) -> Duration {
 
 /// Keyed items through a fair queue: two threads that each push and pop.
 fn fair_mpmc<F: FairContender>(n: u64) -> Duration {
-    let q = Arc::new(F::new());
+    let q = Arc::new(F::new(None));
     let half = n / 2;
     let start = Instant::now();
     let other = {
@@ -494,17 +499,18 @@ fn fair_mpmc<F: FairContender>(n: u64) -> Duration {
 }
 
 trait FairContender: Send + Sync + 'static {
-    fn new() -> Self;
+    /// A queue bounded to `bound` items, or unbounded; a push to a full one waits.
+    fn new(bound: Option<usize>) -> Self;
     fn push(&self, key: u32, v: u64);
     fn pop(&self) -> u64;
 }
 
 impl FairContender for FairWaitQueue<u32, u64> {
-    fn new() -> Self {
-        FairWaitQueue::unbounded()
+    fn new(bound: Option<usize>) -> Self {
+        bound.map_or_else(FairWaitQueue::unbounded, FairWaitQueue::with_capacity)
     }
     fn push(&self, key: u32, v: u64) {
-        FairWaitQueue::push(self, key, v).expect("unbounded");
+        while self.push_timeout(key, v, LONG).is_err() {}
     }
     fn pop(&self) -> u64 {
         loop {
@@ -517,28 +523,35 @@ impl FairContender for FairWaitQueue<u32, u64> {
 
 struct CondvarFair {
     q: Mutex<FairQueue<u32, u64>>,
+    bound: usize,
     not_empty: Condvar,
+    not_full: Condvar,
 }
 
 impl FairContender for CondvarFair {
-    fn new() -> Self {
+    fn new(bound: Option<usize>) -> Self {
         CondvarFair {
             q: Mutex::new(FairQueue::unbounded()),
+            bound: bound.unwrap_or(usize::MAX),
             not_empty: Condvar::new(),
+            not_full: Condvar::new(),
         }
     }
     fn push(&self, key: u32, v: u64) {
-        self.q
-            .lock()
-            .expect("not poisoned")
-            .push(key, v)
-            .expect("unbounded");
+        let mut q = self.q.lock().expect("not poisoned");
+        while q.len() >= self.bound {
+            q = self.not_full.wait(q).expect("not poisoned");
+        }
+        q.push(key, v).expect("unbounded");
+        drop(q);
         self.not_empty.notify_one();
     }
     fn pop(&self) -> u64 {
         let mut q = self.q.lock().expect("not poisoned");
         loop {
             if let Some(v) = q.pop() {
+                drop(q);
+                self.not_full.notify_one();
                 return v;
             }
             q = self.not_empty.wait(q).expect("not poisoned");
@@ -599,10 +612,10 @@ fn criterion_benches(c: &mut Criterion) {
     let mut group = c.benchmark_group("blocking/fair");
     group.throughput(Throughput::Elements(1));
     group.bench_function("FairWaitQueue spsc", |b| {
-        b.iter_custom(|iters| fair_spsc::<FairWaitQueue<u32, u64>>(iters.max(2)))
+        b.iter_custom(|iters| fair_spsc::<FairWaitQueue<u32, u64>>(None, iters.max(2)))
     });
     group.bench_function("Mutex<FairQueue>+Condvar spsc", |b| {
-        b.iter_custom(|iters| fair_spsc::<CondvarFair>(iters.max(2)))
+        b.iter_custom(|iters| fair_spsc::<CondvarFair>(None, iters.max(2)))
     });
     group.bench_function("FairWaitQueue mpmc", |b| {
         b.iter_custom(|iters| fair_mpmc::<FairWaitQueue<u32, u64>>(iters.max(2)))
@@ -843,8 +856,14 @@ fn ratio_tables() {
 
     let (spsc_ours, spsc_base) = pair_in_turns(
         5,
-        || per_item(fair_spsc::<FairWaitQueue<u32, u64>>(n), n),
-        || per_item(fair_spsc::<CondvarFair>(n), n),
+        || per_item(fair_spsc::<FairWaitQueue<u32, u64>>(None, n), n),
+        || per_item(fair_spsc::<CondvarFair>(None, n), n),
+    );
+    let small = n / 4;
+    let (small_ours, small_base) = pair_in_turns(
+        5,
+        || per_item(fair_spsc::<FairWaitQueue<u32, u64>>(Some(SMALL_BOUND), small), small),
+        || per_item(fair_spsc::<CondvarFair>(Some(SMALL_BOUND), small), small),
     );
     let (mpmc_ours, mpmc_base) = pair_in_turns(
         5,
@@ -862,6 +881,12 @@ fn ratio_tables() {
             label: "fair mpmc, 32 keys".to_string(),
             ours: mpmc_ours,
             baseline: mpmc_base,
+            target: Some(1.0),
+        },
+        Ratio {
+            label: format!("fair spsc bounded {SMALL_BOUND}, 16 keys"),
+            ours: small_ours,
+            baseline: small_base,
             target: Some(1.0),
         },
     ];
