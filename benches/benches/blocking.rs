@@ -10,10 +10,10 @@
 //!   how soon a waiting producer sees a freed slot);
 //! * ping-pong one-way hand-off latency (two queues, an echo thread);
 //! * wake latency of a parked consumer (push to receive, consumer idle before each push);
-//! * in both latency cases (and the small queue's row) the two threads are pinned to CPUs 0 and 1 (on Linux, when the
-//!   process may use both), so every contender gets the same placement: left to the
-//!   scheduler, whether the two threads shared a CPU decided these rows more than the
-//!   contenders did (see `fairq_benches::Pinned`);
+//! * in both latency cases, and in the small queues' rows, the two threads are pinned to
+//!   CPUs 0 and 1 (on Linux, when the process may use both), so every contender gets the
+//!   same placement: left to the scheduler, whether the two threads shared a CPU decided
+//!   these rows more than the contenders did (see `fairq_benches::Pinned`);
 //! * timeout accuracy (actual minus requested wait, 1 ms timeouts, nothing arrives);
 //! * async: `pop_async` against tokio mpsc inside a two-worker tokio runtime (producers
 //!   push as tokio's send: unbounded with the plain call, bounded awaiting; one more row
@@ -862,7 +862,12 @@ fn ratio_tables() {
     let small = n / 4;
     let (small_ours, small_base) = pair_in_turns(
         5,
-        || per_item(fair_spsc::<FairWaitQueue<u32, u64>>(Some(SMALL_BOUND), small), small),
+        || {
+            per_item(
+                fair_spsc::<FairWaitQueue<u32, u64>>(Some(SMALL_BOUND), small),
+                small,
+            )
+        },
         || per_item(fair_spsc::<CondvarFair>(Some(SMALL_BOUND), small), small),
     );
     let (mpmc_ours, mpmc_base) = pair_in_turns(

@@ -6,11 +6,12 @@
 //! `spin`). Then it *registers* (a list entry with its thread or waker, and a count
 //! consumers read without the lock), tries once more, and parks. A consumer that makes room
 //! (a pop from the bounded store, a removal) checks the count and, if anyone waits,
-//! *notifies* the oldest registered producer: takes its entry off the list and wakes it. Both sides publish first and check second, separated by `SeqCst` fences,
-//! so either the producer's second try finds the room or the consumer sees the producer
-//! registered. (The fences matter for the lock-free ring; the loom models run on the
-//! mutex stand-in of `sync`, which orders the two sides by itself, so they check the wake-up
-//! protocol, and fail when a room-making path forgets to notify, but not the fences.)
+//! *notifies* the oldest registered producer: takes its entry off the list and wakes it.
+//! Both sides publish first and check second, separated by `SeqCst` fences, so either the
+//! producer's second try finds the room or the consumer sees the producer registered. (The
+//! fences matter for the lock-free ring; the loom models run on the mutex stand-in of
+//! `sync`, which orders the two sides by itself, so they check the wake-up protocol, and
+//! fail when a room-making path forgets to notify, but not the fences.)
 //!
 //! A notified producer always tries again before it may give up, so a notification is never
 //! wasted while its room is free: if the try fails, someone else took the room. Two parties
