@@ -2,27 +2,45 @@
 //! thread's partner may be running while it spins (see `spin`).
 //!
 //! `std::thread::available_parallelism` answers for the calling thread: on Linux it counts
-//! the CPUs of that thread's affinity mask (and the cgroup's quota). A thread pinned to one
-//! CPU therefore reads 1, although its partners may be pinned to the others: that is how
-//! thread-per-core programs run, and how the bench's latency rows run. Read once by a pinned
-//! thread, it turned spinning off for the whole process, and a producer and a consumer
-//! pinned to two CPUs traded each item of a queue of one by `sched_yield` (about 620 ns an
-//! item, against 230 for crossbeam-channel). So a count of 1 is checked against the CPUs
-//! the machine has online; spinning where it cannot pay (a whole process confined to one
-//! CPU) soon stops by itself, since `spin`'s score drops.
+//! the CPUs of that thread's affinity mask, or the cgroup's CPU quota if that is lower. A
+//! thread pinned to one CPU therefore reads 1, although its partners may be pinned to the
+//! others: that is how thread-per-core programs run, and how the bench's latency rows run.
+//! Read once by a pinned thread, it turned spinning off for the whole process, and a
+//! producer and a consumer pinned to two CPUs traded each item of a queue of one by
+//! `sched_yield` (about 620 ns an item, against 230 for crossbeam-channel). So when the
+//! answer is 1 because the calling thread may use only one CPU (its `Cpus_allowed_list`),
+//! the CPUs the machine has online count instead. A quota of one CPU (a container's limit)
+//! still counts as one: spinning there would spend the quota the partner needs. Spinning
+//! where it cannot pay (a whole process confined to one CPU) soon stops by itself, since
+//! `spin`'s score drops.
 
-/// The processors the threads of this process may run on at once: the calling thread's
-/// [`std::thread::available_parallelism`], or the CPUs online when that is 1 (a pinned
-/// thread, see the module docs).
+/// The processors the threads of this process may run on at once (see the module docs).
 pub(crate) fn processors() -> usize {
     let own = std::thread::available_parallelism().map_or(1, |n| n.get());
     if own >= 2 {
         return own;
     }
-    std::fs::read_to_string("/sys/devices/system/cpu/online")
-        .ok()
-        .and_then(|list| cpus_in_list(&list))
-        .map_or(own, |online| online.max(own))
+    let read = |path: &str| std::fs::read_to_string(path).ok();
+    let allowed = read("/proc/thread-self/status").and_then(|status| allowed_in_status(&status));
+    let online = read("/sys/devices/system/cpu/online").and_then(|list| cpus_in_list(&list));
+    decide(own, allowed, online)
+}
+
+/// [`processors`] from what it read: `own` from `available_parallelism`, the CPUs the
+/// calling thread may use, and the CPUs online.
+fn decide(own: usize, allowed: Option<usize>, online: Option<usize>) -> usize {
+    match (allowed, online) {
+        (Some(1), Some(online)) if own == 1 => online.max(1),
+        _ => own,
+    }
+}
+
+/// The number of CPUs in the `Cpus_allowed_list` line of a `/proc/.../status` file.
+fn allowed_in_status(status: &str) -> Option<usize> {
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("Cpus_allowed_list:"))
+        .and_then(cpus_in_list)
 }
 
 /// The number of CPUs in a Linux CPU list such as `0-3,6,8-9`; `None` if it is malformed.
@@ -50,6 +68,26 @@ mod tests {
         assert_eq!(cpus_in_list("0\n"), Some(1));
         assert_eq!(cpus_in_list("0-1\n"), Some(2));
         assert_eq!(cpus_in_list("0-3,6,8-9"), Some(7));
+    }
+
+    #[test]
+    fn only_a_thread_pinned_to_one_cpu_counts_the_cpus_online() {
+        assert_eq!(decide(4, Some(4), Some(8)), 4, "the thread's own count");
+        assert_eq!(decide(1, Some(1), Some(2)), 2, "pinned: the machine's");
+        assert_eq!(
+            decide(1, Some(2), Some(2)),
+            1,
+            "a quota of one CPU stays one"
+        );
+        assert_eq!(decide(1, None, Some(2)), 1, "unknown mask");
+        assert_eq!(decide(1, Some(1), None), 1, "unknown machine");
+    }
+
+    #[test]
+    fn the_allowed_cpus_come_from_the_status_line() {
+        let status = "Name:\tt\nCpus_allowed:\t3\nCpus_allowed_list:\t0-1\nMems_allowed:\t1\n";
+        assert_eq!(allowed_in_status(status), Some(2));
+        assert_eq!(allowed_in_status("Name:\tt\n"), None);
     }
 
     #[test]
