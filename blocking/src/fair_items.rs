@@ -30,7 +30,7 @@ use fairq_core::fair::{FairQueue, Full};
 
 use crate::fair_error::FairPushError;
 use crate::handoff::Store;
-use crate::room::RoomWaiters;
+use crate::room::{has_room_for_batch, RoomWaiters};
 use crate::sync::{lock_taking_turns, AtomicUsize, Mutex, MutexGuard, Ordering};
 
 pub(crate) struct FairState<K, T> {
@@ -68,13 +68,12 @@ impl<K, T> FairItems<K, T> {
         }
     }
 
-    /// Whether a sixteenth of the bound (at least one item) is free, read without the lock
-    /// from `held` (which also counts given-back items, so it may say no a little early). A
-    /// producer spinning for room waits for that much (see `RoomWaiters::push_blocking`).
+    /// Whether a batch of the bound is free (`room::has_room_for_batch`), which a producer
+    /// spinning for room waits for. Read without the lock from `held`, which also counts
+    /// given-back items, so it may say no a little early.
     pub(crate) fn has_room_for_batch(&self) -> bool {
-        self.capacity.is_none_or(|capacity| {
-            self.held.load(Ordering::Acquire) + (capacity / 16).max(1) <= capacity
-        })
+        self.capacity
+            .is_none_or(|capacity| has_room_for_batch(self.held.load(Ordering::Acquire), capacity))
     }
 
     /// The critical section: held for one queue operation, never while waking anyone.

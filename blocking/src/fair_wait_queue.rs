@@ -283,7 +283,7 @@ impl<K: Eq + Hash + Clone, T> FairWaitQueue<K, T> {
             .push_blocking(
                 (key, item),
                 || ClockDeadline::after(timeout),
-                &|| self.inner.store.has_room_for_batch(),
+                || self.inner.store.has_room_for_batch(),
                 |entry| self.attempt(entry),
             )
             .map_err(|refusal| self.refused(refusal))
@@ -339,7 +339,7 @@ impl<K: Eq + Hash + Clone, T> FairWaitQueue<K, T> {
             .push_blocking(
                 (key, item),
                 || timer,
-                &|| self.inner.store.has_room_for_batch(),
+                || self.inner.store.has_room_for_batch(),
                 |entry| self.attempt(entry),
             )
             .map_err(|refusal| self.refused(refusal))

@@ -17,7 +17,7 @@
 use crossbeam_utils::CachePadded;
 
 use crate::handoff::Store;
-use crate::room::RoomWaiters;
+use crate::room::{has_room_for_batch, RoomWaiters};
 use crate::sync::{ArrayQueue, AtomicU64, AtomicUsize, Ordering, SegQueue};
 
 /// What a bounded [`WaitQueue`](crate::WaitQueue) does with a push when it is full.
@@ -90,13 +90,11 @@ impl<T> Items<T> {
         self.dropped.load(Ordering::Relaxed)
     }
 
-    /// Whether the ring has a batch of free slots: a sixteenth of its capacity, at least
-    /// one. A producer spinning for room waits for that much (see `RoomWaiters::push_blocking`).
+    /// Whether the ring has a batch of free slots (`room::has_room_for_batch`), which a
+    /// producer spinning for room waits for.
     pub(crate) fn has_room_for_batch(&self) -> bool {
         match (&self.main, self.capacity) {
-            (Main::Ring(ring, _), Some(capacity)) => {
-                ring.len() + (capacity / 16).max(1) <= capacity
-            }
+            (Main::Ring(ring, _), Some(capacity)) => has_room_for_batch(ring.len(), capacity),
             _ => true,
         }
     }

@@ -82,6 +82,13 @@ pub(crate) struct RoomWaiters {
     polling: Polling,
 }
 
+/// Whether a store holding `len` of `capacity` items has a batch of room for a spinning
+/// producer (see [`RoomWaiters::push_blocking`]): a sixteenth of its capacity, at least one
+/// slot.
+pub(crate) fn has_room_for_batch(len: usize, capacity: usize) -> bool {
+    len + (capacity / 16).max(1) <= capacity
+}
+
 impl RoomWaiters {
     pub(crate) fn new() -> Self {
         RoomWaiters {
@@ -223,7 +230,7 @@ impl RoomWaiters {
         &self,
         item: I,
         deadline: impl FnOnce() -> D,
-        room_for_batch: &dyn Fn() -> bool,
+        room_for_batch: impl Fn() -> bool,
         mut attempt: impl FnMut(I) -> Attempt<I>,
     ) -> Result<(), Refusal<I>> {
         match attempt(item) {
@@ -238,7 +245,7 @@ impl RoomWaiters {
         &self,
         mut item: I,
         deadline: impl FnOnce() -> D,
-        room_for_batch: &dyn Fn() -> bool,
+        room_for_batch: impl Fn() -> bool,
         mut attempt: impl FnMut(I) -> Attempt<I>,
     ) -> Result<(), Refusal<I>> {
         let deadline = deadline();

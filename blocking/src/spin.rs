@@ -214,7 +214,7 @@ impl Spin {
         over: impl FnMut() -> bool,
         mut poll: impl FnMut() -> Option<R>,
     ) -> Option<R> {
-        self.poll_with((), &|| true, over, |()| poll().ok_or(()))
+        self.poll_with((), || true, over, |()| poll().ok_or(()))
             .ok()
     }
 
@@ -226,7 +226,7 @@ impl Spin {
     pub(crate) fn poll_with<S, R>(
         &self,
         mut state: S,
-        ready: &dyn Fn() -> bool,
+        ready: impl Fn() -> bool,
         mut over: impl FnMut() -> bool,
         mut poll: impl FnMut(S) -> Result<R, S>,
     ) -> Result<R, S> {
@@ -238,7 +238,7 @@ impl Spin {
         let outcome = 'done: {
             let hints = hints_per_poll();
             if hints != u32::MAX && (spin_score > 0 || probe) {
-                match spin(state, hints, &mut || ready(), &mut poll) {
+                match spin(state, hints, &ready, &mut poll) {
                     Ok(done) => {
                         spin_score = MAX_SCORE;
                         break 'done Ok(done);
@@ -276,7 +276,7 @@ impl Spin {
     pub(crate) fn poll_with<S, R>(
         &self,
         state: S,
-        _ready: &dyn Fn() -> bool,
+        _ready: impl Fn() -> bool,
         _over: impl FnMut() -> bool,
         _poll: impl FnMut(S) -> Result<R, S>,
     ) -> Result<R, S> {
@@ -290,7 +290,7 @@ impl Spin {
 fn spin<S, R>(
     mut state: S,
     hints: u32,
-    ready: &mut impl FnMut() -> bool,
+    ready: &impl Fn() -> bool,
     poll: &mut impl FnMut(S) -> Result<R, S>,
 ) -> Result<R, S> {
     for _ in 0..POLLS {
@@ -420,14 +420,14 @@ mod tests {
             tries.set(tries.get() + 1);
             Err::<(), ()>(())
         };
-        assert!(spin((), hints, &mut || false, &mut poll).is_err());
+        assert!(spin((), hints, &|| false, &mut poll).is_err());
         assert_eq!(tries.get(), 0, "never ready: never tried");
-        let mut checks = 0;
-        let mut ready = || {
-            checks += 1;
-            checks > POLLS / 2
+        let checks = std::cell::Cell::new(0);
+        let ready = || {
+            checks.set(checks.get() + 1);
+            checks.get() > POLLS / 2
         };
-        assert!(spin((), hints, &mut ready, &mut poll).is_err());
+        assert!(spin((), hints, &ready, &mut poll).is_err());
         assert_eq!(
             tries.get(),
             POLLS - POLLS / 2,

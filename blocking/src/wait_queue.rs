@@ -159,7 +159,7 @@ impl<T> WaitQueue<T> {
             .push_blocking(
                 item,
                 || ClockDeadline::after(timeout),
-                &|| self.inner.store.has_room_for_batch(),
+                || self.inner.store.has_room_for_batch(),
                 |item| self.attempt(item),
             )
             .map_err(push_error)
@@ -217,7 +217,7 @@ impl<T> WaitQueue<T> {
             .push_blocking(
                 item,
                 || timer,
-                &|| self.inner.store.has_room_for_batch(),
+                || self.inner.store.has_room_for_batch(),
                 |item| self.attempt(item),
             )
             .map_err(push_error)
