@@ -31,6 +31,7 @@ mod push_error;
 mod room;
 mod spin;
 mod sync;
+mod turns;
 mod wait_queue;
 mod waiter;
 

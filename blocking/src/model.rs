@@ -91,3 +91,28 @@ impl Future for ModelSignal {
         }
     }
 }
+
+/// A queue's turn-taking flag (the crate's `turns` module), for the model of its step back:
+/// at most one thread of a queue steps back at a time, and a step back always ends by
+/// letting the next one in.
+#[derive(Debug)]
+pub struct ModelTurns(crate::turns::Turns);
+
+impl Default for ModelTurns {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ModelTurns {
+    /// A queue's flag nobody holds.
+    pub fn new() -> Self {
+        ModelTurns(crate::turns::Turns::new())
+    }
+
+    /// Runs `pause` as a step back, unless another thread is stepping back right now;
+    /// whether it ran.
+    pub fn step_back(&self, pause: impl FnOnce()) -> bool {
+        self.0.step_back(pause)
+    }
+}

@@ -12,6 +12,7 @@ use crate::items::{FullPolicy, Items};
 use crate::pop::RawPop;
 use crate::push_error::PushError;
 use crate::room::{Attempt, PushState, Refusal};
+use crate::turns::{Op, Turns};
 
 /// A multi-producer multi-consumer FIFO queue whose consumers can wait for items, blocking
 /// ([`pop_timeout`](Self::pop_timeout)) or asynchronously ([`pop_async`](Self::pop_async)).
@@ -44,6 +45,7 @@ use crate::room::{Attempt, PushState, Refusal};
 /// ```
 pub struct WaitQueue<T> {
     inner: Handoff<Items<T>>,
+    turns: Turns,
 }
 
 impl<T> Default for WaitQueue<T> {
@@ -74,6 +76,7 @@ impl<T> WaitQueue<T> {
     pub fn unbounded() -> Self {
         WaitQueue {
             inner: Handoff::new(Items::new(None)),
+            turns: Turns::new(),
         }
     }
 
@@ -96,6 +99,7 @@ impl<T> WaitQueue<T> {
     pub fn bounded(capacity: usize, policy: FullPolicy) -> Self {
         WaitQueue {
             inner: Handoff::new(Items::new(Some((capacity, policy)))),
+            turns: Turns::new(),
         }
     }
 
@@ -153,16 +157,18 @@ impl<T> WaitQueue<T> {
     /// assert_eq!(q.pop_timeout(Duration::from_secs(10)), Some(2));
     /// ```
     pub fn push_timeout(&self, item: T, timeout: Duration) -> Result<(), PushError<T>> {
-        self.inner
-            .store
-            .room
-            .push_blocking(
-                item,
-                || ClockDeadline::after(timeout),
-                || self.inner.store.has_room_for_batch(),
-                |item| self.attempt(item),
-            )
-            .map_err(push_error)
+        self.turns.around(Op::Push, timeout, || {
+            self.inner
+                .store
+                .room
+                .push_blocking(
+                    item,
+                    || ClockDeadline::after(timeout),
+                    || self.inner.store.has_room_for_batch(),
+                    |item| self.attempt(item),
+                )
+                .map_err(push_error)
+        })
     }
 
     /// Pushes, waiting asynchronously for room in a full bounded `Refuse` queue; with
@@ -263,7 +269,9 @@ impl<T> WaitQueue<T> {
     /// assert_eq!(q.pop_timeout(Duration::from_millis(1)), Some(7));
     /// ```
     pub fn pop_timeout(&self, timeout: Duration) -> Option<T> {
-        self.inner.pop_blocking(|| ClockDeadline::after(timeout))
+        self.turns.around(Op::Pop, timeout, || {
+            self.inner.pop_blocking(|| ClockDeadline::after(timeout))
+        })
     }
 
     /// Takes the next item, waiting asynchronously; with `Some(timeout)` the future

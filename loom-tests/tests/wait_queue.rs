@@ -265,3 +265,36 @@ fn bounded_refuse_at_capacity_one() {
         assert!(accepted[(got - 1) as usize]);
     });
 }
+
+/// Two threads step back from one queue at once (`turns`): never both inside their pause,
+/// at least one of them steps back, and the flag is free again afterwards.
+#[test]
+fn steps_back_one_thread_at_a_time() {
+    use fairq_blocking::model::ModelTurns;
+    use loom::sync::atomic::{AtomicUsize, Ordering};
+
+    model(|| {
+        let turns = Arc::new(ModelTurns::new());
+        let inside = Arc::new(AtomicUsize::new(0));
+        let step = |turns: &ModelTurns, inside: &AtomicUsize| {
+            turns.step_back(|| {
+                assert_eq!(
+                    inside.fetch_add(1, Ordering::SeqCst),
+                    0,
+                    "two threads stepped back"
+                );
+                thread::yield_now();
+                inside.fetch_sub(1, Ordering::SeqCst);
+            })
+        };
+        let other = {
+            let (turns, inside) = (Arc::clone(&turns), Arc::clone(&inside));
+            thread::spawn(move || step(&turns, &inside))
+        };
+        let mine = step(&turns, &inside);
+        let theirs = other.join().unwrap();
+        assert!(mine || theirs, "neither thread stepped back");
+        let last = step(&turns, &inside);
+        assert!(last, "a step back was never released ({mine} {theirs})");
+    });
+}

@@ -1,0 +1,678 @@
+//! Taking turns on a contended queue: a thread that both pushes and pops one queue, whose
+//! calls are slowed by another thread doing the same, steps back for a moment.
+//!
+//! Two threads that each push to and pop from the same queue in a tight loop share its
+//! head, its tail and the slots between: each call of one waits for cache lines the other
+//! has just written. Where moving a line between two cores is slow (two vCPUs far apart on
+//! their host's caches), a call then costs 100 to 400 ns against about 10 for one thread
+//! alone, and the two threads together move items several times slower than one would. A
+//! channel behind a lock (kanal's) escapes this by accident: its lock's loser backs off into
+//! a sleep, so its threads take turns, each running alone at the single-thread rate while
+//! the other sleeps. A lock-free store has no loser; this module makes one on purpose, where
+//! the measurements say it pays.
+//!
+//! **The window.** Each thread counts its blocking calls ([`WaitQueue::push_timeout`] and
+//! [`WaitQueue::pop_timeout`]) on one queue at a time, in windows of [`WINDOW`] calls; a
+//! call on another queue starts a new window. The window's first call reads the clock, and
+//! its last [`TIMED`] calls are timed one by one, less what a reading of the clock costs
+//! (measured once per process). At the window's end the thread judges it ([`decide`]): it
+//! was contended only if
+//! * the thread both pushed and popped (at least a quarter of the calls each): a pure
+//!   producer or consumer never steps back, since its partner needs it to make progress
+//!   (spsc, ping-pong, a pipeline's stages);
+//! * the timed calls took [`CONTENDED_NS`] or more on average, and none of them waited for
+//!   an item or for room ([`WAITED_NS`]). Calls of a contended pair vary widely (some 50 ns,
+//!   some 400), so the average judges, not the fastest;
+//! * the calls are most of the thread's time: with `u` the window's time per call and `c`
+//!   the timed calls' average, one thread alone would take about `u - c + ALONE_NS` per call
+//!   where two threads take `u / 2` each, so only if `u + 2 × ALONE_NS < 2 × c`. A thread
+//!   that works on each item between its calls keeps both threads running.
+//!
+//! A window judged contended counts only if another thread's window on the same queue ended
+//! since this thread's last one ([`Turns::concur`]): a thread alone on a queue never steps
+//! back, even where its calls look slow (a clock the hypervisor emulates, say).
+//!
+//! **The step back.** At its next blocking call on that queue, the thread sleeps for
+//! [`STEP`] (with Linux's default timer slack and a virtual machine's wake-up, about 100 µs
+//! in all), while the other runs alone. Only one thread steps back from a queue at a time
+//! ([`Turns::step_back`]): the other, whose window may have judged the same contention,
+//! keeps running, so the two never sleep together. Back from a step, the thread's next
+//! window is [`PROBE`] calls long, so that it soon steps back again if the other still runs.
+//! A call whose timeout is under [`MIN_TIMEOUT`] never sleeps, so no deadline is overshot
+//! by a step back. Non-blocking calls (`push`, `try_pop`) and asynchronous ones are never
+//! counted and never sleep: they promise not to block a thread or an executor.
+//!
+//! The price is latency, about 0.1 ms at one call of a thread that steps back, and fairness
+//! between the two threads (the one that stays does most of the work, as with kanal's lock).
+//! On the 2-vCPU Intel Xeon of the crate's README, it took two threads that each push then
+//! pop a bounded queue of 1,024 from 157-203 to 29-32 ns per item (kanal: 23). Where lines
+//! move quickly between the cores, calls stay under [`CONTENDED_NS`] and nothing changes.
+//! Under loom there is no time, so no window: the models check the step back itself.
+//!
+//! [`WaitQueue::push_timeout`]: crate::WaitQueue::push_timeout
+//! [`WaitQueue::pop_timeout`]: crate::WaitQueue::pop_timeout
+
+use crate::sync::{AtomicBool, Ordering};
+#[cfg(not(loom))]
+use std::cell::Cell;
+#[cfg(not(loom))]
+use std::time::{Duration, Instant};
+
+/// Blocking calls per window.
+#[cfg(not(loom))]
+const WINDOW: u32 = 256;
+/// The window's last calls whose time per call [`decide`] weighs (its span).
+#[cfg(not(loom))]
+const SPAN: u32 = 64;
+/// Blocking calls in the first window after a step back.
+#[cfg(not(loom))]
+const PROBE: u32 = 16;
+/// The window's last calls, timed one by one.
+#[cfg(not(loom))]
+const TIMED: u32 = 4;
+/// The timed calls of a contended window took at least this long on average, in nanoseconds.
+#[cfg(not(loom))]
+const CONTENDED_NS: u64 = 100;
+/// A timed call slower than this waited (for an item, or for room) rather than for another
+/// core's lines, in nanoseconds: such a window says nothing about contention.
+#[cfg(not(loom))]
+const WAITED_NS: u64 = 20_000;
+/// What a call costs a thread alone on the queue (about; in nanoseconds).
+#[cfg(not(loom))]
+const ALONE_NS: u64 = 15;
+/// How long a thread steps back (asked of the OS; it sleeps longer).
+#[cfg(not(loom))]
+pub(crate) const STEP: Duration = Duration::from_micros(20);
+/// A call that may wait less than this never steps back.
+#[cfg(not(loom))]
+pub(crate) const MIN_TIMEOUT: Duration = Duration::from_millis(1);
+
+/// What a blocking call does to the queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Op {
+    /// A push (or a wait for room and then a push).
+    Push,
+    /// A pop (or a wait for an item).
+    Pop,
+}
+
+/// A queue's side of taking turns: whether a thread is stepping back from it right now.
+#[derive(Debug)]
+pub(crate) struct Turns {
+    stepping: AtomicBool,
+    /// The thread (its window's address) whose window on this queue ended last; 0 for none.
+    #[cfg(not(loom))]
+    last_judge: std::sync::atomic::AtomicUsize,
+}
+
+impl Turns {
+    pub(crate) fn new() -> Self {
+        Turns {
+            stepping: AtomicBool::new(false),
+            #[cfg(not(loom))]
+            last_judge: std::sync::atomic::AtomicUsize::new(0),
+        }
+    }
+
+    /// Runs `pause` unless another thread is stepping back from this queue right now (then
+    /// returns `false` at once): at most one thread of a queue steps back at a time.
+    pub(crate) fn step_back(&self, pause: impl FnOnce()) -> bool {
+        if self
+            .stepping
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            return false;
+        }
+        pause();
+        self.stepping.store(false, Ordering::Release);
+        true
+    }
+
+    /// Runs `call`: without time, a model has no windows to judge.
+    #[cfg(loom)]
+    #[inline]
+    pub(crate) fn around<R>(
+        &self,
+        _op: Op,
+        _timeout: std::time::Duration,
+        call: impl FnOnce() -> R,
+    ) -> R {
+        call()
+    }
+
+    /// Runs the blocking call `call` (an `op` that may wait up to `timeout`), counting it in
+    /// the calling thread's window on this queue, timing it if it is among the window's
+    /// last, and first stepping back if the previous window judged the queue contended.
+    #[cfg(not(loom))]
+    #[inline(always)]
+    pub(crate) fn around<R>(&self, op: Op, timeout: Duration, call: impl FnOnce() -> R) -> R {
+        let queue = self as *const Self as usize;
+        // `call` appears once: a second copy of it (say, in a cold path) made the compiler
+        // stop inlining the store's push and pop into it, which cost more than the count.
+        let timed_from = match WINDOW_OF_THREAD.try_with(|window| window.count(queue, op)) {
+            Ok(true) => self.edge(timeout),
+            // A call inside the window, or the thread is exiting (its window is gone).
+            Ok(false) | Err(_) => None,
+        };
+        let outcome = call();
+        if let Some(start) = timed_from {
+            self.timed(start);
+        }
+        outcome
+    }
+
+    /// Notes a timed call that started at `start`; at the window's last call, judges the
+    /// window, and if it was contended asks for a second opinion (see [`Turns::concur`]).
+    #[cfg(not(loom))]
+    #[cold]
+    #[inline(never)]
+    fn timed(&self, start: Instant) {
+        let end = Instant::now();
+        let _ = WINDOW_OF_THREAD.try_with(|window| {
+            if let Some(contended) = window.timed(start, end, clock_cost_ns()) {
+                let judge = window as *const Window as usize;
+                window.step_due.set(self.concur(judge, contended));
+            }
+        });
+    }
+
+    /// Whether thread `judge`, whose window just ended (`contended` or not), should step
+    /// back: only if its window was contended and another thread's window on this queue
+    /// ended since its own last one. One thread alone never steps back, whatever its calls
+    /// cost (a slow clock, or a store slow for other reasons, can make a lone thread's
+    /// calls look contended).
+    #[cfg(not(loom))]
+    fn concur(&self, judge: usize, contended: bool) -> bool {
+        let previous = self
+            .last_judge
+            .swap(judge, std::sync::atomic::Ordering::Relaxed);
+        contended && previous != 0 && previous != judge
+    }
+
+    /// A call at a window's edges: at its first, steps back if the last window judged the
+    /// queue contended; at the start of its span, reads the clock; at a timed call, returns
+    /// the time the call starts. A thread that has not both pushed and popped in this window
+    /// reads no clock at all, and its window ends unjudged.
+    #[cfg(not(loom))]
+    #[cold]
+    #[inline(never)]
+    fn edge(&self, timeout: Duration) -> Option<Instant> {
+        let (calls, mut len, step_due, mixed, started) = WINDOW_OF_THREAD
+            .try_with(|w| {
+                let due = w.step_due.take();
+                (
+                    w.calls.get(),
+                    w.len.get(),
+                    due,
+                    w.mixed_so_far(),
+                    w.started.get(),
+                )
+            })
+            .ok()?;
+        if step_due && timeout >= MIN_TIMEOUT && self.step_back(|| std::thread::sleep(STEP)) {
+            // Back from a step: a short window says soon whether the other thread still
+            // holds the queue's lines.
+            len = PROBE;
+            let _ = WINDOW_OF_THREAD.try_with(|w| w.len.set(PROBE));
+        }
+        let _ = WINDOW_OF_THREAD.try_with(|w| w.pass_edge(calls));
+        let timed_from = if !mixed {
+            None
+        } else if calls == span_start(len) {
+            let now = Instant::now();
+            let _ = WINDOW_OF_THREAD.try_with(|w| w.started.set(Some(now)));
+            None
+        } else if calls > len.saturating_sub(TIMED) && started.is_some() {
+            Some(Instant::now())
+        } else {
+            None
+        };
+        if timed_from.is_none() && calls >= len {
+            // The window's last call, and nothing to judge it by.
+            let _ = WINDOW_OF_THREAD.try_with(|w| w.reset(w.queue.get()));
+        }
+        timed_from
+    }
+}
+
+/// The call of a window of `len` calls at which its span starts: the span's time per call
+/// is what [`decide`] compares with the timed calls.
+#[cfg(not(loom))]
+fn span_start(len: u32) -> u32 {
+    len.saturating_sub(SPAN).max(1)
+}
+
+/// One thread's count of its blocking calls on one queue.
+#[cfg(not(loom))]
+#[derive(Debug)]
+struct Window {
+    /// The address of the queue's [`Turns`]; 0 for none.
+    queue: Cell<usize>,
+    /// The calls this window counts: [`WINDOW`], or [`PROBE`] after a step back.
+    len: Cell<u32>,
+    calls: Cell<u32>,
+    pushes: Cell<u32>,
+    /// The next call that is an edge: the first, the span's start, or a timed one.
+    next_edge: Cell<u32>,
+    /// When the window's first call started.
+    started: Cell<Option<Instant>>,
+    /// The timed calls' total time so far, in nanoseconds; `u64::MAX` once one waited.
+    timed_ns: Cell<u64>,
+    /// The last window judged the queue contended: step back at the next call.
+    step_due: Cell<bool>,
+}
+
+#[cfg(not(loom))]
+impl Window {
+    const fn new() -> Self {
+        Window {
+            queue: Cell::new(0),
+            len: Cell::new(WINDOW),
+            calls: Cell::new(0),
+            pushes: Cell::new(0),
+            next_edge: Cell::new(1),
+            started: Cell::new(None),
+            timed_ns: Cell::new(0),
+            step_due: Cell::new(false),
+        }
+    }
+
+    /// Starts counting afresh, on `queue`.
+    fn reset(&self, queue: usize) {
+        self.queue.set(queue);
+        self.len.set(WINDOW);
+        self.calls.set(0);
+        self.pushes.set(0);
+        self.next_edge.set(1);
+        self.started.set(None);
+        self.timed_ns.set(0);
+    }
+
+    /// Counts a call of `op` on `queue`; true if the call is at the window's edges (its
+    /// first, the start of its span, or one of the timed last).
+    #[inline(always)]
+    fn count(&self, queue: usize, op: Op) -> bool {
+        if self.queue.get() != queue {
+            self.reset(queue);
+            self.step_due.set(false);
+        }
+        let calls = self.calls.get() + 1;
+        self.calls.set(calls);
+        self.pushes
+            .set(self.pushes.get() + u32::from(op == Op::Push));
+        calls == self.next_edge.get()
+    }
+
+    /// After an edge call (`calls` so far), the next call that is an edge.
+    fn pass_edge(&self, calls: u32) {
+        let len = self.len.get();
+        let (span, timed) = (span_start(len), len.saturating_sub(TIMED) + 1);
+        let next = if calls < span {
+            span
+        } else if calls < timed {
+            timed
+        } else {
+            calls + 1
+        };
+        self.next_edge.set(next);
+    }
+
+    /// Whether the window's calls so far include pushes and pops (a quarter or more of
+    /// each), or are too few to tell.
+    fn mixed_so_far(&self) -> bool {
+        let (calls, pushes) = (self.calls.get(), self.pushes.get());
+        calls < 8 || mixed(calls, pushes)
+    }
+
+    /// Notes a timed call that ran from `start` to `end` (less the cost of reading the
+    /// clock); at the window's last call, judges the window (whether it was contended) and
+    /// starts the next.
+    fn timed(&self, start: Instant, end: Instant, clock_ns: u64) -> Option<bool> {
+        let took = u64::try_from(end.duration_since(start).as_nanos()).unwrap_or(u64::MAX);
+        let took = took.saturating_sub(clock_ns);
+        // A call that waited spoils the window's sum for good: it says nothing of contention.
+        let sum = if took >= WAITED_NS {
+            u64::MAX
+        } else {
+            self.timed_ns.get().saturating_add(took)
+        };
+        self.timed_ns.set(sum);
+        let calls = self.calls.get();
+        if calls < self.len.get() {
+            return None;
+        }
+        let span_calls = calls.saturating_sub(span_start(self.len.get())) + 1;
+        let per_call_ns = self.started.get().map_or(u64::MAX, |started| {
+            let elapsed = u64::try_from(end.duration_since(started).as_nanos());
+            elapsed.unwrap_or(u64::MAX) / u64::from(span_calls)
+        });
+        let typical_ns = match self.timed_ns.get() {
+            u64::MAX => u64::MAX,
+            sum => sum / u64::from(TIMED.min(calls - 1).max(1)),
+        };
+        let contended = decide(calls, self.pushes.get(), per_call_ns, typical_ns);
+        self.reset(self.queue.get());
+        Some(contended)
+    }
+}
+
+/// What one reading of the clock costs, in nanoseconds: the least of a few gaps between
+/// two readings, measured once per process (from about 20 ns with the TSC to a microsecond
+/// with a clock the hypervisor emulates). A timed call's time includes one reading.
+#[cfg(not(loom))]
+fn clock_cost_ns() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COST: AtomicU64 = AtomicU64::new(u64::MAX);
+    let known = COST.load(Ordering::Relaxed);
+    if known != u64::MAX {
+        return known;
+    }
+    let cost = (0..16)
+        .map(|_| {
+            let a = Instant::now();
+            let b = Instant::now();
+            u64::try_from(b.duration_since(a).as_nanos()).unwrap_or(u64::MAX - 1)
+        })
+        .min()
+        .unwrap_or(0);
+    COST.store(cost, Ordering::Relaxed);
+    cost
+}
+
+#[cfg(not(loom))]
+std::thread_local! {
+    static WINDOW_OF_THREAD: Window = const { Window::new() };
+}
+
+/// Whether `calls` blocking calls, `pushes` of them pushes, include a quarter or more of
+/// each.
+#[cfg(not(loom))]
+fn mixed(calls: u32, pushes: u32) -> bool {
+    let pops = calls.saturating_sub(pushes);
+    pushes.saturating_mul(4) >= calls && pops.saturating_mul(4) >= calls
+}
+
+/// Whether a window of `calls` blocking calls, `pushes` of them pushes, whose span took
+/// `per_call_ns` per call and whose timed calls took `timed_ns` on average, says the
+/// thread should take turns (see the module docs).
+#[cfg(not(loom))]
+fn decide(calls: u32, pushes: u32, per_call_ns: u64, timed_ns: u64) -> bool {
+    if calls == 0 || !mixed(calls, pushes) || !(CONTENDED_NS..WAITED_NS).contains(&timed_ns) {
+        return false;
+    }
+    per_call_ns.saturating_add(2 * ALONE_NS) < timed_ns.saturating_mul(2)
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn contended_mixed_windows_take_turns() {
+        // Two threads each pushing then popping, 200 ns a call, nothing else in between.
+        assert!(decide(128, 64, 200, 190));
+        // A little work between calls still leaves the calls most of the time.
+        assert!(decide(128, 64, 300, 200));
+    }
+
+    #[test]
+    fn pure_producers_and_consumers_never_step_back() {
+        assert!(!decide(128, 128, 200, 200));
+        assert!(!decide(128, 0, 200, 200));
+        // Fewer than a quarter of the calls are pushes.
+        assert!(!decide(128, 31, 200, 200));
+        assert!(decide(128, 32, 200, 200));
+    }
+
+    #[test]
+    fn fast_calls_never_step_back() {
+        // Lines that move quickly between cores: calls stay cheap.
+        assert!(!decide(128, 64, 20, 20));
+        assert!(!decide(128, 64, 99, 99));
+        // Not timed at all.
+        assert!(!decide(128, 64, 200, u64::MAX));
+    }
+
+    #[test]
+    fn work_between_calls_keeps_both_threads_running() {
+        // 200 ns calls, but 1 µs of work between them: two threads beat one.
+        assert!(!decide(128, 64, 700, 200));
+        // Exactly where one thread alone stops paying: u + 30 < 2c.
+        assert!(!decide(128, 64, 370, 200));
+        assert!(decide(128, 64, 369, 200));
+    }
+
+    #[test]
+    fn degenerate_windows_do_not_panic() {
+        assert!(!decide(0, 0, 0, 0));
+        assert!(!decide(128, 64, u64::MAX, u64::MAX - 1));
+        assert!(!decide(128, 200, 0, 500));
+        // Counts at their limits saturate instead of overflowing.
+        assert!(decide(u32::MAX, u32::MAX / 2, 0, 500));
+    }
+
+    #[test]
+    fn calls_that_waited_say_nothing_about_contention() {
+        // Every timed call parked for an item: the thread is waiting, not contending.
+        assert!(!decide(128, 64, 30_000, 25_000));
+        // Just under the limit, slow calls still count as contended.
+        assert!(decide(128, 64, 10_000, 19_999));
+    }
+
+    #[test]
+    fn one_thread_steps_back_at_a_time() {
+        let turns = Turns::new();
+        let mut inner = None;
+        assert!(turns.step_back(|| inner = Some(turns.step_back(|| ()))));
+        assert_eq!(inner, Some(false), "a second thread stepped back meanwhile");
+        assert!(
+            turns.step_back(|| ()),
+            "the first step back was not released"
+        );
+    }
+
+    #[test]
+    fn a_window_that_judged_contention_steps_back_once_then_counts_afresh() {
+        let turns = Turns::new();
+        let queue = &turns as *const Turns as usize;
+        WINDOW_OF_THREAD.with(|w| {
+            w.reset(queue);
+            w.step_due.set(true);
+        });
+        // A call that may not wait a millisecond does not step back, and clears the flag.
+        let stepped = turns.around(Op::Pop, Duration::from_micros(10), || {
+            turns.stepping.load(Ordering::Relaxed)
+        });
+        assert!(!stepped);
+        WINDOW_OF_THREAD.with(|w| {
+            assert!(!w.step_due.get());
+            assert_eq!(w.calls.get(), 1);
+            assert!(
+                w.started.get().is_none(),
+                "the span started at the first call"
+            );
+        });
+        // A call on another queue starts a new window.
+        let other = Turns::new();
+        other.around(Op::Push, Duration::from_secs(1), || ());
+        WINDOW_OF_THREAD.with(|w| {
+            assert_eq!(w.queue.get(), &other as *const Turns as usize);
+            assert_eq!((w.calls.get(), w.pushes.get()), (1, 1));
+        });
+    }
+
+    #[test]
+    fn a_due_step_back_sleeps_while_holding_the_queue() {
+        let turns = Turns::new();
+        let queue = &turns as *const Turns as usize;
+        WINDOW_OF_THREAD.with(|w| {
+            w.reset(queue);
+            w.step_due.set(true);
+        });
+        // The step back ran before the call and released the queue after it.
+        let during = turns.around(Op::Push, Duration::from_secs(1), || {
+            turns.stepping.load(Ordering::Relaxed)
+        });
+        assert!(
+            !during,
+            "the call ran while the step back still held the queue"
+        );
+        assert!(turns.step_back(|| ()), "the step back was not released");
+        WINDOW_OF_THREAD.with(|w| {
+            assert!(!w.step_due.get());
+            assert_eq!(w.len.get(), PROBE, "no short window after the step back");
+        });
+    }
+
+    #[test]
+    fn a_due_step_back_is_skipped_while_another_thread_steps_back() {
+        let turns = Turns::new();
+        let queue = &turns as *const Turns as usize;
+        WINDOW_OF_THREAD.with(|w| {
+            w.reset(queue);
+            w.step_due.set(true);
+        });
+        turns.stepping.store(true, Ordering::Relaxed); // as another thread's step back does
+        turns.around(Op::Pop, Duration::from_secs(1), || ());
+        WINDOW_OF_THREAD.with(|w| {
+            assert!(!w.step_due.get());
+            assert_eq!(w.len.get(), WINDOW, "stepped back beside the other thread");
+        });
+        assert!(
+            turns.stepping.load(Ordering::Relaxed),
+            "released another thread's step"
+        );
+    }
+
+    #[test]
+    fn a_full_window_is_judged_and_reset() {
+        let turns = Turns::new();
+        for i in 0..WINDOW {
+            let op = if i % 2 == 0 { Op::Push } else { Op::Pop };
+            turns.around(op, Duration::from_secs(1), || ());
+        }
+        WINDOW_OF_THREAD.with(|w| {
+            assert_eq!(w.calls.get(), 0, "the window was not reset");
+            assert_eq!(w.timed_ns.get(), 0);
+            // Calls that do nothing are far under the contended time.
+            assert!(!w.step_due.get());
+        });
+    }
+
+    /// Counts a window of alternating pushes and pops on `queue`, the timed calls ending
+    /// every `gap_ns` and each taking `took_ns`; the window's judgement.
+    fn judge_window(w: &Window, queue: usize, gap_ns: u64, took_ns: u64) -> Option<bool> {
+        let t0 = Instant::now();
+        let at = |ns: u64| t0 + Duration::from_nanos(ns);
+        let mut verdict = None;
+        for call in 1..=WINDOW {
+            let op = if call % 2 == 0 { Op::Push } else { Op::Pop };
+            let edge = w.count(queue, op);
+            let span = span_start(WINDOW);
+            assert_eq!(
+                edge,
+                call == 1 || call == span || call > WINDOW - TIMED,
+                "call {call}"
+            );
+            if edge {
+                w.pass_edge(call);
+            }
+            if call == span {
+                w.started.set(Some(at(gap_ns * u64::from(call - 1))));
+            } else if call > WINDOW - TIMED {
+                let end = gap_ns * u64::from(call);
+                verdict = w.timed(at(end - took_ns - u64::from(call % 3)), at(end), 0);
+            }
+        }
+        verdict
+    }
+
+    #[test]
+    fn a_slow_mixed_window_is_judged_contended() {
+        // The window's clock readings are given, not read.
+        WINDOW_OF_THREAD.with(|w| {
+            w.reset(0x1000);
+            // Two threads trading the queue's lines: 200 ns a call, nothing in between.
+            assert_eq!(judge_window(w, 0x1000, 200, 190), Some(true));
+            assert_eq!(w.calls.get(), 0, "the next window did not start");
+            assert_eq!(w.timed_ns.get(), 0);
+            // The same calls with a microsecond of work between them.
+            assert_eq!(judge_window(w, 0x1000, 1_200, 200), Some(false));
+            // Calls that move no line.
+            assert_eq!(judge_window(w, 0x1000, 20, 15), Some(false));
+        });
+    }
+
+    #[test]
+    fn a_clock_slower_than_the_calls_is_taken_off_their_time() {
+        let t0 = Instant::now();
+        // A 1 µs clock reading made a 30 ns call look like 1,030 ns.
+        let end = t0 + Duration::from_nanos(10_000);
+        let call = end - Duration::from_nanos(1_030);
+        let (a, b) = (Window::new(), Window::new());
+        for copy in [&a, &b] {
+            copy.reset(0x2000);
+            copy.started.set(Some(t0));
+            for i in 0..WINDOW {
+                copy.count(0x2000, if i % 2 == 0 { Op::Push } else { Op::Pop });
+            }
+        }
+        assert_eq!(a.timed(call, end, 1_000), Some(false));
+        // Counted at face value, the same window would have looked contended.
+        assert_eq!(b.timed(call, end, 0), Some(true));
+    }
+
+    #[test]
+    fn a_pure_producer_reads_no_clock_and_its_windows_end_unjudged() {
+        let turns = Turns::new();
+        let queue = &turns as *const Turns as usize;
+        WINDOW_OF_THREAD.with(|w| w.reset(0));
+        for call in 1..=2 * WINDOW {
+            turns.around(Op::Push, Duration::from_secs(1), || ());
+            WINDOW_OF_THREAD.with(|w| {
+                assert_eq!(w.queue.get(), queue);
+                assert!(w.started.get().is_none(), "call {call} started a span");
+                assert_eq!(w.timed_ns.get(), 0, "call {call} was timed");
+                assert_eq!(
+                    w.calls.get(),
+                    call % WINDOW,
+                    "call {call}: the window did not end"
+                );
+            });
+        }
+        assert_eq!(
+            turns.last_judge.load(std::sync::atomic::Ordering::Relaxed),
+            0
+        );
+    }
+
+    #[test]
+    fn a_lone_thread_never_steps_back() {
+        let turns = Turns::new();
+        // Its every window contended: no other thread's window ends between them.
+        for _ in 0..4 {
+            assert!(!turns.concur(0xA, true));
+        }
+    }
+
+    #[test]
+    fn a_contended_window_steps_back_once_another_thread_was_seen() {
+        let turns = Turns::new();
+        assert!(!turns.concur(0xA, true), "nobody else had been seen");
+        // B's window was not contended (A's calls came before B's window started).
+        assert!(!turns.concur(0xB, false));
+        // A's next contended window: B has been seen since A's last window.
+        assert!(turns.concur(0xA, true));
+        // A again, before any window of B's ended.
+        assert!(!turns.concur(0xA, true));
+        assert!(turns.concur(0xB, true));
+    }
+
+    #[test]
+    fn the_clock_cost_is_measured_once() {
+        let first = clock_cost_ns();
+        assert_ne!(first, u64::MAX);
+        assert_eq!(clock_cost_ns(), first);
+    }
+}
