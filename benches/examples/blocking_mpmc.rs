@@ -16,7 +16,8 @@
 //! crossbeam-queue store of `WaitQueue`, `SegQueue` or `ArrayQueue`, polled), `unbounded` or
 //! `bounded` (capacity 1,024, or `BLOCKING_MPMC_BOUND`; with `BLOCKING_MPMC_PIN` set the
 //! spsc case pins its consumer to CPU 0 and its producer to CPU 1), items (split between the two threads), and optionally `spsc`
-//! for the bench's spsc case instead (one thread pushes, the other pops). `async-fairq` and
+//! for the bench's spsc case instead (one thread pushes, the other pops), or `mpsc` for its
+//! mpsc case (one thread pushes, the other pushes once and pops twice per round). `async-fairq` and
 //! `async-tokio` run the bench's async case instead: a producer task and a consumer task
 //! inside a two-worker tokio runtime (`pop_async` against tokio mpsc; the producer pushes
 //! with the plain call when unbounded, awaiting when bounded).
@@ -43,6 +44,8 @@ fn usage() -> (Duration, i64, i64) {
 
 /// Set by a fourth argument `spsc`: one thread pushes, the other pops.
 static SPSC: AtomicBool = AtomicBool::new(false);
+/// Set by a fourth argument `mpsc`: one thread pushes, the other pushes once and pops twice.
+static MPSC: AtomicBool = AtomicBool::new(false);
 
 thread_local! {
     static MAIN: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
@@ -73,6 +76,19 @@ fn two_threads<Q: Send + Sync + 'static>(
         };
         let _pinned = pin.then(|| fairq_benches::Pinned::to_cpu(0)).flatten();
         for _ in 0..2 * half {
+            black_box(recv(&q));
+        }
+        producer.join().expect("producer thread");
+        return;
+    }
+    if MPSC.load(Ordering::Relaxed) {
+        let producer = {
+            let q = Arc::clone(&q);
+            thread::spawn(move || (0..half).for_each(|i| send(&q, i)))
+        };
+        for i in 0..half {
+            send(&q, i);
+            black_box(recv(&q));
             black_box(recv(&q));
         }
         producer.join().expect("producer thread");
@@ -123,7 +139,7 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let usage_line =
         "usage: blocking_mpmc fairq|fair|async-fairq|async-tokio|crossbeam|kanal|flume|store \
-         unbounded|bounded ITEMS [spsc]";
+         unbounded|bounded ITEMS [spsc|mpsc]";
     let bound = match args.get(1).map(String::as_str) {
         Some("unbounded") => None,
         Some("bounded") => Some(
@@ -141,6 +157,10 @@ fn main() {
     let half = items / 2;
     SPSC.store(
         args.get(3).map(String::as_str) == Some("spsc"),
+        Ordering::Relaxed,
+    );
+    MPSC.store(
+        args.get(3).map(String::as_str) == Some("mpsc"),
         Ordering::Relaxed,
     );
     MAIN.with(|main| main.set(true));
@@ -236,6 +256,8 @@ fn main() {
         args[1],
         if SPSC.load(Ordering::Relaxed) {
             " spsc"
+        } else if MPSC.load(Ordering::Relaxed) {
+            " mpsc"
         } else {
             ""
         },
