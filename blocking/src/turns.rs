@@ -99,6 +99,8 @@ pub(crate) enum Op {
 /// A queue's side of taking turns: whether a thread is stepping back from it right now.
 #[derive(Debug)]
 pub(crate) struct Turns {
+    /// Whether the queue's threads take turns at all (`WaitQueue::taking_turns`).
+    enabled: bool,
     stepping: AtomicBool,
     /// The thread (its window's address) whose window on this queue ended last; 0 for none.
     #[cfg(not(loom))]
@@ -108,10 +110,21 @@ pub(crate) struct Turns {
 impl Turns {
     pub(crate) fn new() -> Self {
         Turns {
+            enabled: true,
             stepping: AtomicBool::new(false),
             #[cfg(not(loom))]
             last_judge: std::sync::atomic::AtomicUsize::new(0),
         }
+    }
+
+    /// Turns taking turns on or off for this queue.
+    pub(crate) fn set_enabled(&mut self, on: bool) {
+        self.enabled = on;
+    }
+
+    /// Whether this queue's threads take turns.
+    pub(crate) fn enabled(&self) -> bool {
+        self.enabled
     }
 
     /// Runs `pause` unless another thread is stepping back from this queue right now (then
@@ -147,6 +160,9 @@ impl Turns {
     #[cfg(not(loom))]
     #[inline(always)]
     pub(crate) fn around<R>(&self, op: Op, timeout: Duration, call: impl FnOnce() -> R) -> R {
+        if !self.enabled {
+            return call();
+        }
         let queue = self as *const Self as usize;
         // `call` appears once: a second copy of it (say, in a cold path) made the compiler
         // stop inlining the store's push and pop into it, which cost more than the count.
@@ -621,6 +637,26 @@ mod tests {
         assert_eq!(a.timed(call, end, 1_000), Some(false));
         // Counted at face value, the same window would have looked contended.
         assert_eq!(b.timed(call, end, 0), Some(true));
+    }
+
+    #[test]
+    fn a_queue_that_does_not_take_turns_counts_nothing() {
+        let mut turns = Turns::new();
+        turns.set_enabled(false);
+        assert!(!turns.enabled());
+        let queue = &turns as *const Turns as usize;
+        WINDOW_OF_THREAD.with(|w| {
+            w.reset(queue);
+            w.step_due.set(true);
+        });
+        for i in 0..2 * WINDOW {
+            let op = if i % 2 == 0 { Op::Push } else { Op::Pop };
+            turns.around(op, Duration::from_secs(1), || ());
+        }
+        WINDOW_OF_THREAD.with(|w| {
+            assert_eq!(w.calls.get(), 0, "a call was counted");
+            assert!(w.step_due.get(), "the due step back was taken or cleared");
+        });
     }
 
     #[test]

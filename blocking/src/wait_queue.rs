@@ -103,6 +103,39 @@ impl<T> WaitQueue<T> {
         }
     }
 
+    /// Whether threads that both push to and pop from this queue with the blocking calls
+    /// ([`push_timeout`](Self::push_timeout), [`pop_timeout`](Self::pop_timeout)) take turns
+    /// when their calls slow each other down (on by default). A thread whose recent calls
+    /// on this queue mixed pushes and pops, were slow because another thread's calls kept
+    /// taking the queue's cache lines, and were most of its time, sleeps about 0.1 ms at its
+    /// next blocking call (only when that call may wait at least 1 ms), while the other
+    /// thread runs alone at the single-thread rate; at most one thread of a queue sleeps
+    /// at a time, and a thread alone on a queue never does. Turn it off where that latency
+    /// matters more than throughput; the crate's README (*Taking turns*) has the rule and
+    /// the measurements.
+    ///
+    /// ```
+    /// use fairq_blocking::{FullPolicy, WaitQueue};
+    ///
+    /// let q = WaitQueue::<u64>::bounded(64, FullPolicy::Refuse).taking_turns(false);
+    /// assert!(!q.takes_turns());
+    /// assert!(WaitQueue::<u8>::unbounded().takes_turns());
+    /// ```
+    #[must_use]
+    pub fn taking_turns(mut self, on: bool) -> Self {
+        self.turns.set_enabled(on);
+        self
+    }
+
+    /// Whether this queue's threads take turns (see [`taking_turns`](Self::taking_turns)).
+    ///
+    /// ```
+    /// assert!(fairq_blocking::WaitQueue::<u8>::unbounded().takes_turns());
+    /// ```
+    pub fn takes_turns(&self) -> bool {
+        self.turns.enabled()
+    }
+
     /// Adds an item at the tail, or hands it to the oldest waiting consumer.
     ///
     /// Gives the item back if the queue is closed, or full under [`FullPolicy::Refuse`].
@@ -139,7 +172,9 @@ impl<T> WaitQueue<T> {
     /// `timeout` for room (the thread parks; a consumer that takes an item wakes the oldest
     /// waiting producer). Fails with [`PushError::Full`] if there is still no room at the
     /// deadline, or [`PushError::Closed`] once the queue is closed (waiting producers are
-    /// woken by [`close`](Self::close)). On other queues it is `push`.
+    /// woken by [`close`](Self::close)). On other queues it is `push`. A thread that also
+    /// pops this queue may first sleep about 0.1 ms to take turns with another such thread
+    /// (see [`taking_turns`](Self::taking_turns)); a `timeout` under 1 ms rules that out.
     ///
     /// ```
     /// use std::sync::Arc;
@@ -259,7 +294,10 @@ impl<T> WaitQueue<T> {
 
     /// Takes the next item, waiting up to `timeout` for one (the thread parks). Returns
     /// `None` at the deadline, or as soon as the queue is closed or its waiters evicted
-    /// with nothing to take. A consumer that times out never consumes an item.
+    /// with nothing to take. A consumer that times out never consumes an item. A thread
+    /// that also pushes to this queue may first sleep about 0.1 ms to take turns with
+    /// another such thread (see [`taking_turns`](Self::taking_turns)); a `timeout` under
+    /// 1 ms rules that out.
     ///
     /// ```
     /// use std::time::Duration;
