@@ -34,6 +34,8 @@ mod sync;
 mod turns;
 mod wait_queue;
 mod waiter;
+#[cfg(not(loom))]
+mod window;
 
 pub use deadline::Timeout;
 pub use fair_error::FairPushError;
