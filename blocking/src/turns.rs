@@ -71,6 +71,13 @@ pub(crate) const STEP: Duration = Duration::from_micros(20);
 #[cfg(not(loom))]
 pub(crate) const MIN_TIMEOUT: Duration = Duration::from_millis(1);
 
+/// What [`Turns::enter`] hands to [`Turns::leave`]: when a timed call started.
+#[cfg(not(loom))]
+pub(crate) type Timing = Option<Instant>;
+/// What [`Turns::enter`] hands to [`Turns::leave`]: nothing, under loom.
+#[cfg(loom)]
+pub(crate) type Timing = ();
+
 /// What a blocking call does to the queue.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Op {
@@ -126,39 +133,52 @@ impl Turns {
         true
     }
 
-    /// Runs `call`: without time, a model has no windows to judge.
+    /// Nothing to count: without time, a model has no windows to judge.
     #[cfg(loom)]
     #[inline]
-    pub(crate) fn around<R>(
-        &self,
-        _op: Op,
-        _timeout: std::time::Duration,
-        call: impl FnOnce() -> R,
-    ) -> R {
-        call()
-    }
+    pub(crate) fn enter(&self, _op: Op, _timeout: std::time::Duration) -> Timing {}
 
-    /// Runs the blocking call `call` (an `op` that may wait up to `timeout`), counting it in
-    /// the calling thread's window on this queue, timing it if it is among the window's
-    /// last, and first stepping back if the previous window judged the queue contended.
+    /// Nothing to time under loom.
+    #[cfg(loom)]
+    #[inline]
+    pub(crate) fn leave(&self, _timing: Timing) {}
+
+    /// Before a blocking call (an `op` that may wait up to `timeout`): counts it in the
+    /// calling thread's window on this queue, first stepping back if the previous window
+    /// judged the queue contended; the call's start if it is to be timed. Hand the result
+    /// to [`leave`](Self::leave) once the call returns.
+    ///
+    /// A pair of calls rather than a wrapper taking the call as a closure: wrapped, the
+    /// compiler stopped inlining the store's push and pop into the call.
     #[cfg(not(loom))]
     #[inline(always)]
-    pub(crate) fn around<R>(&self, op: Op, timeout: Duration, call: impl FnOnce() -> R) -> R {
+    pub(crate) fn enter(&self, op: Op, timeout: Duration) -> Timing {
         if !self.enabled {
-            return call();
+            return None;
         }
         let queue = self as *const Self as usize;
-        // `call` appears once: a second copy of it (say, in a cold path) made the compiler
-        // stop inlining the store's push and pop into it, which cost more than the count.
-        let timed_from = match WINDOW_OF_THREAD.try_with(|window| window.count(queue, op)) {
+        match WINDOW_OF_THREAD.try_with(|window| window.count(queue, op)) {
             Ok(true) => self.edge(timeout),
             // A call inside the window, or the thread is exiting (its window is gone).
             Ok(false) | Err(_) => None,
-        };
-        let outcome = call();
-        if let Some(start) = timed_from {
+        }
+    }
+
+    /// After a blocking call that [`enter`](Self::enter) counted.
+    #[cfg(not(loom))]
+    #[inline(always)]
+    pub(crate) fn leave(&self, timing: Timing) {
+        if let Some(start) = timing {
             self.timed(start);
         }
+    }
+
+    /// Runs `call` between [`enter`](Self::enter) and [`leave`](Self::leave).
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn around<R>(&self, op: Op, timeout: Duration, call: impl FnOnce() -> R) -> R {
+        let timing = self.enter(op, timeout);
+        let outcome = call();
+        self.leave(timing);
         outcome
     }
 
@@ -202,7 +222,7 @@ impl Turns {
             .try_with(|w| {
                 let due = w.step_due.take();
                 (
-                    w.calls.get(),
+                    w.calls(),
                     w.len.get(),
                     due,
                     w.mixed_so_far(),
@@ -268,7 +288,7 @@ mod tests {
         assert!(!stepped);
         WINDOW_OF_THREAD.with(|w| {
             assert!(!w.step_due.get());
-            assert_eq!(w.calls.get(), 1);
+            assert_eq!(w.calls(), 1);
             assert!(
                 w.started.get().is_none(),
                 "the span started at the first call"
@@ -279,7 +299,7 @@ mod tests {
         other.around(Op::Push, Duration::from_secs(1), || ());
         WINDOW_OF_THREAD.with(|w| {
             assert_eq!(w.queue.get(), &other as *const Turns as usize);
-            assert_eq!((w.calls.get(), w.pushes.get()), (1, 1));
+            assert_eq!((w.calls(), w.pushes()), (1, 1));
         });
     }
 
@@ -334,7 +354,7 @@ mod tests {
             turns.around(op, Duration::from_secs(1), || ());
         }
         WINDOW_OF_THREAD.with(|w| {
-            assert_eq!(w.calls.get(), 0, "the window was not reset");
+            assert_eq!(w.calls(), 0, "the window was not reset");
             assert_eq!(w.timed_ns.get(), 0);
             // Calls that do nothing are far under the contended time.
             assert!(!w.step_due.get());
@@ -356,7 +376,7 @@ mod tests {
             turns.around(op, Duration::from_secs(1), || ());
         }
         WINDOW_OF_THREAD.with(|w| {
-            assert_eq!(w.calls.get(), 0, "a call was counted");
+            assert_eq!(w.calls(), 0, "a call was counted");
             assert!(w.step_due.get(), "the due step back was taken or cleared");
         });
     }
@@ -373,7 +393,7 @@ mod tests {
                 assert!(w.started.get().is_none(), "call {call} started a span");
                 assert_eq!(w.timed_ns.get(), 0, "call {call} was timed");
                 assert_eq!(
-                    w.calls.get(),
+                    w.calls(),
                     call % WINDOW,
                     "call {call}: the window did not end"
                 );

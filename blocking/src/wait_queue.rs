@@ -192,18 +192,20 @@ impl<T> WaitQueue<T> {
     /// assert_eq!(q.pop_timeout(Duration::from_secs(10)), Some(2));
     /// ```
     pub fn push_timeout(&self, item: T, timeout: Duration) -> Result<(), PushError<T>> {
-        self.turns.around(Op::Push, timeout, || {
-            self.inner
-                .store
-                .room
-                .push_blocking(
-                    item,
-                    || ClockDeadline::after(timeout),
-                    || self.inner.store.has_room_for_batch(),
-                    |item| self.attempt(item),
-                )
-                .map_err(push_error)
-        })
+        let timing = self.turns.enter(Op::Push, timeout);
+        let outcome = self
+            .inner
+            .store
+            .room
+            .push_blocking(
+                item,
+                || ClockDeadline::after(timeout),
+                || self.inner.store.has_room_for_batch(),
+                |item| self.attempt(item),
+            )
+            .map_err(push_error);
+        self.turns.leave(timing);
+        outcome
     }
 
     /// Pushes, waiting asynchronously for room in a full bounded `Refuse` queue; with
@@ -307,9 +309,10 @@ impl<T> WaitQueue<T> {
     /// assert_eq!(q.pop_timeout(Duration::from_millis(1)), Some(7));
     /// ```
     pub fn pop_timeout(&self, timeout: Duration) -> Option<T> {
-        self.turns.around(Op::Pop, timeout, || {
-            self.inner.pop_blocking(|| ClockDeadline::after(timeout))
-        })
+        let timing = self.turns.enter(Op::Pop, timeout);
+        let outcome = self.inner.pop_blocking(|| ClockDeadline::after(timeout));
+        self.turns.leave(timing);
+        outcome
     }
 
     /// Takes the next item, waiting asynchronously; with `Some(timeout)` the future

@@ -36,8 +36,9 @@ pub(crate) struct Window {
     pub(crate) queue: Cell<usize>,
     /// The calls this window counts: [`WINDOW`], or [`PROBE`] after a step back.
     pub(crate) len: Cell<u32>,
-    pub(crate) calls: Cell<u32>,
-    pub(crate) pushes: Cell<u32>,
+    /// The calls counted so far (low 32 bits) and the pushes among them (high 32 bits): one
+    /// word, so that a call reads and writes one cell.
+    counts: Cell<u64>,
     /// The next call that is an edge: the first, the span's start, or a timed one.
     pub(crate) next_edge: Cell<u32>,
     /// When the window's first call started.
@@ -53,8 +54,7 @@ impl Window {
         Window {
             queue: Cell::new(0),
             len: Cell::new(WINDOW),
-            calls: Cell::new(0),
-            pushes: Cell::new(0),
+            counts: Cell::new(0),
             next_edge: Cell::new(1),
             started: Cell::new(None),
             timed_ns: Cell::new(0),
@@ -66,8 +66,7 @@ impl Window {
     pub(crate) fn reset(&self, queue: usize) {
         self.queue.set(queue);
         self.len.set(WINDOW);
-        self.calls.set(0);
-        self.pushes.set(0);
+        self.counts.set(0);
         self.next_edge.set(1);
         self.started.set(None);
         self.timed_ns.set(0);
@@ -81,11 +80,19 @@ impl Window {
             self.reset(queue);
             self.step_due.set(false);
         }
-        let calls = self.calls.get() + 1;
-        self.calls.set(calls);
-        self.pushes
-            .set(self.pushes.get() + u32::from(op == Op::Push));
-        calls == self.next_edge.get()
+        let counts = self.counts.get() + 1 + (u64::from(op == Op::Push) << 32);
+        self.counts.set(counts);
+        counts as u32 == self.next_edge.get()
+    }
+
+    /// The calls counted in this window so far.
+    pub(crate) fn calls(&self) -> u32 {
+        self.counts.get() as u32
+    }
+
+    /// The pushes among them.
+    pub(crate) fn pushes(&self) -> u32 {
+        (self.counts.get() >> 32) as u32
     }
 
     /// After an edge call (`calls` so far), the next call that is an edge.
@@ -105,7 +112,7 @@ impl Window {
     /// Whether the window's calls so far include pushes and pops (a quarter or more of
     /// each), or are too few to tell.
     pub(crate) fn mixed_so_far(&self) -> bool {
-        let (calls, pushes) = (self.calls.get(), self.pushes.get());
+        let (calls, pushes) = (self.calls(), self.pushes());
         calls < 8 || mixed(calls, pushes)
     }
 
@@ -122,7 +129,7 @@ impl Window {
             self.timed_ns.get().saturating_add(took)
         };
         self.timed_ns.set(sum);
-        let calls = self.calls.get();
+        let calls = self.calls();
         if calls < self.len.get() {
             return None;
         }
@@ -135,7 +142,7 @@ impl Window {
             u64::MAX => u64::MAX,
             sum => sum / u64::from(TIMED.min(calls - 1).max(1)),
         };
-        let contended = decide(calls, self.pushes.get(), per_call_ns, typical_ns);
+        let contended = decide(calls, self.pushes(), per_call_ns, typical_ns);
         self.reset(self.queue.get());
         Some(contended)
     }
@@ -276,7 +283,7 @@ mod tests {
             w.reset(0x1000);
             // Two threads trading the queue's lines: 200 ns a call, nothing in between.
             assert_eq!(judge_window(w, 0x1000, 200, 190), Some(true));
-            assert_eq!(w.calls.get(), 0, "the next window did not start");
+            assert_eq!(w.calls(), 0, "the next window did not start");
             assert_eq!(w.timed_ns.get(), 0);
             // The same calls with a microsecond of work between them.
             assert_eq!(judge_window(w, 0x1000, 1_200, 200), Some(false));
