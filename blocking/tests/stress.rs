@@ -256,3 +256,58 @@ fn a_ring_of_one_slot_loses_no_wake_up_in_either_direction() {
         .collect();
     assert_eq!(seen, expected);
 }
+
+/// Threads that each push then pop the same queue with the blocking calls, the pattern in
+/// which they take turns (`WaitQueue::taking_turns`): whether or not a thread steps back,
+/// every item comes out exactly once, and each thread receives every other thread's items
+/// in the order they were pushed.
+fn push_then_pop(q: &Arc<WaitQueue<(usize, usize)>>, threads: usize, per_thread: usize) {
+    let handles: Vec<_> = (0..threads)
+        .map(|t| {
+            let q = Arc::clone(q);
+            thread::spawn(move || {
+                let mut got = Vec::with_capacity(per_thread);
+                for i in 0..per_thread {
+                    q.push_timeout((t, i), common::STUCK).unwrap();
+                    got.push(q.pop_timeout(common::STUCK).expect("an item within STUCK"));
+                }
+                got
+            })
+        })
+        .collect();
+    let mut seen = vec![Vec::new(); threads];
+    for handle in handles {
+        let got = handle.join().unwrap();
+        let mut last = vec![None; threads];
+        for &(p, i) in &got {
+            assert!(last[p] < Some(i), "items of thread {p} out of order");
+            last[p] = Some(i);
+            seen[p].push(i);
+        }
+    }
+    assert!(q.is_empty());
+    for (p, mut items) in seen.into_iter().enumerate() {
+        items.sort_unstable();
+        assert_eq!(
+            items,
+            (0..per_thread).collect::<Vec<_>>(),
+            "thread {p}'s items"
+        );
+    }
+}
+
+#[test]
+fn threads_that_push_then_pop_get_every_item_once_taking_turns_or_not() {
+    for q in [
+        WaitQueue::bounded(1_024, FullPolicy::Refuse),
+        WaitQueue::unbounded(),
+        WaitQueue::bounded(1_024, FullPolicy::Refuse).taking_turns(false),
+    ] {
+        push_then_pop(&Arc::new(q), 2, 100_000);
+    }
+    push_then_pop(
+        &Arc::new(WaitQueue::bounded(8, FullPolicy::Refuse)),
+        3,
+        20_000,
+    );
+}
