@@ -38,8 +38,8 @@
 //! ([`Turns::step_back`]): the other, whose window may have judged the same contention,
 //! keeps running, so the two never sleep together. Back from a step, the thread's next
 //! window is [`PROBE`] calls long, so that it soon steps back again if the other still runs.
-//! A call whose timeout is under [`MIN_TIMEOUT`] never sleeps, so no deadline is overshot
-//! by a step back. Non-blocking calls (`push`, `try_pop`) and asynchronous ones are never
+//! A call whose timeout is under [`MIN_TIMEOUT`] never sleeps, and a call that sleeps
+//! waits only for what is left of its timeout afterwards, so no deadline is overshot. Non-blocking calls (`push`, `try_pop`) and asynchronous ones are never
 //! counted and never sleep: they promise not to block a thread or an executor.
 //!
 //! The price is latency, about 0.1 ms at one call of a thread that steps back, and fairness
@@ -136,7 +136,7 @@ impl Turns {
     /// Nothing to count: without time, a model has no windows to judge.
     #[cfg(loom)]
     #[inline]
-    pub(crate) fn enter(&self, _op: Op, _timeout: std::time::Duration) -> Timing {}
+    pub(crate) fn enter(&self, _op: Op, _timeout: &mut std::time::Duration) -> Timing {}
 
     /// Nothing to time under loom.
     #[cfg(loom)]
@@ -145,14 +145,15 @@ impl Turns {
 
     /// Before a blocking call (an `op` that may wait up to `timeout`): counts it in the
     /// calling thread's window on this queue, first stepping back if the previous window
-    /// judged the queue contended; the call's start if it is to be timed. Hand the result
-    /// to [`leave`](Self::leave) once the call returns.
+    /// judged the queue contended (and then taking the time asleep off `timeout`); the
+    /// call's start if it is to be timed. Hand the result to [`leave`](Self::leave) once the
+    /// call returns.
     ///
     /// A pair of calls rather than a wrapper taking the call as a closure: wrapped, the
     /// compiler stopped inlining the store's push and pop into the call.
     #[cfg(not(loom))]
     #[inline(always)]
-    pub(crate) fn enter(&self, op: Op, timeout: Duration) -> Timing {
+    pub(crate) fn enter(&self, op: Op, timeout: &mut Duration) -> Timing {
         if !self.enabled {
             return None;
         }
@@ -176,7 +177,8 @@ impl Turns {
     /// Runs `call` between [`enter`](Self::enter) and [`leave`](Self::leave).
     #[cfg(all(test, not(loom)))]
     pub(crate) fn around<R>(&self, op: Op, timeout: Duration, call: impl FnOnce() -> R) -> R {
-        let timing = self.enter(op, timeout);
+        let mut timeout = timeout;
+        let timing = self.enter(op, &mut timeout);
         let outcome = call();
         self.leave(timing);
         outcome
@@ -217,7 +219,7 @@ impl Turns {
     #[cfg(not(loom))]
     #[cold]
     #[inline(never)]
-    fn edge(&self, timeout: Duration) -> Option<Instant> {
+    fn edge(&self, timeout: &mut Duration) -> Option<Instant> {
         let (calls, mut len, step_due, mixed, started) = WINDOW_OF_THREAD
             .try_with(|w| {
                 let due = w.step_due.take();
@@ -230,7 +232,15 @@ impl Turns {
                 )
             })
             .ok()?;
-        if step_due && timeout >= MIN_TIMEOUT && self.step_back(|| std::thread::sleep(STEP)) {
+        if step_due
+            && *timeout >= MIN_TIMEOUT
+            && self.step_back(|| {
+                let asleep = Instant::now();
+                std::thread::sleep(STEP);
+                // The call's deadline counts from its start: the step back spends part of it.
+                *timeout = timeout.saturating_sub(asleep.elapsed());
+            })
+        {
             // Back from a step: a short window says soon whether the other thread still
             // holds the queue's lines.
             len = PROBE;
@@ -324,6 +334,28 @@ mod tests {
             assert!(!w.step_due.get());
             assert_eq!(w.len.get(), PROBE, "no short window after the step back");
         });
+    }
+
+    #[test]
+    fn a_step_back_spends_part_of_the_calls_timeout() {
+        let turns = Turns::new();
+        let queue = &turns as *const Turns as usize;
+        WINDOW_OF_THREAD.with(|w| {
+            w.reset(queue);
+            w.step_due.set(true);
+        });
+        let mut timeout = Duration::from_secs(1);
+        let timing = turns.enter(Op::Pop, &mut timeout);
+        turns.leave(timing);
+        assert!(
+            timeout <= Duration::from_secs(1) - STEP,
+            "{timeout:?} left after sleeping at least {STEP:?}"
+        );
+        // Without a due step back the timeout is left alone.
+        let mut timeout = Duration::from_secs(1);
+        let timing = turns.enter(Op::Push, &mut timeout);
+        turns.leave(timing);
+        assert_eq!(timeout, Duration::from_secs(1));
     }
 
     #[test]

@@ -174,7 +174,8 @@ impl<T> WaitQueue<T> {
     /// deadline, or [`PushError::Closed`] once the queue is closed (waiting producers are
     /// woken by [`close`](Self::close)). On other queues it is `push`. A thread that also
     /// pops this queue may first sleep about 0.1 ms to take turns with another such thread
-    /// (see [`taking_turns`](Self::taking_turns)); a `timeout` under 1 ms rules that out.
+    /// (see [`taking_turns`](Self::taking_turns)), within its `timeout`; a `timeout` under
+    /// 1 ms rules that out.
     ///
     /// ```
     /// use std::sync::Arc;
@@ -192,7 +193,8 @@ impl<T> WaitQueue<T> {
     /// assert_eq!(q.pop_timeout(Duration::from_secs(10)), Some(2));
     /// ```
     pub fn push_timeout(&self, item: T, timeout: Duration) -> Result<(), PushError<T>> {
-        let timing = self.turns.enter(Op::Push, timeout);
+        let mut timeout = timeout;
+        let timing = self.turns.enter(Op::Push, &mut timeout);
         let outcome = self
             .inner
             .store
@@ -298,8 +300,8 @@ impl<T> WaitQueue<T> {
     /// `None` at the deadline, or as soon as the queue is closed or its waiters evicted
     /// with nothing to take. A consumer that times out never consumes an item. A thread
     /// that also pushes to this queue may first sleep about 0.1 ms to take turns with
-    /// another such thread (see [`taking_turns`](Self::taking_turns)); a `timeout` under
-    /// 1 ms rules that out.
+    /// another such thread (see [`taking_turns`](Self::taking_turns)), within its
+    /// `timeout`; a `timeout` under 1 ms rules that out.
     ///
     /// ```
     /// use std::time::Duration;
@@ -309,7 +311,8 @@ impl<T> WaitQueue<T> {
     /// assert_eq!(q.pop_timeout(Duration::from_millis(1)), Some(7));
     /// ```
     pub fn pop_timeout(&self, timeout: Duration) -> Option<T> {
-        let timing = self.turns.enter(Op::Pop, timeout);
+        let mut timeout = timeout;
+        let timing = self.turns.enter(Op::Pop, &mut timeout);
         let outcome = self.inner.pop_blocking(|| ClockDeadline::after(timeout));
         self.turns.leave(timing);
         outcome
