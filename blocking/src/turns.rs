@@ -271,6 +271,16 @@ mod tests {
     use super::*;
     use crate::window::WINDOW;
 
+    /// Starts the calling thread's window on `turns` with a step back due at its next call,
+    /// as after a window judged contended.
+    fn make_step_due(turns: &Turns) {
+        let queue = turns as *const Turns as usize;
+        WINDOW_OF_THREAD.with(|w| {
+            w.reset(queue);
+            w.step_due.set(true);
+        });
+    }
+
     #[test]
     fn one_thread_steps_back_at_a_time() {
         let turns = Turns::new();
@@ -286,11 +296,7 @@ mod tests {
     #[test]
     fn a_window_that_judged_contention_steps_back_once_then_counts_afresh() {
         let turns = Turns::new();
-        let queue = &turns as *const Turns as usize;
-        WINDOW_OF_THREAD.with(|w| {
-            w.reset(queue);
-            w.step_due.set(true);
-        });
+        make_step_due(&turns);
         // A call that may not wait a millisecond does not step back, and clears the flag.
         let stepped = turns.around(Op::Pop, Duration::from_micros(10), || {
             turns.stepping.load(Ordering::Relaxed)
@@ -316,11 +322,7 @@ mod tests {
     #[test]
     fn a_due_step_back_sleeps_while_holding_the_queue() {
         let turns = Turns::new();
-        let queue = &turns as *const Turns as usize;
-        WINDOW_OF_THREAD.with(|w| {
-            w.reset(queue);
-            w.step_due.set(true);
-        });
+        make_step_due(&turns);
         // The step back ran before the call and released the queue after it.
         let during = turns.around(Op::Push, Duration::from_secs(1), || {
             turns.stepping.load(Ordering::Relaxed)
@@ -339,11 +341,7 @@ mod tests {
     #[test]
     fn a_step_back_spends_part_of_the_calls_timeout() {
         let turns = Turns::new();
-        let queue = &turns as *const Turns as usize;
-        WINDOW_OF_THREAD.with(|w| {
-            w.reset(queue);
-            w.step_due.set(true);
-        });
+        make_step_due(&turns);
         let mut timeout = Duration::from_secs(1);
         let timing = turns.enter(Op::Pop, &mut timeout);
         turns.leave(timing);
@@ -361,11 +359,7 @@ mod tests {
     #[test]
     fn a_due_step_back_is_skipped_while_another_thread_steps_back() {
         let turns = Turns::new();
-        let queue = &turns as *const Turns as usize;
-        WINDOW_OF_THREAD.with(|w| {
-            w.reset(queue);
-            w.step_due.set(true);
-        });
+        make_step_due(&turns);
         turns.stepping.store(true, Ordering::Relaxed); // as another thread's step back does
         turns.around(Op::Pop, Duration::from_secs(1), || ());
         WINDOW_OF_THREAD.with(|w| {
@@ -398,11 +392,7 @@ mod tests {
         let mut turns = Turns::new();
         turns.set_enabled(false);
         assert!(!turns.enabled());
-        let queue = &turns as *const Turns as usize;
-        WINDOW_OF_THREAD.with(|w| {
-            w.reset(queue);
-            w.step_due.set(true);
-        });
+        make_step_due(&turns);
         for i in 0..2 * WINDOW {
             let op = if i % 2 == 0 { Op::Push } else { Op::Pop };
             turns.around(op, Duration::from_secs(1), || ());
