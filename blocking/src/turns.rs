@@ -13,17 +13,18 @@
 //!
 //! **The window.** Each thread counts its blocking calls ([`WaitQueue::push_timeout`] and
 //! [`WaitQueue::pop_timeout`]) on one queue at a time, in windows of [`WINDOW`] calls; a
-//! call on another queue starts a new window. The window's first call reads the clock, and
-//! its last [`TIMED`] calls are timed one by one, less what a reading of the clock costs
-//! (measured once per process). At the window's end the thread judges it ([`decide`]): it
-//! was contended only if
+//! call on another queue starts a new window. If the thread has both pushed and popped so
+//! far, the clock is read where the window's last [`SPAN`] calls begin, and its last
+//! [`TIMED`] calls are timed one by one, less what a reading of the clock costs (measured
+//! once per process); a thread that has not reads no clock. At the window's end the thread
+//! judges it ([`decide`]): it was contended only if
 //! * the thread both pushed and popped (at least a quarter of the calls each): a pure
 //!   producer or consumer never steps back, since its partner needs it to make progress
 //!   (spsc, ping-pong, a pipeline's stages);
 //! * the timed calls took [`CONTENDED_NS`] or more on average, and none of them waited for
 //!   an item or for room ([`WAITED_NS`]). Calls of a contended pair vary widely (some 50 ns,
 //!   some 400), so the average judges, not the fastest;
-//! * the calls are most of the thread's time: with `u` the window's time per call and `c`
+//! * the calls are most of the thread's time: with `u` the span's time per call and `c`
 //!   the timed calls' average, one thread alone would take about `u - c + ALONE_NS` per call
 //!   where two threads take `u / 2` each, so only if `u + 2 × ALONE_NS < 2 × c`. A thread
 //!   that works on each item between its calls keeps both threads running.
@@ -39,8 +40,10 @@
 //! keeps running, so the two never sleep together. Back from a step, the thread's next
 //! window is [`PROBE`] calls long, so that it soon steps back again if the other still runs.
 //! A call whose timeout is under [`MIN_TIMEOUT`] never sleeps, and a call that sleeps
-//! waits only for what is left of its timeout afterwards, so no deadline is overshot. Non-blocking calls (`push`, `try_pop`) and asynchronous ones are never
-//! counted and never sleep: they promise not to block a thread or an executor.
+//! waits only for what is left of its timeout afterwards, so no deadline is overshot.
+//! Non-blocking calls (`push`, `try_pop`) and asynchronous ones are never counted and never
+//! sleep: they promise not to block a thread or an executor. A queue built with
+//! `taking_turns(false)` counts nothing.
 //!
 //! The price is latency, about 0.1 ms at one call of a thread that steps back, and fairness
 //! between the two threads (the one that stays does most of the work, as with kanal's lock).
@@ -53,6 +56,7 @@
 //! [`WaitQueue::pop_timeout`]: crate::WaitQueue::pop_timeout
 //! [`WINDOW`]: crate::window::WINDOW
 //! [`TIMED`]: crate::window::TIMED
+//! [`SPAN`]: crate::window::SPAN
 //! [`PROBE`]: crate::window::PROBE
 //! [`CONTENDED_NS`]: crate::window::CONTENDED_NS
 //! [`WAITED_NS`]: crate::window::WAITED_NS
