@@ -41,7 +41,7 @@ pub(crate) struct Window {
     counts: Cell<u64>,
     /// The next call that is an edge: the first, the span's start, or a timed one.
     pub(crate) next_edge: Cell<u32>,
-    /// When the window's span began (the clock read at its first call).
+    /// When the window's span began: the clock as the span's first call started.
     pub(crate) started: Cell<Option<Instant>>,
     /// The timed calls' total time so far, in nanoseconds; `u64::MAX` once one waited.
     pub(crate) timed_ns: Cell<u64>,
