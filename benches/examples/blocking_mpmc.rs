@@ -15,7 +15,8 @@
 //! cases; `crossbeam`, `kanal`, `flume`: their blocking `send`/`recv`; `store`: the bare
 //! crossbeam-queue store of `WaitQueue`, `SegQueue` or `ArrayQueue`, polled), `unbounded` or
 //! `bounded` (capacity 1,024, or `BLOCKING_MPMC_BOUND`; with `BLOCKING_MPMC_PIN` set the
-//! spsc case pins its consumer to CPU 0 and its producer to CPU 1), items (split between the two threads), and optionally `spsc`
+//! spsc case pins its consumer to CPU 0 and its producer to CPU 1; with
+//! `BLOCKING_MPMC_NO_TURNS` set `fairq`'s threads do not take turns), items (split between the two threads), and optionally `spsc`
 //! for the bench's spsc case instead (one thread pushes, the other pops), or `mpsc` for its
 //! mpsc case (one thread pushes, the other pushes once and pops twice per round). `async-fairq` and
 //! `async-tokio` run the bench's async case instead: a producer task and a consumer task
@@ -168,10 +169,13 @@ fn main() {
     let start = Instant::now();
     match args.first().map(String::as_str) {
         Some("fairq") => {
-            let q = Arc::new(match bound {
-                Some(n) => WaitQueue::bounded(n, FullPolicy::Refuse),
-                None => WaitQueue::unbounded(),
-            });
+            let q = Arc::new(
+                match bound {
+                    Some(n) => WaitQueue::bounded(n, FullPolicy::Refuse),
+                    None => WaitQueue::unbounded(),
+                }
+                .taking_turns(std::env::var_os("BLOCKING_MPMC_NO_TURNS").is_none()),
+            );
             two_threads(
                 q,
                 half,

@@ -185,6 +185,9 @@ struct Cached {
     files: VecDeque<(u64, Arc<dyn ReadFile>)>,
     /// Reads under way: (segment, start, end, ticket).
     loading: Vec<(u64, u64, u64, u64)>,
+    /// Readers waiting on `loaded` for one of those reads. A read that ends while none
+    /// waits notifies nobody: `std`'s notification is a system call even then.
+    waiting: usize,
     next_ticket: u64,
     /// Which chunks to keep, worked out at each new chunk (reused, so that a read of 64
     /// KiB allocates nothing for it).
@@ -260,7 +263,9 @@ impl ChunkCache {
                     }
                     // Another reader is reading these bytes: wait for its chunk (or, if its
                     // read fails, read them here).
+                    c.waiting += 1;
                     c = self.loaded.wait(c).unwrap_or_else(|p| p.into_inner());
+                    c.waiting -= 1;
                 }
             }
             let ticket = c.next_ticket;
@@ -277,7 +282,9 @@ impl ChunkCache {
         let read = self.read(storage, path, pos, want, file, &mut buf);
         let mut c = proto::lock(&self.inner);
         c.loading.retain(|l| l.3 != ticket);
-        self.loaded.notify_all();
+        if c.waiting > 0 {
+            self.loaded.notify_all();
+        }
         let n = match read {
             Ok(n) => n,
             Err(e) => {
