@@ -307,7 +307,8 @@ pub struct JournalConfig {
     /// 64 MiB): with several readers, the first one to read a stretch of the journal keeps
     /// it (checksums verified) for the others, which then make no system call for it. Data
     /// every reader has passed is dropped at once, so a queue with one reader, or readers
-    /// that keep together, holds about one 64 KiB chunk each; `0` keeps only what a reader
+    /// that keep together, holds about one chunk each (256 KiB, or 64 KiB for a read of
+    /// what was just put); `0` keeps only what a reader
     /// reads now. The cap is reached when readers drift apart: readers on more threads
     /// than cores drift by whole time slices (tens of megabytes at a few million items a
     /// second), and a reader that stops while others go on keeps the cache full until it

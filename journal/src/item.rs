@@ -40,7 +40,8 @@ pub struct Item {
     pub id: ItemId,
     /// The item's bytes: a shared slice of what the reader read, not a copy, so cloning an
     /// item or handing its bytes on costs no copy either. While any slice is alive it keeps
-    /// the piece of the file it was read with (up to 64 KiB) in memory: copy the bytes out
+    /// the piece of the file it was read with in memory (a 256 KiB buffer when the reader
+    /// was behind the writers, 64 KiB when it read what was just put): copy the bytes out
     /// (`item.data.to_vec()`) to keep a small item for long.
     pub data: Bytes,
     /// When the item was put (millisecond precision).

@@ -1,7 +1,7 @@
 //! Reading records for a reader: finding the record at the cursor across segment ends, and
 //! decoding and checking it from the shared chunks (`chunks.rs`).
 
-use crate::chunks::{Held, CHUNK_LEN};
+use crate::chunks::{Held, RUN_LEN};
 use crate::format::{decode_record_checked, DecodeError, RECORD_HEADER_LEN, SEGMENT_HEADER_LEN};
 use crate::pos::Pos;
 use crate::reader_state::ReaderState;
@@ -107,7 +107,7 @@ pub(crate) fn read_record_at(
                 // no item holds a slice of it, its buffer is then free for the next chunk
                 // (no allocation, no zero fill).
                 st.chunk = None;
-                let want = (CHUNK_LEN as u64).max(min).min(avail);
+                let want = (RUN_LEN as u64).max(min).min(avail);
                 let path = inner.segment_path(pos.seg);
                 let chunk = inner
                     .chunks
