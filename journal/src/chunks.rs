@@ -1,14 +1,14 @@
 //! Pieces of segment files in memory, shared by every reader of a queue.
 //!
 //! Readers of a fan-out queue read the same bytes. The first reader that needs a stretch of a
-//! segment reads it (256 KiB at a time, less at the end of what may be read) into a [`Chunk`] and checks each record's checksum as
-//! it decodes it; readers that come by later find the chunk in the queue's [`ChunkCache`],
-//! make no system call and skip the checksums already verified in it (the bytes in memory
-//! cannot change). So a second, third, fourth reader costs little more than its own
-//! bookkeeping: items hand out slices of the chunk's bytes ([`Bytes`]), not copies. Each
-//! reader wraps a chunk in a [`Bytes`] of its own ([`Held`]), so the reference count its
-//! items update is one no other reader's items write to (a count shared by every reader of
-//! a chunk would bounce between cores at every item).
+//! segment reads it (256 KiB at a time, less at the end of what may be read) into a
+//! [`Chunk`] and checks each record's checksum as it decodes it; readers that come by later
+//! find the chunk in the queue's [`ChunkCache`], make no system call and skip the checksums
+//! already verified in it (the bytes in memory cannot change). So a second, third, fourth
+//! reader costs little more than its own bookkeeping: items hand out slices of the chunk's
+//! bytes ([`Bytes`]), not copies. Each reader wraps a chunk in a [`Bytes`] of its own
+//! ([`Held`]), so the reference count its items update is one no other reader's items write
+//! to (a count shared by every reader of a chunk would bounce between cores at every item).
 //!
 //! A chunk never holds bytes past what readers may read when it was read (the visible end of
 //! the open segment, or a sealed segment's end), so it only ever holds complete records.
@@ -61,6 +61,7 @@ fn buffer_len(want: usize) -> usize {
         want.max(RUN_LEN)
     }
 }
+
 /// Open segment files kept.
 const KEEP_FILES: usize = 4;
 /// The share of the cache's cap kept in spare buffers (1/8), up to [`SPARE_MAX`] and at
@@ -219,8 +220,8 @@ struct Cached {
     /// waits notifies nobody: `std`'s notification is a system call even then.
     waiting: usize,
     next_ticket: u64,
-    /// Which chunks to keep, worked out at each new chunk (reused, so that a read of 64
-    /// KiB allocates nothing for it).
+    /// Which chunks to keep, worked out at each new chunk (reused, so that a chunk's read
+    /// allocates nothing for it).
     keep: Vec<bool>,
 }
 
