@@ -536,6 +536,100 @@ mod tests {
         drop(second);
     }
 
+    #[derive(Debug, Clone)]
+    enum Op {
+        /// Put this many items.
+        Put(usize),
+        /// Reader 0 or 1 gets (and commits) up to this many items, holding each one if the
+        /// flag says so.
+        Get(usize, usize, bool),
+        /// Drop every held item (an even number) or the one at this index (modulo their
+        /// number).
+        Release(usize),
+    }
+
+    fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+        use proptest::prelude::*;
+        prop_oneof![
+            // Single items (reads at the writer's heels) and backlogs past 256 KiB.
+            (1usize..4).prop_map(Op::Put),
+            (60usize..400).prop_map(Op::Put),
+            (0usize..2, 1usize..400, any::<bool>()).prop_map(|(r, n, h)| Op::Get(r, n, h)),
+            any::<usize>().prop_map(Op::Release),
+        ]
+    }
+
+    /// An item's bytes: its number, then filler.
+    fn numbered(i: usize) -> Vec<u8> {
+        let mut v = vec![0xA5; ITEM];
+        v[..8].copy_from_slice(&(i as u64).to_le_bytes());
+        v
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+
+        /// Two readers that read at the writer's heels and behind it, in any interleaving,
+        /// with items held and let go at random, against a model that counts what each
+        /// reader should get next: every item arrives in order with its bytes, also after
+        /// the buffer it was read into went through the spare buffers, and the spare buffers
+        /// only ever hold buffers of the two sizes, within their limit.
+        #[test]
+        fn reads_of_both_sizes_deliver_every_item_and_keep_the_spare_buffers_bounded(
+            ops in proptest::collection::vec(op(), 1..32),
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let config = JournalConfig {
+                read_cache_bytes: 4 * RUN_LEN,
+                sync: crate::SyncPolicy::Never,
+                ..JournalConfig::default()
+            };
+            let q = JournaledQueue::open(dir.path(), "q", config).unwrap();
+            let readers = [q.reader("a").unwrap(), q.reader("b").unwrap()];
+            let (mut put, mut next) = (0usize, [0usize; 2]);
+            let mut held: Vec<(usize, crate::Item)> = Vec::new();
+            for op in ops {
+                match op {
+                    Op::Put(n) => {
+                        for _ in 0..n {
+                            q.put(&numbered(put)).unwrap();
+                            put += 1;
+                        }
+                    }
+                    Op::Get(r, n, hold) => {
+                        for _ in 0..n.min(put - next[r]) {
+                            let item = readers[r].get().unwrap().unwrap();
+                            proptest::prop_assert_eq!(&item.data[..], &numbered(next[r])[..]);
+                            readers[r].commit(item.id).unwrap();
+                            if hold {
+                                held.push((next[r], item));
+                            }
+                            next[r] += 1;
+                        }
+                        if next[r] == put {
+                            proptest::prop_assert!(readers[r].get().unwrap().is_none());
+                        }
+                    }
+                    Op::Release(k) if k % 2 == 0 => held.clear(),
+                    Op::Release(k) => {
+                        if !held.is_empty() {
+                            held.swap_remove(k % held.len());
+                        }
+                    }
+                }
+                for (i, item) in &held {
+                    proptest::prop_assert_eq!(&item.data[..], &numbered(*i)[..]);
+                }
+                let bufs: Vec<usize> = lock(&q.inner.chunks.spare.bufs)
+                    .iter()
+                    .map(Vec::len)
+                    .collect();
+                proptest::prop_assert!(bufs.iter().all(|&l| l == CHUNK_LEN || l == RUN_LEN), "{:?}", bufs);
+                proptest::prop_assert!(bufs.iter().sum::<usize>() <= q.inner.chunks.spare.keep);
+            }
+        }
+    }
+
     /// The spare buffers stay within their share of the cache's cap however many chunks
     /// are freed at once.
     #[test]
