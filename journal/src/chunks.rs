@@ -392,8 +392,9 @@ impl ChunkCache {
                 f
             }
         };
-        if buf.len() < buffer_len(want) {
-            buf.resize(buffer_len(want), 0);
+        let size = buffer_len(want);
+        if buf.len() < size {
+            buf.resize(size, 0);
         }
         read_at_most(file.as_ref(), &mut buf[..want], pos.off)
     }
