@@ -4,8 +4,12 @@
 //!
 //! ```sh
 //! cargo build --release -p fairq-benches --example journal_ops
-//! valgrind --tool=callgrind target/release/examples/journal_ops put 128 100000
-//! valgrind --tool=callgrind target/release/examples/journal_ops raw-write 128 100000
+//! target/release/examples/journal_ops put 128 1000000
+//! # Under valgrind, with rustix on the C library (its raw backend crashes valgrind):
+//! RUSTFLAGS="--cfg rustix_use_libc" CARGO_TARGET_DIR=target/valgrind \
+//!     cargo build --release -p fairq-benches --example journal_ops
+//! valgrind --tool=callgrind target/valgrind/release/examples/journal_ops put 128 100000
+//! valgrind --tool=callgrind target/valgrind/release/examples/journal_ops raw-write 128 100000
 //! ```
 //!
 //! Arguments: contender, item size in bytes, operations. Contenders: `put` (`put` under

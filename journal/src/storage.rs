@@ -16,7 +16,7 @@
 
 use std::fmt;
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, IoSlice, Write};
+use std::io::{self, IoSlice};
 use std::path::Path;
 
 /// What kind of entry a directory listing found. Symbolic links are reported as such, never
@@ -338,14 +338,33 @@ pub(crate) fn parent_dir(path: &Path) -> &Path {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct FsStorage;
 
+/// A segment file of [`FsStorage`].
+///
+/// On Linux its appends are system calls issued directly (`rustix`'s raw backend) rather
+/// than through the C library, whose `write` in a process with more than one thread marks
+/// the thread cancellable around every call (two atomic read-modify-writes a put).
 #[derive(Debug)]
 struct FsFile(File);
 
 impl WriteFile for FsFile {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    #[inline]
     fn write(&self, buf: &[u8]) -> io::Result<usize> {
+        Ok(rustix::io::write(&self.0, buf)?)
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    fn write(&self, buf: &[u8]) -> io::Result<usize> {
+        use std::io::Write;
         (&self.0).write(buf)
     }
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    #[inline]
     fn write_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        Ok(rustix::io::writev(&self.0, bufs)?)
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    fn write_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        use std::io::Write;
         (&self.0).write_vectored(bufs)
     }
     fn sync_data(&self) -> io::Result<()> {
