@@ -352,7 +352,7 @@ impl Inner {
                     match result {
                         Ok(()) => {
                             self.mark_synced(end);
-                            self.publish(end);
+                            self.publish_held(&w, end);
                             self.synced_all(&mut w);
                         }
                         Err(e) => {
@@ -365,7 +365,7 @@ impl Inner {
                         continue;
                     }
                 }
-                SyncPolicy::Never | SyncPolicy::Periodic(_) => self.publish(end),
+                SyncPolicy::Never | SyncPolicy::Periodic(_) => self.publish_held(&w, end),
                 _ => {}
             }
             break;

@@ -20,7 +20,7 @@ use crate::pos::Pos;
 use crate::reader_state::{new_shared, ReaderShared, ReaderState};
 use crate::report::RecoveryReport;
 use crate::scan::{check_contiguous, scan, Restored, Scan};
-use crate::state::{Inner, Sealed, SegIndex, SyncState, Writer};
+use crate::state::{Inner, Sealed, SegIndex, SyncState, Visible, Writer};
 use crate::storage::{
     read_if_present, DirEntry, EntryKind, LockGuard, ReadOnlyFile, Storage, WriteFile,
 };
@@ -424,7 +424,8 @@ pub(crate) fn open(
             poisoned: None,
         }),
         sync_cv: Condvar::new(),
-        index: Mutex::new(SegIndex { segs, visible: end }),
+        index: Mutex::new(SegIndex { segs }),
+        visible: Visible::new(end),
         readers: RwLock::new(readers),
         registry: Mutex::new(()),
         chunks,

@@ -73,7 +73,7 @@ impl Inner {
         if sync_now {
             self.mark_synced(start);
         }
-        self.publish(start);
+        self.publish_held(w, start);
         Ok(())
     }
 

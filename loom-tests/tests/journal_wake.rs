@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use common::model;
 use fairq_journal::model::Doorbell;
+use loom::sync::atomic::{fence, AtomicU64, Ordering};
 use loom::sync::{Arc, Mutex};
 use loom::thread;
 
@@ -45,6 +46,42 @@ fn a_put_always_wakes_a_waiting_reader() {
             thread::spawn(move || wait_for(&bell, &slot))
         };
         publish(&bell, &slot, 7);
+        assert_eq!(reader.join().unwrap(), 7);
+    });
+}
+
+/// A put under `Never`, `Periodic` or `Always` publishes its end with one `SeqCst` store and
+/// no lock (`Visible` in `fairq-journal/src/state.rs`) and then rings; the reader counts
+/// itself a waiter and then reads the end. The waiting reader still always wakes.
+///
+/// The journal relies on the single total order of `SeqCst` accesses there (C++20
+/// [atomics.order]: the end's store, the waiter count's load, its increment and the end's
+/// load cannot all miss each other). Loom treats `SeqCst` accesses as `AcqRel`, without that
+/// order, so the model puts in the `SeqCst` fences that stand for it; without them loom
+/// reports the reader asleep forever.
+#[test]
+fn a_put_published_without_a_lock_always_wakes_a_waiting_reader() {
+    model(|| {
+        let bell = Arc::new(Doorbell::new());
+        let end = Arc::new(AtomicU64::new(0));
+        let reader = {
+            let (bell, end) = (Arc::clone(&bell), Arc::clone(&end));
+            thread::spawn(move || {
+                let _registered = bell.enter();
+                fence(Ordering::SeqCst);
+                loop {
+                    let seen = bell.generation();
+                    let at = end.load(Ordering::SeqCst);
+                    if at > 0 {
+                        return at;
+                    }
+                    bell.wait(seen, FOREVER, || false);
+                }
+            })
+        };
+        end.store(7, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        bell.ring();
         assert_eq!(reader.join().unwrap(), 7);
     });
 }
