@@ -78,9 +78,11 @@ pub(crate) const MIN_TIMEOUT: Duration = Duration::from_millis(1);
 /// What [`Turns::enter`] hands to [`Turns::leave`]: when a timed call started.
 #[cfg(not(loom))]
 pub(crate) type Timing = Option<Instant>;
-/// What [`Turns::enter`] hands to [`Turns::leave`]: nothing, under loom.
+/// What [`Turns::enter`] hands to [`Turns::leave`]: nothing, under loom (a unit struct
+/// rather than `()`, so that callers binding it need no lint exception).
 #[cfg(loom)]
-pub(crate) type Timing = ();
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Timing;
 
 /// What a blocking call does to the queue.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -140,7 +142,9 @@ impl Turns {
     /// Nothing to count: without time, a model has no windows to judge.
     #[cfg(loom)]
     #[inline]
-    pub(crate) fn enter(&self, _op: Op, _timeout: &mut std::time::Duration) -> Timing {}
+    pub(crate) fn enter(&self, _op: Op, _timeout: &mut std::time::Duration) -> Timing {
+        Timing
+    }
 
     /// Nothing to time under loom.
     #[cfg(loom)]
