@@ -506,6 +506,46 @@ fn readers_at_the_writers_heels_read_every_item_across_rotations() {
     }
 }
 
+/// On the real file system, `put_many` of more records than one `writev` takes (two slices
+/// each, up to 512 slices a call) and puts larger than the copy limit (written from the
+/// caller's slice) all come back, before and after a reopen.
+#[test]
+fn many_and_large_puts_round_trip_through_the_file_system() {
+    let dir = tempfile::tempdir().unwrap();
+    let items: Vec<Vec<u8>> = (0..1_500u32)
+        .map(|i| {
+            let len = if i % 100 == 7 {
+                9_000
+            } else {
+                (i % 300) as usize
+            };
+            (0..len).map(|j| (i as usize + j) as u8).collect()
+        })
+        .collect();
+    let refs: Vec<&[u8]> = items.iter().map(Vec::as_slice).collect();
+    {
+        let q = JournaledQueue::open(dir.path(), "q", cfg()).unwrap();
+        q.reader("r").unwrap();
+        let ids = q.put_many(&refs).unwrap();
+        assert_eq!(ids.len(), items.len());
+        for big in items.iter().filter(|d| d.len() > 4_096).take(3) {
+            q.put(big).unwrap();
+        }
+        q.close().unwrap();
+    }
+    let q = JournaledQueue::open(dir.path(), "q", cfg()).unwrap();
+    let got = drain(&q.reader("r").unwrap());
+    let bigs: Vec<Vec<u8>> = items
+        .iter()
+        .filter(|d| d.len() > 4_096)
+        .take(3)
+        .cloned()
+        .collect();
+    assert_eq!(got.len(), items.len() + 3);
+    assert_eq!(&got[..items.len()], &items[..]);
+    assert_eq!(&got[items.len()..], &bigs[..]);
+}
+
 #[test]
 fn failed_sync_poisons_until_reopen() {
     let disk = SimDisk::new(9);
