@@ -523,27 +523,23 @@ fn many_and_large_puts_round_trip_through_the_file_system() {
         })
         .collect();
     let refs: Vec<&[u8]> = items.iter().map(Vec::as_slice).collect();
+    let bigs: Vec<&Vec<u8>> = items.iter().filter(|d| d.len() > 4_096).take(3).collect();
     {
         let q = JournaledQueue::open(dir.path(), "q", cfg()).unwrap();
         q.reader("r").unwrap();
         let ids = q.put_many(&refs).unwrap();
         assert_eq!(ids.len(), items.len());
-        for big in items.iter().filter(|d| d.len() > 4_096).take(3) {
+        for big in &bigs {
             q.put(big).unwrap();
         }
         q.close().unwrap();
     }
     let q = JournaledQueue::open(dir.path(), "q", cfg()).unwrap();
     let got = drain(&q.reader("r").unwrap());
-    let bigs: Vec<Vec<u8>> = items
-        .iter()
-        .filter(|d| d.len() > 4_096)
-        .take(3)
-        .cloned()
-        .collect();
+    assert_eq!(bigs.len(), 3);
     assert_eq!(got.len(), items.len() + 3);
     assert_eq!(&got[..items.len()], &items[..]);
-    assert_eq!(&got[items.len()..], &bigs[..]);
+    assert_eq!(got[items.len()..].iter().collect::<Vec<_>>(), bigs);
 }
 
 #[test]
