@@ -246,6 +246,7 @@ impl Inner {
     /// Puts `items` with consecutive ids in one write; see `JournaledQueue::put_many`.
     pub(crate) fn put_many(&self, items: &[&[u8]]) -> Result<Vec<ItemId>, JournalError> {
         let first = self.put_records(items, PutOptions::default())?;
+        self.sync_if_due();
         Ok((0..items.len() as u64).map(|i| ItemId(first + i)).collect())
     }
 

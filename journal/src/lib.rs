@@ -73,6 +73,7 @@ mod mapped;
 mod name;
 mod next;
 mod open_reads;
+mod periodic;
 mod pos;
 mod queue;
 mod read;

@@ -187,6 +187,10 @@ impl Inner {
             return Ok(());
         };
         let (file, len) = (w.file().clone(), w.offset);
+        if !self.config.storage.helper_threads() {
+            drop(map);
+            return file.set_len(len);
+        }
         let (queue, path) = (self.name.clone(), self.segment_path(w.seg_id));
         let spawned = std::thread::Builder::new()
             .name(format!("fairq-journal-unmap-{}", self.name))

@@ -16,6 +16,7 @@ use crate::files::{
 };
 use crate::format::SEGMENT_HEADER_LEN;
 use crate::name::validate_name;
+use crate::periodic::{spawn_flusher, DueSync};
 use crate::pos::Pos;
 use crate::reader_state::{new_shared, ReaderShared, ReaderState};
 use crate::report::RecoveryReport;
@@ -27,7 +28,7 @@ use crate::storage::{
 use crate::sync::proto;
 use crate::tail::{check_tail, read_tail, record_tail};
 use crate::wake::Doorbell;
-use crate::write::{create_segment, spawn_flusher};
+use crate::write::create_segment;
 use crate::JournalError;
 
 /// Whether opening may change files.
@@ -404,6 +405,16 @@ pub(crate) fn open(
     let take_turns = crate::append::takes_turns(&config);
     let opened_at = config.clock.now();
     let limited = config.reader.has_limits();
+    // Periodic syncs come from a timer thread, or from the puts themselves on a storage
+    // that takes no calls from helper threads (`periodic.rs`).
+    let periodic = match (sync, read_only) {
+        (SyncPolicy::Periodic(every), false) => Some(every),
+        _ => None,
+    };
+    let timer_thread = config.storage.helper_threads();
+    let due_sync = periodic
+        .filter(|_| !timer_thread)
+        .map(|every| DueSync::new(every, config.clock.now_ms()));
     let inner = Arc::new(Inner {
         name: name.to_string(),
         dir: dir.to_path_buf(),
@@ -437,10 +448,11 @@ pub(crate) fn open(
         report,
         stop: Arc::new((Mutex::new(false), Condvar::new())),
         flusher: Mutex::new(None),
+        due_sync,
         dir_lock: Mutex::new(dir_lock),
     });
     inner.attach_map(&mut proto::lock(&inner.writer));
-    if let (SyncPolicy::Periodic(every), false) = (sync, read_only) {
+    if let Some(every) = periodic.filter(|_| timer_thread) {
         spawn_flusher(&inner, every)?;
     }
     Ok(inner)

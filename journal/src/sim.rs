@@ -14,7 +14,12 @@
 //!
 //! Faults ([`SimFaults`]) inject short writes, `EIO` on writes and syncs, `ENOSPC` once a
 //! capacity is reached, and reads that return flipped bits. All randomness comes from a seed,
-//! so every run is reproducible.
+//! and the disk answers no to [`Storage::helper_threads`], so the journal calls it only from
+//! the threads that call the journal: a single-threaded run with the same seed makes the same
+//! calls in the same order, and a failing case replays exactly (`tests/determinism.rs`).
+//! Under [`SyncPolicy::Periodic`](crate::SyncPolicy) the syncs then come from puts that find
+//! the interval passed on the journal's clock, so give the journal a
+//! [`ManualClock`](crate::ManualClock) for a run that replays.
 //!
 //! ```
 //! use fairq_journal::sim::SimDisk;
@@ -567,6 +572,11 @@ impl Storage for SimDisk {
             shared: true,
         })))
     }
+    /// No: every call comes from the thread that called the journal, so that a seed and a
+    /// count of operations replay the same run.
+    fn helper_threads(&self) -> bool {
+        false
+    }
 }
 
 #[derive(Debug)]
@@ -889,6 +899,9 @@ impl Storage for WrapFiles {
     }
     fn lock_shared(&self, path: &Path) -> io::Result<Option<Box<dyn LockGuard>>> {
         self.inner.lock_shared(path)
+    }
+    fn helper_threads(&self) -> bool {
+        self.inner.helper_threads()
     }
 }
 

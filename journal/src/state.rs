@@ -11,6 +11,7 @@ use std::time::SystemTime;
 use crate::chunks::ChunkCache;
 use crate::config::JournalConfig;
 use crate::files::segment_name;
+use crate::periodic::DueSync;
 use crate::pos::Pos;
 use crate::reader_state::ReaderShared;
 use crate::report::RecoveryReport;
@@ -82,7 +83,24 @@ pub(crate) struct NextSegment {
     pub(crate) seg: u64,
     pub(crate) path: PathBuf,
     /// The file, and under mapped writes its map (`mapped.rs`).
-    pub(crate) creating: JoinHandle<Result<Created, JournalError>>,
+    pub(crate) creating: Creating,
+}
+
+/// How a segment created ahead comes to be: on a helper thread, or already, by the put that
+/// asked for it (a storage without helper threads, [`Storage::helper_threads`]).
+pub(crate) enum Creating {
+    Thread(JoinHandle<Result<Created, JournalError>>),
+    Done(Result<Created, JournalError>),
+}
+
+impl Creating {
+    /// Waits for the creation: `Err` if the helper thread panicked.
+    pub(crate) fn join(self) -> std::thread::Result<Result<Created, JournalError>> {
+        match self {
+            Creating::Thread(handle) => handle.join(),
+            Creating::Done(created) => Ok(created),
+        }
+    }
 }
 
 impl Writer {
@@ -339,7 +357,10 @@ pub(crate) struct Inner {
     /// What opening found and repaired.
     pub(crate) report: RecoveryReport,
     pub(crate) stop: StopSignal,
+    /// Under `Periodic`, the timer thread that syncs (`periodic.rs`).
     pub(crate) flusher: Mutex<Option<JoinHandle<()>>>,
+    /// Under `Periodic` on a storage without helper threads: when puts sync instead.
+    pub(crate) due_sync: Option<DueSync>,
     /// Held while the queue is open; keeps a second handle from opening it.
     pub(crate) dir_lock: Mutex<Option<Box<dyn LockGuard>>>,
 }

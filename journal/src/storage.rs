@@ -98,6 +98,25 @@ pub trait Storage: Send + Sync + fmt::Debug {
     /// Takes a shared lock on an existing `path`, which only an exclusive lock conflicts
     /// with. Returns `None`, creating nothing, when the file does not exist.
     fn lock_shared(&self, path: &Path) -> io::Result<Option<Box<dyn LockGuard>>>;
+    /// Whether the journal may call this storage from its helper threads: the one that
+    /// creates the segment after the writer's ahead of time, under mapped writes the one
+    /// that cuts a sealed segment back to its records, and under
+    /// [`SyncPolicy::Periodic`](crate::SyncPolicy) the timer that syncs. The default is
+    /// yes. A storage that must see its calls in the same order on every run, such as the
+    /// simulated disk ([`SimDisk`](crate::sim::SimDisk)), whose faults and scheduled crashes
+    /// follow a seed and a count of operations, says no: the journal then does that work on
+    /// the caller's thread, in the put that asks for it (a periodic sync in the first put
+    /// that finds the interval passed on [`JournalConfig::clock`](crate::JournalConfig)).
+    ///
+    /// ```
+    /// use fairq_journal::sim::SimDisk;
+    /// use fairq_journal::storage::{FsStorage, Storage};
+    /// assert!(FsStorage.helper_threads());
+    /// assert!(!SimDisk::new(1).helper_threads());
+    /// ```
+    fn helper_threads(&self) -> bool {
+        true
+    }
 }
 
 /// Holds a lock taken with [`Storage::lock`] or [`Storage::lock_shared`]; dropping it

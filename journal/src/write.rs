@@ -3,7 +3,6 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
 use crate::config::PutOptions;
 use crate::files::segment_name;
@@ -11,7 +10,7 @@ use crate::format::{encode_segment_header, SegmentHeader};
 use crate::item::ItemId;
 use crate::mapped::{discard_map, map_ahead};
 use crate::pos::Pos;
-use crate::state::{Created, Inner, NextSegment, Sealed, Writer};
+use crate::state::{Created, Creating, Inner, NextSegment, Sealed, Writer};
 use crate::storage::{write_all, Storage, WriteFile};
 use crate::sync::lock;
 use crate::sync::proto;
@@ -21,7 +20,9 @@ use crate::JournalError;
 impl Inner {
     #[inline]
     pub(crate) fn put(&self, data: &[u8], opts: PutOptions) -> Result<ItemId, JournalError> {
-        self.put_records(&[data], opts).map(ItemId)
+        let id = self.put_records(&[data], opts)?;
+        self.sync_if_due();
+        Ok(ItemId(id))
     }
 
     /// Seals the writer's segment (after syncing it) and starts the next one.
@@ -111,29 +112,39 @@ impl Inner {
             self.config.file_mode,
         );
         let map_len = self.map_len();
+        let create = move || {
+            let file = create_segment(storage.as_ref(), &dir, &name, seg, true, mode)?;
+            let map = match map_len {
+                // A failed cut after a failed map fails the helper: rotation then
+                // cannot create the segment again and poisons the queue, rather than
+                // appending after the zeros.
+                Some(len) => map_ahead(&name, seg, file.as_ref(), len)
+                    .map_err(|e| JournalError::io(dir.join(segment_name(&name, seg)), e))?,
+                None => None,
+            };
+            Ok((file, map))
+        };
+        if !self.config.storage.helper_threads() {
+            // The same work at the same point of the run, on the caller's thread.
+            w.next = Some(NextSegment {
+                seg,
+                path,
+                creating: Creating::Done(create()),
+            });
+            return;
+        }
         // A small stack: the thread only creates (and maps) a file, and until rotation
         // joins it, its stack stays reserved.
         let spawned = std::thread::Builder::new()
             .name(format!("fairq-journal-next-{}", self.name))
             .stack_size(64 * 1024)
-            .spawn(move || {
-                let file = create_segment(storage.as_ref(), &dir, &name, seg, true, mode)?;
-                let map = match map_len {
-                    // A failed cut after a failed map fails the helper: rotation then
-                    // cannot create the segment again and poisons the queue, rather than
-                    // appending after the zeros.
-                    Some(len) => map_ahead(&name, seg, file.as_ref(), len)
-                        .map_err(|e| JournalError::io(dir.join(segment_name(&name, seg)), e))?,
-                    None => None,
-                };
-                Ok((file, map))
-            });
+            .spawn(create);
         match spawned {
-            Ok(creating) => {
+            Ok(handle) => {
                 w.next = Some(NextSegment {
                     seg,
                     path,
-                    creating,
+                    creating: Creating::Thread(handle),
                 })
             }
             // Rotation creates it then.
@@ -241,21 +252,6 @@ impl Inner {
             Err(e) => Err(self.poison(format!("fdatasync failed: {e}"))),
         }
     }
-
-    pub(crate) fn stop_flusher(&self) {
-        {
-            let (m, cv) = &*self.stop;
-            *lock(m) = true;
-            cv.notify_all();
-        }
-        let handle = lock(&self.flusher).take();
-        if let Some(h) = handle
-            && h.thread().id() != std::thread::current().id()
-            && h.join().is_err()
-        {
-            tracing::error!(queue = %self.name, "periodic sync thread panicked");
-        }
-    }
 }
 
 impl Drop for Inner {
@@ -316,32 +312,4 @@ fn init_segment(
     write_all(file, &header).map_err(io)?;
     file.sync_data().map_err(io)?;
     storage.sync_dir(dir).map_err(|e| JournalError::io(dir, e))
-}
-
-pub(crate) fn spawn_flusher(inner: &Arc<Inner>, every: Duration) -> Result<(), JournalError> {
-    let weak = Arc::downgrade(inner);
-    let stop = inner.stop.clone();
-    let handle = std::thread::Builder::new()
-        .name(format!("fairq-journal-sync-{}", inner.name))
-        .spawn(move || loop {
-            {
-                let (m, cv) = &*stop;
-                let g = lock(m);
-                let (g, _) = cv
-                    .wait_timeout_while(g, every, |stopped| !*stopped)
-                    .unwrap_or_else(|p| p.into_inner());
-                if *g {
-                    return;
-                }
-            }
-            let Some(inner) = weak.upgrade() else { return };
-            if inner.check_poisoned().is_ok()
-                && let Err(e) = inner.sync_writer()
-            {
-                tracing::error!(queue = %inner.name, error = %e, "periodic sync failed");
-            }
-        })
-        .map_err(|e| JournalError::io(&inner.dir, e))?;
-    *lock(&inner.flusher) = Some(handle);
-    Ok(())
 }
