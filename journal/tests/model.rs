@@ -7,12 +7,19 @@
 //! - an item committed and then covered by a checkpoint is never delivered again;
 //! - each reader delivers fresh items in increasing id order, aborted items first;
 //! - `len()` counts exactly the items a reader still delivers.
+//!
+//! Every sync policy runs, `Never` and `Periodic` also with mapped writes. The journal's clock
+//! is a `ManualClock` that each put moves on, so `Periodic` syncs at the same puts whenever a
+//! case is replayed (the simulated disk takes no calls from helper threads: `determinism.rs`).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, UNIX_EPOCH};
 
 use fairq_journal::sim::{SimDisk, SimFaults};
-use fairq_journal::{ItemId, JournalConfig, JournalError, JournaledQueue, Reader, SyncPolicy};
+use fairq_journal::{
+    ItemId, JournalConfig, JournalError, JournaledQueue, ManualClock, Reader, SyncPolicy,
+};
 use proptest::prelude::*;
 
 const DIR: &str = "/data/q";
@@ -72,6 +79,9 @@ struct ReaderModel {
 
 struct World {
     disk: SimDisk,
+    /// The journal's clock: each put moves it on 5 ms (so `Periodic` syncs every few puts,
+    /// at the same puts in every run of a case).
+    clock: Arc<ManualClock>,
     config: JournalConfig,
     faults: SimFaults,
     q: Option<JournaledQueue>,
@@ -205,6 +215,7 @@ impl World {
         }
         let failed = match *op {
             Op::Put(len) => {
+                self.clock.advance(Duration::from_millis(5));
                 let key = self.next_key;
                 self.next_key += 1;
                 let q = self.q.as_ref().unwrap();
@@ -381,15 +392,20 @@ impl Mode {
 
 fn run(ops: Vec<Op>, seed: u64, mode: Mode, faults: SimFaults, segment_size: u64) {
     let disk = SimDisk::new(seed);
+    let clock = Arc::new(ManualClock::new(
+        UNIX_EPOCH + Duration::from_secs(1_000_000),
+    ));
     let config = JournalConfig {
         sync: mode.sync,
         mapped_writes: mode.mapped_writes,
         segment_size,
         checkpoint_interval: Duration::from_secs(3600),
+        clock: clock.clone(),
         ..JournalConfig::on_sim(&disk)
     };
     let mut world = World {
         disk,
+        clock,
         config,
         faults,
         q: None,
@@ -412,8 +428,15 @@ fn mode() -> impl Strategy<Value = Mode> {
         Just(Mode::written(SyncPolicy::Always)),
         Just(Mode::written(SyncPolicy::Group)),
         Just(Mode::written(SyncPolicy::Never)),
+        Just(Mode::written(SyncPolicy::Periodic(Duration::from_millis(
+            20
+        )))),
         Just(Mode {
             sync: SyncPolicy::Never,
+            mapped_writes: true
+        }),
+        Just(Mode {
+            sync: SyncPolicy::Periodic(Duration::from_millis(20)),
             mapped_writes: true
         }),
     ]
