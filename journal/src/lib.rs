@@ -84,6 +84,7 @@ mod registry;
 mod report;
 mod reserve;
 mod retire;
+pub mod salvage;
 mod scan;
 pub mod sim;
 mod sink;

@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use fairq_journal::format::{RECORD_HEADER_LEN, SEGMENT_HEADER_LEN};
+use fairq_journal::salvage::salvage;
+use fairq_journal::storage::FsStorage;
 use fairq_journal::{JournalConfig, JournalError, JournaledQueue, SyncPolicy};
 
 fn cfg(segment_size: u64) -> JournalConfig {
@@ -496,4 +498,45 @@ fn a_missing_marker_checks_nothing_and_a_damaged_one_is_named() {
         }
         other => panic!("expected corruption, got {other:?}"),
     }
+}
+
+#[test]
+fn salvage_reads_every_intact_item_of_a_queue_that_open_refuses() {
+    // Five items in segments of one item each; the middle segment goes missing and a byte
+    // of the second item's payload is flipped: opening refuses, salvage hands over the rest.
+    let dir = filled(5);
+    // (A sixth segment, empty, was started after the fifth filled up.)
+    let segs = segments(dir.path());
+    assert_eq!(segs.len(), 6);
+    std::fs::remove_file(&segs[2]).unwrap();
+    let mut bytes = std::fs::read(&segs[1]).unwrap();
+    let flipped_at = SEGMENT_HEADER_LEN + RECORD_HEADER_LEN + 3;
+    bytes[flipped_at] ^= 0x01;
+    std::fs::write(&segs[1], &bytes).unwrap();
+    assert!(open_all(dir.path()).is_err());
+    let before: Vec<_> = segments(dir.path())
+        .iter()
+        .map(|p| std::fs::read(p).unwrap())
+        .collect();
+
+    let mut items = Vec::new();
+    let report = salvage(dir.path(), "q", &FsStorage, &mut |id, data| {
+        items.push((id.0, data.to_vec()))
+    })
+    .unwrap();
+    assert_eq!(items, vec![(1, vec![0; 8]), (4, vec![3; 8]), (5, vec![4; 8])]);
+    assert_eq!((report.segments, report.items, report.bytes), (5, 3, 24));
+    assert!(report.damaged());
+    assert_eq!(report.damage.len(), 2, "{report:?}");
+    assert_eq!(report.damage[0].path, segs[1]);
+    assert_eq!(report.damage[0].offset, SEGMENT_HEADER_LEN as u64);
+    assert!(report.damage[0].reason.contains("checksum"), "{report:?}");
+    assert_eq!(report.damage[1].path, segs[2]);
+    assert_eq!(report.damage[1].reason, "missing segment file");
+    // Nothing was changed.
+    let after: Vec<_> = segments(dir.path())
+        .iter()
+        .map(|p| std::fs::read(p).unwrap())
+        .collect();
+    assert_eq!(before, after);
 }
