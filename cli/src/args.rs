@@ -62,6 +62,10 @@ pub enum Command {
     /// Clean a PostgreSQL store's job tables (`VACUUM (ANALYZE)`), for servers that do not
     /// run autovacuum.
     Vacuum,
+    /// Rebuild a file store that refuses to open because of damage into a new folder, from
+    /// every record that is intact, and print what was lost (the damaged folder is not
+    /// changed).
+    Salvage(SalvageArgs),
     /// Web dashboard and HTTP API: queues, tenants (fairness per key), jobs, actions.
     Serve(crate::serve::ServeArgs),
     /// Load tests of the journaled queue and the in-memory wait-queues (each test: --help).
@@ -230,6 +234,14 @@ pub struct WorkArgs {
         value_name = "CMD"
     )]
     pub exec: Vec<String>,
+}
+
+/// `fairq salvage`.
+#[derive(Debug, Clone, Args)]
+pub struct SalvageArgs {
+    /// The new folder to rebuild the store in (must not exist, or be empty).
+    #[arg(long, value_name = "PATH")]
+    pub to: std::path::PathBuf,
 }
 
 /// `fairq stats`.

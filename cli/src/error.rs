@@ -112,6 +112,38 @@ impl CliError {
         }
         line.split_whitespace().collect::<Vec<_>>().join(" ")
     }
+
+    /// What to do next, for the errors that have a known way out: a file store that refuses
+    /// to open because of damage can be rebuilt with `fairq salvage`.
+    ///
+    /// ```
+    /// use fairq_cli::CliError;
+    /// let corrupt = fairq::file::FileError::CorruptRecord {
+    ///     path: "/data/q".into(),
+    ///     item: 7,
+    ///     reason: "bad frame".into(),
+    /// };
+    /// let err = CliError::Store(fairq::BackendError::from(corrupt));
+    /// assert!(err.hint().unwrap().contains("fairq salvage --to"));
+    /// assert!(CliError::Usage("x".into()).hint().is_none());
+    /// ```
+    pub fn hint(&self) -> Option<&'static str> {
+        let mut source: Option<&(dyn std::error::Error + 'static)> = Some(self);
+        while let Some(cause) = source {
+            if cause
+                .downcast_ref::<fairq::file::FileError>()
+                .is_some_and(|e| e.is_corrupt())
+            {
+                return Some(
+                    "`fairq salvage --to NEW_FOLDER` rebuilds the store from every intact \
+                     record into a new folder and lists what was lost (this folder is not \
+                     changed)",
+                );
+            }
+            source = cause.source();
+        }
+        None
+    }
 }
 
 #[cfg(test)]

@@ -27,6 +27,7 @@ mod output;
 mod progress;
 mod prometheus;
 pub mod qtest;
+mod salvage;
 mod scrub;
 pub mod serve;
 mod signals;
@@ -137,6 +138,9 @@ fn usage_error(err: clap::Error) -> ExitCode {
 
 fn failure(err: &CliError) -> ExitCode {
     output_error_line(&format!("error: {}", err.one_line()));
+    if let Some(hint) = err.hint() {
+        output_error_line(&format!("hint: {hint}"));
+    }
     ExitCode::FAILURE
 }
 
@@ -291,6 +295,7 @@ pub async fn execute(cli: Cli, out: &mut Output) -> Result<(), CliError> {
             let store = store::open(&url(DEFAULT_STORE)?, &options, Existing).await?;
             admin::vacuum(&store, out).await
         }
+        Command::Salvage(args) => salvage::salvage(&url(DEFAULT_STORE)?, args, out),
         Command::Serve(args) => {
             let given = cli.store.as_deref().unwrap_or(DEFAULT_STORE);
             let store = store::open(&url(DEFAULT_STORE)?, &options, Existing).await?;

@@ -91,6 +91,96 @@ fn stats_and_list_look_at_a_read_only_folder_without_changing_it_and_report_repa
 }
 
 #[test]
+fn a_damaged_store_is_refused_with_a_hint_and_fairq_salvage_rebuilds_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join("store");
+    let store = format!("file:{}", folder.display());
+    for i in 1..=4 {
+        fairq(dir.path())
+            .args([
+                "--store",
+                &store,
+                "enqueue",
+                "-k",
+                "x",
+                "-p",
+                &i.to_string(),
+            ])
+            .assert()
+            .success();
+    }
+    // A flipped byte in the first segment, before the newest one: damage, not a torn tail.
+    let mut segs: Vec<_> = std::fs::read_dir(&folder)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "seg"))
+        .collect();
+    segs.sort();
+    assert!(segs.len() >= 2, "{segs:?}");
+    let mut bytes = std::fs::read(&segs[0]).unwrap();
+    let at = bytes.len() - 3;
+    bytes[at] ^= 0x01;
+    std::fs::write(&segs[0], &bytes).unwrap();
+
+    let out = fairq(dir.path())
+        .args(["--store", &store, "list"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("corrupt journal file"), "{stderr}");
+    assert!(stderr.contains("hint: `fairq salvage --to"), "{stderr}");
+
+    let before = observe(&folder);
+    let rebuilt = dir.path().join("rebuilt");
+    let out = fairq(dir.path())
+        .args(["--store", &store, "--json", "salvage", "--to"])
+        .arg(&rebuilt)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["jobs"], 3, "{report}");
+    assert_eq!(report["lost_anything"], true, "{report}");
+    let name = segs[0].file_name().unwrap().to_string_lossy().into_owned();
+    assert!(
+        report["damage"][0]["path"]
+            .as_str()
+            .unwrap()
+            .ends_with(&name),
+        "{report}"
+    );
+    assert_eq!(
+        observe(&folder),
+        before,
+        "salvage changed the damaged folder"
+    );
+
+    let out = fairq(dir.path())
+        .args(["--json", "list", "--store"])
+        .arg(format!("file:{}", rebuilt.display()))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let jobs: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let payloads: Vec<_> = jobs
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["payload"].clone())
+        .collect();
+    assert_eq!(payloads, [2, 3, 4], "{jobs}");
+}
+
+#[test]
 fn a_full_disk_is_reported_as_full_and_can_still_be_inspected() {
     let dir = tempfile::tempdir().unwrap();
     let mount = dir.path().join("small");

@@ -19,6 +19,7 @@ use crate::local::Local;
 use crate::options::FileOptions;
 use crate::remote::client::{Client, ConnectFailure};
 use crate::remote::server::Server;
+use crate::salvage::SalvageReport;
 use crate::snapshot::Snapshot;
 use crate::writer::lock;
 use fairq_journal::RecoveryReport;
@@ -314,6 +315,50 @@ impl FileBackend {
     /// ```
     pub fn is_read_only(&self) -> bool {
         self.read_only
+    }
+
+    /// Rebuilds the store of folder `from`, which refuses to open because of damage
+    /// ([`FileError::CorruptJournal`], [`FileError::CorruptRecord`]), into the new or empty
+    /// folder `to`, and says what was lost. `from` is not changed: its journal is read as
+    /// [`fairq_journal::salvage`] reads one (every record whose checksum holds, past damaged
+    /// stretches), each decodable frame is applied in order as opening applies them, and
+    /// `to` gets each job's latest intact record, the queues' counters and pause flags, and
+    /// the id counter. Open `to` afterwards like any store (jobs that were running are
+    /// rescued then).
+    ///
+    /// What a salvage cannot bring back, the report lists: the unreadable stretches, frames
+    /// that did not decode, and jobs whose full record (with the payload) was lost. A job
+    /// whose latest change was lost comes back as it was before that change (a completed job
+    /// may run again, a deleted one reappear): at least once, never silently dropped.
+    ///
+    /// Errors: [`FileError::Locked`] when a live process owns `from`, [`FileError::NotEmpty`]
+    /// when `to` holds anything, [`FileError::UnsupportedVersion`] for a store written by a
+    /// newer build, and I/O errors reading `from` or writing `to`.
+    ///
+    /// ```
+    /// use fairq_file::{FileBackend, FileOptions};
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// use fairq_worker::{Backend, ListFilter, NewJob};
+    /// let (old, new) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    /// let store = FileBackend::open(old.path(), FileOptions::default()).unwrap();
+    /// store.enqueue(NewJob::new("mail", "k", b"hello".to_vec())).await.unwrap();
+    /// store.close().unwrap();
+    ///
+    /// let report = FileBackend::salvage(old.path(), new.path(), FileOptions::default()).unwrap();
+    /// assert_eq!(report.jobs, 1);
+    /// assert!(!report.lost_anything());
+    /// let rebuilt = FileBackend::open(new.path(), FileOptions::default()).unwrap();
+    /// let jobs = rebuilt.list(ListFilter::default()).await.unwrap();
+    /// assert_eq!(jobs.len(), 1);
+    /// assert_eq!(jobs[0].payload, b"hello");
+    /// # });
+    /// ```
+    pub fn salvage(
+        from: impl AsRef<Path>,
+        to: impl AsRef<Path>,
+        options: FileOptions,
+    ) -> Result<SalvageReport, FileError> {
+        crate::salvage::salvage_store(from.as_ref(), to.as_ref(), &options)
     }
 
     /// What opening the journal found and repaired, for the process that read it (the owner,

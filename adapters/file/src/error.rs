@@ -121,6 +121,15 @@ pub enum FileError {
     /// The store was closed.
     #[error("the store is closed")]
     Closed,
+    /// A salvage writes into a new or empty folder only
+    /// ([`FileBackend::salvage`](crate::FileBackend::salvage)).
+    #[error("{} is not empty (it holds {}); salvage writes into a new or empty folder", path.display(), found.display())]
+    NotEmpty {
+        /// The folder.
+        path: PathBuf,
+        /// One of its entries.
+        found: PathBuf,
+    },
 }
 
 impl FileError {

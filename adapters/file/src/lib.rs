@@ -176,6 +176,7 @@ mod pause;
 mod recovery;
 mod remote;
 mod replay;
+mod salvage;
 mod snapshot;
 mod totals;
 mod writer;
@@ -183,6 +184,7 @@ mod writer;
 pub use backend::{FileBackend, Role, folder_from_url};
 pub use error::FileError;
 pub use options::{FileOptions, SyncMode};
+pub use salvage::SalvageReport;
 
 /// The folder of the default store of the `fairq` CLI (`file:./fairq-data`).
 ///
