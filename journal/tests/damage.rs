@@ -524,7 +524,10 @@ fn salvage_reads_every_intact_item_of_a_queue_that_open_refuses() {
         items.push((id.0, data.to_vec()))
     })
     .unwrap();
-    assert_eq!(items, vec![(1, vec![0; 8]), (4, vec![3; 8]), (5, vec![4; 8])]);
+    assert_eq!(
+        items,
+        vec![(1, vec![0; 8]), (4, vec![3; 8]), (5, vec![4; 8])]
+    );
     assert_eq!((report.segments, report.items, report.bytes), (5, 3, 24));
     assert!(report.damaged());
     assert_eq!(report.damage.len(), 2, "{report:?}");
