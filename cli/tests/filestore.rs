@@ -17,14 +17,29 @@ fn observe(dir: &Path) -> FolderFingerprint {
     FolderFingerprint::take(dir).unwrap()
 }
 
-fn last_segment(dir: &Path) -> std::path::PathBuf {
+/// The journal segment files in `dir`, oldest first.
+fn segment_files(dir: &Path) -> Vec<std::path::PathBuf> {
     let mut segs: Vec<_> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "seg"))
         .collect();
     segs.sort();
-    segs.pop().unwrap()
+    segs
+}
+
+fn last_segment(dir: &Path) -> std::path::PathBuf {
+    segment_files(dir).pop().unwrap()
+}
+
+/// Enqueues jobs with payloads 1 to `n` into `store`, one `fairq enqueue` each.
+fn enqueue_numbered(dir: &Path, store: &str, n: u32) {
+    for i in 1..=n {
+        fairq(dir)
+            .args(["--store", store, "enqueue", "-k", "x", "-p", &i.to_string()])
+            .assert()
+            .success();
+    }
 }
 
 #[test]
@@ -32,20 +47,7 @@ fn stats_and_list_look_at_a_read_only_folder_without_changing_it_and_report_repa
     let dir = tempfile::tempdir().unwrap();
     let folder = dir.path().join("store");
     let store = format!("file:{}", folder.display());
-    for i in 1..=3 {
-        fairq(dir.path())
-            .args([
-                "--store",
-                &store,
-                "enqueue",
-                "-k",
-                "x",
-                "-p",
-                &i.to_string(),
-            ])
-            .assert()
-            .success();
-    }
+    enqueue_numbered(dir.path(), &store, 3);
     // The remains of a torn write after the last record.
     let segment = last_segment(&folder);
     let mut bytes = std::fs::read(&segment).unwrap();
@@ -95,27 +97,9 @@ fn a_damaged_store_is_refused_with_a_hint_and_fairq_salvage_rebuilds_it() {
     let dir = tempfile::tempdir().unwrap();
     let folder = dir.path().join("store");
     let store = format!("file:{}", folder.display());
-    for i in 1..=4 {
-        fairq(dir.path())
-            .args([
-                "--store",
-                &store,
-                "enqueue",
-                "-k",
-                "x",
-                "-p",
-                &i.to_string(),
-            ])
-            .assert()
-            .success();
-    }
+    enqueue_numbered(dir.path(), &store, 4);
     // A flipped byte in the first segment, before the newest one: damage, not a torn tail.
-    let mut segs: Vec<_> = std::fs::read_dir(&folder)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "seg"))
-        .collect();
-    segs.sort();
+    let segs = segment_files(&folder);
     assert!(segs.len() >= 2, "{segs:?}");
     let mut bytes = std::fs::read(&segs[0]).unwrap();
     let at = bytes.len() - 3;

@@ -16,24 +16,18 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use common::{START, runtime, segments};
+use common::{START, copy_folder, runtime, segments, small_segments};
 use fairq_file::{FileBackend, FileError, FileOptions};
 use fairq_worker::{Backend, JobId, ListFilter, ManualClock, NewJob};
 
 const JOBS: u8 = 90;
-
-fn options(clock: &ManualClock) -> FileOptions {
-    FileOptions::default()
-        .clock(clock.clone())
-        .segment_size(64 << 10)
-}
 
 /// A closed store whose journal spans at least three segments; returns every job's payload.
 fn build(dir: &Path) -> BTreeMap<JobId, Vec<u8>> {
     let clock = ManualClock::new(START);
     let mut jobs = BTreeMap::new();
     runtime().block_on(async {
-        let store = FileBackend::open(dir, options(&clock)).unwrap();
+        let store = FileBackend::open(dir, small_segments(&clock)).unwrap();
         for i in 0..JOBS {
             let payload = vec![i; 2_000];
             let id = store
@@ -46,13 +40,6 @@ fn build(dir: &Path) -> BTreeMap<JobId, Vec<u8>> {
     });
     assert!(segments(dir).len() >= 3, "{:?}", segments(dir));
     jobs
-}
-
-fn copy_folder(from: &Path, to: &Path) {
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
-    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -111,9 +98,9 @@ fn open_and_judge(
     let clock = ManualClock::new(START);
     let name = damaged.file_name().unwrap().to_string_lossy().into_owned();
     let opened = if read_only {
-        FileBackend::open_read_only(dir, options(&clock))
+        FileBackend::open_read_only(dir, small_segments(&clock))
     } else {
-        FileBackend::open(dir, options(&clock))
+        FileBackend::open(dir, small_segments(&clock))
     };
     let store = match opened {
         Ok(store) => store,
@@ -260,7 +247,7 @@ fn a_segment_missing_in_the_middle_or_front_names_the_file() {
         };
         std::fs::remove_file(dir.path().join(&gone)).unwrap();
         let clock = ManualClock::new(START);
-        let err = FileBackend::open(dir.path(), options(&clock)).unwrap_err();
+        let err = FileBackend::open(dir.path(), small_segments(&clock)).unwrap_err();
         assert!(err.is_corrupt(), "{position}: {err:?}");
         assert!(
             err.to_string().contains(&gone) && err.to_string().contains("missing"),

@@ -9,8 +9,8 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use common::{LEASE, START, runtime, segments};
-use fairq_file::{FileBackend, FileError, FileOptions};
+use common::{LEASE, START, copy_folder, runtime, segments, small_segments};
+use fairq_file::{FileBackend, FileError};
 use fairq_journal::fingerprint::FolderFingerprint;
 use fairq_worker::{
     Backend, Failure, Inspect, JobId, JobInfo, ListFilter, ManualClock, NewJob, QueueStats,
@@ -19,19 +19,13 @@ use fairq_worker::{
 const JOBS: u8 = 60;
 const PAYLOAD: usize = 3_000;
 
-fn options(clock: &ManualClock) -> FileOptions {
-    FileOptions::default()
-        .clock(clock.clone())
-        .segment_size(64 << 10)
-}
-
 /// A closed store with jobs in two queues, some completed, one failed and waiting for its
 /// retry, queue "b" paused; its journal spans several segments. Returns each job's payload.
 fn build(dir: &Path) -> BTreeMap<JobId, Vec<u8>> {
     let clock = ManualClock::new(START);
     let mut jobs = BTreeMap::new();
     runtime().block_on(async {
-        let store = FileBackend::open(dir, options(&clock)).unwrap();
+        let store = FileBackend::open(dir, small_segments(&clock)).unwrap();
         for i in 0..JOBS {
             let queue = if i % 3 == 0 { "b" } else { "a" };
             let payload = vec![i; PAYLOAD];
@@ -59,7 +53,7 @@ fn build(dir: &Path) -> BTreeMap<JobId, Vec<u8>> {
 /// Everything a reader of the store can see: jobs, counters, paused queues.
 fn look(dir: &Path) -> (Vec<JobInfo>, Vec<QueueStats>, Vec<String>) {
     let clock = ManualClock::new(START);
-    let store = FileBackend::open_read_only(dir, options(&clock)).unwrap();
+    let store = FileBackend::open_read_only(dir, small_segments(&clock)).unwrap();
     let seen = runtime().block_on(async {
         (
             store
@@ -75,26 +69,7 @@ fn look(dir: &Path) -> (Vec<JobInfo>, Vec<QueueStats>, Vec<String>) {
 }
 
 fn payloads(dir: &Path) -> BTreeMap<JobId, Vec<u8>> {
-    let clock = ManualClock::new(START);
-    let store = FileBackend::open_read_only(dir, options(&clock)).unwrap();
-    let found = runtime().block_on(async {
-        store
-            .list(ListFilter::default().limit(usize::MAX))
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|j| (j.id, j.payload))
-            .collect()
-    });
-    store.close().unwrap();
-    found
-}
-
-fn copy_folder(from: &Path, to: &Path) {
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
-    }
+    common::payloads(dir, &ManualClock::new(START))
 }
 
 #[test]
@@ -105,14 +80,14 @@ fn an_intact_store_comes_back_exactly() {
     assert_eq!(before.2, vec!["b".to_string()]);
     let new = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(START);
-    let report = FileBackend::salvage(old.path(), new.path(), options(&clock)).unwrap();
+    let report = FileBackend::salvage(old.path(), new.path(), small_segments(&clock)).unwrap();
     assert!(!report.lost_anything(), "{report:?}");
     assert_eq!(report.jobs, u64::from(JOBS));
     assert_eq!(report.queues, 2);
     assert_eq!(look(new.path()), before);
     // The rebuilt store is a store like any other: it takes new jobs, with new ids.
     runtime().block_on(async {
-        let store = FileBackend::open(new.path(), options(&clock)).unwrap();
+        let store = FileBackend::open(new.path(), small_segments(&clock)).unwrap();
         let id = store.enqueue(NewJob::new("a", "k", vec![1])).await.unwrap();
         assert!(before.0.iter().all(|j| j.id < id), "id {id} reused");
         store.close().unwrap();
@@ -161,12 +136,12 @@ fn a_damaged_store_comes_back_without_only_what_lay_in_the_damage() {
             _ => std::fs::remove_file(&file).unwrap(),
         }
         let clock = ManualClock::new(START);
-        let refused = FileBackend::open(dir.path(), options(&clock)).unwrap_err();
+        let refused = FileBackend::open(dir.path(), small_segments(&clock)).unwrap_err();
         assert!(refused.is_corrupt(), "{damage}: {refused}");
         let untouched = FolderFingerprint::take(dir.path()).unwrap();
 
         let new = tempfile::tempdir().unwrap();
-        let report = FileBackend::salvage(dir.path(), new.path(), options(&clock)).unwrap();
+        let report = FileBackend::salvage(dir.path(), new.path(), small_segments(&clock)).unwrap();
         assert_eq!(
             FolderFingerprint::take(dir.path()).unwrap(),
             untouched,
@@ -210,7 +185,7 @@ fn a_damaged_store_comes_back_without_only_what_lay_in_the_damage() {
             assert!(missing.contains(id), "{damage}: {id} listed lost but found");
         }
         // The rebuilt store opens for writing like any other.
-        FileBackend::open(new.path(), options(&clock))
+        FileBackend::open(new.path(), small_segments(&clock))
             .unwrap()
             .close()
             .unwrap();
@@ -225,7 +200,7 @@ fn salvage_refuses_an_owned_folder_and_a_target_that_holds_anything() {
 
     let full = tempfile::tempdir().unwrap();
     std::fs::write(full.path().join("notes.txt"), b"mine").unwrap();
-    let err = FileBackend::salvage(old.path(), full.path(), options(&clock)).unwrap_err();
+    let err = FileBackend::salvage(old.path(), full.path(), small_segments(&clock)).unwrap_err();
     assert!(matches!(err, FileError::NotEmpty { .. }), "{err:?}");
     assert!(err.to_string().contains("notes.txt"), "{err}");
     assert_eq!(
@@ -233,14 +208,14 @@ fn salvage_refuses_an_owned_folder_and_a_target_that_holds_anything() {
         b"mine"
     );
 
-    let owner = FileBackend::open(old.path(), options(&clock).share(false)).unwrap();
+    let owner = FileBackend::open(old.path(), small_segments(&clock).share(false)).unwrap();
     let new = tempfile::tempdir().unwrap();
-    let err = FileBackend::salvage(old.path(), new.path(), options(&clock)).unwrap_err();
+    let err = FileBackend::salvage(old.path(), new.path(), small_segments(&clock)).unwrap_err();
     assert!(matches!(err, FileError::Locked { .. }), "{err:?}");
     owner.close().unwrap();
 
     let missing = old.path().join("nowhere");
-    let err = FileBackend::salvage(&missing, new.path(), options(&clock)).unwrap_err();
+    let err = FileBackend::salvage(&missing, new.path(), small_segments(&clock)).unwrap_err();
     assert!(matches!(err, FileError::Io { .. }), "{err:?}");
     assert!(err.to_string().contains("nowhere"), "{err}");
 }

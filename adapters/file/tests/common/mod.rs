@@ -46,3 +46,36 @@ pub fn segments(dir: &Path) -> Vec<String> {
     names.sort();
     names
 }
+
+/// Options with `clock` and 64 KiB segments (the smallest), so that a few dozen jobs span
+/// several segment files.
+pub fn small_segments(clock: &ManualClock) -> FileOptions {
+    FileOptions::default()
+        .clock(clock.clone())
+        .segment_size(64 << 10)
+}
+
+/// Copies every file of folder `from` into folder `to`.
+pub fn copy_folder(from: &Path, to: &Path) {
+    for entry in std::fs::read_dir(from).expect("read dir") {
+        let entry = entry.expect("entry");
+        std::fs::copy(entry.path(), to.join(entry.file_name())).expect("copy");
+    }
+}
+
+/// Payloads of every job in the store in `dir`, by id, read without changing it.
+pub fn payloads(
+    dir: &Path,
+    clock: &ManualClock,
+) -> std::collections::BTreeMap<fairq_worker::JobId, Vec<u8>> {
+    let store = FileBackend::open_read_only(dir, small_segments(clock)).expect("open read-only");
+    let found = runtime().block_on(async {
+        all_jobs(&store)
+            .await
+            .into_iter()
+            .map(|j| (j.id, j.payload))
+            .collect()
+    });
+    store.close().expect("close");
+    found
+}
