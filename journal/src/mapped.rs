@@ -187,20 +187,22 @@ impl Inner {
             return Ok(());
         };
         let (file, len) = (w.file().clone(), w.offset);
-        if !self.config.storage.helper_threads() {
-            drop(map);
-            return file.set_len(len);
-        }
         let (queue, path) = (self.name.clone(), self.segment_path(w.seg_id));
+        let cut = move || {
+            drop(map);
+            if let Err(e) = file.set_len(len) {
+                tracing::warn!(queue = %queue, path = %path.display(), error = %e, "could not cut a sealed segment back to its records; the next open cuts the zeros");
+            }
+        };
+        if !self.config.storage.helper_threads() {
+            // The helper's work, with the helper's outcome, on the caller's thread.
+            cut();
+            return Ok(());
+        }
         let spawned = std::thread::Builder::new()
             .name(format!("fairq-journal-unmap-{}", self.name))
             .stack_size(64 * 1024)
-            .spawn(move || {
-                drop(map);
-                if let Err(e) = file.set_len(len) {
-                    tracing::warn!(queue = %queue, path = %path.display(), error = %e, "could not cut a sealed segment back to its records; the next open cuts the zeros");
-                }
-            });
+            .spawn(cut);
         match spawned {
             Ok(handle) => {
                 w.unmapping = Some(handle);
