@@ -144,11 +144,17 @@ impl SegmentReader<'_> {
         let mut at = SEGMENT_HEADER_LEN;
         if let Err(e) = decode_segment_header(self.bytes) {
             // The records may still be there: look for them after where the header ends.
+            // The newest segment cut short inside its header is a creation a crash
+            // interrupted (opening reuses or removes it), not damage.
+            let torn = self.newest && self.bytes.len() < SEGMENT_HEADER_LEN;
             self.damage(
                 0,
                 SEGMENT_HEADER_LEN.min(self.bytes.len()),
                 format!("segment header: {e}"),
             );
+            if let Some(last) = self.report.damage.last_mut() {
+                last.torn_tail = torn;
+            }
         }
         // Where an unreadable stretch began, while in one.
         let mut bad_since: Option<(usize, String)> = None;
@@ -325,6 +331,15 @@ mod tests {
         assert!(!report.damage[0].torn_tail);
         assert!(report.damaged());
         let tail = &report.damage[1];
+        // A newest segment cut short inside its header is a torn creation.
+        write(&disk, "q.00000000000000000004.seg", &segment(4, &[])[..10]);
+        let (_, again) = run(&disk);
+        let created = again.damage.last().unwrap();
+        assert!(
+            created.torn_tail && created.offset == 0 && created.len == 10,
+            "{again:?}"
+        );
+        assert!(!again.damage[again.damage.len() - 2].torn_tail, "{again:?}");
         assert!(tail.torn_tail);
         assert_eq!(tail.offset, torn_at as u64);
         assert_eq!(tail.len, 20);
