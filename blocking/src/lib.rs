@@ -24,6 +24,7 @@ mod handoff;
 mod items;
 #[cfg(loom)]
 pub mod model;
+mod op;
 mod pop;
 #[cfg(not(loom))]
 mod processors;

@@ -62,6 +62,7 @@
 //! [`WAITED_NS`]: crate::window::WAITED_NS
 //! [`decide`]: crate::window::decide
 
+use crate::op::Op;
 use crate::sync::{AtomicBool, Ordering};
 #[cfg(not(loom))]
 use crate::window::{clock_cost_ns, span_start, Window, PROBE, TIMED, WINDOW_OF_THREAD};
@@ -83,15 +84,6 @@ pub(crate) type Timing = Option<Instant>;
 #[cfg(loom)]
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Timing;
-
-/// What a blocking call does to the queue.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Op {
-    /// A push (or a wait for room and then a push).
-    Push,
-    /// A pop (or a wait for an item).
-    Pop,
-}
 
 /// A queue's side of taking turns: whether a thread is stepping back from it right now.
 #[derive(Debug)]

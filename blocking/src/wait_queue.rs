@@ -9,10 +9,11 @@ use std::time::Duration;
 use crate::deadline::{ClockDeadline, Timeout};
 use crate::handoff::Handoff;
 use crate::items::{FullPolicy, Items};
+use crate::op::Op;
 use crate::pop::RawPop;
 use crate::push_error::PushError;
 use crate::room::{Attempt, PushState, Refusal};
-use crate::turns::{Op, Turns};
+use crate::turns::Turns;
 
 /// A multi-producer multi-consumer FIFO queue whose consumers can wait for items, blocking
 /// ([`pop_timeout`](Self::pop_timeout)) or asynchronously ([`pop_async`](Self::pop_async)).

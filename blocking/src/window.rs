@@ -6,7 +6,7 @@
 use std::cell::Cell;
 use std::time::Instant;
 
-use crate::turns::Op;
+use crate::op::Op;
 
 /// Blocking calls per window.
 pub(crate) const WINDOW: u32 = 256;

@@ -5,32 +5,13 @@
 //! journal's clock ([`JournalConfig::clock`](crate::JournalConfig)) syncs after its own write,
 //! so a run with a [`ManualClock`](crate::ManualClock) syncs at the same puts every time.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::state::Inner;
+use crate::state::{DueSync, Inner};
 use crate::sync::lock;
 use crate::JournalError;
-
-/// The interval of inline periodic syncs and when the next one is due.
-#[derive(Debug)]
-pub(crate) struct DueSync {
-    every_ms: u64,
-    /// Milliseconds since the Unix epoch on the journal's clock.
-    next_ms: AtomicU64,
-}
-
-impl DueSync {
-    /// Inline syncs every `every`, the first one interval after `now_ms`.
-    pub(crate) fn new(every: Duration, now_ms: u64) -> Self {
-        let every_ms = u64::try_from(every.as_millis()).unwrap_or(u64::MAX);
-        DueSync {
-            every_ms,
-            next_ms: AtomicU64::new(now_ms.saturating_add(every_ms)),
-        }
-    }
-}
 
 impl Inner {
     /// After a put under inline periodic syncs: syncs if the interval has passed. The put

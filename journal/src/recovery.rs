@@ -16,12 +16,12 @@ use crate::files::{
 };
 use crate::format::SEGMENT_HEADER_LEN;
 use crate::name::validate_name;
-use crate::periodic::{spawn_flusher, DueSync};
+use crate::periodic::spawn_flusher;
 use crate::pos::Pos;
 use crate::reader_state::{new_shared, ReaderShared, ReaderState};
 use crate::report::RecoveryReport;
 use crate::scan::{check_contiguous, scan, Restored, Scan};
-use crate::state::{Inner, Sealed, SegIndex, SyncState, Visible, Writer};
+use crate::state::{DueSync, Inner, Sealed, SegIndex, SyncState, Visible, Writer};
 use crate::storage::{
     read_if_present, DirEntry, EntryKind, LockGuard, ReadOnlyFile, Storage, WriteFile,
 };

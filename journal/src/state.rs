@@ -6,12 +6,11 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::thread::JoinHandle;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use crate::chunks::ChunkCache;
 use crate::config::JournalConfig;
 use crate::files::segment_name;
-use crate::periodic::DueSync;
 use crate::pos::Pos;
 use crate::reader_state::ReaderShared;
 use crate::report::RecoveryReport;
@@ -72,6 +71,26 @@ pub(crate) struct Writer {
     /// Leaders in a row that met no other put (`append.rs`): once there are enough,
     /// `Inner::crowded` is cleared and puts write under the lock again.
     pub(crate) calm: u32,
+}
+
+/// Under `Periodic` on a storage without helper threads: the interval of the syncs that puts
+/// make (`periodic.rs`) and when the next one is due.
+#[derive(Debug)]
+pub(crate) struct DueSync {
+    pub(crate) every_ms: u64,
+    /// Milliseconds since the Unix epoch on the journal's clock.
+    pub(crate) next_ms: AtomicU64,
+}
+
+impl DueSync {
+    /// Syncs every `every`, the first one interval after `now_ms`.
+    pub(crate) fn new(every: Duration, now_ms: u64) -> Self {
+        let every_ms = u64::try_from(every.as_millis()).unwrap_or(u64::MAX);
+        DueSync {
+            every_ms,
+            next_ms: AtomicU64::new(now_ms.saturating_add(every_ms)),
+        }
+    }
 }
 
 /// A segment created ahead: its file, and under mapped writes its map if it could be made.
