@@ -333,7 +333,8 @@ impl FileBackend {
     ///
     /// Errors: [`FileError::Locked`] when a live process owns `from`, [`FileError::NotEmpty`]
     /// when `to` holds anything, [`FileError::UnsupportedVersion`] for a store written by a
-    /// newer build, and I/O errors reading `from` or writing `to`.
+    /// newer build, [`FileError::Io`] when `from` holds no journal segment at all (a wrong
+    /// path: nothing is written then), and I/O errors reading `from` or writing `to`.
     ///
     /// ```
     /// use fairq_file::{FileBackend, FileOptions};

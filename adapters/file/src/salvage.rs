@@ -114,6 +114,16 @@ pub(crate) fn salvage_store(
     if let Some(e) = newer {
         return Err(e);
     }
+    if read.segments == 0 {
+        // A wrong path would otherwise make an empty store and report nothing lost.
+        return Err(FileError::io(
+            from,
+            std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "it holds no journal segment (jobs.*.seg), so no store to salvage",
+            ),
+        ));
+    }
     report.items = read.items;
     report.damage = read.damage;
     report.lost_jobs = rebuild.orphans.keys().copied().collect();

@@ -214,6 +214,14 @@ fn salvage_refuses_an_owned_folder_and_a_target_that_holds_anything() {
     assert!(matches!(err, FileError::Locked { .. }), "{err:?}");
     owner.close().unwrap();
 
+    // A folder without a store (a wrong path) is refused, not rebuilt empty.
+    let elsewhere = tempfile::tempdir().unwrap();
+    std::fs::write(elsewhere.path().join("readme.txt"), b"not a store").unwrap();
+    let err =
+        FileBackend::salvage(elsewhere.path(), new.path(), small_segments(&clock)).unwrap_err();
+    assert!(err.to_string().contains("no journal segment"), "{err}");
+    assert_eq!(std::fs::read_dir(new.path()).unwrap().count(), 0);
+
     let missing = old.path().join("nowhere");
     let err = FileBackend::salvage(&missing, new.path(), small_segments(&clock)).unwrap_err();
     assert!(matches!(err, FileError::Io { .. }), "{err:?}");
