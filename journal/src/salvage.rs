@@ -17,7 +17,9 @@
 use std::path::{Path, PathBuf};
 
 use crate::files::{parse_segment_name, segment_name};
-use crate::format::{decode_record, decode_segment_header, RECORD_HEADER_LEN, SEGMENT_HEADER_LEN};
+use crate::format::{
+    decode_record, decode_segment_header, DecodeError, RECORD_HEADER_LEN, SEGMENT_HEADER_LEN,
+};
 use crate::storage::{EntryKind, Storage};
 use crate::{ItemId, JournalError};
 
@@ -156,14 +158,15 @@ impl SegmentReader<'_> {
                 last.torn_tail = torn;
             }
         }
-        // Where an unreadable stretch began, while in one.
-        let mut bad_since: Option<(usize, String)> = None;
+        // Where an unreadable stretch began and why, while in one. The reason is the
+        // first rejection's; the ones at later bytes of the stretch are not kept.
+        let mut bad_since: Option<(usize, Rejected)> = None;
         let bytes = self.bytes;
         while at < bytes.len() {
             match record_at(&bytes[at..], *last_id) {
                 Ok((id, payload, len)) => {
                     if let Some((start, reason)) = bad_since.take() {
-                        self.damage(start, at - start, reason);
+                        self.damage(start, at - start, reason.to_string());
                     }
                     each(ItemId(id), payload);
                     self.report.items += 1;
@@ -183,7 +186,7 @@ impl SegmentReader<'_> {
                 path: self.path.to_path_buf(),
                 offset: start as u64,
                 len: (self.bytes.len() - start) as u64,
-                reason,
+                reason: reason.to_string(),
                 torn_tail,
             });
         }
@@ -200,21 +203,48 @@ impl SegmentReader<'_> {
     }
 }
 
+/// Why no record starts at a byte offset. Kept as data while a damaged stretch is walked
+/// byte by byte; turned into the report's text once per stretch.
+#[derive(Debug)]
+enum Rejected {
+    /// The fixed fields of a record header do not hold.
+    NotRecord,
+    /// The bytes do not decode as a record (checksum, length, ...).
+    Decode(DecodeError),
+    /// An intact record whose id is not past the last one taken.
+    OutOfOrder {
+        /// The record's id.
+        id: u64,
+        /// The last id taken before it.
+        last: u64,
+    },
+}
+
+impl core::fmt::Display for Rejected {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Self::NotRecord => f.write_str("not a record"),
+            Self::Decode(e) => write!(f, "record: {e}"),
+            Self::OutOfOrder { id, last } => write!(f, "record {id} out of order (after {last})"),
+        }
+    }
+}
+
 /// The record at the start of `buf`, if it is intact and comes after `last_id`: its id, payload and
 /// encoded length. Cheap tests of the fixed fields come before the checksum, so that
-/// looking through a long damaged stretch does not checksum at every byte.
-fn record_at(buf: &[u8], last_id: Option<u64>) -> Result<(u64, &[u8], usize), String> {
+/// looking through a long damaged stretch does not checksum at every byte, and a rejection
+/// allocates nothing.
+fn record_at(buf: &[u8], last_id: Option<u64>) -> Result<(u64, &[u8], usize), Rejected> {
     if buf.len() >= RECORD_HEADER_LEN && (buf[8] != 1 || buf[9] > 1 || buf[10] != 0 || buf[11] != 0)
     {
-        return Err("not a record".into());
+        return Err(Rejected::NotRecord);
     }
-    let (record, len) = decode_record(buf).map_err(|e| format!("record: {e}"))?;
-    if last_id.is_some_and(|last| record.id <= last) {
-        return Err(format!(
-            "record {} out of order (after {})",
-            record.id,
-            last_id.unwrap_or(0)
-        ));
+    let (record, len) = decode_record(buf).map_err(Rejected::Decode)?;
+    if let Some(last) = last_id.filter(|&last| record.id <= last) {
+        return Err(Rejected::OutOfOrder {
+            id: record.id,
+            last,
+        });
     }
     Ok((record.id, record.payload, len))
 }
@@ -360,5 +390,39 @@ mod tests {
         // The garbage and the stale copy are one stretch.
         assert_eq!(report.damage.len(), 1, "{report:?}");
         assert_eq!(report.damage[0].len, 9 + record(7, b"seven").len() as u64);
+    }
+
+    #[test]
+    fn a_stretch_is_reported_with_why_its_first_byte_was_rejected() {
+        let disk = SimDisk::new(4);
+        disk.create_dir_all(Path::new("/q"), 0o700).unwrap();
+        // A stale copy right after the record it repeats, then garbage, then record 8.
+        let mut seg = segment(1, &[record(7, b"seven"), record(7, b"seven")]);
+        seg.extend_from_slice(&[0xAB; 9]);
+        seg.extend_from_slice(&record(8, b"eight"));
+        // A record whose payload is damaged, then garbage, then record 9.
+        let mut broken = record(9, b"nine");
+        let last = broken.len() - 1;
+        broken[last] ^= 0x01;
+        seg.extend_from_slice(&broken);
+        seg.extend_from_slice(&[0xCD; 5]);
+        seg.extend_from_slice(&record(9, b"nine"));
+        write(&disk, "q.00000000000000000001.seg", &seg);
+        let (items, report) = run(&disk);
+        assert_eq!(
+            items,
+            vec![
+                (7, b"seven".to_vec()),
+                (8, b"eight".to_vec()),
+                (9, b"nine".to_vec())
+            ]
+        );
+        assert_eq!(report.damage.len(), 2, "{report:?}");
+        assert_eq!(report.damage[0].reason, "record 7 out of order (after 7)");
+        assert!(
+            report.damage[1].reason.starts_with("record: ")
+                && report.damage[1].reason.contains("checksum"),
+            "{report:?}"
+        );
     }
 }
