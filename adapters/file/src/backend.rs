@@ -14,7 +14,7 @@ use fairq_worker::{
 };
 
 use crate::error::FileError;
-use crate::folder::{FolderLock, SharedLock, prepare_folder};
+use crate::folder::{FolderLock, SharedLock, existing_folder, prepare_folder};
 use crate::local::Local;
 use crate::options::FileOptions;
 use crate::remote::client::{Client, ConnectFailure};
@@ -262,11 +262,7 @@ impl FileBackend {
         options: FileOptions,
     ) -> Result<FileBackend, FileError> {
         let dir = path.as_ref().to_path_buf();
-        match std::fs::metadata(&dir) {
-            Ok(meta) if meta.is_dir() => {}
-            Ok(_) => return Err(FileError::NotAFolder { path: dir }),
-            Err(e) => return Err(FileError::io(&dir, e)),
-        }
+        existing_folder(&dir)?;
         let deadline = Instant::now() + options.connect_timeout;
         loop {
             let side = match FolderLock::try_shared(&dir)? {

@@ -104,6 +104,18 @@ fn not_regular(path: &Path) -> FileError {
     }
 }
 
+/// Checks that `dir` exists and is a folder, for the ways of reading a store that never
+/// create one.
+pub(crate) fn existing_folder(dir: &Path) -> Result<(), FileError> {
+    match std::fs::metadata(dir) {
+        Ok(meta) if meta.is_dir() => Ok(()),
+        Ok(_) => Err(FileError::NotAFolder {
+            path: dir.to_path_buf(),
+        }),
+        Err(e) => Err(FileError::io(dir, e)),
+    }
+}
+
 /// Creates `dir` if needed (the folders it creates get permission bits `mode`) and checks
 /// that it is a folder.
 pub(crate) fn prepare_folder(dir: &Path, mode: u32) -> Result<(), FileError> {

@@ -11,11 +11,10 @@ use std::path::{Path, PathBuf};
 
 use fairq_journal::JournaledQueue;
 use fairq_journal::salvage::{Damage, salvage};
-use fairq_journal::storage::FsStorage;
 use fairq_worker::JobId;
 
 use crate::error::FileError;
-use crate::folder::{FolderLock, SharedLock, prepare_folder};
+use crate::folder::{FolderLock, SharedLock, existing_folder, prepare_folder};
 use crate::frame::{Batch, frame_header};
 use crate::local::{JOURNAL_NAME, journal_config};
 use crate::options::FileOptions;
@@ -66,15 +65,7 @@ pub(crate) fn salvage_store(
     to: &Path,
     options: &FileOptions,
 ) -> Result<SalvageReport, FileError> {
-    match std::fs::metadata(from) {
-        Ok(meta) if meta.is_dir() => {}
-        Ok(_) => {
-            return Err(FileError::NotAFolder {
-                path: from.to_path_buf(),
-            });
-        }
-        Err(e) => return Err(FileError::io(from, e)),
-    }
+    existing_folder(from)?;
     // An owner may be writing: salvage only a folder nobody owns, and keep owners out.
     let _from_lock = match FolderLock::try_shared(from)? {
         SharedLock::Held => {
@@ -89,10 +80,6 @@ pub(crate) fn salvage_store(
     check_empty(to)?;
 
     let config = journal_config(options);
-    let storage: &dyn fairq_journal::storage::Storage = match &options.storage {
-        Some(storage) => storage.as_ref(),
-        None => &FsStorage,
-    };
     let mut report = SalvageReport::default();
     let mut rebuild = Rebuild::default();
     // A frame of a newer format is not damage: this build cannot salvage that store.
@@ -100,7 +87,7 @@ pub(crate) fn salvage_store(
     let read = salvage(
         from,
         JOURNAL_NAME,
-        storage,
+        config.storage.as_ref(),
         &mut |id, data| match decode(from, id.0, data) {
             Ok(frame) => {
                 rebuild.apply(id.0, frame);

@@ -226,4 +226,10 @@ fn salvage_refuses_an_owned_folder_and_a_target_that_holds_anything() {
     let err = FileBackend::salvage(&missing, new.path(), small_segments(&clock)).unwrap_err();
     assert!(matches!(err, FileError::Io { .. }), "{err:?}");
     assert!(err.to_string().contains("nowhere"), "{err}");
+
+    // A file given as the folder to salvage.
+    let file = elsewhere.path().join("readme.txt");
+    let err = FileBackend::salvage(&file, new.path(), small_segments(&clock)).unwrap_err();
+    assert!(matches!(err, FileError::NotAFolder { .. }), "{err:?}");
+    assert_eq!(std::fs::read_dir(new.path()).unwrap().count(), 0);
 }
