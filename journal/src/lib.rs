@@ -55,8 +55,9 @@
 //! q.close().unwrap();
 //! ```
 #![deny(missing_docs)]
-// One `unsafe` block in the crate: mapping a segment file for mapped writes
-// (`storage.rs`, `FsFile::map`), which no safe API can do.
+// One `unsafe` block in the crate: copying a put's bytes into a segment's shared map for
+// mapped writes (`storage.rs`, `FsMap::store`), which no safe API can do while another
+// thread prepares the map's pages.
 #![deny(unsafe_code)]
 
 mod append;

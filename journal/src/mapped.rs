@@ -4,12 +4,21 @@
 //!
 //! Each segment is allocated in full and mapped ([`WriteFile::map`]), with [`MAP_SLACK`]
 //! to spare past the segment size, since the record that crosses the size is the segment's
-//! last; then its pages are prepared for stores ([`WriteMap::prefault`]). The helper thread
+//! last; then its pages are prepared for stores ([`WriteMap::prefaulter`]). The helper thread
 //! that creates the next segment ahead of the writer does both ([`map_ahead`]; under mapped
 //! writes it starts as soon as the writer starts a segment), so rotation only switches maps;
-//! the segment a queue opens with is mapped by [`Inner::attach_map`]. Without the prefault,
-//! the first store past the header waited 4 to 5 ms for the kernel's readahead of the
-//! file (8 MiB on the development machine) and each later readahead window about 2 ms.
+//! the segment a queue opens with is mapped and prepared by [`Inner::attach_map`]. Without
+//! the preparation, the first store past the header waited 4 to 5 ms for the kernel's
+//! readahead of the file (8 MiB on the development machine) and each later readahead window
+//! about 2 ms.
+//!
+//! The helper hands the new segment over as soon as it is created and mapped, and prepares
+//! its pages afterwards, while the writer may already store into them: rotation waits for
+//! the creation only. Preparing 16 MiB takes about 10 ms of the helper's 12 to 20, and a
+//! writer of small records on two busy processors filled a segment in about 20 ms, so a
+//! rotation that waited for the preparation too stalled a put for up to 5 ms now and then
+//! (`fairq qtest flood --mapped-writes`). A writer that catches up with the preparation
+//! meets the page faults it would have met without it.
 //!
 //! A put encodes its records straight into the map at the writer's offset, under the
 //! writer's lock: no system call, no buffer in between. Readers read the file with `pread`
@@ -28,16 +37,17 @@ use crate::format::{
     encode_record_header, Record, RecordKind, RECORD_HEADER_LEN, SEGMENT_HEADER_LEN,
 };
 use crate::state::{Created, Inner, Writer};
-use crate::storage::{WriteFile, WriteMap};
+use crate::storage::{Prefault, WriteFile, WriteMap};
+use crate::JournalError;
 
 /// What a map holds past the segment size: the record that crosses the size still fits if
 /// it is at most this long (larger ones near a segment's end are written as usual).
 pub(crate) const MAP_SLACK: u64 = 64 << 10;
 
-/// Maps segment `seg` (its records end at `records_end`) for mapped writes and prepares its
-/// pages for stores ([`WriteMap::prefault`]): on the helper thread that creates the segment
-/// ahead of the writer ([`map_ahead`]), so that the writer's stores meet no page fault, or on
-/// the writer's ([`Inner::attach_map`]). `Ok(None)` when the file cannot be mapped; a failed
+/// Maps segment `seg` (its records end at `records_end`) for mapped writes: on the helper
+/// thread that creates the segment ahead of the writer ([`map_ahead`]), or on the writer's
+/// ([`Inner::attach_map`]). Its pages are prepared for stores afterwards
+/// ([`WriteMap::prefaulter`]). `Ok(None)` when the file cannot be mapped; a failed
 /// map is logged, and the file cut back to `records_end`, since the allocation may have
 /// extended it with zeros. The error is the failure of that cut: the file then must not be
 /// appended to, since the records would follow the zeros.
@@ -49,10 +59,7 @@ fn map_segment(
     records_end: u64,
 ) -> std::io::Result<Option<Box<dyn WriteMap>>> {
     match file.map(len) {
-        Ok(Some(mut map)) => {
-            map.prefault();
-            Ok(Some(map))
-        }
+        Ok(Some(map)) => Ok(Some(map)),
         Ok(None) => Ok(None),
         Err(e) => {
             tracing::warn!(queue = %queue, segment = seg, error = %e, "could not map the segment; writing it as usual");
@@ -69,6 +76,12 @@ pub(crate) fn map_ahead(
     len: u64,
 ) -> std::io::Result<Option<Box<dyn WriteMap>>> {
     map_segment(queue, seg, file, len, SEGMENT_HEADER_LEN as u64)
+}
+
+/// The work that prepares the pages of a segment created ahead, if it was mapped: the
+/// helper thread runs it after handing the segment over ([`WriteMap::prefaulter`]).
+pub(crate) fn prefaulter_of(created: &Result<Created, JournalError>) -> Option<Prefault> {
+    created.as_ref().ok()?.1.as_ref()?.prefaulter()
 }
 
 /// A segment created ahead that the writer will not use (the queue closes, or it is not the
@@ -98,9 +111,14 @@ impl Inner {
         let Some(len) = self.map_len() else {
             return;
         };
-        // On this thread: 16 MiB took about 10 ms, once per open.
+        // On this thread, before the first store: 16 MiB took about 10 ms, once per open.
         match map_segment(&self.name, w.seg_id, w.file().as_ref(), len, w.offset) {
-            Ok(Some(map)) => w.set_map(map),
+            Ok(Some(map)) => {
+                if let Some(prepare) = map.prefaulter() {
+                    prepare();
+                }
+                w.set_map(map);
+            }
             Ok(None) => {}
             Err(e) => {
                 self.poison(format!(

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::Receiver;
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
@@ -108,15 +109,44 @@ pub(crate) struct NextSegment {
 /// How a segment created ahead comes to be: on a helper thread, or already, by the put that
 /// asked for it (a storage without helper threads, [`Storage::helper_threads`]).
 pub(crate) enum Creating {
-    Thread(JoinHandle<Result<Created, JournalError>>),
+    /// The helper sends the segment as soon as it is created (and mapped), then prepares the
+    /// map's pages ([`WriteMap::prefaulter`](crate::storage::WriteMap::prefaulter)) and ends.
+    Thread {
+        handle: JoinHandle<()>,
+        created: Receiver<Result<Created, JournalError>>,
+    },
     Done(Result<Created, JournalError>),
 }
 
 impl Creating {
-    /// Waits for the creation: `Err` if the helper thread panicked.
+    /// Waits for the creation, not for the preparation of the map's pages, which goes on
+    /// meanwhile: `Err` if the helper thread panicked.
     pub(crate) fn join(self) -> std::thread::Result<Result<Created, JournalError>> {
         match self {
-            Creating::Thread(handle) => handle.join(),
+            Creating::Thread { handle, created } => match created.recv() {
+                Ok(created) => Ok(created),
+                // The helper ended without sending: it panicked.
+                Err(_) => match handle.join() {
+                    Err(panic) => Err(panic),
+                    Ok(()) => Err(Box::new("the helper ended without the segment")),
+                },
+            },
+            Creating::Done(created) => Ok(created),
+        }
+    }
+
+    /// Waits for the creation and for the helper thread's end (the map's pages prepared).
+    pub(crate) fn finish(self) -> std::thread::Result<Result<Created, JournalError>> {
+        match self {
+            Creating::Thread { handle, created } => {
+                let outcome = created.recv();
+                let ended = handle.join();
+                match (outcome, ended) {
+                    (Ok(created), _) => Ok(created),
+                    (Err(_), Err(panic)) => Err(panic),
+                    (Err(_), Ok(())) => Err(Box::new("the helper ended without the segment")),
+                }
+            }
             Creating::Done(created) => Ok(created),
         }
     }

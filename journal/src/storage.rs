@@ -18,6 +18,7 @@ use std::fmt;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, IoSlice};
 use std::path::Path;
+use std::sync::Arc;
 
 /// What kind of entry a directory listing found. Symbolic links are reported as such, never
 /// followed.
@@ -189,12 +190,35 @@ pub trait WriteMap: Send + Sync + fmt::Debug {
     /// Copies `parts`, one after another, into the map from byte `offset`. The caller
     /// keeps within [`WriteMap::len`]; a map may panic otherwise.
     fn store(&mut self, offset: usize, parts: &[&[u8]]);
-    /// Prepares every page for stores ahead of time, so that none of them waits for the
-    /// page to be found (`MADV_POPULATE_WRITE` on Linux). A hint: the default does nothing.
-    /// The journal asks on the helper thread that creates the segment after the writer's,
-    /// and for the segment a queue opens with.
-    fn prefault(&mut self) {}
+    /// Work that prepares every page of the map for stores ahead of time, so that none of
+    /// them waits for the page to be found (`MADV_POPULATE_WRITE` on Linux), or `None`
+    /// (the default) if the map has nothing to prepare. A hint that changes no byte.
+    ///
+    /// The work may run on another thread while the map is in use (stored into, even
+    /// dropped): the journal's helper thread that creates the segment after the writer's
+    /// hands the map over as soon as it is made and prepares its pages afterwards, so that
+    /// rotation does not wait for them. The segment a queue opens with is prepared before
+    /// its first store.
+    ///
+    /// ```
+    /// use fairq_journal::storage::{FsStorage, Storage};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let f = FsStorage.create(&dir.path().join("m"), 0o600).unwrap();
+    /// if let Some(mut map) = f.map(1 << 20).unwrap() {
+    ///     let prepare = map.prefaulter();
+    ///     let helper = std::thread::spawn(move || prepare.map(|work| work()));
+    ///     map.store(0, &[b"stored meanwhile"]);
+    ///     helper.join().unwrap();
+    /// }
+    /// ```
+    fn prefaulter(&self) -> Option<Prefault> {
+        None
+    }
 }
+
+/// Work that prepares a map's pages for stores, from [`WriteMap::prefaulter`]; it may run on
+/// any thread, and after the map is gone.
+pub type Prefault = Box<dyn FnOnce() + Send>;
 
 /// A file opened for positioned reads.
 pub trait ReadFile: Send + Sync + fmt::Debug {
@@ -419,23 +443,23 @@ impl WriteFile for FsFile {
             Err(e) if e == Errno::OPNOTSUPP || e == Errno::NOSYS => return Ok(None),
             Err(e) => return Err(e.into()),
         }
-        // SAFETY: the map is of a segment file the journal created and holds the queue's
-        // lock file for, so no other journal opens it for writing, and the journal never
-        // truncates it below `len` while the map exists (it drops the map first). Another
-        // program that shrinks the file anyway makes the next store into the lost pages
-        // raise `SIGBUS`, as with any shared map (documented at `mapped_writes`). The bytes
-        // are only ever written through this one map, by `WriteMap::store` under the
-        // writer's lock; readers use `pread`.
-        #[allow(unsafe_code)]
-        let map = unsafe { memmap2::MmapOptions::new().len(map_len).map_mut(&self.0)? };
-        Ok(Some(Box::new(FsMap(map))))
+        // The map itself is safe to make: every access to its bytes is an `unsafe` pointer
+        // operation, whose conditions `FsMap::store` states. Another program that shrinks the
+        // file below `len` while it is mapped makes the next store into the lost pages raise
+        // `SIGBUS`, as with any shared map (documented at `mapped_writes`); the journal drops
+        // the map before it cuts the file.
+        let map = memmap2::MmapOptions::new().len(map_len).map_raw(&self.0)?;
+        Ok(Some(Box::new(FsMap(Arc::new(map)))))
     }
 }
 
-/// A segment mapped for mapped writes ([`WriteFile::map`]).
+/// A segment mapped for mapped writes ([`WriteFile::map`]). The map is shared with the
+/// work that prepares its pages ([`WriteMap::prefaulter`]), which may still run on the
+/// helper thread while the writer stores into it: that work only asks the kernel to make
+/// the pages ready, and touches no byte.
 #[cfg(any(target_os = "linux", target_os = "android"))]
 #[derive(Debug)]
-struct FsMap(memmap2::MmapMut);
+struct FsMap(Arc<memmap2::MmapRaw>);
 
 #[cfg(any(target_os = "linux", target_os = "android"))]
 impl WriteMap for FsMap {
@@ -444,17 +468,44 @@ impl WriteMap for FsMap {
     }
     #[inline]
     fn store(&mut self, mut offset: usize, parts: &[&[u8]]) {
+        let len = self.0.len();
         for part in parts {
-            self.0[offset..offset + part.len()].copy_from_slice(part);
-            offset += part.len();
+            let end = offset
+                .checked_add(part.len())
+                .filter(|&end| end <= len)
+                .unwrap_or_else(|| panic!("a store past the end of the map ({len} bytes)"));
+            // SAFETY: `offset..end` lies inside the map (checked above), which stays mapped
+            // while `self.0` lives, and inside the file (allocated to the map's length by
+            // `FsFile::map`; the journal cuts a file only after its owner dropped the map,
+            // and a store into pages another program cut away is a `SIGBUS`, not a write
+            // elsewhere). Only this map's owner writes its bytes, through
+            // `&mut self`, so no other store overlaps this one; the other holders of the
+            // `Arc` only advise the kernel about the pages (`prefaulter`), which reads and
+            // writes no byte. Readers read the file with `pread`, never through the map.
+            #[allow(unsafe_code)]
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    part.as_ptr(),
+                    self.0.as_mut_ptr().add(offset),
+                    part.len(),
+                );
+            }
+            offset = end;
         }
     }
-    fn prefault(&mut self) {
-        // Without it, the first store into a page past the segment's header waited for the
-        // kernel's readahead of the file's next `read_ahead_kb` (8 MiB: 4 to 5 ms on ext4)
-        // and for each later readahead window (about 2 ms).
+    fn prefaulter(&self) -> Option<Prefault> {
+        // Without it, the first store past the segment's header waited for the kernel's
+        // readahead of the file's next `read_ahead_kb` (8 MiB: 4 to 5 ms on ext4) and for
+        // each later readahead window (about 2 ms).
         #[cfg(target_os = "linux")]
-        let _ = self.0.advise(memmap2::Advice::PopulateWrite);
+        {
+            let map = Arc::clone(&self.0);
+            Some(Box::new(move || {
+                let _ = map.advise(memmap2::Advice::PopulateWrite);
+            }))
+        }
+        #[cfg(not(target_os = "linux"))]
+        None
     }
 }
 

@@ -8,7 +8,7 @@ use crate::config::PutOptions;
 use crate::files::segment_name;
 use crate::format::{encode_segment_header, SegmentHeader};
 use crate::item::ItemId;
-use crate::mapped::{discard_map, map_ahead};
+use crate::mapped::{discard_map, map_ahead, prefaulter_of};
 use crate::pos::Pos;
 use crate::state::{Created, Creating, Inner, NextSegment, Sealed, Writer};
 use crate::storage::{write_all, Storage, WriteFile};
@@ -126,25 +126,42 @@ impl Inner {
         };
         if !self.config.storage.helper_threads() {
             // The same work at the same point of the run, on the caller's thread.
+            let created = create();
+            if let Some(prepare) = prefaulter_of(&created) {
+                prepare();
+            }
             w.next = Some(NextSegment {
                 seg,
                 path,
-                creating: Creating::Done(create()),
+                creating: Creating::Done(created),
             });
             return;
         }
+        // The segment goes to rotation as soon as it exists; the pages of its map are
+        // prepared after that, so that rotation does not wait for them (`mapped.rs`).
+        let (send, created) = std::sync::mpsc::sync_channel(1);
+        let helper = move || {
+            let made = create();
+            let prepare = prefaulter_of(&made);
+            // Rotation may be gone (the queue closed): then nobody needs the pages either.
+            if send.send(made).is_ok()
+                && let Some(prepare) = prepare
+            {
+                prepare();
+            }
+        };
         // A small stack: the thread only creates (and maps) a file, and until rotation
-        // joins it, its stack stays reserved.
+        // takes the segment, its stack stays reserved.
         let spawned = std::thread::Builder::new()
             .name(format!("fairq-journal-next-{}", self.name))
             .stack_size(64 * 1024)
-            .spawn(create);
+            .spawn(helper);
         match spawned {
             Ok(handle) => {
                 w.next = Some(NextSegment {
                     seg,
                     path,
-                    creating: Creating::Thread(handle),
+                    creating: Creating::Thread { handle, created },
                 })
             }
             // Rotation creates it then.
@@ -174,12 +191,14 @@ impl Inner {
         }
     }
 
-    /// Waits for a segment being created ahead (closing, deleting, dropping): no helper
-    /// touches the queue's files once its handle let go of them. Returns its path if it
-    /// may exist.
+    /// Waits for a segment being created ahead (closing, deleting, dropping) and for its
+    /// helper thread's end: no helper touches the queue's files once its handle let go of
+    /// them. (The helper of the writer's own segment may still be preparing that map's
+    /// pages; that touches no file's length or bytes, and fails quietly on pages a close
+    /// cut away.) Returns its path if it may exist.
     pub(crate) fn finish_next(&self, w: &mut Writer) -> Option<PathBuf> {
         let next = w.next.take()?;
-        if let Ok(Ok(created)) = next.creating.join() {
+        if let Ok(Ok(created)) = next.creating.finish() {
             discard_map(&self.name, created);
         }
         Some(next.path)

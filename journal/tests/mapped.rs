@@ -6,11 +6,13 @@
 mod common;
 
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use fairq_journal::format::{decode_record, SEGMENT_HEADER_LEN};
-use fairq_journal::sim::SimDisk;
-use fairq_journal::storage::Storage;
+use fairq_journal::sim::{ForwardWrite, SimDisk, WrapFiles};
+use fairq_journal::storage::{FsStorage, Prefault, Storage, WriteFile, WriteMap};
 use fairq_journal::{JournalConfig, JournalError, JournaledQueue, SyncPolicy, TailCause};
 
 const SEGMENT: u64 = 64 * 1024;
@@ -243,5 +245,141 @@ fn a_sync_makes_stored_records_survive_a_power_failure() {
     let got = drain(&q, "");
     assert!(got.len() >= 100, "{} items survived", got.len());
     assert_items(&got, 0..got.len() as u64);
+    q.close().unwrap();
+}
+
+/// Where the preparation of a map's pages waits, once the test closes it, until the test
+/// opens it again (or ten seconds pass: then the test fails).
+#[derive(Debug, Default)]
+struct Gate {
+    closed: Mutex<bool>,
+    opened: Condvar,
+    /// Preparations that waited at the gate.
+    waited: AtomicUsize,
+    /// A preparation that was not let through in time.
+    timed_out: AtomicBool,
+}
+
+impl Gate {
+    fn set(&self, closed: bool) {
+        *self.closed.lock().unwrap() = closed;
+        self.opened.notify_all();
+    }
+
+    fn pass(&self) {
+        let closed = self.closed.lock().unwrap();
+        if !*closed {
+            return;
+        }
+        self.waited.fetch_add(1, Ordering::SeqCst);
+        let (still_closed, wait) = self
+            .opened
+            .wait_timeout_while(closed, Duration::from_secs(10), |closed| *closed)
+            .unwrap();
+        drop(still_closed);
+        if wait.timed_out() {
+            self.timed_out.store(true, Ordering::SeqCst);
+        }
+    }
+}
+
+/// A segment file whose map prepares its pages only once through the gate.
+#[derive(Debug)]
+struct GatedFile {
+    inner: Box<dyn WriteFile>,
+    gate: Arc<Gate>,
+}
+
+impl ForwardWrite for GatedFile {
+    fn inner(&self) -> &dyn WriteFile {
+        self.inner.as_ref()
+    }
+    fn map(&self, len: u64) -> std::io::Result<Option<Box<dyn WriteMap>>> {
+        Ok(self.inner.map(len)?.map(|inner| {
+            Box::new(GatedMap {
+                inner,
+                gate: Arc::clone(&self.gate),
+            }) as Box<dyn WriteMap>
+        }))
+    }
+}
+
+#[derive(Debug)]
+struct GatedMap {
+    inner: Box<dyn WriteMap>,
+    gate: Arc<Gate>,
+}
+
+impl WriteMap for GatedMap {
+    fn len(&self) -> usize {
+        self.inner.len()
+    }
+    fn store(&mut self, offset: usize, parts: &[&[u8]]) {
+        self.inner.store(offset, parts);
+    }
+    fn prefaulter(&self) -> Option<Prefault> {
+        let (gate, prepare) = (Arc::clone(&self.gate), self.inner.prefaulter());
+        Some(Box::new(move || {
+            gate.pass();
+            if let Some(prepare) = prepare {
+                prepare();
+            }
+        }))
+    }
+}
+
+#[test]
+fn rotation_does_not_wait_for_the_next_segments_pages_to_be_prepared() {
+    let dir = tempfile::tempdir().unwrap();
+    let gate = Arc::new(Gate::default());
+    let files = Arc::clone(&gate);
+    let storage = WrapFiles::new(FsStorage).write_files(move |_, inner| {
+        Box::new(GatedFile {
+            inner,
+            gate: Arc::clone(&files),
+        })
+    });
+    let config = JournalConfig {
+        storage: Arc::new(storage),
+        ..mapped(SyncPolicy::Never)
+    };
+    // The segment the queue opens with is prepared on the opening thread, before the gate
+    // closes; every segment created ahead after that waits at the gate.
+    let q = JournaledQueue::open(dir.path(), "g", config.clone()).unwrap();
+    q.reader("r").unwrap();
+    gate.set(true);
+    // About six segments' worth: each rotation takes a segment whose helper still waits.
+    for i in 0..150 {
+        q.put(&item(i)).unwrap();
+    }
+    assert!(
+        segments(dir.path()).len() >= 4,
+        "rotated: {:?}",
+        segments(dir.path())
+    );
+    assert!(
+        gate.waited.load(Ordering::SeqCst) >= 3,
+        "the helpers prepare pages after handing their segment over"
+    );
+    assert!(!gate.timed_out.load(Ordering::SeqCst));
+    gate.set(false);
+    // Preparing pages of maps given up meanwhile, and of files cut back, harms nothing.
+    let read = drain(&q, "r");
+    assert_items(&read, 0..150);
+    q.close().unwrap();
+    assert!(
+        !gate.timed_out.load(Ordering::SeqCst),
+        "a put waited for a preparation"
+    );
+    for (name, _) in segments(dir.path()) {
+        assert_only_records(&dir.path().join(name));
+    }
+    let q = JournaledQueue::open(dir.path(), "g", config).unwrap();
+    assert!(q.recovery_report().is_clean(), "{:?}", q.recovery_report());
+    q.reader("again").unwrap();
+    for i in 150..200 {
+        q.put(&item(i)).unwrap();
+    }
+    assert_items(&drain(&q, "again"), 150..200);
     q.close().unwrap();
 }
