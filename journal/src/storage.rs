@@ -218,6 +218,20 @@ pub trait WriteMap: Send + Sync + fmt::Debug {
 
 /// Work that prepares a map's pages for stores, from [`WriteMap::prefaulter`]; it may run on
 /// any thread, and after the map is gone.
+///
+/// ```
+/// use fairq_journal::storage::{FsStorage, Prefault, Storage};
+/// let dir = tempfile::tempdir().unwrap();
+/// let f = FsStorage.create(&dir.path().join("p"), 0o600).unwrap();
+/// if let Some(map) = f.map(64 << 10).unwrap() {
+///     let prepare: Option<Prefault> = map.prefaulter();
+///     drop(map);
+///     // Still safe to run: it only asks the kernel about pages, and keeps the map alive.
+///     if let Some(work) = prepare {
+///         work();
+///     }
+/// }
+/// ```
 pub type Prefault = Box<dyn FnOnce() + Send>;
 
 /// A file opened for positioned reads.
