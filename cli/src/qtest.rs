@@ -245,6 +245,8 @@ pub struct LatencyReport {
     pub p90_us: f64,
     /// 99th percentile.
     pub p99_us: f64,
+    /// 99.9th percentile: where a stall that hits one call in a thousand shows.
+    pub p999_us: f64,
     /// Slowest.
     pub max_us: f64,
 }
@@ -258,6 +260,7 @@ fn latency(what: &'static str, h: &Histogram) -> LatencyReport {
         p50_us: us(h.p50()),
         p90_us: us(h.p90()),
         p99_us: us(h.p99()),
+        p999_us: us(h.quantile(0.999)),
         max_us: us(h.max()),
     }
 }
@@ -807,8 +810,8 @@ pub(crate) fn print(report: &QtestReport, out: &mut Output) -> Result<(), CliErr
     }
     out.table(&phases)?;
     out.line("")?;
-    let mut lat = Grid::new(["latency", "count", "p50", "p90", "p99", "max"])
-        .right(&[1, 2, 3, 4, 5])
+    let mut lat = Grid::new(["latency", "count", "p50", "p90", "p99", "p99.9", "max"])
+        .right(&[1, 2, 3, 4, 5, 6])
         .prose(&[0]);
     let d = |us: f64| output::short_duration(Duration::from_secs_f64(us / 1e6));
     for l in &report.latencies {
@@ -818,6 +821,7 @@ pub(crate) fn print(report: &QtestReport, out: &mut Output) -> Result<(), CliErr
             d(l.p50_us),
             d(l.p90_us),
             d(l.p99_us),
+            d(l.p999_us),
             d(l.max_us),
         ]);
     }

@@ -91,6 +91,20 @@ fn many_clients_delivers_every_item_once() {
     assert_eq!(count(&r, "latencies", "what", "put"), 300);
     assert_eq!(count(&r, "latencies", "what", "put to get"), 300);
     assert_eq!(r["settings"]["consumers per reader"], "2");
+    assert_percentiles_in_order(&r);
+}
+
+/// Every latency's percentiles, p99.9 included, rise to its maximum.
+fn assert_percentiles_in_order(report: &Value) {
+    for l in report["latencies"].as_array().unwrap() {
+        let at = |field: &str| {
+            l[field]
+                .as_f64()
+                .unwrap_or_else(|| panic!("no {field} in {l}"))
+        };
+        let marks = ["p50_us", "p90_us", "p99_us", "p999_us", "max_us"].map(at);
+        assert!(marks.windows(2).all(|w| w[0] <= w[1]), "{l}");
+    }
 }
 
 #[test]
