@@ -59,8 +59,7 @@ fn map_segment(
     records_end: u64,
 ) -> std::io::Result<Option<Box<dyn WriteMap>>> {
     match file.map(len) {
-        Ok(Some(map)) => Ok(Some(map)),
-        Ok(None) => Ok(None),
+        Ok(map) => Ok(map),
         Err(e) => {
             tracing::warn!(queue = %queue, segment = seg, error = %e, "could not map the segment; writing it as usual");
             file.set_len(records_end).map(|()| None)
