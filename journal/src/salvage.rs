@@ -205,29 +205,22 @@ impl SegmentReader<'_> {
 
 /// Why no record starts at a byte offset. Kept as data while a damaged stretch is walked
 /// byte by byte; turned into the report's text once per stretch.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 enum Rejected {
     /// The fixed fields of a record header do not hold.
+    #[error("not a record")]
     NotRecord,
     /// The bytes do not decode as a record (checksum, length, ...).
+    #[error("record: {0}")]
     Decode(DecodeError),
     /// An intact record whose id is not past the last one taken.
+    #[error("record {id} out of order (after {last})")]
     OutOfOrder {
         /// The record's id.
         id: u64,
         /// The last id taken before it.
         last: u64,
     },
-}
-
-impl core::fmt::Display for Rejected {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match self {
-            Self::NotRecord => f.write_str("not a record"),
-            Self::Decode(e) => write!(f, "record: {e}"),
-            Self::OutOfOrder { id, last } => write!(f, "record {id} out of order (after {last})"),
-        }
-    }
 }
 
 /// The record at the start of `buf`, if it is intact and comes after `last_id`: its id, payload and
