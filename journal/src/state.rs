@@ -122,32 +122,32 @@ impl Creating {
     /// Waits for the creation, not for the preparation of the map's pages, which goes on
     /// meanwhile: `Err` if the helper thread panicked.
     pub(crate) fn join(self) -> std::thread::Result<Result<Created, JournalError>> {
-        match self {
-            Creating::Thread { handle, created } => match created.recv() {
-                Ok(created) => Ok(created),
-                // The helper ended without sending: it panicked.
-                Err(_) => match handle.join() {
-                    Err(panic) => Err(panic),
-                    Ok(()) => Err(Box::new("the helper ended without the segment")),
-                },
-            },
-            Creating::Done(created) => Ok(created),
-        }
+        self.wait(false)
     }
 
     /// Waits for the creation and for the helper thread's end (the map's pages prepared).
     pub(crate) fn finish(self) -> std::thread::Result<Result<Created, JournalError>> {
-        match self {
-            Creating::Thread { handle, created } => {
-                let outcome = created.recv();
-                let ended = handle.join();
-                match (outcome, ended) {
-                    (Ok(created), _) => Ok(created),
-                    (Err(_), Err(panic)) => Err(panic),
-                    (Err(_), Ok(())) => Err(Box::new("the helper ended without the segment")),
+        self.wait(true)
+    }
+
+    fn wait(self, until_end: bool) -> std::thread::Result<Result<Created, JournalError>> {
+        let (handle, created) = match self {
+            Creating::Thread { handle, created } => (handle, created),
+            Creating::Done(created) => return Ok(created),
+        };
+        match created.recv() {
+            Ok(created) => {
+                // A panic while preparing pages, after the segment was sent, loses nothing.
+                if until_end {
+                    let _ = handle.join();
                 }
+                Ok(created)
             }
-            Creating::Done(created) => Ok(created),
+            // A helper that sent nothing has ended: it panicked.
+            Err(_) => Err(handle
+                .join()
+                .err()
+                .unwrap_or_else(|| Box::new("the helper ended without the segment"))),
         }
     }
 }
