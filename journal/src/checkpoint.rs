@@ -18,6 +18,7 @@
 //! ```
 
 use crate::format::{u32_at, u64_at, DecodeError};
+use crate::name::validate_name;
 
 /// Magic bytes at the start of a checkpoint file.
 pub const CHECKPOINT_MAGIC: [u8; 8] = *b"FAIRQCKP";
@@ -222,6 +223,22 @@ pub fn decode_registry(buf: &[u8]) -> Result<Vec<String>, DecodeError> {
     }
     if at != end {
         return Err(DecodeError::BadLength(at as u64));
+    }
+    Ok(names)
+}
+
+/// The reader names of a queue's registry file (`None`: there is none, so the queue has just
+/// the default reader), checked the way opening the queue checks them; or why they cannot be
+/// trusted.
+pub(crate) fn registry_names(file: Option<&[u8]>) -> Result<Vec<String>, String> {
+    let names = match file {
+        Some(bytes) => decode_registry(bytes).map_err(|e| format!("reader registry: {e}"))?,
+        None => vec![String::new()],
+    };
+    // The default reader (the empty name) is listed only alone.
+    let invalid = |n: &String| (!n.is_empty() || names.len() > 1) && validate_name(n).is_err();
+    if names.is_empty() || names.iter().any(invalid) {
+        return Err("reader registry lists an invalid reader name".into());
     }
     Ok(names)
 }

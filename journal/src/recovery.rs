@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 
-use crate::checkpoint::{decode_checkpoint, decode_registry};
+use crate::checkpoint::{decode_checkpoint, registry_names};
 use crate::chunks::ChunkCache;
 use crate::config::{JournalConfig, SyncPolicy};
 use crate::files::{
@@ -102,23 +102,8 @@ fn read_registry(
     queue: &str,
 ) -> Result<Vec<String>, JournalError> {
     let reg_path = registry_path(dir, queue);
-    let names = match read_if_present(storage, &reg_path).map_err(io_err(&reg_path))? {
-        Some(bytes) => decode_registry(&bytes)
-            .map_err(|e| JournalError::corrupt(&reg_path, 0, format!("reader registry: {e}")))?,
-        None => vec![String::new()],
-    };
-    if names.is_empty()
-        || names
-            .iter()
-            .any(|n| (!n.is_empty() || names.len() > 1) && validate_name(n).is_err())
-    {
-        return Err(JournalError::corrupt(
-            &reg_path,
-            0,
-            "reader registry lists an invalid reader name",
-        ));
-    }
-    Ok(names)
+    let file = read_if_present(storage, &reg_path).map_err(io_err(&reg_path))?;
+    registry_names(file.as_deref()).map_err(|reason| JournalError::corrupt(&reg_path, 0, reason))
 }
 
 fn read_checkpoint(

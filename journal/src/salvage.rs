@@ -9,10 +9,14 @@
 //! it looks for the next valid record byte by byte (a record is taken only if its checksum
 //! holds and its id is past the last one handed over). What to do with the items (put
 //! them into a new queue, or rebuild a store from them, as `fairq-file` does) is up to the
-//! caller. Reader positions are not salvaged: every intact item is handed over, also those
-//! that readers had already finished but whose segment was not yet deleted.
+//! caller. Every intact item is handed over, also those that readers had already finished
+//! but whose segment was not yet deleted; [`reader_positions`] reads where each reader
+//! stood (the reader registry and the checkpoints, also without changing them), so that
+//! the caller can leave out the items every reader had finished.
 //!
 //! [`JournaledQueue::open`]: crate::JournaledQueue::open
+
+mod positions;
 
 use std::path::{Path, PathBuf};
 
@@ -22,6 +26,8 @@ use crate::format::{
 };
 use crate::storage::{EntryKind, Storage};
 use crate::{ItemId, JournalError};
+
+pub use positions::{reader_positions, ReaderPosition, ReaderPositions, SavedPosition};
 
 /// A stretch of a queue's files that [`salvage`] could not read.
 #[derive(Debug, Clone, PartialEq, Eq)]

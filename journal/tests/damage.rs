@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use fairq_journal::format::{RECORD_HEADER_LEN, SEGMENT_HEADER_LEN};
-use fairq_journal::salvage::salvage;
+use fairq_journal::salvage::{reader_positions, salvage, SavedPosition};
 use fairq_journal::storage::FsStorage;
-use fairq_journal::{JournalConfig, JournalError, JournaledQueue, SyncPolicy};
+use fairq_journal::{ItemId, JournalConfig, JournalError, JournaledQueue, SyncPolicy};
 
 fn cfg(segment_size: u64) -> JournalConfig {
     JournalConfig {
@@ -542,4 +542,82 @@ fn salvage_reads_every_intact_item_of_a_queue_that_open_refuses() {
         .map(|p| std::fs::read(p).unwrap())
         .collect();
     assert_eq!(before, after);
+}
+
+#[test]
+fn reader_positions_let_a_salvage_leave_out_what_every_reader_finished() {
+    // Items 1..=6 in one segment, read by two readers: `a` finished 1 to 4, `b` finished
+    // 1, 2 and 5 (out of order). A byte of item 3 is flipped, so opening refuses.
+    let dir = tempfile::tempdir().unwrap();
+    let q = JournaledQueue::open(dir.path(), "q", cfg(4096)).unwrap();
+    let (a, b) = (q.reader("a").unwrap(), q.reader("b").unwrap());
+    for i in 1..=6u8 {
+        q.put(&[i; 8]).unwrap();
+    }
+    let take = |r: &fairq_journal::Reader, n: usize| -> Vec<ItemId> {
+        (0..n).map(|_| r.get().unwrap().unwrap().id).collect()
+    };
+    for id in take(&a, 4) {
+        a.commit(id).unwrap();
+    }
+    let got = take(&b, 5);
+    for id in [got[0], got[1], got[4]] {
+        b.commit(id).unwrap();
+    }
+    q.close().unwrap();
+    let segs = segments(dir.path());
+    let mut bytes = std::fs::read(&segs[0]).unwrap();
+    let third = bytes.windows(8).position(|w| w == [3; 8]).expect("item 3");
+    bytes[third] ^= 0x01;
+    std::fs::write(&segs[0], &bytes).unwrap();
+    assert!(JournaledQueue::open(dir.path(), "q", cfg(4096)).is_err());
+    let files_before = folder_bytes(dir.path());
+
+    let positions = reader_positions(dir.path(), "q", &FsStorage).unwrap();
+    let names: Vec<&str> = positions.readers.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(names, ["a", "b"]);
+    assert_eq!(positions.registry_damage, None);
+    let mut kept = Vec::new();
+    let report = salvage(dir.path(), "q", &FsStorage, &mut |id, data| {
+        if !positions.finished_by_all(id) {
+            kept.push(data[0]);
+        }
+    })
+    .unwrap();
+    // 1 and 2 were finished by both; 3 is damaged; 4 only by a, 5 only by b; 6 by neither.
+    assert_eq!(kept, [4, 5, 6], "{report:?}");
+    assert!(report.damaged());
+    assert_eq!(
+        folder_bytes(dir.path()),
+        files_before,
+        "reading changed a file"
+    );
+
+    // A reader whose checkpoint is gone finishes nothing: everything intact is kept.
+    std::fs::remove_file(dir.path().join("q.cp.b")).unwrap();
+    let positions = reader_positions(dir.path(), "q", &FsStorage).unwrap();
+    assert_eq!(positions.readers[1].position, SavedPosition::Missing);
+    let mut kept = Vec::new();
+    salvage(dir.path(), "q", &FsStorage, &mut |id, data| {
+        if !positions.finished_by_all(id) {
+            kept.push(data[0]);
+        }
+    })
+    .unwrap();
+    assert_eq!(kept, [1, 2, 4, 5, 6]);
+}
+
+/// Every file of `dir` with its bytes, by name.
+fn folder_bytes(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_file())
+        .map(|p| {
+            let bytes = std::fs::read(&p).unwrap();
+            (p, bytes)
+        })
+        .collect();
+    files.sort();
+    files
 }
