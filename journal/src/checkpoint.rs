@@ -227,13 +227,32 @@ pub fn decode_registry(buf: &[u8]) -> Result<Vec<String>, DecodeError> {
     Ok(names)
 }
 
-/// The reader names of a queue's registry file (`None`: there is none, so the queue has just
-/// the default reader), checked the way opening the queue checks them; or why they cannot be
-/// trusted.
-pub(crate) fn registry_names(file: Option<&[u8]>) -> Result<Vec<String>, String> {
+/// The reader names of a queue: those its registry file lists, checked the way opening the
+/// queue checks them, or why they cannot be trusted. Without a registry file (`file` is
+/// `None`) the queue has the default reader alone, unless checkpoint files of named readers
+/// are present (`checkpoints`, the reader names of the queue's checkpoint files): the
+/// registry was then lost (it is written before a named reader is acknowledged, and stays),
+/// or a crash interrupted the first named reader's creation, and those readers are taken
+/// from their files, sorted, rather than forgotten.
+pub(crate) fn registry_names(
+    file: Option<&[u8]>,
+    checkpoints: &[&str],
+) -> Result<Vec<String>, String> {
     let names = match file {
         Some(bytes) => decode_registry(bytes).map_err(|e| format!("reader registry: {e}"))?,
-        None => vec![String::new()],
+        None => {
+            let mut named: Vec<String> = checkpoints
+                .iter()
+                .filter(|n| !n.is_empty() && validate_name(n).is_ok())
+                .map(|n| n.to_string())
+                .collect();
+            named.sort_unstable();
+            named.dedup();
+            if named.is_empty() {
+                return Ok(vec![String::new()]);
+            }
+            return Ok(named);
+        }
     };
     // The default reader (the empty name) is listed only alone.
     let invalid = |n: &String| (!n.is_empty() || names.len() > 1) && validate_name(n).is_err();

@@ -220,7 +220,8 @@ impl JournaledQueue {
     }
 
     /// What opening the queue found and repaired: torn tails cut off (and whether a complete
-    /// record was among them), half-created segments removed, readers that restarted.
+    /// record was among them), half-created segments removed, readers that restarted, a lost
+    /// reader registry rebuilt from the checkpoints.
     ///
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();

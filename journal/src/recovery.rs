@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 
-use crate::checkpoint::{decode_checkpoint, registry_names};
+use crate::checkpoint::{decode_checkpoint, encode_registry, registry_names};
 use crate::chunks::ChunkCache;
 use crate::config::{JournalConfig, SyncPolicy};
 use crate::files::{
@@ -23,7 +23,8 @@ use crate::report::RecoveryReport;
 use crate::scan::{check_contiguous, scan, Restored, Scan};
 use crate::state::{DueSync, Inner, Sealed, SegIndex, SyncState, Visible, Writer};
 use crate::storage::{
-    read_if_present, DirEntry, EntryKind, LockGuard, ReadOnlyFile, Storage, WriteFile,
+    read_if_present, replace_atomically, DirEntry, EntryKind, LockGuard, ReadOnlyFile, Storage,
+    WriteFile,
 };
 use crate::sync::proto;
 use crate::tail::{check_tail, read_tail, record_tail};
@@ -95,15 +96,24 @@ fn take_lock(
     })
 }
 
-/// The reader names of the registry (just the default reader without one).
+/// The reader names of the registry, and whether they were taken from the checkpoint files
+/// among `files` because the registry was missing (see `checkpoint::registry_names`).
 fn read_registry(
     storage: &dyn Storage,
     dir: &Path,
     queue: &str,
-) -> Result<Vec<String>, JournalError> {
+    files: &[String],
+) -> Result<(Vec<String>, bool), JournalError> {
     let reg_path = registry_path(dir, queue);
     let file = read_if_present(storage, &reg_path).map_err(io_err(&reg_path))?;
-    registry_names(file.as_deref()).map_err(|reason| JournalError::corrupt(&reg_path, 0, reason))
+    let checkpoints: Vec<&str> = files
+        .iter()
+        .filter_map(|f| parse_checkpoint_name(queue, f))
+        .collect();
+    let names = registry_names(file.as_deref(), &checkpoints)
+        .map_err(|reason| JournalError::corrupt(&reg_path, 0, reason))?;
+    let rebuilt = file.is_none() && names.iter().all(|n| !n.is_empty());
+    Ok((names, rebuilt))
 }
 
 fn read_checkpoint(
@@ -265,11 +275,27 @@ pub(crate) fn open(
     let files = list(storage.as_ref(), dir, name)?;
     let mut report = RecoveryReport::default();
 
-    let names = read_registry(storage.as_ref(), dir, name)?;
+    let (names, rebuilt) = read_registry(storage.as_ref(), dir, name, &files)?;
     let mut restored = names
         .iter()
         .map(|r| read_checkpoint(storage.as_ref(), dir, name, r))
         .collect::<Result<Vec<_>, _>>()?;
+    if rebuilt {
+        tracing::warn!(queue = name, readers = ?names, "the reader registry is missing; the named readers were taken from their checkpoint files");
+        report.registry_rebuilt.clone_from(&names);
+        if !read_only {
+            // Written before the stale checkpoints go: until then, the next open finds the
+            // same files and decides the same way.
+            let reg_path = registry_path(dir, name);
+            replace_atomically(
+                storage.as_ref(),
+                &reg_path,
+                &encode_registry(&names),
+                config.file_mode,
+            )
+            .map_err(io_err(&reg_path))?;
+        }
+    }
 
     // Leftovers of interrupted checkpoint writes and of readers that were replaced.
     if !read_only {

@@ -58,6 +58,11 @@ pub struct RecoveryReport {
     /// Readers whose checkpoint was missing or unreadable; they restart from the oldest item
     /// (and may deliver items again).
     pub restarted_readers: Vec<String>,
+    /// Named readers taken from their checkpoint files because the reader registry was
+    /// missing (lost, or a crash interrupted the first named reader's creation); unless the
+    /// queue was opened read-only, the registry was written again. A reader whose
+    /// checkpoint was gone too could not be known.
+    pub registry_rebuilt: Vec<String>,
 }
 
 impl RecoveryReport {
@@ -70,6 +75,7 @@ impl RecoveryReport {
         self.tails.is_empty()
             && self.removed_segments.is_empty()
             && self.restarted_readers.is_empty()
+            && self.registry_rebuilt.is_empty()
     }
 
     /// Whether a complete record was dropped ([`TailCause::Damaged`]): possibly an item

@@ -621,3 +621,94 @@ fn folder_bytes(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     files.sort();
     files
 }
+
+/// A queue read by `a` (finished 1 to 4) and `b` (finished 1 and 2), items 1..=6 in
+/// segments of one item each, closed.
+fn two_readers_with_progress() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let q = JournaledQueue::open(dir.path(), "q", cfg(40)).unwrap();
+    let (a, b) = (q.reader("a").unwrap(), q.reader("b").unwrap());
+    for i in 1..=6u8 {
+        q.put(&[i; 8]).unwrap();
+    }
+    for (r, n) in [(&a, 4), (&b, 2)] {
+        for _ in 0..n {
+            let item = r.get().unwrap().unwrap();
+            r.commit(item.id).unwrap();
+        }
+    }
+    q.close().unwrap();
+    dir
+}
+
+/// The first bytes of what `reader` of `q` delivers until it is empty, each committed.
+fn drain(q: &JournaledQueue, reader: &str) -> Vec<u8> {
+    let r = q.reader(reader).unwrap();
+    let mut got = Vec::new();
+    while let Some(item) = r.get().unwrap() {
+        got.push(item.data[0]);
+        r.commit(item.id).unwrap();
+    }
+    got
+}
+
+#[test]
+fn a_lost_reader_registry_is_rebuilt_from_the_checkpoints_and_no_reader_loses_its_place() {
+    // Before, a missing registry meant "the default reader alone": the named readers'
+    // checkpoints were deleted as stale, `a` started again from the oldest item and `b`,
+    // created anew, at the tail, so it never got items 3 to 6.
+    let dir = two_readers_with_progress();
+    let registry = dir.path().join("q.readers");
+    std::fs::remove_file(&registry).unwrap();
+
+    // Read-only: the readers are taken from the checkpoints, and nothing is written.
+    let ro = JournaledQueue::open_read_only(dir.path(), "q", cfg(40)).unwrap();
+    assert_eq!(ro.recovery_report().registry_rebuilt, ["a", "b"]);
+    assert_eq!(ro.reader("b").unwrap().len(), 4);
+    drop(ro);
+    assert!(!registry.exists());
+
+    let q = JournaledQueue::open(dir.path(), "q", cfg(40)).unwrap();
+    let report = q.recovery_report().clone();
+    assert_eq!(report.registry_rebuilt, ["a", "b"]);
+    assert!(
+        !report.is_clean() && report.restarted_readers.is_empty(),
+        "{report:?}"
+    );
+    assert_eq!(drain(&q, "a"), [5, 6]);
+    assert_eq!(drain(&q, "b"), [3, 4, 5, 6]);
+    assert!(matches!(q.reader(""), Err(JournalError::NoDefaultReader)));
+    q.close().unwrap();
+    // The registry was written again: the next open is clean.
+    assert!(registry.exists());
+    let q = JournaledQueue::open(dir.path(), "q", cfg(40)).unwrap();
+    assert!(q.recovery_report().is_clean(), "{:?}", q.recovery_report());
+}
+
+#[test]
+fn a_crash_inside_the_first_named_readers_creation_completes_it_on_open() {
+    // The first named reader's checkpoint is written before the registry: a crash between
+    // the two leaves the default reader's checkpoint, the new one's, and no registry.
+    let dir = tempfile::tempdir().unwrap();
+    let q = JournaledQueue::open(dir.path(), "q", cfg(40)).unwrap();
+    for i in 1..=3u8 {
+        q.put(&[i; 8]).unwrap();
+    }
+    let default = q.reader("").unwrap();
+    let first = default.get().unwrap().unwrap();
+    default.commit(first.id).unwrap();
+    default.checkpoint().unwrap();
+    q.close().unwrap();
+    let default_cp = std::fs::read(dir.path().join("q.cp")).unwrap();
+    std::fs::write(dir.path().join("q.cp.a"), &default_cp).unwrap();
+
+    let q = JournaledQueue::open(dir.path(), "q", cfg(40)).unwrap();
+    assert_eq!(q.recovery_report().registry_rebuilt, ["a"]);
+    // `a` took over the default reader's place, as the interrupted call would have.
+    assert_eq!(drain(&q, "a"), [2, 3]);
+    q.close().unwrap();
+    assert!(
+        !dir.path().join("q.cp").exists(),
+        "the default reader's checkpoint is stale"
+    );
+}

@@ -45,6 +45,12 @@ pub(crate) fn warnings(report: &RecoveryReport) -> Vec<String> {
             "the journal checkpoint of reader {reader:?} was missing or unreadable; the store was read again from the oldest journal segment"
         ));
     }
+    if !report.registry_rebuilt.is_empty() {
+        lines.push(format!(
+            "the journal's reader registry was missing; readers {:?} were taken from their checkpoint files",
+            report.registry_rebuilt
+        ));
+    }
     lines
 }
 
@@ -78,9 +84,10 @@ mod tests {
             ],
             removed_segments: vec!["/q/jobs.00000000000000000008.seg".into()],
             restarted_readers: vec!["state".into()],
+            registry_rebuilt: vec!["state".into()],
         };
         let lines = warnings(&report);
-        assert_eq!(lines.len(), 4, "{lines:?}");
+        assert_eq!(lines.len(), 5, "{lines:?}");
         for line in &lines[..2] {
             assert!(
                 line.starts_with("/q/jobs.00000000000000000007.seg: 37 bytes at offset 4096 "),
@@ -102,6 +109,11 @@ mod tests {
             lines[2]
         );
         assert!(lines[3].contains("\"state\""), "{}", lines[3]);
+        assert!(
+            lines[4].contains("reader registry was missing") && lines[4].contains("\"state\""),
+            "{}",
+            lines[4]
+        );
         assert!(warnings(&RecoveryReport::default()).is_empty());
     }
 }

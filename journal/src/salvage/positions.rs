@@ -61,9 +61,9 @@ pub struct ReaderPositions {
     /// Every reader the registry lists (the default reader alone when there is no
     /// registry), in its order.
     pub readers: Vec<ReaderPosition>,
-    /// Why the registry, the list of the queue's readers, could not be used. `readers`
-    /// then holds the readers whose checkpoint files were found, and there may have been
-    /// others.
+    /// Why the registry, the list of the queue's readers, could not be used: damaged, or
+    /// missing while named readers left checkpoint files. `readers` then holds the readers
+    /// whose checkpoint files were found, and there may have been others.
     pub registry_damage: Option<String>,
 }
 
@@ -103,8 +103,8 @@ impl ReaderPositions {
 
 /// Reads where the readers of queue `queue` in `dir` stood: its reader registry and each
 /// reader's checkpoint, through `storage`, changing nothing. A missing or damaged file is
-/// described in the result, not an error; this fails only when the registry is damaged and
-/// the folder then cannot be listed to find the checkpoint files.
+/// described in the result, not an error; this fails only when the folder cannot be listed
+/// where the checkpoint files have to be looked for (the registry missing or damaged).
 ///
 /// Call it before [`salvage`](super::salvage) to leave out the items every reader had
 /// finished, whose segments were not deleted yet:
@@ -138,13 +138,32 @@ pub fn reader_positions(
     storage: &dyn Storage,
 ) -> Result<ReaderPositions, JournalError> {
     let reg_path = registry_path(dir, queue);
-    let listed = match read_if_present(storage, &reg_path) {
-        Ok(file) => registry_names(file.as_deref()),
-        Err(e) => Err(format!("cannot read the reader registry: {e}")),
-    };
-    let (names, registry_damage) = match listed {
-        Ok(names) => (names, None),
-        Err(why) => (checkpoint_files(dir, queue, storage)?, Some(why)),
+    let (names, registry_damage) = match read_if_present(storage, &reg_path) {
+        Ok(Some(file)) => match registry_names(Some(&file), &[]) {
+            Ok(names) => (names, None),
+            Err(why) => (checkpoint_files(dir, queue, storage)?, Some(why)),
+        },
+        Ok(None) => {
+            // No registry: the default reader alone, unless named readers left checkpoint
+            // files (then, as opening does, those readers; but another may have had none).
+            let found = checkpoint_files(dir, queue, storage)?;
+            let found: Vec<&str> = found.iter().map(String::as_str).collect();
+            match registry_names(None, &found) {
+                Ok(names) if names.iter().all(|n| !n.is_empty()) => (
+                    names,
+                    Some(
+                        "the reader registry is missing; named readers left checkpoint files"
+                            .into(),
+                    ),
+                ),
+                Ok(names) => (names, None),
+                Err(why) => (Vec::new(), Some(why)),
+            }
+        }
+        Err(e) => (
+            checkpoint_files(dir, queue, storage)?,
+            Some(format!("cannot read the reader registry: {e}")),
+        ),
     };
     let readers = names
         .into_iter()
@@ -292,6 +311,22 @@ mod tests {
         let names: Vec<&str> = found.readers.iter().map(|r| r.name.as_str()).collect();
         assert_eq!(names, ["a", "b"]);
         // Both found readers finished item 1, but a reader may be missing from the list.
+        assert!(!found.finished_by_all(ItemId(1)));
+    }
+
+    #[test]
+    fn a_missing_registry_with_named_checkpoints_lists_them_and_finishes_nothing() {
+        // As opening the queue does: the named readers whose checkpoints are there, the
+        // default reader's checkpoint left aside; but a reader may have had none.
+        let disk = disk();
+        write(&disk, "q.cp", &checkpoint(10, vec![]));
+        write(&disk, "q.cp.b", &checkpoint(10, vec![]));
+        write(&disk, "q.cp.a", &checkpoint(10, vec![]));
+        let found = positions(&disk);
+        let names: Vec<&str> = found.readers.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(names, ["a", "b"]);
+        let why = found.registry_damage.clone().unwrap();
+        assert!(why.contains("registry is missing"), "{why}");
         assert!(!found.finished_by_all(ItemId(1)));
     }
 
