@@ -712,3 +712,50 @@ fn a_crash_inside_the_first_named_readers_creation_completes_it_on_open() {
         "the default reader's checkpoint is stale"
     );
 }
+
+#[test]
+fn a_power_loss_at_any_step_of_the_first_named_readers_creation_loses_no_item() {
+    // Items 1..=4, the default reader finished 1 and saved its place; then reader `a` is
+    // created (it takes over the default reader's place) with the power failing at each of
+    // the creation's storage operations in turn. After the restart, `a` delivers 2, 3 and 4
+    // (and item 1 at most again), whichever files the crash left.
+    let (mut completed, mut rebuilt) = (false, 0);
+    for crash_at in 0..40 {
+        let disk = fairq_journal::sim::SimDisk::new(crash_at);
+        let config = JournalConfig {
+            sync: SyncPolicy::Always,
+            checkpoint_interval: Duration::ZERO,
+            ..JournalConfig::on_sim(&disk)
+        };
+        let q = JournaledQueue::open("/j", "q", config.clone()).unwrap();
+        for i in 1..=4u8 {
+            q.put(&[i; 8]).unwrap();
+        }
+        let default = q.reader("").unwrap();
+        let first = default.get().unwrap().unwrap();
+        default.commit(first.id).unwrap();
+        default.checkpoint().unwrap();
+        disk.schedule_crash(crash_at);
+        let created = q.reader("a").is_ok() && !disk.is_dead();
+        drop(default);
+        drop(q);
+        if created {
+            completed = true;
+            break;
+        }
+        disk.restart();
+        let q = JournaledQueue::open("/j", "q", config).unwrap();
+        if q.recovery_report().registry_rebuilt == ["a"] {
+            rebuilt += 1;
+        }
+        let got = drain(&q, "a");
+        let tail: Vec<u8> = got.iter().copied().filter(|&i| i != 1).collect();
+        assert_eq!(tail, [2, 3, 4], "crash at operation {crash_at}: {got:?}");
+    }
+    assert!(completed, "the creation took more than 40 operations");
+    // Some crash came between the new checkpoint and the registry.
+    assert!(
+        rebuilt > 0,
+        "no crash point left a checkpoint without a registry"
+    );
+}
