@@ -685,19 +685,27 @@ fn a_lost_reader_registry_is_rebuilt_from_the_checkpoints_and_no_reader_loses_it
     assert!(q.recovery_report().is_clean(), "{:?}", q.recovery_report());
 }
 
-#[test]
-fn a_crash_inside_the_first_named_readers_creation_completes_it_on_open() {
-    // The first named reader's checkpoint is written before the registry: a crash between
-    // the two leaves the default reader's checkpoint, the new one's, and no registry.
-    let dir = tempfile::tempdir().unwrap();
-    let q = JournaledQueue::open(dir.path(), "q", cfg(40)).unwrap();
-    for i in 1..=3u8 {
+/// Puts items 1..=`n` (8 bytes of their number each), and returns the default reader with
+/// item 1 committed and its place saved.
+fn default_reader_past_the_first_of(q: &JournaledQueue, n: u8) -> fairq_journal::Reader {
+    for i in 1..=n {
         q.put(&[i; 8]).unwrap();
     }
     let default = q.reader("").unwrap();
     let first = default.get().unwrap().unwrap();
     default.commit(first.id).unwrap();
     default.checkpoint().unwrap();
+    default
+}
+
+#[test]
+fn a_crash_inside_the_first_named_readers_creation_completes_it_on_open() {
+    // The first named reader's checkpoint is written before the registry: a crash between
+    // the two leaves the default reader's checkpoint, the new one's, and no registry.
+    let dir = tempfile::tempdir().unwrap();
+    let q = JournaledQueue::open(dir.path(), "q", cfg(40)).unwrap();
+    let default = default_reader_past_the_first_of(&q, 3);
+    drop(default);
     q.close().unwrap();
     let default_cp = std::fs::read(dir.path().join("q.cp")).unwrap();
     std::fs::write(dir.path().join("q.cp.a"), &default_cp).unwrap();
@@ -728,13 +736,7 @@ fn a_power_loss_at_any_step_of_the_first_named_readers_creation_loses_no_item() 
             ..JournalConfig::on_sim(&disk)
         };
         let q = JournaledQueue::open("/j", "q", config.clone()).unwrap();
-        for i in 1..=4u8 {
-            q.put(&[i; 8]).unwrap();
-        }
-        let default = q.reader("").unwrap();
-        let first = default.get().unwrap().unwrap();
-        default.commit(first.id).unwrap();
-        default.checkpoint().unwrap();
+        let default = default_reader_past_the_first_of(&q, 4);
         disk.schedule_crash(crash_at);
         let created = q.reader("a").is_ok() && !disk.is_dead();
         drop(default);
