@@ -227,39 +227,36 @@ pub fn decode_registry(buf: &[u8]) -> Result<Vec<String>, DecodeError> {
     Ok(names)
 }
 
-/// The reader names of a queue: those its registry file lists, checked the way opening the
-/// queue checks them, or why they cannot be trusted. Without a registry file (`file` is
-/// `None`) the queue has the default reader alone, unless checkpoint files of named readers
-/// are present (`checkpoints`, the reader names of the queue's checkpoint files): the
-/// registry was then lost (it is written before a named reader is acknowledged, and stays),
-/// or a crash interrupted the first named reader's creation, and those readers are taken
-/// from their files, sorted, rather than forgotten.
-pub(crate) fn registry_names(
-    file: Option<&[u8]>,
-    checkpoints: &[&str],
-) -> Result<Vec<String>, String> {
-    let names = match file {
-        Some(bytes) => decode_registry(bytes).map_err(|e| format!("reader registry: {e}"))?,
-        None => {
-            let mut named: Vec<String> = checkpoints
-                .iter()
-                .filter(|n| !n.is_empty() && validate_name(n).is_ok())
-                .map(|n| n.to_string())
-                .collect();
-            named.sort_unstable();
-            named.dedup();
-            if named.is_empty() {
-                return Ok(vec![String::new()]);
-            }
-            return Ok(named);
-        }
-    };
+/// The reader names a queue's registry file lists, checked the way opening the queue checks
+/// them, or why they cannot be trusted.
+pub(crate) fn registry_names(file: &[u8]) -> Result<Vec<String>, String> {
+    let names = decode_registry(file).map_err(|e| format!("reader registry: {e}"))?;
     // The default reader (the empty name) is listed only alone.
     let invalid = |n: &String| (!n.is_empty() || names.len() > 1) && validate_name(n).is_err();
     if names.is_empty() || names.iter().any(invalid) {
         return Err("reader registry lists an invalid reader name".into());
     }
     Ok(names)
+}
+
+/// The reader names of a queue without a registry file, from the reader names of its
+/// checkpoint files (`checkpoints`): the default reader alone, unless named readers left
+/// checkpoint files. The registry was then lost (it is written before a named reader is
+/// acknowledged, and stays), or a crash interrupted the first named reader's creation, and
+/// those readers are taken from their files, sorted, rather than forgotten (the default
+/// reader's checkpoint is then stale).
+pub(crate) fn names_without_registry(checkpoints: &[&str]) -> Vec<String> {
+    let mut named: Vec<String> = checkpoints
+        .iter()
+        .filter(|n| !n.is_empty() && validate_name(n).is_ok())
+        .map(|n| n.to_string())
+        .collect();
+    if named.is_empty() {
+        return vec![String::new()];
+    }
+    named.sort_unstable();
+    named.dedup();
+    named
 }
 
 /// Encodes a tail marker: the newest segment created (see FORMAT.md, "Tail marker").

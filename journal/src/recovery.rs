@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 
-use crate::checkpoint::{decode_checkpoint, encode_registry, registry_names};
+use crate::checkpoint::{
+    decode_checkpoint, encode_registry, names_without_registry, registry_names,
+};
 use crate::chunks::ChunkCache;
 use crate::config::{JournalConfig, SyncPolicy};
 use crate::files::{
@@ -97,7 +99,7 @@ fn take_lock(
 }
 
 /// The reader names of the registry, and whether they were taken from the checkpoint files
-/// among `files` because the registry was missing (see `checkpoint::registry_names`).
+/// among `files` because the registry was missing (`checkpoint::names_without_registry`).
 fn read_registry(
     storage: &dyn Storage,
     dir: &Path,
@@ -105,15 +107,20 @@ fn read_registry(
     files: &[String],
 ) -> Result<(Vec<String>, bool), JournalError> {
     let reg_path = registry_path(dir, queue);
-    let file = read_if_present(storage, &reg_path).map_err(io_err(&reg_path))?;
-    let checkpoints: Vec<&str> = files
-        .iter()
-        .filter_map(|f| parse_checkpoint_name(queue, f))
-        .collect();
-    let names = registry_names(file.as_deref(), &checkpoints)
-        .map_err(|reason| JournalError::corrupt(&reg_path, 0, reason))?;
-    let rebuilt = file.is_none() && names.iter().all(|n| !n.is_empty());
-    Ok((names, rebuilt))
+    match read_if_present(storage, &reg_path).map_err(io_err(&reg_path))? {
+        Some(file) => registry_names(&file)
+            .map(|names| (names, false))
+            .map_err(|reason| JournalError::corrupt(&reg_path, 0, reason)),
+        None => {
+            let checkpoints: Vec<&str> = files
+                .iter()
+                .filter_map(|f| parse_checkpoint_name(queue, f))
+                .collect();
+            let names = names_without_registry(&checkpoints);
+            let rebuilt = names.iter().all(|n| !n.is_empty());
+            Ok((names, rebuilt))
+        }
+    }
 }
 
 fn read_checkpoint(

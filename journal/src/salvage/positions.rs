@@ -8,7 +8,7 @@
 
 use std::path::Path;
 
-use crate::checkpoint::{decode_checkpoint, registry_names, Checkpoint};
+use crate::checkpoint::{decode_checkpoint, names_without_registry, registry_names, Checkpoint};
 use crate::files::{checkpoint_path, parse_checkpoint_name, registry_path};
 use crate::storage::{read_if_present, EntryKind, Storage};
 use crate::{ItemId, JournalError};
@@ -139,7 +139,7 @@ pub fn reader_positions(
 ) -> Result<ReaderPositions, JournalError> {
     let reg_path = registry_path(dir, queue);
     let (names, registry_damage) = match read_if_present(storage, &reg_path) {
-        Ok(Some(file)) => match registry_names(Some(&file), &[]) {
+        Ok(Some(file)) => match registry_names(&file) {
             Ok(names) => (names, None),
             Err(why) => (checkpoint_files(dir, queue, storage)?, Some(why)),
         },
@@ -148,17 +148,11 @@ pub fn reader_positions(
             // files (then, as opening does, those readers; but another may have had none).
             let found = checkpoint_files(dir, queue, storage)?;
             let found: Vec<&str> = found.iter().map(String::as_str).collect();
-            match registry_names(None, &found) {
-                Ok(names) if names.iter().all(|n| !n.is_empty()) => (
-                    names,
-                    Some(
-                        "the reader registry is missing; named readers left checkpoint files"
-                            .into(),
-                    ),
-                ),
-                Ok(names) => (names, None),
-                Err(why) => (Vec::new(), Some(why)),
-            }
+            let names = names_without_registry(&found);
+            let missing = names.iter().all(|n| !n.is_empty()).then(|| {
+                "the reader registry is missing; named readers left checkpoint files".into()
+            });
+            (names, missing)
         }
         Err(e) => (
             checkpoint_files(dir, queue, storage)?,
