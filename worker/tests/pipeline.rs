@@ -1346,3 +1346,88 @@ async fn warming_up_readies_the_store_once_for_all_its_calls_and_reports_a_dead_
     assert!(err.to_string().contains("connection refused"), "{err}");
     assert!(store.calls().claimed.is_empty());
 }
+
+/// A queue configuration with every duration at `Duration::MAX`, the natural way to write
+/// "never" or "as long as it takes".
+fn durations_at_max() -> QueueConfig {
+    let max = Duration::MAX;
+    QueueConfig::default()
+        .lease(max)
+        .poll_interval(max)
+        .heartbeat_interval(max)
+        .rescue_interval(max)
+        .prefetch_ttl(max)
+        .settle_window(max)
+        .timeout(max)
+        .retry_sweep(max)
+}
+
+/// Waits for `n` job reports, failing at once if a worker task panics meanwhile.
+async fn reports_or_failure<B: Backend>(
+    worker: &WorkerHandle<B>,
+    rx: &mut mpsc::UnboundedReceiver<JobReport>,
+    n: usize,
+) -> Vec<JobReport> {
+    tokio::select! {
+        reports = recv_n(rx, n) => reports,
+        () = worker.failed() => panic!("a worker task failed: {:?}", worker.task_failures()),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn durations_too_long_for_an_instant_run_jobs_and_shut_down() {
+    // An instant `Duration::MAX` away does not exist: the worker used to panic in its acker
+    // (the lease), its heartbeater (the interval) and in `shutdown` (the deadline).
+    let store = MemoryBackend::new();
+    let max = Duration::MAX;
+    let (worker, mut rx) = start_with(
+        &store,
+        durations_at_max().concurrency(2),
+        gated(&Arc::new(Semaphore::new(0)), &Arc::default()),
+        |b| {
+            b.slow_after(max)
+                .kind_timeout("ok", max)
+                .error_backoff(max, max)
+                .shutdown_timeout(max)
+        },
+    );
+    let ids = enqueue(&store, "ok", 3).await;
+    let reports = reports_or_failure(&worker, &mut rx, 3).await;
+    assert!(reports.iter().all(|r| r.outcome == JobOutcome::Succeeded));
+    for id in ids {
+        assert_eq!(status(&store, id).await, JobStatus::Succeeded);
+    }
+    let report = worker.shutdown(max).await;
+    assert!(report.is_clean(), "{report:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_settlement_waits_out_an_endless_backoff_then_settles() {
+    let store = Probe::new(MemoryBackend::new());
+    store.fail_settles.store(1, Ordering::SeqCst);
+    let (on_error, seen) = errors();
+    let (worker, mut rx) = start_with(
+        &store,
+        durations_at_max().concurrency(1).prefetch(0),
+        gated(&Arc::new(Semaphore::new(0)), &Arc::default()),
+        |b| {
+            b.on_error(on_error)
+                .error_backoff(Duration::MAX, Duration::MAX)
+        },
+    );
+    let ids = enqueue(&store, "ok", 1).await;
+    // The paused clock runs through the backoff (capped at about 30 years) at once.
+    let reports = reports_or_failure(&worker, &mut rx, 1).await;
+    assert_eq!(reports[0].outcome, JobOutcome::Succeeded);
+    assert_eq!(status(&store, ids[0]).await, JobStatus::Succeeded);
+    assert_eq!(
+        store.calls().settles.len(),
+        2,
+        "the failed call, then the retry"
+    );
+    assert_eq!(
+        seen.lock().unwrap().clone(),
+        [(Operation::Settle, None, false)]
+    );
+    assert!(worker.shutdown(Duration::MAX).await.is_clean());
+}

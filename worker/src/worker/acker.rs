@@ -34,6 +34,7 @@ use super::config::ErrorBackoff;
 use super::guard;
 use super::health;
 use super::hooks::{self, DeadJob, JobOutcome, JobReport, Operation};
+use super::later::later;
 use super::queue::{Done, QueueRuntime};
 use super::shared::{Shared, raised};
 use super::slot::accept;
@@ -99,7 +100,7 @@ pub(crate) async fn acker<B: Backend>(
         // Waiting for a fuller batch: only while a settlement is in flight and another may go.
         let window_ends = oldest
             .filter(|_| !flights.is_empty() && flights.len() < max_flights)
-            .map(|at| at + window);
+            .map(|at| later(at, window));
         tokio::select! {
             biased;
             () = raised(&mut give_up) => {
@@ -146,7 +147,7 @@ async fn flush<B: Backend>(
     let mut backoff = ErrorBackoff::new(min, max);
     let lease = queue.config.get_lease();
     // Past this, a batch still failing leaves its jobs' leases to expire.
-    let mut renew_until = Some(Instant::now() + lease);
+    let mut renew_until = Some(later(Instant::now(), lease));
     loop {
         let entries: Vec<Finished> = batch
             .iter()
@@ -192,7 +193,7 @@ async fn flush<B: Backend>(
             }
             Err(source) => {
                 shared.report(&queue.name, Operation::Settle, None, source);
-                let wake = Instant::now() + backoff.next_delay();
+                let wake = later(Instant::now(), backoff.next_delay());
                 if let Some(until) = renew_until.filter(|until| *until <= wake) {
                     tokio::time::sleep_until(until).await;
                     stop_renewing(&queue, &batch);

@@ -12,6 +12,9 @@ const MAX_CONCURRENCY: usize = 1_000_000;
 /// is free again as soon as its handler returns), and an **acker** records finished attempts
 /// in the store in batches while the slots carry on.
 ///
+/// Durations may be anything up to `Duration::MAX` ("never"): the worker's timers cap a wait
+/// at about 30 years rather than overflow.
+///
 /// ```
 /// use std::time::Duration;
 /// use fairq_worker::QueueConfig;
@@ -518,10 +521,11 @@ impl ErrorBackoff {
         }
     }
 
-    /// The delay to wait now; the following one doubles, up to the maximum.
+    /// The delay to wait now; the following one doubles, up to the maximum (saturating: a
+    /// maximum of `Duration::MAX` is allowed).
     pub(crate) fn next_delay(&mut self) -> Duration {
         let delay = self.next;
-        self.next = (self.next * 2).min(self.max);
+        self.next = self.next.saturating_mul(2).min(self.max);
         delay
     }
 
@@ -542,6 +546,17 @@ mod tests {
         assert_eq!(seen, [100, 200, 400, 500, 500]);
         b.reset();
         assert_eq!(b.next_delay(), Duration::from_millis(100));
+    }
+
+    #[test]
+    fn backoff_without_a_cap_saturates_instead_of_overflowing() {
+        let mut b = ErrorBackoff::new(Duration::from_secs(u64::MAX / 2 + 1), Duration::MAX);
+        assert_eq!(b.next_delay(), Duration::from_secs(u64::MAX / 2 + 1));
+        assert_eq!(b.next_delay(), Duration::MAX);
+        assert_eq!(b.next_delay(), Duration::MAX);
+        let mut b = ErrorBackoff::new(Duration::MAX, Duration::MAX);
+        assert_eq!(b.next_delay(), Duration::MAX);
+        assert_eq!(b.next_delay(), Duration::MAX);
     }
 
     #[test]

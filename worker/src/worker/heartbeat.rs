@@ -20,6 +20,7 @@ use tokio::time::Instant;
 use super::config::ErrorBackoff;
 use super::guard;
 use super::hooks::Operation;
+use super::later::later;
 use super::queue::{Buffered, QueueRuntime};
 use super::shared::{Shared, raised};
 use crate::backend::Backend;
@@ -38,7 +39,7 @@ pub(crate) async fn heartbeater<B: Backend>(
     let mut backoff = ErrorBackoff::new(min, max);
     // Buffered jobs whose hand-back failed as a whole: sent again at the next beat.
     let mut unreleased: Vec<Buffered> = Vec::new();
-    let mut next = Instant::now() + every;
+    let mut next = later(Instant::now(), every);
     loop {
         tokio::select! {
             () = tokio::time::sleep_until(next) => {}
@@ -53,7 +54,7 @@ pub(crate) async fn heartbeater<B: Backend>(
         }
         let claims = queue.lock().held_claims();
         if claims.is_empty() {
-            next = beat + every;
+            next = later(beat, every);
             continue;
         }
         match guard::call(
@@ -74,11 +75,11 @@ pub(crate) async fn heartbeater<B: Backend>(
                     }
                 }
                 show_deadlines(&queue, &renewed);
-                next = beat + every;
+                next = later(beat, every);
             }
             Err(source) => {
                 shared.report(&queue.name, Operation::Heartbeat, None, source);
-                next = Instant::now() + backoff.next_delay().min(every);
+                next = later(Instant::now(), backoff.next_delay().min(every));
             }
         }
     }

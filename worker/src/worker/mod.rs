@@ -9,6 +9,7 @@ mod guard;
 mod health;
 mod heartbeat;
 mod hooks;
+mod later;
 mod lock;
 mod prune;
 mod queue;

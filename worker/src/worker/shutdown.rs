@@ -10,6 +10,7 @@ use tokio::time::Instant;
 
 use super::guard;
 use super::hooks::Operation;
+use super::later::later;
 use super::lock::lock;
 use super::shared::Shared;
 use super::task_failure::TaskFailure;
@@ -98,7 +99,7 @@ pub(crate) async fn shutdown<B: Backend>(
     // Before the first await: the first poll stops claiming and starting jobs, and tells
     // handlers.
     shared.stop_all();
-    let until = Instant::now() + deadline;
+    let until = later(Instant::now(), deadline);
     let mut report = ShutdownReport::default();
     let mut claimers = Vec::new();
     let mut rescuers = Vec::new();
