@@ -167,7 +167,8 @@ impl FileBackend {
     pub fn open(path: impl AsRef<Path>, options: FileOptions) -> Result<FileBackend, FileError> {
         let dir = path.as_ref().to_path_buf();
         prepare_folder(&dir, options.dir_mode)?;
-        let deadline = Instant::now() + options.connect_timeout;
+        // `None`: a timeout too long for an `Instant` (`Duration::MAX`) waits as long as it takes.
+        let deadline = Instant::now().checked_add(options.connect_timeout);
         loop {
             if let Some(folder_lock) = FolderLock::try_acquire(&dir, options.file_mode)? {
                 return Self::own(&dir, folder_lock, &options);
@@ -185,7 +186,9 @@ impl FileBackend {
                         read_only: false,
                     });
                 }
-                Err(ConnectFailure::NotServed(why)) if Instant::now() >= deadline => {
+                Err(ConnectFailure::NotServed(why))
+                    if deadline.is_some_and(|d| Instant::now() >= d) =>
+                {
                     return Err(FileError::Locked {
                         path: dir,
                         detail: format!(
@@ -263,7 +266,8 @@ impl FileBackend {
     ) -> Result<FileBackend, FileError> {
         let dir = path.as_ref().to_path_buf();
         existing_folder(&dir)?;
-        let deadline = Instant::now() + options.connect_timeout;
+        // `None`: a timeout too long for an `Instant` (`Duration::MAX`) waits as long as it takes.
+        let deadline = Instant::now().checked_add(options.connect_timeout);
         loop {
             let side = match FolderLock::try_shared(&dir)? {
                 SharedLock::Taken(folder_lock) => {
@@ -280,7 +284,9 @@ impl FileBackend {
                 }
                 SharedLock::Held => match Client::connect(&dir, options.clock.clone()) {
                     Ok(client) => Side::Client(client),
-                    Err(ConnectFailure::NotServed(why)) if Instant::now() >= deadline => {
+                    Err(ConnectFailure::NotServed(why))
+                        if deadline.is_some_and(|d| Instant::now() >= d) =>
+                    {
                         return Err(FileError::Locked {
                             path: dir,
                             detail: format!(

@@ -197,7 +197,8 @@ impl FileOptions {
         self
     }
 
-    /// How long opening waits for the folder's holder to answer.
+    /// How long opening waits for the folder's holder to answer (`Duration::MAX`: as long
+    /// as it takes).
     ///
     /// ```
     /// use std::time::Duration;

@@ -73,6 +73,31 @@ fn one_owner_per_folder() {
     drop(again);
 }
 
+#[test]
+fn a_connect_timeout_too_long_for_an_instant_waits_as_long_as_it_takes() {
+    // `Duration::MAX` has no instant that far off: opening used to panic computing its
+    // deadline. Now it means "wait for the holder however long it takes".
+    let forever = FileOptions::default().connect_timeout(std::time::Duration::MAX);
+    let dir = tempfile::tempdir().unwrap();
+    let owner = FileBackend::open(dir.path(), forever.clone()).unwrap();
+    assert_eq!(owner.role(), Role::Owner);
+    let client = FileBackend::open(dir.path(), forever.clone()).unwrap();
+    assert_eq!(client.role(), Role::Client);
+    let view = FileBackend::open_read_only(dir.path(), forever.clone()).unwrap();
+    drop((client, view));
+    owner.close().unwrap();
+    // A holder that does not serve: the opener keeps trying, and takes the folder over once
+    // the holder lets go (whether it first tried before or after that).
+    let quiet = FileBackend::open(dir.path(), FileOptions::default().serve(false)).unwrap();
+    let waiting = {
+        let path = dir.path().to_path_buf();
+        std::thread::spawn(move || FileBackend::open(&path, forever).map(|s| s.role()))
+    };
+    quiet.close().unwrap();
+    drop(quiet);
+    assert_eq!(waiting.join().unwrap().unwrap(), Role::Owner);
+}
+
 /// A store with three jobs, closed; returns the path of its only segment.
 fn store_with_jobs(dir: &std::path::Path) -> std::path::PathBuf {
     let clock = ManualClock::new(START);
