@@ -6,6 +6,21 @@ use std::time::Duration;
 
 use fairq_worker::{Clock, SystemClock};
 
+/// The shortest [refresh](Config::refresh) interval: 100 ms.
+///
+/// ```
+/// assert_eq!(fairq_web::MIN_REFRESH.as_millis(), 100);
+/// ```
+pub const MIN_REFRESH: Duration = Duration::from_millis(100);
+
+/// The longest [refresh](Config::refresh) interval: a day. The sampler's timer and the
+/// history it keeps (the longest chart window plus one interval) stay within range.
+///
+/// ```
+/// assert_eq!(fairq_web::MAX_REFRESH.as_secs(), 86_400);
+/// ```
+pub const MAX_REFRESH: Duration = Duration::from_secs(86_400);
+
 /// The port `fairq serve` listens on unless told otherwise.
 pub const DEFAULT_PORT: u16 = 7171;
 
@@ -90,14 +105,15 @@ impl Config {
     }
 
     /// How often the store is sampled for counts and throughput, and how long per-key
-    /// answers are reused.
+    /// answers are reused: at least [`MIN_REFRESH`], at most [`MAX_REFRESH`] (longer
+    /// intervals, up to `Duration::MAX`, are taken as the longest).
     ///
     /// ```
     /// let config = fairq_web::Config::new("memory:").refresh(std::time::Duration::from_secs(1));
     /// # let _ = config;
     /// ```
     pub fn refresh(mut self, every: std::time::Duration) -> Self {
-        self.refresh = every.max(Duration::from_millis(100));
+        self.refresh = every.clamp(MIN_REFRESH, MAX_REFRESH);
         self
     }
 

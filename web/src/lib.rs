@@ -49,7 +49,7 @@ mod model;
 mod redact;
 mod server;
 
-pub use config::{Config, DEFAULT_PORT};
+pub use config::{Config, DEFAULT_PORT, MAX_REFRESH, MIN_REFRESH};
 pub use error::WebError;
 pub use redact::{store_label, Scrubber};
 pub use server::{Handle, Server};

@@ -576,6 +576,33 @@ async fn without_a_token_loopback_reads_are_open_and_actions_need_the_generated_
 }
 
 #[tokio::test]
+async fn refresh_intervals_are_kept_within_a_day_and_100_ms() {
+    // `Duration::MAX` is a natural way to ask for "hardly ever": it used to overflow the
+    // history's length (a panic in debug builds, a history that kept nothing in release)
+    // and the per-key answers' slack, and could overflow the sampler's timer.
+    let store = Arc::new(MemoryBackend::new());
+    common::seed(&*store).await;
+    for (asked, kept) in [
+        (std::time::Duration::MAX, fairq_web::MAX_REFRESH),
+        (std::time::Duration::ZERO, fairq_web::MIN_REFRESH),
+    ] {
+        let config = Config::new("memory:").token(TOKEN).refresh(asked);
+        let server = common::start(Arc::clone(&store), config).await;
+        let mut api = Api::new(&server.url);
+        let (status, session) = api.get("/api/session").await;
+        assert_eq!(status, StatusCode::OK, "{session}");
+        assert_eq!(
+            session["refresh_ms"].as_u64(),
+            Some(kept.as_millis() as u64)
+        );
+        let (status, tenants) = api.get("/api/queues/mail/tenants?window=60").await;
+        assert_eq!(status, StatusCode::OK, "{tenants}");
+        let (status, overview) = api.get("/api/overview").await;
+        assert_eq!(status, StatusCode::OK, "{overview}");
+    }
+}
+
+#[tokio::test]
 async fn a_non_loopback_address_needs_a_token_and_short_tokens_are_refused() {
     let no_token = fairq_web::Server::bind(
         MemoryBackend::new(),
