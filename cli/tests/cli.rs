@@ -195,6 +195,26 @@ fn bad_input_gets_one_line_on_stderr_and_a_nonzero_exit() {
 }
 
 #[test]
+fn work_takes_durations_of_any_length() {
+    // Times that no clock can reach ("never", in effect) used to panic the worker: a lease
+    // in its acker, a shutdown timeout when it stopped.
+    let dir = tempfile::tempdir().unwrap();
+    let store = format!("file:{}", dir.path().join("store").display());
+    json(dir.path(), &store, &["enqueue", "-q", "q", "-k", "k"]);
+    let far = "500000000000y";
+    fairq(dir.path())
+        .args(["--store", &store, "work", "-q", "q", "--until-idle"])
+        .args(["--lease", far, "--shutdown-timeout", far, "--poll", far])
+        .args(["--job-timeout", far, "--exec", "true"])
+        .assert()
+        .success()
+        .stderr(
+            predicate::str::contains("stopped: 1 succeeded")
+                .and(predicate::str::contains("panicked").not()),
+        );
+}
+
+#[test]
 fn operators_are_told_what_did_not_happen() {
     let dir = tempfile::tempdir().unwrap();
     let store = format!("file:{}", dir.path().join("store").display());
