@@ -68,14 +68,14 @@ pub(crate) async fn warn_about_server(store: &Store) {
             if let Ok(persistence) = redis.persistence().await
                 && persistence.loses_jobs()
             {
-                crate::output_error_line(&format!("warning: Redis {persistence}"));
+                crate::output_error_line(&format!("warning: Redis: {persistence}"));
             }
         }
         Store::Postgres(pg) => {
             if let Ok(vacuuming) = pg.vacuuming().await
                 && vacuuming.needs_vacuum()
             {
-                crate::output_error_line(&format!("warning: PostgreSQL {vacuuming}"));
+                crate::output_error_line(&format!("warning: PostgreSQL: {vacuuming}"));
             }
         }
         _ => {}

@@ -52,6 +52,12 @@ fn bad_input_gets_one_line_on_stderr_and_a_nonzero_exit() {
         ),
         (&["--store", "./data", "stats"], "expected file:PATH", 1),
         (
+            // A misspelt parameter is named, not dropped (no server is reached).
+            &["--store", "redis://127.0.0.1:1/?prefx=app", "stats"],
+            "invalid Redis URL: unknown parameter \"prefx\"",
+            1,
+        ),
+        (
             &[
                 "--store",
                 "memory:",
@@ -1210,7 +1216,7 @@ fn stats_warns_when_nothing_vacuums_the_postgres_tables() {
             .success();
         let stderr = String::from_utf8_lossy(&stats.get_output().stderr).to_string();
         assert_eq!(
-            stderr.contains("warning: PostgreSQL autovacuum is off"),
+            stderr.contains("warning: PostgreSQL: autovacuum is off"),
             !server_on,
             "{stderr}"
         );
@@ -1224,7 +1230,7 @@ fn stats_warns_when_nothing_vacuums_the_postgres_tables() {
             .success();
         let stderr = String::from_utf8_lossy(&stats.get_output().stderr).to_string();
         assert!(
-            stderr.contains("warning: PostgreSQL autovacuum is off on the"),
+            stderr.contains("warning: PostgreSQL: autovacuum is off on the"),
             "{stderr}"
         );
         assert!(stderr.contains("VACUUM"), "{stderr}");

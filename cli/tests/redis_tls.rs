@@ -143,7 +143,7 @@ fn the_cli_works_over_tls_and_names_a_refused_certificate() {
     // a restart would lose, on stderr, so the JSON on stdout stays clean.
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("warning: Redis the server persists nothing")
+        stderr.contains("warning: Redis: the server persists nothing")
             && stderr.contains("appendonly yes"),
         "{stderr}"
     );

@@ -39,6 +39,20 @@ pub(crate) fn take(url: &str, names: &[&'static str]) -> (String, Vec<(&'static 
     (rest, taken)
 }
 
+/// The names of `url`'s query parameters, in order, percent-decoded (the fragment is not
+/// part of the query).
+pub(crate) fn names(url: &str) -> Vec<String> {
+    let body = url.split_once('#').map_or(url, |(body, _)| body);
+    let Some((_, query)) = body.split_once('?') else {
+        return Vec::new();
+    };
+    query
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|pair| percent_decode(pair.split_once('=').map_or(pair, |(key, _)| key)))
+        .collect()
+}
+
 /// Decodes the `%XX` escapes of a URL part; anything else is kept as is.
 fn percent_decode(s: &str) -> String {
     percent_encoding::percent_decode_str(s)
@@ -74,6 +88,16 @@ mod tests {
             take("redis://h/?cluster", &["cluster"]).1,
             vec![("cluster", String::new())]
         );
+    }
+
+    #[test]
+    fn names_are_listed_in_order_without_values() {
+        assert_eq!(
+            names("rediss://:pw@h/0?protocol=resp3&pre%66ix=x&cluster#insecure?no=1"),
+            ["protocol", "prefix", "cluster"]
+        );
+        assert!(names("redis://h/#a?b=c").is_empty());
+        assert!(names("redis://h/?").is_empty());
     }
 
     #[test]

@@ -14,7 +14,9 @@ use fairq_worker::BackendError;
 /// * `redis://host:port/?cluster=true` (also `1`, `yes`, `on`): a cluster discovered from
 ///   that one node.
 ///
-/// A cluster has only database 0: a cluster URL naming another one is refused.
+/// A cluster has only database 0: a cluster URL naming another one is refused. The query
+/// may hold `cluster`, `cacert`, `cert`, `key` and `protocol`; any other parameter is
+/// refused by name (a misspelt one would otherwise be dropped silently).
 ///
 /// ```
 /// use fairq_redis::Target;
@@ -28,6 +30,7 @@ use fairq_worker::BackendError;
 /// let t = Target::parse("redis://127.0.0.1:6379/2").unwrap();
 /// assert_eq!(t, Target::Single("redis://127.0.0.1:6379/2".into()));
 /// assert!(Target::parse("redis+cluster://h:1/3").is_err());
+/// assert!(Target::parse("redis://h:1/?prefx=app").is_err());
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Target {
@@ -42,6 +45,7 @@ impl Target {
     /// [`BackendError::Invalid`] and never quote a password.
     pub fn parse(url: &str) -> Result<Target, BackendError> {
         let bad = |reason: &str| BackendError::Invalid(format!("invalid Redis URL: {reason}"));
+        check_parameters(url).map_err(|r| bad(&r))?;
         let (url, cluster_param) = take_cluster_param(url).map_err(|r| bad(&r))?;
         let Some((scheme, rest)) = url.split_once("://") else {
             return Ok(Target::Single(url));
@@ -88,6 +92,26 @@ impl Target {
     /// ```
     pub fn is_cluster(&self) -> bool {
         matches!(self, Target::Cluster(_))
+    }
+}
+
+/// The query parameters a connection URL may carry: `cluster` (read here), `cacert`, `cert`
+/// and `key` (TLS, read by `tls`) and `protocol` (read by the `redis` crate).
+const PARAMETERS: [&str; 5] = ["cluster", "cacert", "cert", "key", "protocol"];
+
+/// Refuses a query parameter that nothing reads: a misspelt one (`prefx=`) would otherwise
+/// be dropped without a word, and the store would run with its default instead.
+fn check_parameters(url: &str) -> Result<(), String> {
+    match crate::query::names(url)
+        .into_iter()
+        .find(|name| !PARAMETERS.contains(&name.as_str()))
+    {
+        None => Ok(()),
+        Some(name) => Err(format!(
+            "unknown parameter {name:?} (a Redis URL takes {}; the key prefix and \
+             keep_succeeded are RedisOptions, or parameters of a fairq::connect URL)",
+            PARAMETERS.join(", ")
+        )),
     }
 }
 
@@ -141,8 +165,8 @@ mod tests {
     #[test]
     fn the_cluster_parameter_is_taken_out_and_read_as_a_boolean() {
         assert_eq!(
-            Target::parse("redis://a:1/?x=1&cluster=yes").unwrap(),
-            Target::Cluster(vec!["redis://a:1/?x=1".into()])
+            Target::parse("redis://a:1/?protocol=resp3&cluster=yes").unwrap(),
+            Target::Cluster(vec!["redis://a:1/?protocol=resp3".into()])
         );
         assert_eq!(
             Target::parse("redis://a:1/?cluster=off").unwrap(),
@@ -151,6 +175,34 @@ mod tests {
         let err = Target::parse("redis://:hunter2@a:1/?cluster=maybe").unwrap_err();
         assert!(err.to_string().contains("cluster=\"maybe\""), "{err}");
         assert!(!err.to_string().contains("hunter2"), "{err}");
+    }
+
+    #[test]
+    fn a_parameter_nothing_reads_is_refused_by_name() {
+        for (url, name) in [
+            ("redis://:hunter2@a:1/?prefx=app", "\"prefx\""),
+            (
+                "rediss://a:1/0?cacert=ca.pem&protocol=3&timeout=5",
+                "\"timeout\"",
+            ),
+            ("redis+cluster://a:1,b:2/?prefix=app", "\"prefix\""),
+            ("redis://a:1/?password=hunter2", "\"password\""),
+        ] {
+            let err = Target::parse(url).unwrap_err().to_string();
+            assert!(
+                err.starts_with("invalid request: invalid Redis URL: unknown parameter"),
+                "{err}"
+            );
+            assert!(err.contains(name), "{err}");
+            assert!(!err.contains("hunter2"), "{err}");
+        }
+        for url in [
+            "rediss://a:1/0?cacert=ca.pem&cert=c.pem&key=k.pem&protocol=resp3#insecure",
+            "redis://a:1/?cluster=false",
+            "redis://a:1/",
+        ] {
+            assert!(Target::parse(url).is_ok(), "{url}");
+        }
     }
 
     #[test]
