@@ -93,7 +93,7 @@ impl PgBackend {
     /// # async fn demo(store: fairq_postgres::PgBackend) -> Result<(), fairq_worker::BackendError> {
     /// let vacuuming = store.vacuuming().await?;
     /// if vacuuming.needs_vacuum() {
-    ///     eprintln!("warning: PostgreSQL {vacuuming}");
+    ///     eprintln!("warning: PostgreSQL: {vacuuming}");
     /// }
     /// # Ok(()) }
     /// ```
