@@ -4,7 +4,7 @@ use std::convert::Infallible;
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::{Extension, Path, Query, State};
+use axum::extract::{Extension, State};
 use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -17,6 +17,7 @@ use serde_json::json;
 use crate::app::App;
 use crate::auth::Caller;
 use crate::error::ApiError;
+use crate::extract::{ApiPath, ApiQuery};
 use crate::model::{
     HealthView, JobDetail, JobPage, JobRow, LatencyWindow, QueueDetail, SessionView, Tenants,
     RATE_WINDOWS,
@@ -122,7 +123,7 @@ fn known_queue<B>(app: &App<B>, stats: &[fairq_worker::QueueStats], queue: &str)
 /// `GET /api/queues/{queue}`: the overview's numbers plus waits and run times per window.
 pub(crate) async fn queue<B: Inspect>(
     State(app): AppState<B>,
-    Path(queue): Path<String>,
+    ApiPath(queue): ApiPath<String>,
 ) -> ApiResult {
     let overview = app.overview().await.map_err(store_error(&app))?;
     let Some(summary) = overview.queues.iter().find(|q| q.name == queue).cloned() else {
@@ -156,8 +157,8 @@ pub(crate) struct TenantsQuery {
 /// jobs served and waits in the window.
 pub(crate) async fn tenants<B: Inspect>(
     State(app): AppState<B>,
-    Path(queue): Path<String>,
-    Query(q): Query<TenantsQuery>,
+    ApiPath(queue): ApiPath<String>,
+    ApiQuery(q): ApiQuery<TenantsQuery>,
 ) -> ApiResult {
     let window = q.window.unwrap_or(300).clamp(10, 900) * 1_000;
     let stats = app.store.stats().await.map_err(store_error(&app))?;
@@ -193,7 +194,7 @@ pub(crate) struct JobsQuery {
 /// `GET /api/jobs`: jobs by id, filtered by queue, state and key, a page at a time.
 pub(crate) async fn jobs<B: Inspect>(
     State(app): AppState<B>,
-    Query(q): Query<JobsQuery>,
+    ApiQuery(q): ApiQuery<JobsQuery>,
 ) -> ApiResult {
     let status = match q.state.as_deref().filter(|s| !s.is_empty()) {
         Some(s) => Some(
@@ -253,7 +254,10 @@ pub(crate) async fn jobs<B: Inspect>(
 }
 
 /// `GET /api/jobs/{id}`: one job's full record.
-pub(crate) async fn job<B: Inspect>(State(app): AppState<B>, Path(id): Path<u64>) -> ApiResult {
+pub(crate) async fn job<B: Inspect>(
+    State(app): AppState<B>,
+    ApiPath(id): ApiPath<u64>,
+) -> ApiResult {
     match app.store.get(JobId(id)).await.map_err(store_error(&app))? {
         Some(info) => Ok(Json(JobDetail::of(&info)).into_response()),
         None => Err(ApiError::new(
@@ -266,7 +270,7 @@ pub(crate) async fn job<B: Inspect>(State(app): AppState<B>, Path(id): Path<u64>
 /// `POST /api/jobs/{id}/revive`: a dead job runs again with a fresh retry budget.
 pub(crate) async fn revive_job<B: Inspect>(
     State(app): AppState<B>,
-    Path(id): Path<u64>,
+    ApiPath(id): ApiPath<u64>,
 ) -> ApiResult {
     let n = app
         .store
@@ -281,7 +285,7 @@ pub(crate) async fn revive_job<B: Inspect>(
 /// `POST /api/jobs/{id}/cancel`: deletes a job that is not running.
 pub(crate) async fn cancel_job<B: Inspect>(
     State(app): AppState<B>,
-    Path(id): Path<u64>,
+    ApiPath(id): ApiPath<u64>,
 ) -> ApiResult {
     if !app.store.capabilities().cancel {
         return Err(ApiError::new(
@@ -301,7 +305,7 @@ pub(crate) async fn cancel_job<B: Inspect>(
 /// `POST /api/queues/{queue}/revive`: every dead job of the queue runs again.
 pub(crate) async fn revive_queue<B: Inspect>(
     State(app): AppState<B>,
-    Path(queue): Path<String>,
+    ApiPath(queue): ApiPath<String>,
 ) -> ApiResult {
     let n = app
         .store
@@ -327,7 +331,7 @@ pub(crate) struct PurgeBody {
 /// ones).
 pub(crate) async fn purge_queue<B: Inspect>(
     State(app): AppState<B>,
-    Path(queue): Path<String>,
+    ApiPath(queue): ApiPath<String>,
     body: Bytes,
 ) -> ApiResult {
     let body: PurgeBody = if body.iter().all(u8::is_ascii_whitespace) {
@@ -381,7 +385,7 @@ async fn set_paused<B: Inspect>(app: &App<B>, queue: &str, paused: bool) -> ApiR
 /// `POST /api/queues/{queue}/pause`.
 pub(crate) async fn pause_queue<B: Inspect>(
     State(app): AppState<B>,
-    Path(queue): Path<String>,
+    ApiPath(queue): ApiPath<String>,
 ) -> ApiResult {
     set_paused(&app, &queue, true).await
 }
@@ -390,7 +394,7 @@ pub(crate) async fn pause_queue<B: Inspect>(
 /// finished jobs and counters (409 while it has live jobs, 404 for an unknown queue).
 pub(crate) async fn remove_queue<B: Inspect>(
     State(app): AppState<B>,
-    Path(queue): Path<String>,
+    ApiPath(queue): ApiPath<String>,
 ) -> ApiResult {
     let removed = app
         .store
@@ -405,7 +409,7 @@ pub(crate) async fn remove_queue<B: Inspect>(
 /// `POST /api/queues/{queue}/resume`.
 pub(crate) async fn resume_queue<B: Inspect>(
     State(app): AppState<B>,
-    Path(queue): Path<String>,
+    ApiPath(queue): ApiPath<String>,
 ) -> ApiResult {
     set_paused(&app, &queue, false).await
 }

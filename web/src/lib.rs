@@ -44,6 +44,7 @@ mod assets;
 mod auth;
 mod config;
 mod error;
+mod extract;
 mod history;
 mod model;
 mod redact;

@@ -198,6 +198,7 @@ fn router<B: Inspect>(app: Arc<App<B>>) -> Router {
         .route("/api/jobs/{id}/revive", post(api::revive_job::<B>))
         .route("/api/jobs/{id}/cancel", post(api::cancel_job::<B>))
         .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(Arc::clone(&app), guard::<B>))
         .layer(middleware::from_fn(security_headers))
         .with_state(app)
@@ -205,6 +206,13 @@ fn router<B: Inspect>(app: Arc<App<B>>) -> Router {
 
 async fn not_found() -> ApiError {
     ApiError::new(StatusCode::NOT_FOUND, "no such page")
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "this method is not allowed here (reads are GET, actions POST)",
+    )
 }
 
 /// Paths anyone may fetch: the sign-in page and the static files (they hold no data).

@@ -576,6 +576,54 @@ async fn without_a_token_loopback_reads_are_open_and_actions_need_the_generated_
 }
 
 #[tokio::test]
+async fn malformed_requests_are_answered_in_json_too() {
+    // The README promises JSON for every answer; axum's own extractors and its method
+    // check answered these in plain text (or with no body at all).
+    let store = Arc::new(MemoryBackend::new());
+    common::seed(&*store).await;
+    let server = common::start(Arc::clone(&store), Config::new("memory:").token(TOKEN)).await;
+    let mut api = Api::new(&server.url);
+    for (path, status, says) in [
+        ("/api/jobs/abc", StatusCode::BAD_REQUEST, "abc"),
+        (
+            "/api/jobs/99999999999999999999",
+            StatusCode::BAD_REQUEST,
+            "u64",
+        ),
+        ("/api/queues/%FF/tenants", StatusCode::BAD_REQUEST, "UTF-8"),
+        (
+            "/api/queues/mail/tenants?window=abc",
+            StatusCode::BAD_REQUEST,
+            "window",
+        ),
+        ("/api/jobs?limit=-1", StatusCode::BAD_REQUEST, "limit"),
+        ("/api/jobs?after=soon", StatusCode::BAD_REQUEST, "after"),
+        ("/api/nothing-here", StatusCode::NOT_FOUND, "no such page"),
+    ] {
+        let (got, body) = api.get(path).await;
+        assert_eq!(got, status, "{path}: {body}");
+        let error = body["error"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{path}: {body}"));
+        assert!(error.contains(says), "{path}: {error}");
+    }
+    // A known path with the wrong method: 405, JSON, and the methods it takes.
+    let req = api
+        .request(Method::DELETE, "/api/overview")
+        .header(AUTHORIZATION, format!("Bearer {TOKEN}"));
+    let (status, body, headers) = api.send(req).await;
+    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED, "{body}");
+    assert!(body["error"].as_str().is_some(), "{body}");
+    assert!(
+        headers
+            .get("allow")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|allow| allow.contains("GET")),
+        "{headers:?}"
+    );
+}
+
+#[tokio::test]
 async fn refresh_intervals_are_kept_within_a_day_and_100_ms() {
     // `Duration::MAX` is a natural way to ask for "hardly ever": it used to overflow the
     // history's length (a panic in debug builds, a history that kept nothing in release)
