@@ -278,7 +278,10 @@ pub(crate) fn from_ms(ms: u64) -> SystemTime {
 #[derive(Clone)]
 pub struct JournalConfig {
     /// A segment file is sealed and a new one started once it reaches this size
-    /// (default 16 MiB).
+    /// (default 16 MiB). It must exceed the segment header
+    /// ([`SEGMENT_HEADER_LEN`](crate::format::SEGMENT_HEADER_LEN), 28 bytes): opening refuses
+    /// a smaller one with [`JournalError::InvalidConfig`](crate::JournalError::InvalidConfig).
+    /// A record is never split: one that does not fit makes its segment longer than this.
     pub segment_size: u64,
     /// When puts are made durable (default [`SyncPolicy::Group`]).
     pub sync: SyncPolicy,

@@ -260,6 +260,17 @@ pub(crate) fn open(
     access: Access,
 ) -> Result<Arc<Inner>, JournalError> {
     validate_name(name)?;
+    if config.segment_size <= SEGMENT_HEADER_LEN as u64 {
+        // A new segment would be full with its header alone: the writer would rotate for
+        // ever, creating empty segments without writing a record.
+        return Err(JournalError::InvalidConfig {
+            reason: format!(
+                "segment_size {} leaves no room for a record: a segment's header alone takes \
+                 {SEGMENT_HEADER_LEN} bytes",
+                config.segment_size
+            ),
+        });
+    }
     if config.mapped_writes && config.sync.is_durable_on_put() {
         return Err(JournalError::InvalidConfig {
             reason: format!(

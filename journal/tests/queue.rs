@@ -318,6 +318,48 @@ fn segments_rotate_and_are_deleted_only_after_every_reader_passed() {
 }
 
 #[test]
+fn a_segment_size_that_holds_no_record_is_refused() {
+    // A segment's header takes 28 bytes: a segment_size up to that left every new segment
+    // full at once, and the first put rotated for ever, creating empty segments.
+    use fairq_journal::format::SEGMENT_HEADER_LEN;
+    for size in [0, 1, SEGMENT_HEADER_LEN as u64] {
+        let dir = tempfile::tempdir().unwrap();
+        let config = JournalConfig {
+            segment_size: size,
+            ..cfg()
+        };
+        match JournaledQueue::open(dir.path(), "q", config) {
+            Err(JournalError::InvalidConfig { reason }) => {
+                assert!(reason.contains(&format!("segment_size {size}")), "{reason}")
+            }
+            other => panic!("segment_size {size}: expected InvalidConfig, got {other:?}"),
+        }
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            0,
+            "files made"
+        );
+    }
+    // One byte more holds a record per segment: slow, but it works.
+    let dir = tempfile::tempdir().unwrap();
+    let config = JournalConfig {
+        segment_size: SEGMENT_HEADER_LEN as u64 + 1,
+        ..cfg()
+    };
+    let q = JournaledQueue::open(dir.path(), "q", config).unwrap();
+    for i in 0..3u8 {
+        q.put(&[i; 10]).unwrap();
+    }
+    assert_eq!(
+        segments(dir.path(), "q").len(),
+        4,
+        "one record per segment, then a new one"
+    );
+    let r = q.reader("").unwrap();
+    assert_eq!(drain(&r), vec![vec![0; 10], vec![1; 10], vec![2; 10]]);
+}
+
+#[test]
 fn archived_segments_move_to_the_archive_dir() {
     let dir = tempfile::tempdir().unwrap();
     let archive = dir.path().join("archive");
