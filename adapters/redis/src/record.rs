@@ -236,3 +236,13 @@ pub(crate) fn info(
 pub(crate) fn ms(value: Millis) -> String {
     value.to_string()
 }
+
+/// The largest count a script gets: 2^53 - 1, the last integer a Lua number (a double)
+/// holds exactly. Larger counts (`usize::MAX` for "all there are") reached Redis as numbers
+/// its commands refuse (`ZPOPMIN` answered "value is out of range").
+pub(crate) const MAX_COUNT: usize = (1 << 53) - 1;
+
+/// A count (of jobs to claim or promote) as a script argument, capped at [`MAX_COUNT`].
+pub(crate) fn count(n: usize) -> String {
+    n.min(MAX_COUNT).to_string()
+}

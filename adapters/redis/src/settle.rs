@@ -13,7 +13,7 @@ use redis::Value;
 use crate::backend::RedisBackend;
 use crate::call::Call;
 use crate::keys::queue_number;
-use crate::record::{self, ms, reason_name, refusal, text};
+use crate::record::{self, count, ms, reason_name, refusal, text};
 
 /// A batch split by queue: each queue with the positions of its entries, and the positions
 /// whose id names no queue.
@@ -83,9 +83,9 @@ impl RedisBackend {
                 self.inner.keys.queue_base(queue),
                 vec![
                     ms(self.now()).into_bytes(),
-                    max.to_string().into_bytes(),
+                    count(max).into_bytes(),
                     ms(millis(lease)).into_bytes(),
-                    self.inner.options.promote_limit.to_string().into_bytes(),
+                    count(self.inner.options.promote_limit).into_bytes(),
                 ],
             ))
             .await?;
@@ -210,9 +210,9 @@ impl RedisBackend {
                 );
             }
             if let Some(next) = next.as_ref().filter(|n| *n.queue == **queue) {
-                args.push(next.max.to_string().into_bytes());
+                args.push(count(next.max).into_bytes());
                 args.push(ms(millis(next.lease)).into_bytes());
-                args.push(self.inner.options.promote_limit.to_string().into_bytes());
+                args.push(count(self.inner.options.promote_limit).into_bytes());
             }
             calls.push(
                 Call::new(

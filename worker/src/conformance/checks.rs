@@ -171,7 +171,11 @@ pub async fn claims_respect_max_and_queue<B: Backend>(store: &B, _clock: &Manual
     assert!(first.iter().chain(&rest).all(|j| j.queue == "qa"));
     assert_nothing_due(store, "qa", "queue qa is drained").await;
     assert_nothing_due(store, "nowhere", "an unknown queue has no jobs").await;
-    let b_jobs = store.claim("qb", 10, LEASE).await.expect("claim");
+    // `usize::MAX` asks for every job there is.
+    let b_jobs = store
+        .claim("qb", usize::MAX, LEASE)
+        .await
+        .expect("claim all");
     let mut got: Vec<JobId> = b_jobs.iter().map(|j| j.claim.id).collect();
     got.sort();
     assert_eq!(got, b_ids);
@@ -1560,6 +1564,16 @@ pub async fn settle_and_claim_hands_out_the_next_jobs<B: Backend>(store: &B, _cl
         .collect();
     assert_eq!(keys, ["b", "a"], "b's only job overtakes a's backlog");
     assert_eq!(status(store, first.claim.id).await, JobStatus::Succeeded);
+    // `usize::MAX` asks for every job there is: a's last one.
+    let finished = next.iter().map(|j| Finished::new(j, Ok(()))).collect();
+    let out = store
+        .settle_and_claim(finished, "sc", usize::MAX, LEASE)
+        .await
+        .expect("settle and claim all");
+    assert!(out.settled.iter().all(Result::is_ok), "{:?}", out.settled);
+    let last = out.claimed.expect("claimed");
+    assert_eq!(last.len(), 1);
+    assert_eq!(last[0].key.as_deref(), Some("a"));
 }
 
 /// `heartbeat_many` extends every current lease and refuses stale ones, each on its own.
