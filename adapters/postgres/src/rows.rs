@@ -23,9 +23,10 @@ pub(crate) fn from_db(ms: i64) -> Millis {
     u64::try_from(ms).unwrap_or(0)
 }
 
-/// `now + lease`, as stored.
+/// `now + lease`, as stored: never past [`MAX_MILLIS`](fairq_core::job::MAX_MILLIS), like
+/// every time a store records.
 pub(crate) fn deadline(now: Millis, lease: Duration) -> i64 {
-    to_db(now.saturating_add(fairq_core::job::millis(lease)))
+    to_db(fairq_core::job::clamp_after(now, lease))
 }
 
 /// A stored counter as `u32`, saturating.

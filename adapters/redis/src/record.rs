@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use fairq_core::job::{DeadReason, Lease, LeaseToken, Millis, State, TransitionError};
+use fairq_core::job::{clamp_after, DeadReason, Lease, LeaseToken, Millis, State, TransitionError};
 use fairq_core::retry::RetryPolicy;
 use fairq_worker::{BackendError, Claim, Job, JobId, JobInfo};
 use redis::Value;
@@ -235,6 +235,16 @@ pub(crate) fn info(
 /// Milliseconds as a script argument.
 pub(crate) fn ms(value: Millis) -> String {
     value.to_string()
+}
+
+/// A lease as a script argument: its length in milliseconds from `now`, cut so that the
+/// deadline the script computes (`now + lease`) stays within
+/// [`MAX_MILLIS`](fairq_core::job::MAX_MILLIS) like every time
+/// a store records. A longer one (`Duration::MAX`) reached the script as a number past what
+/// a Lua number holds exactly, and the job's stored deadline no longer read back as one:
+/// the claim discarded the job as damaged.
+pub(crate) fn lease_ms(now: Millis, lease: std::time::Duration) -> String {
+    (clamp_after(now, lease).saturating_sub(now)).to_string()
 }
 
 /// The largest count a script gets: 2^53 - 1, the last integer a Lua number (a double)

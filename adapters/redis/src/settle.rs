@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use fairq_core::job::{millis, DeadReason, Outcome};
+use fairq_core::job::{DeadReason, Outcome};
 use fairq_worker::{BackendError, Claim, Each, Finished, Job, JobId, Settled, SettledAndClaimed};
 use futures::future::join_all;
 use redis::Value;
@@ -13,7 +13,7 @@ use redis::Value;
 use crate::backend::RedisBackend;
 use crate::call::Call;
 use crate::keys::queue_number;
-use crate::record::{self, count, ms, reason_name, refusal, text};
+use crate::record::{self, count, lease_ms, ms, reason_name, refusal, text};
 
 /// A batch split by queue: each queue with the positions of its entries, and the positions
 /// whose id names no queue.
@@ -77,14 +77,15 @@ impl RedisBackend {
         if max == 0 {
             return Ok(Vec::new());
         }
+        let now = self.now();
         let reply = self
             .run(Call::new(
                 &self.inner.scripts.claim,
                 self.inner.keys.queue_base(queue),
                 vec![
-                    ms(self.now()).into_bytes(),
+                    ms(now).into_bytes(),
                     count(max).into_bytes(),
-                    ms(millis(lease)).into_bytes(),
+                    lease_ms(now, lease).into_bytes(),
                     count(self.inner.options.promote_limit).into_bytes(),
                 ],
             ))
@@ -211,7 +212,7 @@ impl RedisBackend {
             }
             if let Some(next) = next.as_ref().filter(|n| *n.queue == **queue) {
                 args.push(count(next.max).into_bytes());
-                args.push(ms(millis(next.lease)).into_bytes());
+                args.push(lease_ms(now, next.lease).into_bytes());
                 args.push(count(self.inner.options.promote_limit).into_bytes());
             }
             calls.push(
@@ -345,7 +346,7 @@ impl RedisBackend {
         let replies = self
             .per_queue(&claims, &self.inner.scripts.heartbeat, false, |args| {
                 args.push(ms(now).into_bytes());
-                args.push(ms(millis(lease)).into_bytes());
+                args.push(lease_ms(now, lease).into_bytes());
             })
             .await?;
         Ok(replies

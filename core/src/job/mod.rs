@@ -458,13 +458,16 @@ impl Lifecycle {
         self.due_at().is_some_and(|run_at| run_at <= now)
     }
 
-    /// Starts an attempt under a lease of `lease` length.
+    /// Starts an attempt under a lease of `lease` length (its deadline never past
+    /// [`MAX_MILLIS`], so `Duration::MAX` is a lease that never expires).
     ///
     /// ```
     /// let mut job = fairq_core::job::Lifecycle::ready();
     /// let lease = job.claim(10, core::time::Duration::from_millis(5)).unwrap();
     /// assert_eq!(lease.deadline, 15);
     /// assert!(job.claim(10, core::time::Duration::from_millis(5)).is_err()); // already running
+    /// let endless = fairq_core::job::Lifecycle::ready().claim(10, core::time::Duration::MAX);
+    /// assert_eq!(endless.unwrap().deadline, fairq_core::job::MAX_MILLIS);
     /// ```
     pub fn claim(&mut self, now: Millis, lease: Duration) -> Result<Lease, TransitionError> {
         match self.due_at() {
@@ -477,7 +480,7 @@ impl Lifecycle {
                 self.last_token += 1;
                 let granted = Lease {
                     token: LeaseToken(self.last_token),
-                    deadline: now.saturating_add(millis(lease)),
+                    deadline: clamp_after(now, lease),
                     attempt: self.attempts,
                 };
                 self.state = State::Running { lease: granted };
@@ -486,7 +489,8 @@ impl Lifecycle {
         }
     }
 
-    /// Extends the current lease to `now + lease`; returns the new deadline.
+    /// Extends the current lease to `now + lease` (never past [`MAX_MILLIS`], never shorter
+    /// than it was); returns the new deadline.
     ///
     /// ```
     /// use core::time::Duration;
@@ -501,7 +505,7 @@ impl Lifecycle {
         lease: Duration,
     ) -> Result<Millis, TransitionError> {
         let current = self.running_lease(token)?;
-        let deadline = now.saturating_add(millis(lease)).max(current.deadline);
+        let deadline = clamp_after(now, lease).max(current.deadline);
         self.state = State::Running {
             lease: Lease {
                 deadline,

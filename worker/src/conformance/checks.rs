@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use fairq_core::job::{DeadReason, Outcome, State};
+use fairq_core::job::{DeadReason, MAX_MILLIS, Outcome, State};
 use fairq_core::retry::RetryPolicy;
 
 use crate::backend::{Backend, ListFilter, Purge, ReviveTarget};
@@ -1574,6 +1574,59 @@ pub async fn settle_and_claim_hands_out_the_next_jobs<B: Backend>(store: &B, _cl
     let last = out.claimed.expect("claimed");
     assert_eq!(last.len(), 1);
     assert_eq!(last[0].key.as_deref(), Some("a"));
+}
+
+/// A lease of `Duration::MAX` ("it never expires") ends at the latest time a store records,
+/// [`MAX_MILLIS`], whether a claim, `settle_and_claim`, `heartbeat` or `heartbeat_many`
+/// grants it; the job runs and settles like any other.
+pub async fn an_endless_lease_ends_at_the_latest_time<B: Backend>(store: &B, _clock: &ManualClock) {
+    let ids = store
+        .enqueue_many(vec![new_job("endless"), new_job("endless")])
+        .await
+        .expect("enqueue");
+    let jobs = store
+        .claim("endless", 1, Duration::MAX)
+        .await
+        .expect("claim");
+    assert_eq!(jobs.len(), 1, "the claim handed out no job");
+    let job = &jobs[0];
+    assert_eq!((job.claim.id, job.lease_deadline), (ids[0], MAX_MILLIS));
+    let renewed = store
+        .heartbeat(job.claim, Duration::MAX)
+        .await
+        .expect("heartbeat");
+    assert_eq!(renewed, MAX_MILLIS);
+    let many = store
+        .heartbeat_many(vec![job.claim], Duration::MAX)
+        .await
+        .expect("heartbeat_many");
+    assert_eq!(*many[0].as_ref().expect("renewed"), MAX_MILLIS);
+    let out = store
+        .settle_and_claim(
+            vec![Finished::new(job, Ok(()))],
+            "endless",
+            1,
+            Duration::MAX,
+        )
+        .await
+        .expect("settle and claim");
+    assert_eq!(
+        out.settled[0].as_ref().expect("settled"),
+        &Settled::Succeeded
+    );
+    let next = out.claimed.expect("claimed");
+    assert_eq!(next.len(), 1, "the second job was not handed out");
+    assert_eq!(
+        (next[0].claim.id, next[0].lease_deadline),
+        (ids[1], MAX_MILLIS)
+    );
+    store
+        .settle(vec![Finished::new(&next[0], Ok(()))])
+        .await
+        .expect("settle");
+    for id in ids {
+        assert_eq!(status(store, id).await, JobStatus::Succeeded);
+    }
 }
 
 /// `heartbeat_many` extends every current lease and refuses stale ones, each on its own.

@@ -191,6 +191,7 @@ macro_rules! conformance_tests {
             settle_survives_bad_entries,
             settle_and_claim_hands_out_the_next_jobs,
             heartbeat_many_extends_each_lease,
+            an_endless_lease_ends_at_the_latest_time,
             worker_runs_each_job_once,
             worker_retries_and_reports_dead_jobs,
             undecodable_payload_fails_only_that_job,
