@@ -41,6 +41,24 @@ pub enum OnConflict {
     Ignore,
 }
 
+/// The longest queue name or job kind, in bytes: every store refuses a longer one
+/// ([`NewJob::check`]). Names are identifiers, and PostgreSQL puts queue names in its
+/// wake-up notices (8,000 bytes at most) and its indexes.
+///
+/// ```
+/// assert_eq!(fairq_worker::MAX_NAME_LEN, 255);
+/// ```
+pub const MAX_NAME_LEN: usize = 255;
+
+/// The longest fairness key or unique key, in bytes: every store refuses a longer one
+/// ([`NewJob::check`]). PostgreSQL indexes them with the queue name, and an index entry
+/// holds at most about 2,700 bytes.
+///
+/// ```
+/// assert_eq!(fairq_worker::MAX_KEY_LEN, 1_024);
+/// ```
+pub const MAX_KEY_LEN: usize = 1_024;
+
 /// A job to enqueue.
 ///
 /// ```
@@ -227,8 +245,9 @@ impl NewJob {
     }
 
     /// Checks what every store refuses, with the same messages everywhere, and returns the
-    /// time the job becomes due if enqueued at `now`: an empty queue name or kind, a NUL
-    /// character in a text field, or a run time past
+    /// time the job becomes due if enqueued at `now`: an empty queue name or kind, a queue
+    /// name or kind longer than [`MAX_NAME_LEN`], a fairness key or unique key longer than
+    /// [`MAX_KEY_LEN`], a NUL character in a text field, or a run time past
     /// [`MAX_MILLIS`] (the end of the year 9999).
     ///
     /// ```
@@ -236,6 +255,8 @@ impl NewJob {
     /// use fairq_worker::NewJob;
     /// assert_eq!(NewJob::new("q", "k", vec![]).check(5).unwrap(), 5);
     /// assert!(NewJob::new("", "k", vec![]).check(5).is_err());
+    /// let long = "q".repeat(fairq_worker::MAX_NAME_LEN + 1);
+    /// assert!(NewJob::new(long, "k", vec![]).check(5).is_err());
     /// let far = NewJob::new("q", "k", vec![]).delay(Duration::from_secs(u64::MAX));
     /// assert!(far.check(5).unwrap_err().to_string().contains("year 9999"));
     /// ```
@@ -246,6 +267,20 @@ impl NewJob {
         }
         if self.kind.is_empty() {
             return Err(Invalid("job kind is empty".into()));
+        }
+        let lengths = [
+            ("queue name", Some(self.queue.as_str()), MAX_NAME_LEN),
+            ("job kind", Some(self.kind.as_str()), MAX_NAME_LEN),
+            ("fairness key", self.key.as_deref(), MAX_KEY_LEN),
+            ("unique key", self.unique_key.as_deref(), MAX_KEY_LEN),
+        ];
+        for (what, text, most) in lengths {
+            if let Some(text) = text.filter(|t| t.len() > most) {
+                return Err(Invalid(format!(
+                    "the {what} is {} bytes long: at most {most} are allowed",
+                    text.len()
+                )));
+            }
         }
         let texts = [
             Some(self.queue.as_str()),

@@ -15,7 +15,7 @@ use crate::backend::{Backend, ListFilter, Purge, ReviveTarget};
 use crate::clock::{Clock, ManualClock};
 use crate::error::BackendError;
 use crate::handler::Handlers;
-use crate::job::{Failure, Job, JobId, JobStatus, NewJob, OnConflict};
+use crate::job::{Failure, Job, JobId, JobStatus, MAX_KEY_LEN, MAX_NAME_LEN, NewJob, OnConflict};
 use crate::retention::Retention;
 use crate::settle::{Finished, Settled};
 use crate::worker::{DeadJob, JobOutcome, JobReport, QueueConfig, Worker, WorkerHandle};
@@ -144,8 +144,60 @@ pub async fn invalid_jobs_are_refused<B: Backend>(store: &B, _clock: &ManualCloc
         .await
         .unwrap_err();
     assert!(matches!(err, BackendError::Invalid(_)), "empty kind: {err}");
+    // Names and keys one byte past their limits.
+    let long = |n: usize, seed: u64| varied_text(n + 1, seed);
+    for (what, job) in [
+        (
+            "queue name",
+            NewJob::new(long(MAX_NAME_LEN, 1), "k", vec![]),
+        ),
+        ("job kind", NewJob::new("q", long(MAX_NAME_LEN, 2), vec![])),
+        ("fairness key", new_job("q").key(long(MAX_KEY_LEN, 3))),
+        (
+            "unique key",
+            new_job("q").unique(long(MAX_KEY_LEN, 4), OnConflict::Error),
+        ),
+    ] {
+        let err = store.enqueue(job).await.unwrap_err();
+        assert!(
+            matches!(&err, BackendError::Invalid(m) if m.contains(what)),
+            "{what} too long: {err}"
+        );
+    }
     let listed = store.list(ListFilter::default()).await.expect("list");
     assert!(listed.is_empty(), "refused jobs must not be stored");
+    // At their limits they are kept whole, in varied bytes a store cannot compress away
+    // (PostgreSQL indexes the queue name with the key, and with the unique key).
+    let queue = varied_text(MAX_NAME_LEN, 5);
+    let job = NewJob::new(queue.clone(), varied_text(MAX_NAME_LEN, 6), vec![])
+        .key(varied_text(MAX_KEY_LEN, 7))
+        .unique(varied_text(MAX_KEY_LEN, 8), OnConflict::Error);
+    let id = store
+        .enqueue(job.clone())
+        .await
+        .expect("names at their limits");
+    let claimed = claim_one(store, &queue).await;
+    assert_eq!(
+        (&claimed.kind, &claimed.key, claimed.claim.id),
+        (&job.kind, &job.key, id)
+    );
+    let info = store.get(id).await.expect("get").expect("stored");
+    assert_eq!(info.unique_key, job.unique_key);
+}
+
+/// `len` bytes of letters and digits from a small generator seeded with `seed`: text that
+/// does not compress.
+fn varied_text(len: usize, seed: u64) -> String {
+    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            char::from(ALPHABET[(x % ALPHABET.len() as u64) as usize])
+        })
+        .collect()
 }
 
 /// A claim returns at most `max` jobs, only of its queue.
