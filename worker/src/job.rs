@@ -59,6 +59,38 @@ pub const MAX_NAME_LEN: usize = 255;
 /// ```
 pub const MAX_KEY_LEN: usize = 1_024;
 
+/// Checks a queue name the way every store does before it stores one (an enqueue, a pause):
+/// not empty, at most [`MAX_NAME_LEN`] bytes, no NUL character. The error is
+/// [`BackendError::Invalid`](crate::BackendError::Invalid), the same from every store.
+///
+/// ```
+/// use fairq_worker::check_queue_name;
+/// assert!(check_queue_name("emails").is_ok());
+/// assert!(check_queue_name("").is_err());
+/// assert!(check_queue_name("a\0b").is_err());
+/// assert!(check_queue_name(&"q".repeat(256)).unwrap_err().to_string().contains("at most 255"));
+/// ```
+pub fn check_queue_name(queue: &str) -> Result<(), crate::BackendError> {
+    use crate::BackendError::Invalid;
+    if queue.is_empty() {
+        return Err(Invalid("queue name is empty".into()));
+    }
+    if queue.len() > MAX_NAME_LEN {
+        return Err(Invalid(format!(
+            "the queue name is {} bytes long: at most {MAX_NAME_LEN} are allowed",
+            queue.len()
+        )));
+    }
+    if queue.bytes().any(|b| b == 0) {
+        return Err(Invalid(
+            "text fields (queue, kind, key, unique key, metadata) cannot contain NUL \
+             characters"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
 /// A job to enqueue.
 ///
 /// ```
@@ -262,14 +294,11 @@ impl NewJob {
     /// ```
     pub fn check(&self, now: Millis) -> Result<Millis, crate::BackendError> {
         use crate::BackendError::Invalid;
-        if self.queue.is_empty() {
-            return Err(Invalid("queue name is empty".into()));
-        }
+        check_queue_name(&self.queue)?;
         if self.kind.is_empty() {
             return Err(Invalid("job kind is empty".into()));
         }
         let lengths = [
-            ("queue name", Some(self.queue.as_str()), MAX_NAME_LEN),
             ("job kind", Some(self.kind.as_str()), MAX_NAME_LEN),
             ("fairness key", self.key.as_deref(), MAX_KEY_LEN),
             ("unique key", self.unique_key.as_deref(), MAX_KEY_LEN),

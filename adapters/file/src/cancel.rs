@@ -64,6 +64,7 @@ impl Inspect for FileBackend {
     }
 
     async fn set_paused(&self, queue: &str, paused: bool) -> Result<(), BackendError> {
+        fairq_worker::check_queue_name(queue)?;
         self.writable("pause")?;
         match &*self.side {
             Side::Owner(owner) => owner.local.set_paused(queue, paused).await,

@@ -75,6 +75,7 @@ impl Inspect for PgBackend {
     }
 
     async fn set_paused(&self, queue: &str, paused: bool) -> Result<(), BackendError> {
+        fairq_worker::check_queue_name(queue)?;
         self.inner.core.set_paused(queue, paused).await
     }
 

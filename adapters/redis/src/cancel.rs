@@ -64,6 +64,7 @@ impl Inspect for RedisBackend {
     }
 
     async fn set_paused(&self, queue: &str, paused: bool) -> Result<(), BackendError> {
+        fairq_worker::check_queue_name(queue)?;
         self.set_queue_paused(queue, paused).await
     }
 

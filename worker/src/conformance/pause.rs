@@ -16,8 +16,9 @@ use std::time::Duration;
 
 use crate::backend::Backend;
 use crate::clock::ManualClock;
+use crate::error::BackendError;
 use crate::inspect::Inspect;
-use crate::job::{Job, JobStatus, NewJob};
+use crate::job::{Job, JobStatus, MAX_NAME_LEN, NewJob};
 use crate::settle::{Finished, Settled};
 
 const LEASE: Duration = Duration::from_secs(30);
@@ -91,6 +92,20 @@ pub async fn pause_holds_claims_until_resumed<B: Inspect>(store: &B, _clock: &Ma
     for job in &resumed {
         assert_eq!(job.attempt, 1, "a pause costs no attempt");
     }
+
+    // A name no job could have is refused as an enqueue would refuse it, pausing or
+    // resuming, and nothing is paused.
+    for queue in [String::new(), "a\0b".into(), "q".repeat(MAX_NAME_LEN + 1)] {
+        for paused in [true, false] {
+            let err = store.set_paused(&queue, paused).await.unwrap_err();
+            assert!(
+                matches!(err, BackendError::Invalid(_)),
+                "{} bytes, {paused}: {err}",
+                queue.len()
+            );
+        }
+    }
+    assert!(store.paused().await.expect("paused").is_empty());
 }
 
 /// The longest [`resume_wakes_an_idle_worker`] waits for the job to start: a guard against a

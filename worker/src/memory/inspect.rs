@@ -88,7 +88,8 @@ impl Inspect for MemoryBackend {
         queue: &str,
         paused: bool,
     ) -> impl Future<Output = Result<(), BackendError>> + Send {
-        {
+        let checked = crate::job::check_queue_name(queue);
+        if checked.is_ok() {
             let mut set = self
                 .inner
                 .paused
@@ -100,11 +101,11 @@ impl Inspect for MemoryBackend {
                 set.remove(queue);
             }
         }
-        if !paused {
+        if checked.is_ok() && !paused {
             // Workers waiting on the queue look again.
             self.waker(queue).notify_waiters();
         }
-        async { Ok(()) }
+        async { checked }
     }
 
     fn paused(&self) -> impl Future<Output = Result<Vec<String>, BackendError>> + Send {
