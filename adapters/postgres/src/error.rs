@@ -263,7 +263,18 @@ impl From<PgError> for BackendError {
 }
 
 /// Shorthand used throughout the crate: a driver error as a [`BackendError`].
+///
+/// A text parameter holding a NUL character, which no PostgreSQL text can (SQLSTATE 22021,
+/// "invalid byte sequence"), is the caller's mistake, so it is
+/// [`BackendError::Invalid`] with the message every store gives an enqueue with one: a
+/// queue filter or name with a NUL (`list`, `purge`, `claim`, ...) is no store failure.
 pub(crate) fn db(err: tokio_postgres::Error, schema: &str) -> BackendError {
+    if err.code().is_some_and(|c| c.code() == "22021") {
+        return BackendError::Invalid(
+            "text fields (queue, kind, key, unique key, metadata) cannot contain NUL characters"
+                .into(),
+        );
+    }
     PgError::from_db(err, schema).into()
 }
 

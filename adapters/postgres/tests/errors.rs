@@ -456,3 +456,52 @@ async fn server_errors_carry_the_servers_message() {
         "{text}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nul_in_a_queue_argument_is_the_callers_mistake_not_a_store_failure() {
+    // PostgreSQL text cannot hold a NUL: the server refuses the parameter (SQLSTATE 22021),
+    // which used to come back as BackendError::Store, as if the store had failed (a 500 on
+    // the dashboard, an unhealthy queue for a worker).
+    let Some(t) = common::TestStore::new("nularg").await else {
+        return;
+    };
+    let store = &t.store;
+    let q = "a\0b";
+    let answers: Vec<(&str, Result<(), BackendError>)> = vec![
+        (
+            "list",
+            store
+                .list(fairq_worker::ListFilter {
+                    queue: Some(q.into()),
+                    ..Default::default()
+                })
+                .await
+                .map(drop),
+        ),
+        (
+            "purge",
+            store
+                .purge(fairq_worker::Purge {
+                    queue: Some(q.into()),
+                    status: None,
+                })
+                .await
+                .map(drop),
+        ),
+        (
+            "claim",
+            store.claim(q, 1, Duration::from_secs(5)).await.map(drop),
+        ),
+        ("rescue", store.rescue(q).await.map(drop)),
+        ("live_counts", store.live_counts(q).await.map(drop)),
+    ];
+    for (what, answer) in answers {
+        match answer {
+            Err(BackendError::Invalid(message)) => {
+                assert!(message.contains("NUL"), "{what}: {message}")
+            }
+            other => panic!("{what}: expected Invalid, got {other:?}"),
+        }
+    }
+    t.cleanup().await;
+}
