@@ -1,5 +1,5 @@
 //! Path and query extractors whose rejections are JSON errors like every other answer of
-//! the API (axum's own answer a malformed id or query string in plain text).
+//! the API (axum's own extractors answer a malformed id or query string in plain text).
 
 use axum::extract::{FromRequestParts, Path, Query};
 use axum::http::request::Parts;

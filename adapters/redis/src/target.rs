@@ -99,18 +99,27 @@ impl Target {
 /// and `key` (TLS, read by `tls`) and `protocol` (read by the `redis` crate).
 const PARAMETERS: [&str; 5] = ["cluster", "cacert", "cert", "key", "protocol"];
 
+/// What the `redis` crate also reads from a Unix socket's URL (`redis+unix:` or `unix:`),
+/// whose path names the socket rather than the database and the credentials.
+const UNIX_PARAMETERS: [&str; 3] = ["db", "user", "pass"];
+
 /// Refuses a query parameter that nothing reads: a misspelt one (`prefx=`) would otherwise
 /// be dropped without a word, and the store would run with its default instead.
 fn check_parameters(url: &str) -> Result<(), String> {
+    let scheme = url.split_once(':').map_or("", |(scheme, _)| scheme);
+    let unix = matches!(scheme.to_ascii_lowercase().as_str(), "redis+unix" | "unix");
+    let known =
+        |name: &str| PARAMETERS.contains(&name) || (unix && UNIX_PARAMETERS.contains(&name));
     match crate::query::names(url)
         .into_iter()
-        .find(|name| !PARAMETERS.contains(&name.as_str()))
+        .find(|name| !known(name))
     {
         None => Ok(()),
         Some(name) => Err(format!(
-            "unknown parameter {name:?} (a Redis URL takes {}; the key prefix and \
+            "unknown parameter {name:?} (a Redis URL takes {}{}; the key prefix and \
              keep_succeeded are RedisOptions, or parameters of a fairq::connect URL)",
-            PARAMETERS.join(", ")
+            PARAMETERS.join(", "),
+            if unix { ", db, user, pass" } else { "" }
         )),
     }
 }
@@ -196,7 +205,12 @@ mod tests {
             assert!(err.contains(name), "{err}");
             assert!(!err.contains("hunter2"), "{err}");
         }
+        assert!(
+            Target::parse("redis://a:1/?db=2").is_err(),
+            "db is the path here"
+        );
         for url in [
+            "redis+unix:///run/redis.sock?db=2&user=u&pass=p",
             "rediss://a:1/0?cacert=ca.pem&cert=c.pem&key=k.pem&protocol=resp3#insecure",
             "redis://a:1/?cluster=false",
             "redis://a:1/",
