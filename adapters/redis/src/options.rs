@@ -47,7 +47,8 @@ pub struct RedisOptions {
     /// How many times an operation is repeated after its connection broke (default 3).
     /// Every script is safe to repeat (see the crate docs).
     pub retries: u32,
-    /// Most delayed jobs one claim promotes into the fair order (default 10 000).
+    /// Most delayed jobs one claim promotes into the fair order (default 10 000; 0 counts
+    /// as 1, as in the PostgreSQL store's `promote_batch`).
     pub promote_limit: usize,
     /// Jobs per script call for batch enqueues, purges, prunes and revivals (default 500).
     pub batch: usize,

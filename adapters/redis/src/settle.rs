@@ -86,7 +86,7 @@ impl RedisBackend {
                     ms(now).into_bytes(),
                     count(max).into_bytes(),
                     lease_ms(now, lease).into_bytes(),
-                    count(self.inner.options.promote_limit).into_bytes(),
+                    count(self.inner.options.promote_limit.max(1)).into_bytes(),
                 ],
             ))
             .await?;
@@ -213,7 +213,7 @@ impl RedisBackend {
             if let Some(next) = next.as_ref().filter(|n| *n.queue == **queue) {
                 args.push(count(next.max).into_bytes());
                 args.push(lease_ms(now, next.lease).into_bytes());
-                args.push(count(self.inner.options.promote_limit).into_bytes());
+                args.push(count(self.inner.options.promote_limit.max(1)).into_bytes());
             }
             calls.push(
                 Call::new(

@@ -489,3 +489,27 @@ async fn run_times_past_the_year_9999_are_refused_or_clamped() {
     assert_eq!(next.len(), 1);
     assert_eq!(next[0].claim.id, other);
 }
+
+#[tokio::test]
+async fn a_promote_limit_of_zero_still_lets_a_claim_promote_due_jobs() {
+    // The limit went to the claim script as `LIMIT 0 0`: a claim promoted nothing, and a
+    // delayed job waited for the next rescue sweep to be promoted instead.
+    require_redis!();
+    let clock = clock();
+    let options = RedisOptions {
+        promote_limit: 0,
+        ..common::options(clock.clone())
+    };
+    let store = common::connect(options).await;
+    let id = store
+        .enqueue(NewJob::new("q", "k", vec![]).delay(Duration::from_secs(5)))
+        .await
+        .unwrap();
+    assert!(
+        store.claim("q", 1, LEASE).await.unwrap().is_empty(),
+        "not due yet"
+    );
+    clock.advance(Duration::from_secs(5));
+    let claimed = store.claim("q", 1, LEASE).await.unwrap();
+    assert_eq!(claimed.iter().map(|j| j.claim.id).collect::<Vec<_>>(), [id]);
+}
