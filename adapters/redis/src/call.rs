@@ -110,7 +110,7 @@ impl RedisBackend {
                     pipe.add_command(evalsha);
                     pipe.cmd("WAIT")
                         .arg(wait.replicas)
-                        .arg(u64::try_from(wait.timeout.as_millis()).unwrap_or(u64::MAX));
+                        .arg(wait_ms(wait.timeout));
                     pipe.query_async::<(Value, Value)>(&mut conn)
                         .await
                         .map(|(value, confirmed)| {
@@ -203,4 +203,38 @@ impl RedisBackend {
 
 fn backoff(attempt: u32) -> Duration {
     Duration::from_millis((20u64 << attempt.min(5)).min(500))
+}
+
+/// `WAIT`'s timeout argument for `timeout`, in whole milliseconds rounded up. To `WAIT`, 0
+/// means "no limit", so a timeout under a millisecond (`Duration::ZERO` too) waits 1 ms
+/// rather than for ever, and one past what Redis reads (a signed 64-bit count of
+/// milliseconds; `Duration::MAX`) is 0, no limit, which is what so long a wait asks for.
+/// The timeout as milliseconds went out truncated before: a sub-millisecond timeout blocked
+/// for ever and `Duration::MAX` was refused as out of range.
+fn wait_ms(timeout: std::time::Duration) -> u64 {
+    let ms = timeout.as_nanos().div_ceil(1_000_000).max(1);
+    u64::try_from(ms)
+        .ok()
+        .filter(|ms| *ms <= i64::MAX as u64)
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::wait_ms;
+    use std::time::Duration;
+
+    #[test]
+    fn wait_timeouts_never_become_redis_no_limit_by_accident() {
+        assert_eq!(wait_ms(Duration::ZERO), 1);
+        assert_eq!(wait_ms(Duration::from_micros(500)), 1);
+        assert_eq!(wait_ms(Duration::from_micros(1_500)), 2);
+        assert_eq!(wait_ms(Duration::from_secs(2)), 2_000);
+        assert_eq!(
+            wait_ms(Duration::from_millis(i64::MAX as u64)),
+            i64::MAX as u64
+        );
+        assert_eq!(wait_ms(Duration::from_secs(u64::MAX)), 0);
+        assert_eq!(wait_ms(Duration::MAX), 0);
+    }
 }

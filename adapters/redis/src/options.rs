@@ -77,7 +77,9 @@ pub struct RedisOptions {
 /// dependency registration, the store sends `WAIT` and answers only when `replicas` replicas
 /// have the change, or fails with [`BackendError::Unavailable`](fairq_worker::BackendError)
 /// after `timeout` (the change may then exist on the primary only; the caller may repeat
-/// the call, which every script recognises).
+/// the call, which every script recognises). The timeout counts in whole milliseconds,
+/// rounded up; `Duration::MAX` waits without a limit (as `WAIT`'s own 0 does, so a zero or
+/// sub-millisecond timeout waits 1 ms instead).
 ///
 /// ```
 /// use std::time::Duration;

@@ -54,3 +54,43 @@ async fn waiting_for_zero_replicas_confirms() {
         .await
         .expect("nothing to wait for");
 }
+
+/// A wait of `Duration::MAX` asks for no limit, and a zero one for the shortest: neither
+/// reaches Redis as a number it refuses (`Duration::MAX` in milliseconds is past its range)
+/// or as its own "no limit" (0).
+#[tokio::test]
+async fn waits_of_any_length_reach_redis_as_waits_it_takes() {
+    if !common::available() {
+        return;
+    }
+    let options = common::options(clock()).wait_for_replicas(0, Duration::MAX);
+    let store = common::connect(options).await;
+    store
+        .enqueue(NewJob::new("forever", "k", vec![]))
+        .await
+        .expect("no replica to wait for, however long");
+    // Zero: a replica that is not there is given up on at once, well inside the reply
+    // timeout (which would end it as a lost connection instead).
+    let options = common::options(clock())
+        .response_timeout(Duration::from_secs(30))
+        .wait_for_replicas(1, Duration::ZERO);
+    let store = common::connect(options).await;
+    let err = store
+        .enqueue(NewJob::new("at-once", "k", vec![]))
+        .await
+        .expect_err("no replica can confirm");
+    let BackendError::Unavailable(inner) = &err else {
+        panic!("expected the store to be unavailable, got {err:?}");
+    };
+    assert!(
+        matches!(
+            inner.downcast_ref::<RedisStoreError>(),
+            Some(RedisStoreError::Unconfirmed {
+                confirmed: 0,
+                wanted: 1,
+                ..
+            })
+        ),
+        "{err}"
+    );
+}
