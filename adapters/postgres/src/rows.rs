@@ -186,7 +186,11 @@ mod tests {
         assert_eq!(to_db(u64::MAX), i64::MAX);
         assert_eq!(from_db(-5), 0);
         assert_eq!(from_db(to_db(123)), 123);
-        assert_eq!(deadline(u64::MAX - 1, Duration::from_secs(5)), i64::MAX);
+        // Deadlines stop at the latest time a store records, whatever the clock or lease.
+        let latest = to_db(fairq_core::job::MAX_MILLIS);
+        assert_eq!(deadline(u64::MAX - 1, Duration::from_secs(5)), latest);
+        assert_eq!(deadline(1_000, Duration::MAX), latest);
+        assert_eq!(deadline(1_000, Duration::from_secs(5)), 6_000);
     }
 
     #[test]
