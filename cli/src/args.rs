@@ -75,10 +75,10 @@ pub enum Command {
 /// `fairq demo`.
 #[derive(Debug, Clone, Args)]
 pub struct DemoArgs {
-    /// Jobs in the heavy tenant's backlog.
+    /// Jobs in the heavy tenant's backlog (20 to 10,000,000).
     #[arg(long, default_value_t = 6_000)]
     pub heavy_jobs: usize,
-    /// Light tenants.
+    /// Light tenants (at most 10,000).
     #[arg(long, default_value_t = 4)]
     pub light_tenants: usize,
     /// Jobs per light tenant, arriving one at a time while the backlog drains.
@@ -87,7 +87,7 @@ pub struct DemoArgs {
     /// Simulated work per job.
     #[arg(long, default_value = "4ms", value_parser = parse_duration)]
     pub work: Duration,
-    /// Worker instances (each a `fairq_worker::Worker` on the same store).
+    /// Worker instances (each a `fairq_worker::Worker` on the same store; at most 1,000).
     #[arg(long, default_value_t = 2)]
     pub workers: usize,
     /// Jobs each worker runs at once.
@@ -98,7 +98,7 @@ pub struct DemoArgs {
 /// `fairq bench`.
 #[derive(Debug, Clone, Args)]
 pub struct BenchArgs {
-    /// Jobs to enqueue and run.
+    /// Jobs to enqueue and run (at most 100,000,000).
     #[arg(long, short = 'n', default_value_t = 10_000)]
     pub jobs: usize,
     /// Jobs run at once.
@@ -117,7 +117,7 @@ pub struct BenchArgs {
     /// Simulated work per job.
     #[arg(long, default_value = "0s", value_parser = parse_duration)]
     pub work: Duration,
-    /// Jobs per enqueue batch.
+    /// Jobs per enqueue batch (at most 1,000,000).
     #[arg(long, default_value_t = 500)]
     pub batch: usize,
     /// Queue name [default: a fresh `bench-...` name, purged afterwards].

@@ -79,17 +79,26 @@ impl From<&BenchArgs> for BenchConfig {
     }
 }
 
+/// The most jobs one bench run takes (its start times alone hold a few GB at that).
+const MAX_JOBS: usize = 100_000_000;
+/// The most jobs one enqueue call of the bench carries.
+const MAX_BATCH: usize = 1_000_000;
+
 impl BenchConfig {
     /// Why the settings cannot run, if they cannot.
     pub(crate) fn problem(&self) -> Option<&'static str> {
         if self.jobs == 0 {
             Some("--jobs must be at least 1")
+        } else if self.jobs > MAX_JOBS {
+            Some("--jobs must be at most 100,000,000")
         } else if self.concurrency == 0 {
             Some("--concurrency must be at least 1")
         } else if self.keys == 0 {
             Some("--keys must be at least 1")
         } else if self.batch == 0 {
             Some("--batch must be at least 1")
+        } else if self.batch > MAX_BATCH {
+            Some("--batch must be at most 1,000,000")
         } else if self.payload_size > 64 << 20 {
             Some("--payload-size must be at most 64 MiB")
         } else {
@@ -181,7 +190,8 @@ pub async fn run_bench<B: Backend>(
         origin: Instant::now(),
         wait: Mutex::new(Histogram::new()),
         run: Mutex::new(Histogram::new()),
-        started: Mutex::new(HashMap::with_capacity(config.jobs)),
+        // Grown as jobs start beyond the first million, not reserved for all at once.
+        started: Mutex::new(HashMap::with_capacity(config.jobs.min(1 << 20))),
         tally: Tally::new(config.jobs),
     });
     let pad = "x".repeat(config.payload_size.saturating_sub(FRAME));

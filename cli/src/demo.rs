@@ -104,6 +104,12 @@ impl DemoConfig {
     pub(crate) fn problem(&self) -> Option<String> {
         if self.heavy_jobs < 20 {
             Some("--heavy-jobs must be at least 20 for a backlog worth the name".into())
+        } else if self.heavy_jobs > 10_000_000 {
+            Some("--heavy-jobs must be at most 10,000,000".into())
+        } else if self.light_tenants > 10_000 {
+            Some("--light-tenants must be at most 10,000".into())
+        } else if self.workers > 1_000 {
+            Some("--workers must be at most 1,000".into())
         } else if self.light_tenants == 0 || self.light_jobs == 0 {
             Some("--light-tenants and --light-jobs must be at least 1".into())
         } else if self.light_jobs > self.heavy_jobs / 2 {

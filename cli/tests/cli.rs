@@ -52,6 +52,30 @@ fn bad_input_gets_one_line_on_stderr_and_a_nonzero_exit() {
         ),
         (&["--store", "./data", "stats"], "expected file:PATH", 1),
         (
+            // Sizes past what a run can hold: named, not a capacity-overflow panic.
+            &["--store", "memory:", "bench", "-n", "18446744073709551615"],
+            "--jobs must be at most 100,000,000",
+            1,
+        ),
+        (
+            &[
+                "--store",
+                "memory:",
+                "bench",
+                "-n",
+                "10",
+                "--batch",
+                "18446744073709551615",
+            ],
+            "--batch must be at most 1,000,000",
+            1,
+        ),
+        (
+            &["demo", "--heavy-jobs", "18446744073709551615"],
+            "--heavy-jobs must be at most 10,000,000",
+            1,
+        ),
+        (
             // A misspelt parameter is named, not dropped (no server is reached).
             &["--store", "redis://127.0.0.1:1/?prefx=app", "stats"],
             "invalid Redis URL: unknown parameter \"prefx\"",
