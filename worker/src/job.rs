@@ -311,8 +311,8 @@ impl NewJob {
                 )));
             }
         }
+        // The queue name was checked above, NUL included.
         let texts = [
-            Some(self.queue.as_str()),
             Some(self.kind.as_str()),
             self.key.as_deref(),
             self.unique_key.as_deref(),
