@@ -8,7 +8,7 @@ use fairq_core::stats::{RetryStats, Summary};
 use serde::{Deserialize, Serialize};
 
 use crate::error::BackendError;
-use crate::job::{Claim, Failure, Job, JobId, JobInfo, JobStatus, NewJob};
+use crate::job::{Claim, Failure, Job, JobId, JobInfo, JobStatus, NewJob, check_queue_name};
 use crate::live_counts::LiveCounts;
 use crate::retention::Retention;
 use crate::settle::{Each, Finished, Settled, SettledAndClaimed};
@@ -75,6 +75,24 @@ impl ListFilter {
         self.limit = limit;
         self
     }
+
+    /// Refuses a queue filter no job can match (see [`check_queue_name`]): stores call it
+    /// before they list, so a misspelled filter is an error on every store alike.
+    ///
+    /// ```
+    /// use fairq_worker::ListFilter;
+    /// assert!(ListFilter::default().check().is_ok());
+    /// assert!(ListFilter::default().queue("mail").check().is_ok());
+    /// assert!(ListFilter::default().queue("").check().is_err());
+    /// ```
+    pub fn check(&self) -> Result<(), BackendError> {
+        check_queue_filter(self.queue.as_deref())
+    }
+}
+
+/// [`check_queue_name`] for a queue filter that may be absent (every queue).
+fn check_queue_filter(queue: Option<&str>) -> Result<(), BackendError> {
+    queue.map_or(Ok(()), check_queue_name)
 }
 
 /// Which dead jobs [`Backend::revive`] brings back.
@@ -96,6 +114,22 @@ pub enum ReviveTarget {
     },
 }
 
+impl ReviveTarget {
+    /// Refuses a queue filter no job can match (see [`check_queue_name`]).
+    ///
+    /// ```
+    /// use fairq_worker::{JobId, ReviveTarget};
+    /// assert!(ReviveTarget::One(JobId(4)).check().is_ok());
+    /// assert!(ReviveTarget::AllDead { queue: Some(String::new()) }.check().is_err());
+    /// ```
+    pub fn check(&self) -> Result<(), BackendError> {
+        match self {
+            ReviveTarget::One(_) => Ok(()),
+            ReviveTarget::AllDead { queue } => check_queue_filter(queue.as_deref()),
+        }
+    }
+}
+
 /// Which jobs [`Backend::purge`] deletes. Running jobs are never purged.
 ///
 /// ```
@@ -113,6 +147,18 @@ pub struct Purge {
 }
 
 impl Purge {
+    /// Refuses a queue filter no job can match (see [`check_queue_name`]).
+    ///
+    /// ```
+    /// use fairq_worker::Purge;
+    /// assert!(Purge::default().check().is_ok());
+    /// let purge = Purge { queue: Some("a\0b".into()), status: None };
+    /// assert!(purge.check().is_err());
+    /// ```
+    pub fn check(&self) -> Result<(), BackendError> {
+        check_queue_filter(self.queue.as_deref())
+    }
+
     /// Whether a job of `queue` in `status` is purged.
     ///
     /// ```
@@ -183,6 +229,13 @@ impl QueueStats {
 /// [`settle`](Self::settle) records many finished attempts (successes and failures mixed)
 /// and [`heartbeat_many`](Self::heartbeat_many) extends many leases, each in one call where
 /// the store allows it. Fencing is per job: a stale lease refuses its own entry only.
+///
+/// A call that names one queue ([`claim`](Self::claim), the claim of
+/// [`settle_and_claim`](Self::settle_and_claim), [`rescue`](Self::rescue),
+/// [`hold_retries`](Self::hold_retries), [`live_counts`](Self::live_counts),
+/// [`remove_queue`](Self::remove_queue)) or filters by one ([`list`](Self::list),
+/// [`revive`](Self::revive), [`purge`](Self::purge)) refuses a name no job can have
+/// ([`check_queue_name`]) with [`BackendError::Invalid`] and changes nothing, on every store.
 pub trait Backend: Send + Sync + 'static {
     /// Adds one job; returns its id (or, for a duplicate unique key under
     /// [`OnConflict::Ignore`](crate::OnConflict::Ignore), the existing job's id).
@@ -392,6 +445,7 @@ pub trait Backend: Send + Sync + 'static {
         queue: &str,
     ) -> impl Future<Output = Result<LiveCounts, BackendError>> + Send {
         async move {
+            check_queue_name(queue)?;
             Ok(self
                 .stats()
                 .await?

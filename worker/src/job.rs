@@ -71,6 +71,9 @@ pub const MAX_KEY_LEN: usize = 1_024;
 /// assert!(check_queue_name(&"q".repeat(256)).unwrap_err().to_string().contains("at most 255"));
 /// ```
 pub fn check_queue_name(queue: &str) -> Result<(), crate::BackendError> {
+    if queue_name_problem(queue).is_none() {
+        return Ok(());
+    }
     use crate::BackendError::Invalid;
     if queue.is_empty() {
         return Err(Invalid("queue name is empty".into()));
@@ -89,6 +92,19 @@ pub fn check_queue_name(queue: &str) -> Result<(), crate::BackendError> {
         ));
     }
     Ok(())
+}
+
+/// Why `queue` cannot name a queue, if it cannot (what [`check_queue_name`] refuses).
+pub(crate) fn queue_name_problem(queue: &str) -> Option<&'static str> {
+    if queue.is_empty() {
+        Some("the queue name is empty")
+    } else if queue.len() > MAX_NAME_LEN {
+        Some("the queue name is longer than 255 bytes")
+    } else if queue.bytes().any(|b| b == 0) {
+        Some("the queue name holds a NUL character")
+    } else {
+        None
+    }
 }
 
 /// A job to enqueue.

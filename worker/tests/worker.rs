@@ -74,6 +74,20 @@ fn configuration_errors_are_typed() {
         .unwrap_err();
     assert!(matches!(err, WorkerConfigError::Queue { ref queue, .. } if queue == "q"));
     assert!(err.to_string().contains("lease"));
+    // A name no job can have is refused before the worker starts, not by every claim.
+    for (name, why) in [
+        (String::new(), "empty"),
+        ("a\0b".to_owned(), "NUL"),
+        ("q".repeat(256), "255 bytes"),
+    ] {
+        let err = Worker::builder(MemoryBackend::new())
+            .queue(name.clone(), QueueConfig::default())
+            .handlers(ok_handler())
+            .build()
+            .unwrap_err();
+        assert!(matches!(err, WorkerConfigError::Queue { ref queue, .. } if *queue == name));
+        assert!(err.to_string().contains(why), "{err}");
+    }
 }
 
 #[tokio::test(start_paused = true)]

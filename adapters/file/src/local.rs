@@ -15,6 +15,7 @@ use fairq_worker::memory::store::Store;
 use fairq_worker::{
     Backend, BackendError, Claim, Each, Finished, Job, JobId, JobInfo, ListFilter, LiveCounts,
     NewJob, Purge, QueueStats, Random, ReviveTarget, Settled, SettledAndClaimed, StatusCounts,
+    check_queue_name,
 };
 
 use crate::error::{FileError, is_disk_full};
@@ -211,6 +212,7 @@ impl Local {
         max: usize,
         lease: Duration,
     ) -> Result<Vec<Job>, BackendError> {
+        check_queue_name(queue)?;
         self.change(Persist::Durable, |st, now, _| {
             Ok(claim_in(st, queue, max, lease, now))
         })
@@ -396,6 +398,7 @@ impl Backend for Local {
         max: usize,
         lease: Duration,
     ) -> Result<Vec<Job>, BackendError> {
+        check_queue_name(queue)?;
         self.change(Persist::Queued, |st, now, _| {
             Ok(claim_in(st, queue, max, lease, now))
         })
@@ -420,9 +423,10 @@ impl Backend for Local {
         max: usize,
         lease: Duration,
     ) -> Result<SettledAndClaimed, BackendError> {
+        let checked = check_queue_name(queue);
         self.change(Persist::Durable, |st, now, random| {
             let settled = settle_in(st, batch, now, random);
-            let claimed = Ok(claim_in(st, queue, max, lease, now));
+            let claimed = checked.map(|()| claim_in(st, queue, max, lease, now));
             Ok(SettledAndClaimed { settled, claimed })
         })
         .await
@@ -460,6 +464,7 @@ impl Backend for Local {
     }
 
     async fn rescue(&self, queue: &str) -> Result<u64, BackendError> {
+        check_queue_name(queue)?;
         self.change(Persist::Durable, |st, now, random| {
             Ok(st.store.rescue(queue, now, &mut || random.next_u64()))
         })
@@ -467,6 +472,7 @@ impl Backend for Local {
     }
 
     async fn hold_retries(&self, queue: &str, until: Millis) -> Result<u64, BackendError> {
+        check_queue_name(queue)?;
         self.change(Persist::Durable, |st, now, _| {
             Ok(st.store.hold_retries(queue, until, now))
         })
@@ -512,10 +518,12 @@ impl Backend for Local {
     }
 
     async fn live_counts(&self, queue: &str) -> Result<LiveCounts, BackendError> {
+        check_queue_name(queue)?;
         self.read(|st| st.store.counts(queue).into())
     }
 
     async fn list(&self, filter: ListFilter) -> Result<Vec<JobInfo>, BackendError> {
+        filter.check()?;
         self.read(|st| st.store.list(&filter))
     }
 
@@ -524,11 +532,13 @@ impl Backend for Local {
     }
 
     async fn revive(&self, target: ReviveTarget) -> Result<u64, BackendError> {
+        target.check()?;
         self.change(Persist::Durable, |st, now, _| st.store.revive(target, now))
             .await
     }
 
     async fn purge(&self, purge: Purge) -> Result<u64, BackendError> {
+        purge.check()?;
         self.change(Persist::Durable, |st, _, _| Ok(st.store.purge(&purge)))
             .await
     }
@@ -544,6 +554,7 @@ impl Backend for Local {
     }
 
     async fn remove_queue(&self, queue: &str) -> Result<u64, BackendError> {
+        check_queue_name(queue)?;
         self.change(Persist::Durable, |st, _, _| {
             let removed = match st.store.remove_queue(queue) {
                 // A queue that was only ever paused has no jobs nor counters in the store.

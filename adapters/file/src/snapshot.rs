@@ -168,6 +168,7 @@ impl Backend for Snapshot {
     }
 
     async fn list(&self, filter: ListFilter) -> Result<Vec<JobInfo>, BackendError> {
+        filter.check()?;
         Ok(lock(&self.state).store.list(&filter))
     }
 

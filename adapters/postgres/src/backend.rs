@@ -5,8 +5,9 @@ use std::time::Duration;
 
 use fairq_core::job::Millis;
 use fairq_worker::{
-    Backend, BackendError, Claim, Each, Finished, Job, JobId, JobInfo, ListFilter, LiveCounts,
-    NewJob, Purge, QueueStats, Retention, ReviveTarget, Settled, SettledAndClaimed,
+    check_queue_name, Backend, BackendError, Claim, Each, Finished, Job, JobId, JobInfo,
+    ListFilter, LiveCounts, NewJob, Purge, QueueStats, Retention, ReviveTarget, Settled,
+    SettledAndClaimed,
 };
 
 use crate::error::corrupt;
@@ -33,6 +34,7 @@ impl Backend for PgBackend {
         max: usize,
         lease: Duration,
     ) -> Result<Vec<Job>, BackendError> {
+        check_queue_name(queue)?;
         match self.inner.core.claim(queue, max, lease).await {
             // A pooled connection that died since its last use: one more try on a fresh one
             // (a claim whose reply was lost is recovered by lease expiry).
@@ -52,6 +54,13 @@ impl Backend for PgBackend {
         max: usize,
         lease: Duration,
     ) -> Result<SettledAndClaimed, BackendError> {
+        if let Err(refused) = check_queue_name(queue) {
+            let settled = self.settle_together(batch).await?;
+            return Ok(SettledAndClaimed {
+                settled,
+                claimed: Err(refused),
+            });
+        }
         self.inner
             .core
             .settle_and_claim(batch, queue, max, lease)
@@ -83,10 +92,12 @@ impl Backend for PgBackend {
     }
 
     async fn rescue(&self, queue: &str) -> Result<u64, BackendError> {
+        check_queue_name(queue)?;
         self.inner.core.rescue(queue).await
     }
 
     async fn hold_retries(&self, queue: &str, until: Millis) -> Result<u64, BackendError> {
+        check_queue_name(queue)?;
         self.inner.core.hold_retries(queue, until).await
     }
 
@@ -112,10 +123,12 @@ impl Backend for PgBackend {
     /// One queue's live jobs, read through the indexes of ready and waiting jobs (the
     /// queue's live rows only; [`stats`](Backend::stats) reads every table whole).
     async fn live_counts(&self, queue: &str) -> Result<LiveCounts, BackendError> {
+        check_queue_name(queue)?;
         self.inner.core.live_counts(queue).await
     }
 
     async fn list(&self, filter: ListFilter) -> Result<Vec<JobInfo>, BackendError> {
+        filter.check()?;
         self.inner.core.list(filter).await
     }
 
@@ -130,10 +143,12 @@ impl Backend for PgBackend {
     }
 
     async fn revive(&self, target: ReviveTarget) -> Result<u64, BackendError> {
+        target.check()?;
         self.inner.core.revive(target).await
     }
 
     async fn purge(&self, purge: Purge) -> Result<u64, BackendError> {
+        purge.check()?;
         self.inner.core.purge(purge).await
     }
 
@@ -146,6 +161,7 @@ impl Backend for PgBackend {
     }
 
     async fn remove_queue(&self, queue: &str) -> Result<u64, BackendError> {
+        check_queue_name(queue)?;
         self.inner.core.remove_queue(queue).await
     }
 }

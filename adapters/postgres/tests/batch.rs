@@ -122,14 +122,30 @@ async fn settle_and_claim_is_one_transaction() {
         .await
         .unwrap();
     let jobs = t.store.claim("q", 2, LEASE).await.unwrap();
-    // A claim the server refuses (a queue name it cannot store) undoes the settlement.
+    // A claim the server refuses undoes the settlement: a trigger of this test's schema
+    // fails every claim of the queue "trap" (an update of one of its jobs).
+    t.store
+        .enqueue(NewJob::new("trap", "k", vec![]))
+        .await
+        .unwrap();
+    let schema = &t.schema;
+    t.admin
+        .batch_execute(&format!(
+            "CREATE FUNCTION \"{schema}\".trap() RETURNS trigger LANGUAGE plpgsql AS \
+             $$ BEGIN RAISE EXCEPTION 'the trap queue refuses claims'; END $$;
+             CREATE TRIGGER trap BEFORE UPDATE ON \"{schema}\".jobs FOR EACH ROW \
+             WHEN (NEW.queue = 'trap') EXECUTE FUNCTION \"{schema}\".trap();"
+        ))
+        .await
+        .unwrap();
     let batch: Vec<Finished> = jobs.iter().map(|j| Finished::new(j, Ok(()))).collect();
     let err = t
         .store
-        .settle_and_claim(batch.clone(), "bad\0queue", 2, LEASE)
+        .settle_and_claim(batch.clone(), "trap", 2, LEASE)
         .await
         .expect_err("the claim fails");
     assert!(!err.is_transient(), "{err}");
+    assert!(err.to_string().contains("refuses claims"), "{err}");
     for job in &jobs {
         let info = t.store.get(job.claim.id).await.unwrap().unwrap();
         assert_eq!(info.status(), JobStatus::Running, "nothing was settled");

@@ -4,8 +4,9 @@ use std::time::Duration;
 
 use fairq_core::job::Millis;
 use fairq_worker::{
-    Backend, BackendError, Claim, Each, Finished, Job, JobId, JobInfo, ListFilter, LiveCounts,
-    NewJob, Purge, QueueStats, Retention, ReviveTarget, Settled, SettledAndClaimed,
+    check_queue_name, Backend, BackendError, Claim, Each, Finished, Job, JobId, JobInfo,
+    ListFilter, LiveCounts, NewJob, Purge, QueueStats, Retention, ReviveTarget, Settled,
+    SettledAndClaimed,
 };
 
 use crate::backend::RedisBackend;
@@ -33,6 +34,7 @@ impl Backend for RedisBackend {
         max: usize,
         lease: Duration,
     ) -> Result<Vec<Job>, BackendError> {
+        check_queue_name(queue)?;
         self.claim_jobs(queue, max, lease).await
     }
 
@@ -50,6 +52,13 @@ impl Backend for RedisBackend {
         max: usize,
         lease: Duration,
     ) -> Result<SettledAndClaimed, BackendError> {
+        if let Err(refused) = check_queue_name(queue) {
+            let settled = self.settle(batch).await?;
+            return Ok(SettledAndClaimed {
+                settled,
+                claimed: Err(refused),
+            });
+        }
         self.settle_batch(batch, Some(Next { queue, max, lease }))
             .await
     }
@@ -81,6 +90,7 @@ impl Backend for RedisBackend {
     }
 
     async fn rescue(&self, queue: &str) -> Result<u64, BackendError> {
+        check_queue_name(queue)?;
         self.rescue_queue(queue).await
     }
 
@@ -89,6 +99,7 @@ impl Backend for RedisBackend {
     }
 
     async fn hold_retries(&self, queue: &str, until: Millis) -> Result<u64, BackendError> {
+        check_queue_name(queue)?;
         self.hold_queue_retries(queue, until).await
     }
 
@@ -98,6 +109,7 @@ impl Backend for RedisBackend {
 
     /// One queue's counters (a few hash reads; [`stats`](Backend::stats) reads every queue).
     async fn live_counts(&self, queue: &str) -> Result<LiveCounts, BackendError> {
+        check_queue_name(queue)?;
         Ok(self
             .queue_stats(queue)
             .await?
@@ -106,6 +118,7 @@ impl Backend for RedisBackend {
     }
 
     async fn list(&self, filter: ListFilter) -> Result<Vec<JobInfo>, BackendError> {
+        filter.check()?;
         self.list_jobs(filter).await
     }
 
@@ -114,10 +127,12 @@ impl Backend for RedisBackend {
     }
 
     async fn revive(&self, target: ReviveTarget) -> Result<u64, BackendError> {
+        target.check()?;
         self.revive_jobs(target).await
     }
 
     async fn purge(&self, purge: Purge) -> Result<u64, BackendError> {
+        purge.check()?;
         self.purge_jobs(purge).await
     }
 
@@ -126,6 +141,7 @@ impl Backend for RedisBackend {
     }
 
     async fn remove_queue(&self, queue: &str) -> Result<u64, BackendError> {
+        check_queue_name(queue)?;
         self.remove_queue_named(queue).await
     }
 }

@@ -21,9 +21,6 @@ const RECHECK_LIMIT: u32 = 100;
 
 impl RedisBackend {
     pub(crate) async fn rescue_queue(&self, queue: &str) -> Result<u64, BackendError> {
-        if queue.is_empty() {
-            return Err(BackendError::Invalid("queue name is empty".into()));
-        }
         let base = self.inner.keys.queue_base(queue);
         self.housekeeping(queue).await?;
         let batch = self.inner.options.batch.max(1);

@@ -64,16 +64,13 @@ impl RedisBackend {
         Ok(split)
     }
 
-    /// Claims up to `max` jobs of `queue`.
+    /// Claims up to `max` jobs of `queue` (a name [`fairq_worker::check_queue_name`] passed).
     pub(crate) async fn claim_jobs(
         &self,
         queue: &str,
         max: usize,
         lease: Duration,
     ) -> Result<Vec<Job>, BackendError> {
-        if queue.is_empty() {
-            return Err(BackendError::Invalid("queue name is empty".into()));
-        }
         if max == 0 {
             return Ok(Vec::new());
         }
@@ -174,9 +171,6 @@ impl RedisBackend {
         // own, after the settlement, as the reference store orders them.
         let mut next_after = None;
         if let Some(next) = &next {
-            if next.queue.is_empty() {
-                return Err(BackendError::Invalid("queue name is empty".into()));
-            }
             if groups.iter().any(|(q, _)| **q != *next.queue) {
                 next_after = Some((next.queue, next.max, next.lease));
             } else if next.max > 0 && groups.is_empty() {

@@ -2172,3 +2172,60 @@ pub async fn graceful_shutdown_loses_nothing<B: Backend>(store: &Arc<B>, clock: 
         );
     }
 }
+
+/// A queue name no job can have (empty, longer than [`MAX_NAME_LEN`], or holding NUL) is
+/// refused with [`BackendError::Invalid`] wherever a call names one queue or filters by
+/// one, by every store alike, and the refusal changes nothing: a worker polling a queue it
+/// misspelled learns so at once instead of claiming nothing forever, and an operator's
+/// filter cannot match differently on two stores.
+pub async fn impossible_queue_names_are_refused<B: Backend>(store: &B, _clock: &ManualClock) {
+    let first = store.enqueue(new_job("named")).await.expect("enqueue");
+    let second = store.enqueue(new_job("named")).await.expect("enqueue");
+    let job = claim_one(store, "named").await;
+    assert_eq!(job.claim.id, first);
+    let too_long = varied_text(MAX_NAME_LEN + 1, 9);
+    for name in ["", "a\0b", too_long.as_str()] {
+        let refused = |what: &str, answer: Result<(), BackendError>| match answer {
+            Err(BackendError::Invalid(_)) => {}
+            other => panic!("{what} of the queue {name:?} answered {other:?}"),
+        };
+        let optional = |what: &str, answer: Result<(), BackendError>| match answer {
+            Err(BackendError::Invalid(_) | BackendError::Unsupported(_)) => {}
+            other => panic!("{what} of the queue {name:?} answered {other:?}"),
+        };
+        refused("claim", store.claim(name, 10, LEASE).await.map(drop));
+        let both = store
+            .settle_and_claim(Vec::new(), name, 10, LEASE)
+            .await
+            .expect("settle and claim");
+        refused("the claim of settle_and_claim", both.claimed.map(drop));
+        refused("rescue", store.rescue(name).await.map(drop));
+        refused("live_counts", store.live_counts(name).await.map(drop));
+        refused(
+            "list",
+            store
+                .list(ListFilter::default().queue(name))
+                .await
+                .map(drop),
+        );
+        let purge = Purge {
+            queue: Some(name.to_owned()),
+            status: None,
+        };
+        refused("purge", store.purge(purge).await.map(drop));
+        let revive = ReviveTarget::AllDead {
+            queue: Some(name.to_owned()),
+        };
+        refused("revive", store.revive(revive).await.map(drop));
+        optional(
+            "hold_retries",
+            store.hold_retries(name, MAX_MILLIS).await.map(drop),
+        );
+        optional("remove_queue", store.remove_queue(name).await.map(drop));
+    }
+    // Nothing moved: one job still runs, the other still waits.
+    assert_eq!(status(store, first).await, JobStatus::Running);
+    assert_eq!(status(store, second).await, JobStatus::Scheduled);
+    store.complete(job.claim).await.expect("complete");
+    assert_eq!(claim_one(store, "named").await.claim.id, second);
+}

@@ -54,13 +54,11 @@ impl Inspect for MemoryBackend {
         now: Millis,
         _budget: usize,
     ) -> impl Future<Output = Result<Scan<KeyBacklog>, BackendError>> + Send {
-        let items = self.store().backlog_by_key(queue, now);
-        async move {
-            Ok(Scan {
-                items,
-                complete: true,
-            })
-        }
+        let scan = crate::job::check_queue_name(queue).map(|()| Scan {
+            items: self.store().backlog_by_key(queue, now),
+            complete: true,
+        });
+        async move { scan }
     }
 
     fn started_since(
@@ -69,13 +67,11 @@ impl Inspect for MemoryBackend {
         since: Millis,
         _budget: usize,
     ) -> impl Future<Output = Result<Scan<Started>, BackendError>> + Send {
-        let items = self.store().started_since(queue, since);
-        async move {
-            Ok(Scan {
-                items,
-                complete: true,
-            })
-        }
+        let scan = crate::job::check_queue_name(queue).map(|()| Scan {
+            items: self.store().started_since(queue, since),
+            complete: true,
+        });
+        async move { scan }
     }
 
     fn cancel(&self, id: JobId) -> impl Future<Output = Result<(), BackendError>> + Send {

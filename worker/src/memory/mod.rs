@@ -54,7 +54,7 @@ use tokio::sync::Notify;
 use crate::backend::{Backend, ListFilter, Purge, QueueStats, ReviveTarget};
 use crate::clock::{Clock, SystemClock};
 use crate::error::BackendError;
-use crate::job::{Claim, Job, JobId, JobInfo, NewJob};
+use crate::job::{Claim, Job, JobId, JobInfo, NewJob, check_queue_name};
 use crate::random::{Random, SystemRandom};
 use crate::retention::Retention;
 use crate::settle::{Each, Finished, Settled, SettledAndClaimed};
@@ -364,6 +364,7 @@ impl Backend for MemoryBackend {
         max: usize,
         lease: Duration,
     ) -> Result<Vec<Job>, BackendError> {
+        check_queue_name(queue)?;
         if self.is_paused(queue) {
             return Ok(Vec::new());
         }
@@ -432,9 +433,10 @@ impl Backend for MemoryBackend {
             let random = Arc::clone(&this.inner.random);
             // A paused queue hands out nothing here either (the acker claims this way).
             let max = if this.is_paused(&queue) { 0 } else { max };
+            let checked = check_queue_name(&queue);
             Ok(this.with_store(|s, now| {
                 let settled = s.settle(batch, now, &mut || random.next_u64());
-                let claimed = Ok(s.claim(&queue, max, lease, now));
+                let claimed = checked.map(|()| s.claim(&queue, max, lease, now));
                 SettledAndClaimed { settled, claimed }
             }))
         }
@@ -444,6 +446,7 @@ impl Backend for MemoryBackend {
         let this = self.clone();
         let queue = queue.to_string();
         async move {
+            check_queue_name(&queue)?;
             let random = Arc::clone(&this.inner.random);
             Ok(this.with_store(|s, now| s.rescue(&queue, now, &mut || random.next_u64())))
         }
@@ -456,7 +459,10 @@ impl Backend for MemoryBackend {
     ) -> impl Future<Output = Result<u64, BackendError>> + Send {
         let this = self.clone();
         let queue = queue.to_string();
-        async move { Ok(this.with_store(|s, now| s.hold_retries(&queue, until, now))) }
+        async move {
+            check_queue_name(&queue)?;
+            Ok(this.with_store(|s, now| s.hold_retries(&queue, until, now)))
+        }
     }
 
     fn wait_for_jobs(&self, queue: &str, timeout: Duration) -> impl Future<Output = ()> + Send {
@@ -492,8 +498,8 @@ impl Backend for MemoryBackend {
         &self,
         queue: &str,
     ) -> impl Future<Output = Result<crate::LiveCounts, BackendError>> + Send {
-        let counts = self.store().counts(queue);
-        async move { Ok(counts.into()) }
+        let counts = check_queue_name(queue).map(|()| self.store().counts(queue).into());
+        async move { counts }
     }
 
     fn list(
@@ -501,7 +507,10 @@ impl Backend for MemoryBackend {
         filter: ListFilter,
     ) -> impl Future<Output = Result<Vec<JobInfo>, BackendError>> + Send {
         let this = self.clone();
-        async move { Ok(this.store().list(&filter)) }
+        async move {
+            filter.check()?;
+            Ok(this.store().list(&filter))
+        }
     }
 
     fn get(&self, id: JobId) -> impl Future<Output = Result<Option<JobInfo>, BackendError>> + Send {
@@ -514,12 +523,18 @@ impl Backend for MemoryBackend {
         target: ReviveTarget,
     ) -> impl Future<Output = Result<u64, BackendError>> + Send {
         let this = self.clone();
-        async move { this.with_store(|s, now| s.revive(target, now)) }
+        async move {
+            target.check()?;
+            this.with_store(|s, now| s.revive(target, now))
+        }
     }
 
     fn purge(&self, purge: Purge) -> impl Future<Output = Result<u64, BackendError>> + Send {
         let this = self.clone();
-        async move { Ok(this.with_store(|s, _| s.purge(&purge))) }
+        async move {
+            purge.check()?;
+            Ok(this.with_store(|s, _| s.purge(&purge)))
+        }
     }
 
     fn prune(
@@ -534,6 +549,7 @@ impl Backend for MemoryBackend {
         let this = self.clone();
         let queue = queue.to_string();
         async move {
+            check_queue_name(&queue)?;
             let removed = this.with_store(|s, _| s.remove_queue(&queue));
             // A paused queue is a queue too, even before its first job.
             let was_paused = match &removed {

@@ -403,7 +403,8 @@ impl<B: Backend> WorkerBuilder<B> {
             return Err(WorkerConfigError::NoHandlers);
         }
         for (queue, config) in &self.queues {
-            if let Some(problem) = config.problem() {
+            let problem = crate::job::queue_name_problem(queue).or_else(|| config.problem());
+            if let Some(problem) = problem {
                 return Err(WorkerConfigError::Queue {
                     queue: queue.clone(),
                     problem,

@@ -233,7 +233,10 @@ async fn answer(local: &Local, call: Call) -> Result<Answer, WireError> {
         Call::Revive(target) => Answer::Count(local.revive(target).await?),
         Call::Purge(purge) => Answer::Count(local.purge(purge).await?),
         Call::Prune(retention) => Answer::Count(local.prune(retention).await?),
-        Call::Counts(queue) => Answer::Counts(local.counts(&queue)),
+        Call::Counts(queue) => {
+            fairq_worker::check_queue_name(&queue)?;
+            Answer::Counts(local.counts(&queue))
+        }
         Call::Len => Answer::Count(local.len() as u64),
         Call::WakeAll => {
             local.wake_all();
