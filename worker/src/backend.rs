@@ -363,7 +363,9 @@ pub trait Backend: Send + Sync + 'static {
     /// Holds back the retries of `queue`: every job waiting for a retry that would become due
     /// before `until` becomes due at `until` instead (jobs waiting for a first run, running
     /// jobs and later retries are left alone); returns how many moved. A worker calls it when
-    /// a queue's [retry sweep](fairq_core::sweep) stops at a failed retry.
+    /// a queue's [retry sweep](fairq_core::sweep) stops at a failed retry. An `until` past
+    /// the end of the year 9999 is refused with [`BackendError::Invalid`]
+    /// ([`check_hold_until`](crate::check_hold_until)).
     ///
     /// The default answers [`BackendError::Unsupported`]: the sweep then cannot hold retries
     /// back on this store, and each retry runs when its own backoff ends.

@@ -94,6 +94,21 @@ pub fn check_queue_name(queue: &str) -> Result<(), crate::BackendError> {
     Ok(())
 }
 
+/// Refuses a time to hold retries until ([`Backend::hold_retries`](crate::Backend::hold_retries))
+/// that is past the end of the year 9999 ([`MAX_MILLIS`]), the last time a store records.
+///
+/// ```
+/// use fairq_core::job::MAX_MILLIS;
+/// use fairq_worker::check_hold_until;
+/// assert!(check_hold_until(MAX_MILLIS).is_ok());
+/// assert!(check_hold_until(MAX_MILLIS + 1).is_err());
+/// ```
+pub fn check_hold_until(until: Millis) -> Result<(), crate::BackendError> {
+    check_time(until)
+        .map(drop)
+        .map_err(|e| crate::BackendError::Invalid(format!("hold retries until: {e}")))
+}
+
 /// Why `queue` cannot name a queue, if it cannot (what [`check_queue_name`] refuses).
 pub(crate) fn queue_name_problem(queue: &str) -> Option<&'static str> {
     if queue.is_empty() {

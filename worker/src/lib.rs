@@ -192,7 +192,7 @@ pub use handler::{Handlers, PermanentExt};
 pub use inspect::{Capabilities, Inspect, KeyBacklog, Scan, Started, Waiting};
 pub use job::{
     Claim, Failure, Job, JobId, JobInfo, JobStatus, MAX_KEY_LEN, MAX_NAME_LEN, NewJob, OnConflict,
-    Schedule, UnknownStatus, check_queue_name, unix_millis,
+    Schedule, UnknownStatus, check_hold_until, check_queue_name, unix_millis,
 };
 pub use kind::{JobKind, WithState};
 pub use live_counts::LiveCounts;

@@ -15,7 +15,7 @@ use fairq_worker::memory::store::Store;
 use fairq_worker::{
     Backend, BackendError, Claim, Each, Finished, Job, JobId, JobInfo, ListFilter, LiveCounts,
     NewJob, Purge, QueueStats, Random, ReviveTarget, Settled, SettledAndClaimed, StatusCounts,
-    check_queue_name,
+    check_hold_until, check_queue_name,
 };
 
 use crate::error::{FileError, is_disk_full};
@@ -473,6 +473,7 @@ impl Backend for Local {
 
     async fn hold_retries(&self, queue: &str, until: Millis) -> Result<u64, BackendError> {
         check_queue_name(queue)?;
+        check_hold_until(until)?;
         self.change(Persist::Durable, |st, now, _| {
             Ok(st.store.hold_retries(queue, until, now))
         })

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use fairq_core::job::Millis;
 use fairq_worker::{
-    check_queue_name, Backend, BackendError, Claim, Each, Finished, Job, JobId, JobInfo,
-    ListFilter, LiveCounts, NewJob, Purge, QueueStats, Retention, ReviveTarget, Settled,
+    check_hold_until, check_queue_name, Backend, BackendError, Claim, Each, Finished, Job, JobId,
+    JobInfo, ListFilter, LiveCounts, NewJob, Purge, QueueStats, Retention, ReviveTarget, Settled,
     SettledAndClaimed,
 };
 
@@ -98,6 +98,7 @@ impl Backend for PgBackend {
 
     async fn hold_retries(&self, queue: &str, until: Millis) -> Result<u64, BackendError> {
         check_queue_name(queue)?;
+        check_hold_until(until)?;
         self.inner.core.hold_retries(queue, until).await
     }
 

@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use fairq_core::job::Millis;
 use fairq_worker::{
-    check_queue_name, Backend, BackendError, Claim, Each, Finished, Job, JobId, JobInfo,
-    ListFilter, LiveCounts, NewJob, Purge, QueueStats, Retention, ReviveTarget, Settled,
+    check_hold_until, check_queue_name, Backend, BackendError, Claim, Each, Finished, Job, JobId,
+    JobInfo, ListFilter, LiveCounts, NewJob, Purge, QueueStats, Retention, ReviveTarget, Settled,
     SettledAndClaimed,
 };
 
@@ -100,6 +100,7 @@ impl Backend for RedisBackend {
 
     async fn hold_retries(&self, queue: &str, until: Millis) -> Result<u64, BackendError> {
         check_queue_name(queue)?;
+        check_hold_until(until)?;
         self.hold_queue_retries(queue, until).await
     }
 

@@ -1758,6 +1758,24 @@ pub async fn hold_retries_holds_back_due_retries_only<B: Backend>(store: &B, clo
         0,
         "an unknown queue holds nothing"
     );
+    // A time past the end of the year 9999 is refused and moves nothing; that end itself
+    // holds the late retry until then.
+    let late = state(store, ids[1]).await;
+    for until in [MAX_MILLIS + 1, u64::MAX] {
+        match store.hold_retries("hold", until).await {
+            Err(BackendError::Invalid(_)) => {}
+            other => panic!("holding retries until {until} answered {other:?}"),
+        }
+    }
+    assert_eq!(state(store, ids[1]).await, late);
+    assert_eq!(
+        store.hold_retries("hold", MAX_MILLIS).await.expect("hold"),
+        1
+    );
+    assert_eq!(
+        state(store, ids[1]).await,
+        State::Retrying { run_at: MAX_MILLIS }
+    );
 }
 
 /// A claimed job handed back before it ran is due again at once, its attempt refunded, and

@@ -54,7 +54,7 @@ use tokio::sync::Notify;
 use crate::backend::{Backend, ListFilter, Purge, QueueStats, ReviveTarget};
 use crate::clock::{Clock, SystemClock};
 use crate::error::BackendError;
-use crate::job::{Claim, Job, JobId, JobInfo, NewJob, check_queue_name};
+use crate::job::{Claim, Job, JobId, JobInfo, NewJob, check_hold_until, check_queue_name};
 use crate::random::{Random, SystemRandom};
 use crate::retention::Retention;
 use crate::settle::{Each, Finished, Settled, SettledAndClaimed};
@@ -461,6 +461,7 @@ impl Backend for MemoryBackend {
         let queue = queue.to_string();
         async move {
             check_queue_name(&queue)?;
+            check_hold_until(until)?;
             Ok(this.with_store(|s, now| s.hold_retries(&queue, until, now)))
         }
     }
