@@ -59,6 +59,40 @@ pub const MAX_NAME_LEN: usize = 255;
 /// ```
 pub const MAX_KEY_LEN: usize = 1_024;
 
+/// The most bytes of payload and metadata (names and values) one enqueue call may carry,
+/// over all of its jobs: 256 MiB. Every store refuses a larger call whole with
+/// [`BackendError::Invalid`](crate::BackendError::Invalid) before sending or storing anything
+/// ([`check_call_size`]), below what the narrowest of them takes in one request (Redis's
+/// 512 MB argument, the file store's 512 MiB message to its owning process).
+///
+/// ```
+/// assert_eq!(fairq_worker::MAX_CALL_BYTES, 256 << 20);
+/// ```
+pub const MAX_CALL_BYTES: usize = 256 << 20;
+
+/// Refuses a batch of jobs whose payloads and metadata together exceed [`MAX_CALL_BYTES`],
+/// with the same message in every store.
+///
+/// ```
+/// use fairq_worker::{check_call_size, NewJob, MAX_CALL_BYTES};
+/// let half = || NewJob::new("q", "k", vec![0; MAX_CALL_BYTES / 2]);
+/// assert!(check_call_size(&[half(), half()]).is_ok());
+/// let err = check_call_size(&[half(), half(), NewJob::new("q", "k", vec![0])]).unwrap_err();
+/// assert!(err.to_string().contains("at most 268435456"));
+/// ```
+pub fn check_call_size(jobs: &[NewJob]) -> Result<(), crate::BackendError> {
+    let bytes = jobs
+        .iter()
+        .fold(0usize, |sum, job| sum.saturating_add(job.carried_bytes()));
+    if bytes > MAX_CALL_BYTES {
+        return Err(crate::BackendError::Invalid(format!(
+            "{bytes} bytes of payload and metadata in one call: at most {MAX_CALL_BYTES} \
+             are allowed"
+        )));
+    }
+    Ok(())
+}
+
 /// Checks a queue name the way every store does before it stores one (an enqueue, a pause):
 /// not empty, at most [`MAX_NAME_LEN`] bytes, no NUL character. The error is
 /// [`BackendError::Invalid`](crate::BackendError::Invalid), the same from every store.
@@ -310,8 +344,8 @@ impl NewJob {
     /// Checks what every store refuses, with the same messages everywhere, and returns the
     /// time the job becomes due if enqueued at `now`: an empty queue name or kind, a queue
     /// name or kind longer than [`MAX_NAME_LEN`], a fairness key or unique key longer than
-    /// [`MAX_KEY_LEN`], a NUL character in a text field, or a run time past
-    /// [`MAX_MILLIS`] (the end of the year 9999).
+    /// [`MAX_KEY_LEN`], a NUL character in a text field, more than [`MAX_CALL_BYTES`] of
+    /// payload and metadata, or a run time past [`MAX_MILLIS`] (the end of the year 9999).
     ///
     /// ```
     /// use std::time::Duration;
@@ -359,10 +393,20 @@ impl NewJob {
                     .into(),
             ));
         }
+        check_call_size(std::slice::from_ref(self))?;
         let run_at = self.schedule.run_at(now);
         check_time(run_at).map_err(|e| Invalid(format!("run time: {e}")))?;
         debug_assert!(run_at <= MAX_MILLIS);
         Ok(run_at)
+    }
+
+    /// The bytes of payload and metadata this job carries (what [`MAX_CALL_BYTES`] limits).
+    fn carried_bytes(&self) -> usize {
+        self.metadata
+            .iter()
+            .fold(self.payload.len(), |sum, (k, v)| {
+                sum.saturating_add(k.len()).saturating_add(v.len())
+            })
     }
 
     /// Uses `policy` instead of the store's default.

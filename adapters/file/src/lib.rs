@@ -160,7 +160,8 @@
 //!
 //! One owning process per folder; other processes go through it (on the same machine: the
 //! socket is local). A frame (the changes queued while one sync runs) may be up to
-//! 1 GiB; one enqueue call takes at most 256 MiB of payload and metadata.
+//! 1 GiB; one enqueue call takes at most 256 MiB of payload and metadata
+//! ([`fairq_worker::MAX_CALL_BYTES`], the limit of every store).
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 

@@ -15,7 +15,7 @@ use fairq_worker::memory::store::Store;
 use fairq_worker::{
     Backend, BackendError, Claim, Each, Finished, Job, JobId, JobInfo, ListFilter, LiveCounts,
     NewJob, Purge, QueueStats, Random, ReviveTarget, Settled, SettledAndClaimed, StatusCounts,
-    check_hold_until, check_queue_name,
+    check_call_size, check_hold_until, check_queue_name,
 };
 
 use crate::error::{FileError, is_disk_full};
@@ -31,8 +31,6 @@ pub(crate) const JOURNAL_NAME: &str = "jobs";
 pub(crate) const READER_NAME: &str = "state";
 /// Largest journal item: one frame.
 const MAX_ITEM_SIZE: usize = 1 << 30;
-/// Largest total payload and metadata of one enqueue call.
-const MAX_ENQUEUE_BYTES: usize = 256 << 20;
 
 struct Inner {
     shared: Arc<Shared>,
@@ -289,25 +287,6 @@ pub(crate) fn journal_config(options: &FileOptions) -> JournalConfig {
     }
 }
 
-fn check_size(jobs: &[NewJob]) -> Result<(), BackendError> {
-    let bytes: usize = jobs
-        .iter()
-        .map(|j| {
-            j.payload.len()
-                + j.metadata
-                    .iter()
-                    .map(|(k, v)| k.len() + v.len())
-                    .sum::<usize>()
-        })
-        .sum();
-    if bytes > MAX_ENQUEUE_BYTES {
-        return Err(BackendError::Invalid(format!(
-            "{bytes} bytes of payload and metadata in one call; the file store takes at most {MAX_ENQUEUE_BYTES}"
-        )));
-    }
-    Ok(())
-}
-
 /// How far a change is written before its call returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Persist {
@@ -382,7 +361,8 @@ impl Backend for Local {
     }
 
     async fn enqueue_many(&self, jobs: Vec<NewJob>) -> Result<Vec<JobId>, BackendError> {
-        check_size(&jobs)?;
+        // Before the lock, to refuse a call too large for one frame without holding others up.
+        check_call_size(&jobs)?;
         self.change(Persist::Durable, |st, now, _| {
             st.store.enqueue_many(jobs, now)
         })

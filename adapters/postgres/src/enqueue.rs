@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use fairq_core::job::Millis;
-use fairq_worker::{BackendError, Clock, JobId, NewJob, OnConflict, SystemClock};
+use fairq_worker::{check_call_size, BackendError, Clock, JobId, NewJob, OnConflict, SystemClock};
 use serde_json::Value;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{GenericClient, Row};
@@ -293,6 +293,7 @@ pub(crate) async fn enqueue_batch(
         return Ok(Vec::new());
     }
     let schema = sql.schema.as_str();
+    check_call_size(&jobs)?;
     for job in &jobs {
         validate(job, now)?;
     }
@@ -419,6 +420,7 @@ impl Core {
             return Ok(Vec::new());
         }
         let now = self.now();
+        check_call_size(&jobs)?;
         for job in &jobs {
             validate(job, now)?;
         }

@@ -2,7 +2,7 @@
 
 use std::sync::atomic::Ordering;
 
-use fairq_worker::{BackendError, JobId, NewJob, OnConflict};
+use fairq_worker::{check_call_size, BackendError, JobId, NewJob, OnConflict};
 use futures::future::join_all;
 
 use crate::backend::RedisBackend;
@@ -43,6 +43,7 @@ impl RedisBackend {
         jobs: Vec<NewJob>,
     ) -> Result<Vec<JobId>, BackendError> {
         let now = self.now();
+        check_call_size(&jobs)?;
         for job in &jobs {
             job.check(now)?;
         }

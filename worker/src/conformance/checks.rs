@@ -15,7 +15,9 @@ use crate::backend::{Backend, ListFilter, Purge, ReviveTarget};
 use crate::clock::{Clock, ManualClock};
 use crate::error::BackendError;
 use crate::handler::Handlers;
-use crate::job::{Failure, Job, JobId, JobStatus, MAX_KEY_LEN, MAX_NAME_LEN, NewJob, OnConflict};
+use crate::job::{
+    Failure, Job, JobId, JobStatus, MAX_CALL_BYTES, MAX_KEY_LEN, MAX_NAME_LEN, NewJob, OnConflict,
+};
 use crate::retention::Retention;
 use crate::settle::{Finished, Settled};
 use crate::worker::{DeadJob, JobOutcome, JobReport, QueueConfig, Worker, WorkerHandle};
@@ -2246,4 +2248,44 @@ pub async fn impossible_queue_names_are_refused<B: Backend>(store: &B, _clock: &
     assert_eq!(status(store, second).await, JobStatus::Scheduled);
     store.complete(job.claim).await.expect("complete");
     assert_eq!(claim_one(store, "named").await.claim.id, second);
+}
+
+/// A call carrying more than [`MAX_CALL_BYTES`] of payload and metadata (one job's, or a
+/// batch's together) is refused whole with [`BackendError::Invalid`] and the same message
+/// on every store, before anything is sent or stored: not a lost connection that a caller
+/// would retry for ever.
+pub async fn oversized_calls_are_refused_whole<B: Backend>(store: &B, _clock: &ManualClock) {
+    let refused = |what: &str, answer: Result<Vec<JobId>, BackendError>| match answer {
+        Err(BackendError::Invalid(m)) if m.contains(&format!("at most {MAX_CALL_BYTES}")) => {}
+        other => panic!("{what}: answered {:?}", other.map_err(|e| e.to_string())),
+    };
+    let payload = |len: usize| NewJob::new("big", "test", vec![7; len]);
+    refused(
+        "one payload a byte too large",
+        store
+            .enqueue(payload(MAX_CALL_BYTES + 1))
+            .await
+            .map(|id| vec![id]),
+    );
+    refused(
+        "a payload whose metadata takes it past the limit",
+        store
+            .enqueue(payload(MAX_CALL_BYTES - 4).meta("m", "0123"))
+            .await
+            .map(|id| vec![id]),
+    );
+    let batch = vec![
+        new_job("big"),
+        payload(MAX_CALL_BYTES / 2),
+        payload(MAX_CALL_BYTES / 2),
+    ];
+    refused(
+        "a batch too large together",
+        store.enqueue_many(batch).await,
+    );
+    let listed = store.list(ListFilter::default()).await.expect("list");
+    assert!(listed.is_empty(), "a refused call stores nothing");
+    // The store goes on as before.
+    let id = store.enqueue(new_job("big")).await.expect("enqueue");
+    assert_eq!(claim_one(store, "big").await.claim.id, id);
 }

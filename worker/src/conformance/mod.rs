@@ -199,6 +199,7 @@ macro_rules! conformance_tests {
             release_hands_back_without_an_attempt,
             hold_retries_holds_back_due_retries_only,
             impossible_queue_names_are_refused,
+            oversized_calls_are_refused_whole,
         );
         #[test]
         fn live_counts_count_one_queues_live_jobs() {

@@ -640,6 +640,7 @@ impl Store {
         now: Millis,
     ) -> Result<Vec<JobId>, BackendError> {
         // Validate the whole batch before changing anything.
+        crate::job::check_call_size(&jobs)?;
         let mut plans = Vec::with_capacity(jobs.len());
         let mut batch_unique: HashMap<(&str, &str), JobId> = HashMap::new();
         let mut next = self.next_id;

@@ -427,6 +427,8 @@ impl Backend for Client {
     }
 
     async fn enqueue_many(&self, jobs: Vec<NewJob>) -> Result<Vec<JobId>, BackendError> {
+        // Refused here, without sending the call to the owner only to hear the same.
+        fairq_worker::check_call_size(&jobs)?;
         match self.call(Call::Enqueue(jobs)).await? {
             Answer::Ids(ids) => Ok(ids),
             other => Err(unexpected(&other)),
