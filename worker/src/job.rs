@@ -577,6 +577,26 @@ impl Job {
     }
 }
 
+/// The most bytes of a failure's message a store keeps as the job's last error: 16 KiB
+/// ([`Failure::stored_message`]).
+///
+/// ```
+/// assert_eq!(fairq_worker::MAX_ERROR_LEN, 16 * 1024);
+/// ```
+pub const MAX_ERROR_LEN: usize = 16 << 10;
+
+/// Room kept at the end of a cut message for the note saying so.
+const CUT_NOTE_ROOM: usize = 64;
+
+/// The longest prefix of `text` of at most `max` bytes that ends on a character boundary.
+fn prefix(text: &str, max: usize) -> &str {
+    let mut end = max.min(text.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
 /// Why an attempt failed.
 ///
 /// ```
@@ -592,6 +612,35 @@ pub struct Failure {
 }
 
 impl Failure {
+    /// The message as every store keeps it: a NUL character (which PostgreSQL's text cannot
+    /// hold) becomes U+FFFD, and a message longer than [`MAX_ERROR_LEN`] bytes is cut at a
+    /// character boundary and ends with a note giving its whole length. A failure is thus
+    /// always recorded, whatever its handler wrote.
+    ///
+    /// ```
+    /// use fairq_worker::{Failure, MAX_ERROR_LEN};
+    /// assert_eq!(Failure::retryable("bad\0byte").stored_message(), "bad\u{FFFD}byte");
+    /// let long = Failure::retryable("é".repeat(MAX_ERROR_LEN));
+    /// let kept = long.stored_message();
+    /// assert!(kept.len() <= MAX_ERROR_LEN && kept.starts_with("éé"));
+    /// assert!(kept.ends_with(&format!("(cut from {} bytes)", 2 * MAX_ERROR_LEN)));
+    /// ```
+    pub fn stored_message(&self) -> std::borrow::Cow<'_, str> {
+        let message = self.message.as_str();
+        let has_nul = message.bytes().any(|b| b == 0);
+        if !has_nul && message.len() <= MAX_ERROR_LEN {
+            return std::borrow::Cow::Borrowed(message);
+        }
+        let head = prefix(message, MAX_ERROR_LEN);
+        let mut text = head.replace('\0', "\u{FFFD}");
+        if head.len() < message.len() || text.len() > MAX_ERROR_LEN {
+            let kept = prefix(&text, MAX_ERROR_LEN - CUT_NOTE_ROOM).len();
+            text.truncate(kept);
+            text.push_str(&format!("… (cut from {} bytes)", message.len()));
+        }
+        std::borrow::Cow::Owned(text)
+    }
+
     /// A failure the retry policy decides about.
     ///
     /// ```

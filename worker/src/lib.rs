@@ -191,8 +191,8 @@ pub use error::{BackendError, BoxError};
 pub use handler::{Handlers, PermanentExt};
 pub use inspect::{Capabilities, Inspect, KeyBacklog, Scan, Started, Waiting};
 pub use job::{
-    Claim, Failure, Job, JobId, JobInfo, JobStatus, MAX_CALL_BYTES, MAX_KEY_LEN, MAX_NAME_LEN,
-    NewJob, OnConflict, Schedule, UnknownStatus, check_call_size, check_hold_until,
+    Claim, Failure, Job, JobId, JobInfo, JobStatus, MAX_CALL_BYTES, MAX_ERROR_LEN, MAX_KEY_LEN,
+    MAX_NAME_LEN, NewJob, OnConflict, Schedule, UnknownStatus, check_call_size, check_hold_until,
     check_queue_name, unix_millis,
 };
 pub use kind::{JobKind, WithState};

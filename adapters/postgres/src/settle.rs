@@ -64,7 +64,7 @@ impl Plan {
                     .map_or(Settled::Succeeded, Settled::from);
                 Entry {
                     claim: finished.claim,
-                    message: finished.failure().map(|f| f.message.clone()),
+                    message: finished.failure().map(|f| f.stored_message().into_owned()),
                     settled,
                 }
             })

@@ -201,7 +201,7 @@ impl RedisBackend {
                 args.push(
                     finished
                         .failure()
-                        .map_or(Vec::new(), |f| f.message.clone().into_bytes()),
+                        .map_or(Vec::new(), |f| f.stored_message().as_bytes().to_vec()),
                 );
             }
             if let Some(next) = next.as_ref().filter(|n| *n.queue == **queue) {

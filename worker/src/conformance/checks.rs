@@ -2289,3 +2289,52 @@ pub async fn oversized_calls_are_refused_whole<B: Backend>(store: &B, _clock: &M
     let id = store.enqueue(new_job("big")).await.expect("enqueue");
     assert_eq!(claim_one(store, "big").await.claim.id, id);
 }
+
+/// A failure is recorded whatever its handler wrote: a NUL character in the message is kept
+/// as U+FFFD (PostgreSQL refused the whole settlement before, leaving every job of the
+/// batch running, to run again and fail the same way), and a message past
+/// [`MAX_ERROR_LEN`](crate::MAX_ERROR_LEN) is cut ([`Failure::stored_message`]), on every
+/// store alike; the other entries of the batch settle as usual.
+pub async fn failure_messages_are_always_recorded<B: Backend>(store: &B, _clock: &ManualClock) {
+    use crate::job::MAX_ERROR_LEN;
+    let at_limit = "e".repeat(MAX_ERROR_LEN);
+    let over = format!("{}{}", "é".repeat(MAX_ERROR_LEN / 2), "tail");
+    for (message, kept) in [
+        (
+            "bad\0byte\0".to_owned(),
+            "bad\u{FFFD}byte\u{FFFD}".to_owned(),
+        ),
+        (at_limit.clone(), at_limit),
+        (
+            over.clone(),
+            Failure::retryable(over).stored_message().into_owned(),
+        ),
+    ] {
+        store
+            .enqueue_many(vec![new_job("msg"), new_job("msg")])
+            .await
+            .expect("enqueue");
+        let jobs = store.claim("msg", 2, LEASE).await.expect("claim");
+        let batch = vec![
+            Finished::new(&jobs[0], Err(Failure::retryable(message))),
+            Finished::new(&jobs[1], Ok(())),
+        ];
+        let answers = store.settle(batch).await.expect("settle");
+        assert!(
+            matches!(answers[0], Ok(Settled::Retry { .. })),
+            "{:?}",
+            answers[0]
+        );
+        assert_eq!(answers[1].as_ref().ok(), Some(&Settled::Succeeded));
+        let info = store
+            .get(jobs[0].claim.id)
+            .await
+            .expect("get")
+            .expect("job");
+        assert_eq!(info.status(), JobStatus::Retrying);
+        let stored = info.last_error.expect("the message is kept");
+        assert!(stored.len() <= MAX_ERROR_LEN, "{} bytes kept", stored.len());
+        assert_eq!(stored, kept);
+        store.purge(Purge::default()).await.expect("purge");
+    }
+}

@@ -200,6 +200,7 @@ macro_rules! conformance_tests {
             hold_retries_holds_back_due_retries_only,
             impossible_queue_names_are_refused,
             oversized_calls_are_refused_whole,
+            failure_messages_are_always_recorded,
         );
         #[test]
         fn live_counts_count_one_queues_live_jobs() {

@@ -999,7 +999,10 @@ impl Store {
             .life
             .setback(claim.token, setback, now, &policy, random)
             .map_err(transition(id))?;
-        record.last_error = Some(failure.message);
+        record.last_error = Some(match failure.stored_message() {
+            std::borrow::Cow::Borrowed(_) => failure.message,
+            std::borrow::Cow::Owned(kept) => kept,
+        });
         touch(&mut self.changed, id);
         let elapsed = now.saturating_sub(record.claimed_at);
         if let Some(queue) = self.queues.get_mut(record.queue.as_str()) {
