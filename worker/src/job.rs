@@ -93,9 +93,10 @@ pub fn check_call_size(jobs: &[NewJob]) -> Result<(), crate::BackendError> {
     Ok(())
 }
 
-/// Checks a queue name the way every store does before it stores one (an enqueue, a pause):
-/// not empty, at most [`MAX_NAME_LEN`] bytes, no NUL character. The error is
-/// [`BackendError::Invalid`](crate::BackendError::Invalid), the same from every store.
+/// Checks a queue name the way every store does before it stores one (an enqueue, a pause)
+/// or looks one up (a claim, a filter): not empty, at most [`MAX_NAME_LEN`] bytes, no NUL
+/// character. The error is [`BackendError::Invalid`](crate::BackendError::Invalid), the same
+/// from every store.
 ///
 /// ```
 /// use fairq_worker::check_queue_name;
@@ -105,27 +106,15 @@ pub fn check_call_size(jobs: &[NewJob]) -> Result<(), crate::BackendError> {
 /// assert!(check_queue_name(&"q".repeat(256)).unwrap_err().to_string().contains("at most 255"));
 /// ```
 pub fn check_queue_name(queue: &str) -> Result<(), crate::BackendError> {
-    if queue_name_problem(queue).is_none() {
-        return Ok(());
-    }
     use crate::BackendError::Invalid;
-    if queue.is_empty() {
-        return Err(Invalid("queue name is empty".into()));
-    }
-    if queue.len() > MAX_NAME_LEN {
-        return Err(Invalid(format!(
+    match queue_name_problem(queue) {
+        None => Ok(()),
+        Some(_) if queue.len() > MAX_NAME_LEN => Err(Invalid(format!(
             "the queue name is {} bytes long: at most {MAX_NAME_LEN} are allowed",
             queue.len()
-        )));
+        ))),
+        Some(problem) => Err(Invalid(problem.into())),
     }
-    if queue.bytes().any(|b| b == 0) {
-        return Err(Invalid(
-            "text fields (queue, kind, key, unique key, metadata) cannot contain NUL \
-             characters"
-                .into(),
-        ));
-    }
-    Ok(())
 }
 
 /// Refuses a time to hold retries until ([`Backend::hold_retries`](crate::Backend::hold_retries))

@@ -20,9 +20,6 @@ impl RedisBackend {
         queue: &str,
         until: Millis,
     ) -> Result<u64, BackendError> {
-        if queue.is_empty() {
-            return Err(BackendError::Invalid("queue name is empty".into()));
-        }
         let args = vec![ms(self.now()).into_bytes(), ms(until).into_bytes()];
         let reply = self
             .run(Call::new(
