@@ -15,50 +15,19 @@ use crate::backend::{Backend, ListFilter, Purge, ReviveTarget};
 use crate::clock::{Clock, ManualClock};
 use crate::error::BackendError;
 use crate::handler::Handlers;
-use crate::job::{
-    Failure, Job, JobId, JobStatus, MAX_CALL_BYTES, MAX_KEY_LEN, MAX_NAME_LEN, NewJob, OnConflict,
-};
+use crate::job::{Failure, Job, JobId, JobStatus, NewJob, OnConflict};
 use crate::retention::Retention;
 use crate::settle::{Finished, Settled};
 use crate::worker::{DeadJob, JobOutcome, JobReport, QueueConfig, Worker, WorkerHandle};
 use tokio::sync::mpsc;
 
 use super::PATIENCE;
+pub use super::refusals::{
+    failure_messages_are_always_recorded, impossible_queue_names_are_refused,
+    invalid_jobs_are_refused, oversized_calls_are_refused_whole,
+};
 
-const LEASE: Duration = Duration::from_secs(30);
-const MS: Duration = Duration::from_millis(1);
-
-fn new_job(queue: &str) -> NewJob {
-    NewJob::new(queue, "test", b"{}".to_vec())
-}
-
-async fn claim_one<B: Backend>(store: &B, queue: &str) -> Job {
-    let mut jobs = store.claim(queue, 1, LEASE).await.expect("claim");
-    assert_eq!(jobs.len(), 1, "expected one due job in {queue:?}");
-    jobs.remove(0)
-}
-
-async fn assert_nothing_due<B: Backend>(store: &B, queue: &str, why: &str) {
-    let jobs = store.claim(queue, 10, LEASE).await.expect("claim");
-    assert!(
-        jobs.is_empty(),
-        "{why}: claimed {:?}",
-        jobs.iter().map(|j| j.claim.id).collect::<Vec<_>>()
-    );
-}
-
-async fn state<B: Backend>(store: &B, id: JobId) -> State {
-    store
-        .get(id)
-        .await
-        .expect("get")
-        .unwrap_or_else(|| panic!("job {id} vanished"))
-        .state
-}
-
-async fn status<B: Backend>(store: &B, id: JobId) -> JobStatus {
-    JobStatus::of(&state(store, id).await)
-}
+use super::support::{LEASE, MS, assert_nothing_due, claim_one, new_job, state, status};
 
 /// A job's fields survive the round trip enqueue → claim → get, and completion finishes it.
 pub async fn enqueue_claim_complete_round_trip<B: Backend>(store: &B, clock: &ManualClock) {
@@ -129,77 +98,6 @@ pub async fn enqueue_many_returns_ids_in_order<B: Backend>(store: &B, _clock: &M
             .expect("empty batch")
             .is_empty()
     );
-}
-
-/// Malformed jobs get a typed error, not a panic, and nothing is stored.
-pub async fn invalid_jobs_are_refused<B: Backend>(store: &B, _clock: &ManualClock) {
-    let err = store
-        .enqueue(NewJob::new("", "k", vec![]))
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(err, BackendError::Invalid(_)),
-        "empty queue name: {err}"
-    );
-    let err = store
-        .enqueue(NewJob::new("q", "", vec![]))
-        .await
-        .unwrap_err();
-    assert!(matches!(err, BackendError::Invalid(_)), "empty kind: {err}");
-    // Names and keys one byte past their limits.
-    let long = |n: usize, seed: u64| varied_text(n + 1, seed);
-    for (what, job) in [
-        (
-            "queue name",
-            NewJob::new(long(MAX_NAME_LEN, 1), "k", vec![]),
-        ),
-        ("job kind", NewJob::new("q", long(MAX_NAME_LEN, 2), vec![])),
-        ("fairness key", new_job("q").key(long(MAX_KEY_LEN, 3))),
-        (
-            "unique key",
-            new_job("q").unique(long(MAX_KEY_LEN, 4), OnConflict::Error),
-        ),
-    ] {
-        let err = store.enqueue(job).await.unwrap_err();
-        assert!(
-            matches!(&err, BackendError::Invalid(m) if m.contains(what)),
-            "{what} too long: {err}"
-        );
-    }
-    let listed = store.list(ListFilter::default()).await.expect("list");
-    assert!(listed.is_empty(), "refused jobs must not be stored");
-    // At their limits they are kept whole, in varied bytes a store cannot compress away
-    // (PostgreSQL indexes the queue name with the key, and with the unique key).
-    let queue = varied_text(MAX_NAME_LEN, 5);
-    let job = NewJob::new(queue.clone(), varied_text(MAX_NAME_LEN, 6), vec![])
-        .key(varied_text(MAX_KEY_LEN, 7))
-        .unique(varied_text(MAX_KEY_LEN, 8), OnConflict::Error);
-    let id = store
-        .enqueue(job.clone())
-        .await
-        .expect("names at their limits");
-    let claimed = claim_one(store, &queue).await;
-    assert_eq!(
-        (&claimed.kind, &claimed.key, claimed.claim.id),
-        (&job.kind, &job.key, id)
-    );
-    let info = store.get(id).await.expect("get").expect("stored");
-    assert_eq!(info.unique_key, job.unique_key);
-}
-
-/// `len` bytes of letters and digits from a small generator seeded with `seed`: text that
-/// does not compress.
-fn varied_text(len: usize, seed: u64) -> String {
-    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            char::from(ALPHABET[(x % ALPHABET.len() as u64) as usize])
-        })
-        .collect()
 }
 
 /// A claim returns at most `max` jobs, only of its queue.
@@ -2190,151 +2088,5 @@ pub async fn graceful_shutdown_loses_nothing<B: Backend>(store: &Arc<B>, clock: 
             JobStatus::Succeeded,
             "job {id} finished"
         );
-    }
-}
-
-/// A queue name no job can have (empty, longer than [`MAX_NAME_LEN`], or holding NUL) is
-/// refused with [`BackendError::Invalid`] wherever a call names one queue or filters by
-/// one, by every store alike, and the refusal changes nothing: a worker polling a queue it
-/// misspelled learns so at once instead of claiming nothing forever, and an operator's
-/// filter cannot match differently on two stores.
-pub async fn impossible_queue_names_are_refused<B: Backend>(store: &B, _clock: &ManualClock) {
-    let first = store.enqueue(new_job("named")).await.expect("enqueue");
-    let second = store.enqueue(new_job("named")).await.expect("enqueue");
-    let job = claim_one(store, "named").await;
-    assert_eq!(job.claim.id, first);
-    let too_long = varied_text(MAX_NAME_LEN + 1, 9);
-    for name in ["", "a\0b", too_long.as_str()] {
-        let refused = |what: &str, answer: Result<(), BackendError>| match answer {
-            Err(BackendError::Invalid(_)) => {}
-            other => panic!("{what} of the queue {name:?} answered {other:?}"),
-        };
-        let optional = |what: &str, answer: Result<(), BackendError>| match answer {
-            Err(BackendError::Invalid(_) | BackendError::Unsupported(_)) => {}
-            other => panic!("{what} of the queue {name:?} answered {other:?}"),
-        };
-        refused("claim", store.claim(name, 10, LEASE).await.map(drop));
-        let both = store
-            .settle_and_claim(Vec::new(), name, 10, LEASE)
-            .await
-            .expect("settle and claim");
-        refused("the claim of settle_and_claim", both.claimed.map(drop));
-        refused("rescue", store.rescue(name).await.map(drop));
-        refused("live_counts", store.live_counts(name).await.map(drop));
-        refused(
-            "list",
-            store
-                .list(ListFilter::default().queue(name))
-                .await
-                .map(drop),
-        );
-        let purge = Purge {
-            queue: Some(name.to_owned()),
-            status: None,
-        };
-        refused("purge", store.purge(purge).await.map(drop));
-        let revive = ReviveTarget::AllDead {
-            queue: Some(name.to_owned()),
-        };
-        refused("revive", store.revive(revive).await.map(drop));
-        optional(
-            "hold_retries",
-            store.hold_retries(name, MAX_MILLIS).await.map(drop),
-        );
-        optional("remove_queue", store.remove_queue(name).await.map(drop));
-    }
-    // Nothing moved: one job still runs, the other still waits.
-    assert_eq!(status(store, first).await, JobStatus::Running);
-    assert_eq!(status(store, second).await, JobStatus::Scheduled);
-    store.complete(job.claim).await.expect("complete");
-    assert_eq!(claim_one(store, "named").await.claim.id, second);
-}
-
-/// A call carrying more than [`MAX_CALL_BYTES`] of payload and metadata (one job's, or a
-/// batch's together) is refused whole with [`BackendError::Invalid`] and the same message
-/// on every store, before anything is sent or stored: not a lost connection that a caller
-/// would retry for ever.
-pub async fn oversized_calls_are_refused_whole<B: Backend>(store: &B, _clock: &ManualClock) {
-    let refused = |what: &str, answer: Result<Vec<JobId>, BackendError>| match answer {
-        Err(BackendError::Invalid(m)) if m.contains(&format!("at most {MAX_CALL_BYTES}")) => {}
-        other => panic!("{what}: answered {:?}", other.map_err(|e| e.to_string())),
-    };
-    let payload = |len: usize| NewJob::new("big", "test", vec![7; len]);
-    refused(
-        "one payload a byte too large",
-        store
-            .enqueue(payload(MAX_CALL_BYTES + 1))
-            .await
-            .map(|id| vec![id]),
-    );
-    refused(
-        "a payload whose metadata takes it past the limit",
-        store
-            .enqueue(payload(MAX_CALL_BYTES - 4).meta("m", "0123"))
-            .await
-            .map(|id| vec![id]),
-    );
-    let batch = vec![
-        new_job("big"),
-        payload(MAX_CALL_BYTES / 2),
-        payload(MAX_CALL_BYTES / 2),
-    ];
-    refused(
-        "a batch too large together",
-        store.enqueue_many(batch).await,
-    );
-    let listed = store.list(ListFilter::default()).await.expect("list");
-    assert!(listed.is_empty(), "a refused call stores nothing");
-    // The store goes on as before.
-    let id = store.enqueue(new_job("big")).await.expect("enqueue");
-    assert_eq!(claim_one(store, "big").await.claim.id, id);
-}
-
-/// A failure is recorded whatever its handler wrote: a NUL character in the message is kept
-/// as U+FFFD (PostgreSQL refused the whole settlement before, leaving every job of the
-/// batch running, to run again and fail the same way), and a message past
-/// [`MAX_ERROR_LEN`](crate::MAX_ERROR_LEN) is cut ([`Failure::stored_message`]), on every
-/// store alike; the other entries of the batch settle as usual.
-pub async fn failure_messages_are_always_recorded<B: Backend>(store: &B, _clock: &ManualClock) {
-    use crate::job::MAX_ERROR_LEN;
-    let at_limit = "e".repeat(MAX_ERROR_LEN);
-    let over = format!("{}{}", "é".repeat(MAX_ERROR_LEN / 2), "tail");
-    for (message, kept) in [
-        (
-            "bad\0byte\0".to_owned(),
-            "bad\u{FFFD}byte\u{FFFD}".to_owned(),
-        ),
-        (at_limit.clone(), at_limit),
-        (
-            over.clone(),
-            Failure::retryable(over).stored_message().into_owned(),
-        ),
-    ] {
-        store
-            .enqueue_many(vec![new_job("msg"), new_job("msg")])
-            .await
-            .expect("enqueue");
-        let jobs = store.claim("msg", 2, LEASE).await.expect("claim");
-        let batch = vec![
-            Finished::new(&jobs[0], Err(Failure::retryable(message))),
-            Finished::new(&jobs[1], Ok(())),
-        ];
-        let answers = store.settle(batch).await.expect("settle");
-        assert!(
-            matches!(answers[0], Ok(Settled::Retry { .. })),
-            "{:?}",
-            answers[0]
-        );
-        assert_eq!(answers[1].as_ref().ok(), Some(&Settled::Succeeded));
-        let info = store
-            .get(jobs[0].claim.id)
-            .await
-            .expect("get")
-            .expect("job");
-        assert_eq!(info.status(), JobStatus::Retrying);
-        let stored = info.last_error.expect("the message is kept");
-        assert!(stored.len() <= MAX_ERROR_LEN, "{} bytes kept", stored.len());
-        assert_eq!(stored, kept);
-        store.purge(Purge::default()).await.expect("purge");
     }
 }

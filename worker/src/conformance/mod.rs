@@ -35,6 +35,8 @@ mod held;
 pub mod keep;
 pub mod live;
 pub mod pause;
+pub mod refusals;
+mod support;
 pub mod sweep;
 
 pub use held::held_leases;
