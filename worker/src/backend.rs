@@ -478,8 +478,10 @@ pub trait Backend: Send + Sync + 'static {
 
     /// Deletes the finished jobs `retention` no longer keeps (succeeded jobs that finished,
     /// and dead jobs that died, longer ago than their ages; an age of `None` keeps that
-    /// outcome); returns how many. Never touches a live job. A store may delete in steps
-    /// (each its own transaction); a failure part way leaves the rest for the next prune.
+    /// outcome); returns how many. Never touches a live job, nor a dead job that jobs are
+    /// blocked on (deleting it would leave them blocked for good; it goes with the first
+    /// prune after they are gone). A store may delete in steps (each its own transaction); a
+    /// failure part way leaves the rest for the next prune.
     ///
     /// A bare [`Duration`] converts into a [`Retention`] that keeps both outcomes for as
     /// long: `store.prune(age.into())`.

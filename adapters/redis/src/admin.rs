@@ -366,41 +366,120 @@ impl RedisBackend {
             return Ok(0);
         }
         let now = self.now();
-        let (succeeded, dead) = retention.cutoffs(now);
-        let cutoff = |c: Option<u64>| c.map_or(Vec::new(), |c| ms(c).into_bytes());
-        let batch = self.inner.options.batch.max(1);
+        let cutoffs = retention.cutoffs(now);
         let mut deleted = 0;
         for queue in self.queue_names().await? {
-            // Whether this prune may still start a walk over the queue's dead jobs (once).
-            let mut may_walk = true;
-            loop {
-                let reply = self
-                    .run(Call::new(
-                        &self.inner.scripts.prune,
-                        self.inner.keys.queue_base(&queue),
-                        vec![
-                            ms(now).into_bytes(),
-                            cutoff(succeeded),
-                            cutoff(dead),
-                            batch.to_string().into_bytes(),
-                            if may_walk {
-                                b"1".to_vec()
-                            } else {
-                                b"0".to_vec()
-                            },
-                        ],
-                    ))
-                    .await?;
-                let fields = record::array(&reply);
-                let flag = |i: usize| fields.get(i).and_then(number) == Some(1);
-                let (more, walked) = (flag(0), flag(1));
-                deleted += fields.len().saturating_sub(2) as u64;
-                may_walk &= !walked;
-                if !more {
-                    break;
-                }
+            let (n, held) = self.prune_queue(&queue, now, cutoffs, true).await?;
+            deleted += n;
+            // Dead jobs kept for dependents of other queues: drop the registrations whose
+            // jobs no longer wait (purged since), then prune once more what that freed.
+            if self.forget_stale_dependents(&queue, held).await? {
+                deleted += self.prune_queue(&queue, now, cutoffs, false).await?.0;
             }
         }
         Ok(deleted)
+    }
+
+    /// Runs `prune.lua` on `queue` until it has looked at every candidate; returns how many
+    /// jobs went and, for the dead jobs kept because jobs of other queues are registered as
+    /// waiting for them, each `(job, '<queue>\n<id>')` registration.
+    async fn prune_queue(
+        &self,
+        queue: &str,
+        now: u64,
+        (succeeded, dead): (Option<u64>, Option<u64>),
+        mut may_walk: bool,
+    ) -> Result<(u64, Vec<(JobId, String)>), BackendError> {
+        let cutoff = |c: Option<u64>| c.map_or(Vec::new(), |c| ms(c).into_bytes());
+        let batch = self.inner.options.batch.max(1);
+        let mut deleted = 0;
+        let mut skip = 0u64;
+        let mut held = Vec::new();
+        loop {
+            let reply = self
+                .run(Call::new(
+                    &self.inner.scripts.prune,
+                    self.inner.keys.queue_base(queue),
+                    vec![
+                        ms(now).into_bytes(),
+                        cutoff(succeeded),
+                        cutoff(dead),
+                        batch.to_string().into_bytes(),
+                        if may_walk {
+                            b"1".to_vec()
+                        } else {
+                            b"0".to_vec()
+                        },
+                        skip.to_string().into_bytes(),
+                    ],
+                ))
+                .await?;
+            let fields = record::array(&reply);
+            let at = |i: usize| fields.get(i).and_then(number).unwrap_or(0);
+            let (more, walked, kept, n) = (at(0) == 1, at(1) == 1, at(2), at(3));
+            deleted += n;
+            skip += kept;
+            let pairs = fields.get(4 + n as usize..).unwrap_or_default();
+            for pair in pairs.chunks_exact(2) {
+                if let (Some(id), Some(entry)) = (number(&pair[0]), record::text(&pair[1])) {
+                    held.push((JobId(id), entry));
+                }
+            }
+            may_walk &= !walked;
+            if !more {
+                return Ok((deleted, held));
+            }
+        }
+    }
+
+    /// Drops the registrations `(dependency, '<queue>\n<id>')` of `queue`'s dead jobs whose
+    /// dependent no longer waits for them in its own queue; returns whether it dropped any.
+    async fn forget_stale_dependents(
+        &self,
+        queue: &str,
+        held: Vec<(JobId, String)>,
+    ) -> Result<bool, BackendError> {
+        let mut dropped = false;
+        for (dep, entry) in held {
+            let Some((their_queue, id)) = entry.split_once('\n') else {
+                continue;
+            };
+            if self.still_waits(their_queue, id, dep).await? {
+                continue;
+            }
+            let forget = vec![
+                b"forget".to_vec(),
+                dep.0.to_string().into_bytes(),
+                entry.clone().into_bytes(),
+            ];
+            self.run(
+                Call::new(
+                    &self.inner.scripts.depend,
+                    self.inner.keys.queue_base(queue),
+                    forget,
+                )
+                .acknowledged(),
+            )
+            .await?;
+            dropped = true;
+        }
+        Ok(dropped)
+    }
+
+    /// Whether job `id` of `queue` is blocked on `dep`.
+    async fn still_waits(&self, queue: &str, id: &str, dep: JobId) -> Result<bool, BackendError> {
+        let args = vec![
+            b"waits".to_vec(),
+            dep.0.to_string().into_bytes(),
+            id.as_bytes().to_vec(),
+        ];
+        let reply = self
+            .run(Call::new(
+                &self.inner.scripts.depend,
+                self.inner.keys.queue_base(queue),
+                args,
+            ))
+            .await?;
+        Ok(number(&reply) == Some(1))
     }
 }

@@ -1278,6 +1278,60 @@ async fn finish_one<B: Backend>(store: &B, queue: &str, succeed: bool) -> JobId 
     id
 }
 
+/// A dead job that other jobs wait for is kept by `prune` while they wait, whatever its
+/// age (deleting it would leave them blocked for good: reviving it is what releases them);
+/// once the last of them is gone, the next prune deletes it. Jobs of its own queue and of
+/// another count alike.
+pub async fn prune_keeps_a_dead_job_others_wait_for<B: Backend>(store: &B, clock: &ManualClock) {
+    let once = RetryPolicy::new(0);
+    let dep = store
+        .enqueue(new_job("pk").retry(once.clone()))
+        .await
+        .expect("enqueue");
+    let lone = store
+        .enqueue(new_job("pk").retry(once))
+        .await
+        .expect("enqueue");
+    for (queue, _) in [("pk", ()), ("pk-other", ())] {
+        store
+            .enqueue(new_job(queue).after(dep))
+            .await
+            .expect("enqueue a dependent");
+    }
+    for id in [dep, lone] {
+        let job = claim_one(store, "pk").await;
+        assert_eq!(job.claim.id, id);
+        store
+            .fail(&job, Failure::retryable("down"))
+            .await
+            .expect("fail");
+        assert_eq!(status(store, id).await, JobStatus::Dead);
+    }
+    clock.advance(Duration::from_secs(60));
+    let retention = Retention::finished(Duration::from_secs(1));
+    assert_eq!(
+        store.prune(retention).await.expect("prune"),
+        1,
+        "only the dead job nobody waits for goes"
+    );
+    assert!(store.get(lone).await.expect("get").is_none());
+    assert_eq!(status(store, dep).await, JobStatus::Dead);
+    let blocked = |queue: &str| Purge {
+        queue: Some(queue.to_owned()),
+        status: Some(JobStatus::Blocked),
+    };
+    assert_eq!(store.purge(blocked("pk")).await.expect("purge"), 1);
+    assert_eq!(
+        store.prune(retention).await.expect("prune"),
+        0,
+        "a job of another queue still waits"
+    );
+    assert_eq!(status(store, dep).await, JobStatus::Dead);
+    assert_eq!(store.purge(blocked("pk-other")).await.expect("purge"), 1);
+    assert_eq!(store.prune(retention).await.expect("prune"), 1);
+    assert!(store.get(dep).await.expect("get").is_none());
+}
+
 /// A prune keeps each outcome for its own age: succeeded and dead jobs go at different
 /// times, an outcome kept for good is never deleted however old, a retention that keeps
 /// everything deletes nothing, and a revived job is live again (never pruned). The status

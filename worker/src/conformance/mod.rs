@@ -187,6 +187,7 @@ macro_rules! conformance_tests {
             purge_spares_running_jobs,
             prune_deletes_old_finished_jobs,
             prune_keeps_each_outcome_for_its_own_age,
+            prune_keeps_a_dead_job_others_wait_for,
             remove_queue_only_when_it_has_no_live_jobs,
             wait_for_jobs_returns,
             settle_applies_each_entry_on_its_own,

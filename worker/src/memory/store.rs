@@ -1466,7 +1466,10 @@ impl Store {
             let expired = record
                 .finished_at()
                 .is_some_and(|at| expired_at(cutoffs, record.status(), at));
-            if !expired {
+            // A dead job others wait for stays while they wait: deleting it would leave them
+            // blocked for good (its revival is what releases them).
+            let waited_for = || dependents.get(&id).is_some_and(|w| !w.is_empty());
+            if !expired || (record.status() == JobStatus::Dead && waited_for()) {
                 return true;
             }
             Self::forget_finished(id, record, unique, dependents, changed);

@@ -109,7 +109,8 @@ SELECT count(*) FROM gone
 /// they are kept) nor every dead job kept. A `NULL` cutoff turns its lookup off before it
 /// reads anything (a one-time filter). The ids go to the delete as an array, so that it
 /// reaches each row by its primary key whatever the archive's size; the delete checks each
-/// row's outcome and cutoff again.
+/// row's outcome and cutoff again. A dead job that a live job depends on (a job blocked on
+/// it) is kept while that job waits: `jobs_blocked` indexes `depends_on`.
 pub(super) const PRUNE: &str = r#"
 WITH gone AS (
     DELETE FROM fairq.archive
@@ -120,10 +121,12 @@ WITH gone AS (
         UNION ALL
         (SELECT x.id FROM fairq.archive x
          WHERE $2::int8 IS NOT NULL AND x.state = 'dead' AND x.finished_at <= $2::int8
+           AND NOT EXISTS (SELECT 1 FROM fairq.jobs w WHERE w.depends_on = x.id)
          LIMIT $3)
         LIMIT $3))
       AND ((state = 'succeeded' AND finished_at <= $1::int8)
-           OR (state = 'dead' AND finished_at <= $2::int8))
+           OR (state = 'dead' AND finished_at <= $2::int8
+               AND NOT EXISTS (SELECT 1 FROM fairq.jobs w WHERE w.depends_on = archive.id)))
     RETURNING queue, state, attempts, failures, runs_ms
 ),
 FOLD

@@ -15,22 +15,40 @@
 -- 3. With a dead cutoff: the entries of `dead_at` at or before it; each dead job is deleted.
 -- An entry whose job is gone is cleaned up, and one whose job is no longer finished (an older
 -- version revived it without knowing `dead_at`) is dropped from the index: never deleted.
+-- A dead job that jobs wait for (blocked on it) is kept, in `dead_at`: those of its own queue
+-- are in `deps:<id>`; those of other queues are registered in `xdeps:<id>`, where an entry
+-- stays when its job is purged, so the call returns them for the caller to check in their
+-- queues (dropping stale ones with depend.lua's 'forget' before pruning again).
 -- ARGV: now, succeeded cutoff ('' keeps succeeded jobs), dead cutoff ('' keeps dead jobs),
--- limit, walk ('1' when a walk may start).
--- Returns {more, walked, deleted ids...}: more is 1 when the call used its whole budget (call
--- again), walked is 1 when the call decided whether to start a walk (the caller then allows
--- no other start in this prune, so a prune walks `st:dead` at most once from the start).
+-- limit, walk ('1' when a walk may start), skip (the entries of `dead_at` up to the cutoff
+-- that earlier calls of this prune kept: step 3 starts after them).
+-- Returns {more, walked, kept, n, n deleted ids..., then id, dependent pairs}: more is 1 when
+-- the call used its whole budget (call again), walked is 1 when the call decided whether to
+-- start a walk (the caller then allows no other start in this prune, so a prune walks
+-- `st:dead` at most once from the start), kept counts the dead jobs step 3 kept because jobs
+-- wait for them, and each pair names a kept job and a registered dependent of another queue.
 local now, cs, cd = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local budget, may_walk = tonumber(ARGV[4]), ARGV[5] == '1'
+local skip = tonumber(ARGV[6]) or 0
 local deleted = {}
 local walked = 0
+local kept = 0
+local held = {}
+
+-- Whether jobs wait for dead job `id`, and its registered dependents in other queues.
+local function waited_on(id)
+  if redis.call('SCARD', k('deps:' .. id)) > 0 then return true, {} end
+  local others = redis.call('SMEMBERS', k('xdeps:' .. id))
+  return #others > 0, others
+end
 
 if cs then
   local entries = redis.call('ZRANGEBYSCORE', k('finished'), '-inf', cs, 'WITHSCORES', 'LIMIT', 0, budget)
   for i = 1, #entries, 2 do
     local id, at = entries[i], entries[i + 1]
     local state = redis.call('HGET', jk(id), 'state')
-    if state == 'succeeded' or (state == 'dead' and cd and tonumber(at) <= cd) then
+    if state == 'succeeded'
+      or (state == 'dead' and cd and tonumber(at) <= cd and not waited_on(id)) then
       delete_job(id)
       deleted[#deleted + 1] = id
     elseif state == 'dead' then
@@ -81,10 +99,18 @@ if cd and budget > 0 then
 end
 
 if cd and budget > 0 then
-  local ids = redis.call('ZRANGEBYSCORE', k('dead_at'), '-inf', cd, 'LIMIT', 0, budget)
+  local ids = redis.call('ZRANGEBYSCORE', k('dead_at'), '-inf', cd, 'LIMIT', skip, budget)
   for _, id in ipairs(ids) do
     local state = redis.call('HGET', jk(id), 'state')
-    if state == 'dead' then
+    local waited, others = false, {}
+    if state == 'dead' then waited, others = waited_on(id) end
+    if waited then
+      kept = kept + 1
+      for _, other in ipairs(others) do
+        held[#held + 1] = id
+        held[#held + 1] = other
+      end
+    elseif state == 'dead' then
       delete_job(id)
       deleted[#deleted + 1] = id
     elseif not state then
@@ -99,6 +125,7 @@ end
 flush()
 local more = 0
 if budget <= 0 then more = 1 end
-local reply = {more, walked}
-for i = 1, #deleted do reply[i + 2] = deleted[i] end
+local reply = {more, walked, kept, #deleted}
+for i = 1, #deleted do reply[#reply + 1] = deleted[i] end
+for i = 1, #held do reply[#reply + 1] = held[i] end
 return reply
