@@ -577,7 +577,8 @@ pub const MAX_ERROR_LEN: usize = 16 << 10;
 /// Room kept at the end of a cut message for the note saying so.
 const CUT_NOTE_ROOM: usize = 64;
 
-/// The longest prefix of `text` of at most `max` bytes that ends on a character boundary.
+/// The longest prefix of `text` of at most `max` bytes that ends on a character boundary
+/// (`str::floor_char_boundary`, which needs Rust 1.91; the workspace supports 1.85).
 fn prefix(text: &str, max: usize) -> &str {
     let mut end = max.min(text.len());
     while !text.is_char_boundary(end) {

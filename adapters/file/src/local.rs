@@ -15,7 +15,7 @@ use fairq_worker::memory::store::Store;
 use fairq_worker::{
     Backend, BackendError, Claim, Each, Finished, Job, JobId, JobInfo, ListFilter, LiveCounts,
     NewJob, Purge, QueueStats, Random, ReviveTarget, Settled, SettledAndClaimed, StatusCounts,
-    check_call_size, check_hold_until, check_queue_name,
+    check_hold_until, check_queue_name,
 };
 
 use crate::error::{FileError, is_disk_full};
@@ -361,8 +361,6 @@ impl Backend for Local {
     }
 
     async fn enqueue_many(&self, jobs: Vec<NewJob>) -> Result<Vec<JobId>, BackendError> {
-        // Before the lock, to refuse a call too large for one frame without holding others up.
-        check_call_size(&jobs)?;
         self.change(Persist::Durable, |st, now, _| {
             st.store.enqueue_many(jobs, now)
         })

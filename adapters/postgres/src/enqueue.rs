@@ -133,7 +133,9 @@ impl Producer {
         client: &C,
         jobs: Vec<NewJob>,
     ) -> Result<Vec<JobId>, BackendError> {
-        enqueue_batch(&Plain(client), &self.sql, jobs, self.clock.now()).await
+        let now = self.clock.now();
+        validate(&jobs, now)?;
+        enqueue_batch(&Plain(client), &self.sql, jobs, now).await
     }
 }
 
@@ -150,10 +152,11 @@ impl Default for Producer {
     }
 }
 
-/// Rejects what the store cannot hold, with the same messages as every store
-/// ([`NewJob::check`]).
-pub(crate) fn validate(job: &NewJob, now: Millis) -> Result<(), BackendError> {
-    job.check(now).map(drop)
+/// Rejects a batch the store cannot hold, with the same messages as every store
+/// ([`check_call_size`], [`NewJob::check`]), before anything is sent.
+pub(crate) fn validate(jobs: &[NewJob], now: Millis) -> Result<(), BackendError> {
+    check_call_size(jobs)?;
+    jobs.iter().try_for_each(|job| job.check(now).map(drop))
 }
 
 /// Which dependencies block: `true` for an unfinished or dead dependency, `false` for one
@@ -281,8 +284,8 @@ async fn insert_batch(
         .map_err(|e| db(e, sql.schema.as_str()))
 }
 
-/// Inserts a batch (see the `ENQUEUE` statement, and `ENQUEUE_ONE` for a single job without
-/// a unique key); ids in order.
+/// Inserts a batch that [`validate`] passed (see the `ENQUEUE` statement, and `ENQUEUE_ONE`
+/// for a single job without a unique key); ids in order.
 pub(crate) async fn enqueue_batch(
     db_: &dyn Exec,
     sql: &Sql,
@@ -293,10 +296,6 @@ pub(crate) async fn enqueue_batch(
         return Ok(Vec::new());
     }
     let schema = sql.schema.as_str();
-    check_call_size(&jobs)?;
-    for job in &jobs {
-        validate(job, now)?;
-    }
     let blocking = resolve_dependencies(db_, sql, &jobs).await?;
     let rows = match enqueue_one::lone(&jobs) {
         Some(job) => enqueue_one::insert(db_, sql, job, blocked(job, &blocking), now).await?,
@@ -420,10 +419,7 @@ impl Core {
             return Ok(Vec::new());
         }
         let now = self.now();
-        check_call_size(&jobs)?;
-        for job in &jobs {
-            validate(job, now)?;
-        }
+        validate(&jobs, now)?;
         let mut client = self.client().await?;
         // A job with a dependency may be ready too (its dependency may have succeeded).
         let ready_queues: BTreeSet<&str> = jobs
