@@ -1292,7 +1292,7 @@ pub async fn prune_keeps_a_dead_job_others_wait_for<B: Backend>(store: &B, clock
         .enqueue(new_job("pk").retry(once))
         .await
         .expect("enqueue");
-    for (queue, _) in [("pk", ()), ("pk-other", ())] {
+    for queue in ["pk", "pk-other"] {
         store
             .enqueue(new_job(queue).after(dep))
             .await
