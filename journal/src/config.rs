@@ -285,7 +285,10 @@ pub struct JournalConfig {
     pub segment_size: u64,
     /// When puts are made durable (default [`SyncPolicy::Group`]).
     pub sync: SyncPolicy,
-    /// Largest accepted item payload in bytes (default 16 MiB).
+    /// Largest accepted item payload in bytes (default 16 MiB). At most
+    /// [`MAX_PAYLOAD_LEN`](crate::format::MAX_PAYLOAD_LEN) (4 GiB less 28 bytes, what a
+    /// record's length field can say): opening refuses more with
+    /// [`JournalError::InvalidConfig`](crate::JournalError::InvalidConfig).
     pub max_item_size: usize,
     /// A reader whose position changed (by a commit, or by skipping expired items) writes its
     /// checkpoint on its next call once this much time passed since its last checkpoint

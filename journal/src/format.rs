@@ -38,6 +38,12 @@ pub const RECORD_HEADER_LEN: usize = 36;
 const RECORD_PREFIX_LEN: usize = 8;
 /// Size of the fixed part of a record body (kind, flags, reserved, id, times).
 const BODY_FIXED_LEN: usize = RECORD_HEADER_LEN - RECORD_PREFIX_LEN;
+/// The largest payload a record can hold: its body's length is a 32-bit field.
+///
+/// ```
+/// assert_eq!(fairq_journal::format::MAX_PAYLOAD_LEN, u32::MAX as usize - 28);
+/// ```
+pub const MAX_PAYLOAD_LEN: usize = u32::MAX as usize - BODY_FIXED_LEN;
 /// Flag bit: the record carries an expiry time.
 const FLAG_HAS_EXPIRY: u8 = 0b0000_0001;
 
@@ -206,7 +212,7 @@ impl Record<'_> {
 ///
 /// # Panics
 ///
-/// Never for payloads below 4 GiB - 28 bytes; the queue refuses larger items before encoding.
+/// Never for payloads up to [`MAX_PAYLOAD_LEN`]; the queue refuses a `max_item_size` above it.
 ///
 /// ```
 /// use fairq_journal::format::{encode_record, Record, RecordKind};

@@ -140,6 +140,17 @@ fn read_checkpoint(
         },
         None => None,
     };
+    // An id no item can have (the journal never gives out the last one) makes the
+    // checkpoint as unusable as a bad checksum would.
+    let checkpoint = checkpoint.filter(|cp| {
+        let usable = cp.head < u64::MAX
+            && cp.done.iter().all(|&id| id < u64::MAX)
+            && cp.errors.iter().all(|&(id, _)| id < u64::MAX);
+        if !usable {
+            tracing::warn!(path = %path.display(), "checkpoint names an item id out of range; the reader restarts from the oldest item");
+        }
+        usable
+    });
     let has_checkpoint = checkpoint.is_some();
     let cp = checkpoint.unwrap_or_default();
     Ok(Restored {
@@ -271,6 +282,17 @@ pub(crate) fn open(
             ),
         });
     }
+    if config.max_item_size > crate::format::MAX_PAYLOAD_LEN {
+        // A record's length is a 32-bit field: a larger item's would wrap, and the record
+        // would read back as damage.
+        return Err(JournalError::InvalidConfig {
+            reason: format!(
+                "max_item_size {} is more than a record can hold ({} bytes)",
+                config.max_item_size,
+                crate::format::MAX_PAYLOAD_LEN
+            ),
+        });
+    }
     if config.mapped_writes && config.sync.is_durable_on_put() {
         return Err(JournalError::InvalidConfig {
             reason: format!(
@@ -373,7 +395,10 @@ pub(crate) fn open(
     }
 
     let Scan {
-        mut sealed, last, ..
+        mut sealed,
+        last,
+        unsynced_sealed,
+        ..
     } = scan;
     let (seg_id, file, offset) = if read_only {
         // The newest segment stays the "open" one; readers stop at its last valid record.
@@ -403,6 +428,13 @@ pub(crate) fn open(
         off: offset,
     };
 
+    let mut writer = Writer::new(seg_id, file, offset, next_id);
+    // A previous run's puts into segments it sealed without a sync may still be only in
+    // the page cache: the next sync (`sync()`, `close()`, a periodic one) makes them durable.
+    writer.unsynced_sealed = unsynced_sealed
+        .into_iter()
+        .filter(|s| !read_only && sealed.contains_key(s))
+        .collect();
     let mut segs: BTreeMap<u64, Option<Sealed>> =
         sealed.into_iter().map(|(k, v)| (k, Some(v))).collect();
     segs.insert(seg_id, None);
@@ -448,7 +480,7 @@ pub(crate) fn open(
         name: name.to_string(),
         dir: dir.to_path_buf(),
         config,
-        writer: proto::Mutex::new(Writer::new(seg_id, file, offset, next_id)),
+        writer: proto::Mutex::new(writer),
         written_cv: proto::Condvar::new(),
         stepped_down: proto::AtomicU64::new(next_id.wrapping_sub(1)),
         failures_kept: proto::AtomicBool::new(false),

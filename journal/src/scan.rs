@@ -49,6 +49,9 @@ pub(crate) struct Scan {
     pub(crate) torn_last: Option<u64>,
     pub(crate) first_id: Option<u64>,
     pub(crate) last_id: Option<u64>,
+    /// Segments sealed without a sync, as the next segment's header says: what they hold
+    /// may still be only in the page cache, so the next sync of the journal covers them.
+    pub(crate) unsynced_sealed: Vec<u64>,
 }
 
 fn corrupt(path: &Path, offset: usize, reason: impl Into<String>) -> JournalError {
@@ -116,7 +119,11 @@ pub(crate) fn scan(
         let path = dir.join(segment_name(queue, seg));
         let data = storage.read_all(&path).map_err(io_err(&path))?;
         match decode_segment_header(&data) {
-            Ok(h) if h.segment_id == seg => {}
+            Ok(h) if h.segment_id == seg => {
+                if h.prev_unsynced && i > 0 {
+                    out.unsynced_sealed.push(seg_ids[i - 1]);
+                }
+            }
             Ok(h) => {
                 return Err(corrupt(
                     &path,
@@ -153,6 +160,14 @@ pub(crate) fn scan(
         let mut has_records = false;
         while off < data.len() {
             match decode_record(&data[off..]) {
+                // The journal never gives out the last id (the next one would not exist).
+                Ok((rec, _)) if rec.id == u64::MAX => {
+                    return Err(corrupt(
+                        &path,
+                        off,
+                        format!("item id {} is out of range", rec.id),
+                    ));
+                }
                 Ok((rec, n)) if out.last_id.is_none_or(|p| rec.id > p) => {
                     let pos = Pos {
                         seg,

@@ -761,3 +761,64 @@ fn a_power_loss_at_any_step_of_the_first_named_readers_creation_loses_no_item() 
         "no crash point left a checkpoint without a registry"
     );
 }
+
+#[test]
+fn a_record_with_the_last_possible_id_is_corruption() {
+    // The journal never gives out `u64::MAX` (no id would follow it): a record claiming it,
+    // however well checksummed, is damage, not an id to continue from.
+    use fairq_journal::format::{encode_record, Record, RecordKind};
+    let dir = filled(2);
+    let last = segments(dir.path()).pop().unwrap();
+    let mut rec = Vec::new();
+    encode_record(
+        &Record {
+            kind: RecordKind::Item,
+            id: u64::MAX,
+            added_at_ms: 1,
+            expires_at_ms: None,
+            payload: b"forged",
+        },
+        &mut rec,
+    );
+    let mut bytes = std::fs::read(&last).unwrap();
+    bytes.extend_from_slice(&rec);
+    std::fs::write(&last, bytes).unwrap();
+    match open_all(dir.path()) {
+        Err(JournalError::Corrupt { path, reason, .. }) => {
+            assert_eq!(path, last);
+            assert!(reason.contains("out of range"), "{reason}");
+        }
+        other => panic!("expected Corrupt, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_checkpoint_naming_the_last_possible_id_is_set_aside() {
+    use fairq_journal::checkpoint::{encode_checkpoint, Checkpoint};
+    for forged in [
+        Checkpoint {
+            head: 1,
+            done: vec![u64::MAX],
+            ..Checkpoint::default()
+        },
+        Checkpoint {
+            head: 1,
+            errors: vec![(u64::MAX, 1)],
+            ..Checkpoint::default()
+        },
+        Checkpoint {
+            head: u64::MAX,
+            ..Checkpoint::default()
+        },
+    ] {
+        let dir = filled(2);
+        std::fs::write(dir.path().join("q.cp.r"), encode_checkpoint(&forged)).unwrap();
+        // The reader starts again from the oldest item, as with any unusable checkpoint,
+        // and new items still get ids.
+        assert_eq!(open_all(dir.path()).unwrap(), vec![vec![0; 8], vec![1; 8]]);
+        let q = JournaledQueue::open(dir.path(), "q", cfg(40)).unwrap();
+        q.put(b"next").unwrap();
+        q.close().unwrap();
+        assert_eq!(open_all(dir.path()).unwrap(), vec![b"next".to_vec()]);
+    }
+}

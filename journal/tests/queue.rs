@@ -318,6 +318,36 @@ fn segments_rotate_and_are_deleted_only_after_every_reader_passed() {
 }
 
 #[test]
+fn a_max_item_size_beyond_what_a_record_can_hold_is_refused() {
+    // A record's length is a 32-bit field: a larger item's length would wrap and the item,
+    // acknowledged, would read back as damage.
+    use fairq_journal::format::MAX_PAYLOAD_LEN;
+    for size in [MAX_PAYLOAD_LEN + 1, usize::MAX] {
+        let dir = tempfile::tempdir().unwrap();
+        let config = JournalConfig {
+            max_item_size: size,
+            ..cfg()
+        };
+        match JournaledQueue::open(dir.path(), "q", config) {
+            Err(JournalError::InvalidConfig { reason }) => {
+                assert!(
+                    reason.contains(&format!("max_item_size {size}")),
+                    "{reason}"
+                )
+            }
+            other => panic!("max_item_size {size}: expected InvalidConfig, got {other:?}"),
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let config = JournalConfig {
+        max_item_size: MAX_PAYLOAD_LEN,
+        ..cfg()
+    };
+    let q = JournaledQueue::open(dir.path(), "q", config).unwrap();
+    q.put(b"fits").unwrap();
+}
+
+#[test]
 fn a_segment_size_that_holds_no_record_is_refused() {
     // A segment's header takes 28 bytes: a segment_size up to that left every new segment
     // full at once, and the first put rotated for ever, creating empty segments.
@@ -758,6 +788,35 @@ fn never_policy_recovers_when_power_loss_tears_segments_sealed_without_sync() {
         q.close().unwrap();
     }
     assert!(torn_seen, "the simulated power losses never lost anything");
+}
+
+#[test]
+fn a_sync_after_reopening_covers_segments_an_earlier_run_sealed_without_sync() {
+    // Under `Never` a rotation seals a segment without syncing it; the process then dies
+    // (no close), leaving those puts in the page cache. `sync()` after reopening promises
+    // every put so far is durable, including those.
+    for seed in 0..20 {
+        let disk = SimDisk::new(seed);
+        let config = JournalConfig {
+            sync: SyncPolicy::Never,
+            segment_size: 120,
+            ..JournalConfig::on_sim(&disk)
+        };
+        let q = JournaledQueue::open("/j", "q", config.clone()).unwrap();
+        for i in 0..30u8 {
+            q.put(&[i; 40]).unwrap();
+        }
+        drop(q);
+        let q = JournaledQueue::open("/j", "q", config.clone()).unwrap();
+        q.sync().unwrap();
+        drop(q);
+        disk.crash();
+        let q = JournaledQueue::open("/j", "q", config).unwrap();
+        let got = drain(&q.reader("").unwrap());
+        let firsts: Vec<u8> = got.iter().map(|d| d[0]).collect();
+        assert_eq!(firsts, (0..30u8).collect::<Vec<_>>(), "seed {seed}");
+        q.close().unwrap();
+    }
 }
 
 #[test]
