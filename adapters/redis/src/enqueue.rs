@@ -115,6 +115,9 @@ impl RedisBackend {
         }
         let replies = join_all(calls.into_iter().map(|call| self.run(call))).await;
         let mut out = vec![JobId(0); jobs.len()];
+        // Positions answered with a job that held their unique key already (OnConflict::Ignore):
+        // nothing was enqueued there, so nothing is registered for them below.
+        let mut existing = vec![false; jobs.len()];
         let mut failure = None;
         for ((queue, chunk), reply) in chunks.iter().zip(replies) {
             let reply = match reply {
@@ -128,14 +131,15 @@ impl RedisBackend {
             match fields.first().and_then(text).as_deref() {
                 Some("ok") => {
                     for (slot, &i) in chunk.iter().enumerate() {
-                        let id = fields
+                        let (id, held) = fields
                             .get(slot + 1)
-                            .and_then(number)
+                            .and_then(enqueued_id)
                             .ok_or_else(|| corrupt("enqueue reply", format!("{reply:?}")))?;
                         self.inner
                             .highwater
                             .fetch_max(id >> QUEUE_BITS, Ordering::Relaxed);
                         out[i] = JobId(id);
+                        existing[i] = held;
                     }
                 }
                 Some("dup") => {
@@ -160,9 +164,13 @@ impl RedisBackend {
         // until the dependency's recheck; see maintain.lua.) A dependency deleted in between
         // (a success that was not kept, a prune, a purge) can release nobody: the dependent
         // is deleted again and the enqueue refused, as if the dependency had been gone
-        // before.
+        // before. A position answered with the job that already held its unique key made no
+        // job: that job does not depend on this one's dependency, and is left alone.
         let mut unknown = None;
         for (i, dep) in deps.iter().enumerate() {
+            if existing[i] {
+                continue;
+            }
             if let Dependency::Blocked(dep, dep_queue) = dep {
                 let queue = &jobs[i].queue;
                 match self
@@ -207,5 +215,31 @@ impl RedisBackend {
             "pending" => Ok(Dependency::Blocked(dep, dep_queue.to_string())),
             _ => Err(BackendError::UnknownDependency(dep)),
         }
+    }
+}
+
+/// One id of `enqueue.lua`'s reply: the id, and whether it is that of a job that held the
+/// position's unique key already (marked with a leading `=`) rather than one just enqueued.
+fn enqueued_id(value: &redis::Value) -> Option<(u64, bool)> {
+    let answer = text(value)?;
+    match answer.strip_prefix('=') {
+        Some(existing) => Some((existing.parse().ok()?, true)),
+        None => Some((answer.parse().ok()?, false)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::enqueued_id;
+    use redis::Value;
+
+    #[test]
+    fn ids_of_jobs_that_held_the_key_already_are_told_apart() {
+        let fresh = Value::BulkString(b"131073".to_vec());
+        let held = Value::BulkString(b"=65537".to_vec());
+        assert_eq!(enqueued_id(&fresh), Some((131_073, false)));
+        assert_eq!(enqueued_id(&held), Some((65_537, true)));
+        assert_eq!(enqueued_id(&Value::BulkString(b"=x".to_vec())), None);
+        assert_eq!(enqueued_id(&Value::Nil), None);
     }
 }

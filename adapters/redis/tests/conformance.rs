@@ -47,3 +47,19 @@ fn succeeded_jobs_are_deleted_and_still_counted() {
         )
     });
 }
+
+/// An enqueue answered with the job holding its unique key (`OnConflict::Ignore`) gives the
+/// dependency it names no dependent: its success is deleted like any other.
+#[test]
+fn an_ignored_duplicate_leaves_its_dependency_alone() {
+    if !common::available() {
+        return;
+    }
+    fairq_worker::conformance::run(common::RedisHarnessNotKeeping, |store, clock| {
+        Box::pin(
+            fairq_worker::conformance::keep::an_ignored_duplicate_leaves_its_dependency_alone(
+                store, clock,
+            ),
+        )
+    });
+}

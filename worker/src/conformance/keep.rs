@@ -1,6 +1,6 @@
 //! A store that does not keep succeeded jobs (`keep_succeeded(false)` on the stores that offer
-//! it): one check, for each such store's own tests on a store made that way, since the
-//! shared suite expects succeeded jobs to stay until pruned.
+//! it): checks for each such store's own tests on a store made that way, since the shared
+//! suite expects succeeded jobs to stay until pruned.
 //!
 //! ```ignore
 //! #[test]
@@ -149,4 +149,67 @@ pub async fn succeeded_jobs_are_deleted_and_still_counted<B: Backend>(
         .await
         .expect("the key is free again");
     assert_ne!(first, second);
+}
+
+/// An enqueue that [`OnConflict::Ignore`] answers with the job already holding its unique
+/// key changes nothing, as the reference store does: the job it would have made is not made,
+/// so the dependency it names, in another queue, gets no dependent. That dependency's
+/// success is then deleted like any other (a store that recorded a dependent for it would
+/// keep it), and the existing job is left as it was. Alone or in a batch.
+///
+/// ```ignore
+/// #[test]
+/// fn an_ignored_duplicate_leaves_its_dependency_alone() {
+///     fairq_worker::conformance::run(MyHarnessNotKeeping, |store, clock| {
+///         Box::pin(fairq_worker::conformance::keep::an_ignored_duplicate_leaves_its_dependency_alone(store, clock))
+///     });
+/// }
+/// ```
+pub async fn an_ignored_duplicate_leaves_its_dependency_alone<B: Backend>(
+    store: &B,
+    _clock: &ManualClock,
+) {
+    let holder = store
+        .enqueue(NewJob::new("ki", "k", vec![]).unique("held", OnConflict::Ignore))
+        .await
+        .expect("enqueue");
+    let dep = store
+        .enqueue(NewJob::new("ki-dep", "k", vec![]))
+        .await
+        .expect("enqueue");
+    for _ in 0..2 {
+        let answered = store
+            .enqueue(
+                NewJob::new("ki", "k", vec![])
+                    .unique("held", OnConflict::Ignore)
+                    .after(dep),
+            )
+            .await
+            .expect("an ignored duplicate is answered");
+        assert_eq!(answered, holder, "the holder of the unique key answers");
+    }
+    let answered = store
+        .enqueue_many(vec![
+            NewJob::new("ki", "k", vec![]),
+            NewJob::new("ki", "k", vec![])
+                .unique("held", OnConflict::Ignore)
+                .after(dep),
+        ])
+        .await
+        .expect("an ignored duplicate in a batch is answered");
+    assert_eq!(answered[1], holder, "the holder answers in a batch too");
+    let jobs = claim(store, "ki-dep", 1).await;
+    assert_eq!(jobs.len(), 1);
+    store.complete(jobs[0].claim).await.expect("complete");
+    assert!(
+        store.get(dep).await.expect("get").is_none(),
+        "the dependency has no dependent, so its success is not kept"
+    );
+    let info = store
+        .get(holder)
+        .await
+        .expect("get")
+        .expect("the holder stays");
+    assert_eq!(info.status(), JobStatus::Scheduled);
+    assert_eq!(info.depends_on, None, "the holder depends on nothing");
 }

@@ -5,9 +5,11 @@
 -- queue number, then 10 fields per job: kind, fkey, payload, run_at, retry, uniq ('' or '+' ..
 -- key), on_conflict ('error' or 'ignore'), dep ('' or dep_id .. ':' .. mode, mode 'local',
 -- 'blocked' (on a job of another queue) or 'ready'), meta, floor.
--- Returns {'ok', id1, id2, ...} (an existing id for an ignored duplicate), {'dup', unique_key,
--- existing_id} or {'nodep', dep_id}. The reply is kept for a minute under the request id, so a
--- repeated call answers the same ids instead of enqueueing twice.
+-- Returns {'ok', id1, id2, ...}, {'dup', unique_key, existing_id} or {'nodep', dep_id}. An
+-- ignored duplicate's id is the existing job's, marked with a leading '=' ('=' .. id): nothing
+-- was enqueued for it, so the caller has nothing to register (its dependency is not this
+-- job's). The reply is kept for a minute under the request id, so a repeated call answers the
+-- same ids instead of enqueueing twice.
 local now, n, rid, retried = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], ARGV[4] == '1'
 local qnum = tonumber(ARGV[5])
 local F = 10
@@ -109,9 +111,13 @@ for i = 1, n do
 end
 redis.call('HSET', k('meta'), 'seq', seq, 'qnum', qnum)
 flush()
+local answered = {}
+for i = 1, n do
+  if skip[i] then answered[i] = '=' .. ids[i] else answered[i] = ids[i] end
+end
 if rid ~= '' then
-  redis.call('SET', req, table.concat(ids, ','), 'PX', 60000)
+  redis.call('SET', req, table.concat(answered, ','), 'PX', 60000)
 end
 local reply = {'ok'}
-for i = 1, n do reply[i + 1] = ids[i] end
+for i = 1, n do reply[i + 1] = answered[i] end
 return reply
