@@ -140,3 +140,102 @@ async fn ten_thousand_jobs_over_eight_workers_each_complete_exactly_once() {
     assert_eq!(stats[0].counts.pending(), 0);
     t.cleanup().await;
 }
+
+/// Waits until a session is blocked on a lock held by the session with backend id `holder`
+/// (observed through `pg_blocking_pids`, never by sleeping for a guessed time).
+async fn someone_waits_for(observer: &tokio_postgres::Client, holder: i32) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let row = observer
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))",
+                &[&holder],
+            )
+            .await
+            .expect("read the lock waits");
+        if row.get::<_, i64>(0) > 0 {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "nobody waited for the row lock"
+        );
+        tokio::task::yield_now().await;
+    }
+}
+
+/// A rescue pass releases blocked jobs whose dependency succeeded (a repair for a raced
+/// release). If another session releases and claims such a job between the statement's
+/// snapshot and its row lock, the rescue must leave the now running job alone: set back to
+/// `scheduled` while it runs, it could be claimed a second time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rescue_leaves_alone_a_stuck_dependent_claimed_meanwhile() {
+    let t = store_or_skip!("straggler");
+    let schema = &t.schema;
+    let parent = t
+        .store
+        .enqueue(NewJob::new("q", "k", vec![]))
+        .await
+        .unwrap();
+    let child = t
+        .store
+        .enqueue(NewJob::new("q", "k", vec![]).after(parent))
+        .await
+        .unwrap();
+    let job = t.store.claim("q", 1, LEASE).await.unwrap().remove(0);
+    assert_eq!(job.claim.id, parent);
+    t.store.complete(job.claim).await.unwrap();
+    // The dependent is stuck: blocked although its dependency succeeded.
+    let child_db = i64::try_from(child.0).unwrap();
+    t.admin
+        .execute(
+            &format!(
+                "UPDATE \"{schema}\".jobs SET state = 'blocked', round = NULL, \
+                 ready_seq = NULL, due_at = 9223372036854775807 WHERE id = $1"
+            ),
+            &[&child_db],
+        )
+        .await
+        .unwrap();
+
+    // Another session releases and claims it, and holds the row until it commits.
+    let (mut other, connection) = tokio_postgres::connect(&common::url(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let holder: i32 = other
+        .query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let tx = other.transaction().await.unwrap();
+    let now = i64::try_from(fairq_worker::Clock::now(&t.clock)).unwrap();
+    tx.execute(
+        &format!(
+            "UPDATE \"{schema}\".jobs SET state = 'running', round = 1, ready_seq = id, \
+             due_at = $2::int8, attempts = 1, token = token + 1, claimed_at = $2::int8, \
+             lease_deadline = $2::int8 + 300000 WHERE id = $1"
+        ),
+        &[&child_db, &now],
+    )
+    .await
+    .unwrap();
+
+    let rescuer = t.store.clone();
+    let rescue = tokio::spawn(async move { rescuer.rescue("q").await });
+    someone_waits_for(&t.admin, holder).await;
+    tx.commit().await.unwrap();
+    assert_eq!(rescue.await.unwrap().unwrap(), 0);
+
+    let info = t.store.get(child).await.unwrap().expect("the job exists");
+    assert!(
+        matches!(info.state, fairq_core::job::State::Running { .. }),
+        "{:?}",
+        info.state
+    );
+    assert!(
+        t.store.claim("q", 10, LEASE).await.unwrap().is_empty(),
+        "a running job is claimed again"
+    );
+    t.cleanup().await;
+}

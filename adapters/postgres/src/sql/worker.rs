@@ -218,7 +218,8 @@ freed AS (
           FROM gone g
           JOIN fairq.jobs b ON b.depends_on = g.id AND b.state = 'blocked'
           WHERE g.verdict = 'succeeded' AND g.has_dependents) f
-    WHERE d.id = f.id
+    -- On the row, not only in the snapshot (see `RELEASE_STRAGGLERS`).
+    WHERE d.id = f.id AND d.state = 'blocked'
     RETURNING d.id, d.queue
 ),
 woke AS (
@@ -336,6 +337,10 @@ SELECT count(*) FROM gone
 /// Releases blocked jobs of a queue whose dependency has succeeded: a repair for a finish
 /// that raced with the enqueue of its dependent. Parameters: queue, now, due channel.
 ///
+/// The update checks `state = 'blocked'` on the row it locks as well as in the subquery: a job
+/// that another session released and a worker claimed after this statement's snapshot would
+/// otherwise be set back to `scheduled` while it runs (claimable twice).
+///
 /// A blocked job has no round (the `jobs_round_ready` check), so `round IS NULL` changes
 /// nothing but lets the planner find the queue's blocked jobs through `jobs_waiting` by
 /// queue. Without it, the only index was `jobs_blocked`, by dependency and for every queue,
@@ -352,7 +357,10 @@ WITH freed AS (
           JOIN fairq.archive a ON a.id = b.depends_on AND a.state = 'succeeded'
           WHERE b.queue = $1 AND b.round IS NULL AND b.depends_on IS NOT NULL
             AND b.state = 'blocked') s
-    WHERE j.id = s.id
+    -- Checked again on the row: the subquery read the statement's snapshot, and under READ
+    -- COMMITTED a row another session changed meanwhile (released and claimed) is re-checked
+    -- against this condition only.
+    WHERE j.id = s.id AND j.state = 'blocked'
     RETURNING j.id
 ),
 woke AS (
