@@ -441,7 +441,7 @@ impl RedisBackend {
     ) -> Result<bool, BackendError> {
         let mut dropped = false;
         for (dep, entry) in held {
-            let Some((their_queue, id)) = entry.split_once('\n') else {
+            let Some((their_queue, id)) = crate::deps::registration(&entry) else {
                 continue;
             };
             if self.still_waits(their_queue, id, dep).await? {

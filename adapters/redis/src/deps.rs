@@ -48,7 +48,7 @@ impl RedisBackend {
                     vec![
                         b"register".to_vec(),
                         dep.0.to_string().into_bytes(),
-                        format!("{queue}\n{}", id.0).into_bytes(),
+                        registration_of(queue, id).into_bytes(),
                     ],
                 )
                 .acknowledged(),
@@ -98,7 +98,7 @@ impl RedisBackend {
         let jobs: Vec<(String, JobId, JobId)> = dependents
             .iter()
             .filter_map(|d| {
-                let (queue, id) = d.split_once('\n')?;
+                let (queue, id) = registration(d)?;
                 Some((queue.to_string(), JobId(id.parse().ok()?), dep))
             })
             .collect();
@@ -109,5 +109,32 @@ impl RedisBackend {
             // The dependents' queues recheck blocked jobs in their housekeeping.
             tracing::warn!(job = %dep, error = %err, "dependents in other queues not released yet");
         }
+    }
+}
+
+/// How a dependent in another queue is filed in its dependency's `xdeps:<id>` set: its
+/// queue's name, a line break, its id.
+pub(crate) fn registration_of(queue: &str, id: JobId) -> String {
+    format!("{queue}\n{}", id.0)
+}
+
+/// The queue and the id of a registration made by [`registration_of`]. The id is a decimal
+/// number, and a queue name may hold line breaks: the last one ends the name.
+pub(crate) fn registration(entry: &str) -> Option<(&str, &str)> {
+    entry.rsplit_once('\n')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{registration, registration_of};
+    use fairq_worker::JobId;
+
+    #[test]
+    fn a_registration_names_its_queue_whatever_the_name_holds() {
+        for queue in ["b", "b\nx", "\n", "a\n\nb\n", "{q}"] {
+            let entry = registration_of(queue, JobId(131_073));
+            assert_eq!(registration(&entry), Some((queue, "131073")), "{queue:?}");
+        }
+        assert_eq!(registration("no line break"), None);
     }
 }

@@ -617,18 +617,35 @@ pub async fn finishing_twice_is_refused<B: Backend>(store: &B, _clock: &ManualCl
 
 /// A job that depends on another waits until that one succeeds, through its failures.
 pub async fn dependencies_wait_for_success<B: Backend>(store: &B, _clock: &ManualClock) {
+    dependencies_wait_for_success_in(store, "dep", "dep-b").await;
+}
+
+/// [`dependencies_wait_for_success`] with a line break in the queue names, the dependent's
+/// above all: a store that files a dependent of another queue's job under its queue's name
+/// must not take the name apart at the line break (queue names may hold any character but
+/// NUL).
+pub async fn dependencies_wait_for_success_whatever_the_queue_names<B: Backend>(
+    store: &B,
+    _clock: &ManualClock,
+) {
+    dependencies_wait_for_success_in(store, "dep\nfirst", "dep\nb\n").await;
+}
+
+/// A job of queue `other` that depends on one of queue `queue` waits until that one
+/// succeeds, through its failures.
+async fn dependencies_wait_for_success_in<B: Backend>(store: &B, queue: &str, other: &str) {
     let first = store
-        .enqueue(new_job("dep").retry(RetryPolicy::new(1)))
+        .enqueue(new_job(queue).retry(RetryPolicy::new(1)))
         .await
         .expect("enqueue");
     let second = store
-        .enqueue(new_job("dep-b").after(first))
+        .enqueue(new_job(other).after(first))
         .await
         .expect("enqueue");
     assert_eq!(status(store, second).await, JobStatus::Blocked);
-    assert_nothing_due(store, "dep-b", "a blocked job must wait").await;
+    assert_nothing_due(store, other, "a blocked job must wait").await;
 
-    let claimed = claim_one(store, "dep").await;
+    let claimed = claim_one(store, queue).await;
     store
         .fail(&claimed, Failure::retryable("not yet"))
         .await
@@ -638,19 +655,20 @@ pub async fn dependencies_wait_for_success<B: Backend>(store: &B, _clock: &Manua
         JobStatus::Blocked,
         "a failure does not release"
     );
-    assert_nothing_due(store, "dep-b", "a failed dependency does not release").await;
+    assert_nothing_due(store, other, "a failed dependency does not release").await;
 
-    let claimed = claim_one(store, "dep").await;
+    let claimed = claim_one(store, queue).await;
     store.complete(claimed.claim).await.expect("complete");
     assert_eq!(status(store, second).await, JobStatus::Scheduled);
-    let released = claim_one(store, "dep-b").await;
+    let released = claim_one(store, other).await;
     assert_eq!(released.claim.id, second);
     let info = store.get(second).await.expect("get").expect("exists");
     assert_eq!(info.depends_on, Some(first));
+    assert_eq!(info.queue, other);
 
     // A dependency that already succeeded does not block.
     let third = store
-        .enqueue(new_job("dep-b").after(first))
+        .enqueue(new_job(other).after(first))
         .await
         .expect("enqueue");
     assert_eq!(status(store, third).await, JobStatus::Scheduled);
@@ -1283,23 +1301,44 @@ async fn finish_one<B: Backend>(store: &B, queue: &str, succeed: bool) -> JobId 
 /// once the last of them is gone, the next prune deletes it. Jobs of its own queue and of
 /// another count alike.
 pub async fn prune_keeps_a_dead_job_others_wait_for<B: Backend>(store: &B, clock: &ManualClock) {
+    prune_keeps_a_dead_job_others_wait_for_in(store, clock, "pk", "pk-other").await;
+}
+
+/// [`prune_keeps_a_dead_job_others_wait_for`] with a line break in the queue names, the
+/// waiting job's above all: a store that files a dependent of another queue's job under its
+/// queue's name must not take the name apart at the line break, and so forget that it waits.
+pub async fn prune_keeps_a_dead_job_others_wait_for_whatever_the_queue_names<B: Backend>(
+    store: &B,
+    clock: &ManualClock,
+) {
+    prune_keeps_a_dead_job_others_wait_for_in(store, clock, "pk\nfirst", "pk\nother\n").await;
+}
+
+/// A dead job of queue `queue` that jobs of `queue` and of `other` wait for is kept by
+/// `prune` until the last of them is gone.
+async fn prune_keeps_a_dead_job_others_wait_for_in<B: Backend>(
+    store: &B,
+    clock: &ManualClock,
+    queue: &str,
+    other: &str,
+) {
     let once = RetryPolicy::new(0);
     let dep = store
-        .enqueue(new_job("pk").retry(once.clone()))
+        .enqueue(new_job(queue).retry(once.clone()))
         .await
         .expect("enqueue");
     let lone = store
-        .enqueue(new_job("pk").retry(once))
+        .enqueue(new_job(queue).retry(once))
         .await
         .expect("enqueue");
-    for queue in ["pk", "pk-other"] {
+    for waiting in [queue, other] {
         store
-            .enqueue(new_job(queue).after(dep))
+            .enqueue(new_job(waiting).after(dep))
             .await
             .expect("enqueue a dependent");
     }
     for id in [dep, lone] {
-        let job = claim_one(store, "pk").await;
+        let job = claim_one(store, queue).await;
         assert_eq!(job.claim.id, id);
         store
             .fail(&job, Failure::retryable("down"))
@@ -1320,14 +1359,14 @@ pub async fn prune_keeps_a_dead_job_others_wait_for<B: Backend>(store: &B, clock
         queue: Some(queue.to_owned()),
         status: Some(JobStatus::Blocked),
     };
-    assert_eq!(store.purge(blocked("pk")).await.expect("purge"), 1);
+    assert_eq!(store.purge(blocked(queue)).await.expect("purge"), 1);
     assert_eq!(
         store.prune(retention).await.expect("prune"),
         0,
         "a job of another queue still waits"
     );
     assert_eq!(status(store, dep).await, JobStatus::Dead);
-    assert_eq!(store.purge(blocked("pk-other")).await.expect("purge"), 1);
+    assert_eq!(store.purge(blocked(other)).await.expect("purge"), 1);
     assert_eq!(store.prune(retention).await.expect("prune"), 1);
     assert!(store.get(dep).await.expect("get").is_none());
 }

@@ -176,6 +176,7 @@ macro_rules! conformance_tests {
             rescue_counts_an_attempt,
             finishing_twice_is_refused,
             dependencies_wait_for_success,
+            dependencies_wait_for_success_whatever_the_queue_names,
             dependents_are_released_in_enqueue_order,
             dependents_of_a_dead_job_wait_for_its_revival,
             unknown_dependency_is_refused,
@@ -188,6 +189,7 @@ macro_rules! conformance_tests {
             prune_deletes_old_finished_jobs,
             prune_keeps_each_outcome_for_its_own_age,
             prune_keeps_a_dead_job_others_wait_for,
+            prune_keeps_a_dead_job_others_wait_for_whatever_the_queue_names,
             remove_queue_only_when_it_has_no_live_jobs,
             wait_for_jobs_returns,
             settle_applies_each_entry_on_its_own,
@@ -218,6 +220,14 @@ macro_rules! conformance_tests {
             $crate::conformance::run($harness, |store, clock| {
                 ::std::boxed::Box::pin(
                     $crate::conformance::sweep::retry_sweep_stops_at_a_failed_retry(store, clock),
+                )
+            });
+        }
+        #[test]
+        fn held_retries_come_back_in_id_order() {
+            $crate::conformance::run($harness, |store, clock| {
+                ::std::boxed::Box::pin(
+                    $crate::conformance::sweep::held_retries_come_back_in_id_order(store, clock),
                 )
             });
         }
