@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use fairq_core::job::State;
-use fairq_core::retry::RetryPolicy;
+use fairq_core::retry::{Backoff, RetryPolicy};
 use tokio::sync::mpsc;
 
 use super::PATIENCE;
@@ -219,4 +219,36 @@ pub async fn retry_sweep_stops_at_a_failed_retry<B: Backend>(store: &Arc<B>, clo
     let sweep = worker.health_report()[0].retry_sweep.expect("sweep");
     assert_eq!((sweep.held_until, sweep.stops), (None, 1));
     assert!(worker.shutdown(PATIENCE).await.is_clean());
+}
+
+/// Retries held until the next sweep come back in id order (as delayed jobs due at the same
+/// time do), whatever backoff made them retry: one that retried at once and had its place in
+/// the fair order, and a later one still waiting for its own delay.
+pub async fn held_retries_come_back_in_id_order<B: Backend>(store: &Arc<B>, clock: &ManualClock) {
+    let queue = "held-order";
+    let at_once = RetryPolicy::new(5).with_backoff(Backoff::Immediate);
+    let later = RetryPolicy::new(5).with_backoff(Backoff::Fixed(Duration::from_millis(500)));
+    let ids = store
+        .enqueue_many(vec![
+            NewJob::new(queue, "call", vec![]).key("k").retry(at_once),
+            NewJob::new(queue, "call", vec![]).key("k").retry(later),
+        ])
+        .await
+        .expect("enqueue");
+    let jobs = store.claim(queue, 2, LEASE).await.expect("claim");
+    assert_eq!(jobs.len(), 2);
+    for job in &jobs {
+        store
+            .fail(job, Failure::retryable("downstream is down"))
+            .await
+            .expect("fail");
+    }
+    let until = clock.now() + 1_000;
+    assert_eq!(store.hold_retries(queue, until).await.expect("hold"), 2);
+    clock.advance(Duration::from_secs(1));
+    for (n, id) in ids.iter().enumerate() {
+        let jobs = store.claim(queue, 1, LEASE).await.expect("claim");
+        let claimed: Vec<JobId> = jobs.iter().map(|j| j.claim.id).collect();
+        assert_eq!(claimed, vec![*id], "held retry {n} comes back in id order");
+    }
 }

@@ -383,8 +383,9 @@ SELECT EXISTS (SELECT 1 FROM fairq.jobs
 /// one that already had a place in the fair order gives it up (it gets a new one when it is
 /// due again). The place it gave up stays taken, as a ghost (see `GHOSTS`): its key's later
 /// jobs keep theirs behind it, and its own new place comes after them, as in the reference
-/// store, where the old entry stays in the fair queue, stale. `$1` queue, `$2` until.
-/// Returns how many moved.
+/// store, where the old entry stays in the fair queue, stale. A held retry waits as a delayed
+/// job does, by its id (`due_seq`), whatever event made it due before: the reference store
+/// files held jobs at `(until, id)`. `$1` queue, `$2` until. Returns how many moved.
 pub(super) const HOLD_RETRIES: &str = r#"
 WITH picked AS (
     SELECT j.id, j.queue, j.key, j.round
@@ -394,7 +395,7 @@ WITH picked AS (
 ),
 held AS (
     UPDATE fairq.jobs j
-    SET run_at = $2, due_at = $2, round = NULL, ready_seq = NULL
+    SET run_at = $2, due_at = $2, due_seq = j.id, round = NULL, ready_seq = NULL
     FROM picked p
     WHERE j.id = p.id
     RETURNING p.queue, p.key, p.round
