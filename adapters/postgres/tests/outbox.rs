@@ -154,3 +154,50 @@ async fn a_notification_wakes_an_idle_waiter() {
         .expect("the commit's notification woke the waiter");
     t.cleanup().await;
 }
+
+/// A ready job enqueued through a client (a caller's transaction, say) takes its place after
+/// the jobs of its queue whose time came before it, as an enqueue through the store does:
+/// the reference store makes those due first. Nothing is promoted inside the caller's
+/// transaction: the new job waits behind them for the queue's next promotion.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_enqueued_in_a_transaction_goes_after_jobs_already_due() {
+    let t = store_or_skip!("txdue");
+    let delayed = t
+        .store
+        .enqueue(
+            NewJob::new("q", "k", vec![])
+                .key("k")
+                .delay(Duration::from_secs(1)),
+        )
+        .await
+        .unwrap();
+    t.clock.advance(Duration::from_secs(2));
+    let mut client = own_connection().await;
+    let tx = client.transaction().await.unwrap();
+    let ready = t
+        .store
+        .enqueue_many_in(
+            &tx,
+            vec![
+                NewJob::new("q", "k", vec![1]).key("k"),
+                NewJob::new("q", "k", vec![2]).key("k"),
+            ],
+        )
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    let lone = t
+        .store
+        .producer()
+        .enqueue(&client, NewJob::new("q", "k", vec![3]).key("k"))
+        .await
+        .unwrap();
+    let mut order = Vec::new();
+    for _ in 0..4 {
+        let jobs = t.store.claim("q", 1, LEASE).await.unwrap();
+        order.extend(jobs.iter().map(|j| j.claim.id));
+    }
+    assert_eq!(order, vec![delayed, ready[0], ready[1], lone]);
+    assert!(t.store.claim("q", 1, LEASE).await.unwrap().is_empty());
+    t.cleanup().await;
+}

@@ -15,16 +15,39 @@
 /// for the id planned for each row that was not left out, and `(3, holder, ord)` for each
 /// row with a unique key, with the unfinished job holding that key before the statement.
 ///
+/// A ready row whose queue has jobs waiting whose time came (a promotion has yet to give
+/// them their places) does not take a place before them: it waits with them, due now and
+/// numbered `BEHIND + id`, after every one of them, for the queue's next promotion (see
+/// [`BEHIND`](super::BEHIND)). One index probe per queue of the batch that has ready rows
+/// finds out; an enqueue through the store has promoted the queue just before, so it
+/// usually finds none.
+///
 /// Ready rows wake the queue's workers (the ready channel); delayed rows tell every store
 /// when the queue's earliest one is due (the due channel), so no store has to look for due
-/// jobs before every claim.
+/// jobs before every claim; so do ready rows that wait behind due jobs (due now).
 pub(super) const ENQUEUE: &str = r#"
-WITH input AS (
-    SELECT t.*, (NOT t.blocked AND t.run_at <= $11) AS ready
+WITH raw AS (
+    SELECT t.*, (NOT t.blocked AND t.run_at <= $11) AS due
     FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], $5::jsonb[], $6::jsonb[],
                 $7::text[], $8::int8[], $9::bool[], $10::int8[], $14::jsonb[])
          WITH ORDINALITY AS t(queue, kind, key, payload, metadata, retry, unique_key,
                               depends_on, blocked, run_at, payload_json, ord)
+),
+probed AS (
+    SELECT w.*,
+           CASE WHEN w.due AND row_number() OVER (PARTITION BY w.queue, w.due ORDER BY w.ord) = 1
+                THEN EXISTS (
+                    SELECT 1 FROM fairq.jobs j
+                    WHERE j.queue = w.queue AND j.round IS NULL
+                      AND j.state IN ('scheduled', 'retrying') AND j.due_at <= $11)
+           END AS head_behind
+    FROM raw w
+),
+input AS (
+    SELECT p.*,
+           p.due AND NOT COALESCE(bool_or(p.head_behind) OVER (PARTITION BY p.queue), false)
+               AS ready
+    FROM probed p
 ),
 fresh AS (
     SELECT i.*, nextval('fairq.job_ids') AS id
@@ -64,7 +87,10 @@ ins AS (
                             ready_seq, enqueued_at)
     SELECT p.id, p.queue, p.kind, p.key, p.payload, p.payload_json, p.metadata, p.retry,
            p.unique_key, p.depends_on, CASE WHEN p.blocked THEN 'blocked' ELSE 'scheduled' END,
-           p.run_at, CASE WHEN p.blocked THEN BLOCKED_DUE ELSE p.run_at END, p.id, p.round,
+           p.run_at,
+           CASE WHEN p.blocked THEN BLOCKED_DUE WHEN p.due AND NOT p.ready THEN $11
+                ELSE p.run_at END,
+           CASE WHEN p.due AND NOT p.ready THEN BEHIND + p.id ELSE p.id END, p.round,
            p.seq, $11
     FROM placed p
     ON_CONFLICT

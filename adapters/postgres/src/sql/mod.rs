@@ -62,6 +62,14 @@ const BLOCKED_DUE: &str = "9223372036854775807";
 /// jobs `EVENT + (position << 20) + rank`.
 const EVENT: &str = "4611686018427387904";
 
+/// The `due_seq` base of a ready job enqueued while its queue had jobs waiting whose time
+/// came (`2^62 + 2^61`): it waits with them, due at the enqueue's now, numbered `BEHIND + id`,
+/// after every one of them, as if they had been promoted first. An enqueue inside the
+/// caller's transaction cannot promote them itself: the promotion's advisory lock and row
+/// locks would be held until the caller commits, keeping every other session from promoting
+/// the queue meanwhile.
+const BEHIND: &str = "6917529027641081856";
+
 /// `j.state = 'running'` for statements that name their jobs by id (settlement, heartbeats,
 /// hand-backs), written so the planner cannot use it to pick another access path than one
 /// primary-key lookup per entry. (With an index of running jobs, up to schema version 5, its
@@ -168,6 +176,7 @@ impl Sql {
                 .replace("DONE_INFO", DONE_INFO)
                 .replace("KEY_TAIL", KEY_TAIL)
                 .replace("EVENT", EVENT)
+                .replace("BEHIND", BEHIND)
                 .replace("BLOCKED_DUE", BLOCKED_DUE)
                 .replace("STILL_RUNNING", STILL_RUNNING)
                 .replace(
@@ -279,6 +288,7 @@ mod tests {
                 "LIVE_INFO",
                 "DONE_INFO",
                 "EVENT",
+                "BEHIND",
                 "JOB_COLUMNS",
                 "KEY_TAIL",
                 "ON_CONFLICT",
