@@ -51,6 +51,9 @@ pub(crate) struct Plan {
     now: Millis,
     /// The entries are expired leases taken back by a rescue.
     rescue: bool,
+    /// How many entries earlier statements of the same event sent (see
+    /// [`Plan::numbered_after`]).
+    before: i64,
 }
 
 impl Plan {
@@ -79,7 +82,15 @@ impl Plan {
             first,
             now,
             rescue,
+            before: 0,
         }
+    }
+
+    /// Numbers the entries after `before` entries that earlier statements of the same event
+    /// sent (a rescue's earlier batches), so the jobs this plan makes due now go after theirs.
+    fn numbered_after(mut self, before: i64) -> Plan {
+        self.before = before;
+        self
     }
 
     /// Whether applying the plan may make jobs due at once: a retry without delay, or a
@@ -109,6 +120,7 @@ impl Plan {
             messages: Vec::new(),
             now: to_db(self.now),
             rescue: self.rescue,
+            before: self.before,
         };
         for e in sent {
             args.ids.push(to_db(e.claim.id.0));
@@ -137,10 +149,11 @@ pub(crate) struct SettleArgs {
     messages: Vec<Option<String>>,
     now: i64,
     rescue: bool,
+    before: i64,
 }
 
 impl SettleArgs {
-    pub(crate) fn params<'a>(&'a self, due_channel: &'a String) -> [&'a (dyn ToSql + Sync); 9] {
+    pub(crate) fn params<'a>(&'a self, due_channel: &'a String) -> [&'a (dyn ToSql + Sync); 10] {
         [
             &self.ids,
             &self.tokens,
@@ -151,6 +164,7 @@ impl SettleArgs {
             &self.now,
             &self.rescue,
             due_channel,
+            &self.before,
         ]
     }
 }
@@ -332,7 +346,7 @@ impl Core {
             }
             // Jobs that changed under the statement (another session held them): the
             // lifecycle would take these entries now, so they are sent again.
-            let retry = Plan::of(again, plan.now, plan.rescue);
+            let retry = Plan::of(again, plan.now, plan.rescue).numbered_after(plan.before);
             let args = retry.args();
             let rows = conn
                 .rows(&self.sql.settle, &args.params(&self.sql.due_channel))
@@ -385,6 +399,9 @@ impl Core {
         let conn: &dyn Exec = &*client;
         let now = self.now();
         let mut rescued = 0;
+        // Entries sent by earlier batches: each batch numbers its jobs after theirs, so the
+        // jobs the pass makes due now come back in id order across batches.
+        let mut sent: i64 = 0;
         let mut due_now = BTreeSet::new();
         loop {
             let rows = conn
@@ -416,7 +433,9 @@ impl Core {
                 });
             }
             if !entries.is_empty() {
-                let plan = Plan::of(entries, now, true);
+                let count = i64::try_from(entries.len()).unwrap_or(i64::MAX);
+                let plan = Plan::of(entries, now, true).numbered_after(sent);
+                sent = sent.saturating_add(count);
                 let args = plan.args();
                 let rows = conn
                     .rows(&self.sql.settle, &args.params(&self.sql.due_channel))

@@ -508,3 +508,38 @@ async fn stats_count_each_job_once_while_jobs_finish() {
     finisher.await.unwrap();
     println!("{reads} consistent reads while {JOBS} jobs finished");
 }
+
+/// A rescue takes expired leases back in batches of 1,000; jobs it makes due at once (a
+/// retry without delay) come back in id order across the batches, as the reference store
+/// makes them due, not batch by batch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rescued_jobs_come_back_in_id_order_across_batches() {
+    let t = store_or_skip!("rescueorder");
+    let s = &t.store;
+    let policy = RetryPolicy::new(5).with_backoff(fairq_core::retry::Backoff::Immediate);
+    let ids = s
+        .enqueue_many(
+            (0..1_001)
+                .map(|_| job("rq").key("k").retry(policy.clone()))
+                .collect(),
+        )
+        .await
+        .unwrap();
+    let mut claimed = 0;
+    while claimed < ids.len() {
+        let jobs = s.claim("rq", 500, LEASE).await.unwrap();
+        assert!(!jobs.is_empty());
+        claimed += jobs.len();
+    }
+    t.clock.advance(LEASE + Duration::from_secs(1));
+    assert_eq!(s.rescue("rq").await.unwrap(), 1_001);
+    let mut order = Vec::new();
+    while order.len() < ids.len() {
+        let jobs = s.claim("rq", 500, LEASE).await.unwrap();
+        assert!(!jobs.is_empty());
+        order.extend(jobs.iter().map(|j| j.claim.id));
+    }
+    assert_eq!(order[..2], ids[..2]);
+    assert_eq!(order, ids);
+    t.cleanup().await;
+}

@@ -141,7 +141,10 @@ SELECT JOB_COLUMNS FROM claimed ORDER BY was_round, was_seq
 ///
 /// Parameters: id[], token[], verdict[], run_at[], reason[], message[] (one element per
 /// entry, no (id, token) pair twice), now, rescue (the entries are expired leases: the lease must still be
-/// expired, and no run time is recorded), due channel.
+/// expired, and no run time is recorded), due channel, and the number of entries that earlier
+/// statements of the same event sent (a rescue of more than one batch): positions, and so the
+/// `due_seq` of the jobs made due now, continue from it, so a later batch's jobs go after an
+/// earlier batch's.
 ///
 /// Rows: `(1, id, queue, NULL, token)` for each job archived, `(2, id, queue, due_at, token)`
 /// for each job sent to retry, `(3, id, queue, now, NULL)` for each dependent released, `(4,
@@ -159,7 +162,7 @@ SELECT JOB_COLUMNS FROM claimed ORDER BY was_round, was_seq
 /// settlement's time while the head of the table was full of settled (dead) rows.
 pub(super) const SETTLE: &str = r#"
 WITH input AS (
-    SELECT *
+    SELECT t.id, t.token, t.verdict, t.run_at, t.reason, t.message, t.ord + $10::int8 AS ord
     FROM unnest($1::int8[], $2::int8[], $3::text[], $4::int8[], $5::text[], $6::text[])
          WITH ORDINALITY AS t(id, token, verdict, run_at, reason, message, ord)
 ),
