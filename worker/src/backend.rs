@@ -241,8 +241,15 @@ pub trait Backend: Send + Sync + 'static {
     /// [`OnConflict::Ignore`](crate::OnConflict::Ignore), the existing job's id).
     fn enqueue(&self, job: NewJob) -> impl Future<Output = Result<JobId, BackendError>> + Send;
 
-    /// Adds many jobs at once, returning their ids in order. All or nothing where the store
-    /// allows it.
+    /// Adds many jobs at once, returning their ids in order.
+    ///
+    /// All or nothing where the store allows it: a job that cannot go in (malformed, a
+    /// unique key held under [`OnConflict::Error`](crate::OnConflict::Error), an unknown
+    /// dependency) refuses the call, and the memory, file and PostgreSQL stores then store
+    /// none of its jobs. A store whose queues live apart may manage that per queue only: on
+    /// Redis (each queue may be on another cluster node) the refused queue's jobs are left
+    /// out and those of the call's other queues stay enqueued (see its README, "Enqueueing
+    /// many jobs").
     fn enqueue_many(
         &self,
         jobs: Vec<NewJob>,

@@ -1,4 +1,10 @@
 //! Enqueueing: one script call per queue and chunk, the ids given by the script.
+//!
+//! A queue's jobs are cut into chunks of [`RedisOptions::batch`](crate::RedisOptions::batch),
+//! one script call each, so that no call holds the server for long, unless the script could
+//! refuse one of them (a unique key under [`OnConflict::Error`], a dependency in the same
+//! queue): then they all go in one call, which enqueues all of them or, refused, none. A
+//! dependency in another queue was looked at before anything is sent.
 
 use std::sync::atomic::Ordering;
 
@@ -52,7 +58,8 @@ impl RedisBackend {
             deps.push(self.dependency(job).await?);
         }
         // Group by queue (keeping order) and cut into chunks: one script call each, all sent
-        // at once.
+        // at once. A queue whose jobs the script could refuse goes in one chunk, so that a
+        // refusal leaves none of its jobs behind (chunks commit on their own).
         let mut by_queue: Vec<(String, Vec<usize>)> = Vec::new();
         for (i, job) in jobs.iter().enumerate() {
             match by_queue.iter_mut().find(|(q, _)| *q == job.queue) {
@@ -65,7 +72,13 @@ impl RedisBackend {
         let mut calls = Vec::new();
         for (queue, members) in &by_queue {
             let number = self.queue_number(queue).await?;
-            for chunk in members.chunks(self.inner.options.batch.max(1)) {
+            let refusable = members.iter().any(|&i| may_be_refused(&jobs[i], &deps[i]));
+            let size = if refusable {
+                members.len()
+            } else {
+                self.inner.options.batch.max(1)
+            };
+            for chunk in members.chunks(size) {
                 let mut args = Vec::with_capacity(5 + chunk.len() * ENQUEUE_FIELDS);
                 args.push(ms(now).into_bytes());
                 args.push(chunk.len().to_string().into_bytes());
@@ -216,6 +229,15 @@ impl RedisBackend {
             _ => Err(BackendError::UnknownDependency(dep)),
         }
     }
+}
+
+/// Whether `enqueue.lua` could refuse `job` (whose dependency is handled as `dep`): a unique
+/// key under [`OnConflict::Error`] may be held, a dependency in the same queue may be gone.
+/// (An ignored duplicate is answered, not refused; a dependency in another queue was found
+/// before the call.)
+fn may_be_refused(job: &NewJob, dep: &Dependency) -> bool {
+    matches!(dep, Dependency::Local(_))
+        || (job.unique_key.is_some() && job.on_conflict == OnConflict::Error)
 }
 
 /// One id of `enqueue.lua`'s reply: the id, and whether it is that of a job that held the

@@ -51,6 +51,10 @@ pub struct RedisOptions {
     /// as 1, as in the PostgreSQL store's `promote_batch`).
     pub promote_limit: usize,
     /// Jobs per script call for batch enqueues, purges, prunes and revivals (default 500).
+    /// The jobs of one queue in an enqueue that holds a unique key under
+    /// [`OnConflict::Error`](fairq_worker::OnConflict::Error) or a dependency in the same
+    /// queue go in one script call however many they are, so that a refusal leaves none of
+    /// them behind (see the crate README, "Enqueueing many jobs").
     pub batch: usize,
     /// How long run times are aggregated in this client before they are added to the queue's
     /// histogram in Redis (default 1 s). [`Backend::stats`](fairq_worker::Backend::stats) on

@@ -23,8 +23,9 @@ use tokio::sync::mpsc;
 
 use super::PATIENCE;
 pub use super::refusals::{
-    failure_messages_are_always_recorded, impossible_queue_names_are_refused,
-    invalid_jobs_are_refused, oversized_calls_are_refused_whole,
+    a_refused_batch_of_one_queue_enqueues_nothing, failure_messages_are_always_recorded,
+    impossible_queue_names_are_refused, invalid_jobs_are_refused,
+    oversized_calls_are_refused_whole,
 };
 
 use super::support::{LEASE, MS, assert_nothing_due, claim_one, new_job, state, status};

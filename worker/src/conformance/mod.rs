@@ -205,6 +205,7 @@ macro_rules! conformance_tests {
             hold_retries_holds_back_due_retries_only,
             impossible_queue_names_are_refused,
             oversized_calls_are_refused_whole,
+            a_refused_batch_of_one_queue_enqueues_nothing,
             failure_messages_are_always_recorded,
         );
         #[test]

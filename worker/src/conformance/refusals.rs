@@ -1,6 +1,6 @@
 //! Checks of what every store refuses, and alike: malformed jobs, queue names no job can
-//! have, calls too large for one request, and failure messages no store could keep as they
-//! are. Re-exported from [`checks`](super::checks), where the suite names them.
+//! have, calls too large for one request, batches of one queue with a job that cannot go in
+//! (refused whole), and failure messages no store could keep as they are. Re-exported from [`checks`](super::checks), where the suite names them.
 
 use crate::backend::{Backend, ListFilter, Purge, ReviveTarget};
 use crate::clock::ManualClock;
@@ -8,8 +8,10 @@ use crate::error::BackendError;
 use crate::job::{
     Failure, JobId, JobStatus, MAX_CALL_BYTES, MAX_KEY_LEN, MAX_NAME_LEN, NewJob, OnConflict,
 };
+use crate::retention::Retention;
 use crate::settle::{Finished, Settled};
 use fairq_core::job::MAX_MILLIS;
+use std::time::Duration;
 
 use super::support::{LEASE, claim_one, new_job, status};
 
@@ -179,6 +181,81 @@ pub async fn oversized_calls_are_refused_whole<B: Backend>(store: &B, _clock: &M
     // The store goes on as before.
     let id = store.enqueue(new_job("big")).await.expect("enqueue");
     assert_eq!(claim_one(store, "big").await.claim.id, id);
+}
+
+/// A batch of one queue that is refused (a unique key held under [`OnConflict::Error`], a
+/// dependency that is gone) enqueues none of its jobs, however many there are: the jobs
+/// before the refused one and those after it are not stored either. 1,201 jobs, more than
+/// a store may send in one request (the Redis store's default is 500 per script call), with
+/// the refused job in the middle and at the end.
+pub async fn a_refused_batch_of_one_queue_enqueues_nothing<B: Backend>(
+    store: &B,
+    _clock: &ManualClock,
+) {
+    const JOBS: usize = 1_201;
+    let gone = store.enqueue(new_job("whole")).await.expect("enqueue");
+    store
+        .complete(claim_one(store, "whole").await.claim)
+        .await
+        .expect("complete");
+    let pruned = store
+        .prune(Retention::finished(Duration::ZERO))
+        .await
+        .expect("prune");
+    assert_eq!(pruned, 1, "the dependency to name is gone");
+    let held = store
+        .enqueue(new_job("whole").unique("taken", OnConflict::Error))
+        .await
+        .expect("enqueue");
+    let batch = |at: usize, refused: NewJob| -> Vec<NewJob> {
+        (0..JOBS)
+            .map(|i| {
+                if i == at {
+                    refused.clone()
+                } else {
+                    new_job("whole").key(format!("k{}", i % 7))
+                }
+            })
+            .collect()
+    };
+    let duplicate = || new_job("whole").unique("taken", OnConflict::Error);
+    let orphan = || new_job("whole").after(gone);
+    for at in [JOBS / 2, JOBS - 1] {
+        match store.enqueue_many(batch(at, duplicate())).await {
+            Err(BackendError::Duplicate { existing, .. }) => assert_eq!(existing, held),
+            other => panic!("a held unique key at {at}: answered {:?}", ids_or(other)),
+        }
+        match store.enqueue_many(batch(at, orphan())).await {
+            Err(BackendError::UnknownDependency(id)) => assert_eq!(id, gone),
+            other => panic!(
+                "a dependency that is gone at {at}: answered {:?}",
+                ids_or(other)
+            ),
+        }
+        let listed = store
+            .list(ListFilter::default().queue("whole"))
+            .await
+            .expect("list");
+        assert!(
+            listed.len() == 1 && listed[0].id == held,
+            "a refused batch stored nothing, yet {} jobs are listed (at most 100 shown)",
+            listed.len()
+        );
+    }
+    // The store goes on as before: the same batch without the refused job goes in whole.
+    let ids = store
+        .enqueue_many(batch(0, new_job("whole")))
+        .await
+        .expect("enqueue");
+    assert_eq!(ids.len(), JOBS);
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "ids in order");
+    let jobs = store.claim("whole", JOBS + 1, LEASE).await.expect("claim");
+    assert_eq!(jobs.len(), JOBS + 1);
+}
+
+/// The ids of an answer, or its error as text.
+fn ids_or(answer: Result<Vec<JobId>, BackendError>) -> Result<usize, String> {
+    answer.map(|ids| ids.len()).map_err(|e| e.to_string())
 }
 
 /// A failure is recorded whatever its handler wrote: a NUL character in the message is kept
