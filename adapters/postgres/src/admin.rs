@@ -164,33 +164,7 @@ impl Core {
         let now = self.now();
         let (queue, id) = match &target {
             ReviveTarget::One(id) => {
-                let Some((info, life)) = self.get_with(conn, *id).await? else {
-                    return Err(BackendError::NotFound(*id));
-                };
-                if !matches!(life.state(), State::Dead { .. }) {
-                    return Err(BackendError::Transition {
-                        id: *id,
-                        source: TransitionError::NotDead {
-                            state: life.state().name(),
-                        },
-                    });
-                }
-                if let Some(unique) = &info.unique_key {
-                    let holders = conn
-                        .rows(
-                            &self.sql.unique_holders,
-                            &[&vec![info.queue.as_str()], &vec![unique.as_str()]],
-                        )
-                        .await
-                        .map_err(|e| self.err(e))?;
-                    if let Some(row) = holders.first() {
-                        return Err(BackendError::Duplicate {
-                            queue: info.queue.clone(),
-                            key: unique.clone(),
-                            existing: JobId(from_db(row.get(2))),
-                        });
-                    }
-                }
+                self.revivable(conn, *id).await?;
                 (None, Some(to_db(id.0)))
             }
             ReviveTarget::AllDead { queue } => (queue.clone(), None),
@@ -212,7 +186,48 @@ impl Core {
         }
         // Revived jobs wait behind the jobs whose time came earlier; the promotion orders them.
         self.promote_after(conn, &queues, now).await;
+        if let (ReviveTarget::One(id), 0) = (&target, revived) {
+            // Changed since the check: another transaction took its unique key, or revived
+            // or deleted it. The check says which.
+            self.revivable(conn, *id).await?;
+            return Err(BackendError::Unavailable(
+                "the job changed while it was revived; retry".into(),
+            ));
+        }
         Ok(revived)
+    }
+
+    /// Why the dead job `id` cannot be revived now, if it cannot: it does not exist, it is not
+    /// dead, or an unfinished job holds its unique key.
+    async fn revivable(&self, conn: &dyn Exec, id: JobId) -> Result<(), BackendError> {
+        let Some((info, life)) = self.get_with(conn, id).await? else {
+            return Err(BackendError::NotFound(id));
+        };
+        if !matches!(life.state(), State::Dead { .. }) {
+            return Err(BackendError::Transition {
+                id,
+                source: TransitionError::NotDead {
+                    state: life.state().name(),
+                },
+            });
+        }
+        if let Some(unique) = &info.unique_key {
+            let holders = conn
+                .rows(
+                    &self.sql.unique_holders,
+                    &[&vec![info.queue.as_str()], &vec![unique.as_str()]],
+                )
+                .await
+                .map_err(|e| self.err(e))?;
+            if let Some(row) = holders.first() {
+                return Err(BackendError::Duplicate {
+                    queue: info.queue.clone(),
+                    key: unique.clone(),
+                    existing: JobId(from_db(row.get(2))),
+                });
+            }
+        }
+        Ok(())
     }
 
     pub(crate) async fn purge(&self, purge: Purge) -> Result<u64, BackendError> {

@@ -201,3 +201,105 @@ async fn a_job_enqueued_in_a_transaction_goes_after_jobs_already_due() {
     assert!(t.store.claim("q", 1, LEASE).await.unwrap().is_empty());
     t.cleanup().await;
 }
+
+/// Waits until a session is blocked on a lock held by the session with backend id `holder`
+/// (observed through `pg_blocking_pids`, never by sleeping for a guessed time).
+async fn someone_waits_for(observer: &tokio_postgres::Client, holder: i32) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let row = observer
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))",
+                &[&holder],
+            )
+            .await
+            .expect("read the lock waits");
+        if row.get::<_, i64>(0) > 0 {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "nobody waited for the lock"
+        );
+        tokio::task::yield_now().await;
+    }
+}
+
+/// Reviving every dead job while a transaction takes the unique key of one of them: that
+/// one stays dead (its key was taken meanwhile, as in the reference store) and the others
+/// are revived, rather than the whole revival failing on the unique index.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revival_of_all_dead_jobs_leaves_dead_a_job_whose_key_a_transaction_took() {
+    let t = store_or_skip!("revrace");
+    let s = &t.store;
+    let keyed = s
+        .enqueue(NewJob::new("q", "k", vec![]).unique("u", OnConflict::Error))
+        .await
+        .unwrap();
+    let plain = s.enqueue(NewJob::new("q", "k", vec![])).await.unwrap();
+    for job in s.claim("q", 2, LEASE).await.unwrap() {
+        s.fail(&job, fairq_worker::Failure::permanent("down"))
+            .await
+            .unwrap();
+    }
+    let mut client = own_connection().await;
+    let holder: i32 = client
+        .query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let tx = client.transaction().await.unwrap();
+    let taker = s
+        .enqueue_in(
+            &tx,
+            NewJob::new("q", "k", vec![]).unique("u", OnConflict::Error),
+        )
+        .await
+        .unwrap();
+
+    let reviver = s.clone();
+    let revival = tokio::spawn(async move {
+        reviver
+            .revive(fairq_worker::ReviveTarget::AllDead {
+                queue: Some("q".into()),
+            })
+            .await
+    });
+    someone_waits_for(&t.admin, holder).await;
+    tx.commit().await.unwrap();
+    assert_eq!(revival.await.unwrap().unwrap(), 1);
+
+    let status = |id| async move { s.get(id).await.unwrap().expect("exists").status() };
+    assert_eq!(status(keyed).await, fairq_worker::JobStatus::Dead);
+    assert_eq!(status(plain).await, fairq_worker::JobStatus::Scheduled);
+    assert_eq!(status(taker).await, fairq_worker::JobStatus::Scheduled);
+
+    // A single revival that loses its key the same way is refused as a duplicate.
+    let lone = s
+        .enqueue(NewJob::new("q2", "k", vec![]).unique("v", OnConflict::Error))
+        .await
+        .unwrap();
+    let job = s.claim("q2", 1, LEASE).await.unwrap().remove(0);
+    s.fail(&job, fairq_worker::Failure::permanent("down"))
+        .await
+        .unwrap();
+    let tx = client.transaction().await.unwrap();
+    let taker = s
+        .enqueue_in(
+            &tx,
+            NewJob::new("q2", "k", vec![]).unique("v", OnConflict::Error),
+        )
+        .await
+        .unwrap();
+    let reviver = s.clone();
+    let revival =
+        tokio::spawn(async move { reviver.revive(fairq_worker::ReviveTarget::One(lone)).await });
+    someone_waits_for(&t.admin, holder).await;
+    tx.commit().await.unwrap();
+    match revival.await.unwrap() {
+        Err(BackendError::Duplicate { existing, .. }) => assert_eq!(existing, taker),
+        other => panic!("a revival whose key was taken answered {other:?}"),
+    }
+    assert_eq!(status(lone).await, fairq_worker::JobStatus::Dead);
+    t.cleanup().await;
+}

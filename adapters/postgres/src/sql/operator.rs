@@ -172,6 +172,12 @@ SELECT (SELECT k.yes FROM known k), (SELECT l.n FROM live l), (SELECT count(*) F
 /// after the jobs already waiting), attempts reset. Of several dead jobs sharing a unique key
 /// only the oldest comes back, and none whose key an unfinished job holds. Parameters: queue
 /// (or NULL), id (or NULL), now, due channel.
+///
+/// The archive rows are locked first (a concurrent revival of the same job waits, then finds
+/// it gone), and the insert skips any row whose unique key another transaction took after
+/// this statement's snapshot (`ON CONFLICT DO NOTHING`, which waits for that transaction):
+/// only the rows that went in leave the archive, so such a job stays dead and the others are
+/// revived.
 pub(super) const REVIVE: &str = r#"
 WITH candidates AS (
     SELECT DISTINCT ON (a.queue, a.unique_key IS NULL, COALESCE(a.unique_key, ''),
@@ -184,10 +190,12 @@ WITH candidates AS (
     ORDER BY a.queue, a.unique_key IS NULL, COALESCE(a.unique_key, ''),
              CASE WHEN a.unique_key IS NULL THEN a.id END, a.id
 ),
-gone AS (
-    DELETE FROM fairq.archive a USING candidates c WHERE a.id = c.id RETURNING a.*
+locked AS (
+    SELECT a.* FROM fairq.archive a
+    WHERE a.id IN (SELECT c.id FROM candidates c) AND a.state = 'dead'
+    ORDER BY a.id
+    FOR UPDATE
 ),
-FOLD,
 revived AS (
     INSERT INTO fairq.jobs (id, queue, kind, key, payload, payload_json, metadata, retry, unique_key,
         depends_on, has_dependents, state, run_at, due_at, due_seq, attempts, token,
@@ -196,9 +204,14 @@ revived AS (
         g.depends_on, g.has_dependents, 'scheduled', $3, $3,
         EVENT + (row_number() OVER (ORDER BY g.id) << 20), 0, g.token, g.claimed_at,
         g.enqueued_at, 0, '{}', NULL, g.last_error
-    FROM gone g
-    RETURNING queue
+    FROM locked g
+    ON CONFLICT DO NOTHING
+    RETURNING id, queue
 ),
+gone AS (
+    DELETE FROM fairq.archive a WHERE a.id IN (SELECT r.id FROM revived r) RETURNING a.*
+),
+FOLD,
 woke AS (
     SELECT pg_notify($4, $3::int8::text || ' ' || q.queue) FROM (SELECT DISTINCT queue FROM revived) q
 )
