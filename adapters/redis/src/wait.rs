@@ -7,6 +7,11 @@
 //! and a spurious wake-up costs one empty claim. A queue that already has claimable jobs is
 //! not waited on at all, unless it is paused: then the wait lasts until its resume pushes
 //! tokens (or the timeout), so its workers do not claim in a loop.
+//!
+//! One wait blocks for at most [`LONGEST_BLOCK`], whatever the timeout (`Duration::MAX`
+//! included): a longer one returns then, as a spurious wake-up would, and the caller looks
+//! again. That bounds how long a connection that went silent can hold a waiter, and keeps
+//! the timeout within what the server reads.
 
 use std::time::Duration;
 
@@ -15,6 +20,13 @@ use redis::Value;
 use crate::backend::RedisBackend;
 use crate::record::number;
 
+/// The longest one wait blocks (see the module docs).
+const LONGEST_BLOCK: Duration = Duration::from_secs(300);
+
+/// How much longer than the server's own timeout a blocking pop may take before the wait
+/// gives up on its connection (a hung connection; the server answers by its timeout).
+const LOCAL_GUARD: Duration = Duration::from_secs(2);
+
 /// What a wait looks at first: how many jobs are claimable, the next delayed job (member and
 /// due time) if any, and whether the queue is paused.
 type Look = (u64, Vec<(String, u64)>, bool);
@@ -22,7 +34,7 @@ type Look = (u64, Vec<(String, u64)>, bool);
 impl RedisBackend {
     pub(crate) async fn wait(&self, queue: &str, timeout: Duration) {
         let base = self.inner.keys.queue_base(queue);
-        let mut wait = timeout;
+        let mut wait = timeout.min(LONGEST_BLOCK);
         let mut look = redis::pipe();
         look.cmd("ZCARD").arg(format!("{base}ready"));
         look.cmd("ZRANGE")
@@ -63,7 +75,7 @@ impl RedisBackend {
             .arg(format!("{seconds:.3}"));
         let pop = blpop.query_async::<Value>(&mut conn);
         // The server answers by its own timeout; the local one only guards a hung connection.
-        match tokio::time::timeout(wait + Duration::from_secs(2), pop).await {
+        match tokio::time::timeout(wait + LOCAL_GUARD, pop).await {
             Ok(Ok(value)) => {
                 let _ = number(&value);
                 self.return_waiter(conn);

@@ -1477,6 +1477,39 @@ pub async fn wait_for_jobs_returns<B: Backend>(store: &B, _clock: &ManualClock) 
     .expect("wait_for_jobs with a due job returns at once");
 }
 
+/// `wait_for_jobs` takes any timeout, up to `Duration::MAX` ("until there is something to
+/// claim"): such a wait is pending while nothing is due, an enqueue wakes it, and it returns
+/// at once while a job is due. (Worker durations may be `Duration::MAX`, and a worker passes
+/// its queue's poll interval here.) Not among [`conformance_tests!`](crate::conformance_tests)
+/// yet: a store calls it from its own tests.
+///
+/// ```ignore
+/// #[test]
+/// fn an_endless_wait_for_jobs_ends_with_a_job() {
+///     fairq_worker::conformance::run(MyHarness, |store, clock| {
+///         Box::pin(fairq_worker::conformance::checks::an_endless_wait_for_jobs_ends_with_a_job(store, clock))
+///     });
+/// }
+/// ```
+pub async fn an_endless_wait_for_jobs_ends_with_a_job<B: Backend>(store: &B, _clock: &ManualClock) {
+    let waiting = store.wait_for_jobs("endless", Duration::MAX);
+    tokio::pin!(waiting);
+    for _ in 0..8 {
+        assert!(
+            futures::poll!(waiting.as_mut()).is_pending(),
+            "an endless wait_for_jobs returned while nothing was due"
+        );
+        tokio::task::yield_now().await;
+    }
+    store.enqueue(new_job("endless")).await.expect("enqueue");
+    tokio::time::timeout(PATIENCE, waiting)
+        .await
+        .expect("an enqueue wakes an endless wait_for_jobs");
+    tokio::time::timeout(PATIENCE, store.wait_for_jobs("endless", Duration::MAX))
+        .await
+        .expect("an endless wait_for_jobs with a due job returns at once");
+}
+
 /// One settlement mixes successes, retryable and permanent failures and a stale lease: each
 /// entry is answered on its own, in order, and the stale one does not stop the others.
 pub async fn settle_applies_each_entry_on_its_own<B: Backend>(store: &B, clock: &ManualClock) {
