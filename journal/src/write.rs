@@ -244,11 +244,9 @@ impl Inner {
             // A sealed segment's map is given up, and its file cut back, before the sync
             // makes its length durable (`mapped.rs`).
             w.finish_unmapping();
-            (
-                w.file().clone(),
-                w.end(),
-                std::mem::take(&mut w.unsynced_sealed),
-            )
+            // Copied, not taken: a second caller meanwhile (`sync()` beside the periodic
+            // flusher) must not return before these are durable, so it syncs them too.
+            (w.file().clone(), w.end(), w.unsynced_sealed.clone())
         };
         // Syncing through a new descriptor makes the file's data durable all the same.
         let result = sealed
@@ -264,6 +262,11 @@ impl Inner {
             .and_then(|()| file.sync_data());
         match result {
             Ok(()) => {
+                if !sealed.is_empty() {
+                    proto::lock(&self.writer)
+                        .unsynced_sealed
+                        .retain(|s| !sealed.contains(s));
+                }
                 self.mark_synced(upto);
                 self.publish(upto);
                 Ok(())

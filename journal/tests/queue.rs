@@ -992,3 +992,91 @@ fn the_next_segment_is_created_ahead_under_never_and_periodic_only() {
         assert!(segments(dir.path(), "q").is_empty(), "{sync:?}");
     }
 }
+
+/// Holds the syncs of one file while its door is closed (`state.0`), counting them
+/// (`state.1`), and notes when a second `sync()` call returned (`state.2`).
+#[derive(Debug, Default)]
+struct OneFileDoor {
+    state: std::sync::Mutex<(bool, usize, bool)>,
+    cv: std::sync::Condvar,
+}
+
+#[derive(Debug)]
+struct DoorFile(Box<dyn fairq_journal::storage::WriteFile>, Arc<OneFileDoor>);
+
+impl fairq_journal::sim::ForwardWrite for DoorFile {
+    fn inner(&self) -> &dyn fairq_journal::storage::WriteFile {
+        self.0.as_ref()
+    }
+    fn sync_data(&self) -> std::io::Result<()> {
+        let mut g = self.1.state.lock().unwrap();
+        g.1 += 1;
+        self.1.cv.notify_all();
+        let mut g = self.1.cv.wait_while(g, |s| s.0).unwrap();
+        g.1 -= 1;
+        drop(g);
+        self.0.sync_data()
+    }
+}
+
+#[test]
+fn sync_waits_for_a_sealed_segment_another_sync_is_still_syncing() {
+    // Two callers of `sync()` at once (as `sync()` beside the periodic flusher): the second
+    // must not return while the first is still making a sealed segment durable.
+    let disk = SimDisk::new(8);
+    let door = Arc::new(OneFileDoor::default());
+    let sealed = Path::new("/j/q.00000000000000000001.seg");
+    let storage = {
+        let door = door.clone();
+        fairq_journal::sim::WrapFiles::new(disk.clone()).write_files(move |path, f| {
+            if path == sealed {
+                Box::new(DoorFile(f, door.clone()))
+            } else {
+                f
+            }
+        })
+    };
+    let config = JournalConfig {
+        sync: SyncPolicy::Never,
+        segment_size: 120,
+        storage: Arc::new(storage),
+        ..JournalConfig::default()
+    };
+    let q = JournaledQueue::open("/j", "q", config).unwrap();
+    for i in 0..3u8 {
+        q.put(&[i; 40]).unwrap();
+    }
+    door.state.lock().unwrap().0 = true;
+    let first = {
+        let q = q.clone();
+        std::thread::spawn(move || q.sync().unwrap())
+    };
+    let wait_for = |pred: &dyn Fn(&(bool, usize, bool)) -> bool| {
+        let g = door.state.lock().unwrap();
+        let (g, t) = door
+            .cv
+            .wait_timeout_while(g, Duration::from_secs(30), |s| !pred(s))
+            .unwrap();
+        assert!(!t.timed_out(), "stuck: {:?}", *g);
+    };
+    wait_for(&|s| s.1 == 1);
+    let second = {
+        let (q, door) = (q.clone(), door.clone());
+        std::thread::spawn(move || {
+            q.sync().unwrap();
+            door.state.lock().unwrap().2 = true;
+            door.cv.notify_all();
+        })
+    };
+    // Either the second call returns (too early) or it too waits on the sealed segment.
+    wait_for(&|s| s.2 || s.1 == 2);
+    let returned_early = door.state.lock().unwrap().2;
+    door.state.lock().unwrap().0 = false;
+    door.cv.notify_all();
+    first.join().unwrap();
+    second.join().unwrap();
+    assert!(
+        !returned_early,
+        "sync() returned while the sealed segment was still being synced"
+    );
+}
