@@ -383,7 +383,10 @@ impl Core {
         let client = self.client().await?;
         let conn: &dyn Exec = &*client;
         let rows = conn
-            .rows(&self.sql.hold_retries, &[&queue, &to_db(until)])
+            .rows(
+                &self.sql.hold_retries,
+                &[&queue, &to_db(until), &self.sql.due_channel],
+            )
             .await
             .map_err(|e| self.err(e))?;
         let held = rows.first().map_or(0, |r| from_db(r.get::<_, i64>(0)));

@@ -520,3 +520,50 @@ async fn claims_and_settlements_run_the_connections_generic_plans() {
     drop(store);
     t.cleanup().await;
 }
+
+/// Holding retries makes jobs wait (a held retry that had its place gives it up): like every
+/// statement that makes a job wait, it tells the other stores on the due channel, so a store
+/// that believed nothing waits promotes the held retry once its time comes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn other_stores_hear_of_held_retries() {
+    let t = store_or_skip!("holdnotify");
+    let listening = another_store(&t, PgOptions::default()).await;
+    tokio::time::timeout(fairq_worker::conformance::PATIENCE, async {
+        while !listening.is_listening() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the listener started");
+    let policy =
+        fairq_core::retry::RetryPolicy::new(5).with_backoff(fairq_core::retry::Backoff::Immediate);
+    let id = t
+        .store
+        .enqueue(NewJob::new("q", "k", vec![]).retry(policy))
+        .await
+        .unwrap();
+    // The listening store runs the job and retries it at once: it gets its place again, and
+    // the store's promotion sees nothing left waiting.
+    let job = listening.claim("q", 1, LEASE).await.unwrap().remove(0);
+    listening
+        .fail(&job, fairq_worker::Failure::retryable("down"))
+        .await
+        .unwrap();
+    // Another store holds it back for a second.
+    let until = fairq_worker::Clock::now(&t.clock) + 1_000;
+    assert_eq!(t.store.hold_retries("q", until).await.unwrap(), 1);
+    t.clock.advance(Duration::from_secs(1));
+    let claimed = tokio::time::timeout(fairq_worker::conformance::PATIENCE, async {
+        loop {
+            let jobs = listening.claim("q", 1, LEASE).await.unwrap();
+            if let Some(job) = jobs.into_iter().next() {
+                return job;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the listening store claimed the held retry");
+    assert_eq!(claimed.claim.id, id);
+    t.cleanup().await;
+}

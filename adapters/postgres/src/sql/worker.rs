@@ -388,7 +388,10 @@ SELECT EXISTS (SELECT 1 FROM fairq.jobs
 /// jobs keep theirs behind it, and its own new place comes after them, as in the reference
 /// store, where the old entry stays in the fair queue, stale. A held retry waits as a delayed
 /// job does, by its id (`due_seq`), whatever event made it due before: the reference store
-/// files held jobs at `(until, id)`. `$1` queue, `$2` until. Returns how many moved.
+/// files held jobs at `(until, id)`. Like every statement that makes jobs wait, it notifies
+/// the due channel (`<until> <queue>`), so other stores promote them at `until` (one that
+/// believed nothing waits would not). `$1` queue, `$2` until, `$3` due channel. Returns how
+/// many moved.
 pub(super) const HOLD_RETRIES: &str = r#"
 WITH picked AS (
     SELECT j.id, j.queue, j.key, j.round
@@ -403,9 +406,12 @@ held AS (
     WHERE j.id = p.id
     RETURNING p.queue, p.key, p.round
 ),
+woke AS (
+    SELECT pg_notify($3, $2::int8::text || ' ' || $1) FROM (SELECT 1 FROM held LIMIT 1) x
+),
 gone AS (
     SELECT h.queue, h.key, h.round FROM held h
 ),
 GHOSTS
-SELECT count(*) FROM held
+SELECT (SELECT count(*) FROM held), (SELECT count(*) FROM woke)
 "#;
