@@ -295,7 +295,10 @@ pub struct JournalConfig {
     /// (default 1 s; `Duration::ZERO` checkpoints after every change). Readers also checkpoint
     /// on [`Reader::checkpoint`](crate::Reader::checkpoint) and on close.
     pub checkpoint_interval: Duration,
-    /// Where finished segments are moved instead of being deleted (same file system).
+    /// Where finished segments are moved instead of being deleted (same file system). An
+    /// archived file is never replaced: a segment whose name is taken there (a queue deleted
+    /// and made again, or a queue of the same name in another folder sharing the archive)
+    /// is archived as that name plus `.1`, `.2`, and so on.
     pub archive_dir: Option<PathBuf>,
     /// Limits of readers created without their own configuration.
     pub reader: ReaderConfig,

@@ -47,9 +47,8 @@ impl Inner {
             let result = match &self.config.archive_dir {
                 Some(archive) => storage
                     .create_dir_all(archive, self.config.dir_mode)
-                    .and_then(|()| {
-                        storage.rename(&path, &archive.join(segment_name(&self.name, seg)))
-                    })
+                    .and_then(|()| self.archive_name(archive, seg))
+                    .and_then(|to| storage.rename(&path, &to))
                     .and_then(|()| storage.sync_dir(archive)),
                 None => storage.remove_file(&path),
             };
@@ -59,6 +58,37 @@ impl Inner {
         storage
             .sync_dir(&self.dir)
             .map_err(|e| JournalError::io(&self.dir, e))
+    }
+}
+
+impl Inner {
+    /// A name in `archive` for segment `seg` that no archived file has: the segment's own
+    /// name, or, when a queue of the same name archived a segment with this id before (a
+    /// queue deleted and made again, or another folder's queue sharing the archive), that
+    /// name with the first free `.1`, `.2`, ... after it. The name is taken by creating an
+    /// empty file, which the rename then replaces, so two queues never pick the same one.
+    fn archive_name(
+        &self,
+        archive: &std::path::Path,
+        seg: u64,
+    ) -> std::io::Result<std::path::PathBuf> {
+        let base = segment_name(&self.name, seg);
+        for n in 0..=u64::MAX {
+            let to = if n == 0 {
+                archive.join(&base)
+            } else {
+                archive.join(format!("{base}.{n}"))
+            };
+            match self.storage().create(&to, self.config.file_mode) {
+                Ok(_) => return Ok(to),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(std::io::Error::new(
+            std::io::ErrorKind::AlreadyExists,
+            "every archive name for the segment is taken",
+        ))
     }
 }
 

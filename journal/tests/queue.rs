@@ -411,6 +411,40 @@ fn archived_segments_move_to_the_archive_dir() {
 }
 
 #[test]
+fn an_archived_segment_is_never_replaced() {
+    // Two folders' queues named alike share one archive: their segments have the same
+    // names, and neither may overwrite what the other archived.
+    let dir = tempfile::tempdir().unwrap();
+    let archive = dir.path().join("archive");
+    let config = JournalConfig {
+        segment_size: 100,
+        archive_dir: Some(archive.clone()),
+        ..cfg()
+    };
+    for (folder, base) in [("one", 0u8), ("two", 100u8)] {
+        let q = JournaledQueue::open(dir.path().join(folder), "q", config.clone()).unwrap();
+        let r = q.reader("").unwrap();
+        for i in 0..3u8 {
+            q.put(&[base + i; 70]).unwrap();
+        }
+        assert_eq!(drain(&r).len(), 3);
+        r.checkpoint().unwrap();
+        q.close().unwrap();
+    }
+    let mut found: Vec<u8> = Vec::new();
+    for entry in std::fs::read_dir(&archive).unwrap() {
+        let bytes = std::fs::read(entry.unwrap().path()).unwrap();
+        for b in [0u8, 1, 2, 100, 101, 102] {
+            if bytes.windows(70).any(|w| w.iter().all(|&x| x == b)) {
+                found.push(b);
+            }
+        }
+    }
+    found.sort_unstable();
+    assert_eq!(found, vec![0, 1, 2, 100, 101, 102]);
+}
+
+#[test]
 fn missing_or_damaged_checkpoint_restarts_from_oldest_item() {
     for damage in ["remove", "garble"] {
         let dir = tempfile::tempdir().unwrap();
