@@ -11,11 +11,8 @@
 /// assert_eq!(taken, vec![("cacert", "/ca.pem".to_string())]);
 /// ```
 pub(crate) fn take(url: &str, names: &[&'static str]) -> (String, Vec<(&'static str, String)>) {
-    let (body, fragment) = match url.split_once('#') {
-        Some((body, fragment)) => (body, Some(fragment)),
-        None => (url, None),
-    };
-    let Some((base, query)) = body.split_once('?') else {
+    let (base, query, fragment) = parts(url);
+    let Some(query) = query else {
         return (url.to_string(), Vec::new());
     };
     let mut taken = Vec::new();
@@ -42,8 +39,7 @@ pub(crate) fn take(url: &str, names: &[&'static str]) -> (String, Vec<(&'static 
 /// The names of `url`'s query parameters, in order, percent-decoded (the fragment is not
 /// part of the query).
 pub(crate) fn names(url: &str) -> Vec<String> {
-    let body = url.split_once('#').map_or(url, |(body, _)| body);
-    let Some((_, query)) = body.split_once('?') else {
+    let Some(query) = parts(url).1 else {
         return Vec::new();
     };
     query
@@ -51,6 +47,44 @@ pub(crate) fn names(url: &str) -> Vec<String> {
         .filter(|p| !p.is_empty())
         .map(|pair| percent_decode(pair.split_once('=').map_or(pair, |(key, _)| key)))
         .collect()
+}
+
+/// `url` cut where its query or fragment begins: what comes before, and the rest from its
+/// `?` or `#` on (empty when it has neither).
+///
+/// Neither begins inside the user info, which runs to the last `@` before the first `/` after
+/// the scheme's `://`: a password may hold `?` or `#` (a URL parser would want them
+/// percent-encoded, but someone may well write them as they are), and what follows a `?` is
+/// read as parameters, whose names are quoted in errors. A password must not hold `/`
+/// unencoded (nothing tells it from the path then).
+///
+/// ```text
+/// assert_eq!(split("redis://:a?b#c@h:1/0?key=k#insecure"), ("redis://:a?b#c@h:1/0", "?key=k#insecure"));
+/// ```
+pub(crate) fn split(url: &str) -> (&str, &str) {
+    let start = url.find("://").map_or(0, |scheme| {
+        let authority = scheme + 3;
+        let rest = &url[authority..];
+        let slash = rest.find('/').unwrap_or(rest.len());
+        authority + rest[..slash].rfind('@').map_or(0, |at| at + 1)
+    });
+    let cut = url[start..]
+        .find(['?', '#'])
+        .map_or(url.len(), |at| start + at);
+    url.split_at(cut)
+}
+
+/// `url` in three: what comes before its query (see [`split`]), the query and the fragment
+/// (each without its `?` or `#`). A `?` inside the fragment starts no query.
+fn parts(url: &str) -> (&str, Option<&str>, Option<&str>) {
+    let (base, tail) = split(url);
+    match tail.strip_prefix('?') {
+        Some(query) => match query.split_once('#') {
+            Some((query, fragment)) => (base, Some(query), Some(fragment)),
+            None => (base, Some(query), None),
+        },
+        None => (base, None, tail.strip_prefix('#')),
+    }
 }
 
 /// Decodes the `%XX` escapes of a URL part; anything else is kept as is.
@@ -98,6 +132,38 @@ mod tests {
         );
         assert!(names("redis://h/#a?b=c").is_empty());
         assert!(names("redis://h/?").is_empty());
+    }
+
+    #[test]
+    fn a_question_mark_or_hash_in_the_password_starts_no_query() {
+        for url in [
+            "redis://:ab?S3cret@h:6379/",
+            "redis://:ab#S3cret@h:6379/",
+            "redis://user:a?b#S3cret&x=y@h:6379/0",
+            "rediss://:ab?S3cret@h",
+        ] {
+            assert!(names(url).is_empty(), "{url}");
+            assert_eq!(take(url, &["cacert", "S3cret"]), (url.to_string(), vec![]));
+            assert_eq!(split(url), (url, ""));
+        }
+        let url = "rediss://:ab?S3cret=1@h:6379/0?cacert=%2Fca.pem&protocol=resp3#insecure";
+        assert_eq!(names(url), ["cacert", "protocol"]);
+        assert_eq!(
+            take(url, &["cacert"]),
+            (
+                "rediss://:ab?S3cret=1@h:6379/0?protocol=resp3#insecure".to_string(),
+                vec![("cacert", "/ca.pem".to_string())]
+            )
+        );
+        // '@' in a parameter's value, after the path's '/', is not user info.
+        let url = "redis://h:1/?cacert=/etc/me@host/ca.pem";
+        assert_eq!(split(url), ("redis://h:1/", "?cacert=/etc/me@host/ca.pem"));
+        assert_eq!(
+            split("redis+unix:///run/r.sock?db=2&pass=p@ss").1,
+            "?db=2&pass=p@ss"
+        );
+        assert_eq!(split("redis://h:1#a?b").1, "#a?b");
+        assert!(names("redis://h:1#a?b").is_empty());
     }
 
     #[test]

@@ -56,21 +56,25 @@ impl Target {
             _ if cluster_param => return Ok(Target::Cluster(vec![check_db0(&url)?])),
             _ => return Ok(Target::Single(url)),
         };
-        // The user info runs to the last '@' before the query; the hosts to the next '/'.
-        let query = rest.find('?').unwrap_or(rest.len());
-        let host_start = rest[..query].rfind('@').map_or(0, |at| at + 1);
-        let slash = rest[host_start..query]
+        // The query and the fragment (`tail`) begin past the user info, which may hold '?'
+        // and '#' (see query::split); the user info runs to the last '@' before them, the
+        // hosts from there to the next '/'.
+        let (head, tail) = crate::query::split(&url);
+        // `head` begins with the scheme and its "://", as `url` does.
+        let head = &head[url.len() - rest.len()..];
+        let host_start = head.rfind('@').map_or(0, |at| at + 1);
+        let slash = head[host_start..]
             .find('/')
-            .map_or(query, |slash| host_start + slash);
-        let (authority, path) = rest.split_at(slash);
+            .map_or(head.len(), |slash| host_start + slash);
+        let (authority, path) = head.split_at(slash);
         let (userinfo, hosts) = match authority.rfind('@') {
             Some(at) => (&authority[..=at], &authority[at + 1..]),
             None => ("", authority),
         };
         let path = if path.starts_with('/') {
-            path.to_string()
+            format!("{path}{tail}")
         } else {
-            format!("/{path}")
+            format!("/{path}{tail}")
         };
         let mut nodes = Vec::new();
         for host in hosts.split(',') {
@@ -217,6 +221,27 @@ mod tests {
         ] {
             assert!(Target::parse(url).is_ok(), "{url}");
         }
+    }
+
+    /// A `?` or `#` in a password is not where the query or fragment begins, so the password
+    /// is never read as parameters and quoted: `"S3cret@h:6379/"` was refused as an unknown
+    /// parameter.
+    #[test]
+    fn a_password_with_a_question_mark_is_never_quoted() {
+        for url in [
+            "redis://:ab?S3cret@h:6379/",
+            "redis://:ab?S3cret@h:6379/?prefx=app",
+            "redis://u:ab?S3cret&x=1@h:6379/5?cluster=true",
+            "redis://:ab#S3cret@h:6379/?cluster=maybe",
+            "redis+cluster://:ab?S3cret@a:1,,b:2/",
+            "redis+cluster://:ab?S3cret@a:1/?prefix=x",
+        ] {
+            if let Err(err) = Target::parse(url) {
+                assert!(!err.to_string().contains("S3cret"), "{url}: {err}");
+            }
+        }
+        let err = Target::parse("redis://:ab?S3cret@h:6379/?prefx=app").unwrap_err();
+        assert!(err.to_string().contains("\"prefx\""), "{err}");
     }
 
     #[test]
