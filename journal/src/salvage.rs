@@ -108,9 +108,20 @@ pub fn salvage(
     segs.sort_unstable();
     let mut report = SalvageReport::default();
     let mut last_id: Option<u64> = None;
-    let newest = segs.last().copied();
     let mut prev_seg: Option<u64> = None;
-    for seg in segs {
+    let read = |seg: u64| {
+        let path = dir.join(segment_name(queue, seg));
+        storage
+            .read_all(&path)
+            .map_err(|e| JournalError::io(&path, e))
+    };
+    // Each segment is read once, one ahead: whether a segment's unreadable end is a torn
+    // tail depends on the header of the one after it.
+    let mut ahead = match segs.first() {
+        Some(&first) => Some(read(first)?),
+        None => None,
+    };
+    for (i, &seg) in segs.iter().enumerate() {
         let path = dir.join(segment_name(queue, seg));
         if let Some(prev) = prev_seg {
             for missing in prev + 1..seg {
@@ -124,14 +135,17 @@ pub fn salvage(
             }
         }
         prev_seg = Some(seg);
-        let bytes = storage
-            .read_all(&path)
-            .map_err(|e| JournalError::io(&path, e))?;
+        let bytes = ahead.take().unwrap_or_default();
+        let next = segs.get(i + 1).copied();
+        if let Some(next) = next {
+            ahead = Some(read(next)?);
+        }
         report.segments += 1;
         let mut reader = SegmentReader {
             path: &path,
             bytes: &bytes,
-            newest: Some(seg) == newest,
+            newest: next.is_none(),
+            end_may_be_torn: end_may_be_torn(seg, next, ahead.as_deref(), segs.len() - i),
             report: &mut report,
         };
         reader.read(&mut last_id, each);
@@ -139,11 +153,29 @@ pub fn salvage(
     Ok(report)
 }
 
+/// Whether the end of segment `seg` may be torn by a crash, as opening judges it
+/// (`scan.rs`): the newest segment's may; so may that of a segment sealed without a sync
+/// (the next one's header says so), and that of the one before a newest segment whose
+/// header a crash tore while creating it. `left` counts the segments from `seg` on.
+fn end_may_be_torn(seg: u64, next: Option<u64>, next_bytes: Option<&[u8]>, left: usize) -> bool {
+    match (next, next_bytes) {
+        (None, _) => true,
+        (Some(n), Some(b)) if n == seg + 1 => match decode_segment_header(b) {
+            Ok(h) => h.prev_unsynced,
+            Err(_) => left == 2 && b.len() <= crate::scan::TORN_NEW_SEGMENT_MAX,
+        },
+        _ => false,
+    }
+}
+
 /// One segment file's bytes being salvaged.
 struct SegmentReader<'a> {
     path: &'a Path,
     bytes: &'a [u8],
+    /// The queue's newest segment.
     newest: bool,
+    /// An unreadable end of it is a torn tail, which opening cuts off too.
+    end_may_be_torn: bool,
     report: &'a mut SalvageReport,
 }
 
@@ -187,7 +219,7 @@ impl SegmentReader<'_> {
             }
         }
         if let Some((start, reason)) = bad_since {
-            let torn_tail = self.newest;
+            let torn_tail = self.end_may_be_torn;
             self.report.damage.push(Damage {
                 path: self.path.to_path_buf(),
                 offset: start as u64,
@@ -373,10 +405,42 @@ mod tests {
             created.torn_tail && created.offset == 0 && created.len == 10,
             "{again:?}"
         );
-        assert!(!again.damage[again.damage.len() - 2].torn_tail, "{again:?}");
+        // With a newest segment torn in its creation, the one before was the last written
+        // when the crash came: its cut-short end is a torn tail too, as opening judges it.
+        assert!(again.damage[again.damage.len() - 2].torn_tail, "{again:?}");
+        assert!(again.damage[0].reason == "missing segment file" && again.damaged());
         assert!(tail.torn_tail);
         assert_eq!(tail.offset, torn_at as u64);
         assert_eq!(tail.len, 20);
+    }
+
+    #[test]
+    fn the_end_of_a_segment_sealed_without_sync_is_a_torn_tail() {
+        // Under `Never` a rotation does not sync the sealed segment, and the next segment's
+        // header says so: a crash may leave that segment's end torn (or, after mapped
+        // writes, zeros), which opening cuts off as it does the newest segment's.
+        for (flag, torn) in [(true, true), (false, false)] {
+            let disk = SimDisk::new(4);
+            disk.create_dir_all(Path::new("/q"), 0o700).unwrap();
+            let mut first = segment(1, &[record(1, b"a")]);
+            first.extend_from_slice(&[0u8; 64]);
+            write(&disk, "q.00000000000000000001.seg", &first);
+            let mut second = Vec::new();
+            encode_segment_header(
+                &SegmentHeader {
+                    segment_id: 2,
+                    prev_unsynced: flag,
+                },
+                &mut second,
+            );
+            second.extend_from_slice(&record(2, b"b"));
+            write(&disk, "q.00000000000000000002.seg", &second);
+            let (items, report) = run(&disk);
+            assert_eq!(items, vec![(1, b"a".to_vec()), (2, b"b".to_vec())]);
+            assert_eq!(report.damage.len(), 1, "{report:?}");
+            assert_eq!(report.damage[0].torn_tail, torn, "{report:?}");
+            assert_eq!(report.damaged(), !torn, "{report:?}");
+        }
     }
 
     #[test]

@@ -60,7 +60,7 @@ fn corrupt(path: &Path, offset: usize, reason: impl Into<String>) -> JournalErro
 
 /// The longest a new segment whose header write was torn by a crash can be: its header plus
 /// the rest of one file system block of garbage or zeros.
-const TORN_NEW_SEGMENT_MAX: usize = 4096;
+pub(crate) const TORN_NEW_SEGMENT_MAX: usize = 4096;
 
 /// Whether a valid record with an id above `prev` starts anywhere at or after `from`.
 fn valid_record_after(data: &[u8], from: usize, prev: Option<u64>) -> bool {
