@@ -1,6 +1,6 @@
 //! The store handle: its connection, settings, scripts and client-side caches.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -61,6 +61,9 @@ pub(crate) struct Inner {
     /// The highest id sequence this client has seen: the floor of its next ids.
     pub(crate) highwater: AtomicU64,
     pub(crate) waiters: Mutex<Vec<Connection>>,
+    /// Set once the server refused a blocking wait's timeout in fractions of a second (Redis
+    /// before 6.0): waits then send whole seconds (see `wait.rs`).
+    pub(crate) whole_second_waits: AtomicBool,
 }
 
 /// The last handle going away sends the run times it still holds, when a runtime is there to
@@ -205,6 +208,7 @@ impl RedisBackend {
                 requests: AtomicU64::new(0),
                 highwater: AtomicU64::new(0),
                 waiters: Mutex::new(first.into_iter().collect()),
+                whole_second_waits: AtomicBool::new(false),
             }),
         };
         backend.load_scripts().await?;

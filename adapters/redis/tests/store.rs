@@ -14,6 +14,9 @@ use fairq_worker::{
 
 const LEASE: Duration = Duration::from_secs(30);
 
+/// The longest a test waits for something that should happen at once.
+const PATIENCE: Duration = Duration::from_secs(30);
+
 fn clock() -> ManualClock {
     ManualClock::new(fairq_worker::conformance::START)
 }
@@ -534,4 +537,61 @@ async fn a_promote_limit_of_zero_still_lets_a_claim_promote_due_jobs() {
     clock.advance(Duration::from_secs(5));
     let claimed = store.claim("q", 1, LEASE).await.unwrap();
     assert_eq!(claimed.iter().map(|j| j.claim.id).collect::<Vec<_>>(), [id]);
+}
+
+/// On a server that reads blocking timeouts in whole seconds only (Redis 5, played by the
+/// proxy: it answers a `BLPOP` with a fractional timeout as Redis 5 does), the first wait
+/// learns it and the next ones send whole seconds, which block until an enqueue wakes them.
+/// Before, every wait sent a fraction (`0.500`) and was refused, so waits returned within
+/// 100 ms and idle workers polled.
+#[test]
+fn waits_on_a_server_that_reads_whole_seconds_only_block() {
+    if !common::available() {
+        return;
+    }
+    let info = redis::Client::open(common::url().as_str())
+        .expect("test server URL")
+        .get_connection_info()
+        .clone();
+    let redis::ConnectionAddr::Tcp(host, port) = info.addr else {
+        panic!("the test server must be reached over plain TCP");
+    };
+    let proxy = common::proxy::Proxy::start(format!("{host}:{port}"));
+    let url = format!("redis://127.0.0.1:{}/{}", proxy.port(), info.redis.db);
+    common::runtime().block_on(async {
+        let options = common::options(clock());
+        let _guard = common::Guard::new(options.prefix.clone());
+        let store = RedisBackend::connect(&url, options).await.expect("connect");
+        proxy.refuse_fractional_timeouts();
+        let first = store.wait_for_jobs("w5", Duration::from_millis(500));
+        tokio::time::timeout(PATIENCE, first)
+            .await
+            .expect("the refused wait returns");
+        assert_eq!(proxy.blpops(), (1, 0), "the first wait sent a fraction");
+        for round in 0..2 {
+            let waiting = store.wait_for_jobs("w5", Duration::from_secs(3_600));
+            tokio::pin!(waiting);
+            // Until the proxy has sent the pop on, the wait has not blocked yet.
+            while proxy.blpops().1 <= round {
+                assert!(
+                    futures::poll!(waiting.as_mut()).is_pending(),
+                    "wait {round} returned before it blocked: {:?}",
+                    proxy.blpops()
+                );
+                tokio::task::yield_now().await;
+            }
+            let job = NewJob::new("w5", "k", vec![]);
+            store.enqueue(job).await.expect("enqueue");
+            tokio::time::timeout(PATIENCE, waiting)
+                .await
+                .expect("an enqueue wakes the wait");
+            let jobs = store.claim("w5", 1, LEASE).await.expect("claim");
+            assert_eq!(jobs.len(), 1);
+        }
+        assert_eq!(
+            proxy.blpops(),
+            (1, 2),
+            "whole seconds from the second wait on"
+        );
+    });
 }

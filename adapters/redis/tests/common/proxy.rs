@@ -2,7 +2,9 @@
 //! frozen connection stays open (no FIN, no reset) but carries nothing more in either
 //! direction, like one whose state a firewall or NAT dropped. Connections opened after a
 //! freeze work normally. The proxy can also cut the connection that carries the next reply,
-//! dropping that reply: the request ran on the server, its answer never arrives.
+//! dropping that reply: the request ran on the server, its answer never arrives. And it can
+//! play a Redis older than 6.0 to blocking pops: a `BLPOP` whose timeout has a fraction is
+//! answered with Redis 5's refusal instead of being sent on.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
@@ -18,6 +20,11 @@ struct State {
     cut_reply: AtomicBool,
     /// Connections accepted so far.
     accepted: AtomicU64,
+    /// Set by `refuse_fractional_timeouts`.
+    old_blpop: AtomicBool,
+    /// `BLPOP`s refused for a fractional timeout, and sent on.
+    blpops_refused: AtomicU64,
+    blpops_sent: AtomicU64,
     /// Set when the proxy is dropped: frozen connections close and their threads end.
     stop: Mutex<bool>,
     stopped: Condvar,
@@ -39,6 +46,9 @@ impl Proxy {
             frozen_below: AtomicU64::new(0),
             cut_reply: AtomicBool::new(false),
             accepted: AtomicU64::new(0),
+            old_blpop: AtomicBool::new(false),
+            blpops_refused: AtomicU64::new(0),
+            blpops_sent: AtomicU64::new(0),
             stop: Mutex::new(false),
             stopped: Condvar::new(),
             closing: AtomicBool::new(false),
@@ -96,6 +106,41 @@ impl Proxy {
     pub fn accepted(&self) -> u64 {
         self.state.accepted.load(Ordering::SeqCst)
     }
+
+    /// From now on, a `BLPOP` whose timeout has a fraction (`1.500`) is answered as Redis
+    /// before 6.0 answers it (`ERR timeout is not an integer or out of range`), without
+    /// reaching the server; one with whole seconds goes through.
+    pub fn refuse_fractional_timeouts(&self) {
+        self.state.old_blpop.store(true, Ordering::SeqCst);
+    }
+
+    /// `BLPOP`s refused for their fractional timeout, and sent on, since
+    /// [`refuse_fractional_timeouts`](Self::refuse_fractional_timeouts).
+    pub fn blpops(&self) -> (u64, u64) {
+        (
+            self.state.blpops_refused.load(Ordering::SeqCst),
+            self.state.blpops_sent.load(Ordering::SeqCst),
+        )
+    }
+}
+
+/// The timeout argument of `request` when it is one whole `BLPOP key timeout` command (as a
+/// waiting connection sends them, one at a time).
+fn blpop_timeout(request: &[u8]) -> Option<&[u8]> {
+    let rest = request.strip_prefix(b"*3\r\n$5\r\nBLPOP\r\n")?;
+    let (_key, rest) = bulk(rest)?;
+    let (timeout, rest) = bulk(rest)?;
+    rest.is_empty().then_some(timeout)
+}
+
+/// One RESP bulk string at the start of `bytes`, and what follows it.
+fn bulk(bytes: &[u8]) -> Option<(&[u8], &[u8])> {
+    let bytes = bytes.strip_prefix(b"$")?;
+    let end = bytes.windows(2).position(|w| w == b"\r\n")?;
+    let len: usize = std::str::from_utf8(&bytes[..end]).ok()?.parse().ok()?;
+    let body = bytes.get(end + 2..end + 2 + len)?;
+    let rest = bytes.get(end + 4 + len..)?;
+    Some((body, rest))
 }
 
 /// Copies `from` to `to` until either closes or the connection is frozen; a frozen one keeps
@@ -117,6 +162,19 @@ fn pipe(id: u64, mut from: TcpStream, mut to: TcpStream, replies: bool, st: &Sta
         }
         if replies && st.cut_reply.swap(false, Ordering::SeqCst) {
             break;
+        }
+        if !replies && st.old_blpop.load(Ordering::SeqCst) {
+            if let Some(timeout) = blpop_timeout(&buf[..n]) {
+                if timeout.contains(&b'.') {
+                    st.blpops_refused.fetch_add(1, Ordering::SeqCst);
+                    let refusal = b"-ERR timeout is not an integer or out of range\r\n";
+                    if from.write_all(refusal).is_err() {
+                        break;
+                    }
+                    continue;
+                }
+                st.blpops_sent.fetch_add(1, Ordering::SeqCst);
+            }
         }
         if to.write_all(&buf[..n]).is_err() {
             break;
