@@ -219,8 +219,15 @@ impl RedisBackend {
                         Call::new(
                             &self.inner.scripts.revive,
                             self.inner.keys.queue_base(&queue),
-                            vec![now, b"one".to_vec(), id.0.to_string().into_bytes()],
+                            vec![
+                                now,
+                                self.request_id().into_bytes(),
+                                b"0".to_vec(),
+                                b"one".to_vec(),
+                                id.0.to_string().into_bytes(),
+                            ],
                         )
+                        .retried_at(2)
                         .acknowledged(),
                     )
                     .await?;
@@ -254,11 +261,14 @@ impl RedisBackend {
                                     self.inner.keys.queue_base(&queue),
                                     vec![
                                         now.clone(),
+                                        self.request_id().into_bytes(),
+                                        b"0".to_vec(),
                                         b"all".to_vec(),
                                         batch.to_string().into_bytes(),
                                         after.clone().into_bytes(),
                                     ],
                                 )
+                                .retried_at(2)
                                 .acknowledged(),
                             )
                             .await?;

@@ -5,11 +5,13 @@ mod common;
 
 use std::time::Duration;
 
+use common::proxy::Proxy;
 use fairq_core::job::State;
+use fairq_core::retry::RetryPolicy;
 use fairq_core::stats::Histogram;
 use fairq_redis::{RedisBackend, RedisOptions};
 use fairq_worker::{
-    Backend, BackendError, Clock, JobStatus, ListFilter, ManualClock, NewJob, ReviveTarget,
+    Backend, BackendError, Clock, Failure, JobStatus, ListFilter, ManualClock, NewJob, ReviveTarget,
 };
 
 const LEASE: Duration = Duration::from_secs(30);
@@ -539,6 +541,20 @@ async fn a_promote_limit_of_zero_still_lets_a_claim_promote_due_jobs() {
     assert_eq!(claimed.iter().map(|j| j.claim.id).collect::<Vec<_>>(), [id]);
 }
 
+/// A proxy in front of the test server, and the URL that reaches the server through it.
+fn proxied() -> (Proxy, String) {
+    let info = redis::Client::open(common::url().as_str())
+        .expect("test server URL")
+        .get_connection_info()
+        .clone();
+    let redis::ConnectionAddr::Tcp(host, port) = info.addr else {
+        panic!("the test server must be reached over plain TCP");
+    };
+    let proxy = Proxy::start(format!("{host}:{port}"));
+    let url = format!("redis://127.0.0.1:{}/{}", proxy.port(), info.redis.db);
+    (proxy, url)
+}
+
 /// On a server that reads blocking timeouts in whole seconds only (Redis 5, played by the
 /// proxy: it answers a `BLPOP` with a fractional timeout as Redis 5 does), the first wait
 /// learns it and the next ones send whole seconds, which block until an enqueue wakes them.
@@ -549,15 +565,7 @@ fn waits_on_a_server_that_reads_whole_seconds_only_block() {
     if !common::available() {
         return;
     }
-    let info = redis::Client::open(common::url().as_str())
-        .expect("test server URL")
-        .get_connection_info()
-        .clone();
-    let redis::ConnectionAddr::Tcp(host, port) = info.addr else {
-        panic!("the test server must be reached over plain TCP");
-    };
-    let proxy = common::proxy::Proxy::start(format!("{host}:{port}"));
-    let url = format!("redis://127.0.0.1:{}/{}", proxy.port(), info.redis.db);
+    let (proxy, url) = proxied();
     common::runtime().block_on(async {
         let options = common::options(clock());
         let _guard = common::Guard::new(options.prefix.clone());
@@ -593,5 +601,91 @@ fn waits_on_a_server_that_reads_whole_seconds_only_block() {
             (1, 2),
             "whole seconds from the second wait on"
         );
+    });
+}
+
+/// A hand-back and revivals (of one job, and of a queue's dead jobs) whose replies a proxy
+/// cuts are repeated and answered as their first tries went through. Before, the repeat of a
+/// hand-back found the job handed back and answered `StaleLease`, that of a revival found it
+/// live and answered `NotDead`, and that of a queue's revival counted nothing.
+#[test]
+fn hand_backs_and_revivals_repeated_after_their_replies_were_lost_answer_as_they_went() {
+    if !common::available() {
+        return;
+    }
+    let (proxy, url) = proxied();
+    common::runtime().block_on(async {
+        // Run times are not flushed behind the test's back: nothing but its own calls
+        // crosses the proxy, so the cut falls on the call that follows it.
+        let options = RedisOptions {
+            timing_flush: Duration::from_secs(3_600),
+            ..common::options(clock())
+        };
+        let _guard = common::Guard::new(options.prefix.clone());
+        let store = RedisBackend::connect(&url, options).await.expect("connect");
+        let once = RetryPolicy::new(0);
+        let job = |key: &str| {
+            NewJob::new("lost", "k", vec![])
+                .key(key)
+                .retry(once.clone())
+        };
+        let ids = store
+            .enqueue_many(["a", "b", "c", "d", "e"].map(job).to_vec())
+            .await
+            .expect("enqueue");
+        let mut jobs = store.claim("lost", 5, LEASE).await.expect("claim");
+        jobs.sort_by_key(|j| j.claim.id);
+        assert_eq!(jobs.iter().map(|j| j.claim.id).collect::<Vec<_>>(), ids);
+        // A whole hand-back first, so the cut falls on the script of the next one.
+        let answers = store.release(vec![jobs[0].claim]).await.expect("release");
+        assert!(matches!(answers[..], [Ok(())]), "{answers:?}");
+
+        let cut = || {
+            proxy.cut_next_reply();
+            proxy.accepted()
+        };
+        let assert_cut = |opened: u64| {
+            assert!(!proxy.cut_pending(), "no reply was cut");
+            assert!(
+                proxy.accepted() > opened,
+                "the repeat went over a new connection"
+            );
+        };
+        let opened = cut();
+        let answers = store.release(vec![jobs[1].claim]).await.expect("release");
+        assert_cut(opened);
+        assert!(matches!(answers[..], [Ok(())]), "{answers:?}");
+        let info = store.get(ids[1]).await.expect("get").expect("job");
+        assert_eq!((info.status(), info.attempts), (JobStatus::Scheduled, 0));
+        // A first try with the handed-back claim is still refused.
+        let answers = store.release(vec![jobs[1].claim]).await.expect("release");
+        assert!(matches!(answers[..], [Err(_)]), "{answers:?}");
+
+        for job in &jobs[2..] {
+            store
+                .fail(job, Failure::permanent("no"))
+                .await
+                .expect("fail");
+        }
+        let opened = cut();
+        let revived = store.revive(ReviveTarget::One(ids[2])).await;
+        assert_cut(opened);
+        assert_eq!(revived.expect("revive one"), 1);
+        assert_eq!(
+            store.get(ids[2]).await.expect("get").expect("job").status(),
+            JobStatus::Scheduled
+        );
+
+        let opened = cut();
+        let all = ReviveTarget::AllDead {
+            queue: Some("lost".to_string()),
+        };
+        let revived = store.revive(all).await;
+        assert_cut(opened);
+        assert_eq!(revived.expect("revive all"), 2);
+        for id in &ids[3..] {
+            let info = store.get(*id).await.expect("get").expect("job");
+            assert_eq!(info.status(), JobStatus::Scheduled);
+        }
     });
 }

@@ -1,10 +1,15 @@
 -- Hands claimed jobs back before their handlers started (fairq-core's Lifecycle::release):
 -- the attempt is refunded, the token stays (so the old lease is fenced once the job is claimed
 -- again, and refused as stale before that), and the job is due at once in the fair order.
--- ARGV: now, then id, token per claim. Returns one answer per claim: {'ok'} or a refusal.
-local now = tonumber(ARGV[1])
+-- ARGV: now, request id, retried ('1' when this call repeats one whose reply was lost), then
+-- id, token per claim. Returns one answer per claim: {'ok'} or a refusal. The reply is kept
+-- for a minute under the request id: a hand-back leaves the token as it was, so a repeat could
+-- not tell its first try's hand-back from a stale claim, and answers the kept reply instead.
+local now, rid, retried = tonumber(ARGV[1]), ARGV[2], ARGV[3] == '1'
+local prior = recall(rid, retried)
+if prior then return prior end
 local answers = {}
-for o = 2, #ARGV, 2 do
+for o = 4, #ARGV, 2 do
   local id, token = ARGV[o], tonumber(ARGV[o + 1])
   local h = jk(id)
   local state, current, attempts, fkey = unpack(redis.call('HMGET', h, 'state', 'token', 'attempts', 'fkey'))
@@ -30,4 +35,4 @@ for o = 2, #ARGV, 2 do
   end
 end
 flush()
-return answers
+return remember(rid, answers)

@@ -12,6 +12,25 @@ local base = KEYS[1]
 local function k(name) return base .. name end
 local function jk(id) return base .. 'job:' .. id end
 
+-- Repeated calls --------------------------------------------------------------------------------
+-- A call whose reply was lost is repeated with its retry flag set (see call.rs). A script
+-- whose effect a repeat cannot recognise from the jobs alone keeps its reply for a minute
+-- under the call's request id, and a repeat answers that reply instead of running again.
+
+-- The reply kept for request `rid` when `retried`, else nil.
+local function recall(rid, retried)
+  if not retried or rid == '' then return nil end
+  local kept = redis.call('GET', k('req:' .. rid))
+  if kept then return cjson.decode(kept) end
+  return nil
+end
+
+-- Keeps `reply` (an array of strings, numbers and such arrays) for request `rid`; returns it.
+local function remember(rid, reply)
+  if rid ~= '' then redis.call('SET', k('req:' .. rid), cjson.encode(reply), 'PX', 60000) end
+  return reply
+end
+
 -- Collected writes ----------------------------------------------------------------------------
 local zadds = {}    -- key name -> {score, member, score, member, ...}
 local zrems = {}    -- key name -> {member, ...}

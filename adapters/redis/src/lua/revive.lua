@@ -1,8 +1,14 @@
 -- Operator revival: dead jobs become claimable now with a fresh retry budget. A job whose
 -- unique key is held by another job meanwhile stays dead.
--- ARGV: now, 'one', id  -> {'ok', 1}, {'dup', key, holder}, {'notdead', state}, {'notfound'}
--- ARGV: now, 'all', limit, after -> {'ok', revived, last id looked at (or ''), looked at}
-local now, mode = tonumber(ARGV[1]), ARGV[2]
+-- ARGV: now, request id, retried ('1' when this call repeats one whose reply was lost), then
+-- 'one', id  -> {'ok', 1}, {'dup', key, holder}, {'notdead', state}, {'notfound'}
+-- 'all', limit, after -> {'ok', revived, last id looked at (or ''), looked at}
+-- The reply is kept for a minute under the request id, and a repeat answers it: the first
+-- try's revival left a live job, which a repeat would find not dead (or, for 'all', not in
+-- the dead set, and count nothing).
+local now, rid, retried, mode = tonumber(ARGV[1]), ARGV[2], ARGV[3] == '1', ARGV[4]
+local prior = recall(rid, retried)
+if prior then return prior end
 
 -- Returns nil when revived, or the id holding the job's unique key.
 local function revive(id)
@@ -27,7 +33,7 @@ local function revive(id)
 end
 
 if mode == 'one' then
-  local id = ARGV[3]
+  local id = ARGV[5]
   local h = jk(id)
   local state = redis.call('HGET', h, 'state')
   if not state then return {'notfound'} end
@@ -35,15 +41,15 @@ if mode == 'one' then
   local holder = revive(id)
   if holder then return {'dup', string.sub(redis.call('HGET', h, 'uniq'), 2), holder} end
   flush()
-  return {'ok', 1}
+  return remember(rid, {'ok', 1})
 end
 
 local from = '-inf'
-if ARGV[4] ~= '' then from = '(' .. ARGV[4] end
-local ids = redis.call('ZRANGEBYSCORE', k('st:dead'), from, '+inf', 'LIMIT', 0, tonumber(ARGV[3]))
+if ARGV[6] ~= '' then from = '(' .. ARGV[6] end
+local ids = redis.call('ZRANGEBYSCORE', k('st:dead'), from, '+inf', 'LIMIT', 0, tonumber(ARGV[5]))
 local revived = 0
 for _, id in ipairs(ids) do
   if not revive(id) then revived = revived + 1 end
 end
 flush()
-return {'ok', revived, ids[#ids] or '', #ids}
+return remember(rid, {'ok', revived, ids[#ids] or '', #ids})
