@@ -274,6 +274,11 @@ impl Inner {
         f.waiting -= 1;
         if f.waiting == 0 {
             w.failures.remove(i);
+            if w.failures.is_empty() && w.sleepers > 0 {
+                // `idle_writer` waits for this; it runs once the caller, still holding
+                // the lock, has taken this put back out of the totals.
+                self.written_cv.notify_all();
+            }
         }
         (w, Err(err))
     }
@@ -329,11 +334,16 @@ impl Inner {
                 self.reserve_ahead(&mut w);
                 self.create_next_ahead(&mut w);
             }
-            if healthy && w.offset >= self.config.segment_size {
+            if healthy && w.offset >= self.config.segment_size && w.offset != w.rotation_stuck_at {
                 // Under Always and Group rotation syncs the sealed segment first, which
-                // covers everything written so far.
+                // covers everything written so far (also when the disk had no room for
+                // the next segment: the writer then stays where it is, `rotation_stuck`).
                 match self.rotate(&mut w) {
-                    Ok(()) => self.synced_all(&mut w),
+                    Ok(()) => {
+                        w.rotation_stuck_at = 0;
+                        self.synced_all(&mut w);
+                    }
+                    Err(e) if e.is_storage_full() => self.synced_all(&mut w),
                     Err(e) => {
                         self.poison(format!("segment rotation failed: {e}"));
                     }

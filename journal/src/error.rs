@@ -133,6 +133,11 @@ impl JournalError {
         }
     }
 
+    /// A full disk (`ENOSPC`).
+    pub(crate) fn is_storage_full(&self) -> bool {
+        matches!(self, JournalError::Io { source, .. } if source.kind() == io::ErrorKind::StorageFull)
+    }
+
     /// The file at `path` is damaged at byte `offset` (0 for a file judged as a whole).
     pub(crate) fn corrupt(path: &Path, offset: u64, reason: impl Into<String>) -> Self {
         JournalError::Corrupt {

@@ -375,6 +375,10 @@ impl JournaledQueue {
         if w.offset > crate::format::SEGMENT_HEADER_LEN as u64
             && let Err(e) = self.inner.rotate(&mut w)
         {
+            // No room for the next segment leaves the writer where it was: not poisoned.
+            if e.is_storage_full() {
+                return Err(e);
+            }
             return Err(self.inner.poison(format!("segment rotation failed: {e}")));
         }
         Ok(())

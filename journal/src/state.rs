@@ -72,6 +72,9 @@ pub(crate) struct Writer {
     /// Leaders in a row that met no other put (`append.rs`): once there are enough,
     /// `Inner::crowded` is cleared and puts write under the lock again.
     pub(crate) calm: u32,
+    /// The end of the writer's segment when creating the next one last found the disk
+    /// full (0: it did not): rotation is tried again once more is written.
+    pub(crate) rotation_stuck_at: u64,
 }
 
 /// Under `Periodic` on a storage without helper threads: the interval of the syncs that puts
@@ -180,6 +183,7 @@ impl Writer {
             map: None,
             unmapping: None,
             calm: 0,
+            rotation_stuck_at: 0,
         }
     }
 }
@@ -444,10 +448,13 @@ impl Inner {
         )
     }
 
-    /// The writer once no put is writing (for rotation, new readers and closing).
+    /// The writer once no put is writing (for rotation, new readers and closing), and
+    /// every put of a failed batch took its count back out of the put totals (it does so
+    /// under the lock as it picks up its batch's failure): a new reader's baseline never
+    /// counts an item that was not written.
     pub(crate) fn idle_writer(&self) -> proto::MutexGuard<'_, Writer> {
         let mut w = proto::lock(&self.writer);
-        while w.leading {
+        while w.leading || !w.failures.is_empty() {
             w.sleepers += 1;
             w = self.written_cv.wait(w).unwrap_or_else(|p| p.into_inner());
             w.sleepers -= 1;

@@ -43,17 +43,18 @@ impl Inner {
         let new = old + 1;
         let (file, map) = match self.take_next(w, new) {
             Some(created) => created,
-            None => (
-                create_segment(
-                    self.storage(),
-                    &self.dir,
-                    &self.name,
-                    new,
-                    !sync_now,
-                    self.config.file_mode,
-                )?,
-                None,
-            ),
+            None => match create_segment(
+                self.storage(),
+                &self.dir,
+                &self.name,
+                new,
+                !sync_now,
+                self.config.file_mode,
+            ) {
+                Ok(file) => (file, None),
+                Err(e) if e.is_storage_full() => return Err(self.rotation_stuck(w, e)),
+                Err(e) => return Err(e),
+            },
         };
         if !sync_now {
             w.unsynced_sealed.push(old);
@@ -76,6 +77,26 @@ impl Inner {
         }
         self.publish_held(w, start);
         Ok(())
+    }
+
+    /// The next segment could not be created for want of room (the new file was removed
+    /// again): the writer stays on its segment, which grows past `segment_size` until a
+    /// later put finds room for the rotation. Under `Always` and `Group` the segment was
+    /// synced before the creation, so everything written is durable. Returns `e`, for
+    /// `JournaledQueue::rotate` to report; a put's rotation only logs it.
+    #[cold]
+    fn rotation_stuck(&self, w: &mut Writer, e: JournalError) -> JournalError {
+        // A map given up for the sealing is cut back on a helper thread: wait for it, as
+        // the writer now appends to the file itself.
+        w.finish_unmapping();
+        w.rotation_stuck_at = w.offset;
+        let end = w.end();
+        if self.config.sync.is_durable_on_put() {
+            self.mark_synced(end);
+        }
+        self.publish_held(w, end);
+        tracing::warn!(queue = %self.name, error = %e, "no room to start the next segment; writing on in the current one");
+        e
     }
 
     /// Under `Never` and `Periodic`, once the writer's segment is half full (under mapped

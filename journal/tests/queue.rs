@@ -703,6 +703,62 @@ fn enospc_fails_the_put_without_poisoning() {
 }
 
 #[test]
+fn a_full_disk_at_rotation_does_not_poison_the_queue() {
+    // The put that fills a segment is written; the next segment's creation then finds the
+    // disk full. The writer stays on the (oversized) segment and tries again later: the
+    // queue works again once there is room, and nothing acknowledged is lost.
+    for (sync, mapped_writes) in [
+        (SyncPolicy::Never, false),
+        (SyncPolicy::Never, true),
+        (SyncPolicy::Group, false),
+        (SyncPolicy::Always, false),
+    ] {
+        let disk = SimDisk::new(5);
+        let config = JournalConfig {
+            sync,
+            mapped_writes,
+            segment_size: 100,
+            ..JournalConfig::on_sim(&disk)
+        };
+        let q = JournaledQueue::open("/j", "q", config.clone()).unwrap();
+        q.put(b"a").unwrap();
+        let used: u64 = disk
+            .list_dir(Path::new("/j"))
+            .unwrap()
+            .iter()
+            .map(|e| disk.read_all(&Path::new("/j").join(&e.name)).unwrap().len() as u64)
+            .sum();
+        // Room for the next record (36 + 60 bytes, which fills the segment) and not for
+        // the next segment's header.
+        disk.set_faults(SimFaults {
+            capacity: Some(used + 96 + 10),
+            ..SimFaults::default()
+        });
+        q.put(&[1u8; 60]).unwrap();
+        let mut expected = vec![b"a".to_vec(), vec![1u8; 60]];
+        // Mapped segments are created (and sized) ahead, so the disk may fill elsewhere.
+        match q.put(b"no room") {
+            Ok(_) if mapped_writes => expected.push(b"no room".to_vec()),
+            Err(JournalError::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::StorageFull => {}
+            other => panic!("{sync:?}, mapped {mapped_writes}: {other:?}"),
+        }
+        disk.set_faults(SimFaults::default());
+        q.put(b"b").unwrap();
+        q.put(b"c").unwrap();
+        expected.extend([b"b".to_vec(), b"c".to_vec()]);
+        q.close().unwrap();
+        disk.crash();
+        let q = JournaledQueue::open("/j", "q", config).unwrap();
+        assert_eq!(
+            drain(&q.reader("").unwrap()),
+            expected,
+            "{sync:?}, mapped {mapped_writes}"
+        );
+    }
+}
+
+#[test]
 fn group_commit_first_waiting_writer_syncs_for_everyone_waiting() {
     let gate = Arc::new(gate::Gate::default());
     let storage = gate::gated_disk(&SimDisk::new(3), &gate);

@@ -165,3 +165,83 @@ fn spinning_followers_see_their_batch_fail_on_a_full_disk() {
         assert_eq!(drain(&q, "r"), ok, "exactly the acknowledged puts are read");
     });
 }
+
+/// A segment file whose writes find the disk full once `room` writes went through.
+#[derive(Debug)]
+struct FillingFile(
+    Box<dyn fairq_journal::storage::WriteFile>,
+    std::sync::Arc<std::sync::atomic::AtomicIsize>,
+);
+
+impl FillingFile {
+    fn take_room(&self) -> std::io::Result<()> {
+        if self.1.fetch_sub(1, std::sync::atomic::Ordering::SeqCst) > 0 {
+            Ok(())
+        } else {
+            Err(std::io::ErrorKind::StorageFull.into())
+        }
+    }
+}
+
+impl fairq_journal::sim::ForwardWrite for FillingFile {
+    fn inner(&self) -> &dyn fairq_journal::storage::WriteFile {
+        self.0.as_ref()
+    }
+    fn write(&self, buf: &[u8]) -> std::io::Result<usize> {
+        self.take_room()?;
+        self.0.write(buf)
+    }
+    fn write_vectored(&self, bufs: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
+        self.take_room()?;
+        self.0.write_vectored(bufs)
+    }
+}
+
+/// A reader created while a batch fails on a full disk starts from put totals that no
+/// longer count the failed puts: it waits until each of them has taken its count back,
+/// which a follower does only when it takes the lock again after its leader stepped down.
+/// Its length then always matches what it reads.
+#[test]
+fn a_new_reader_never_counts_a_put_that_failed() {
+    model(|| {
+        let disk = SimDisk::new(1);
+        // Segment writes only: the new reader's checkpoint and the registry still fit.
+        let room = std::sync::Arc::new(std::sync::atomic::AtomicIsize::new(isize::MAX));
+        let storage = {
+            let room = room.clone();
+            fairq_journal::sim::WrapFiles::new(disk.clone()).write_files(move |path, f| {
+                if path.extension().is_some_and(|e| e == "seg") {
+                    Box::new(FillingFile(f, room.clone()))
+                } else {
+                    f
+                }
+            })
+        };
+        let config = JournalConfig {
+            sync: SyncPolicy::Never,
+            storage: std::sync::Arc::new(storage),
+            ..JournalConfig::on_sim(&disk)
+        };
+        let q = JournaledQueue::open("/q", "q", config).unwrap();
+        q.reader("r").unwrap();
+        // The first write fits, later ones find the disk full.
+        room.store(1, std::sync::atomic::Ordering::SeqCst);
+        let putters: Vec<_> = [b"a", b"b"]
+            .into_iter()
+            .map(|d| {
+                let q = q.clone();
+                thread::spawn(move || q.put(d).is_ok())
+            })
+            .collect();
+        let late = q.reader("late").unwrap();
+        let ok = putters
+            .into_iter()
+            .map(|t| t.join().unwrap())
+            .filter(|&ok| ok)
+            .count() as u64;
+        room.store(isize::MAX, std::sync::atomic::Ordering::SeqCst);
+        let seen = late.len();
+        assert!(seen <= ok, "the late reader counts {seen} of {ok} puts");
+        assert_eq!(drain(&q, "late").len() as u64, seen);
+    });
+}
