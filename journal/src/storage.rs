@@ -638,14 +638,24 @@ impl Storage for FsStorage {
         Ok(())
     }
     fn lock(&self, path: &Path, mode: u32) -> io::Result<Box<dyn LockGuard>> {
-        let file = open_regular(
-            path,
-            no_follow(mode).create(true).truncate(false).write(true),
-        )?;
-        // An advisory lock (flock on Unix), released when the file is closed, also when the
-        // process dies.
-        <File as fs4::FileExt>::try_lock(&file).map_err(io::Error::from)?;
-        Ok(Box::new(FsLock(file)))
+        // A lock file removed (a queue deleted) between this open and the lock would
+        // leave the lock on a file no later opener finds: open again, a few times.
+        for _ in 0..LOCK_ATTEMPTS {
+            let file = open_regular(
+                path,
+                no_follow(mode).create(true).truncate(false).write(true),
+            )?;
+            // An advisory lock (flock on Unix), released when the file is closed, also
+            // when the process dies.
+            <File as fs4::FileExt>::try_lock(&file).map_err(io::Error::from)?;
+            if still_named(&file, path)? {
+                return Ok(Box::new(FsLock(file)));
+            }
+        }
+        Err(io::Error::new(
+            io::ErrorKind::WouldBlock,
+            format!("{} keeps being removed and made again", path.display()),
+        ))
     }
     fn lock_shared(&self, path: &Path) -> io::Result<Option<Box<dyn LockGuard>>> {
         let file = match open_regular(path, no_follow(0).read(true)) {
@@ -654,7 +664,34 @@ impl Storage for FsStorage {
             Err(e) => return Err(e),
         };
         <File as fs4::FileExt>::try_lock_shared(&file).map_err(io::Error::from)?;
+        // Removed meanwhile: as if it had not existed.
+        if !still_named(&file, path)? {
+            return Ok(None);
+        }
         Ok(Some(Box::new(FsLock(file))))
+    }
+}
+
+/// Times [`FsStorage::lock`] opens a lock file that was removed under it before giving up.
+const LOCK_ATTEMPTS: usize = 8;
+
+/// Whether `path` still names the open `file` (it was not removed, or removed and made
+/// again, since it was opened).
+fn still_named(file: &File, path: &Path) -> io::Result<bool> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let open = file.metadata()?;
+        match std::fs::symlink_metadata(path) {
+            Ok(named) => Ok(named.dev() == open.dev() && named.ino() == open.ino()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (file, path);
+        Ok(true)
     }
 }
 
@@ -687,3 +724,30 @@ impl WriteFile for ReadOnlyFile {
 }
 
 impl LockGuard for FsLock {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[cfg(unix)]
+    #[test]
+    fn a_lock_file_removed_or_made_again_is_no_longer_the_one_named() {
+        // The check `FsStorage::lock` makes after taking the lock: a lock taken on a file
+        // that a queue's deletion removed meanwhile guards nothing.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("q.lock");
+        let file = open_regular(&path, no_follow(0o600).create(true).write(true)).unwrap();
+        assert!(still_named(&file, &path).unwrap());
+        std::fs::remove_file(&path).unwrap();
+        assert!(!still_named(&file, &path).unwrap(), "removed");
+        std::fs::write(&path, b"").unwrap();
+        assert!(!still_named(&file, &path).unwrap(), "made again");
+        // The storage's own lock takes the file the path names now.
+        let guard = FsStorage.lock(&path, 0o600).unwrap();
+        assert!(matches!(
+            FsStorage.lock(&path, 0o600),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock
+        ));
+        drop(guard);
+    }
+}
