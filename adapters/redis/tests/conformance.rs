@@ -63,19 +63,3 @@ fn an_ignored_duplicate_leaves_its_dependency_alone() {
         )
     });
 }
-
-/// A wait for jobs with no end (`Duration::MAX`) is woken by an enqueue (outside
-/// `conformance_tests!`, where not every store passes it yet).
-#[test]
-fn an_endless_wait_for_jobs_ends_with_a_job() {
-    if !common::available() {
-        return;
-    }
-    fairq_worker::conformance::run(common::RedisHarness, |store, clock| {
-        Box::pin(
-            fairq_worker::conformance::checks::an_endless_wait_for_jobs_ends_with_a_job(
-                store, clock,
-            ),
-        )
-    });
-}

@@ -1480,17 +1480,7 @@ pub async fn wait_for_jobs_returns<B: Backend>(store: &B, _clock: &ManualClock) 
 /// `wait_for_jobs` takes any timeout, up to `Duration::MAX` ("until there is something to
 /// claim"): such a wait is pending while nothing is due, an enqueue wakes it, and it returns
 /// at once while a job is due. (Worker durations may be `Duration::MAX`, and a worker passes
-/// its queue's poll interval here.) Not among [`conformance_tests!`](crate::conformance_tests)
-/// yet: a store calls it from its own tests.
-///
-/// ```ignore
-/// #[test]
-/// fn an_endless_wait_for_jobs_ends_with_a_job() {
-///     fairq_worker::conformance::run(MyHarness, |store, clock| {
-///         Box::pin(fairq_worker::conformance::checks::an_endless_wait_for_jobs_ends_with_a_job(store, clock))
-///     });
-/// }
-/// ```
+/// its queue's poll interval here.)
 pub async fn an_endless_wait_for_jobs_ends_with_a_job<B: Backend>(store: &B, _clock: &ManualClock) {
     let waiting = store.wait_for_jobs("endless", Duration::MAX);
     tokio::pin!(waiting);

@@ -169,6 +169,7 @@ macro_rules! conformance_tests {
             dead_after_the_policy_gives_up,
             permanent_failure_kills_at_once,
             delayed_jobs_wait,
+            an_endless_wait_for_jobs_ends_with_a_job,
             fair_by_key,
             keyless_jobs_share_one_key,
             lease_expiry_rescues_and_fences_the_stale_worker,

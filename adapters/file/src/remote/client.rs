@@ -526,8 +526,9 @@ impl Backend for Client {
         });
         async move {
             // The owner answers at the timeout at the latest; if it cannot be reached, wait
-            // out the timeout here so that a caller's poll loop does not spin.
-            let slack = timeout + Duration::from_secs(1);
+            // out the timeout here so that a caller's poll loop does not spin. The timeout
+            // may be `Duration::MAX` (no end): the slack saturates.
+            let slack = timeout.saturating_add(Duration::from_secs(1));
             match tokio::time::timeout(slack, waited).await {
                 Ok(Ok(_)) | Err(_) => {}
                 Ok(Err(_)) => tokio::time::sleep(timeout).await,
