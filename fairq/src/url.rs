@@ -220,14 +220,24 @@ fn take_keep_succeeded(url: &str) -> Result<(String, Option<bool>), String> {
 /// Removes query parameter `name` from `url`, returning the rest and the value (the last
 /// one given wins).
 pub(crate) fn take_param(url: &str, name: &str) -> Result<(String, Option<String>), String> {
+    // The query and the fragment start only after the user info (the last `@` before the
+    // first `/` after `://`): a password may hold `?` or `#` as they are.
+    let start = url.find("://").map_or(0, |scheme| {
+        let authority = scheme + 3;
+        let rest = &url[authority..];
+        let slash = rest.find('/').unwrap_or(rest.len());
+        authority + rest[..slash].rfind('@').map_or(0, |at| at + 1)
+    });
+    let (head, tail) = url.split_at(start);
     // A fragment (Redis' `#insecure`) follows the query and stays with the URL.
-    let (body, fragment) = match url.split_once('#') {
+    let (body, fragment) = match tail.split_once('#') {
         Some((body, fragment)) => (body, Some(fragment)),
-        None => (url, None),
+        None => (tail, None),
     };
     let Some((base, query)) = body.split_once('?') else {
         return Ok((url.to_string(), None));
     };
+    let base = format!("{head}{base}");
     let mut value = None;
     let mut kept = Vec::new();
     for pair in query.split('&').filter(|p| !p.is_empty()) {
@@ -242,7 +252,7 @@ pub(crate) fn take_param(url: &str, name: &str) -> Result<(String, Option<String
         }
     }
     let mut url = if kept.is_empty() {
-        base.to_string()
+        base
     } else {
         format!("{base}?{}", kept.join("&"))
     };
@@ -312,6 +322,24 @@ mod tests {
             path: path.into(),
             keep_succeeded,
         }
+    }
+
+    #[test]
+    fn a_password_holding_a_question_mark_or_hash_is_not_taken_for_a_query() {
+        assert_eq!(
+            take_param("redis://:x?prefix=S3cret@h/0?prefix=p", "prefix"),
+            Ok((
+                "redis://:x?prefix=S3cret@h/0".to_string(),
+                Some("p".to_string())
+            ))
+        );
+        assert_eq!(
+            take_param("redis://:a#b@h/0?prefix=p#insecure", "prefix"),
+            Ok((
+                "redis://:a#b@h/0#insecure".to_string(),
+                Some("p".to_string())
+            ))
+        );
     }
 
     #[test]

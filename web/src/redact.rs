@@ -25,10 +25,7 @@ const MIN_SECRET: usize = 3;
 /// assert_eq!(store_label("file:./fairq-data"), "file:./fairq-data");
 /// ```
 pub fn store_label(url: &str) -> String {
-    let (base, query) = match url.split_once('?') {
-        Some((base, query)) => (base, Some(query)),
-        None => (url, None),
-    };
+    let (base, query) = split_query(url);
     let base = match base.split_once("://") {
         Some((scheme, rest)) => {
             let authority_end = rest.find('/').unwrap_or(rest.len());
@@ -80,10 +77,7 @@ impl Scrubber {
     /// ```
     pub fn from_url(url: &str) -> Self {
         let mut secrets = Vec::new();
-        let (base, query) = match url.split_once('?') {
-            Some((base, query)) => (base, Some(query)),
-            None => (url, None),
-        };
+        let (base, query) = split_query(url);
         if let Some((_, rest)) = base.split_once("://") {
             let authority = &rest[..rest.find('/').unwrap_or(rest.len())];
             if let Some((userinfo, _)) = authority.rsplit_once('@') {
@@ -131,6 +125,23 @@ impl Scrubber {
     }
 }
 
+/// `url` before its query, and the query (without its `?`). The query starts only after
+/// the user info, which runs to the last `@` before the first `/` after the scheme's `://`:
+/// a password written with a `?` in it is still a password, never parameters (whose values
+/// a label would keep and a scrubber would miss).
+fn split_query(url: &str) -> (&str, Option<&str>) {
+    let start = url.find("://").map_or(0, |scheme| {
+        let authority = scheme + 3;
+        let rest = &url[authority..];
+        let slash = rest.find('/').unwrap_or(rest.len());
+        authority + rest[..slash].rfind('@').map_or(0, |at| at + 1)
+    });
+    match url[start..].find('?') {
+        Some(at) => (&url[..start + at], Some(&url[start + at + 1..])),
+        None => (url, None),
+    }
+}
+
 /// Decodes the `%XX` escapes of a URL part; anything else is kept as is.
 fn percent_decode(s: &str) -> String {
     percent_encoding::percent_decode_str(s)
@@ -153,6 +164,14 @@ mod tests {
             assert!(!label.contains('@'), "{label}");
             assert!(!label.contains("zzz") && !label.contains("xyz"), "{label}");
         }
+    }
+
+    #[test]
+    fn a_question_mark_in_a_password_starts_no_query() {
+        let url = "redis://:ab?S3cret@h:6379/0?prefix=p";
+        assert_eq!(store_label(url), "redis://h:6379/0?prefix=p");
+        let scrub = Scrubber::from_url(url);
+        assert_eq!(scrub.clean("AUTH ab?S3cret refused"), "AUTH *** refused");
     }
 
     #[test]
