@@ -160,12 +160,16 @@ pub(crate) fn validate(jobs: &[NewJob], now: Millis) -> Result<(), BackendError>
 }
 
 /// Which dependencies block: `true` for an unfinished or dead dependency, `false` for one
-/// that succeeded. Marks each dependency so its finish releases its dependents (and waits
-/// for a concurrent finish, so none is missed).
+/// that succeeded. Locks each dependency against a concurrent finish (so no dependent is
+/// missed) and, with `mark`, marks it so its finish releases its dependents. A batch whose
+/// rows may be left out for a taken unique key passes `mark = false` and marks what its
+/// inserted rows name afterwards ([`mark_dependencies`]), since a left-out row is answered
+/// with the job holding its key and must change nothing.
 async fn resolve_dependencies(
     db_: &dyn Exec,
     sql: &Sql,
     jobs: &[NewJob],
+    mark: bool,
 ) -> Result<HashMap<i64, bool>, BackendError> {
     let schema = sql.schema.as_str();
     let wanted: Vec<i64> = jobs
@@ -179,8 +183,13 @@ async fn resolve_dependencies(
     if wanted.is_empty() {
         return Ok(blocking);
     }
+    let (live, archived) = if mark {
+        (&sql.deps_live, &sql.deps_archived)
+    } else {
+        (&sql.deps_live_lock, &sql.deps_archived_lock)
+    };
     for row in db_
-        .rows(&sql.deps_live, &[&wanted])
+        .rows(live, &[&wanted])
         .await
         .map_err(|e| db(e, schema))?
     {
@@ -197,7 +206,7 @@ async fn resolve_dependencies(
         .collect();
     if !rest.is_empty() {
         for row in db_
-            .rows(&sql.deps_archived, &[&rest])
+            .rows(archived, &[&rest])
             .await
             .map_err(|e| db(e, schema))?
         {
@@ -214,6 +223,42 @@ async fn resolve_dependencies(
         return Err(BackendError::UnknownDependency(missing));
     }
     Ok(blocking)
+}
+
+/// Marks the dependencies named by the rows of `jobs` that went in (`inserted` holds their
+/// indexes), which [`resolve_dependencies`] locked without marking: one statement, none if
+/// they name no dependency. Returns a dependency it no longer found: one deleted between
+/// the look-up and now, which only a caller without a transaction leaves possible.
+async fn mark_dependencies(
+    db_: &dyn Exec,
+    sql: &Sql,
+    jobs: &[NewJob],
+    inserted: impl Iterator<Item = usize>,
+) -> Result<Option<JobId>, BackendError> {
+    let named: Vec<i64> = inserted
+        .filter_map(|i| jobs[i].depends_on)
+        .map(|id| to_db(id.0))
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    if named.is_empty() {
+        return Ok(None);
+    }
+    let rows = db_
+        .rows(&sql.deps_mark, &[&named])
+        .await
+        .map_err(|e| db(e, sql.schema.as_str()))?;
+    let mut found = HashSet::with_capacity(rows.len());
+    for row in &rows {
+        found.insert(
+            row.try_get::<_, i64>(0)
+                .map_err(|e| corrupt(e.to_string()))?,
+        );
+    }
+    Ok(named
+        .into_iter()
+        .find(|id| !found.contains(id))
+        .map(|id| JobId(from_db(id))))
 }
 
 /// Whether `job` waits for its dependency (an unfinished or dead one; see
@@ -296,7 +341,10 @@ pub(crate) async fn enqueue_batch(
         return Ok(Vec::new());
     }
     let schema = sql.schema.as_str();
-    let blocking = resolve_dependencies(db_, sql, &jobs).await?;
+    // Without unique keys every row goes in (or the statement fails), so the dependencies
+    // are marked as they are looked up; with them, only once the inserted rows are known.
+    let mark_first = jobs.iter().all(|j| j.unique_key.is_none());
+    let blocking = resolve_dependencies(db_, sql, &jobs, mark_first).await?;
     let rows = match enqueue_one::lone(&jobs) {
         Some(job) => enqueue_one::insert(db_, sql, job, blocked(job, &blocking), now).await?,
         None => insert_batch(db_, sql, &jobs, &blocking, now).await?,
@@ -329,9 +377,11 @@ pub(crate) async fn enqueue_batch(
     let mut ids: Vec<JobId> = Vec::with_capacity(n);
     let mut unresolved = Vec::new();
     let mut existing_of: BTreeMap<usize, JobId> = BTreeMap::new();
+    let mut went_in: Vec<usize> = Vec::new();
     for (i, job) in jobs.iter().enumerate() {
         if let Some(id) = planned.get(&i).filter(|id| inserted.contains(id)) {
             ids.push(JobId(from_db(*id)));
+            went_in.push(i);
             continue;
         }
         // Left out or not inserted: its unique key is held by an unfinished job, or by an
@@ -397,6 +447,14 @@ pub(crate) async fn enqueue_batch(
             key: jobs[i].unique_key.clone().unwrap_or_default(),
             existing: existing_of[&i],
         });
+    }
+    if !mark_first {
+        // A dependency deleted since the look-up (a success not kept, a purge) would leave
+        // its new dependents blocked for good: the batch is refused as one naming it now is.
+        if let Some(gone) = mark_dependencies(db_, sql, &jobs, went_in.into_iter()).await? {
+            undo(db_, sql, &inserted_ids).await?;
+            return Err(BackendError::UnknownDependency(gone));
+        }
     }
     Ok(ids)
 }

@@ -47,3 +47,21 @@ fn succeeded_jobs_are_deleted_and_still_counted() {
         )
     });
 }
+
+/// An enqueue answered with the job holding its unique key (`OnConflict::Ignore`) gives the
+/// dependency it names no dependent: its success is deleted like any other (outside
+/// `conformance_tests!`, which runs the check on a store keeping successes, where a dependent
+/// recorded by mistake does not show).
+#[test]
+fn an_ignored_duplicate_leaves_its_dependency_alone() {
+    if !common::available() {
+        return;
+    }
+    fairq_worker::conformance::run(common::PgHarnessNotKeeping, |store, clock| {
+        Box::pin(
+            fairq_worker::conformance::keep::an_ignored_duplicate_leaves_its_dependency_alone(
+                store, clock,
+            ),
+        )
+    });
+}

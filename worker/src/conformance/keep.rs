@@ -1,6 +1,8 @@
 //! A store that does not keep succeeded jobs (`keep_succeeded(false)` on the stores that offer
 //! it): checks for each such store's own tests on a store made that way, since the shared
-//! suite expects succeeded jobs to stay until pruned.
+//! suite expects succeeded jobs to stay until pruned. One of them,
+//! [`an_ignored_duplicate_leaves_its_dependency_alone`], holds on either kind of store and is
+//! also in [`conformance_tests!`](crate::conformance_tests).
 //!
 //! ```ignore
 //! #[test]
@@ -18,7 +20,7 @@ use fairq_core::retry::RetryPolicy;
 use crate::backend::{Backend, QueueStats};
 use crate::clock::ManualClock;
 use crate::error::BackendError;
-use crate::job::{Failure, Job, JobId, JobStatus, NewJob, OnConflict};
+use crate::job::{Failure, Job, JobId, JobInfo, JobStatus, NewJob, OnConflict};
 
 const LEASE: Duration = Duration::from_secs(30);
 
@@ -154,8 +156,15 @@ pub async fn succeeded_jobs_are_deleted_and_still_counted<B: Backend>(
 /// An enqueue that [`OnConflict::Ignore`] answers with the job already holding its unique
 /// key changes nothing, as the reference store does: the job it would have made is not made,
 /// so the dependency it names, in another queue, gets no dependent. That dependency's
-/// success is then deleted like any other (a store that recorded a dependent for it would
-/// keep it), and the existing job is left as it was. Alone or in a batch.
+/// success is then recorded as that of a job without dependents (a control job beside it):
+/// deleted by a store that does not keep successes (one that recorded a dependent for it
+/// would keep it), kept by one that does. The existing job is left as it was. Alone or in a
+/// batch; a row of the same batch that does go in (a unique key not yet taken) still gets its
+/// dependency, which keeps it and releases it on success.
+///
+/// It runs on any store (in [`conformance_tests!`](crate::conformance_tests)); only on a
+/// store not keeping successes does it tell whether the dependency was given a dependent, so
+/// a store offering that mode should also run it on a store made so:
 ///
 /// ```ignore
 /// #[test]
@@ -173,10 +182,15 @@ pub async fn an_ignored_duplicate_leaves_its_dependency_alone<B: Backend>(
         .enqueue(NewJob::new("ki", "k", vec![]).unique("held", OnConflict::Ignore))
         .await
         .expect("enqueue");
-    let dep = store
-        .enqueue(NewJob::new("ki-dep", "k", vec![]))
+    let deps = store
+        .enqueue_many(vec![
+            NewJob::new("ki-dep", "k", vec![]),
+            NewJob::new("ki-dep", "k", vec![]),
+            NewJob::new("ki-dep", "k", vec![]),
+        ])
         .await
         .expect("enqueue");
+    let (dep, control, needed) = (deps[0], deps[1], deps[2]);
     for _ in 0..2 {
         let answered = store
             .enqueue(
@@ -194,17 +208,50 @@ pub async fn an_ignored_duplicate_leaves_its_dependency_alone<B: Backend>(
             NewJob::new("ki", "k", vec![])
                 .unique("held", OnConflict::Ignore)
                 .after(dep),
+            NewJob::new("ki", "k", vec![])
+                .unique("fresh", OnConflict::Ignore)
+                .after(needed),
         ])
         .await
         .expect("an ignored duplicate in a batch is answered");
     assert_eq!(answered[1], holder, "the holder answers in a batch too");
-    let jobs = claim(store, "ki-dep", 1).await;
-    assert_eq!(jobs.len(), 1);
-    store.complete(jobs[0].claim).await.expect("complete");
+    let fresh = answered[2];
     assert!(
-        store.get(dep).await.expect("get").is_none(),
-        "the dependency has no dependent, so its success is not kept"
+        fresh != holder && fresh != answered[0],
+        "a free key goes in"
     );
+    let jobs = claim(store, "ki-dep", 3).await;
+    assert_eq!(jobs.len(), 3);
+    for id in [dep, control, needed] {
+        store.complete(of(&jobs, id).claim).await.expect("complete");
+    }
+    let status = |info: Option<JobInfo>| info.map(|i| i.status());
+    let kept = status(store.get(control).await.expect("get"));
+    assert!(
+        kept.is_none() || kept == Some(JobStatus::Succeeded),
+        "a success is kept or deleted: {kept:?}"
+    );
+    assert_eq!(
+        status(store.get(dep).await.expect("get")),
+        kept,
+        "the dependency has no dependent, so its success is kept or deleted as the control's"
+    );
+    assert_eq!(
+        status(store.get(needed).await.expect("get")),
+        Some(JobStatus::Succeeded),
+        "the dependency of the row that went in has a dependent, so its success is kept"
+    );
+    let info = store
+        .get(fresh)
+        .await
+        .expect("get")
+        .expect("the row that went in stays");
+    assert_eq!(
+        info.status(),
+        JobStatus::Scheduled,
+        "its dependency released it"
+    );
+    assert_eq!(info.depends_on, Some(needed));
     let info = store
         .get(holder)
         .await

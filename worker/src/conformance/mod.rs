@@ -225,6 +225,18 @@ macro_rules! conformance_tests {
                 )
             });
         }
+        // Named apart from the check: stores also run it under its own name on a store not
+        // keeping successes, where a dependent recorded by mistake shows.
+        #[test]
+        fn an_ignored_duplicate_leaves_its_dependency_alone_on_any_store() {
+            $crate::conformance::run($harness, |store, clock| {
+                ::std::boxed::Box::pin(
+                    $crate::conformance::keep::an_ignored_duplicate_leaves_its_dependency_alone(
+                        store, clock,
+                    ),
+                )
+            });
+        }
         #[test]
         fn held_retries_come_back_in_id_order() {
             $crate::conformance::run($harness, |store, clock| {

@@ -133,6 +133,34 @@ pub(super) const DEPS_ARCHIVED: &str = r#"
 UPDATE fairq.archive SET has_dependents = true WHERE id = ANY($1::int8[]) RETURNING id, state
 "#;
 
+/// [`DEPS_LIVE`] without the mark, for a batch with unique keys, whose rows may not all go
+/// in: locks live dependencies as the mark would (the same row lock, held to the end of the
+/// transaction), so none can finish before [`DEPS_MARK`] marks those the inserted rows name.
+pub(super) const DEPS_LIVE_LOCK: &str = r#"
+SELECT id FROM fairq.jobs WHERE id = ANY($1::int8[]) FOR NO KEY UPDATE
+"#;
+
+/// [`DEPS_ARCHIVED`] without the mark (see [`DEPS_LIVE_LOCK`]).
+pub(super) const DEPS_ARCHIVED_LOCK: &str = r#"
+SELECT id, state FROM fairq.archive WHERE id = ANY($1::int8[]) FOR NO KEY UPDATE
+"#;
+
+/// Marks the dependencies of the rows a batch with unique keys inserted, live or finished,
+/// once the batch is known to stand (a row left out for a taken key names none of them);
+/// returns the ids it found. Inside a transaction each was locked by the look-up and is
+/// found; on a bare client one may have been deleted meanwhile.
+pub(super) const DEPS_MARK: &str = r#"
+WITH live AS (
+    UPDATE fairq.jobs SET has_dependents = true WHERE id = ANY($1::int8[]) RETURNING id
+),
+finished AS (
+    UPDATE fairq.archive SET has_dependents = true
+    WHERE id = ANY($1::int8[]) AND id NOT IN (SELECT l.id FROM live l)
+    RETURNING id
+)
+SELECT l.id FROM live l UNION ALL SELECT f.id FROM finished f
+"#;
+
 /// Ids of unfinished jobs holding unique keys. Parameters: queue[], unique_key[].
 pub(super) const UNIQUE_HOLDERS: &str = r#"
 SELECT j.queue, j.unique_key, j.id

@@ -137,6 +137,11 @@ pub(crate) struct Sql {
     pub(crate) enqueue_plain: String,
     pub(crate) deps_live: String,
     pub(crate) deps_archived: String,
+    /// The dependency look-ups that lock without marking, for batches with unique keys.
+    pub(crate) deps_live_lock: String,
+    pub(crate) deps_archived_lock: String,
+    /// Marks the dependencies of the rows a batch with unique keys inserted.
+    pub(crate) deps_mark: String,
     pub(crate) unique_holders: String,
     pub(crate) undo: String,
     pub(crate) promote: String,
@@ -196,6 +201,9 @@ impl Sql {
             enqueue_plain: r(&enqueue::ENQUEUE.replace("ON_CONFLICT", "")),
             deps_live: r(enqueue::DEPS_LIVE),
             deps_archived: r(enqueue::DEPS_ARCHIVED),
+            deps_live_lock: r(enqueue::DEPS_LIVE_LOCK),
+            deps_archived_lock: r(enqueue::DEPS_ARCHIVED_LOCK),
+            deps_mark: r(enqueue::DEPS_MARK),
             unique_holders: r(enqueue::UNIQUE_HOLDERS),
             undo: r(enqueue::UNDO),
             promote: r(worker::PROMOTE),
