@@ -88,3 +88,36 @@ fn cancel_deletes_waiting_jobs_only() {
         Box::pin(fairq_worker::conformance::cancel::cancel_deletes_waiting_jobs_only(store, clock))
     });
 }
+
+/// A client's wait for jobs with no end (`Duration::MAX`, which a worker's poll interval
+/// may be) returns when its owner goes away, after a short pause, for the caller to call
+/// again (and reach the next owner); it used to sleep for the rest of the timeout, so the
+/// caller never claimed again.
+#[test]
+fn an_endless_wait_returns_when_the_owner_goes_away() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = ManualClock::new(1_000);
+        let harness = ClientHarness::default();
+        let client = harness.open_pair(dir.path(), clock);
+        let waiting = {
+            let client = client.clone();
+            tokio::spawn(async move {
+                fairq_worker::Backend::wait_for_jobs(&client, "q", std::time::Duration::MAX).await
+            })
+        };
+        // Until the owner closes, the wait is held there: nothing is due.
+        tokio::task::yield_now().await;
+        let owner = harness.owners.lock().unwrap().remove(dir.path()).unwrap();
+        owner.close().unwrap();
+        tokio::time::timeout(std::time::Duration::from_secs(30), waiting)
+            .await
+            .expect("the wait returns once its owner is gone")
+            .unwrap();
+        client.close().unwrap();
+    });
+}

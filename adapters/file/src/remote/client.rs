@@ -32,6 +32,9 @@ use super::wire::{
 use crate::error::FileError;
 use crate::writer::lock;
 
+/// How long a client's `wait_for_jobs` pauses when the owner cannot be reached, before
+/// it returns for the caller to try again.
+const UNREACHABLE_PAUSE: Duration = Duration::from_secs(1);
 /// How long the handshake with the owner may take.
 const HANDSHAKE: Duration = Duration::from_secs(10);
 /// How long a blocking accessor waits for its answer.
@@ -525,13 +528,14 @@ impl Backend for Client {
             timeout,
         });
         async move {
-            // The owner answers at the timeout at the latest; if it cannot be reached, wait
-            // out the timeout here so that a caller's poll loop does not spin. The timeout
-            // may be `Duration::MAX` (no end): the slack saturates.
-            let slack = timeout.saturating_add(Duration::from_secs(1));
-            match tokio::time::timeout(slack, waited).await {
+            // The owner answers at the timeout, or after `LONGEST_WAIT`, at the latest. If
+            // it cannot be reached, pause a little (so that a caller's poll loop does not
+            // spin) and return: the caller's next call reaches the next owner. A timeout
+            // of `Duration::MAX` (no end) is bounded the same way.
+            let held = timeout.min(super::server::LONGEST_WAIT);
+            match tokio::time::timeout(held + Duration::from_secs(1), waited).await {
                 Ok(Ok(_)) | Err(_) => {}
-                Ok(Err(_)) => tokio::time::sleep(timeout).await,
+                Ok(Err(_)) => tokio::time::sleep(timeout.min(UNREACHABLE_PAUSE)).await,
             }
         }
     }

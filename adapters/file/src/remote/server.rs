@@ -18,7 +18,7 @@ use crate::error::FileError;
 use crate::local::Local;
 
 /// The longest a client's `wait_for_jobs` is held at the owner.
-const LONGEST_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+pub(crate) const LONGEST_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// A running server; [`Server::stop`] (or dropping it) ends it and removes the socket.
 pub(crate) struct Server {
