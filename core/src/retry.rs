@@ -290,17 +290,13 @@ impl RetryPolicy {
                 delays.get(index).copied().unwrap_or(Duration::ZERO)
             }
             Backoff::Exponential { base, factor, cap } => {
-                let growth = factor.checked_pow(n - 1).unwrap_or(u32::MAX);
-                base.checked_mul(growth).unwrap_or(*cap).min(*cap)
+                grown(*base, u128::from(*factor).checked_pow(n - 1), *cap)
             }
             Backoff::Polynomial {
                 unit,
                 exponent,
                 cap,
-            } => {
-                let growth = n.checked_pow(*exponent).unwrap_or(u32::MAX);
-                unit.checked_mul(growth).unwrap_or(*cap).min(*cap)
-            }
+            } => grown(*unit, u128::from(n).checked_pow(*exponent), *cap),
         }
     }
 
@@ -357,4 +353,20 @@ fn jittered(delay: Duration, permille: u16, random: u64) -> Duration {
     let total = nanos - spread + offset;
     let secs = u64::try_from(total / 1_000_000_000).unwrap_or(u64::MAX);
     Duration::new(secs, (total % 1_000_000_000) as u32)
+}
+
+/// `base * growth`, at most `cap`, computed in nanoseconds; a growth past `u128` (`None`)
+/// is past any cap too, unless `base` is zero.
+fn grown(base: Duration, growth: Option<u128>, cap: Duration) -> Duration {
+    if base.is_zero() {
+        return Duration::ZERO;
+    }
+    match growth.and_then(|g| base.as_nanos().checked_mul(g)) {
+        // At most the cap's nanoseconds, so the seconds fit in a u64.
+        Some(nanos) if nanos <= cap.as_nanos() => Duration::new(
+            (nanos / 1_000_000_000) as u64,
+            (nanos % 1_000_000_000) as u32,
+        ),
+        _ => cap,
+    }
 }

@@ -73,6 +73,18 @@ fn exponential_doubles_and_caps() {
         cap: secs(100),
     });
     assert_eq!(tripled.delay(3), secs(9));
+    // A growth past 32 bits reaches the cap however small the base.
+    let tiny = RetryPolicy::forever().with_exponential(Duration::from_micros(1), secs(7200));
+    assert_eq!(tiny.delay(34), secs(7200));
+    assert_eq!(tiny.delay(u32::MAX), secs(7200));
+    let quartic = RetryPolicy::forever().with_backoff(Backoff::Polynomial {
+        unit: Duration::from_micros(1),
+        exponent: 4,
+        cap: secs(7 * 24 * 3600),
+    });
+    assert_eq!(quartic.delay(300), secs(8100));
+    let zero = RetryPolicy::forever().with_exponential(Duration::ZERO, secs(5));
+    assert_eq!(zero.delay(u32::MAX), Duration::ZERO);
 }
 
 #[test]
