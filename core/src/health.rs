@@ -263,7 +263,8 @@ impl SweepBreaker {
     /// assert_eq!(b.attempted(), 1);
     /// ```
     pub fn record(&mut self, succeeded: bool) {
-        self.attempted += 1;
+        // A sweep whose retries keep succeeding runs for as long as the queue lives.
+        self.attempted = self.attempted.saturating_add(1);
         if !succeeded {
             self.tripped = true;
         }
@@ -285,5 +286,22 @@ impl SweepBreaker {
     /// ```
     pub fn attempted(&self) -> u32 {
         self.attempted
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SweepBreaker;
+
+    #[test]
+    fn a_sweep_that_never_fails_counts_up_to_the_limit_and_stays_there() {
+        let mut b = SweepBreaker {
+            attempted: u32::MAX - 1,
+            ..SweepBreaker::new()
+        };
+        b.record(true);
+        b.record(true);
+        assert_eq!(b.attempted(), u32::MAX);
+        assert!(!b.tripped());
     }
 }

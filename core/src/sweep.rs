@@ -87,7 +87,7 @@ impl RetrySweep {
         self.breaker.record(succeeded);
         if self.breaker.tripped() {
             self.until = clamp_after(now, self.every);
-            self.stops += 1;
+            self.stops = self.stops.saturating_add(1);
             Some(self.until)
         } else {
             None
