@@ -1193,6 +1193,76 @@ async fn a_handler_still_running_at_the_deadline_is_dropped_and_handed_back() {
     assert_eq!((again[0].claim.id, again[0].attempt), (id, 1));
 }
 
+/// A job whose handler gave up when asked keeps its lease while the shutdown waits for
+/// another handler for longer than a lease: a rescue elsewhere finds nothing to take, and
+/// the job is handed back, its attempt not counted.
+#[tokio::test(start_paused = true)]
+async fn a_stopped_job_keeps_its_lease_while_the_shutdown_waits_for_others() {
+    let clock = ManualClock::new(START);
+    let store = Probe::new(MemoryBackend::with_clock(clock.clone()));
+    let (wind_down, gate) = (Arc::new(Semaphore::new(0)), Arc::new(Semaphore::new(0)));
+    let (wound, hold) = (Arc::clone(&wind_down), Arc::clone(&gate));
+    // "long" gives up when asked, once its wind-down gate opens (after the shutdown handed
+    // the buffer back); "wait" ignores the signal until its gate opens.
+    let handlers = Handlers::new()
+        .on("long", move |job: Job| {
+            let wound = Arc::clone(&wound);
+            async move {
+                job.stop_signal().raised().await;
+                wound.acquire().await.map_err(|e| e.to_string())?.forget();
+                Err(fairq_worker::Failure::retryable("stopped early"))
+            }
+        })
+        .on("wait", move |_job: Job| {
+            let gate = Arc::clone(&hold);
+            async move {
+                gate.acquire().await.map_err(|e| e.to_string())?.forget();
+                Ok::<_, String>(())
+            }
+        });
+    let (worker, mut rx) = start(
+        &store,
+        QueueConfig::default()
+            .concurrency(2)
+            .lease(LEASE)
+            .heartbeat_interval(Duration::from_secs(1)),
+        handlers,
+    );
+    let stopped = store
+        .enqueue(NewJob::new("q", "long", vec![]).retry(RetryPolicy::new(0)))
+        .await
+        .unwrap();
+    let waiting = enqueue(&store, "wait", 1).await[0];
+    until("both started", || worker.running() == 2).await;
+    let shutdown = tokio::spawn(worker.shutdown(Duration::from_secs(600)));
+    // Paused time moves only once every task is idle: the shutdown has handed the (empty)
+    // buffer back and waits for the slots.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    wind_down.add_permits(1);
+    // Twice the lease passes on the store's clock while "wait" still runs, with a heartbeat
+    // interval of tokio's paused time at every step.
+    for _ in 0..12 {
+        clock.advance(Duration::from_secs(5));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    assert_eq!(
+        store.rescue("q").await.unwrap(),
+        0,
+        "no lease of the worker expired"
+    );
+    gate.add_permits(1);
+    let report = shutdown.await.unwrap();
+    assert!(report.is_clean(), "{report:?}");
+    assert_eq!(report.released, [stopped]);
+    let info = store.get(stopped).await.unwrap().unwrap();
+    assert_eq!((info.status(), info.attempts), (JobStatus::Scheduled, 0));
+    let finished = rx.recv().await.unwrap();
+    assert_eq!(
+        (finished.job.claim.id, finished.outcome),
+        (waiting, JobOutcome::Succeeded)
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn without_release_a_stopped_job_waits_for_its_lease() {
     let clock = ManualClock::new(START);

@@ -1,7 +1,7 @@
-//! The heartbeater: renews the leases of every job a queue holds (running, buffered, and
-//! finished but not yet recorded by the store) with one [`Backend::heartbeat_many`] call per
-//! heartbeat interval, and hands buffered jobs that waited too long for a slot back to the
-//! store.
+//! The heartbeater: renews the leases of every job a queue holds (running, buffered,
+//! finished but not yet recorded by the store, and stopped by shutdown but not yet handed
+//! back) with one [`Backend::heartbeat_many`] call per heartbeat interval, and hands
+//! buffered jobs that waited too long for a slot back to the store.
 //!
 //! A refused renewal means the lease is lost (the job was rescued and may run elsewhere): a
 //! running job's renewals stop and its completion will be refused; a buffered job is
@@ -170,7 +170,8 @@ fn lost<B: Backend>(shared: &Shared<B>, queue: &QueueRuntime, claim: Claim, sour
         tracing::debug!(job.id = %claim.id, error = %source, "renewal of a finished job refused; its settlement will tell");
         return;
     } else {
-        // It finished meanwhile; its settlement tells the rest.
+        // It finished meanwhile (its settlement tells the rest), or it was stopped by
+        // shutdown (its hand-back is refused and reported then).
         return;
     }
     shared.report(&queue.name, Operation::Heartbeat, Some(claim.id), source);

@@ -341,7 +341,10 @@ impl Pipeline {
     }
 
     /// Every lease the worker holds and renews: running jobs (unless lost), then buffered
-    /// jobs, then finished jobs whose outcomes the store has not recorded yet.
+    /// jobs, then finished jobs whose outcomes the store has not recorded yet, then jobs
+    /// stopped by shutdown that wait to be handed back (the shutdown may wait for other
+    /// handlers past their leases, and an expired one would be rescued, its attempt
+    /// counted).
     pub(crate) fn held_claims(&self) -> Vec<Claim> {
         let running = self
             .slots
@@ -351,6 +354,11 @@ impl Pipeline {
             .map(|r| r.claim);
         let buffered = self.buffer.iter().map(|b| b.job.claim);
         let settling = self.settling.iter().copied();
-        running.chain(buffered).chain(settling).collect()
+        let stopped = self.stopped.iter().copied();
+        running
+            .chain(buffered)
+            .chain(settling)
+            .chain(stopped)
+            .collect()
     }
 }
