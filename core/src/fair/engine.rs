@@ -636,18 +636,14 @@ where
             let (key, _) = self.round.next()?;
             let at = self.at;
             self.at += 1;
-            // A key of weight 1 appears once per round; heavier keys may repeat, so only
-            // their first appearance in the round counts.
+            // A key may appear more than once in a round: a heavier key, and a key whose
+            // weight was lowered after its items were placed (they keep their places). Only
+            // its first appearance counts. (Quadratic in the round's length, no more than
+            // the item walk `backlog` makes for each key anyway.)
             let storage = &self.engine.storage;
-            let weighted = storage
-                .keys()
-                .get(key)
-                .and_then(|state| state.slot())
-                .is_some_and(|slot| storage.weights().get(slot).weight() > 1);
-            if !weighted
-                || !RoundsIter::new(storage, self.first, self.first + 1, usize::MAX)
-                    .take(at)
-                    .any(|(k, _)| k == key)
+            if !RoundsIter::new(storage, self.first, self.first + 1, usize::MAX)
+                .take(at)
+                .any(|(k, _)| k == key)
             {
                 return Some(key);
             }

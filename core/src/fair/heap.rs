@@ -810,6 +810,33 @@ mod tests {
         assert_eq!([q.pop(), q.pop(), q.pop()], [Some(6), Some(7), None]);
     }
 
+    /// A key whose weight was lowered keeps the places of the items it had, several to a
+    /// round: the backlog still lists it once, as the heap storage's does.
+    #[test]
+    fn backlog_lists_a_key_once_after_its_weight_is_lowered() {
+        let mut q: crate::fair::fixed::FairQueue<u8, u32, 8, 4> = Default::default();
+        let mut h: FairQueue<u8, u32> = FairQueue::unbounded();
+        q.set_weight(&1, 3).unwrap();
+        h.set_weight(&1, 3);
+        for (k, v) in [(1, 10), (1, 11), (1, 12), (2, 20)] {
+            q.push(k, v).unwrap();
+            h.push(k, v).unwrap();
+        }
+        q.set_weight(&1, 1).unwrap();
+        h.set_weight(&1, 1);
+        let fixed: alloc::vec::Vec<(u8, alloc::vec::Vec<u32>)> = q
+            .backlog()
+            .map(|(k, items)| (*k, items.copied().collect()))
+            .collect();
+        let heap: alloc::vec::Vec<(u8, alloc::vec::Vec<u32>)> = h
+            .backlog()
+            .into_iter()
+            .map(|(k, items)| (*k, items.into_iter().copied().collect()))
+            .collect();
+        assert_eq!(fixed, [(1, alloc::vec![10, 11, 12]), (2, alloc::vec![20])]);
+        assert_eq!(fixed, heap);
+    }
+
     /// The two storages deliver and show the same: the same random pushes, pops, weights,
     /// removals and views on this queue and on the fixed one (the property tests hold both
     /// to the snapshot rule), compared at every step, with rounds large enough to chain
