@@ -53,7 +53,8 @@ struct Answered {
 }
 
 /// Runs one queue's acker until its inbox closes and everything is settled, or until
-/// `give_up` is raised; returns the jobs whose outcomes the store never confirmed.
+/// `give_up` is raised; returns the jobs whose outcomes the store never confirmed (pending,
+/// in flight, or still in the inbox).
 pub(crate) async fn acker<B: Backend>(
     shared: Arc<Shared<B>>,
     queue: Arc<QueueRuntime>,
@@ -106,6 +107,10 @@ pub(crate) async fn acker<B: Backend>(
             () = raised(&mut give_up) => {
                 let mut left: Vec<JobId> = pending.iter().map(|d| d.job.claim.id).collect();
                 left.extend(flying.into_values().flatten());
+                // Attempts the slots handed over that were never received: just as unsettled.
+                while let Ok(done) = inbox.try_recv() {
+                    left.push(done.job.claim.id);
+                }
                 left.sort_unstable();
                 return left;
             }
@@ -344,4 +349,70 @@ fn judge_sweep<B>(
         }
     }
     (hold, judged)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::Backend;
+    use crate::clock::ManualClock;
+    use crate::handler::Handlers;
+    use crate::job::NewJob;
+    use crate::memory::MemoryBackend;
+    use crate::worker::config::QueueConfig;
+    use std::time::Duration;
+
+    /// A worker's shared state over `store` serving `queue`.
+    fn shared(store: MemoryBackend, queue: &Arc<QueueRuntime>) -> Arc<Shared<MemoryBackend>> {
+        Arc::new(Shared {
+            backend: Arc::new(store),
+            handlers: Handlers::new(),
+            hooks: Default::default(),
+            clock: Arc::new(ManualClock::new(0)),
+            health: Default::default(),
+            started_at: 0,
+            slow_after: None,
+            kind_timeouts: Default::default(),
+            error_backoff: (Duration::from_millis(100), Duration::from_secs(30)),
+            queues: vec![Arc::clone(queue)],
+            metrics_key: false,
+            stop: watch::channel(false).0,
+            failures: Default::default(),
+            failed: watch::channel(false).0,
+        })
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn giving_up_reports_attempts_still_in_the_inbox() {
+        let store = MemoryBackend::new();
+        store.enqueue(NewJob::new("q", "k", vec![])).await.unwrap();
+        let job = store
+            .claim("q", 1, Duration::from_secs(30))
+            .await
+            .unwrap()
+            .remove(0);
+        let id = job.claim.id;
+        let (tx, inbox) = tokio::sync::mpsc::unbounded_channel();
+        let queue = Arc::new(QueueRuntime::new(
+            "q".into(),
+            QueueConfig::default(),
+            tx.clone(),
+        ));
+        let shared = shared(store.clone(), &queue);
+        // A slot handed the attempt over, and the deadline passed before the acker took it.
+        tx.send(Done {
+            job,
+            result: Ok(()),
+            elapsed: Duration::ZERO,
+            span: tracing::Span::none(),
+            returned: true,
+        })
+        .unwrap();
+        let (give_up, raised) = watch::channel(true);
+        let left = acker(shared, queue, inbox, raised).await;
+        drop(give_up);
+        assert_eq!(left, [id]);
+        let info = store.get(id).await.unwrap().unwrap();
+        assert_eq!(info.status(), crate::JobStatus::Running, "never settled");
+    }
 }
