@@ -850,20 +850,27 @@ fn items_larger_than_the_read_buffer_round_trip() {
     assert_eq!(drain(&q.reader("").unwrap()), vec![items[1].clone()]);
 }
 
+/// A queue under `Never` on a simulated disk seeded with `seed`, holding 30 items of 40
+/// bytes (`[i; 40]`) in segments of 120 bytes, most of them sealed without a sync.
+fn sealed_without_sync(seed: u64) -> (SimDisk, JournalConfig, JournaledQueue) {
+    let disk = SimDisk::new(seed);
+    let config = JournalConfig {
+        sync: SyncPolicy::Never,
+        segment_size: 120,
+        ..JournalConfig::on_sim(&disk)
+    };
+    let q = JournaledQueue::open("/j", "q", config.clone()).unwrap();
+    for i in 0..30u8 {
+        q.put(&[i; 40]).unwrap();
+    }
+    (disk, config, q)
+}
+
 #[test]
 fn never_policy_recovers_when_power_loss_tears_segments_sealed_without_sync() {
     let mut torn_seen = false;
     for seed in 0..40 {
-        let disk = SimDisk::new(seed);
-        let config = JournalConfig {
-            sync: SyncPolicy::Never,
-            segment_size: 120,
-            ..JournalConfig::on_sim(&disk)
-        };
-        let q = JournaledQueue::open("/j", "q", config.clone()).unwrap();
-        for i in 0..30u8 {
-            q.put(&[i; 40]).unwrap();
-        }
+        let (disk, config, q) = sealed_without_sync(seed);
         drop(q);
         disk.crash();
         // Open succeeds: the torn ends of unsynced sealed segments are cut off, not reported.
@@ -886,16 +893,7 @@ fn a_sync_after_reopening_covers_segments_an_earlier_run_sealed_without_sync() {
     // (no close), leaving those puts in the page cache. `sync()` after reopening promises
     // every put so far is durable, including those.
     for seed in 0..20 {
-        let disk = SimDisk::new(seed);
-        let config = JournalConfig {
-            sync: SyncPolicy::Never,
-            segment_size: 120,
-            ..JournalConfig::on_sim(&disk)
-        };
-        let q = JournaledQueue::open("/j", "q", config.clone()).unwrap();
-        for i in 0..30u8 {
-            q.put(&[i; 40]).unwrap();
-        }
+        let (disk, config, q) = sealed_without_sync(seed);
         drop(q);
         let q = JournaledQueue::open("/j", "q", config.clone()).unwrap();
         q.sync().unwrap();
@@ -982,16 +980,7 @@ fn rotate_seals_a_non_empty_segment_only() {
 #[test]
 fn close_makes_segments_sealed_without_sync_durable() {
     for seed in 0..20 {
-        let disk = SimDisk::new(seed);
-        let config = JournalConfig {
-            sync: SyncPolicy::Never,
-            segment_size: 120,
-            ..JournalConfig::on_sim(&disk)
-        };
-        let q = JournaledQueue::open("/j", "q", config.clone()).unwrap();
-        for i in 0..30u8 {
-            q.put(&[i; 40]).unwrap();
-        }
+        let (disk, config, q) = sealed_without_sync(seed);
         q.close().unwrap();
         disk.crash();
         let q = JournaledQueue::open("/j", "q", config).unwrap();

@@ -141,29 +141,6 @@ async fn ten_thousand_jobs_over_eight_workers_each_complete_exactly_once() {
     t.cleanup().await;
 }
 
-/// Waits until a session is blocked on a lock held by the session with backend id `holder`
-/// (observed through `pg_blocking_pids`, never by sleeping for a guessed time).
-async fn someone_waits_for(observer: &tokio_postgres::Client, holder: i32) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let row = observer
-            .query_one(
-                "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))",
-                &[&holder],
-            )
-            .await
-            .expect("read the lock waits");
-        if row.get::<_, i64>(0) > 0 {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "nobody waited for the row lock"
-        );
-        tokio::task::yield_now().await;
-    }
-}
-
 /// A rescue pass releases blocked jobs whose dependency succeeded (a repair for a raced
 /// release). If another session releases and claims such a job between the statement's
 /// snapshot and its row lock, the rescue must leave the now running job alone: set back to
@@ -223,7 +200,7 @@ async fn a_rescue_leaves_alone_a_stuck_dependent_claimed_meanwhile() {
 
     let rescuer = t.store.clone();
     let rescue = tokio::spawn(async move { rescuer.rescue("q").await });
-    someone_waits_for(&t.admin, holder).await;
+    common::someone_waits_for(&t.admin, holder).await;
     tx.commit().await.unwrap();
     assert_eq!(rescue.await.unwrap().unwrap(), 0);
 

@@ -202,29 +202,6 @@ async fn a_job_enqueued_in_a_transaction_goes_after_jobs_already_due() {
     t.cleanup().await;
 }
 
-/// Waits until a session is blocked on a lock held by the session with backend id `holder`
-/// (observed through `pg_blocking_pids`, never by sleeping for a guessed time).
-async fn someone_waits_for(observer: &tokio_postgres::Client, holder: i32) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let row = observer
-            .query_one(
-                "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))",
-                &[&holder],
-            )
-            .await
-            .expect("read the lock waits");
-        if row.get::<_, i64>(0) > 0 {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "nobody waited for the lock"
-        );
-        tokio::task::yield_now().await;
-    }
-}
-
 /// Reviving every dead job while a transaction takes the unique key of one of them: that
 /// one stays dead (its key was taken meanwhile, as in the reference store) and the others
 /// are revived, rather than the whole revival failing on the unique index.
@@ -265,7 +242,7 @@ async fn a_revival_of_all_dead_jobs_leaves_dead_a_job_whose_key_a_transaction_to
             })
             .await
     });
-    someone_waits_for(&t.admin, holder).await;
+    common::someone_waits_for(&t.admin, holder).await;
     tx.commit().await.unwrap();
     assert_eq!(revival.await.unwrap().unwrap(), 1);
 
@@ -294,7 +271,7 @@ async fn a_revival_of_all_dead_jobs_leaves_dead_a_job_whose_key_a_transaction_to
     let reviver = s.clone();
     let revival =
         tokio::spawn(async move { reviver.revive(fairq_worker::ReviveTarget::One(lone)).await });
-    someone_waits_for(&t.admin, holder).await;
+    common::someone_waits_for(&t.admin, holder).await;
     tx.commit().await.unwrap();
     match revival.await.unwrap() {
         Err(BackendError::Duplicate { existing, .. }) => assert_eq!(existing, taker),

@@ -211,3 +211,26 @@ impl fairq_worker::conformance::Harness for PgHarnessNotKeeping {
     }
 }
 pub mod server;
+
+/// Waits until a session is blocked on a lock held by the session with backend id `holder`
+/// (observed through `pg_blocking_pids`, never by sleeping for a guessed time).
+pub async fn someone_waits_for(observer: &tokio_postgres::Client, holder: i32) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let row = observer
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))",
+                &[&holder],
+            )
+            .await
+            .expect("read the lock waits");
+        if row.get::<_, i64>(0) > 0 {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "nobody waited for the lock"
+        );
+        tokio::task::yield_now().await;
+    }
+}
