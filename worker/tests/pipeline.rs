@@ -1263,6 +1263,93 @@ async fn a_stopped_job_keeps_its_lease_while_the_shutdown_waits_for_others() {
     );
 }
 
+/// How long a shutdown may overrun its deadline (the worker's `HAND_BACK_GRACE`).
+const GRACE: Duration = Duration::from_secs(2);
+
+/// Store calls that never answer (a heartbeat, a rescue) do not hold a shutdown past its
+/// deadline and grace: the calls are dropped, and the job that finished is still recorded.
+#[tokio::test(start_paused = true)]
+async fn a_shutdown_is_not_held_up_by_heartbeats_or_rescues_that_never_answer() {
+    let mut store = Probe::new(MemoryBackend::new());
+    store.rescue_gate = Some(Arc::new(Semaphore::new(0)));
+    store.heartbeat_gate = Some(Arc::new(Semaphore::new(0)));
+    let dropped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (worker, mut rx) = start(
+        &store,
+        QueueConfig::default()
+            .lease(LEASE)
+            .heartbeat_interval(Duration::from_secs(1)),
+        stoppable(OnStop::Finish, &dropped),
+    );
+    let id = enqueue(&store, "long", 1).await[0];
+    until("started", || worker.running() == 1).await;
+    // Paused time moves once every task waits: the first beat goes out and hangs.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    until("a beat in flight", || !store.calls().heartbeats.is_empty()).await;
+    let deadline = Duration::from_secs(10);
+    let begun = tokio::time::Instant::now();
+    // A shutdown that never ends fails here, once the paused clock has run an hour ahead.
+    let report = tokio::time::timeout(Duration::from_secs(3600), worker.shutdown(deadline))
+        .await
+        .expect("the shutdown ended");
+    assert!(begun.elapsed() <= deadline + GRACE, "{:?}", begun.elapsed());
+    assert!(report.is_clean(), "{report:?}");
+    assert_eq!(rx.recv().await.unwrap().outcome, JobOutcome::Succeeded);
+    assert_eq!(status(&store, id).await, JobStatus::Succeeded);
+}
+
+/// An acker waiting for the store to hold the queue's retries (a retry failed again) gives
+/// up at the deadline like one waiting for a settlement: the shutdown ends within its grace,
+/// and an attempt that finished meanwhile is reported unsettled.
+#[tokio::test(start_paused = true)]
+async fn a_shutdown_is_not_held_up_by_a_hold_of_retries_that_never_answers() {
+    let clock = ManualClock::new(START);
+    let mut store = Probe::new(MemoryBackend::with_clock(clock.clone()));
+    store.hold_gate = Some(Arc::new(Semaphore::new(0)));
+    let policy = RetryPolicy::new(5).with_delays([Duration::from_secs(1)]);
+    let retry = store
+        .enqueue(NewJob::new("q", "call", vec![]).retry(policy))
+        .await
+        .unwrap();
+    let job = store.claim("q", 1, LEASE).await.unwrap().remove(0);
+    store
+        .fail(&job, fairq_worker::Failure::retryable("down"))
+        .await
+        .unwrap();
+    clock.advance(Duration::from_secs(1));
+    let long = enqueue(&store, "long", 1).await[0];
+    let dropped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let handlers = stoppable(OnStop::Finish, &dropped)
+        .on("call", |_job: Job| async { Err::<(), _>("still down") });
+    let (worker, mut rx) = start_with(
+        &store,
+        QueueConfig::default()
+            .concurrency(2)
+            .lease(LEASE)
+            .retry_sweep(Duration::from_secs(10)),
+        handlers,
+        |b| b.clock(clock.clone()),
+    );
+    until("the retry failed again and stopped the sweep", || {
+        worker.health_report()[0]
+            .retry_sweep
+            .is_some_and(|s| s.stops == 1)
+    })
+    .await;
+    let deadline = Duration::from_secs(10);
+    let begun = tokio::time::Instant::now();
+    let report = tokio::time::timeout(Duration::from_secs(3600), worker.shutdown(deadline))
+        .await
+        .expect("the shutdown ended");
+    assert!(begun.elapsed() <= deadline + GRACE, "{:?}", begun.elapsed());
+    assert_eq!(report.unsettled, [long], "{report:?}");
+    assert!(!report.is_clean());
+    let finished = rx.recv().await.unwrap();
+    assert_eq!(finished.job.claim.id, retry);
+    assert!(matches!(finished.outcome, JobOutcome::Retry { .. }));
+    assert_eq!(status(&store, long).await, JobStatus::Running);
+}
+
 #[tokio::test(start_paused = true)]
 async fn without_release_a_stopped_job_waits_for_its_lease() {
     let clock = ManualClock::new(START);

@@ -116,7 +116,7 @@ pub(crate) async fn acker<B: Backend>(
             }
             Some(answered) = flights.next(), if !flights.is_empty() => {
                 flying.remove(&answered.flight);
-                report(&shared, &queue, answered).await;
+                report(&shared, &queue, answered, give_up.clone()).await;
             }
             received = inbox.recv(), if open => match received {
                 Some(done) => {
@@ -228,9 +228,15 @@ fn stop_renewing(queue: &QueueRuntime, batch: &[Done]) {
 }
 
 /// Turns the store's answers into outcomes, lets the retry sweep judge them (holding the
-/// queue's retries if a retry failed again), then calls the hooks, in batch order, and
-/// judges the queue's health.
-async fn report<B: Backend>(shared: &Shared<B>, queue: &QueueRuntime, answered: Answered) {
+/// queue's retries if a retry failed again, unless `give_up` is raised first: a store that
+/// does not answer must not hold the shutdown past its deadline), then calls the hooks, in
+/// batch order, and judges the queue's health.
+async fn report<B: Backend>(
+    shared: &Shared<B>,
+    queue: &QueueRuntime,
+    answered: Answered,
+    mut give_up: watch::Receiver<bool>,
+) {
     let claims: Vec<Claim> = answered.batch.iter().map(|d| d.job.claim).collect();
     let mut answers = answered.answers.into_iter();
     let mut reports = Vec::with_capacity(claims.len());
@@ -260,7 +266,7 @@ async fn report<B: Backend>(shared: &Shared<B>, queue: &QueueRuntime, answered: 
     }
     let (hold, judged) = judge_sweep(shared, queue, &reports);
     if let Some(until) = hold {
-        sweep::hold(shared, queue, until).await;
+        sweep::hold(shared, queue, until, &mut give_up).await;
     }
     queue.judged(judged);
     for (done, outcome) in reports {

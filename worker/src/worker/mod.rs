@@ -919,6 +919,10 @@ impl<B: Backend> WorkerHandle<B> {
     /// own timeout during the shutdown has failed its attempt as usual, and a permanent
     /// error or a success after the signal is recorded as usual.
     ///
+    /// The future resolves at most 2 seconds after the deadline, whatever the store does:
+    /// store calls still unanswered by then are dropped, and the jobs they concerned are
+    /// reported (`report.unsettled`, `report.left_claimed`).
+    ///
     /// The first poll of the returned future already stops claiming.
     ///
     /// ```

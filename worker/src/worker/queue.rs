@@ -22,7 +22,7 @@ use super::config::QueueConfig;
 use super::depth::Depth;
 use super::lock::lock;
 use super::sweep_state::{SweepState, is_retry};
-use crate::job::{Claim, Failure, Job};
+use crate::job::{Claim, Failure, Job, JobId};
 
 /// A finished attempt on its way to the store.
 pub(crate) struct Done {
@@ -267,6 +267,12 @@ impl QueueRuntime {
         st.running = 0;
         st.stopped.extend(&running);
         running
+    }
+
+    /// The jobs of finished attempts whose outcomes the store has not confirmed and whose
+    /// leases are still held (for a shutdown that could not wait for the acker).
+    pub(crate) fn settling_ids(&self) -> Vec<JobId> {
+        self.lock().settling.iter().map(|c| c.id).collect()
     }
 
     /// Takes the slot tasks out (to wait for or stop them).

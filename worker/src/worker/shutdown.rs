@@ -18,8 +18,10 @@ use crate::backend::Backend;
 use crate::error::BackendError;
 use crate::job::{Claim, JobId};
 
-/// The longest a hand-back call may take once the deadline has passed.
-const HAND_BACK_GRACE: Duration = Duration::from_secs(2);
+/// How long a shutdown may run past its deadline: the last hand-back, the ackers' and the
+/// other tasks' ends must all be done by then, whatever the store does. A task still
+/// waiting for the store at that point is stopped where it is; what it held is reported.
+pub(crate) const HAND_BACK_GRACE: Duration = Duration::from_secs(2);
 
 /// What a shutdown did with the jobs the worker held. Nothing is lost either way: a job the
 /// store did not take back stays claimed and comes back when its lease expires (a rescue,
@@ -100,6 +102,10 @@ pub(crate) async fn shutdown<B: Backend>(
     // handlers.
     shared.stop_all();
     let until = later(Instant::now(), deadline);
+    // Nothing waits past this, not even for a store call that never answers.
+    let hard = later(until, HAND_BACK_GRACE);
+    // A step after the graceful part gets the grace, within the hard end.
+    let grace = || (Instant::now() + HAND_BACK_GRACE).min(hard);
     let mut report = ShutdownReport::default();
     let mut claimers = Vec::new();
     let mut rescuers = Vec::new();
@@ -121,12 +127,7 @@ pub(crate) async fn shutdown<B: Backend>(
     {
         abort_all(&mut claimers).await;
     }
-    hand_back(
-        &shared,
-        &mut report,
-        until.max(Instant::now() + HAND_BACK_GRACE),
-    )
-    .await;
+    hand_back(&shared, &mut report, until.max(grace())).await;
 
     // Running handlers finish; the acker settles them and ends once every slot is gone.
     let mut slots: Vec<Option<JoinHandle<()>>> = shared
@@ -160,20 +161,41 @@ pub(crate) async fn shutdown<B: Backend>(
             }
             report.abandoned = interrupted.iter().map(|c| c.id).collect();
             signals.give_up.send_replace(true);
-            for task in ackers.iter_mut().filter_map(Option::take) {
-                if let Ok(Some(left)) = task.await {
-                    report.unsettled.extend(left);
+            let by = grace();
+            for (queue, slot) in shared.queues.iter().zip(&mut ackers) {
+                let Some(mut task) = slot.take() else {
+                    continue;
+                };
+                match tokio::time::timeout_at(by, &mut task).await {
+                    Ok(Ok(Some(left))) => report.unsettled.extend(left),
+                    // It panicked: its jobs are left to lease expiry (see `failed_tasks`).
+                    Ok(_) => {}
+                    Err(_) => {
+                        task.abort();
+                        let _ = task.await;
+                        let left = queue.settling_ids();
+                        tracing::warn!(queue = %queue.name, jobs = left.len(), "the acker did not stop in time; its jobs are left to lease expiry");
+                        report.unsettled.extend(left);
+                    }
                 }
             }
         }
     }
     // Jobs stopped by shutdown, and any a last combined settle-and-claim brought in.
-    hand_back(&shared, &mut report, Instant::now() + HAND_BACK_GRACE).await;
+    hand_back(&shared, &mut report, grace()).await;
 
     signals.exit.send_replace(true);
-    for task in heartbeaters.into_iter().chain(rescuers) {
-        // A task that panicked has nothing left to stop.
-        let _ = task.await;
+    let by = grace();
+    for mut task in heartbeaters.into_iter().chain(rescuers) {
+        // A task that panicked has nothing left to stop; one stuck in a store call is
+        // stopped there (what it renews was handed back or is reported already).
+        if tokio::time::timeout_at(by, &mut task).await.is_err() {
+            tracing::warn!(
+                "a heartbeat or rescue call did not answer by the end of the shutdown; dropped"
+            );
+            task.abort();
+            let _ = task.await;
+        }
     }
     report.failed_tasks = lock(&shared.failures).clone();
     for list in [

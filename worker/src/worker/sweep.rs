@@ -9,16 +9,19 @@
 //! is about to move.
 
 use fairq_core::job::Millis;
+use std::future::Future;
 use std::time::Duration;
+
+use tokio::sync::watch;
 
 use super::guard;
 use super::hooks::Operation;
 use super::queue::{Buffered, QueueRuntime};
-use super::shared::Shared;
+use super::shared::{Shared, raised};
 use super::sweep_state::is_retry;
 use crate::backend::Backend;
 use crate::error::BackendError;
-use crate::job::{Failure, Job};
+use crate::job::{Claim, Failure, Job};
 
 /// A queue's sweep as [`WorkerHandle::health_report`](crate::WorkerHandle::health_report)
 /// shows it.
@@ -84,7 +87,16 @@ pub(crate) fn signal(job: &Job, result: &Result<(), Failure>) -> Option<bool> {
 
 /// Holds the queue's retries until `until`: retries already buffered here are handed back
 /// (where the store can take jobs back) and the store moves every due retry to `until`.
-pub(crate) async fn hold<B: Backend>(shared: &Shared<B>, queue: &QueueRuntime, until: Millis) {
+///
+/// Raising `give_up` (the shutdown deadline) ends the wait for the store: retries whose
+/// hand-back had not been answered then go to the shutdown's own hand-back, and the hold is
+/// left undone.
+pub(crate) async fn hold<B: Backend>(
+    shared: &Shared<B>,
+    queue: &QueueRuntime,
+    until: Millis,
+    give_up: &mut watch::Receiver<bool>,
+) {
     tracing::info!(
         queue = %queue.name,
         until,
@@ -106,8 +118,14 @@ pub(crate) async fn hold<B: Backend>(shared: &Shared<B>, queue: &QueueRuntime, u
         }
     };
     if !buffered.is_empty() {
-        let claims = buffered.iter().map(|b| b.job.claim).collect();
-        match guard::call("release", shared.backend.release(claims)).await {
+        let claims: Vec<Claim> = buffered.iter().map(|b| b.job.claim).collect();
+        let release = guard::call("release", shared.backend.release(claims.clone()));
+        let Some(released) = unless_given_up(release, give_up).await else {
+            // Whether the store took them is unknown: the shutdown hands them back again.
+            queue.lock().stopped.extend(claims);
+            return;
+        };
+        match released {
             Ok(answers) => {
                 for (b, answer) in buffered.iter().zip(answers) {
                     if let Err(source) = answer {
@@ -134,12 +152,15 @@ pub(crate) async fn hold<B: Backend>(shared: &Shared<B>, queue: &QueueRuntime, u
     if queue.lock().sweep.store_cannot_hold {
         return;
     }
-    match guard::call(
+    let held = guard::call(
         "hold_retries",
         shared.backend.hold_retries(&queue.name, until),
-    )
-    .await
-    {
+    );
+    let Some(held) = unless_given_up(held, give_up).await else {
+        tracing::warn!(queue = %queue.name, "the shutdown deadline passed before the store held the queue's retries");
+        return;
+    };
+    match held {
         Ok(held) => tracing::debug!(queue = %queue.name, held, "retries held until the next sweep"),
         Err(BackendError::Unsupported(what)) => {
             queue.lock().sweep.store_cannot_hold = true;
@@ -150,6 +171,18 @@ pub(crate) async fn hold<B: Backend>(shared: &Shared<B>, queue: &QueueRuntime, u
             );
         }
         Err(source) => shared.report(&queue.name, Operation::HoldRetries, None, source),
+    }
+}
+
+/// The output of `call`, or `None` if `give_up` is raised first.
+async fn unless_given_up<T>(
+    call: impl Future<Output = T>,
+    give_up: &mut watch::Receiver<bool>,
+) -> Option<T> {
+    tokio::select! {
+        biased;
+        () = raised(give_up) => None,
+        out = call => Some(out),
     }
 }
 

@@ -76,6 +76,20 @@ pub struct Probe {
     pub answer_gate: Option<Arc<Semaphore>>,
     /// What [`Backend::claims_cost_mostly_fixed`] answers.
     pub fixed_cost_claims: bool,
+    /// When set, the probe holds retries (through the inner store) after taking a permit;
+    /// when not, it cannot hold them (`Unsupported`), as a store written before the sweep.
+    pub hold_gate: Option<Arc<Semaphore>>,
+    /// When set, every `rescue` first takes a permit.
+    pub rescue_gate: Option<Arc<Semaphore>>,
+    /// When set, every `heartbeat_many` takes a permit after it was recorded.
+    pub heartbeat_gate: Option<Arc<Semaphore>>,
+}
+
+/// Takes a permit of `gate`, if any, for good.
+async fn pass(gate: &Option<Arc<Semaphore>>) {
+    if let Some(gate) = gate {
+        gate.acquire().await.expect("gate open").forget();
+    }
 }
 
 impl Probe {
@@ -97,6 +111,9 @@ impl Probe {
             prune_gate: None,
             answer_gate: None,
             fixed_cost_claims: false,
+            hold_gate: None,
+            rescue_gate: None,
+            heartbeat_gate: None,
         }
     }
 
@@ -273,11 +290,32 @@ impl Backend for Probe {
         let this = self.clone();
         async move {
             this.calls().heartbeats.push(claims.clone());
+            pass(&this.heartbeat_gate).await;
             this.inner.heartbeat_many(claims, lease).await
         }
     }
     fn rescue(&self, queue: &str) -> impl Future<Output = Result<u64, BackendError>> + Send {
-        self.inner.rescue(queue)
+        let this = self.clone();
+        let queue = queue.to_string();
+        async move {
+            pass(&this.rescue_gate).await;
+            this.inner.rescue(&queue).await
+        }
+    }
+    fn hold_retries(
+        &self,
+        queue: &str,
+        until: Millis,
+    ) -> impl Future<Output = Result<u64, BackendError>> + Send {
+        let this = self.clone();
+        let queue = queue.to_string();
+        async move {
+            let Some(gate) = &this.hold_gate else {
+                return Err(BackendError::Unsupported("holding retries back"));
+            };
+            gate.acquire().await.expect("gate open").forget();
+            this.inner.hold_retries(&queue, until).await
+        }
     }
     fn warm_up(&self, calls: usize) -> impl Future<Output = Result<(), BackendError>> + Send {
         self.calls().warm_ups.push(calls);
