@@ -179,7 +179,7 @@ impl FileBackend {
                     detail: " (its lock file is held)".into(),
                 });
             }
-            match Client::connect(&dir, options.clock.clone()) {
+            match Client::connect(&dir, options.clock.clone(), options.max_message) {
                 Ok(client) => {
                     return Ok(FileBackend {
                         side: Arc::new(Side::Client(client)),
@@ -209,7 +209,7 @@ impl FileBackend {
     ) -> Result<FileBackend, FileError> {
         let local = Local::open(dir, folder_lock, options)?;
         let server = if options.serve {
-            match Server::start(local.clone(), options.file_mode) {
+            match Server::start(local.clone(), options.file_mode, options.max_message) {
                 Ok(server) => Some(server),
                 Err(e) => {
                     // The store works without it; other processes are told it is in use.
@@ -282,24 +282,26 @@ impl FileBackend {
                         detail: " (its lock file is held)".into(),
                     });
                 }
-                SharedLock::Held => match Client::connect(&dir, options.clock.clone()) {
-                    Ok(client) => Side::Client(client),
-                    Err(ConnectFailure::NotServed(why))
-                        if deadline.is_some_and(|d| Instant::now() >= d) =>
-                    {
-                        return Err(FileError::Locked {
-                            path: dir,
-                            detail: format!(
-                                ", which does not serve the store to other processes ({why})"
-                            ),
-                        });
+                SharedLock::Held => {
+                    match Client::connect(&dir, options.clock.clone(), options.max_message) {
+                        Ok(client) => Side::Client(client),
+                        Err(ConnectFailure::NotServed(why))
+                            if deadline.is_some_and(|d| Instant::now() >= d) =>
+                        {
+                            return Err(FileError::Locked {
+                                path: dir,
+                                detail: format!(
+                                    ", which does not serve the store to other processes ({why})"
+                                ),
+                            });
+                        }
+                        Err(ConnectFailure::NotServed(_)) => {
+                            std::thread::sleep(RETRY_EVERY);
+                            continue;
+                        }
+                        Err(ConnectFailure::Failed(e)) => return Err(e),
                     }
-                    Err(ConnectFailure::NotServed(_)) => {
-                        std::thread::sleep(RETRY_EVERY);
-                        continue;
-                    }
-                    Err(ConnectFailure::Failed(e)) => return Err(e),
-                },
+                }
             };
             return Ok(FileBackend {
                 side: Arc::new(side),

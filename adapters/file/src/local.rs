@@ -21,6 +21,7 @@ use fairq_worker::{
 use crate::error::{FileError, is_disk_full};
 use crate::folder::FolderLock;
 use crate::options::{FileOptions, SyncMode};
+use crate::remote::wire::{encoded_len, settled_len};
 use crate::replay::{Replayed, replay};
 use crate::totals::QueueTotals;
 use crate::writer::{Shared, State, Writer, acknowledged, lock};
@@ -203,16 +204,38 @@ impl Local {
     }
 
     /// A claim that answers only once it is durable: for claims made through the folder's
-    /// socket by another process, whose leases outlive this one (see the crate docs).
+    /// socket by another process, whose leases outlive this one (see the crate docs). The
+    /// jobs take at most `room` bytes in a message (see [`claim_in`]).
     pub(crate) async fn claim_durable(
         &self,
         queue: &str,
         max: usize,
         lease: Duration,
+        room: usize,
     ) -> Result<Vec<Job>, BackendError> {
         check_queue_name(queue)?;
         self.change(Persist::Durable, |st, now, _| {
-            Ok(claim_in(st, queue, max, lease, now))
+            claim_in(st, queue, max, lease, now, Some(room))
+        })
+        .await
+    }
+
+    /// [`Backend::settle_and_claim`], whose answer (settlements and jobs) takes at most
+    /// `room` bytes in a message when `room` is given (see [`claim_in`]).
+    pub(crate) async fn settle_and_claim_within(
+        &self,
+        batch: Vec<Finished>,
+        queue: &str,
+        max: usize,
+        lease: Duration,
+        room: Option<usize>,
+    ) -> Result<SettledAndClaimed, BackendError> {
+        let checked = check_queue_name(queue);
+        self.change(Persist::Durable, |st, now, random| {
+            let settled = settle_in(st, batch, now, random);
+            let room = room.map(|room| room.saturating_sub(settled_len(&settled)));
+            let claimed = checked.and_then(|()| claim_in(st, queue, max, lease, now, room));
+            Ok(SettledAndClaimed { settled, claimed })
         })
         .await
     }
@@ -300,11 +323,56 @@ pub(crate) enum Persist {
 }
 
 /// Claims up to `max` of `queue`'s jobs, none while the queue is paused.
-fn claim_in(st: &mut State, queue: &str, max: usize, lease: Duration, now: Millis) -> Vec<Job> {
+///
+/// With a `room`, the claim is for another process and its jobs must fit in one message
+/// (the client refuses a larger one, and a job claimed but not received would stay running
+/// under a lease nobody holds): jobs are taken one at a time, in the order a claim of `max`
+/// would take them, while their encoded size fits in `room` bytes. The first job that does
+/// not fit is handed back at once (due again, its attempt refunded, as a release does: it
+/// goes behind its key's other due jobs), so the claim returns fewer jobs than asked; the
+/// caller claims again for the rest. A job too large for any message to another process
+/// (only possible with a `room` smaller than one job can take) fails the claim with
+/// [`BackendError::Invalid`], the job left due for the owner's own workers.
+fn claim_in(
+    st: &mut State,
+    queue: &str,
+    max: usize,
+    lease: Duration,
+    now: Millis,
+    room: Option<usize>,
+) -> Result<Vec<Job>, BackendError> {
     if st.is_paused(queue) {
-        return Vec::new();
+        return Ok(Vec::new());
     }
-    st.store.claim(queue, max, lease, now)
+    let Some(room) = room else {
+        return Ok(st.store.claim(queue, max, lease, now));
+    };
+    let mut jobs = Vec::new();
+    let mut used = 0usize;
+    while jobs.len() < max {
+        let Some(job) = st.store.claim(queue, 1, lease, now).pop() else {
+            break;
+        };
+        let size = encoded_len(&job);
+        if size <= room.saturating_sub(used) {
+            used += size;
+            jobs.push(job);
+            continue;
+        }
+        if let Some(Err(e)) = st.store.release(vec![job.claim], now).pop() {
+            // Not possible: the claim was made a moment ago under the same lock.
+            return Err(e);
+        }
+        if jobs.is_empty() {
+            return Err(BackendError::Invalid(format!(
+                "job {} takes {size} bytes, more than an answer to another process may carry \
+                 ({room}); only the process that holds the store folder can claim it",
+                job.claim.id
+            )));
+        }
+        break;
+    }
+    Ok(jobs)
 }
 
 /// Settles `batch` on the state, counting each settled attempt's run time in its queue's
@@ -378,7 +446,7 @@ impl Backend for Local {
     ) -> Result<Vec<Job>, BackendError> {
         check_queue_name(queue)?;
         self.change(Persist::Queued, |st, now, _| {
-            Ok(claim_in(st, queue, max, lease, now))
+            claim_in(st, queue, max, lease, now, None)
         })
         .await
     }
@@ -401,13 +469,8 @@ impl Backend for Local {
         max: usize,
         lease: Duration,
     ) -> Result<SettledAndClaimed, BackendError> {
-        let checked = check_queue_name(queue);
-        self.change(Persist::Durable, |st, now, random| {
-            let settled = settle_in(st, batch, now, random);
-            let claimed = checked.map(|()| claim_in(st, queue, max, lease, now));
-            Ok(SettledAndClaimed { settled, claimed })
-        })
-        .await
+        self.settle_and_claim_within(batch, queue, max, lease, None)
+            .await
     }
 
     async fn release(&self, claims: Vec<Claim>) -> Result<Each<()>, BackendError> {

@@ -66,6 +66,11 @@ pub struct FileOptions {
     /// Keep succeeded jobs until a prune deletes them (default `true`), or delete each when
     /// its success is recorded (see [`FileOptions::keep_succeeded`](Self::keep_succeeded)).
     pub keep_succeeded: bool,
+    /// The largest message either end of the folder's socket sends or accepts (512 MiB):
+    /// the owner cuts a client's claims and lists short to stay below it. Only tests change
+    /// it (owner and clients must agree), to reach it without gigabytes of payload.
+    #[doc(hidden)]
+    pub max_message: usize,
 }
 
 impl Default for FileOptions {
@@ -82,6 +87,7 @@ impl Default for FileOptions {
             file_mode: 0o600,
             dir_mode: 0o700,
             keep_succeeded: true,
+            max_message: crate::remote::wire::MAX_MESSAGE,
         }
     }
 }
@@ -218,6 +224,13 @@ impl FileOptions {
     /// ```
     pub fn file_mode(mut self, mode: u32) -> Self {
         self.file_mode = mode;
+        self
+    }
+
+    /// Sets [`FileOptions::max_message`](Self::max_message) (tests only).
+    #[doc(hidden)]
+    pub fn max_message(mut self, bytes: usize) -> Self {
+        self.max_message = bytes;
         self
     }
 

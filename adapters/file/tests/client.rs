@@ -121,3 +121,143 @@ fn an_endless_wait_returns_when_the_owner_goes_away() {
         client.close().unwrap();
     });
 }
+
+/// The largest message of the tests below (the real one is 512 MiB): a few jobs' payloads.
+const SMALL_MESSAGE: usize = 64 << 10;
+/// Payload of each job in the tests below: twenty of them do not fit in one message.
+const PAYLOAD: usize = 8 << 10;
+const JOBS: usize = 20;
+
+/// An owner and a client of a new folder that send no message over [`SMALL_MESSAGE`], and
+/// [`JOBS`] jobs of [`PAYLOAD`] bytes in queue "q", enqueued by the owner.
+async fn large_jobs(dir: &std::path::Path) -> (FileBackend, FileBackend) {
+    use fairq_worker::{Backend, NewJob};
+    let options = FileOptions::default()
+        .clock(ManualClock::new(1_000))
+        .max_message(SMALL_MESSAGE);
+    let owner = FileBackend::open(dir, options.clone()).expect("open the owner");
+    let client = FileBackend::open(dir, options).expect("open a client");
+    assert_eq!(client.role(), Role::Client);
+    let jobs = (0..JOBS)
+        .map(|i| NewJob::new("q", "k", vec![i as u8; PAYLOAD]).key(format!("key-{}", i % 3)))
+        .collect();
+    owner.enqueue_many(jobs).await.expect("enqueue");
+    (owner, client)
+}
+
+/// A client's claim whose answer would be larger than one message takes fewer jobs, and the
+/// client gets every job it took. The owner used to claim them all, make the claim durable
+/// and send an answer the client's reader refused: the claim failed (`Unavailable`, with
+/// every other call on the connection) while its jobs stayed running under leases nobody
+/// held, to be rescued later at the cost of an attempt.
+#[test]
+fn a_claim_too_large_for_one_message_takes_fewer_jobs() {
+    use fairq_worker::{Backend, Finished};
+    common_runtime().block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let (owner, client) = large_jobs(dir.path()).await;
+        let mut claimed = Vec::new();
+        loop {
+            let jobs = client
+                .claim("q", JOBS, std::time::Duration::from_secs(60))
+                .await
+                .expect("the claim is answered");
+            assert!(jobs.len() < JOBS, "one answer cannot carry every job");
+            // Nothing is claimed that the client did not get.
+            assert_eq!(
+                owner.counts("q").running,
+                (claimed.len() + jobs.len()) as u64
+            );
+            if jobs.is_empty() {
+                break;
+            }
+            claimed.extend(jobs);
+        }
+        assert_eq!(claimed.len(), JOBS);
+        assert!(
+            claimed
+                .iter()
+                .all(|job| job.payload.len() == PAYLOAD && job.attempt == 1)
+        );
+        let batch: Vec<Finished> = claimed
+            .iter()
+            .map(|job| Finished::succeeded(job.claim))
+            .collect();
+        for settled in client.settle(batch).await.expect("settle") {
+            settled.expect("every lease the client got is current");
+        }
+        assert_eq!(owner.counts("q").succeeded, JOBS as u64);
+        client.close().unwrap();
+        owner.close().unwrap();
+    });
+}
+
+/// The same for the claim of a settlement (`settle_and_claim`, what a worker's acker sends).
+#[test]
+fn a_settlements_claim_too_large_for_one_message_takes_fewer_jobs() {
+    use fairq_worker::{Backend, Finished};
+    common_runtime().block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let (owner, client) = large_jobs(dir.path()).await;
+        let lease = std::time::Duration::from_secs(60);
+        let mut batch = Vec::new();
+        let mut done = 0;
+        loop {
+            let answer = client
+                .settle_and_claim(std::mem::take(&mut batch), "q", JOBS, lease)
+                .await
+                .expect("the settlement is answered");
+            done += answer.settled.len();
+            assert!(answer.settled.iter().all(|s| s.is_ok()));
+            let jobs = answer.claimed.expect("the claim is answered");
+            assert!(jobs.len() < JOBS, "one answer cannot carry every job");
+            assert_eq!(owner.counts("q").running, jobs.len() as u64);
+            if jobs.is_empty() {
+                break;
+            }
+            batch = jobs
+                .iter()
+                .map(|job| Finished::succeeded(job.claim))
+                .collect();
+        }
+        assert_eq!(done, JOBS);
+        assert_eq!(owner.counts("q").succeeded, JOBS as u64);
+        client.close().unwrap();
+        owner.close().unwrap();
+    });
+}
+
+/// A client's list too large for one message comes in several answers, which the client
+/// joins: it gets the rows the owner's own list gives. The answer used to be refused by the
+/// client's reader (`Unavailable`).
+#[test]
+fn a_list_too_large_for_one_message_is_the_owners_list() {
+    use fairq_worker::{Backend, ListFilter};
+    common_runtime().block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let (owner, client) = large_jobs(dir.path()).await;
+        for filter in [
+            ListFilter::default().limit(usize::MAX),
+            ListFilter::default().limit(JOBS - 3),
+            ListFilter {
+                after: Some(fairq_worker::JobId(4)),
+                ..ListFilter::default().queue("q").limit(JOBS)
+            },
+        ] {
+            let theirs = owner.list(filter.clone()).await.expect("the owner's list");
+            let ours = client.list(filter).await.expect("the client's list");
+            assert!(!theirs.is_empty());
+            assert_eq!(ours, theirs);
+        }
+        client.close().unwrap();
+        owner.close().unwrap();
+    });
+}
+
+fn common_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}

@@ -82,7 +82,8 @@ struct Connection {
 }
 
 impl Connection {
-    fn open(dir: &Path) -> Result<Connection, ConnectFailure> {
+    /// Connects to the owner of `dir`; no message over `limit` bytes is sent or accepted.
+    fn open(dir: &Path, limit: usize) -> Result<Connection, ConnectFailure> {
         let path = socket_path(dir);
         let stream = match Address::of(dir).map_err(ConnectFailure::Failed)?.connect() {
             Ok(stream) => stream,
@@ -114,7 +115,7 @@ impl Connection {
         std::thread::Builder::new()
             .name("fairq-file-client".into())
             .spawn(move || {
-                runtime.block_on(run(stream, outgoing, stopped, ready));
+                runtime.block_on(run(stream, outgoing, stopped, ready, limit));
                 thread_lost.store(true, Ordering::Release);
             })
             .map_err(|e| ConnectFailure::Failed(FileError::io(&path, e)))?;
@@ -151,12 +152,14 @@ enum Handshake {
 }
 
 /// The connection's thread: the handshake, then requests out and answers in until either
-/// side stops.
+/// side stops. A call whose request would be over `limit` bytes is refused here: the owner
+/// would drop the connection, and every call in flight on it.
 async fn run(
     stream: std::os::unix::net::UnixStream,
     mut outgoing: mpsc::UnboundedReceiver<Outgoing>,
     stopped: oneshot::Receiver<()>,
     ready: std::sync::mpsc::Sender<Result<(), Handshake>>,
+    limit: usize,
 ) {
     let stream = match UnixStream::from_std(stream) {
         Ok(stream) => stream,
@@ -175,7 +178,7 @@ async fn run(
         write(&mut to, &bytes)
             .await
             .map_err(|e| Handshake::Gone(e.to_string()))?;
-        let answer = read::<Response>(&mut from).await.map_err(|e| match e {
+        let answer = read::<Response>(&mut from, limit).await.map_err(|e| match e {
             ReadError::Invalid(_) => Handshake::Refused(e.to_string()),
             ReadError::Closed | ReadError::Io(_) => Handshake::Gone(e.to_string()),
         })?;
@@ -209,6 +212,13 @@ async fn run(
             while let Some(Outgoing { call, reply }) = outgoing.recv().await {
                 next += 1;
                 let bytes = match encode(&Request { id: next, call }) {
+                    Ok(bytes) if bytes.len() - 4 > limit => {
+                        reply.send(Err(WireError::Invalid(format!(
+                            "the call takes {} bytes, more than the store's owner accepts ({limit}); send less at a time",
+                            bytes.len() - 4
+                        ))));
+                        continue;
+                    }
                     Ok(bytes) => bytes,
                     Err(e) => {
                         reply.send(Err(WireError::Invalid(format!(
@@ -227,7 +237,7 @@ async fn run(
     let receiver = {
         let waiting = waiting.clone();
         async move {
-            while let Ok(Response { id, answer }) = read::<Response>(&mut from).await {
+            while let Ok(Response { id, answer }) = read::<Response>(&mut from, limit).await {
                 if let Some(reply) = lock(&waiting).remove(&id) {
                     reply.send(answer);
                 }
@@ -247,17 +257,26 @@ async fn run(
 pub(crate) struct Client {
     dir: PathBuf,
     clock: Arc<dyn Clock>,
+    /// The largest message sent or accepted ([`MAX_MESSAGE`](super::wire::MAX_MESSAGE)
+    /// but in tests).
+    limit: usize,
     connection: Mutex<Option<Arc<Connection>>>,
     closed: AtomicBool,
 }
 
 impl Client {
-    /// Connects to the process serving `dir`.
-    pub(crate) fn connect(dir: &Path, clock: Arc<dyn Clock>) -> Result<Client, ConnectFailure> {
-        let connection = Connection::open(dir)?;
+    /// Connects to the process serving `dir`; no message over `limit` bytes is sent or
+    /// accepted.
+    pub(crate) fn connect(
+        dir: &Path,
+        clock: Arc<dyn Clock>,
+        limit: usize,
+    ) -> Result<Client, ConnectFailure> {
+        let connection = Connection::open(dir, limit)?;
         Ok(Client {
             dir: dir.to_path_buf(),
             clock,
+            limit,
             connection: Mutex::new(Some(Arc::new(connection))),
             closed: AtomicBool::new(false),
         })
@@ -289,7 +308,7 @@ impl Client {
             return Ok(connection.clone());
         }
         *slot = None;
-        match Connection::open(&self.dir) {
+        match Connection::open(&self.dir, self.limit) {
             Ok(connection) => {
                 let connection = Arc::new(connection);
                 *slot = Some(connection.clone());
@@ -556,10 +575,27 @@ impl Backend for Client {
         }
     }
 
+    /// The owner cuts a page short when its rows would not fit in one message; a short
+    /// page that is not empty is followed by another, from its last row on, until the
+    /// limit is reached or a page comes back empty (one more call when the list ends
+    /// before the limit).
     async fn list(&self, filter: ListFilter) -> Result<Vec<JobInfo>, BackendError> {
-        match self.call(Call::List(filter)).await? {
-            Answer::List(jobs) => Ok(jobs),
-            other => Err(unexpected(&other)),
+        let mut rows: Vec<JobInfo> = Vec::new();
+        loop {
+            let page = ListFilter {
+                after: rows.last().map(|row| row.id).or(filter.after),
+                limit: filter.limit - rows.len(),
+                ..filter.clone()
+            };
+            let got = match self.call(Call::List(page)).await? {
+                Answer::List(jobs) => jobs,
+                other => return Err(unexpected(&other)),
+            };
+            let last = got.is_empty();
+            rows.extend(got);
+            if last || rows.len() >= filter.limit {
+                return Ok(rows);
+            }
         }
     }
 

@@ -10,4 +10,4 @@
 mod address;
 pub(crate) mod client;
 pub(crate) mod server;
-mod wire;
+pub(crate) mod wire;

@@ -5,14 +5,14 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::thread::JoinHandle;
 
-use fairq_worker::Backend;
+use fairq_worker::{Backend, JobInfo};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{mpsc, watch};
 
 use super::address::{Address, socket_path};
 use super::wire::{
-    Answer, Call, PROTOCOL, ReadError, Request, Response, WireError, each_to_wire, encode, read,
-    write,
+    ANSWER_OVERHEAD, Answer, Call, PROTOCOL, ReadError, Request, Response, WireError, each_to_wire,
+    encode, encoded_len, read, write,
 };
 use crate::error::FileError;
 use crate::local::Local;
@@ -29,8 +29,10 @@ pub(crate) struct Server {
 
 impl Server {
     /// Binds the folder's socket (removing one a dead owner left behind: the caller holds the
-    /// folder's lock, so no live process serves it) and starts serving `local` on it.
-    pub(crate) fn start(local: Local, mode: u32) -> Result<Server, FileError> {
+    /// folder's lock, so no live process serves it) and starts serving `local` on it. No
+    /// message over `limit` bytes is accepted or sent ([`MAX_MESSAGE`](super::wire::MAX_MESSAGE)
+    /// but in tests).
+    pub(crate) fn start(local: Local, mode: u32, limit: usize) -> Result<Server, FileError> {
         let dir = local.dir().to_path_buf();
         let path = socket_path(&dir);
         remove_stale(&path)?;
@@ -69,7 +71,7 @@ impl Server {
                             accepted = listener.accept() => match accepted {
                                 Ok((stream, _)) => {
                                     if let Some(stream) = admit(stream, uid) {
-                                        tokio::spawn(serve(local.clone(), stream));
+                                        tokio::spawn(serve(local.clone(), stream, limit));
                                     }
                                 }
                                 Err(e) => {
@@ -151,8 +153,9 @@ fn admit(stream: UnixStream, uid: u32) -> Option<UnixStream> {
 }
 
 /// Serves one connection: each request runs as its own task, answers go back in the order
-/// they are ready.
-async fn serve(local: Local, stream: UnixStream) {
+/// they are ready. No answer over `limit` bytes is sent: the client would refuse it and drop
+/// the connection, failing every call in flight on it.
+async fn serve(local: Local, stream: UnixStream, limit: usize) {
     let (mut from, mut to) = stream.into_split();
     let (answers, mut outgoing) = mpsc::unbounded_channel::<Vec<u8>>();
     let writer = tokio::spawn(async move {
@@ -163,7 +166,7 @@ async fn serve(local: Local, stream: UnixStream) {
         }
     });
     loop {
-        let request: Request = match read(&mut from).await {
+        let request: Request = match read(&mut from, limit).await {
             Ok(request) => request,
             Err(ReadError::Closed) => break,
             Err(e) => {
@@ -175,11 +178,21 @@ async fn serve(local: Local, stream: UnixStream) {
         let answers = answers.clone();
         tokio::spawn(async move {
             let id = request.id;
-            let answer = answer(&local, request.call).await;
-            let bytes = encode(&Response { id, answer }).or_else(|e| {
+            let answer = answer(&local, request.call, limit).await;
+            let bytes = match encode(&Response { id, answer }) {
+                Ok(bytes) if bytes.len() - 4 <= limit => Ok(bytes),
+                // Claims and lists are cut short to fit; anything else this large (one job
+                // of `get`) is refused on its own rather than by the client's reader.
+                Ok(bytes) => Err(format!(
+                    "the answer takes {} bytes, more than one message may carry ({limit})",
+                    bytes.len() - 4
+                )),
+                Err(e) => Err(format!("cannot encode the answer: {e}")),
+            }
+            .or_else(|reason| {
                 encode(&Response {
                     id,
-                    answer: Err(WireError::Store(format!("cannot encode the answer: {e}"))),
+                    answer: Err(WireError::Store(reason)),
                 })
             });
             if let Ok(bytes) = bytes {
@@ -191,14 +204,16 @@ async fn serve(local: Local, stream: UnixStream) {
     let _ = writer.await;
 }
 
-/// Runs one call on the store.
-async fn answer(local: &Local, call: Call) -> Result<Answer, WireError> {
+/// Runs one call on the store; its answer takes at most `limit` bytes when it holds jobs a
+/// claim took (see [`Local::claim_durable`]) or a list's rows.
+async fn answer(local: &Local, call: Call, limit: usize) -> Result<Answer, WireError> {
+    let room = limit.saturating_sub(ANSWER_OVERHEAD);
     Ok(match call {
         Call::Hello { .. } => Answer::Hello { protocol: PROTOCOL },
         Call::Enqueue(jobs) => Answer::Ids(local.enqueue_many(jobs).await?),
         // The client's leases outlive this process: its claims wait for the disk.
         Call::Claim { queue, max, lease } => {
-            Answer::Jobs(local.claim_durable(&queue, clamp(max), lease).await?)
+            Answer::Jobs(local.claim_durable(&queue, clamp(max), lease, room).await?)
         }
         Call::Settle(batch) => Answer::Settled(each_to_wire(local.settle(batch).await?)),
         Call::SettleAndClaim {
@@ -208,7 +223,7 @@ async fn answer(local: &Local, call: Call) -> Result<Answer, WireError> {
             lease,
         } => {
             let done = local
-                .settle_and_claim(batch, &queue, clamp(max), lease)
+                .settle_and_claim_within(batch, &queue, clamp(max), lease, Some(room))
                 .await?;
             Answer::SettledAndClaimed {
                 settled: each_to_wire(done.settled),
@@ -228,7 +243,7 @@ async fn answer(local: &Local, call: Call) -> Result<Answer, WireError> {
             Answer::Done
         }
         Call::Stats => Answer::Stats(local.stats().await?),
-        Call::List(filter) => Answer::List(local.list(filter).await?),
+        Call::List(filter) => Answer::List(fitting(local.list(filter).await?, room)?),
         Call::Get(id) => Answer::Job(local.get(id).await?),
         Call::Revive(target) => Answer::Count(local.revive(target).await?),
         Call::Purge(purge) => Answer::Count(local.purge(purge).await?),
@@ -253,6 +268,28 @@ async fn answer(local: &Local, call: Call) -> Result<Answer, WireError> {
         }
         Call::Paused => Answer::Names(local.paused()?),
     })
+}
+
+/// The first of `rows` that fit in `room` bytes of a message: a list's page cut short (the
+/// client asks for the rest after the last row it got). A first row too large for any
+/// message is refused.
+fn fitting(mut rows: Vec<JobInfo>, room: usize) -> Result<Vec<JobInfo>, WireError> {
+    let mut used = 0usize;
+    let fit = rows
+        .iter()
+        .take_while(|row| {
+            used = used.saturating_add(encoded_len(row));
+            used <= room
+        })
+        .count();
+    if fit == 0 && !rows.is_empty() {
+        return Err(WireError::Invalid(format!(
+            "job {} takes {used} bytes, more than an answer to another process may carry ({room}); only the process that holds the store folder can list it",
+            rows[0].id
+        )));
+    }
+    rows.truncate(fit);
+    Ok(rows)
 }
 
 fn clamp(max: u64) -> usize {

@@ -19,7 +19,34 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 pub(crate) const PROTOCOL: u32 = 4;
 
 /// Largest message: an enqueue of the most payload one call may carry, and room to spare.
+/// Neither end sends a message larger than this (the other refuses it and drops the
+/// connection): the owner cuts claims and lists short to fit (see `server.rs`).
 pub(crate) const MAX_MESSAGE: usize = 512 << 20;
+
+/// Room kept in an answer for everything but its jobs or rows: the request id, the result
+/// and answer tags, the list lengths (each at most a 10-byte varint).
+pub(crate) const ANSWER_OVERHEAD: usize = 64;
+
+/// The bytes `value` takes in a message (postcard, without the length in front).
+pub(crate) fn encoded_len<T: Serialize + ?Sized>(value: &T) -> usize {
+    // Counting cannot fail for the store's types; an impossible failure counts as too large.
+    postcard::serialize_with_flavor::<T, postcard::ser_flavors::Size, usize>(
+        value,
+        postcard::ser_flavors::Size::default(),
+    )
+    .unwrap_or(usize::MAX)
+}
+
+/// The bytes the settlement answers `answers` take in a message.
+pub(crate) fn settled_len(answers: &Each<Settled>) -> usize {
+    answers
+        .iter()
+        .map(|answer| match answer {
+            Ok(settled) => encoded_len(&Ok::<&Settled, WireError>(settled)),
+            Err(e) => encoded_len(&Err::<&Settled, WireError>(WireError::from(e))),
+        })
+        .fold(10, usize::saturating_add)
+}
 
 /// A call, numbered by the client.
 #[derive(Debug, Serialize, Deserialize)]
@@ -352,9 +379,10 @@ pub(crate) fn encode<T: Serialize>(message: &T) -> Result<Vec<u8>, postcard::Err
     Ok(bytes)
 }
 
-/// Reads one message.
+/// Reads one message of at most `limit` bytes ([`MAX_MESSAGE`] but in tests).
 pub(crate) async fn read<T: for<'de> Deserialize<'de>>(
     from: &mut (impl AsyncRead + Unpin),
+    limit: usize,
 ) -> Result<T, ReadError> {
     let mut len = [0u8; 4];
     match from.read_exact(&mut len).await {
@@ -363,9 +391,9 @@ pub(crate) async fn read<T: for<'de> Deserialize<'de>>(
         Err(e) => return Err(ReadError::Io(e)),
     }
     let len = u32::from_le_bytes(len) as usize;
-    if len > MAX_MESSAGE {
+    if len > limit {
         return Err(ReadError::Invalid(format!(
-            "a message of {len} bytes (at most {MAX_MESSAGE})"
+            "a message of {len} bytes (at most {limit})"
         )));
     }
     // Grown as bytes arrive, so a bogus length cannot make us allocate it up front.
@@ -476,29 +504,31 @@ mod tests {
                 call: Call::Enqueue(vec![NewJob::new("q", "k", b"payload".to_vec())]),
             };
             let bytes = encode(&request).unwrap();
-            let back: Request = read(&mut bytes.as_slice()).await.unwrap();
+            let back: Request = read(&mut bytes.as_slice(), MAX_MESSAGE).await.unwrap();
             assert_eq!(back.id, 7);
             assert!(matches!(back.call, Call::Enqueue(jobs) if jobs[0].payload == b"payload"));
 
             let mut huge = (MAX_MESSAGE as u32 + 1).to_le_bytes().to_vec();
             huge.extend_from_slice(&[0; 16]);
-            let err = read::<Request>(&mut huge.as_slice()).await.unwrap_err();
+            let err = read::<Request>(&mut huge.as_slice(), MAX_MESSAGE)
+                .await
+                .unwrap_err();
             assert!(matches!(err, ReadError::Invalid(_)), "{err}");
 
             let mut cut = bytes.clone();
             cut.truncate(bytes.len() - 2);
             assert!(matches!(
-                read::<Request>(&mut cut.as_slice()).await,
+                read::<Request>(&mut cut.as_slice(), MAX_MESSAGE).await,
                 Err(ReadError::Io(_))
             ));
             assert!(matches!(
-                read::<Request>(&mut &b""[..]).await,
+                read::<Request>(&mut &b""[..], MAX_MESSAGE).await,
                 Err(ReadError::Closed)
             ));
             let mut garbage = 3u32.to_le_bytes().to_vec();
             garbage.extend_from_slice(&[0xff, 0xff, 0xff]);
             assert!(matches!(
-                read::<Request>(&mut garbage.as_slice()).await,
+                read::<Request>(&mut garbage.as_slice(), MAX_MESSAGE).await,
                 Err(ReadError::Invalid(_))
             ));
         });
