@@ -47,9 +47,10 @@ impl<T, E: fmt::Display> PermanentExt<T> for Result<T, E> {
 
 /// A type-erased handler.
 trait Erased: Send + Sync + 'static {
-    fn call(&self, job: Job) -> BoxFuture<'static, Result<(), Failure>>;
+    fn call(&self, job: Job) -> BoxFuture<'static, Ran>;
 }
 
+/// A user's handler: whatever it returns is its own result.
 struct FnHandler<F>(F);
 
 impl<F, Fut, E> Erased for FnHandler<F>
@@ -58,9 +59,22 @@ where
     Fut: Future<Output = Result<(), E>> + Send + 'static,
     E: Into<Failure> + 'static,
 {
-    fn call(&self, job: Job) -> BoxFuture<'static, Result<(), Failure>> {
+    fn call(&self, job: Job) -> BoxFuture<'static, Ran> {
         let fut = (self.0)(job);
-        async move { fut.await.map_err(Into::into) }.boxed()
+        async move { Ran::returned(fut.await.map_err(Into::into)) }.boxed()
+    }
+}
+
+/// A handler wrapped by fairq itself (a typed kind's time limit), which says whether the
+/// result is the user's handler's own.
+struct RanHandler<F>(F);
+
+impl<F> Erased for RanHandler<F>
+where
+    F: Fn(Job) -> BoxFuture<'static, Ran> + Send + Sync + 'static,
+{
+    fn call(&self, job: Job) -> BoxFuture<'static, Ran> {
+        (self.0)(job)
     }
 }
 
@@ -127,6 +141,17 @@ impl Handlers {
     {
         self.by_kind
             .insert(kind.into(), Arc::new(FnHandler(handler)));
+        self
+    }
+
+    /// Registers `handler`, which says itself whether its result is the user's handler's
+    /// own (see [`Ran`]), for jobs of `kind`.
+    pub(crate) fn on_ran<F>(mut self, kind: impl Into<String>, handler: F) -> Self
+    where
+        F: Fn(Job) -> BoxFuture<'static, Ran> + Send + Sync + 'static,
+    {
+        self.by_kind
+            .insert(kind.into(), Arc::new(RanHandler(handler)));
         self
     }
 
@@ -281,10 +306,7 @@ impl Handlers {
             Err(panic) => Err(panic),
         };
         match outcome {
-            Ok(result) => Ran {
-                result,
-                returned: true,
-            },
+            Ok(ran) => ran,
             Err(panic) => Ran::not_returned(Failure::retryable(format!(
                 "handler panicked: {}",
                 panic_message(panic.as_ref())
@@ -302,7 +324,16 @@ pub(crate) struct Ran {
 }
 
 impl Ran {
-    fn not_returned(failure: Failure) -> Ran {
+    /// A result the handler returned itself.
+    pub(crate) fn returned(result: Result<(), Failure>) -> Ran {
+        Ran {
+            result,
+            returned: true,
+        }
+    }
+
+    /// A failure the handler did not return itself (a panic, a timeout, no handler).
+    pub(crate) fn not_returned(failure: Failure) -> Ran {
         Ran {
             result: Err(failure),
             returned: false,

@@ -58,7 +58,7 @@ use futures::future::{BoxFuture, FutureExt};
 
 use crate::backend::Backend;
 use crate::error::BackendError;
-use crate::handler::{Handlers, PermanentExt};
+use crate::handler::{Handlers, PermanentExt, Ran};
 use crate::job::{Failure, Job, JobId, NewJob, OnConflict};
 use crate::worker::WorkerBuilder;
 
@@ -168,15 +168,15 @@ impl NewJob {
     }
 }
 
-/// Runs `handler` under the kind's time limit, if it has one.
-async fn limited<K: JobKind>(
-    handler: impl Future<Output = Result<(), Failure>>,
-) -> Result<(), Failure> {
+/// Runs `handler` under the kind's time limit, if it has one. A handler stopped at the limit
+/// did not return its failure itself: during a shutdown, it is a failed attempt as any
+/// timeout is, not a handler giving up when asked.
+async fn limited<K: JobKind>(handler: impl Future<Output = Result<(), Failure>>) -> Ran {
     match K::timeout() {
-        None => handler.await,
+        None => Ran::returned(handler.await),
         Some(limit) => match tokio::time::timeout(limit, handler).await {
-            Ok(result) => result,
-            Err(_) => Err(Failure::retryable(format!(
+            Ok(result) => Ran::returned(result),
+            Err(_) => Ran::not_returned(Failure::retryable(format!(
                 "timed out: a {} job may run for at most {limit:?}",
                 K::KIND
             ))),
@@ -193,7 +193,7 @@ fn decode<K: JobKind>(job: &Job) -> Result<K, Failure> {
 
 /// A handler of whole jobs that decodes the payload as `K` and runs `handler` under the
 /// kind's time limit.
-fn typed<K, F, Fut, E>(handler: F) -> impl Fn(Job) -> BoxFuture<'static, Result<(), Failure>>
+fn typed<K, F, Fut, E>(handler: F) -> impl Fn(Job) -> BoxFuture<'static, Ran>
 where
     K: JobKind,
     F: Fn(K, Job) -> Fut + Send + Sync + 'static,
@@ -204,7 +204,10 @@ where
     move |job: Job| {
         let handler = Arc::clone(&handler);
         async move {
-            let payload = decode::<K>(&job)?;
+            let payload = match decode::<K>(&job) {
+                Ok(payload) => payload,
+                Err(failure) => return Ran::returned(Err(failure)),
+            };
             limited::<K>(async move { handler(payload, job).await.map_err(Into::into) }).await
         }
         .boxed()
@@ -223,14 +226,16 @@ impl<B: Backend> WorkerBuilder<B> {
     ///     .handle_kind(|_ping: Ping, _job: Job| async { Ok::<_, String>(()) });
     /// # drop(b);
     /// ```
-    pub fn handle_kind<K, F, Fut, E>(self, handler: F) -> Self
+    pub fn handle_kind<K, F, Fut, E>(mut self, handler: F) -> Self
     where
         K: JobKind,
         F: Fn(K, Job) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<(), E>> + Send + 'static,
         E: Into<Failure> + 'static,
     {
-        self.handle(K::KIND, typed::<K, F, Fut, E>(handler))
+        let handlers = std::mem::take(&mut self.handlers);
+        self.handlers = handlers.on_ran(K::KIND, typed::<K, F, Fut, E>(handler));
+        self
     }
 }
 
@@ -256,7 +261,7 @@ impl Handlers {
         Fut: Future<Output = Result<(), E>> + Send + 'static,
         E: Into<Failure> + 'static,
     {
-        self.on(K::KIND, typed::<K, F, Fut, E>(handler))
+        self.on_ran(K::KIND, typed::<K, F, Fut, E>(handler))
     }
 
     /// Starts registering handlers that share `state` (a database pool, a mail client, ...):

@@ -235,6 +235,46 @@ async fn an_attempt_past_the_kind_time_limit_fails_with_a_clear_reason() {
     assert_eq!(info.last_error.as_deref(), Some(failure.message.as_str()));
 }
 
+/// A kind's time limit reached during a shutdown is a failed attempt, as any timeout: the
+/// handler did not give up when asked, it was stopped. So the attempt counts (here the job
+/// dies, its policy allowing no retry) instead of being handed back uncounted; through
+/// `Handlers::on_kind` and `WorkerBuilder::handle_kind` alike.
+#[tokio::test(start_paused = true)]
+async fn a_kind_time_limit_reached_during_shutdown_fails_the_attempt() {
+    for through_builder in [false, true] {
+        let store = Arc::new(MemoryBackend::new());
+        let ignore_stop = |_slow: Slow, _job: Job| async {
+            std::future::pending::<()>().await;
+            Ok::<_, String>(())
+        };
+        let builder = Worker::builder(Arc::clone(&store)).queue("default", QueueConfig::default());
+        let builder = if through_builder {
+            builder.handle_kind(ignore_stop)
+        } else {
+            builder.handlers(Handlers::new().on_kind(ignore_stop))
+        };
+        let handle = builder.build().unwrap().start().unwrap();
+        let id = store.enqueue(NewJob::of(&Slow).unwrap()).await.unwrap();
+        // Started without any time passing.
+        for _ in 0..10_000 {
+            if handle.running() == 1 {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(handle.running(), 1, "started");
+        let report = handle.shutdown(Duration::from_secs(10)).await;
+        assert!(report.released.is_empty(), "not handed back: {report:?}");
+        assert!(report.is_clean(), "{report:?}");
+        let info = store.get(id).await.unwrap().unwrap();
+        assert_eq!((info.status(), info.attempts), (JobStatus::Dead, 1));
+        assert_eq!(
+            info.last_error.as_deref(),
+            Some("timed out: a slow job may run for at most 50ms")
+        );
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn handlers_share_state_given_once() {
     struct App {

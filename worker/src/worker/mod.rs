@@ -103,7 +103,8 @@ pub enum WorkerConfigError {
 pub struct WorkerBuilder<B> {
     backend: Arc<B>,
     queues: BTreeMap<String, QueueConfig>,
-    handlers: Handlers,
+    /// Handlers by kind (`handle_kind` in `kind.rs` registers typed ones too).
+    pub(crate) handlers: Handlers,
     hooks: hooks::Hooks,
     clock: Arc<dyn Clock>,
     health: HealthPolicy,
