@@ -67,7 +67,8 @@ impl ManualClock {
         }
     }
 
-    /// Moves time forward by `by`.
+    /// Moves time forward by `by`, stopping at the largest time a `Millis` holds (so that
+    /// `advance(Duration::MAX)` reads as "the far future", never wraps to the past).
     ///
     /// ```
     /// use fairq_worker::{Clock, ManualClock};
@@ -76,7 +77,13 @@ impl ManualClock {
     /// assert_eq!(c.now(), 7);
     /// ```
     pub fn advance(&self, by: Duration) {
-        self.now.fetch_add(millis(by), Ordering::SeqCst);
+        let by = millis(by);
+        // The closure always answers `Some`, so the update cannot fail.
+        let _ = self
+            .now
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |now| {
+                Some(now.saturating_add(by))
+            });
     }
 
     /// Sets the time (it may go backwards; stores must cope with that only in tests).
@@ -95,5 +102,22 @@ impl ManualClock {
 impl Clock for ManualClock {
     fn now(&self) -> Millis {
         self.now.load(Ordering::SeqCst)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn advancing_past_the_largest_time_stops_there() {
+        let clock = ManualClock::new(5);
+        clock.advance(Duration::MAX);
+        assert_eq!(clock.now(), Millis::MAX);
+        clock.advance(Duration::from_millis(1));
+        assert_eq!(clock.now(), Millis::MAX);
+        let clock = ManualClock::new(Millis::MAX - 1);
+        clock.advance(Duration::from_millis(3));
+        assert_eq!(clock.now(), Millis::MAX);
     }
 }

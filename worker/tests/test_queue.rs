@@ -320,3 +320,13 @@ async fn a_handler_that_panics_before_returning_its_future_is_caught() {
     );
     assert_eq!(run.outcome, RunOutcome::Dead);
 }
+
+/// Jumping the test clock by "forever" lands in the far future, never in the past.
+#[tokio::test]
+async fn advancing_by_forever_never_moves_time_backwards() {
+    let tq = TestQueue::new(Handlers::new());
+    let before = tq.clock().now();
+    tq.advance(Duration::MAX);
+    assert!(tq.clock().now() > before);
+    assert_eq!(tq.clock().now(), u64::MAX);
+}
