@@ -135,6 +135,27 @@ impl Batch {
     pub(crate) fn is_empty(&self) -> bool {
         self.touches.is_empty()
     }
+
+    /// Where the batch ends now, to [`truncate`](Self::truncate) back to.
+    pub(crate) fn mark(&self) -> Mark {
+        Mark {
+            bytes: self.bytes.len(),
+            touches: self.touches.len(),
+        }
+    }
+
+    /// Drops the entries added since `mark`.
+    pub(crate) fn truncate(&mut self, mark: Mark) {
+        self.bytes.truncate(mark.bytes);
+        self.touches.truncate(mark.touches);
+    }
+}
+
+/// An end of a [`Batch`] (its length in bytes and in entries).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Mark {
+    pub(crate) bytes: usize,
+    touches: usize,
 }
 
 /// Starts a frame whose entries are then appended as raw batch bytes.

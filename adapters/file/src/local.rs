@@ -24,14 +24,14 @@ use crate::options::{FileOptions, SyncMode};
 use crate::remote::wire::{encoded_len, settled_len};
 use crate::replay::{Replayed, replay};
 use crate::totals::QueueTotals;
-use crate::writer::{Shared, State, Writer, acknowledged, lock};
+use crate::writer::{Shared, State, Writer, acknowledged, frame_target, lock};
 
 /// Name of the journal inside a store folder.
 pub(crate) const JOURNAL_NAME: &str = "jobs";
 /// Name of the journal reader that tracks which records are still needed.
 pub(crate) const READER_NAME: &str = "state";
 /// Largest journal item: one frame.
-const MAX_ITEM_SIZE: usize = 1 << 30;
+pub(crate) const MAX_ITEM_SIZE: usize = 1 << 30;
 
 struct Inner {
     shared: Arc<Shared>,
@@ -146,7 +146,13 @@ impl Local {
             state,
             options.sync == SyncMode::Always,
         ));
-        let mut writer = Writer::new(shared.clone(), journal, reader, ledger);
+        let mut writer = Writer::new(
+            shared.clone(),
+            journal,
+            reader,
+            ledger,
+            frame_target(options.max_item_size),
+        );
         writer.commit();
         {
             let mut st = lock(&shared.state);
@@ -296,7 +302,7 @@ pub(crate) fn journal_config(options: &FileOptions) -> JournalConfig {
             SyncMode::Group => SyncPolicy::Group,
             SyncMode::Always => SyncPolicy::Always,
         },
-        max_item_size: MAX_ITEM_SIZE,
+        max_item_size: options.max_item_size,
         file_mode: options.file_mode,
         dir_mode: options.dir_mode,
         ..JournalConfig::default()

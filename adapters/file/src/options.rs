@@ -71,6 +71,11 @@ pub struct FileOptions {
     /// it (owner and clients must agree), to reach it without gigabytes of payload.
     #[doc(hidden)]
     pub max_message: usize,
+    /// The largest journal item, one frame (1 GiB); the writer cuts frames at a 128th of it
+    /// (8 MiB), its relocations included. Only tests change it, to reach it without
+    /// gigabytes of payload; a store written with a larger one may not open with it.
+    #[doc(hidden)]
+    pub max_item_size: usize,
 }
 
 impl Default for FileOptions {
@@ -88,6 +93,7 @@ impl Default for FileOptions {
             dir_mode: 0o700,
             keep_succeeded: true,
             max_message: crate::remote::wire::MAX_MESSAGE,
+            max_item_size: crate::local::MAX_ITEM_SIZE,
         }
     }
 }
@@ -231,6 +237,13 @@ impl FileOptions {
     #[doc(hidden)]
     pub fn max_message(mut self, bytes: usize) -> Self {
         self.max_message = bytes;
+        self
+    }
+
+    /// Sets [`FileOptions::max_item_size`](Self::max_item_size) (tests only).
+    #[doc(hidden)]
+    pub fn max_item_size(mut self, bytes: usize) -> Self {
+        self.max_item_size = bytes;
         self
     }
 

@@ -23,10 +23,15 @@ use crate::frame::{Batch, frame_header};
 use crate::ledger::{Entity, Ledger, Touch};
 use crate::totals::QueueTotals;
 
-/// Frames are cut at batch boundaries once they reach this size.
-const FRAME_TARGET: usize = 8 << 20;
-/// Records moved per relocation round.
+/// Records moved per relocation round, at most (and at most a frame's target in bytes).
 const RELOCATE_BUDGET: usize = 512;
+
+/// The size at which frames are cut at batch boundaries, for a journal whose items hold at
+/// most `max_item_size` bytes: a 128th of it (8 MiB of 1 GiB), so that a frame of several
+/// batches, or a relocation's records, is always far from the limit.
+pub(crate) fn frame_target(max_item_size: usize) -> usize {
+    (max_item_size / 128).max(1)
+}
 
 /// Locks a mutex, recovering the data if a thread panicked while holding it.
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -351,6 +356,8 @@ pub(crate) struct Writer {
     pub(crate) reader: Reader,
     pub(crate) ledger: Ledger,
     failed: Option<WriteFailure>,
+    /// See [`frame_target`].
+    frame_target: usize,
 }
 
 impl Writer {
@@ -359,6 +366,7 @@ impl Writer {
         journal: JournaledQueue,
         reader: Reader,
         ledger: Ledger,
+        frame_target: usize,
     ) -> Self {
         Writer {
             shared,
@@ -366,6 +374,7 @@ impl Writer {
             reader,
             ledger,
             failed: None,
+            frame_target,
         }
     }
 
@@ -412,7 +421,8 @@ impl Writer {
         let mut size = 0;
         for queued in batches {
             if !frame.is_empty()
-                && (self.shared.one_per_frame || size + queued.batch.bytes.len() > FRAME_TARGET)
+                && (self.shared.one_per_frame
+                    || size + queued.batch.bytes.len() > self.frame_target)
             {
                 self.write_frame(std::mem::take(&mut frame));
                 size = 0;
@@ -490,6 +500,13 @@ impl Writer {
     }
 
     /// Rewrites the live records of the oldest items when they hold back a lot of garbage.
+    ///
+    /// One round moves records until they reach the frame target in bytes (the ledger's
+    /// budget counts records, whatever their payloads): a record that would take the batch
+    /// past it waits for the next round, which follows the write of this one. So the frame
+    /// is at most the target or a single record, and a single record fits in a journal item
+    /// (it was written in one before, with the frame's header): the journal never refuses a
+    /// relocation as too large, which would poison the store (and again at every reopen).
     fn relocate(&mut self) {
         if self.failed.is_some() {
             return;
@@ -503,6 +520,7 @@ impl Writer {
         let mut encoded = Ok(());
         let mut moved = BTreeSet::new();
         for entity in entities {
+            let mark = batch.mark();
             encoded = match &entity {
                 // A job moves as one full record (its progress included), whichever of its
                 // records held the old item. A job deleted meanwhile has its tombstone queued
@@ -520,6 +538,11 @@ impl Writer {
                 },
             };
             if encoded.is_err() {
+                break;
+            }
+            if batch.bytes.len() > self.frame_target && mark.bytes > 0 {
+                // This record goes first in the next round.
+                batch.truncate(mark);
                 break;
             }
         }

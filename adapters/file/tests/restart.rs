@@ -389,3 +389,58 @@ fn a_removed_queue_stays_removed_after_a_reopen() {
         assert_eq!(gone.processing_ms.count, 1);
     });
 }
+
+/// Relocation moves old live records in frames of bounded size, whatever their payloads:
+/// it used to put every record the ledger named (up to 512, counted, not weighed) into one
+/// journal item, which the journal refused as larger than its largest item, poisoning the
+/// store, and again after every reopen. Here the largest item is made small (64 KiB) so that
+/// a few 12 KiB payloads are more than one item can hold.
+#[test]
+fn relocating_large_live_records_never_poisons_the_store() {
+    use fairq_worker::Inspect;
+    const JOBS: usize = 8;
+    const PAYLOAD: usize = 12 << 10;
+    runtime().block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = ManualClock::new(START);
+        let options = fairq_file::FileOptions::default()
+            .clock(clock.clone())
+            .segment_size(64 << 10)
+            .max_item_size(64 << 10);
+        let store = fairq_file::FileBackend::open(dir.path(), options.clone()).unwrap();
+        let mut ids = Vec::new();
+        for i in 0..JOBS {
+            let job = NewJob::new("big", "kind", vec![i as u8; PAYLOAD]);
+            ids.push(store.enqueue(job).await.expect("enqueue"));
+        }
+        // Changes that supersede themselves: the journal's span of items grows while the
+        // large records stay live in its oldest items, until the writer relocates them.
+        for round in 0..300 {
+            store
+                .set_paused("other", round % 2 == 0)
+                .await
+                .expect("a pause after the relocation began");
+        }
+        store.close().expect("close");
+        let left = segments(dir.path());
+        assert!(
+            !left
+                .first()
+                .expect("a segment")
+                .ends_with("00000000000000000000.seg"),
+            "the large records were not moved out of the first segment: {left:?}"
+        );
+
+        let store = fairq_file::FileBackend::open(dir.path(), options).unwrap();
+        store
+            .set_paused("other", false)
+            .await
+            .expect("a change after a reopen");
+        let jobs = all_jobs(&store).await;
+        assert_eq!(jobs.iter().map(|j| j.id).collect::<Vec<_>>(), ids);
+        for (i, job) in jobs.iter().enumerate() {
+            assert_eq!(job.payload, vec![i as u8; PAYLOAD]);
+        }
+        store.close().unwrap();
+    });
+}
