@@ -146,22 +146,24 @@ impl Retention {
     }
 
     /// The finish times at or before which jobs of each outcome go, at `now` (milliseconds
-    /// since the epoch): `(succeeded, dead)`, `None` where that outcome is kept. An age
-    /// longer than `now` gives a cutoff of 0.
+    /// since the epoch): `(succeeded, dead)`, `None` where nothing of that outcome goes: the
+    /// outcome is kept, or its age is longer than `now` (no job can have finished that long
+    /// ago, not even one that finished at time 0).
     ///
     /// ```
     /// use std::time::Duration;
     /// use fairq_worker::Retention;
     /// let r = Retention::finished(Duration::from_millis(300)).keep_dead();
     /// assert_eq!(r.cutoffs(1_000), (Some(700), None));
-    /// assert_eq!(r.cutoffs(100), (Some(0), None));
+    /// assert_eq!(r.cutoffs(300), (Some(0), None));
+    /// assert_eq!(r.cutoffs(100), (None, None));
     /// ```
     pub fn cutoffs(&self, now: Millis) -> (Option<Millis>, Option<Millis>) {
         let cutoff = |age: Duration| {
             let age = u64::try_from(age.as_millis()).unwrap_or(u64::MAX);
-            now.saturating_sub(age)
+            now.checked_sub(age)
         };
-        (self.succeeded.map(cutoff), self.dead.map(cutoff))
+        (self.succeeded.and_then(cutoff), self.dead.and_then(cutoff))
     }
 
     /// Whether a job that finished in `status` at `finished_at` goes at `now`.
@@ -200,5 +202,21 @@ impl From<Duration> for Retention {
     /// Both outcomes kept for the same age ([`Retention::finished`]).
     fn from(age: Duration) -> Self {
         Retention::finished(age)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_job_finished_at_time_zero_goes_only_once_its_age_has_passed() {
+        let r = Retention::finished(Duration::from_millis(300));
+        assert!(!r.expired(JobStatus::Succeeded, 0, 100));
+        assert!(!r.expired(JobStatus::Dead, 0, 299));
+        assert!(r.expired(JobStatus::Succeeded, 0, 300));
+        assert!(r.expired(JobStatus::Dead, 0, 1_000));
+        let forever = Retention::finished(Duration::MAX);
+        assert!(!forever.expired(JobStatus::Succeeded, 0, Millis::MAX - 1));
     }
 }
