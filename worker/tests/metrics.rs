@@ -1,5 +1,6 @@
 //! What the worker records through the `metrics` facade, read back by a small recorder
-//! installed for this test binary (its only test, so the process-wide recorder is its own).
+//! installed for this test binary (the process-wide recorder is its own; each test serves
+//! queues of its own, so their series do not mix).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -87,10 +88,19 @@ impl Local {
     }
 }
 
+/// The recorder of this test binary, installed by the first test that asks.
+fn recorder() -> &'static Local {
+    static RECORDER: std::sync::OnceLock<&'static Local> = std::sync::OnceLock::new();
+    RECORDER.get_or_init(|| {
+        let recorder: &'static Local = Box::leak(Box::default());
+        metrics::set_global_recorder(recorder).expect("the only recorder of this test binary");
+        recorder
+    })
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_run_shows_in_the_metrics() {
-    let recorder: &'static Local = Box::leak(Box::default());
-    metrics::set_global_recorder(recorder).expect("the only recorder of this test binary");
+    let recorder = recorder();
 
     let clock = ManualClock::new(START);
     let store = Arc::new(Metered::new(MemoryBackend::with_clock(clock.clone())));
@@ -182,4 +192,38 @@ async fn a_run_shows_in_the_metrics() {
         ))
         .is_some()
     );
+}
+
+/// Jobs dropped at the shutdown deadline no longer count as running.
+#[tokio::test(start_paused = true)]
+async fn abandoned_jobs_leave_the_running_gauge() {
+    let recorder = recorder();
+    let store = Arc::new(MemoryBackend::new());
+    let worker = Worker::builder(Arc::clone(&store))
+        .queue("abandon", QueueConfig::default().concurrency(2))
+        .handle("stuck", |_job: Job| async {
+            std::future::pending::<Result<(), String>>().await
+        })
+        .build()
+        .unwrap()
+        .start()
+        .unwrap();
+    for _ in 0..2 {
+        store
+            .enqueue(NewJob::new("abandon", "stuck", vec![]))
+            .await
+            .unwrap();
+    }
+    let running = format!("{}{{queue=abandon}}", names::RUNNING);
+    // Both start without any time passing.
+    for _ in 0..10_000 {
+        if recorder.gauge(&running) == Some(2.0) {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(recorder.gauge(&running), Some(2.0));
+    let report = worker.shutdown(Duration::from_secs(1)).await;
+    assert_eq!(report.abandoned.len(), 2, "{report:?}");
+    assert_eq!(recorder.gauge(&running), Some(0.0));
 }

@@ -265,6 +265,7 @@ impl QueueRuntime {
             .filter_map(|s| s.running.take().map(|r| r.claim))
             .collect();
         st.running = 0;
+        crate::metrics::running(&self.name, 0);
         st.stopped.extend(&running);
         running
     }
