@@ -17,6 +17,12 @@ impl Local {
         self.change(Persist::Durable, |st, _, _| {
             // Resuming a queue that has no totals changes nothing (and makes none).
             let totals = if paused {
+                if !st.totals.contains_key(queue) && st.store.retry_stats(queue).is_none() {
+                    // A queue the store did not know: the totals made here are persisted,
+                    // and a reopened store lists every queue with totals (with no jobs, as
+                    // here), so `stats` lists it from now on too.
+                    st.store.set_retry_stats(queue, Default::default());
+                }
                 Some(st.totals.entry(queue.to_string()).or_default())
             } else {
                 st.totals.get_mut(queue)

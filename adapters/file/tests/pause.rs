@@ -87,3 +87,33 @@ async fn the_resume_wakes_an_idle_worker() {
         store.close().expect("close");
     }
 }
+
+/// A queue only ever paused (no job) is in `stats` before a reopen as after it, and so is
+/// one paused and resumed: its persisted totals come back as a queue at every open. It used
+/// to appear only after a reopen.
+#[tokio::test]
+async fn stats_of_a_queue_only_ever_paused_outlast_a_reopen() {
+    let dir = tempfile::tempdir().expect("a folder");
+    let store = FileBackend::open(dir.path(), FileOptions::default()).expect("open");
+    store
+        .enqueue(NewJob::new("mail", "send", vec![]))
+        .await
+        .expect("enqueue");
+    store.set_paused("later", true).await.expect("pause");
+    store.set_paused("resumed", true).await.expect("pause");
+    store.set_paused("resumed", false).await.expect("resume");
+    // Resuming a queue never paused makes nothing.
+    store.set_paused("never", false).await.expect("resume");
+    let before = store.stats().await.expect("stats");
+    let names: Vec<&str> = before.iter().map(|s| s.queue.as_str()).collect();
+    assert_eq!(names, ["later", "mail", "resumed"]);
+    store.close().expect("close");
+    drop(store);
+
+    let store = FileBackend::open(dir.path(), FileOptions::default()).expect("reopen");
+    assert_eq!(store.stats().await.expect("stats"), before);
+    store.close().expect("close");
+    drop(store);
+    let view = FileBackend::open_read_only(dir.path(), FileOptions::default()).expect("a look");
+    assert_eq!(view.stats().await.expect("stats"), before);
+}
