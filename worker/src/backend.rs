@@ -256,7 +256,9 @@ pub trait Backend: Send + Sync + 'static {
     ) -> impl Future<Output = Result<Vec<JobId>, BackendError>> + Send;
 
     /// Claims up to `max` due jobs of `queue`, fairly by key, each under a lease of `lease`.
-    /// Returns fewer (or none) when fewer are due.
+    /// Returns fewer (or none) when fewer are due, and may return fewer than are due when
+    /// all of them would not fit in one answer (the file store's client handle, whose
+    /// answers come in messages of bounded size): a caller claims again for the rest.
     fn claim(
         &self,
         queue: &str,
