@@ -1350,6 +1350,44 @@ async fn a_shutdown_is_not_held_up_by_a_hold_of_retries_that_never_answers() {
     assert_eq!(status(&store, long).await, JobStatus::Running);
 }
 
+/// A buffered job that waited too long and whose hand-back failed is not forgotten when the
+/// worker stops before the next beat: the shutdown hands it back.
+#[tokio::test(start_paused = true)]
+async fn an_expired_job_whose_hand_back_failed_is_handed_back_at_shutdown() {
+    let store = Probe::new(MemoryBackend::new());
+    store.fail_releases.store(1, Ordering::SeqCst);
+    let dropped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (worker, _rx) = start(
+        &store,
+        QueueConfig::default()
+            .concurrency(1)
+            .prefetch(1)
+            .prefetch_ttl(Duration::from_secs(1))
+            .heartbeat_interval(Duration::from_secs(1))
+            .lease(LEASE),
+        stoppable(OnStop::Finish, &dropped),
+    );
+    let ids = enqueue(&store, "long", 2).await;
+    until("one runs, one is buffered", || {
+        worker.running() == 1 && store.claim_order().len() == 2
+    })
+    .await;
+    // Paused time moves once every task waits: the beat at 1 s finds the buffered job
+    // expired, and its hand-back fails.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    until("the hand-back failed", || {
+        !store.calls().releases.is_empty()
+    })
+    .await;
+    let buffered = store.calls().releases[0][0].id;
+    assert!(ids.contains(&buffered));
+    let report = worker.shutdown(Duration::from_secs(10)).await;
+    assert!(report.is_clean(), "{report:?}");
+    assert_eq!(report.released, [buffered]);
+    let info = store.get(buffered).await.unwrap().unwrap();
+    assert_eq!((info.status(), info.attempts), (JobStatus::Scheduled, 0));
+}
+
 #[tokio::test(start_paused = true)]
 async fn without_release_a_stopped_job_waits_for_its_lease() {
     let clock = ManualClock::new(START);

@@ -37,8 +37,6 @@ pub(crate) async fn heartbeater<B: Backend>(
     let lease = queue.config.get_lease();
     let (min, max) = shared.error_backoff;
     let mut backoff = ErrorBackoff::new(min, max);
-    // Buffered jobs whose hand-back failed as a whole: sent again at the next beat.
-    let mut unreleased: Vec<Buffered> = Vec::new();
     let mut next = later(Instant::now(), every);
     loop {
         tokio::select! {
@@ -48,9 +46,13 @@ pub(crate) async fn heartbeater<B: Backend>(
         let beat = Instant::now();
         // An error that merely grew old can make the queue unhealthy: judge it every beat.
         super::health::check(&shared, &queue);
+        // Jobs whose hand-back failed as a whole are sent again with the newly expired; what
+        // fails again waits in the queue's state, where a shutdown finds it.
+        let mut unreleased = std::mem::take(&mut queue.lock().unreleased);
         unreleased.extend(expired(&queue, beat));
         if !unreleased.is_empty() {
-            unreleased = release_expired(&shared, &queue, std::mem::take(&mut unreleased)).await;
+            let again = release_expired(&shared, &queue, unreleased).await;
+            queue.lock().unreleased.extend(again);
         }
         let claims = queue.lock().held_claims();
         if claims.is_empty() {

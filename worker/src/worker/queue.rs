@@ -104,6 +104,10 @@ pub(crate) struct Pipeline {
     /// Jobs stopped by shutdown (their handlers gave up when asked to stop, or were
     /// dropped at the deadline), to hand back to the store.
     pub(crate) stopped: Vec<Claim>,
+    /// Buffered jobs that waited too long and whose hand-back failed as a whole (whether the
+    /// store took them is unknown): the heartbeater sends them again at its next beat, and
+    /// a shutdown hands back what is still here.
+    pub(crate) unreleased: Vec<Buffered>,
     /// The acker's inbox, cloned into each new slot; `None` once shutdown began.
     pub(crate) acker: Option<UnboundedSender<Done>>,
     /// Handler failures since the last success, for health.
@@ -143,6 +147,7 @@ impl QueueRuntime {
                 prefetch_paused: false,
                 release_unsupported: false,
                 stopped: Vec::new(),
+                unreleased: Vec::new(),
                 acker: Some(acker),
                 errors: ErrorClock::default(),
                 timings: Histogram::new(),
@@ -247,10 +252,12 @@ impl QueueRuntime {
     }
 
     /// Takes out every job to hand back at shutdown: buffered ones (in claim order), then
-    /// ones stopped by shutdown.
+    /// expired ones whose hand-back failed, then ones stopped by shutdown.
     pub(crate) fn take_hand_backs(&self) -> Vec<Claim> {
         let mut st = self.lock();
         let mut claims: Vec<Claim> = st.buffer.drain(..).map(|b| b.job.claim).collect();
+        let unreleased = std::mem::take(&mut st.unreleased);
+        claims.extend(unreleased.into_iter().map(|b| b.job.claim));
         claims.append(&mut st.stopped);
         claims
     }

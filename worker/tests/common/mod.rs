@@ -83,6 +83,8 @@ pub struct Probe {
     pub rescue_gate: Option<Arc<Semaphore>>,
     /// When set, every `heartbeat_many` takes a permit after it was recorded.
     pub heartbeat_gate: Option<Arc<Semaphore>>,
+    /// Fail this many of the next `release` calls that carry jobs, as a whole (transient).
+    pub fail_releases: Arc<AtomicUsize>,
 }
 
 /// Takes a permit of `gate`, if any, for good.
@@ -114,6 +116,7 @@ impl Probe {
             hold_gate: None,
             rescue_gate: None,
             heartbeat_gate: None,
+            fail_releases: Arc::default(),
         }
     }
 
@@ -271,6 +274,9 @@ impl Backend for Probe {
             }
             if this.no_release {
                 return Err(BackendError::Unsupported("handing back claimed jobs"));
+            }
+            if !claims.is_empty() && take_one(&this.fail_releases) {
+                return Err(down());
             }
             this.inner.release(claims).await
         }
