@@ -22,7 +22,14 @@ pub struct Cli {
     /// Job store: file:PATH, postgres://..., redis://... (a Redis Cluster:
     /// redis+cluster://host1:port1,host2:port2/, or any node's redis:// URL) or memory:
     /// [default: file:./fairq-data; `demo` uses a fresh temporary folder]
-    #[arg(long, global = true, env = "FAIRQ_STORE", value_name = "URL")]
+    // The value stays out of `--help`: a store URL may hold a password.
+    #[arg(
+        long,
+        global = true,
+        env = "FAIRQ_STORE",
+        hide_env_values = true,
+        value_name = "URL"
+    )]
     pub store: Option<String>,
     /// Print JSON instead of tables.
     #[arg(long, global = true)]

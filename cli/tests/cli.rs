@@ -325,6 +325,24 @@ fn help_and_version_succeed() {
 }
 
 #[test]
+fn help_never_shows_the_store_url_from_the_environment() {
+    // clap prints an argument's environment value in `--help` unless told not to; a store
+    // URL may hold a password.
+    let dir = tempfile::tempdir().unwrap();
+    for args in [&["--help"][..], &["stats", "--help"], &["work", "-h"]] {
+        fairq(dir.path())
+            .env("FAIRQ_STORE", "postgres://app:hunter2pass@db.internal/jobs")
+            .args(args)
+            .assert()
+            .success()
+            .stdout(
+                predicate::str::contains("FAIRQ_STORE")
+                    .and(predicate::str::contains("hunter2pass").not()),
+            );
+    }
+}
+
+#[test]
 fn the_demo_ends_with_a_positive_verdict() {
     let dir = tempfile::tempdir().unwrap();
     let out = fairq(dir.path())
