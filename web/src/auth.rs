@@ -80,8 +80,15 @@ impl Auth {
     /// The rules for a server on `addr` with the configured `token`, if any.
     pub(crate) fn new(addr: SocketAddr, token: Option<String>) -> Result<Auth, WebError> {
         let loopback = addr.ip().is_loopback();
+        // Trimmed as a presented token is (a token read from a file often ends in a line
+        // break), and refused when a header could not carry it: such a token would start
+        // a server nobody can sign in to.
+        let token = token.map(|t| t.trim().to_string());
         let (token, generated) = match token {
-            Some(t) if t.chars().count() < MIN_TOKEN => return Err(WebError::WeakToken(MIN_TOKEN)),
+            Some(t) if !t.bytes().all(|b| b.is_ascii_graphic()) => {
+                return Err(WebError::UnsendableToken)
+            }
+            Some(t) if t.len() < MIN_TOKEN => return Err(WebError::WeakToken(MIN_TOKEN)),
             Some(t) => (t, false),
             None if loopback => (random_hex(16)?, true),
             None => return Err(WebError::TokenRequired(addr)),

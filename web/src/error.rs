@@ -25,6 +25,10 @@ pub enum WebError {
     /// A token too short to resist guessing.
     #[error("the token must be at least {0} characters long")]
     WeakToken(usize),
+    /// A token holding characters an `Authorization` header cannot carry (anything but
+    /// printable ASCII, once spaces around it are trimmed).
+    #[error("the token may hold only printable ASCII characters without spaces, which a request header can carry")]
+    UnsendableToken,
     /// The address could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {

@@ -669,4 +669,22 @@ async fn a_non_loopback_address_needs_a_token_and_short_tokens_are_refused() {
     )
     .await;
     assert!(matches!(short, Err(fairq_web::WebError::WeakToken(16))));
+    // Sixteen spaces are no token; neither is one no header can carry.
+    for (token, weak) in [
+        (" ".repeat(16), true),
+        ("pässwörd-ünïcödé-x".to_string(), false),
+    ] {
+        let refused = fairq_web::Server::bind(
+            MemoryBackend::new(),
+            Config::new("memory:")
+                .listen("127.0.0.1:0".parse().expect("an address"))
+                .token(token.as_str()),
+        )
+        .await;
+        match (refused, weak) {
+            (Err(fairq_web::WebError::WeakToken(16)), true) => {}
+            (Err(fairq_web::WebError::UnsendableToken), false) => {}
+            (other, _) => panic!("{token:?}: {:?}", other.err()),
+        }
+    }
 }
