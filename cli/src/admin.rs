@@ -37,6 +37,29 @@ fn too_big(max: u64) -> CliError {
     ))
 }
 
+/// `json` (valid JSON) without the whitespace between its tokens; strings, numbers and
+/// the order of keys are kept byte for byte.
+fn compact_json(json: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(json.len());
+    let (mut in_string, mut escaped) = (false, false);
+    for &b in json {
+        if in_string {
+            out.push(b);
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+        } else if !matches!(b, b' ' | b'\t' | b'\n' | b'\r') {
+            in_string = b == b'"';
+            out.push(b);
+        }
+    }
+    out
+}
+
 /// Builds the job `fairq enqueue` adds; `stdin` is read when the payload is `-`, a file
 /// when it is `@PATH`; either way at most `--max-payload` bytes are read.
 pub(crate) fn build_job(args: &EnqueueArgs, stdin: impl Read) -> Result<NewJob, CliError> {
@@ -52,11 +75,12 @@ pub(crate) fn build_job(args: &EnqueueArgs, stdin: impl Read) -> Result<NewJob, 
     } else {
         args.payload.clone().into_bytes()
     };
-    let value: serde_json::Value = serde_json::from_slice(&bytes).map_err(CliError::BadPayload)?;
-    drop(bytes);
-    // Re-encoding normalises whitespace; the handler sees compact JSON.
-    let mut job = NewJob::json(&args.queue, &args.kind, &value)
-        .map_err(|e| CliError::Usage(e.to_string()))?;
+    // Checked as JSON, then stored compact but otherwise exactly as given: a number past
+    // 64 bits, or one with more digits than a float keeps, stays as written (read into a
+    // `serde_json::Value` and written out again it became a rounded float), and keys keep
+    // their order.
+    serde_json::from_slice::<serde::de::IgnoredAny>(&bytes).map_err(CliError::BadPayload)?;
+    let mut job = NewJob::new(&args.queue, &args.kind, compact_json(&bytes));
     if args.queue.is_empty() || args.kind.is_empty() {
         return Err(CliError::Usage(
             "the queue and the kind must not be empty".into(),
@@ -767,6 +791,18 @@ mod tests {
         assert_eq!(job.payload, br#"{"a":[1,2]}"#);
         let job = build_job(&enqueue_args(&["-k", "x"]), std::io::empty()).unwrap();
         assert_eq!(job.payload, b"null");
+    }
+
+    #[test]
+    fn payloads_are_stored_as_given_but_compact() {
+        // Numbers past 64 bits or a float's digits, escapes, spaces inside strings and the
+        // order of keys all stay as written; only the space between tokens goes.
+        let given = "{ \"z\" : 123456789012345678901 ,\n \"a b\": [1e400, 0.1000000000000000055511151231257827, \"q\\\" \\\\ \"] }";
+        let job = build_job(&enqueue_args(&["-k", "x", "-p", given]), std::io::empty()).unwrap();
+        assert_eq!(
+            String::from_utf8(job.payload).unwrap(),
+            "{\"z\":123456789012345678901,\"a b\":[1e400,0.1000000000000000055511151231257827,\"q\\\" \\\\ \"]}"
+        );
     }
 
     #[test]
