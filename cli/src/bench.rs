@@ -83,6 +83,8 @@ impl From<&BenchArgs> for BenchConfig {
 const MAX_JOBS: usize = 100_000_000;
 /// The most jobs one enqueue call of the bench carries.
 const MAX_BATCH: usize = 1_000_000;
+/// The most handlers (and the deepest prefetch) a worker runs.
+const MAX_CONCURRENCY: usize = 1_000_000;
 
 impl BenchConfig {
     /// Why the settings cannot run, if they cannot.
@@ -93,6 +95,11 @@ impl BenchConfig {
             Some("--jobs must be at most 100,000,000")
         } else if self.concurrency == 0 {
             Some("--concurrency must be at least 1")
+        } else if self.concurrency > MAX_CONCURRENCY {
+            // Checked here, before any job is enqueued: the worker refuses it only later.
+            Some("--concurrency must be at most 1,000,000")
+        } else if self.prefetch.is_some_and(|p| p > MAX_CONCURRENCY) {
+            Some("--prefetch must be at most 1,000,000")
         } else if self.keys == 0 {
             Some("--keys must be at least 1")
         } else if self.batch == 0 {
@@ -368,6 +375,32 @@ mod tests {
         // A `Value` writes object keys sorted: the same bytes only if the fields are in order.
         let value: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
         assert_eq!(serde_json::to_vec(&value).unwrap(), bytes);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn settings_the_worker_would_refuse_are_refused_before_enqueueing() {
+        let store = Arc::new(MemoryBackend::new());
+        for config in [
+            BenchConfig {
+                concurrency: 2_000_000,
+                ..BenchConfig::default()
+            },
+            BenchConfig {
+                prefetch: Some(2_000_000),
+                ..BenchConfig::default()
+            },
+        ] {
+            assert!(config.problem().is_some());
+            assert!(
+                run_bench(Arc::clone(&store), "memory:", &config, true, false)
+                    .await
+                    .is_err()
+            );
+        }
+        assert!(
+            store.stats().await.unwrap().is_empty(),
+            "a queue was left behind"
+        );
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -116,6 +116,9 @@ impl DemoConfig {
             Some("--light-jobs must be at most half of --heavy-jobs".into())
         } else if self.workers == 0 || self.concurrency == 0 {
             Some("--workers and --concurrency must be at least 1".into())
+        } else if self.concurrency > 1_000_000 {
+            // Checked before the backlog is enqueued: the worker refuses it only later.
+            Some("--concurrency must be at most 1,000,000".into())
         } else {
             None
         }

@@ -231,7 +231,7 @@ pub async fn execute(cli: Cli, out: &mut Output) -> Result<(), CliError> {
                 return Err(CliError::Usage(problem.to_string()));
             }
             let url = url(DEFAULT_STORE)?;
-            let pool = (config.concurrency + 4).max(options.pool_size);
+            let pool = config.concurrency.saturating_add(4).max(options.pool_size);
             let store = store::open(&url, &options.clone().pool_size(pool), Create).await?;
             let cleanup = !args.keep && !store.is_ephemeral();
             let name = url.to_string();
