@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use fairq_core::job::State as LifeState;
 use fairq_worker::{
-    Backend, Handlers, Job, JobOutcome, JobReport, JobStatus, ListFilter, QueueConfig, QueueStats,
-    ShutdownReport, Worker,
+    Backend, Handlers, Inspect, Job, JobOutcome, JobReport, JobStatus, ListFilter, QueueConfig,
+    QueueStats, ShutdownReport, Worker,
 };
 use serde::Serialize;
 
@@ -121,15 +121,17 @@ struct Summary {
 }
 
 /// True when no job of `queues` is running in the store or due now (jobs scheduled for
-/// later, and jobs blocked on a dependency, do not count).
-async fn nothing_due<B: Backend>(store: &B, queues: &[String]) -> Result<bool, CliError> {
+/// later, jobs blocked on a dependency, and the jobs of a paused queue, which no claim
+/// takes until it is resumed, do not count).
+async fn nothing_due<B: Inspect>(store: &B, queues: &[String]) -> Result<bool, CliError> {
     let stats = store.stats().await?;
+    let paused = store.paused().await?;
     let mine: Vec<&QueueStats> = stats.iter().filter(|s| queues.contains(&s.queue)).collect();
     if mine.iter().any(|s| s.counts.running > 0) {
         return Ok(false);
     }
     let now = output::now_millis();
-    for queue in mine {
+    for queue in mine.into_iter().filter(|q| !paused.contains(&q.queue)) {
         for status in [JobStatus::Scheduled, JobStatus::Retrying] {
             if queue.counts.get(status) == 0 {
                 continue;
@@ -165,7 +167,7 @@ async fn nothing_due<B: Backend>(store: &B, queues: &[String]) -> Result<bool, C
 
 /// Resolves once the worker runs nothing and nothing of `queues` is running or due, seen
 /// twice in a row (so a job claimed or retried between two looks is not missed).
-async fn idle<B: Backend>(
+async fn idle<B: Inspect>(
     store: &B,
     queues: &[String],
     running: impl Fn() -> usize,
@@ -190,7 +192,7 @@ pub(crate) fn note(text: &str) {
 }
 
 /// `fairq work`.
-pub(crate) async fn work<B: Backend>(
+pub(crate) async fn work<B: Inspect>(
     store: Arc<B>,
     args: &WorkArgs,
     signals: &mut Signals,
@@ -398,6 +400,37 @@ mod tests {
             metrics: None,
             exec,
         }
+    }
+
+    #[tokio::test]
+    async fn until_idle_stops_when_only_a_paused_queues_jobs_are_left() {
+        // No claim takes a paused queue's jobs: waiting for them would never end.
+        let store = Arc::new(MemoryBackend::new());
+        let waiting = store
+            .enqueue(NewJob::new("q", "a", b"1".to_vec()))
+            .await
+            .unwrap();
+        store.set_paused("q", true).await.unwrap();
+        let mut out = Output::buffer(Format::Json);
+        let mut signals = Signals::listen().unwrap();
+        let worked = tokio::time::timeout(
+            Duration::from_secs(60),
+            work(
+                Arc::clone(&store),
+                &until_idle(vec!["true".into()]),
+                &mut signals,
+                &mut out,
+            ),
+        )
+        .await
+        .expect("until-idle returns on a paused queue");
+        worked.unwrap();
+        let job = store.get(waiting).await.unwrap().unwrap();
+        assert_eq!(
+            job.status(),
+            JobStatus::Scheduled,
+            "left for the queue's resumption"
+        );
     }
 
     #[tokio::test]
