@@ -84,9 +84,11 @@ pub(crate) async fn health<B: Inspect>(State(app): AppState<B>) -> ApiResult {
 }
 
 /// `GET /api/events`: server-sent events, one `tick` (the overview) per sample, or a
-/// `problem` when the store could not be read.
+/// `problem` when the store could not be read. A stream opened with a browser session ends
+/// once that session is closed (`/logout`) or expires.
 pub(crate) async fn events<B: Inspect>(
     State(app): AppState<B>,
+    Extension(caller): Extension<Caller>,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     let mut ticks = app.subscribe();
     ticks.mark_changed();
@@ -94,13 +96,25 @@ pub(crate) async fn events<B: Inspect>(
     let stopped = async move {
         let _ = stopping.wait_for(|s| *s).await;
     };
-    let stream = futures::stream::unfold(ticks, |mut ticks| async move {
-        loop {
-            ticks.changed().await.ok()?;
-            let tick = ticks.borrow_and_update().clone();
-            if let Some((name, data)) = tick {
-                let event = Event::default().event(name).data(data.as_str());
-                return Some((Ok(event), ticks));
+    let session = match caller {
+        Caller::Session { id, .. } => Some(id),
+        Caller::Bearer | Caller::Anonymous => None,
+    };
+    let stream = futures::stream::unfold(ticks, move |mut ticks| {
+        let (app, session) = (Arc::clone(&app), session.clone());
+        async move {
+            loop {
+                ticks.changed().await.ok()?;
+                if let Some(id) = &session
+                    && !app.auth.session_open(id, app.now())
+                {
+                    return None;
+                }
+                let tick = ticks.borrow_and_update().clone();
+                if let Some((name, data)) = tick {
+                    let event = Event::default().event(name).data(data.as_str());
+                    return Some((Ok(event), ticks));
+                }
             }
         }
     })

@@ -146,6 +146,16 @@ impl Auth {
         Ok(id)
     }
 
+    /// Whether the session `id` is still open at `now` (not closed, not expired): a live
+    /// stream opened with it ends once it is not.
+    pub(crate) fn session_open(&self, id: &str, now: Millis) -> bool {
+        self.sessions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(id)
+            .is_some_and(|s| s.expires > now)
+    }
+
     pub(crate) fn close_session(&self, id: &str) {
         self.sessions
             .lock()

@@ -575,6 +575,62 @@ async fn without_a_token_loopback_reads_are_open_and_actions_need_the_generated_
     assert_eq!(api.send(with).await.0, StatusCode::OK);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_stream_ends_with_its_session() {
+    // Signing out gives no more access: the live stream opened with the session ends.
+    let store = Arc::new(MemoryBackend::new());
+    let server = common::start(Arc::clone(&store), Config::new("memory:").token(TOKEN)).await;
+    let mut api = Api::new(&server.url);
+    let login = api
+        .request(Method::POST, "/login")
+        .header(CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .body(format!("token={TOKEN}"));
+    let (_, _, response) = api.send(login).await;
+    let cookie = response[SET_COOKIE]
+        .to_str()
+        .expect("ascii")
+        .split(';')
+        .next()
+        .expect("a cookie")
+        .to_string();
+    let (_, session, _) = api
+        .send(
+            api.request(Method::GET, "/api/session")
+                .header(COOKIE, &cookie),
+        )
+        .await;
+    let csrf = session["csrf"].as_str().expect("a csrf token").to_string();
+    server.handle.sample().await.expect("a sample");
+    let mut events = api
+        .request(Method::GET, "/api/events")
+        .header(COOKIE, &cookie)
+        .send()
+        .await
+        .expect("events");
+    let patience = std::time::Duration::from_secs(30);
+    let first = tokio::time::timeout(patience, events.chunk())
+        .await
+        .expect("the first event")
+        .expect("a chunk")
+        .expect("an event");
+    assert!(String::from_utf8_lossy(&first).starts_with("event: tick"));
+    let logout = api
+        .request(Method::POST, "/logout")
+        .header(COOKIE, &cookie)
+        .header("x-csrf-token", &csrf);
+    assert_eq!(api.send(logout).await.0, StatusCode::NO_CONTENT);
+    server.handle.sample().await.expect("a sample");
+    let next = tokio::time::timeout(patience, events.chunk())
+        .await
+        .expect("the stream answers")
+        .expect("a clean end");
+    assert!(
+        next.is_none(),
+        "the stream went on after sign-out: {:?}",
+        next.map(|b| String::from_utf8_lossy(&b).to_string())
+    );
+}
+
 #[tokio::test]
 async fn malformed_requests_are_answered_in_json_too() {
     // The README promises JSON for every answer; axum's own extractors and its method
