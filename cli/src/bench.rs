@@ -189,10 +189,21 @@ pub async fn run_bench<B: Backend>(
     if let Some(problem) = config.problem() {
         return Err(CliError::Usage(problem.to_string()));
     }
-    let queue = config
-        .queue
-        .clone()
-        .unwrap_or_else(|| format!("bench-{:08x}", random_u64() as u32));
+    let queue = match &config.queue {
+        Some(named) => {
+            // The bench runs only its own kind of job and purges the queue afterwards: on
+            // a queue with other work it would fail those jobs, then delete them.
+            let live = store.live_counts(named).await?.total();
+            if live > 0 {
+                return Err(CliError::Usage(format!(
+                    "queue {named:?} has {live} jobs waiting or running: the bench needs a \
+                     queue of its own (leave out --queue for a fresh one)"
+                )));
+            }
+            named.clone()
+        }
+        None => format!("bench-{:08x}", random_u64() as u32),
+    };
     let shared = Arc::new(Shared {
         origin: Instant::now(),
         wait: Mutex::new(Histogram::new()),
@@ -401,6 +412,31 @@ mod tests {
             store.stats().await.unwrap().is_empty(),
             "a queue was left behind"
         );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_named_queue_with_other_work_is_left_alone() {
+        let store = Arc::new(MemoryBackend::new());
+        let theirs = store
+            .enqueue(NewJob::new("b", "welcome", b"{}".to_vec()))
+            .await
+            .unwrap();
+        let config = BenchConfig {
+            jobs: 10,
+            queue: Some("b".into()),
+            ..BenchConfig::default()
+        };
+        let err = run_bench(Arc::clone(&store), "memory:", &config, true, true)
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("a queue of its own"), "{err}");
+        let job = store
+            .get(theirs)
+            .await
+            .unwrap()
+            .expect("their job is still there");
+        assert_eq!(job.status(), JobStatus::Scheduled);
+        assert_eq!(store.live_counts("b").await.unwrap().total(), 1);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
