@@ -1,7 +1,7 @@
 //! `fairq salvage`: rebuilds a file store that refuses to open because of damage into a new
 //! folder from what is intact, and says what was lost. The damaged folder is not changed.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use fairq::file::{FileBackend, FileOptions, SalvageReport};
 use fairq::StoreUrl;
@@ -12,12 +12,13 @@ use crate::args::SalvageArgs;
 use crate::error::CliError;
 use crate::output::Output;
 
-/// What `--json` prints.
+/// What `--json` prints. Paths are text, lossy where a name is not UTF-8 (JSON holds only
+/// text: the salvage is done by then, and its report must not fail on a folder's name).
 #[derive(Serialize)]
 struct Salvaged<'a> {
     action: &'static str,
-    from: &'a Path,
-    to: &'a Path,
+    from: String,
+    to: String,
     items: u64,
     jobs: u64,
     queues: u64,
@@ -29,7 +30,7 @@ struct Salvaged<'a> {
 
 #[derive(Serialize)]
 struct Stretch {
-    path: PathBuf,
+    path: String,
     offset: u64,
     len: u64,
     reason: String,
@@ -58,8 +59,8 @@ fn print(from: &Path, to: &Path, report: &SalvageReport, out: &mut Output) -> Re
     if out.is_json() {
         return out.json(&Salvaged {
             action: "salvaged",
-            from,
-            to,
+            from: from.to_string_lossy().into_owned(),
+            to: to.to_string_lossy().into_owned(),
             items: report.items,
             jobs: report.jobs,
             queues: report.queues,
@@ -68,7 +69,7 @@ fn print(from: &Path, to: &Path, report: &SalvageReport, out: &mut Output) -> Re
                 .damage
                 .iter()
                 .map(|d| Stretch {
-                    path: d.path.clone(),
+                    path: d.path.to_string_lossy().into_owned(),
                     offset: d.offset,
                     len: d.len,
                     reason: d.reason.clone(),
@@ -209,6 +210,34 @@ mod tests {
         let mut out = Output::buffer(Format::Json);
         let err = salvage(&url, &args, &mut out).unwrap_err();
         assert!(err.to_string().contains("not empty"), "{err}");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_folder_named_in_bytes_that_are_not_utf8_still_gets_its_json_report() {
+        use std::os::unix::ffi::OsStrExt;
+        let old = tempfile::tempdir().unwrap();
+        FileBackend::open(old.path(), FileOptions::default())
+            .unwrap()
+            .close()
+            .unwrap();
+        let new = tempfile::tempdir().unwrap();
+        let to = new
+            .path()
+            .join(std::ffi::OsStr::from_bytes(b"rebuilt-\xff"));
+        let url: StoreUrl = format!("file:{}", old.path().display()).parse().unwrap();
+        let args = SalvageArgs { to: to.clone() };
+        let mut out = Output::buffer(Format::Json);
+        salvage(&url, &args, &mut out).unwrap();
+        let printed: serde_json::Value = serde_json::from_str(&out.contents()).unwrap();
+        assert!(
+            printed["to"]
+                .as_str()
+                .unwrap()
+                .ends_with("rebuilt-\u{FFFD}"),
+            "{printed}"
+        );
+        assert!(to.is_dir(), "the salvage was done");
     }
 
     #[test]
