@@ -166,8 +166,9 @@ pub(crate) fn output_error_line(line: &str) {
 /// ```
 pub async fn execute(cli: Cli, out: &mut Output) -> Result<(), CliError> {
     use store::Access::{Create, Existing, ReadOnly};
-    // From here on a signal is a clean stop (demo and bench return, work shuts down).
-    let mut signals = signals::Signals::listen()?;
+    // The commands that run until stopped (demo, bench, work, serve, qtest) take signals
+    // as a clean stop, listening from their start; the others keep the default, so Ctrl-C
+    // or SIGTERM ends them at once wherever they are (in a read of stdin, say).
     if let Some(store) = &cli.store {
         scrub::remember(store);
     }
@@ -181,6 +182,7 @@ pub async fn execute(cli: Cli, out: &mut Output) -> Result<(), CliError> {
     };
     match &cli.command {
         Command::Demo(args) => {
+            let mut signals = signals::Signals::listen()?;
             let config = demo::DemoConfig::from(args);
             if let Some(problem) = config.problem() {
                 return Err(CliError::Usage(problem));
@@ -226,6 +228,7 @@ pub async fn execute(cli: Cli, out: &mut Output) -> Result<(), CliError> {
             }
         }
         Command::Bench(args) => {
+            let mut signals = signals::Signals::listen()?;
             let config = bench::BenchConfig::from(args);
             if let Some(problem) = config.problem() {
                 return Err(CliError::Usage(problem.to_string()));
@@ -252,6 +255,7 @@ pub async fn execute(cli: Cli, out: &mut Output) -> Result<(), CliError> {
             admin::enqueue(&store, args, out).await
         }
         Command::Work(args) => {
+            let mut signals = signals::Signals::listen()?;
             let store = Arc::new(store::open(&url(DEFAULT_STORE)?, &options, Create).await?);
             let dashboard = match args.serve {
                 Some(addr) => {
@@ -297,11 +301,13 @@ pub async fn execute(cli: Cli, out: &mut Output) -> Result<(), CliError> {
         }
         Command::Salvage(args) => salvage::salvage(&url(DEFAULT_STORE)?, args, out),
         Command::Serve(args) => {
+            let mut signals = signals::Signals::listen()?;
             let given = cli.store.as_deref().unwrap_or(DEFAULT_STORE);
             let store = store::open(&url(DEFAULT_STORE)?, &options, Existing).await?;
             serve::serve(store, given, args, &mut signals, out).await
         }
         Command::Qtest(args) => {
+            let mut signals = signals::Signals::listen()?;
             // The load runs on threads of its own; a signal stops waiting for it.
             let (test, quiet) = (args.test.clone(), cli.quiet);
             let run = tokio::task::spawn_blocking(move || qtest::run(&test, quiet));

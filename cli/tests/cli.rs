@@ -871,6 +871,49 @@ fn an_interrupted_demo_removes_its_scratch_folder() {
     assert_eq!(std::fs::read_dir(scratch.path()).unwrap().count(), 0);
 }
 
+/// A command that does not run until stopped keeps the default signal action: Ctrl-C ends
+/// `enqueue` while it waits for its payload on stdin (it used to swallow the signal).
+#[test]
+fn ctrl_c_ends_an_enqueue_waiting_for_its_payload() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("fairq"))
+        .current_dir(dir.path())
+        .env_remove("FAIRQ_STORE")
+        .args(["--store", &format!("file:{}", store.display())])
+        .args(["enqueue", "-k", "x", "-p", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // The store is opened before the payload is read: once its folder exists, the command
+    // is past where it used to start listening for signals.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !store.join("fairq.lock").exists() && !store.exists() {
+        assert!(Instant::now() < deadline, "the store was never opened");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let ended = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("Ctrl-C did not end the enqueue");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert!(!ended.success());
+    drop(child.stdin.take());
+}
+
 /// A payload past `--max-payload` is refused while it is read: the sender of 300 MiB is cut
 /// off long before the end.
 #[test]
