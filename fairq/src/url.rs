@@ -222,13 +222,7 @@ fn take_keep_succeeded(url: &str) -> Result<(String, Option<bool>), String> {
 pub(crate) fn take_param(url: &str, name: &str) -> Result<(String, Option<String>), String> {
     // The query and the fragment start only after the user info (the last `@` before the
     // first `/` after `://`): a password may hold `?` or `#` as they are.
-    let start = url.find("://").map_or(0, |scheme| {
-        let authority = scheme + 3;
-        let rest = &url[authority..];
-        let slash = rest.find('/').unwrap_or(rest.len());
-        authority + rest[..slash].rfind('@').map_or(0, |at| at + 1)
-    });
-    let (head, tail) = url.split_at(start);
+    let (head, tail) = url.split_at(fairq_worker::url_parts::after_user_info(url));
     // A fragment (Redis' `#insecure`) follows the query and stays with the URL.
     let (body, fragment) = match tail.split_once('#') {
         Some((body, fragment)) => (body, Some(fragment)),

@@ -5,6 +5,8 @@
 //! URL without them, and passes every message that leaves the server (store errors quote
 //! whatever their client library says) through a [`Scrubber`] that blanks each secret.
 
+use std::ops::Range;
+
 /// Query parameters that name a place, not a secret: kept in the label.
 const SAFE_PARAMS: [&str; 4] = ["schema", "prefix", "dbname", "sslmode"];
 
@@ -25,18 +27,14 @@ const MIN_SECRET: usize = 3;
 /// assert_eq!(store_label("file:./fairq-data"), "file:./fairq-data");
 /// ```
 pub fn store_label(url: &str) -> String {
-    let (base, query) = split_query(url);
-    let base = match base.split_once("://") {
-        Some((scheme, rest)) => {
-            let authority_end = rest.find('/').unwrap_or(rest.len());
-            let (authority, path) = rest.split_at(authority_end);
-            let host = authority
-                .rsplit_once('@')
-                .map_or(authority, |(_, host)| host);
-            format!("{scheme}://{host}{path}")
+    let parts = Parts::of(url);
+    let base = match (url.find("://"), parts.user_info.clone()) {
+        (Some(scheme), Some(info)) => {
+            format!("{}{}", &url[..scheme + 3], &parts.base[info.end + 1..])
         }
-        None => base.to_string(),
+        _ => parts.base.to_string(),
     };
+    let query = parts.query;
     let kept: Vec<&str> = query
         .into_iter()
         .flat_map(|q| q.split('&'))
@@ -77,17 +75,16 @@ impl Scrubber {
     /// ```
     pub fn from_url(url: &str) -> Self {
         let mut secrets = Vec::new();
-        let (base, query) = split_query(url);
-        if let Some((_, rest)) = base.split_once("://") {
-            let authority = &rest[..rest.find('/').unwrap_or(rest.len())];
-            if let Some((userinfo, _)) = authority.rsplit_once('@') {
-                secrets.push(userinfo.to_string());
-                if let Some((user, password)) = userinfo.split_once(':') {
-                    secrets.push(password.to_string());
-                    secrets.push(user.to_string());
-                }
+        let parts = Parts::of(url);
+        if let Some(info) = parts.user_info {
+            let userinfo = &url[info];
+            secrets.push(userinfo.to_string());
+            if let Some((user, password)) = userinfo.split_once(':') {
+                secrets.push(password.to_string());
+                secrets.push(user.to_string());
             }
         }
+        let query = parts.query;
         for pair in query.into_iter().flat_map(|q| q.split('&')) {
             if let Some((name, value)) = pair.split_once('=')
                 && !SAFE_PARAMS.contains(&name)
@@ -125,20 +122,38 @@ impl Scrubber {
     }
 }
 
-/// `url` before its query, and the query (without its `?`). The query starts only after
-/// the user info, which runs to the last `@` before the first `/` after the scheme's `://`:
-/// a password written with a `?` in it is still a password, never parameters (whose values
-/// a label would keep and a scrubber would miss).
-fn split_query(url: &str) -> (&str, Option<&str>) {
-    let start = url.find("://").map_or(0, |scheme| {
-        let authority = scheme + 3;
-        let rest = &url[authority..];
-        let slash = rest.find('/').unwrap_or(rest.len());
-        authority + rest[..slash].rfind('@').map_or(0, |at| at + 1)
-    });
-    match url[start..].find('?') {
-        Some(at) => (&url[..start + at], Some(&url[start + at + 1..])),
-        None => (url, None),
+/// A store URL in the parts that matter for leaving its secrets out.
+struct Parts<'a> {
+    /// Scheme, user info, host, port and path: all before the query.
+    base: &'a str,
+    /// The user info's byte range in the URL, without its `@`.
+    user_info: Option<Range<usize>>,
+    /// The query, without its `?`.
+    query: Option<&'a str>,
+}
+
+impl<'a> Parts<'a> {
+    /// Reads the user info the widest way a store's client may: past
+    /// [`fairq_worker::url_parts::after_user_info`] (a password may hold `?` or `#`), and on to the
+    /// last `@` before the query, since the PostgreSQL client reads the credentials up to the
+    /// first `@` of the whole URL and so takes a password holding `/` as it is. An `@` in the
+    /// path then hides the path's start from the label, which shows less, never a secret.
+    fn of(url: &'a str) -> Self {
+        let (base, query) = fairq_worker::url_parts::split_query(url);
+        let user_info = url.find("://").and_then(|scheme| {
+            let start = scheme + 3;
+            let after = fairq_worker::url_parts::after_user_info(url).max(start);
+            match base[after..].rfind('@') {
+                Some(at) => Some(start..after + at),
+                None if after > start => Some(start..after - 1),
+                None => None,
+            }
+        });
+        Parts {
+            base,
+            user_info,
+            query,
+        }
     }
 }
 
@@ -172,6 +187,14 @@ mod tests {
         assert_eq!(store_label(url), "redis://h:6379/0?prefix=p");
         let scrub = Scrubber::from_url(url);
         assert_eq!(scrub.clean("AUTH ab?S3cret refused"), "AUTH *** refused");
+    }
+
+    #[test]
+    fn a_slash_in_a_password_stays_a_password() {
+        let url = "postgres://app:pa/ss@db:5432/jobs?schema=s";
+        assert_eq!(store_label(url), "postgres://db:5432/jobs?schema=s");
+        let scrub = Scrubber::from_url(url);
+        assert_eq!(scrub.clean("auth pa/ss failed"), "auth *** failed");
     }
 
     #[test]

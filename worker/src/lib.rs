@@ -178,6 +178,7 @@ pub mod services;
 mod settle;
 mod status_counts;
 mod testing;
+pub mod url_parts;
 mod worker;
 
 #[cfg(any(test, feature = "conformance"))]

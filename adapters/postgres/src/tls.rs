@@ -374,7 +374,8 @@ pub(crate) fn split(conn: &str) -> Result<(String, UrlTls), TlsError> {
 type Take<'a> = dyn FnMut(&str, &str) -> Result<bool, TlsError> + 'a;
 
 fn split_url(url: &str, take: &mut Take<'_>) -> Result<String, TlsError> {
-    let Some((base, query)) = url.split_once('?') else {
+    // A password may hold `?`: the query starts only after the user info.
+    let (base, Some(query)) = fairq_worker::url_parts::split_query(url) else {
         return Ok(url.to_string());
     };
     let mut kept = Vec::new();
@@ -684,6 +685,19 @@ mod tests {
         assert_eq!(parts("postgres://h/db").1, UrlTls::default());
         let (_, tls) = parts("postgres://h/db?sslrootcert=system");
         assert_eq!(tls.roots, Some(RootCerts::System));
+    }
+
+    #[test]
+    fn a_question_mark_in_a_password_hides_no_parameter() {
+        // Read from the password's `?` on, `sslmode=require` would go unnoticed here and
+        // the default `prefer` would replace it: a silent fall back to plain text.
+        let (rest, tls) = parts("postgres://u:p?w@db/app?sslmode=require&x=1");
+        assert_eq!(tls.mode, Some(SslMode::Require));
+        assert_eq!(rest, "postgres://u:p?w@db/app?x=1");
+        assert_eq!(
+            parts("postgres://u:p?w@db/app").0,
+            "postgres://u:p?w@db/app"
+        );
     }
 
     #[test]

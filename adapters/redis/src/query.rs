@@ -50,24 +50,15 @@ pub(crate) fn names(url: &str) -> Vec<String> {
 }
 
 /// `url` cut where its query or fragment begins: what comes before, and the rest from its
-/// `?` or `#` on (empty when it has neither).
-///
-/// Neither begins inside the user info, which runs to the last `@` before the first `/` after
-/// the scheme's `://`: a password may hold `?` or `#` (a URL parser would want them
-/// percent-encoded, but someone may well write them as they are), and what follows a `?` is
-/// read as parameters, whose names are quoted in errors. A password must not hold `/`
-/// unencoded (nothing tells it from the path then).
+/// `?` or `#` on (empty when it has neither). Neither begins inside the user info (see
+/// [`fairq_worker::url_parts::after_user_info`]): a password may hold `?` or `#`, and what follows
+/// a `?` is read as parameters, whose names are quoted in errors.
 ///
 /// ```text
 /// assert_eq!(split("redis://:a?b#c@h:1/0?key=k#insecure"), ("redis://:a?b#c@h:1/0", "?key=k#insecure"));
 /// ```
 pub(crate) fn split(url: &str) -> (&str, &str) {
-    let start = url.find("://").map_or(0, |scheme| {
-        let authority = scheme + 3;
-        let rest = &url[authority..];
-        let slash = rest.find('/').unwrap_or(rest.len());
-        authority + rest[..slash].rfind('@').map_or(0, |at| at + 1)
-    });
+    let start = fairq_worker::url_parts::after_user_info(url);
     let cut = url[start..]
         .find(['?', '#'])
         .map_or(url.len(), |at| start + at);
