@@ -6,8 +6,11 @@ pub use fairq_postgres::*;
 
 use crate::error::ConnectError;
 use crate::redact::redact;
+use crate::url::lowercase_scheme;
 
-/// Connects to PostgreSQL at `url` with `options` (see [`PgBackend::connect`]).
+/// Connects to PostgreSQL at `url` with `options` (see [`PgBackend::connect`]). The URL's
+/// scheme may be in any case (`POSTGRES://`); the error shows no password, however it is
+/// printed.
 ///
 /// ```
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
@@ -19,10 +22,7 @@ use crate::redact::redact;
 /// # });
 /// ```
 pub async fn connect(url: &str, options: PgOptions) -> Result<PgBackend, ConnectError> {
-    PgBackend::connect(url, options)
+    PgBackend::connect(&lowercase_scheme(url), options)
         .await
-        .map_err(|e| ConnectError::Open {
-            url: redact(url),
-            source: e.into(),
-        })
+        .map_err(|e| ConnectError::open(redact(url), url, e.into()))
 }

@@ -59,6 +59,35 @@ pub fn secrets(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// Every form in which another program may quote the credentials of `text`: each as
+/// written, without its quotes (`password='a b'`) with and without its `\'` escapes,
+/// percent-decoded, and each of these escaped as `{:?}` shows it; the longest first, so
+/// that replacing them in that order leaves no part of a longer one behind.
+pub(crate) fn secret_forms(text: &str) -> Vec<String> {
+    let mut forms = Vec::new();
+    for secret in secrets(text) {
+        let inside = secret
+            .strip_prefix('\'')
+            .map(|s| s.strip_suffix('\'').unwrap_or(s).to_string());
+        let unescaped = inside.as_ref().map(|s| s.replace("\\'", "'"));
+        let decoded = percent_encoding::percent_decode_str(&secret)
+            .decode_utf8_lossy()
+            .into_owned();
+        for form in [Some(secret), inside, unescaped, Some(decoded)]
+            .into_iter()
+            .flatten()
+        {
+            let debug = format!("{form:?}");
+            forms.push(debug[1..debug.len() - 1].to_string());
+            forms.push(form);
+        }
+    }
+    forms.retain(|f| !f.is_empty());
+    forms.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+    forms.dedup();
+    forms
+}
+
 /// Byte ranges of every credential in `text`, sorted and merged.
 fn credential_ranges(text: &str) -> Vec<Range<usize>> {
     let mut ranges = userinfo_passwords(text);

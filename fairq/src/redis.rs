@@ -5,8 +5,11 @@ pub use fairq_redis::*;
 
 use crate::error::ConnectError;
 use crate::redact::redact;
+use crate::url::lowercase_scheme;
 
-/// Connects to Redis at `url` with `options` (see [`RedisBackend::connect`]).
+/// Connects to Redis at `url` with `options` (see [`RedisBackend::connect`]). The URL's
+/// scheme may be in any case (`REDIS://`); the error shows no password, however it is
+/// printed.
 ///
 /// ```
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
@@ -17,10 +20,7 @@ use crate::redact::redact;
 /// # });
 /// ```
 pub async fn connect(url: &str, options: RedisOptions) -> Result<RedisBackend, ConnectError> {
-    RedisBackend::connect(url, options)
+    RedisBackend::connect(&lowercase_scheme(url), options)
         .await
-        .map_err(|source| ConnectError::Open {
-            url: redact(url),
-            source,
-        })
+        .map_err(|source| ConnectError::open(redact(url), url, source))
 }

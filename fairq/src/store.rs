@@ -299,10 +299,11 @@ impl Store {
                 }
             }
         };
-        opened.map_err(|source| ConnectError::Open {
-            url: url.to_string(),
-            source,
-        })
+        let given = match url {
+            StoreUrl::Postgres { url, .. } | StoreUrl::Redis { url, .. } => url.as_str(),
+            StoreUrl::File { .. } | StoreUrl::Memory => "",
+        };
+        opened.map_err(|source| ConnectError::open(url.to_string(), given, source))
     }
 
     /// Which store this is: `file`, `memory`, `postgres` or `redis`.

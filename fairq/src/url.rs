@@ -25,6 +25,9 @@ use crate::redact::redact;
 ///   node), see `fairq_redis::Target`;
 /// * `memory:`: a store inside this process, gone when it exits (tests, demos).
 ///
+/// Schemes may be in any case: the URL kept for the driver has its scheme in lower case
+/// (`POSTGRES://h/db` becomes `postgres://h/db`).
+///
 /// Every scheme parses whichever features are on, so a URL for a store that was not
 /// compiled in gets a clear error from [`connect`](crate::connect), not a parse error.
 /// `Display` hides passwords (see [`redact`](crate::redact())).
@@ -180,7 +183,10 @@ impl FromStr for StoreUrl {
                 }
             }
             "postgres" | "postgresql" => {
-                let (url, schema) = take_param(s, "schema").map_err(|r| bad(&r))?;
+                // Schemes are case-insensitive, the drivers are not: `POSTGRES://` would be
+                // read as a key-value string.
+                let (url, schema) =
+                    take_param(&lowercase_scheme(s), "schema").map_err(|r| bad(&r))?;
                 let (url, keep_succeeded) = take_keep_succeeded(&url).map_err(|r| bad(&r))?;
                 Ok(StoreUrl::Postgres {
                     url,
@@ -189,7 +195,8 @@ impl FromStr for StoreUrl {
                 })
             }
             "redis" | "rediss" | "redis+cluster" | "rediss+cluster" => {
-                let (url, prefix) = take_param(s, "prefix").map_err(|r| bad(&r))?;
+                let (url, prefix) =
+                    take_param(&lowercase_scheme(s), "prefix").map_err(|r| bad(&r))?;
                 let (url, keep_succeeded) = take_keep_succeeded(&url).map_err(|r| bad(&r))?;
                 Ok(StoreUrl::Redis {
                     url,
@@ -201,6 +208,23 @@ impl FromStr for StoreUrl {
                 "unknown scheme {other:?} (expected file:, postgres://, redis:// or memory:)"
             ))),
         }
+    }
+}
+
+/// `url` with its scheme (the text before the first `:`, when it is one) in lower case.
+/// Schemes are case-insensitive; the stores' drivers compare them as they are. Anything
+/// that is no scheme (a key-value string such as `host=db password=a:b`) is left alone.
+pub(crate) fn lowercase_scheme(url: &str) -> String {
+    match url.split_once(':') {
+        Some((scheme, rest))
+            if scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+                && scheme
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.')) =>
+        {
+            format!("{}:{rest}", scheme.to_ascii_lowercase())
+        }
+        _ => url.to_string(),
     }
 }
 
@@ -334,6 +358,41 @@ mod tests {
                 Some("p".to_string())
             ))
         );
+    }
+
+    #[test]
+    fn server_urls_are_handed_on_with_their_scheme_in_lower_case() {
+        assert_eq!(
+            parse("POSTGRES://bob:hunter2@127.0.0.1:5432/app?application_name=x&schema=S"),
+            Ok(StoreUrl::Postgres {
+                url: "postgres://bob:hunter2@127.0.0.1:5432/app?application_name=x".into(),
+                schema: Some("S".into()),
+                keep_succeeded: None,
+            })
+        );
+        assert_eq!(
+            parse("PostgreSQL://h/DB"),
+            Ok(StoreUrl::Postgres {
+                url: "postgresql://h/DB".into(),
+                schema: None,
+                keep_succeeded: None,
+            })
+        );
+        for (given, handed_on) in [
+            ("REDIS://:PW@H/", "redis://:PW@H/"),
+            ("Rediss://h/?cacert=/CA.pem", "rediss://h/?cacert=/CA.pem"),
+            ("REDIS+Cluster://a:1,b:2/", "redis+cluster://a:1,b:2/"),
+        ] {
+            let Ok(StoreUrl::Redis { url, .. }) = parse(given) else {
+                panic!("{given}")
+            };
+            assert_eq!(url, handed_on);
+        }
+        assert_eq!(
+            lowercase_scheme("host=DB password=a:B"),
+            "host=DB password=a:B"
+        );
+        assert_eq!(lowercase_scheme("no scheme"), "no scheme");
     }
 
     #[test]

@@ -252,3 +252,48 @@ async fn a_mistyped_scheme_is_a_clear_error() {
     assert!(matches!(err, ConnectError::BadUrl { .. }), "{err}");
     assert!(err.to_string().contains("unknown scheme \"postgress\""));
 }
+
+/// Every message of `err`'s source chain, and its `Debug`.
+fn everything_shown(err: &ConnectError) -> String {
+    let mut text = format!("{err:?}");
+    let mut next: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(e) = next {
+        text.push('\n');
+        text.push_str(&e.to_string());
+        next = e.source();
+    }
+    text
+}
+
+/// A scheme in capitals names the same store and reaches its driver in lower case (the
+/// attempt fails on the closed port, not on the URL), and the error of a failed connect
+/// shows no password, however it is printed.
+#[tokio::test]
+async fn a_scheme_in_capitals_is_understood_and_its_error_shows_no_password() {
+    let options = fairq::ConnectOptions::default().connect_timeout(Duration::from_secs(2));
+    for url in [
+        "POSTGRES://bob:hunter2@127.0.0.1:1/app?application_name=x",
+        "PostgreSQL://bob:hunter2@127.0.0.1:1/app",
+        "REDIS://:hunter2@127.0.0.1:1/",
+    ] {
+        let err = fairq::connect_with(url, &options).await.unwrap_err();
+        let shown = everything_shown(&err);
+        assert!(err.is_transient(), "{url}: {shown}");
+        assert!(!shown.contains("hunter2"), "{url}: {shown}");
+    }
+    let pg = fairq::postgres::PgOptions::default().connect_timeout(Duration::from_secs(2));
+    let err = fairq::postgres::connect(
+        "POSTGRES://bob:hunter2@127.0.0.1:1/app?application_name=x",
+        pg,
+    )
+    .await
+    .unwrap_err();
+    let shown = everything_shown(&err);
+    assert!(err.is_transient() && !shown.contains("hunter2"), "{shown}");
+    let redis = fairq::redis::RedisOptions::new().connect_timeout(Duration::from_secs(2));
+    let err = fairq::redis::connect("Redis://:hunter2@127.0.0.1:1/", redis)
+        .await
+        .unwrap_err();
+    let shown = everything_shown(&err);
+    assert!(err.is_transient() && !shown.contains("hunter2"), "{shown}");
+}
