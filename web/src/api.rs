@@ -3,7 +3,6 @@
 use std::convert::Infallible;
 use std::sync::Arc;
 
-use axum::body::Bytes;
 use axum::extract::{Extension, State};
 use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -17,7 +16,7 @@ use serde_json::json;
 use crate::app::App;
 use crate::auth::Caller;
 use crate::error::ApiError;
-use crate::extract::{ApiPath, ApiQuery};
+use crate::extract::{ApiBody, ApiPath, ApiQuery};
 use crate::model::{
     HealthView, JobDetail, JobPage, JobRow, LatencyWindow, QueueDetail, SessionView, Tenants,
     RATE_WINDOWS,
@@ -346,7 +345,7 @@ pub(crate) struct PurgeBody {
 pub(crate) async fn purge_queue<B: Inspect>(
     State(app): AppState<B>,
     ApiPath(queue): ApiPath<String>,
-    body: Bytes,
+    ApiBody(body): ApiBody,
 ) -> ApiResult {
     let body: PurgeBody = if body.iter().all(u8::is_ascii_whitespace) {
         PurgeBody::default()

@@ -5,6 +5,8 @@ use axum::extract::Path;
 use axum::http::{header, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 
+use crate::error::ApiError;
+
 const INDEX: &str = include_str!("../assets/index.html");
 const LOGIN: &str = include_str!("../assets/login.html");
 const APP_JS: &str = include_str!("../assets/app.js");
@@ -20,7 +22,7 @@ pub(crate) async fn asset(Path(file): Path<String>) -> Response {
     let (body, kind) = match file.as_str() {
         "app.js" => (APP_JS, "text/javascript; charset=utf-8"),
         "app.css" => (APP_CSS, "text/css; charset=utf-8"),
-        _ => return (StatusCode::NOT_FOUND, "no such file").into_response(),
+        _ => return ApiError::new(StatusCode::NOT_FOUND, "no such file").into_response(),
     };
     ([(header::CONTENT_TYPE, kind)], body).into_response()
 }

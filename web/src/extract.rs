@@ -1,7 +1,9 @@
-//! Path and query extractors whose rejections are JSON errors like every other answer of
-//! the API (axum's own extractors answer a malformed id or query string in plain text).
+//! Extractors whose rejections are JSON errors like every other answer of the API (axum's
+//! own extractors answer a malformed id, query string, form or an oversize body in plain
+//! text).
 
-use axum::extract::{FromRequestParts, Path, Query};
+use axum::body::Bytes;
+use axum::extract::{Form, FromRequest, FromRequestParts, Path, Query, Request};
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 
@@ -42,6 +44,45 @@ where
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
         match Query::<T>::from_request_parts(parts, state).await {
             Ok(Query(value)) => Ok(ApiQuery(value)),
+            Err(rejection) => Err(ApiError::new(rejection.status(), rejection.body_text())),
+        }
+    }
+}
+
+/// The request body as bytes, refusing one past the body limit (2 MiB) with
+/// `{"error": ...}` and status 413.
+#[derive(Debug)]
+pub(crate) struct ApiBody(pub(crate) Bytes);
+
+impl<S> FromRequest<S> for ApiBody
+where
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
+        match Bytes::from_request(request, state).await {
+            Ok(bytes) => Ok(ApiBody(bytes)),
+            Err(rejection) => Err(ApiError::new(rejection.status(), rejection.body_text())),
+        }
+    }
+}
+
+/// axum's [`Form`], refusing a body that is not a form or lacks a field with
+/// `{"error": ...}` and the rejection's status (415, 422 or 400).
+#[derive(Debug)]
+pub(crate) struct ApiForm<T>(pub(crate) T);
+
+impl<S, T> FromRequest<S> for ApiForm<T>
+where
+    T: DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
+        match Form::<T>::from_request(request, state).await {
+            Ok(Form(value)) => Ok(ApiForm(value)),
             Err(rejection) => Err(ApiError::new(rejection.status(), rejection.body_text())),
         }
     }

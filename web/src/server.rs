@@ -4,7 +4,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::extract::{Form, Query, Request, State};
+use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{Html, IntoResponse, Redirect, Response};
@@ -20,6 +20,7 @@ use crate::assets;
 use crate::auth::{Auth, Caller, Refusal};
 use crate::config::Config;
 use crate::error::{ApiError, WebError};
+use crate::extract::{ApiForm, ApiQuery};
 use crate::redact::Scrubber;
 
 /// A dashboard bound to its address, ready to [`run`](Server::run).
@@ -299,7 +300,7 @@ struct LoginQuery {
     failed: Option<String>,
 }
 
-async fn login_page(Query(q): Query<LoginQuery>) -> Html<String> {
+async fn login_page(ApiQuery(q): ApiQuery<LoginQuery>) -> Html<String> {
     Html(assets::login_html(q.failed.is_some()))
 }
 
@@ -314,7 +315,7 @@ struct LoginForm {
 async fn login<B: Inspect>(
     State(app): State<Arc<App<B>>>,
     headers: HeaderMap,
-    Form(form): Form<LoginForm>,
+    ApiForm(form): ApiForm<LoginForm>,
 ) -> Response {
     if let Err(Refusal::Forbidden(why) | Refusal::Unauthenticated(why)) =
         app.auth.allow_login(&headers)

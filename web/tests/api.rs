@@ -663,6 +663,44 @@ async fn malformed_requests_are_answered_in_json_too() {
             .unwrap_or_else(|| panic!("{path}: {body}"));
         assert!(error.contains(says), "{path}: {error}");
     }
+    // Outside the API's own routes too: a missing static file, a malformed sign-in page
+    // query, a sign-in that is not a form or lacks its field, an oversize action body.
+    let (status, body) = api.get("/assets/nope.js").await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    assert!(body["error"].as_str().is_some(), "{body}");
+    let (status, body) = api.get("/login?failed=1&failed=2").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(body["error"].as_str().is_some(), "{body}");
+    let origin = server.url.trim_end_matches('/').to_string();
+    for (kind, text, status) in [
+        (
+            "application/json",
+            "{\"token\":\"x\"}",
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        ),
+        (
+            "application/x-www-form-urlencoded",
+            "x=1",
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+    ] {
+        let req = api
+            .request(Method::POST, "/login")
+            .header("origin", &origin)
+            .header("content-type", kind)
+            .body(text);
+        let (got, body, _) = api.send(req).await;
+        assert_eq!(got, status, "{kind}: {body}");
+        assert!(body["error"].as_str().is_some(), "{kind}: {body}");
+    }
+    let req = api
+        .request(Method::POST, "/api/queues/mail/purge")
+        .header(AUTHORIZATION, format!("Bearer {TOKEN}"))
+        .header("content-type", "application/json")
+        .body(vec![b' '; 3 << 20]);
+    let (status, body, _) = api.send(req).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{body}");
+    assert!(body["error"].as_str().is_some(), "{body}");
     // A known path with the wrong method: 405, JSON, and the methods it takes.
     let req = api
         .request(Method::DELETE, "/api/overview")
