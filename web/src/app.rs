@@ -2,6 +2,7 @@
 //! answers shared by every request.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -40,6 +41,8 @@ pub(crate) struct App<B> {
     pub budget: usize,
     history: Mutex<History>,
     latest: Mutex<Option<Arc<Overview>>>,
+    /// Readings of the store started so far, to number them (see `History::record_reading`).
+    readings: AtomicU64,
     ticks: watch::Sender<Tick>,
     scans: Mutex<HashMap<String, Arc<QueueScan>>>,
     /// Set when the server stops, so open event streams end.
@@ -66,6 +69,7 @@ impl<B: Inspect> App<B> {
             budget,
             history: Mutex::new(History::new(LONGEST_WINDOW + millis(refresh))),
             latest: Mutex::new(None),
+            readings: AtomicU64::new(0),
             ticks: watch::Sender::new(None),
             scans: Mutex::new(HashMap::new()),
             stopping: watch::Sender::new(false),
@@ -99,12 +103,14 @@ impl<B: Inspect> App<B> {
     }
 
     async fn read_overview(&self) -> Result<Arc<Overview>, BackendError> {
+        let reading = self.readings.fetch_add(1, Ordering::Relaxed) + 1;
         let stats = self.store.stats().await?;
         let paused = self.store.paused().await?;
         let now = self.now();
+        let fresh;
         let overview = {
             let mut history = self.history.lock().unwrap_or_else(PoisonError::into_inner);
-            history.record(now, &stats);
+            fresh = history.record_reading(reading, now, &stats);
             Overview {
                 now,
                 store: self.label.clone(),
@@ -117,7 +123,9 @@ impl<B: Inspect> App<B> {
             }
         };
         let overview = Arc::new(overview);
-        *self.latest.lock().unwrap_or_else(PoisonError::into_inner) = Some(overview.clone());
+        if fresh {
+            *self.latest.lock().unwrap_or_else(PoisonError::into_inner) = Some(overview.clone());
+        }
         Ok(overview)
     }
 

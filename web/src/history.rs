@@ -23,6 +23,8 @@ struct Point {
 pub(crate) struct History {
     retention: Millis,
     queues: BTreeMap<String, VecDeque<Point>>,
+    /// The number of the newest reading recorded (see [`History::record_reading`]).
+    newest: u64,
 }
 
 /// Jobs finished by a queue so far, by its counters.
@@ -36,7 +38,26 @@ impl History {
         History {
             retention,
             queues: BTreeMap::new(),
+            newest: 0,
         }
+    }
+
+    /// Records reading number `reading` (numbered when it was started) at `at`, unless a
+    /// later-started reading is already recorded: two readings of the store may overlap and
+    /// finish out of order, and the older counts, recorded last, would look like counters
+    /// starting over and count the jobs between them twice. Returns whether it was recorded.
+    pub(crate) fn record_reading(
+        &mut self,
+        reading: u64,
+        at: Millis,
+        stats: &[QueueStats],
+    ) -> bool {
+        if reading <= self.newest {
+            return false;
+        }
+        self.newest = reading;
+        self.record(at, stats);
+        true
     }
 
     /// Records every queue's counter at `at`. A reading at or before a queue's last one
@@ -199,5 +220,18 @@ mod tests {
             series,
             vec![(0, None), (10_000, Some(0.0)), (20_000, Some(5.0))]
         );
+    }
+
+    #[test]
+    fn a_reading_that_finishes_after_a_later_one_counts_nothing_twice() {
+        let mut h = History::new(600_000);
+        assert!(h.record_reading(1, 0, &[stats("q", 0, 0)]));
+        // Reading 3 started after reading 2 but finished first.
+        assert!(h.record_reading(3, 10_000, &[stats("q", 110, 0)]));
+        assert!(!h.record_reading(2, 10_001, &[stats("q", 100, 0)]));
+        assert!(h.record_reading(4, 20_000, &[stats("q", 112, 0)]));
+        // 112 jobs in 20 s; counting 100 -> 112 after 110 would make it 122.
+        let rate = h.rate("q", 20_000, 20_000).expect("a rate");
+        assert!((rate - 5.6).abs() < 1e-9, "{rate}");
     }
 }
