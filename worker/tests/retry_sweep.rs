@@ -168,6 +168,57 @@ async fn a_stopped_sweep_can_hold_new_jobs_too() {
     assert!(worker.shutdown(Duration::from_secs(1)).await.is_clean());
 }
 
+/// A stopped sweep that holds new jobs ends at the next sweep even when the claimer was
+/// waiting for a free slot as the sweep stopped (no prefetch: the failed retry filled the
+/// only slot, so no claim came back short and no poll was due).
+#[tokio::test(start_paused = true)]
+async fn a_hold_that_began_while_the_claimer_waited_for_room_ends() {
+    let clock = ManualClock::new(START);
+    let store = Arc::new(MemoryBackend::with_clock(clock.clone()));
+    let ids = retrying(&*store, "q", &["bad"]).await;
+    clock.advance(Duration::from_secs(1));
+    let failing = Arc::new(Mutex::new(vec!["bad".to_string()]));
+    let (hook, mut rx) = reporter();
+    let worker = Worker::builder(Arc::clone(&store))
+        .queue(
+            "q",
+            QueueConfig::default()
+                .concurrency(1)
+                .prefetch(0)
+                .poll_interval(Duration::from_millis(50))
+                .retry_sweep(SWEEP)
+                .sweep_holds_new_jobs(true),
+        )
+        .handlers(handlers(&failing))
+        .clock(clock.clone())
+        .on_finished(hook)
+        .build()
+        .unwrap()
+        .start()
+        .unwrap();
+    assert_eq!(rx.recv().await.unwrap().job.claim.id, ids[0]);
+    let fresh = store
+        .enqueue(NewJob::new("q", "fresh", vec![]))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(rx.try_recv().is_err(), "nothing ran during the hold");
+    // The next sweep: both run.
+    failing.lock().unwrap().clear();
+    clock.advance(SWEEP);
+    let mut ran = Vec::new();
+    for _ in 0..2 {
+        let report = tokio::time::timeout(Duration::from_secs(60), rx.recv())
+            .await
+            .expect("the hold ended at the next sweep")
+            .unwrap();
+        ran.push(report.job.claim.id);
+    }
+    ran.sort_unstable();
+    assert_eq!(ran, [ids[0], fresh]);
+    assert!(worker.shutdown(Duration::from_secs(1)).await.is_clean());
+}
+
 /// On a store that cannot hold retries back, the worker says so (in its health report and
 /// once in the log, not through `on_error`) and carries on: retries run on their own
 /// backoff.

@@ -106,6 +106,9 @@ pub(crate) async fn hold<B: Backend>(
         let mut st = queue.lock();
         if queue.config.get_sweep_holds_new_jobs() {
             st.sweep.paused_until = Some(until);
+            // The claimer may be waiting for room, which no one signals while the pause
+            // lasts: wake it so that it waits for the pause's end instead, on a timer.
+            queue.room.notify_one();
         }
         if st.release_unsupported {
             Vec::new()
