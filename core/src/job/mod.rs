@@ -281,6 +281,17 @@ pub enum TransitionError {
         /// The current state's name.
         state: &'static str,
     },
+    /// Every lease token has been issued: the last one was `u64::MAX`, and a token reused
+    /// would let a superseded lease act again. Only a job restored from a corrupt record
+    /// gets here.
+    ///
+    /// ```
+    /// use fairq_core::job::{Lifecycle, State, TransitionError};
+    /// let mut job = Lifecycle::restore(State::Scheduled { run_at: 0 }, 1, u64::MAX);
+    /// let err = job.claim(0, core::time::Duration::from_secs(1)).unwrap_err();
+    /// assert_eq!(err, TransitionError::TokensExhausted);
+    /// ```
+    TokensExhausted,
 }
 
 impl fmt::Display for TransitionError {
@@ -308,6 +319,12 @@ impl fmt::Display for TransitionError {
             }
             TransitionError::NotBlocked { state } => write!(f, "job is {state}, not blocked"),
             TransitionError::NotDead { state } => write!(f, "job is {state}, not dead"),
+            TransitionError::TokensExhausted => {
+                write!(
+                    f,
+                    "the job has used every lease token and cannot be claimed"
+                )
+            }
         }
     }
 }
@@ -476,8 +493,11 @@ impl Lifecycle {
             }),
             Some(run_at) if run_at > now => Err(TransitionError::NotDue { run_at }),
             Some(_) => {
+                let Some(token) = self.last_token.checked_add(1) else {
+                    return Err(TransitionError::TokensExhausted);
+                };
                 self.attempts = self.attempts.saturating_add(1);
-                self.last_token += 1;
+                self.last_token = token;
                 let granted = Lease {
                     token: LeaseToken(self.last_token),
                     deadline: clamp_after(now, lease),

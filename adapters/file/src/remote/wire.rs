@@ -196,6 +196,7 @@ pub(crate) enum WireTransition {
     NotDead {
         state: String,
     },
+    TokensExhausted,
 }
 
 /// The `'static` name of a job state read back from the wire ("unknown" for a name this
@@ -235,6 +236,7 @@ impl From<&TransitionError> for WireTransition {
             TransitionError::NotDead { state } => WireTransition::NotDead {
                 state: state.into(),
             },
+            TransitionError::TokensExhausted => WireTransition::TokensExhausted,
         }
     }
 }
@@ -262,6 +264,7 @@ impl From<WireTransition> for TransitionError {
             WireTransition::NotDead { state } => TransitionError::NotDead {
                 state: state_name(&state),
             },
+            WireTransition::TokensExhausted => TransitionError::TokensExhausted,
         }
     }
 }
