@@ -24,7 +24,8 @@ pub enum ConnectError {
     /// The URL does not name a store this crate knows.
     #[error("invalid store {url:?}: {reason}")]
     BadUrl {
-        /// The URL as given, credentials hidden.
+        /// The URL as given, credentials hidden (only its scheme when it holds blanks or
+        /// control characters, which leave a password's end unclear).
         url: String,
         /// What is wrong with it.
         reason: String,

@@ -4,7 +4,9 @@
 //!
 //! * the password of a URL's user info, `scheme://user:PASSWORD@host`. The user info runs to
 //!   the **last** `@` of the URL, so a password that contains `/`, `@`, `:` or `?` is hidden
-//!   whole (if the query also holds an `@`, more than the password is hidden, never less);
+//!   whole (if the query also holds an `@`, more than the password is hidden, never less).
+//!   A URL ends at a blank, but one cut inside what looks like a password
+//!   (`redis://:hunter 2@h/`) is hidden to the last `@` on its line;
 //! * the value of a parameter whose name says it is a credential (it contains `pass`, `pwd`,
 //!   `secret`, `token`, `auth` or `credential`, in any case): `?password=VALUE`,
 //!   `&sslpassword=VALUE`, and key-value connection strings such as `host=db password=VALUE`
@@ -119,10 +121,62 @@ fn userinfo_passwords(text: &str) -> Vec<Range<usize>> {
             && let Some(colon) = url[..at].find(':')
         {
             found.push(start + colon + 1..start + at);
+        } else if let Some((colon, at)) = cut_user_info(text, start, end) {
+            // A password holding a blank (`redis://:hunter 2@h/`).
+            found.push(colon + 1..at);
+            from = at;
+            continue;
         }
         from = end.max(start);
     }
     found
+}
+
+/// For a URL whose first word (`text[start..end]`, after the `://`) has no `@`: the colon
+/// of its user info and the `@` that ends it when a blank seems to cut the URL inside its
+/// password, that is when the authority holds a `:` not followed by a port only, or is cut
+/// by the blank itself, and an `@` follows on the same line before any other URL. It errs
+/// on the side of hiding: a message that goes on with an `@` after a URL cut at its port
+/// (`redis://h:6379 refused for app@db`) loses the text in between.
+fn cut_user_info(text: &str, start: usize, end: usize) -> Option<(usize, usize)> {
+    let word = &text[start..end];
+    // As for the query (see `fairq_worker::url::after_user_info`), only a `/` ends the
+    // authority: a password may hold `?` and `#` as they are.
+    let authority_end = word.find('/').unwrap_or(word.len());
+    let authority = &word[..authority_end];
+    // An IPv6 address in brackets holds colons of its own.
+    let skip = if authority.starts_with('[') {
+        authority.find(']').map_or(authority.len(), |n| n + 1)
+    } else {
+        0
+    };
+    let colon = start + skip + authority[skip..].find(':')?;
+    if authority_end < word.len() && is_hosts_and_ports(authority) {
+        return None;
+    }
+    let line_end = text[end..].find('\n').map_or(text.len(), |n| end + n);
+    let next_url = text[end..line_end]
+        .find("://")
+        .map_or(line_end, |n| end + n);
+    let at = end + text[end..next_url].rfind('@')?;
+    Some((colon, at))
+}
+
+/// True when `authority` is hosts with ports only (`h:6379`, `[::1]:5432`, `a:1,b:2`).
+fn is_hosts_and_ports(authority: &str) -> bool {
+    authority.split(',').all(|host_port| {
+        let host_end = if host_port.starts_with('[') {
+            host_port.find(']').map_or(host_port.len(), |n| n + 1)
+        } else {
+            host_port.find(':').unwrap_or(host_port.len())
+        };
+        let (host, port) = host_port.split_at(host_end);
+        !host.is_empty()
+            && (port.is_empty()
+                || port
+                    .strip_prefix(':')
+                    .is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit())))
+    })
 }
 
 /// The value of every `name=value` whose name marks a credential.
@@ -235,6 +289,43 @@ mod tests {
     }
 
     #[test]
+    fn a_password_holding_blanks_is_hidden_whole() {
+        for (given, shown) in [
+            ("redis://:hunter 2@h/", "redis://:***@h/"),
+            (
+                "postgres://bob:a b c@db:5432/app",
+                "postgres://bob:***@db:5432/app",
+            ),
+            ("redis://: lead@h/", "redis://:***@h/"),
+            ("redis://:a/b c@h/", "redis://:***@h/"),
+            (
+                "error: cannot open store redis://:hunter 2@h/: refused",
+                "error: cannot open store redis://:***@h/: refused",
+            ),
+            // All digits, as a port would be: still hidden, the blank cuts the authority.
+            ("redis://u:1234 5@h/", "redis://u:***@h/"),
+            // Lines and other URLs bound it.
+            (
+                "redis://:a b@h/ and postgres://u:p@db/x",
+                "redis://:***@h/ and postgres://u:***@db/x",
+            ),
+        ] {
+            assert_eq!(redact(given), shown, "{given}");
+        }
+        // Hosts with ports, and URLs with no `@` after them, are left alone.
+        for text in [
+            "redis://h:6379/ refused for app@db",
+            "redis+cluster://a:1,b:2/ refused for app@db",
+            "redis://[::1]:6379/0 refused for app@db",
+            "redis://h:6379 down\nmail ops@corp",
+            "postgres://db:5432 is down",
+            "redis://h:6379 and postgres://db:1/x",
+        ] {
+            assert_eq!(redact(text), text);
+        }
+    }
+
+    #[test]
     fn text_without_credentials_is_unchanged() {
         for text in [
             "file:./fairq-data",
@@ -274,6 +365,20 @@ mod tests {
         #[test]
         fn userinfo_passwords_are_hidden_whole(
             scheme in scheme(), user in "[a-z]{0,6}", pw in password(), host in host(), tail in tail()
+        ) {
+            prop_assume!(!tail.contains("pass") && !tail.contains("pwd") && !tail.contains("auth")
+                && !tail.contains("token") && !tail.contains("secret"));
+            let url = format!("{scheme}://{user}:{pw}@{host}{tail}");
+            prop_assert_eq!(redact(&url), format!("{scheme}://{user}:***@{host}{tail}"));
+            prop_assert_eq!(secrets(&url), vec![pw]);
+        }
+
+        /// Against the same model, passwords holding blanks (but no `@`, which would end the
+        /// user info of the first word, nor `/`, which a password must not hold unencoded).
+        #[test]
+        fn userinfo_passwords_holding_blanks_are_hidden_whole(
+            scheme in scheme(), user in "[a-z]{0,6}", pw in "[!-)+-.0-?A-~]{0,8}( [!-)+-.0-?A-~]{0,8}){1,3}",
+            host in host(), tail in tail()
         ) {
             prop_assume!(!tail.contains("pass") && !tail.contains("pwd") && !tail.contains("auth")
                 && !tail.contains("token") && !tail.contains("secret"));

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::str::FromStr;
 
 use crate::error::ConnectError;
-use crate::redact::redact;
+use crate::redact::{redact, MASK};
 
 /// A store named by URL:
 ///
@@ -24,6 +24,9 @@ use crate::redact::redact;
 ///   (`rediss+cluster://` with TLS) or `redis://host:port/?cluster=true` (discovered from one
 ///   node), see `fairq_redis::Target`;
 /// * `memory:`: a store inside this process, gone when it exits (tests, demos).
+///
+/// A URL other than `file:` cannot hold blanks or control characters (percent-encode
+/// them): the error does not show it, as a blank may be inside its password.
 ///
 /// Schemes may be in any case: the URL kept for the driver has its scheme in lower case
 /// (`POSTGRES://h/db` becomes `postgres://h/db`).
@@ -154,7 +157,25 @@ impl FromStr for StoreUrl {
                 "expected file:PATH, postgres://..., redis://... or memory:",
             ));
         };
-        match scheme.to_ascii_lowercase().as_str() {
+        let kind = scheme.to_ascii_lowercase();
+        if kind != "file" && s.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            // Not even redacted: where a blank cuts a URL, nothing tells its password from
+            // the rest for sure.
+            let is_scheme = kind
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'));
+            return Err(ConnectError::BadUrl {
+                url: if is_scheme {
+                    format!("{kind}:{MASK}")
+                } else {
+                    MASK.to_string()
+                },
+                reason: "a store URL cannot hold blanks or control characters (not shown, as \
+                         it may hold a password); percent-encode them, a blank as %20"
+                    .to_string(),
+            });
+        }
+        match kind.as_str() {
             "file" => {
                 // `file:///abs` and `file://rel` name the same folders as `file:/abs` and
                 // `file:rel`.
@@ -393,6 +414,32 @@ mod tests {
             "host=DB password=a:B"
         );
         assert_eq!(lowercase_scheme("no scheme"), "no scheme");
+    }
+
+    #[test]
+    fn blanks_and_control_characters_are_refused_without_showing_the_url() {
+        for (url, shown) in [
+            ("redis://:hunter 2@h/?prefix=", "redis:***"),
+            ("redis://:hunter 2@h/?prefix=p", "redis:***"),
+            ("POSTGRES://bob:hunter\t2@h/db", "postgres:***"),
+            ("postgres://bob:hunter2@h/db\n", "postgres:***"),
+            ("rediss://:hunter\u{0}2@h/", "rediss:***"),
+            ("mysql://u:hunter 2@h/db", "mysql:***"),
+            ("my sql://u:hunter2@h/db", "***"),
+            ("memory: hunter2", "memory:***"),
+        ] {
+            let err = url.parse::<StoreUrl>().unwrap_err();
+            let ConnectError::BadUrl { url: given, .. } = &err else {
+                panic!("{err:?}")
+            };
+            assert_eq!(given, shown);
+            for text in [err.to_string(), format!("{err:?}")] {
+                assert!(text.contains("cannot hold blanks"), "{text}");
+                assert!(!text.contains("hunter"), "{text}");
+            }
+        }
+        // A folder's name may hold blanks.
+        assert_eq!(parse("file:./my data"), Ok(file("./my data", None)));
     }
 
     #[test]
