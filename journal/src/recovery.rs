@@ -546,6 +546,18 @@ fn start_writer(
         }
         sealed.insert(l.id, Sealed { len: l.len });
     }
+    if let Some(prev) = torn_last
+        .and_then(|t| t.checked_sub(1))
+        .filter(|p| sealed.contains_key(p))
+    {
+        // The last segment was torn while it was being created, so the one before it was
+        // the writer's and may have been sealed without a sync: the header that said so was
+        // torn with it, and the new segment's header says the opposite. Synced here, as the
+        // last segment is above.
+        let path = dir.join(segment_name(name, prev));
+        let f = storage.open_append(&path).map_err(io_err(&path))?;
+        f.sync_data().map_err(io_err(&path))?;
+    }
     let new = torn_last.unwrap_or_else(|| last.map_or(1, |l| l.id + 1));
     let f = create_segment(storage, dir, name, new, false, config.file_mode)?;
     Ok((new, f, SEGMENT_HEADER_LEN as u64))

@@ -908,6 +908,45 @@ fn a_sync_after_reopening_covers_segments_an_earlier_run_sealed_without_sync() {
 }
 
 #[test]
+fn a_sync_after_reopening_covers_the_segment_before_a_next_one_left_empty_by_a_kill() {
+    // As above, but the process dies while it creates the next segment: that file is left
+    // empty or with a torn header, and the header that said its predecessor was sealed without a sync is gone with
+    // it. Opening removes the empty file; the segment before it must still be made durable.
+    for seed in 0..20 {
+        let (disk, config, q) = sealed_without_sync(seed);
+        drop(q);
+        let mut segs: Vec<String> = disk
+            .list_dir(Path::new("/j"))
+            .unwrap()
+            .into_iter()
+            .map(|e| e.name)
+            .filter(|n| n.ends_with(".seg"))
+            .collect();
+        segs.sort();
+        let newest = Path::new("/j").join(segs.last().unwrap());
+        let before = disk.read_all(&newest).unwrap();
+        assert_eq!(
+            before.len(),
+            28,
+            "seed {seed}: the newest segment holds no record"
+        );
+        // Even seeds: the file was created and nothing written; odd ones: its header torn.
+        let left = if seed % 2 == 0 { 0 } else { 11 };
+        disk.open_append(&newest).unwrap().set_len(left).unwrap();
+        let q = JournaledQueue::open("/j", "q", config.clone()).unwrap();
+        assert_eq!(q.recovery_report().removed_segments, vec![newest.clone()]);
+        q.sync().unwrap();
+        drop(q);
+        disk.crash();
+        let q = JournaledQueue::open("/j", "q", config).unwrap();
+        let got = drain(&q.reader("").unwrap());
+        let firsts: Vec<u8> = got.iter().map(|d| d[0]).collect();
+        assert_eq!(firsts, (0..30u8).collect::<Vec<_>>(), "seed {seed}");
+        q.close().unwrap();
+    }
+}
+
+#[test]
 fn a_torn_sealed_segment_without_the_unsynced_flag_is_corruption() {
     let disk = SimDisk::new(4);
     let config = JournalConfig {
