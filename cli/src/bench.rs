@@ -3,6 +3,7 @@
 //! enqueue-to-start and run latency percentiles.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -14,6 +15,7 @@ use crate::args::BenchArgs;
 use crate::error::CliError;
 use crate::output::{self, Output};
 use crate::progress;
+use crate::stop;
 use crate::tally::{lock, Tally};
 
 const KIND: &str = "bench";
@@ -186,6 +188,46 @@ pub async fn run_bench<B: Backend>(
     quiet: bool,
     cleanup: bool,
 ) -> Result<BenchReport, CliError> {
+    run_bench_until(
+        store,
+        store_name,
+        config,
+        quiet,
+        cleanup,
+        std::future::pending(),
+    )
+    .await
+}
+
+/// As [`run_bench`], but stops early once `stop` resolves: no more jobs are enqueued, the
+/// worker is shut down, the queue is cleaned up as `cleanup` says, and then the error `stop`
+/// gave is returned.
+///
+/// ```
+/// # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
+/// use std::sync::Arc;
+/// use fairq_cli::bench::{run_bench_until, BenchConfig};
+/// use fairq_cli::CliError;
+/// use fairq_worker::Backend;
+/// let store = Arc::new(fairq_worker::MemoryBackend::new());
+/// let config = BenchConfig { jobs: 200, ..BenchConfig::default() };
+/// let stop = async { CliError::Stopped("SIGINT") };
+/// let err = run_bench_until(Arc::clone(&store), "memory:", &config, true, true, stop)
+///     .await
+///     .unwrap_err();
+/// assert!(matches!(err, CliError::Stopped("SIGINT")));
+/// assert!(store.stats().await.unwrap().is_empty(), "nothing left behind");
+/// # });
+/// ```
+pub async fn run_bench_until<B: Backend>(
+    store: Arc<B>,
+    store_name: &str,
+    config: &BenchConfig,
+    quiet: bool,
+    cleanup: bool,
+    stop: impl Future<Output = CliError>,
+) -> Result<BenchReport, CliError> {
+    let mut stop = std::pin::pin!(stop);
     if let Some(problem) = config.problem() {
         return Err(CliError::Usage(problem.to_string()));
     }
@@ -218,7 +260,14 @@ pub async fn run_bench<B: Backend>(
     let bar = progress::bar(config.jobs as u64, "enqueue", quiet);
     let enqueue_start = Instant::now();
     let mut next = 0;
+    let mut stopped = None;
     while next < config.jobs {
+        // Checked between batches: a batch cut short might still be committed after the
+        // cleanup, and be left behind.
+        stopped = stop::requested(stop.as_mut()).await;
+        if stopped.is_some() {
+            break;
+        }
         let n = config.batch.min(config.jobs - next);
         let mut batch = Vec::with_capacity(n);
         for i in next..next + n {
@@ -274,19 +323,37 @@ pub async fn run_bench<B: Backend>(
             on_done.tally.record(report, &bar_done);
         })
         .build()?;
-    // The store's connections are opened and its statements prepared before the clock
-    // starts: the drain is timed, not connecting to the server (as the peers' harnesses time
-    // theirs, from a ready worker).
-    worker.warm_up().await?;
-    let run_start = Instant::now();
-    let handle = worker.start()?;
-    shared.tally.all_finished().await;
-    let run_elapsed = run_start.elapsed();
-    bar.finish_and_clear();
-    handle.shutdown(Duration::from_secs(10)).await;
+    if stopped.is_none() {
+        // The store's connections are opened and its statements prepared before the clock
+        // starts: the drain is timed, not connecting to the server (as the peers' harnesses
+        // time theirs, from a ready worker).
+        tokio::select! {
+            warm = worker.warm_up() => warm?,
+            err = stop.as_mut() => stopped = Some(err),
+        }
+    }
+    let mut run_elapsed = Duration::ZERO;
+    if stopped.is_none() {
+        let run_start = Instant::now();
+        let handle = worker.start()?;
+        tokio::select! {
+            () = shared.tally.all_finished() => {}
+            err = stop.as_mut() => stopped = Some(err),
+        }
+        run_elapsed = run_start.elapsed();
+        bar.finish_and_clear();
+        // Running jobs finish and prefetched ones are handed back: a cleanup after a stop
+        // finds every job of the queue.
+        handle.shutdown(Duration::from_secs(10)).await;
+    } else {
+        bar.finish_and_clear();
+    }
     if cleanup {
         // A queue the bench named itself goes entirely; one it was given keeps its history.
         crate::cleanup::clear_queue(&*store, &queue, config.queue.is_none()).await?;
+    }
+    if let Some(err) = stopped {
+        return Err(err);
     }
     if let Some(first) = shared.tally.first_failure() {
         return Err(CliError::Verdict(format!("a bench job failed: {first}")));

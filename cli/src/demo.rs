@@ -8,6 +8,8 @@
 //! (enqueue to handler start) and then simulates some work.
 
 use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -21,6 +23,7 @@ use crate::args::DemoArgs;
 use crate::error::CliError;
 use crate::output::{self, Output};
 use crate::progress;
+use crate::stop;
 use crate::tally::{lock, Tally};
 
 /// The tenant with the backlog.
@@ -243,13 +246,15 @@ fn demo_job(queue: &str, mode: Mode, tenant: &str, origin: Instant) -> Result<Ne
     })
 }
 
-/// Runs the workload once in `mode` on a fresh queue of `store`.
-async fn run_once<B: Backend>(
+/// Runs the workload once in `mode` on a fresh queue of `store`; once `stop` resolves, stops
+/// the workers, cleans up as `cleanup` says and returns the error `stop` gave.
+async fn run_once<B: Backend, F: Future<Output = CliError>>(
     store: &Arc<B>,
     config: &DemoConfig,
     mode: Mode,
     quiet: bool,
     cleanup: bool,
+    mut stop: Pin<&mut F>,
 ) -> Result<RunReport, CliError> {
     let queue = format!("demo-{}-{:08x}", mode.slug(), random_u64() as u32);
     let total = config.total_jobs();
@@ -266,6 +271,14 @@ async fn run_once<B: Backend>(
         backlog.push(demo_job(&queue, mode, HEAVY, state.origin)?);
     }
     for chunk in backlog.chunks(500) {
+        // Checked between chunks: a chunk cut short might still be committed after the
+        // cleanup, and be left behind.
+        if let Some(err) = stop::requested(stop.as_mut()).await {
+            if cleanup {
+                crate::cleanup::clear_queue(store, &queue, true).await?;
+            }
+            return Err(err);
+        }
         store.enqueue_many(chunk.to_vec()).await?;
     }
 
@@ -315,15 +328,21 @@ async fn run_once<B: Backend>(
         handles.push(worker.start()?);
     }
 
+    // Raised on a stop: the feeder and the wait for the last job end at their next wait,
+    // never inside an enqueue (one cut short might be committed after the cleanup).
+    let stopping = watch::Sender::new(false);
     // Light tenants submit one job each per wave, at fixed points of the heavy backlog.
     let feeder = async {
         let mut heavy = state.heavy_started.subscribe();
+        let mut stopped = stopping.subscribe();
         for wave in 0..config.light_jobs {
             let point = config.arrival_point(wave);
-            heavy
-                .wait_for(|n| *n >= point)
-                .await
-                .map_err(|_| CliError::Usage("the demo's workers stopped early".into()))?;
+            tokio::select! {
+                reached = heavy.wait_for(|n| *n >= point) => {
+                    reached.map_err(|_| CliError::Usage("the demo's workers stopped early".into()))?;
+                }
+                _ = stopped.wait_for(|s| *s) => break,
+            }
             let mut jobs = Vec::with_capacity(config.light_tenants);
             for tenant in 0..config.light_tenants {
                 jobs.push(demo_job(
@@ -338,13 +357,30 @@ async fn run_once<B: Backend>(
         Ok::<(), CliError>(())
     };
     let all_done = async {
-        state.tally.all_finished().await;
+        let mut stopped = stopping.subscribe();
+        tokio::select! {
+            () = state.tally.all_finished() => {}
+            _ = stopped.wait_for(|s| *s) => {}
+        }
         Ok::<(), CliError>(())
     };
     let limit = Duration::from_secs(300);
-    let outcome = tokio::time::timeout(limit, async { tokio::try_join!(feeder, all_done) }).await;
+    let run = tokio::time::timeout(limit, async { tokio::try_join!(feeder, all_done) });
+    let mut run = std::pin::pin!(run);
+    let outcome = tokio::select! {
+        outcome = &mut run => outcome,
+        err = stop => {
+            stopping.send_replace(true);
+            let _ = run.await;
+            // Returned as the run's error once the workers stopped and the queue is cleaned
+            // up.
+            Ok(Err(err))
+        }
+    };
     let elapsed = started.elapsed();
     bar.finish_and_clear();
+    // Running jobs finish and prefetched ones are handed back: a cleanup after a stop finds
+    // every job of the queue.
     for handle in handles {
         handle.shutdown(Duration::from_secs(5)).await;
     }
@@ -460,6 +496,45 @@ pub async fn run_demo<B: Backend>(
     quiet: bool,
     cleanup: bool,
 ) -> Result<DemoReport, CliError> {
+    run_demo_until(
+        store,
+        store_name,
+        config,
+        quiet,
+        cleanup,
+        std::future::pending(),
+    )
+    .await
+}
+
+/// As [`run_demo`], but stops early once `stop` resolves: the workers are shut down, the
+/// queue of the run under way is cleaned up as `cleanup` says, and then the error `stop`
+/// gave is returned.
+///
+/// ```
+/// # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
+/// use std::sync::Arc;
+/// use fairq_cli::demo::{run_demo_until, DemoConfig};
+/// use fairq_cli::CliError;
+/// use fairq_worker::Backend;
+/// let store = Arc::new(fairq_worker::MemoryBackend::new());
+/// let stop = async { CliError::Stopped("SIGTERM") };
+/// let err = run_demo_until(Arc::clone(&store), "memory:", &DemoConfig::default(), true, true, stop)
+///     .await
+///     .unwrap_err();
+/// assert!(matches!(err, CliError::Stopped("SIGTERM")));
+/// assert!(store.stats().await.unwrap().is_empty(), "nothing left behind");
+/// # });
+/// ```
+pub async fn run_demo_until<B: Backend>(
+    store: Arc<B>,
+    store_name: &str,
+    config: &DemoConfig,
+    quiet: bool,
+    cleanup: bool,
+    stop: impl Future<Output = CliError>,
+) -> Result<DemoReport, CliError> {
+    let mut stop = std::pin::pin!(stop);
     if let Some(problem) = config.problem() {
         return Err(CliError::Usage(problem));
     }
@@ -469,9 +544,17 @@ pub async fn run_demo<B: Backend>(
         light_jobs: 1,
         ..config.clone()
     };
-    run_once(&store, &warm_up, Mode::FairByKey, true, cleanup).await?;
-    let fifo = run_once(&store, config, Mode::Fifo, quiet, cleanup).await?;
-    let fair = run_once(&store, config, Mode::FairByKey, quiet, cleanup).await?;
+    run_once(
+        &store,
+        &warm_up,
+        Mode::FairByKey,
+        true,
+        cleanup,
+        stop.as_mut(),
+    )
+    .await?;
+    let fifo = run_once(&store, config, Mode::Fifo, quiet, cleanup, stop.as_mut()).await?;
+    let fair = run_once(&store, config, Mode::FairByKey, quiet, cleanup, stop).await?;
     let verdict = verdict(&fifo, &fair);
     Ok(DemoReport {
         store: store_name.to_string(),

@@ -31,6 +31,7 @@ mod salvage;
 mod scrub;
 pub mod serve;
 mod signals;
+mod stop;
 mod store;
 mod tally;
 pub mod values;
@@ -206,18 +207,13 @@ pub async fn execute(cli: Cli, out: &mut Output) -> Result<(), CliError> {
             let store = store::open(&url, &options, Create).await?;
             // A shared store keeps nothing of the demo; a scratch one disappears anyway.
             let cleanup = cli.store.is_some() && !store.is_ephemeral();
-            // On a signal, return at once so the scratch folder is removed on the way out.
+            // On a signal the demo stops its workers and cleans up before it returns; the
+            // scratch folder is removed on the way out.
             let name = url.to_string();
-            let report = tokio::select! {
-                report = demo::run_demo(
-                    Arc::new(store),
-                    &name,
-                    &config,
-                    cli.quiet,
-                    cleanup,
-                ) => report?,
-                signal = signals.recv() => return Err(CliError::Stopped(signal?)),
-            };
+            let (stopper, stop) = stop::channel();
+            let run =
+                demo::run_demo_until(Arc::new(store), &name, &config, cli.quiet, cleanup, stop);
+            let report = stop::on_signal(run, stopper, &mut signals).await?;
             demo::print(&report, out)?;
             if report.verdict.fair_wins {
                 Ok(())
@@ -237,17 +233,12 @@ pub async fn execute(cli: Cli, out: &mut Output) -> Result<(), CliError> {
             let pool = config.concurrency.saturating_add(4).max(options.pool_size);
             let store = store::open(&url, &options.clone().pool_size(pool), Create).await?;
             let cleanup = !args.keep && !store.is_ephemeral();
+            // On a signal the bench stops its worker and cleans up before it returns.
             let name = url.to_string();
-            let report = tokio::select! {
-                report = bench::run_bench(
-                    Arc::new(store),
-                    &name,
-                    &config,
-                    cli.quiet,
-                    cleanup,
-                ) => report?,
-                signal = signals.recv() => return Err(CliError::Stopped(signal?)),
-            };
+            let (stopper, stop) = stop::channel();
+            let run =
+                bench::run_bench_until(Arc::new(store), &name, &config, cli.quiet, cleanup, stop);
+            let report = stop::on_signal(run, stopper, &mut signals).await?;
             bench::print(&report, out)
         }
         Command::Enqueue(args) => {

@@ -871,6 +871,78 @@ fn an_interrupted_demo_removes_its_scratch_folder() {
     assert_eq!(std::fs::read_dir(scratch.path()).unwrap().count(), 0);
 }
 
+/// Starts `fairq --store STORE ARGS` in `dir` with the worker's trace events on stderr,
+/// reads them until a claim of a queue named `queue...`, then sends SIGINT: the exit code
+/// and everything it printed on stderr.
+#[cfg(unix)]
+fn interrupt_at_first_claim(
+    dir: &std::path::Path,
+    store: &str,
+    args: &[&str],
+    queue: &str,
+) -> (Option<i32>, String) {
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("fairq"))
+        .current_dir(dir)
+        .env_remove("FAIRQ_STORE")
+        .env("RUST_LOG", "fairq_worker=trace")
+        .args(["--store", store])
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let guard = KillOnDrop(child.id().to_string());
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let claimed = format!("queue={queue}");
+    let mut seen = String::new();
+    loop {
+        let line = read_until(&mut stderr, "claim returned");
+        seen.push_str(&line);
+        if line.lines().last().is_some_and(|l| l.contains(&claimed)) {
+            break;
+        }
+    }
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    std::io::Read::read_to_string(&mut stderr, &mut seen).unwrap();
+    // Its stderr closed: it has ended, and its id is not to be signalled once reaped.
+    std::mem::forget(guard);
+    (child.wait().unwrap().code(), seen)
+}
+
+/// Ctrl-C while `bench` or `demo` runs on a shared store stops their workers and removes
+/// their queues before they exit: `stats` shows nothing left behind.
+#[cfg(unix)]
+#[test]
+fn an_interrupted_bench_or_demo_leaves_no_queue_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = format!("file:{}", dir.path().join("store").display());
+    for (args, queue) in [
+        (
+            &[
+                "bench", "-n", "20000", "-c", "2", "--work", "10ms", "--quiet",
+            ][..],
+            "bench-",
+        ),
+        (
+            &["demo", "--heavy-jobs", "20000", "--work", "10ms", "--quiet"][..],
+            "demo-fifo-",
+        ),
+    ] {
+        let (code, stderr) = interrupt_at_first_claim(dir.path(), &store, args, queue);
+        assert_eq!(code, Some(1), "{args:?}: {stderr}");
+        assert!(
+            stderr.ends_with("error: stopped by SIGINT\n"),
+            "{args:?}: {stderr}"
+        );
+        let left = json(dir.path(), &store, &["stats"]);
+        assert_eq!(left, serde_json::json!([]), "{args:?} left a queue behind");
+    }
+}
+
 /// A command that does not run until stopped keeps the default signal action: Ctrl-C ends
 /// `enqueue` while it waits for its payload on stdin (it used to swallow the signal).
 #[test]
