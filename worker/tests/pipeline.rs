@@ -625,6 +625,64 @@ async fn a_settlement_failing_for_longer_than_a_lease_leaves_its_jobs_to_a_rescu
     assert!(worker.shutdown(Duration::from_secs(5)).await.is_clean());
 }
 
+/// A settlement the store recorded but whose answer was lost is sent again, and the store
+/// refuses each entry as no longer running: the worker reads the jobs and reports what they
+/// became, once, with the hooks of a recorded outcome and no error of its own.
+#[tokio::test(start_paused = true)]
+async fn a_settlement_recorded_before_its_answer_was_lost_is_reported_as_recorded() {
+    let clock = ManualClock::new(START);
+    let store = Probe::new(MemoryBackend::with_clock(clock.clone()));
+    store.lose_settle_answers.store(3, Ordering::SeqCst);
+    let (on_error, seen) = errors();
+    let dead: Arc<Mutex<Vec<JobId>>> = Arc::default();
+    let died = Arc::clone(&dead);
+    let (worker, mut reports) = start_with(
+        &store,
+        QueueConfig::default().concurrency(1).prefetch(0),
+        Handlers::new()
+            .on("ok", |_job: Job| async { Ok::<_, String>(()) })
+            .on("bad", |_job: Job| async {
+                Err::<(), _>(fairq_worker::Failure::permanent("bad payload"))
+            })
+            .on("flaky", |_job: Job| async { Err::<(), _>("try later") }),
+        |b| {
+            b.on_error(on_error)
+                .on_dead(move |d| died.lock().unwrap().push(d.job.claim.id))
+        },
+    );
+    let mut ids = Vec::new();
+    for kind in ["ok", "bad", "flaky"] {
+        // The retry is due a minute later, so the record read below is the first attempt's.
+        let policy = RetryPolicy::new(3).with_delays([Duration::from_secs(60)]);
+        let job = NewJob::new("q", kind, vec![]).retry(policy);
+        ids.push(store.enqueue(job).await.unwrap());
+        let report = recv_n(&mut reports, 1).await.remove(0);
+        assert_eq!(report.job.claim.id, *ids.last().unwrap());
+        let info = store.get(report.job.claim.id).await.unwrap().unwrap();
+        let expected = match info.state {
+            State::Succeeded { .. } => JobOutcome::Succeeded,
+            State::Dead { .. } => JobOutcome::Dead,
+            State::Retrying { run_at } => JobOutcome::Retry { run_at },
+            other => panic!("{kind}: {other:?}"),
+        };
+        assert_eq!(report.outcome, expected, "{kind}");
+    }
+    assert_eq!(
+        store.calls().settles.len(),
+        6,
+        "each batch went twice: recorded, then refused"
+    );
+    assert_eq!(dead.lock().unwrap().clone(), [ids[1]], "on_dead once");
+    assert_eq!(
+        seen.lock().unwrap().clone(),
+        [(Operation::Settle, None, false); 3],
+        "only the calls that failed are errors"
+    );
+    assert!(reports.try_recv().is_err(), "each attempt reported once");
+    let report = worker.shutdown(Duration::from_secs(5)).await;
+    assert!(report.is_clean(), "{report:?}");
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_job_buffered_too_long_is_handed_back() {
     let store = Probe::new(MemoryBackend::new());

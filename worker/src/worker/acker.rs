@@ -6,7 +6,10 @@
 //! gathered or the oldest has waited [`settle_window`], with at most [`settles_in_flight`]
 //! calls outstanding. A call that fails as a whole is sent again with backoff, never dropped:
 //! its jobs stay claimed, so giving up (only at the shutdown deadline) leaves them to lease
-//! expiry. An entry the store refuses on its own (a stale lease) is reported and not retried.
+//! expiry. An entry the store refuses on its own (a stale lease) is reported and not retried,
+//! except that when a batch was sent again, a refusal because the job is no longer held may
+//! only mean that the first call was recorded and its answer lost: the acker then reads the
+//! job and reports the outcome its record shows, as if the first answer had arrived.
 //!
 //! The heartbeater renews the leases of finished jobs until their batch is answered, so a
 //! short stall of the store costs no second run. Once a batch has been failing for longer
@@ -43,13 +46,16 @@ use crate::backend::Backend;
 use crate::error::BackendError;
 use crate::job::{Claim, JobId};
 use crate::settle::{Each, Finished, Settled};
-use fairq_core::job::Millis;
+use fairq_core::job::{Millis, Outcome, State, TransitionError};
 
 /// A batch the store answered.
 struct Answered {
     flight: u64,
     batch: Vec<Done>,
     answers: Each<Settled>,
+    /// The batch was sent again after a call that failed as a whole: that call may have been
+    /// recorded, and its answer lost.
+    resent: bool,
 }
 
 /// Runs one queue's acker until its inbox closes and everything is settled, or until
@@ -153,6 +159,7 @@ async fn flush<B: Backend>(
     let lease = queue.config.get_lease();
     // Past this, a batch still failing leaves its jobs' leases to expire.
     let mut renew_until = Some(later(Instant::now(), lease));
+    let mut resent = false;
     loop {
         let entries: Vec<Finished> = batch
             .iter()
@@ -194,10 +201,12 @@ async fn flush<B: Backend>(
                     flight,
                     batch,
                     answers,
+                    resent,
                 };
             }
             Err(source) => {
                 shared.report(&queue.name, Operation::Settle, None, source);
+                resent = true;
                 let wake = later(Instant::now(), backoff.next_delay());
                 if let Some(until) = renew_until.filter(|until| *until <= wake) {
                     tokio::time::sleep_until(until).await;
@@ -251,15 +260,7 @@ async fn report<B: Backend>(
             Ok(Settled::Retry { run_at }) => JobOutcome::Retry { run_at },
             Ok(Settled::Dead { .. }) => JobOutcome::Dead,
             Err(source) => {
-                let _in = done.span.enter();
-                let operation = if done.result.is_ok() {
-                    Operation::Complete
-                } else {
-                    Operation::Fail
-                };
-                shared.report(&queue.name, operation, Some(done.job.claim.id), source);
-                tracing::warn!("the store did not record the outcome; the job will be rescued");
-                JobOutcome::Unrecorded
+                refused(shared, queue, &done, source, answered.resent, &mut give_up).await
             }
         };
         reports.push((done, outcome));
@@ -314,6 +315,101 @@ async fn report<B: Backend>(
     }
     queue.settled(claims.into_iter());
     health::check(shared, queue);
+}
+
+/// The outcome of an entry the store refused. A refusal of an entry sent again, because the
+/// job is no longer held under the attempt's lease, may only mean that the first call was
+/// recorded and its answer lost: the job's record then shows this attempt's outcome, which
+/// is reported as recorded (hooks and metrics once, no error). Otherwise the refusal is
+/// reported to `on_error` and the outcome is unrecorded.
+async fn refused<B: Backend>(
+    shared: &Shared<B>,
+    queue: &QueueRuntime,
+    done: &Done,
+    source: BackendError,
+    resent: bool,
+    give_up: &mut watch::Receiver<bool>,
+) -> JobOutcome {
+    let no_longer_held = matches!(
+        &source,
+        BackendError::Transition {
+            source: TransitionError::NotRunning { .. } | TransitionError::StaleLease { .. },
+            ..
+        }
+    );
+    let recorded = if resent && no_longer_held {
+        recorded_before(shared, done, give_up).await
+    } else {
+        None
+    };
+    let _in = done.span.enter();
+    if let Some(outcome) = recorded {
+        tracing::info!(
+            ?outcome,
+            "a settlement sent again was refused, but the store had recorded the first one"
+        );
+        return outcome;
+    }
+    let operation = if done.result.is_ok() {
+        Operation::Complete
+    } else {
+        Operation::Fail
+    };
+    shared.report(&queue.name, operation, Some(done.job.claim.id), source);
+    if resent && no_longer_held {
+        tracing::warn!(
+            "the store refused the outcome sent again after a failed call: the first call may \
+             have recorded it, or the job's lease was lost; the job's record does not tell"
+        );
+    } else {
+        tracing::warn!("the store did not record the outcome; the job will be rescued");
+    }
+    JobOutcome::Unrecorded
+}
+
+/// What the store recorded for `done`'s attempt, read from the job: `Some` when the job's
+/// record is this attempt's outcome (no later attempt started, and the state and error are
+/// what this attempt's settlement makes of it); `None` when that cannot be told (the job was
+/// rescued, has moved on, or the store did not answer before `give_up`).
+async fn recorded_before<B: Backend>(
+    shared: &Shared<B>,
+    done: &Done,
+    give_up: &mut watch::Receiver<bool>,
+) -> Option<JobOutcome> {
+    let id = done.job.claim.id;
+    let read = guard::call("get", shared.backend.get(id));
+    let info = match sweep::unless_given_up(read, give_up).await? {
+        Ok(Some(info)) => info,
+        Ok(None) => return None,
+        Err(error) => {
+            tracing::debug!(job.id = %id, %error, "could not read the job whose settlement was refused");
+            return None;
+        }
+    };
+    if info.attempts != done.job.attempt {
+        return None;
+    }
+    match (&done.result, info.state) {
+        (Ok(()), State::Succeeded { .. }) => Some(JobOutcome::Succeeded),
+        (Err(failure), state) => {
+            // A rescue leaves a lease-expired error of its own.
+            if info.last_error.as_deref() != Some(&*failure.stored_message()) {
+                return None;
+            }
+            // Whether the policy retries depends on the attempt only, not on time or jitter.
+            let verdict = Finished::new(&done.job, Err(failure.clone())).verdict(0, 0)?;
+            match (verdict, state) {
+                (Outcome::Retry { .. }, State::Retrying { run_at }) => {
+                    Some(JobOutcome::Retry { run_at })
+                }
+                (Outcome::Dead { reason }, State::Dead { reason: was, .. }) if reason == was => {
+                    Some(JobOutcome::Dead)
+                }
+                _ => None,
+            }
+        }
+        _ => None,
+    }
 }
 
 /// Feeds the recorded retries of a batch to the queue's sweep, in batch order; returns when

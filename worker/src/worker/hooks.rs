@@ -136,7 +136,10 @@ pub enum JobOutcome {
     /// The store recorded the failure and the job is dead.
     Dead,
     /// The store did not record the result (the lease was lost, or the store kept failing):
-    /// the job will be rescued and run again.
+    /// the job will be rescued and run again. Also the answer when the store refused an
+    /// outcome sent again after a call whose answer was lost, and the job's record did not
+    /// show whether that call was recorded (when it shows that it was, the outcome it
+    /// recorded is reported instead).
     Unrecorded,
 }
 

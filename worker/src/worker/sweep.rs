@@ -178,7 +178,7 @@ pub(crate) async fn hold<B: Backend>(
 }
 
 /// The output of `call`, or `None` if `give_up` is raised first.
-async fn unless_given_up<T>(
+pub(crate) async fn unless_given_up<T>(
     call: impl Future<Output = T>,
     give_up: &mut watch::Receiver<bool>,
 ) -> Option<T> {

@@ -85,6 +85,10 @@ pub struct Probe {
     pub heartbeat_gate: Option<Arc<Semaphore>>,
     /// Fail this many of the next `release` calls that carry jobs, as a whole (transient).
     pub fail_releases: Arc<AtomicUsize>,
+    /// This many of the next settlement calls are applied to the store and then fail as a
+    /// whole (transient): the store recorded them, and the answer is lost. (A combined
+    /// settle-and-claim so affected settles only: its claim is not made.)
+    pub lose_settle_answers: Arc<AtomicUsize>,
 }
 
 /// Takes a permit of `gate`, if any, for good.
@@ -117,6 +121,7 @@ impl Probe {
             rescue_gate: None,
             heartbeat_gate: None,
             fail_releases: Arc::default(),
+            lose_settle_answers: Arc::default(),
         }
     }
 
@@ -232,6 +237,9 @@ impl Backend for Probe {
             this.before_settle(&batch).await?;
             let answers = this.inner.settle(batch).await;
             this.before_answer().await;
+            if take_one(&this.lose_settle_answers) {
+                return Err(down());
+            }
             answers
         }
     }
@@ -246,6 +254,10 @@ impl Backend for Probe {
         let queue = queue.to_string();
         async move {
             this.before_settle(&batch).await?;
+            if take_one(&this.lose_settle_answers) {
+                this.inner.settle(batch).await?;
+                return Err(down());
+            }
             this.before_claim(max).await;
             let both = this
                 .inner
