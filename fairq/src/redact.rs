@@ -12,7 +12,8 @@
 //!   `&sslpassword=VALUE`, and key-value connection strings such as `host=db password=VALUE`
 //!   or `password='VALUE'`. The value runs to the next `&`, `;`, blank or end (or to the
 //!   closing quote); a `:` just before a blank is taken as the punctuation of a message
-//!   (`...?password=***: connection refused`).
+//!   (`...?password=***: connection refused`). Other parameters' values hide nothing: a
+//!   credential after one holding a quote (`?x='&password=VALUE`) is hidden all the same.
 //!
 //! Hidden parts become `***`; user names, hosts, ports and other parameters stay readable.
 
@@ -237,8 +238,13 @@ fn credential_parameters(text: &str) -> Vec<Range<usize>> {
         };
         if CREDENTIAL_NAMES.iter().any(|c| name.contains(c)) {
             found.push(value_start..value_end);
+            i = value_end.max(i + 1);
+        } else {
+            // Another parameter's value hides nothing: a quote in it may never close
+            // (`x='&password=...`) or close only past a credential, so the scan goes on
+            // inside it.
+            i = value_start.max(i + 1);
         }
-        i = value_end.max(i + 1);
     }
     found
 }
@@ -322,6 +328,31 @@ mod tests {
             "redis://h:6379 and postgres://db:1/x",
         ] {
             assert_eq!(redact(text), text);
+        }
+    }
+
+    #[test]
+    fn a_quote_in_another_value_hides_no_credential_after_it() {
+        for (given, shown) in [
+            (
+                "postgres://h/db?x='&password=hunter2",
+                "postgres://h/db?x='&password=***",
+            ),
+            (
+                "postgres://h/db?x='a&password=hunter2&y='b",
+                "postgres://h/db?x='a&password=***&y='b",
+            ),
+            (
+                "host=h options='-c x' password=hunter2",
+                "host=h options='-c x' password=***",
+            ),
+            (
+                "host=h application_name='it password=hunter2",
+                "host=h application_name='it password=***",
+            ),
+            ("x=a,token=hunter2", "x=a,token=***"),
+        ] {
+            assert_eq!(redact(given), shown, "{given}");
         }
     }
 
@@ -413,6 +444,23 @@ mod tests {
             prop_assume!(!pw.ends_with(':'));
             let kv = format!("host={host} {name}={pw} dbname=x");
             prop_assert_eq!(redact(&kv), format!("host={host} {name}=*** dbname=x"));
+        }
+
+        /// Whatever another parameter's value holds, a credential after it is hidden.
+        #[test]
+        fn no_other_value_hides_a_credential_after_it(
+            junk in "[ -~]{0,12}",
+            name in "(?i-u)(password|sslpassword|token)",
+            pw in "[A-Z]{8,12}",
+            kv in proptest::bool::ANY,
+        ) {
+            prop_assume!(!junk.contains(&pw));
+            let text = if kv {
+                format!("host=h x={junk} {name}={pw}")
+            } else {
+                format!("postgres://h/db?x={junk}&{name}={pw}")
+            };
+            prop_assert!(!redact(&text).contains(&pw), "{}", redact(&text));
         }
 
         /// Whatever the text, redaction never panics, and redacting twice changes nothing more.
