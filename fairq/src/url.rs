@@ -25,6 +25,9 @@ use crate::redact::{redact, MASK};
 ///   node), see `fairq_redis::Target`;
 /// * `memory:`: a store inside this process, gone when it exits (tests, demos).
 ///
+/// The names and values of the parameters taken out of a server URL are percent-decoded,
+/// as the drivers decode the others: `?prefix=app%3Ajobs` is the prefix `app:jobs`.
+///
 /// A URL other than `file:` cannot hold blanks or control characters (percent-encode
 /// them): the error does not show it, as a blank may be inside its password.
 ///
@@ -280,12 +283,17 @@ pub(crate) fn take_param(url: &str, name: &str) -> Result<(String, Option<String
     let mut value = None;
     let mut kept = Vec::new();
     for pair in query.split('&').filter(|p| !p.is_empty()) {
+        // Names and values are percent-decoded, as the drivers decode the parameters they
+        // take (`prefix=app%3Ajobs` is `app:jobs`).
         match pair.split_once('=') {
-            Some((key, v)) if key == name => {
+            Some((key, v)) if percent_decode(key).as_deref() == Some(name) => {
+                let Some(v) = percent_decode(v) else {
+                    return Err(format!("{name}= is not UTF-8 once percent-decoded"));
+                };
                 if v.is_empty() {
                     return Err(format!("{name}= needs a value"));
                 }
-                value = Some(v.to_string());
+                value = Some(v);
             }
             _ => kept.push(pair),
         }
@@ -300,6 +308,14 @@ pub(crate) fn take_param(url: &str, name: &str) -> Result<(String, Option<String
         url.push_str(fragment);
     }
     Ok((url, value))
+}
+
+/// `s` with its `%XX` escapes decoded, or `None` when that is not UTF-8.
+fn percent_decode(s: &str) -> Option<String> {
+    percent_encoding::percent_decode_str(s)
+        .decode_utf8()
+        .ok()
+        .map(|decoded| decoded.into_owned())
 }
 
 impl fmt::Display for StoreUrl {
@@ -440,6 +456,34 @@ mod tests {
         }
         // A folder's name may hold blanks.
         assert_eq!(parse("file:./my data"), Ok(file("./my data", None)));
+    }
+
+    #[test]
+    fn the_parameters_taken_out_are_percent_decoded() {
+        assert_eq!(
+            parse("redis://h/?prefix=app%3Ajobs&db=%31"),
+            Ok(StoreUrl::Redis {
+                url: "redis://h/?db=%31".into(),
+                prefix: Some("app:jobs".into()),
+                keep_succeeded: None,
+            })
+        );
+        assert_eq!(
+            parse("postgres://h/db?sch%65ma=my%5Fjobs&keep%5Fsucceeded=fals%65&sslmode=%72equire"),
+            Ok(StoreUrl::Postgres {
+                url: "postgres://h/db?sslmode=%72equire".into(),
+                schema: Some("my_jobs".into()),
+                keep_succeeded: Some(false),
+            })
+        );
+        let err = parse("redis://:hunter2@h/?prefix=%FF").unwrap_err();
+        assert!(err.contains("prefix= is not UTF-8"), "{err}");
+        assert!(!err.contains("hunter2"), "{err}");
+        // A name that does not decode to UTF-8 is no parameter of the facade's.
+        assert_eq!(
+            take_param("redis://h/?pre%FFfix=x", "prefix"),
+            Ok(("redis://h/?pre%FFfix=x".to_string(), None))
+        );
     }
 
     #[test]
