@@ -1526,6 +1526,74 @@ async fn a_handler_past_its_timeout_is_dropped_and_its_attempt_fails() {
     assert!(worker.shutdown(Duration::from_secs(5)).await.is_clean());
 }
 
+/// The next job report, failing the test if the worker fails first (or nothing comes within
+/// a minute of paused time).
+async fn next_unless_failed<B: Backend>(
+    worker: &WorkerHandle<B>,
+    rx: &mut mpsc::UnboundedReceiver<JobReport>,
+) -> JobReport {
+    let report = async {
+        tokio::select! {
+            biased;
+            () = worker.failed() => panic!("the worker failed: {:?}", worker.task_failures()),
+            report = rx.recv() => report.expect("worker running"),
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(60), report)
+        .await
+        .expect("a job was reported")
+}
+
+/// A handler whose future panics when it is dropped at its timeout fails its attempt as
+/// timed out: the panic stays the handler's, and the worker's slot (and the worker) go on.
+#[tokio::test(start_paused = true)]
+async fn a_handler_that_panics_when_dropped_at_its_timeout_only_times_out() {
+    struct PanicOnDrop;
+    impl Drop for PanicOnDrop {
+        fn drop(&mut self) {
+            panic!("the handler's guard panicked while dropped");
+        }
+    }
+    let store = Probe::new(MemoryBackend::new());
+    let handlers = Handlers::new()
+        .on("stuck", |_job: Job| async {
+            let _guard = PanicOnDrop;
+            std::future::pending::<Result<(), String>>().await
+        })
+        .on("ok", |_job: Job| async { Ok::<_, String>(()) });
+    let (worker, mut rx) = start_with(
+        &store,
+        QueueConfig::default().concurrency(1),
+        handlers,
+        |b| b.kind_timeout("stuck", Duration::from_secs(1)),
+    );
+    let policy = RetryPolicy::new(3).with_delays([Duration::from_secs(60)]);
+    let stuck = store
+        .enqueue(NewJob::new("q", "stuck", vec![]).retry(policy))
+        .await
+        .unwrap();
+    let report = next_unless_failed(&worker, &mut rx).await;
+    assert_eq!(report.job.claim.id, stuck);
+    assert!(
+        matches!(report.outcome, JobOutcome::Retry { .. }),
+        "{report:?}"
+    );
+    assert_eq!(
+        report.result.unwrap_err().message,
+        "timed out after 1s: the handler was stopped"
+    );
+    // The slot goes on with the next job.
+    let ok = enqueue(&store, "ok", 1).await[0];
+    let report = next_unless_failed(&worker, &mut rx).await;
+    assert_eq!(
+        (report.job.claim.id, report.outcome),
+        (ok, JobOutcome::Succeeded)
+    );
+    assert!(worker.task_failures().is_empty());
+    let report = worker.shutdown(Duration::from_secs(5)).await;
+    assert!(report.is_clean(), "{report:?}");
+}
+
 #[test]
 fn a_zero_timeout_is_refused() {
     let err = Worker::builder(MemoryBackend::new())

@@ -247,7 +247,8 @@ impl QueueConfig {
     }
 
     /// Stops a handler that runs longer than `timeout`: its future is dropped and the
-    /// attempt fails (retryably) with a message naming the timeout. Default: no timeout. A
+    /// attempt fails (retryably) with a message naming the timeout (also when dropping the
+    /// future panics: that panic is logged). Default: no timeout. A
     /// per-kind timeout ([`WorkerBuilder::kind_timeout`](crate::WorkerBuilder::kind_timeout))
     /// takes precedence.
     ///

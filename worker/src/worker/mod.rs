@@ -275,8 +275,9 @@ impl<B: Backend> WorkerBuilder<B> {
     }
 
     /// Stops handlers of jobs of `kind` that run longer than `timeout`: the handler's future
-    /// is dropped and the attempt fails (retryably) with a message naming the timeout. Takes
-    /// precedence over the queue's [`QueueConfig::timeout`].
+    /// is dropped and the attempt fails (retryably) with a message naming the timeout (also
+    /// when dropping the future panics: that panic is logged). Takes precedence over the
+    /// queue's [`QueueConfig::timeout`].
     ///
     /// ```
     /// use std::time::Duration;

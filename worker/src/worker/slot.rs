@@ -4,6 +4,7 @@
 //!
 //! Slots start on demand, up to the queue's concurrency, and live until shutdown.
 
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,6 +20,7 @@ use super::stop::{StopSignal, with_signal};
 use super::supervise::supervised;
 use super::task_failure::WorkerTask;
 use crate::backend::Backend;
+use crate::handler::panic_message;
 use crate::job::{Failure, Job};
 
 /// Buffers jobs a claim took (in claim order), wakes idle slots and starts new ones for the
@@ -292,7 +294,8 @@ async fn supervise<B: Backend>(
         let ran = handler.await;
         return (ran.result, ran.returned);
     }
-    tokio::pin!(handler);
+    // Boxed, so that it can be dropped at the timeout under `catch_unwind`.
+    let mut handler = Box::pin(handler);
     let started = Instant::now();
     let slow = sleep_or_never(slow_after);
     tokio::pin!(slow);
@@ -303,14 +306,7 @@ async fn supervise<B: Backend>(
         tokio::select! {
             biased;
             ran = &mut handler => return (ran.result, ran.returned),
-            () = &mut limit => {
-                let limit = timeout.unwrap_or_default();
-                tracing::warn!(timeout_ms = limit.as_millis() as u64, "job handler timed out");
-                let failure = Failure::retryable(format!(
-                    "timed out after {limit:?}: the handler was stopped"
-                ));
-                return (Err(failure), false);
-            }
+            () = &mut limit => break,
             () = &mut slow, if watching => {
                 watching = false;
                 let running_for = started.elapsed();
@@ -320,6 +316,24 @@ async fn supervise<B: Backend>(
             }
         }
     }
+    let limit = timeout.unwrap_or_default();
+    tracing::warn!(
+        timeout_ms = limit.as_millis() as u64,
+        "job handler timed out"
+    );
+    // Stopping the handler drops its future, which runs the handler's own code (its locals'
+    // destructors): a panic there is the handler's, as a panic while it ran would be, and
+    // must not end the slot. The attempt failed by timing out either way.
+    if let Err(panic) = std::panic::catch_unwind(AssertUnwindSafe(move || drop(handler))) {
+        tracing::warn!(
+            panic = %panic_message(panic.as_ref()),
+            "job handler panicked while being stopped at its timeout"
+        );
+    }
+    let failure = Failure::retryable(format!(
+        "timed out after {limit:?}: the handler was stopped"
+    ));
+    (Err(failure), false)
 }
 
 async fn sleep_or_never(after: Option<Duration>) {
