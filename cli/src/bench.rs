@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use fairq_core::stats::{Histogram, Summary};
-use fairq_worker::{random_u64, Backend, Job, JobId, NewJob, QueueConfig, Worker};
+use fairq_worker::{random_u64, Inspect, Job, JobId, NewJob, QueueConfig, Worker};
 use serde::{Deserialize, Serialize};
 
 use crate::args::BenchArgs;
@@ -181,7 +181,7 @@ struct Shared {
 /// assert!(report.run_per_sec > 0.0);
 /// # });
 /// ```
-pub async fn run_bench<B: Backend>(
+pub async fn run_bench<B: Inspect>(
     store: Arc<B>,
     store_name: &str,
     config: &BenchConfig,
@@ -219,7 +219,7 @@ pub async fn run_bench<B: Backend>(
 /// assert!(store.stats().await.unwrap().is_empty(), "nothing left behind");
 /// # });
 /// ```
-pub async fn run_bench_until<B: Backend>(
+pub async fn run_bench_until<B: Inspect>(
     store: Arc<B>,
     store_name: &str,
     config: &BenchConfig,
@@ -240,6 +240,13 @@ pub async fn run_bench_until<B: Backend>(
                 return Err(CliError::Usage(format!(
                     "queue {named:?} has {live} jobs waiting or running: the bench needs a \
                      queue of its own (leave out --queue for a fresh one)"
+                )));
+            }
+            // No worker is handed a paused queue's jobs: the bench would wait for ever.
+            if store.paused().await?.contains(named) {
+                return Err(CliError::Usage(format!(
+                    "queue {named:?} is paused: the bench would wait for ever for its jobs \
+                     (`fairq queue resume {named}` first, or leave out --queue for a fresh one)"
                 )));
             }
             named.clone()
@@ -429,7 +436,7 @@ pub(crate) fn print(report: &BenchReport, out: &mut Output) -> Result<(), CliErr
 
 #[cfg(test)]
 mod tests {
-    use fairq_worker::{JobStatus, ListFilter, MemoryBackend};
+    use fairq_worker::{Backend, JobStatus, ListFilter, MemoryBackend};
 
     use super::*;
     use crate::output::Format;
@@ -504,6 +511,29 @@ mod tests {
             .expect("their job is still there");
         assert_eq!(job.status(), JobStatus::Scheduled);
         assert_eq!(store.live_counts("b").await.unwrap().total(), 1);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_named_paused_queue_is_refused_before_enqueueing() {
+        let store = Arc::new(MemoryBackend::new());
+        store.set_paused("b", true).await.unwrap();
+        let config = BenchConfig {
+            jobs: 10,
+            queue: Some("b".into()),
+            ..BenchConfig::default()
+        };
+        // A bound on a broken build, which waits for ever.
+        let ran = tokio::time::timeout(
+            Duration::from_secs(60),
+            run_bench(Arc::clone(&store), "memory:", &config, true, true),
+        )
+        .await
+        .expect("the bench returns on a paused queue");
+        let err = ran.unwrap_err();
+        assert!(matches!(err, CliError::Usage(_)), "{err}");
+        assert!(err.to_string().contains("is paused"), "{err}");
+        assert_eq!(store.live_counts("b").await.unwrap().total(), 0);
+        assert_eq!(store.paused().await.unwrap(), ["b"], "still paused");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
