@@ -68,7 +68,7 @@ pub async fn open_read_only(
 }
 
 /// Fails with [`ConnectError::NoStore`] unless `path` is a folder that holds a file store
-/// (its lock file or journal segments), so that opening it cannot create a new store.
+/// (one of the files [`is_store_file`] names), so that opening it cannot create a new store.
 pub(crate) fn check_store(path: &Path) -> Result<(), ConnectError> {
     let no_store = |reason| ConnectError::NoStore {
         path: PathBuf::from(path),
@@ -86,7 +86,6 @@ pub(crate) fn check_store(path: &Path) -> Result<(), ConnectError> {
         // Let opening report the exact I/O problem.
         Err(_) => return Ok(()),
     };
-    let is_store_file = |name: &str| name == "fairq.lock" || name.starts_with("jobs.");
     if entries
         .flatten()
         .any(|e| is_store_file(&e.file_name().to_string_lossy()))
@@ -97,9 +96,92 @@ pub(crate) fn check_store(path: &Path) -> Result<(), ConnectError> {
     }
 }
 
+/// True for the name of a file only a file store makes: its lock `fairq.lock`, or a file of
+/// its journal, the queue `jobs` (see `fairq-journal`'s `files.rs`): a segment
+/// `jobs.<20 digits>.seg`, a checkpoint `jobs.cp` or `jobs.cp.<reader>`, the reader
+/// registry `jobs.readers`, the tail marker `jobs.tail` or the journal's lock `jobs.lock`.
+/// Temporary files (`*.tmp`) and anything else (`jobs.csv`) are no sign of a store.
+fn is_store_file(name: &str) -> bool {
+    if name == "fairq.lock" {
+        return true;
+    }
+    let Some(rest) = name.strip_prefix("jobs.") else {
+        return false;
+    };
+    if let Some(digits) = rest.strip_suffix(".seg") {
+        return digits.len() == 20 && digits.bytes().all(|b| b.is_ascii_digit());
+    }
+    if let Some(reader) = rest.strip_prefix("cp.") {
+        return !reader.is_empty()
+            && reader
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b':'));
+    }
+    matches!(rest, "cp" | "readers" | "tail" | "lock")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The names in `dir`, sorted.
+    fn names(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[tokio::test]
+    async fn files_that_only_look_like_store_files_are_no_store_and_nothing_is_created() {
+        let dir = tempfile::tempdir().unwrap();
+        let others = [
+            "jobs.csv",
+            "jobs.txt",
+            "jobs.1.seg",
+            "jobs.00000000000000000001.seg.tmp",
+            "jobs.cp.state.tmp",
+            "jobs.cp.a.b",
+            "jobs.",
+            "fairq.sock",
+            "fairq.lock.bak",
+        ];
+        for name in others {
+            std::fs::write(dir.path().join(name), b"x").unwrap();
+        }
+        let before = names(dir.path());
+        let url = format!("file:{}", dir.path().display());
+        for options in [
+            crate::ConnectOptions::default().create(false),
+            crate::ConnectOptions::default().read_only(true),
+        ] {
+            let err = crate::connect_with(&url, &options).await.unwrap_err();
+            assert!(
+                matches!(err, ConnectError::NoStore { reason, .. } if reason.contains("no fairq store")),
+                "{err}"
+            );
+            assert_eq!(names(dir.path()), before);
+        }
+        for name in others {
+            assert!(!is_store_file(name), "{name}");
+        }
+        for name in [
+            "fairq.lock",
+            "jobs.00000000000000000042.seg",
+            "jobs.cp",
+            "jobs.cp.state",
+            "jobs.readers",
+            "jobs.tail",
+            "jobs.lock",
+        ] {
+            assert!(is_store_file(name), "{name}");
+            let dir = tempfile::tempdir().unwrap();
+            std::fs::write(dir.path().join(name), b"").unwrap();
+            assert!(check_store(dir.path()).is_ok(), "{name}");
+        }
+    }
 
     #[test]
     fn only_folders_with_store_files_are_stores() {
