@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use crate::config::from_ms;
 use crate::format::RECORD_HEADER_LEN;
 use crate::item::{Item, ItemId};
-use crate::next::{look, take, Candidate};
+use crate::next::{duration_ms, look, take, Candidate};
 use crate::read::{read_record_at, ReadRecord};
 use crate::reader_state::{ReaderShared, ReaderState};
 use crate::retire::write_checkpoint;
@@ -69,7 +69,10 @@ impl Reader {
 
     /// Takes the next item as an open read, or `None` if nothing is waiting. Aborted items
     /// come first. Expired items are never delivered: each one met on the way is handed to
-    /// the expired-item sink (see [`Reader::set_expired_sink`]) or dropped.
+    /// the expired-item sink (see [`Reader::set_expired_sink`]) or dropped. A checkpoint
+    /// found due is written; if that fails, the item is returned all the same and the
+    /// failure logged (here and in every call that writes a due checkpoint: `peek`,
+    /// `get_timeout`, `commit`, `abort`, `discard_expired`).
     ///
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();
@@ -82,7 +85,7 @@ impl Reader {
         let now_ms = self.inner.config.clock.coarse_now_ms();
         let (item, due) = self.next(now_ms, Want::Open)?;
         if due {
-            self.checkpoint_due()?;
+            self.checkpoint_due(now_ms);
         }
         Ok(item)
     }
@@ -104,7 +107,7 @@ impl Reader {
         let now_ms = self.inner.config.clock.coarse_now_ms();
         let (item, due) = self.next(now_ms, Want::Peek)?;
         if due {
-            self.checkpoint_due()?;
+            self.checkpoint_due(now_ms);
         }
         Ok(item)
     }
@@ -149,7 +152,7 @@ impl Reader {
             self.expire(st, c)?;
             taken += 1;
         }
-        self.checkpoint_if_due(now_ms)?;
+        self.checkpoint_if_due(now_ms);
         Ok(taken)
     }
 
@@ -206,7 +209,7 @@ impl Reader {
             st.checkpoint_is_due(now_ms)
         };
         if due {
-            self.checkpoint_due()?;
+            self.checkpoint_due(now_ms);
         }
         Ok(())
     }
@@ -230,7 +233,7 @@ impl Reader {
         self.check()?;
         let now_ms = self.inner.config.clock.coarse_now_ms();
         let result = self.abort_at(id);
-        self.checkpoint_if_due(now_ms)?;
+        self.checkpoint_if_due(now_ms);
         result
     }
 
@@ -423,17 +426,31 @@ impl Reader {
     }
 
     /// Writes the checkpoint if the reader changed and the interval has passed.
-    fn checkpoint_if_due(&self, now_ms: u64) -> Result<(), JournalError> {
+    fn checkpoint_if_due(&self, now_ms: u64) {
         if lock(&self.shared.state).checkpoint_is_due(now_ms) {
-            self.checkpoint_due()?;
+            self.checkpoint_due(now_ms);
         }
-        Ok(())
     }
 
     /// Writes a checkpoint found due, and retires what it lets go.
-    fn checkpoint_due(&self) -> Result<(), JournalError> {
-        write_checkpoint(&self.inner, &self.shared, false)?;
-        self.inner.collect_segments()
+    ///
+    /// A failure does not fail the call that found the checkpoint due: that call has taken
+    /// its item or made its change already, and an error would hide it from the caller (an
+    /// item taken as an open read would be stranded until the queue is reopened, a commit
+    /// made would look refused). It is logged, the reader stays changed, and the checkpoint
+    /// is tried again once the interval has passed; [`Reader::checkpoint`] and
+    /// [`JournaledQueue::close`](crate::JournaledQueue::close) report their failures. A
+    /// checkpoint is no promise of a commit (until it is written, a crash delivers the item
+    /// again), so nothing acknowledged depends on it.
+    fn checkpoint_due(&self, now_ms: u64) {
+        let written = write_checkpoint(&self.inner, &self.shared, false)
+            .and_then(|()| self.inner.collect_segments());
+        if let Err(e) = written {
+            // Not at every call while the disk refuses: after the interval.
+            lock(&self.shared.state).checkpoint_due_ms =
+                now_ms.saturating_add(duration_ms(self.inner.config.checkpoint_interval));
+            tracing::warn!(queue = %self.inner.name, reader = %self.shared.name(), error = %e, "a due checkpoint failed; trying again after the checkpoint interval");
+        }
     }
 
     fn check(&self) -> Result<(), JournalError> {

@@ -1198,3 +1198,109 @@ fn sync_waits_for_a_sealed_segment_another_sync_is_still_syncing() {
         "sync() returned while the sealed segment was still being synced"
     );
 }
+
+/// Fails every write into a checkpoint's temporary file while its flag is set.
+#[derive(Debug)]
+struct RefusedCheckpoint(
+    Box<dyn fairq_journal::storage::WriteFile>,
+    Arc<std::sync::atomic::AtomicBool>,
+);
+
+impl RefusedCheckpoint {
+    fn refused(&self) -> std::io::Result<()> {
+        if self.1.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(std::io::Error::other("checkpoint writes refused"));
+        }
+        Ok(())
+    }
+}
+
+impl fairq_journal::sim::ForwardWrite for RefusedCheckpoint {
+    fn inner(&self) -> &dyn fairq_journal::storage::WriteFile {
+        self.0.as_ref()
+    }
+    fn write(&self, buf: &[u8]) -> std::io::Result<usize> {
+        self.refused()?;
+        self.0.write(buf)
+    }
+    fn write_vectored(&self, bufs: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
+        self.refused()?;
+        self.0.write_vectored(bufs)
+    }
+}
+
+/// A storage on `disk` whose checkpoint writes fail while the returned flag is set.
+fn refusing_checkpoints(
+    disk: &SimDisk,
+) -> (
+    fairq_journal::sim::WrapFiles,
+    Arc<std::sync::atomic::AtomicBool>,
+) {
+    let refuse = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = refuse.clone();
+    let storage = fairq_journal::sim::WrapFiles::new(disk.clone()).write_files(move |path, f| {
+        let name = path.file_name().unwrap().to_string_lossy();
+        if name.contains(".cp") && name.ends_with(".tmp") {
+            Box::new(RefusedCheckpoint(f, flag.clone()))
+        } else {
+            f
+        }
+    });
+    (storage, refuse)
+}
+
+#[test]
+fn a_due_checkpoint_that_fails_does_not_fail_the_call_that_found_it_due() {
+    // Each call below finds a checkpoint due (the interval is zero) and the checkpoint
+    // fails. The call has taken its item or made its change by then: it must say so, not
+    // return the checkpoint's error (an item taken would be stranded as an open read until
+    // the queue is reopened, and the next get would hand out the one after it).
+    let disk = SimDisk::new(9);
+    let (storage, refuse) = refusing_checkpoints(&disk);
+    let clock = ManualClock::new(UNIX_EPOCH + Duration::from_secs(100));
+    let config = JournalConfig {
+        checkpoint_interval: Duration::ZERO,
+        clock: Arc::new(clock.clone()),
+        storage: Arc::new(storage),
+        ..JournalConfig::default()
+    };
+    let q = JournaledQueue::open("/j", "q", config.clone()).unwrap();
+    let r = q.reader("").unwrap();
+    let soon = PutOptions {
+        expires_at: Some(UNIX_EPOCH + Duration::from_secs(101)),
+    };
+    q.put(b"a").unwrap();
+    q.put(b"b").unwrap();
+    q.put_with(b"stale 1", soon).unwrap();
+    q.put_with(b"stale 2", soon).unwrap();
+    q.put(b"c").unwrap();
+    refuse.store(true, std::sync::atomic::Ordering::SeqCst);
+
+    let a = r.get().unwrap().unwrap();
+    assert_eq!(&a.data[..], b"a");
+    r.commit(a.id).unwrap();
+    assert_eq!(r.open_reads(), 0, "the commit took effect");
+    let b = r.get().unwrap().unwrap();
+    assert_eq!(&b.data[..], b"b");
+    assert_eq!(r.open_reads(), 1);
+    r.commit(b.id).unwrap();
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(r.discard_expired(10).unwrap(), 2);
+    assert_eq!(&r.peek().unwrap().unwrap().data[..], b"c");
+    let c = r.get_timeout(Duration::from_secs(1)).unwrap().unwrap();
+    assert_eq!(&c.data[..], b"c");
+    r.abort(c.id).unwrap();
+    let again = r.get().unwrap().unwrap();
+    assert_eq!((again.id, again.error_count), (c.id, 1));
+    // Asked for, a checkpoint reports its failure.
+    assert!(r.checkpoint().is_err());
+
+    refuse.store(false, std::sync::atomic::Ordering::SeqCst);
+    r.commit(again.id).unwrap();
+    drop((r, q));
+    let q = JournaledQueue::open("/j", "q", config).unwrap();
+    assert!(
+        q.reader("").unwrap().get().unwrap().is_none(),
+        "every commit reached the checkpoint once it could be written"
+    );
+}

@@ -4,7 +4,7 @@ mod common;
 
 use std::io::{Read, Seek, SeekFrom, Write};
 
-use common::{START, open, runtime, segments};
+use common::{LEASE, START, open, runtime, segments};
 use fairq_file::{FileBackend, FileError, FileOptions, Role};
 use fairq_journal::{JournalConfig, JournaledQueue};
 use fairq_worker::{Backend, ManualClock, NewJob};
@@ -224,5 +224,93 @@ fn a_failed_sync_poisons_the_store_until_it_is_reopened() {
         let store = FileBackend::open(dir.path(), options).unwrap();
         assert!(store.get(kept).await.unwrap().is_some());
         store.enqueue(NewJob::new("q", "k", vec![])).await.unwrap();
+    });
+}
+
+/// Fails every write into a journal checkpoint's temporary file while its flag is set.
+#[derive(Debug)]
+struct RefusedCheckpoint(
+    Box<dyn fairq_journal::storage::WriteFile>,
+    std::sync::Arc<std::sync::atomic::AtomicBool>,
+);
+
+impl RefusedCheckpoint {
+    fn refused(&self) -> std::io::Result<()> {
+        if self.1.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(std::io::Error::other("checkpoint writes refused"));
+        }
+        Ok(())
+    }
+}
+
+impl fairq_journal::sim::ForwardWrite for RefusedCheckpoint {
+    fn inner(&self) -> &dyn fairq_journal::storage::WriteFile {
+        self.0.as_ref()
+    }
+    fn write(&self, buf: &[u8]) -> std::io::Result<usize> {
+        self.refused()?;
+        self.0.write(buf)
+    }
+    fn write_vectored(&self, bufs: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
+        self.refused()?;
+        self.0.write_vectored(bufs)
+    }
+}
+
+#[test]
+fn a_failed_journal_checkpoint_neither_poisons_the_store_nor_fails_a_durable_change() {
+    // The writer reads back each frame it puts. A checkpoint of the journal's reader that
+    // falls due there and fails (here: every one, as on a disk refusing new files) used to
+    // fail that read: the store was poisoned and the change reported as not recorded,
+    // though its frame was durable. A checkpoint only bounds what a reopen replays.
+    use fairq_journal::sim::{SimDisk, WrapFiles};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let dir = tempfile::tempdir().unwrap();
+    let disk = SimDisk::new(6);
+    let refuse = Arc::new(AtomicBool::new(false));
+    let flag = refuse.clone();
+    let storage = WrapFiles::new(disk.clone()).write_files(move |path, f| {
+        let name = path.file_name().unwrap().to_string_lossy();
+        if name.contains(".cp") && name.ends_with(".tmp") {
+            Box::new(RefusedCheckpoint(f, flag.clone()))
+        } else {
+            f
+        }
+    });
+    let clock = ManualClock::new(START);
+    let options = FileOptions::default().clock(clock.clone()).storage(storage);
+    runtime().block_on(async {
+        // Opened before: the reopened journal's reader has its first checkpoint due at once.
+        FileBackend::open(dir.path(), options.clone())
+            .unwrap()
+            .close()
+            .unwrap();
+        let store = FileBackend::open(dir.path(), options.clone()).unwrap();
+        refuse.store(true, Ordering::SeqCst);
+        let mut ids = Vec::new();
+        for _ in 0..3 {
+            // Each job's claim and completion supersede its earlier records: commits, which
+            // make the checkpoint due.
+            let id = store.enqueue(NewJob::new("q", "k", vec![])).await.unwrap();
+            let jobs = store.claim("q", 1, LEASE).await.unwrap();
+            assert_eq!(jobs[0].claim.id, id);
+            store.complete(jobs[0].claim).await.unwrap();
+            ids.push(id);
+        }
+        let kept = store.enqueue(NewJob::new("q", "k", vec![])).await.unwrap();
+        refuse.store(false, Ordering::SeqCst);
+        store.close().unwrap();
+        let store = FileBackend::open(dir.path(), options).unwrap();
+        assert!(store.get(kept).await.unwrap().is_some());
+        for id in ids {
+            let info = store.get(id).await.unwrap().unwrap();
+            assert_eq!(
+                info.status(),
+                fairq_worker::JobStatus::Succeeded,
+                "{info:?}"
+            );
+        }
+        store.close().unwrap();
     });
 }
