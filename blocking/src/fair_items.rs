@@ -142,10 +142,15 @@ impl<K: Eq + Hash + Clone, T> Store for FairItems<K, T> {
             return Some(entry);
         }
         let entry = state.fair.pop_with_key()?;
-        let bounded = state.fair.capacity().is_some();
         drop(state);
-        if bounded {
+        if self.capacity.is_some() {
             self.room.room_made(1);
+        } else {
+            // An unbounded fair queue is bounded too, by `FairQueue`'s length limit (2^30 - 2
+            // items), where producers wait for room as in a bounded one. It only ever gets
+            // there by accident, so its pops pay one load of a line that only waiting
+            // producers write, and no fence.
+            self.room.room_made_after_unlock(1);
         }
         Some(entry)
     }
@@ -167,6 +172,38 @@ mod tests {
         assert!(!items.has_room_for_batch());
         assert_eq!(items.pop(), Some(("a", 1)));
         assert!(items.has_room_for_batch());
+    }
+
+    /// An unbounded fair queue still refuses a push at `FairQueue`'s length limit (2^30 - 2
+    /// items), and a waiting push then waits for room. Filling it takes half a minute (see
+    /// the ignored test in `tests/fair_wait_queue.rs`), so this checks the pop's side: a
+    /// producer registered for room is woken by a pop, as in a bounded queue.
+    #[test]
+    fn a_pop_from_an_unbounded_fair_queue_wakes_a_waiting_producer() {
+        use crate::room::Wake;
+        use std::sync::atomic::AtomicUsize;
+        use std::sync::Arc;
+
+        struct Counting(AtomicUsize);
+        impl std::task::Wake for Counting {
+            fn wake(self: Arc<Self>) {
+                self.0.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+
+        let items = FairItems::new(FairQueue::unbounded());
+        items.push("a", 1).map_err(|_| "full").unwrap();
+        let woken = Arc::new(Counting(AtomicUsize::new(0)));
+        let id = items
+            .room
+            .register(Wake::Task(std::task::Waker::from(Arc::clone(&woken))));
+        assert_eq!(items.pop(), Some(("a", 1)));
+        assert_eq!(woken.0.load(Ordering::SeqCst), 1, "the producer was woken");
+        assert!(
+            !items.room.still_waiting(id, None),
+            "and taken off the list"
+        );
+        assert_eq!(items.room.count(), 0);
     }
 
     #[test]

@@ -185,6 +185,19 @@ impl RoomWaiters {
         }
     }
 
+    /// Like [`room_made`](Self::room_made), without the fence, after room made in a critical
+    /// section of a mutex that every try to push also locks (the unbounded
+    /// `FairWaitQueue`'s store). The producer registers, then its try locks the mutex; the
+    /// consumer makes room with the mutex held, then loads the count after unlocking. If
+    /// the producer's critical section comes first, its registration happens before the
+    /// consumer's lock, so the load sees it; otherwise the producer's try finds the room.
+    #[inline]
+    pub(crate) fn room_made_after_unlock(&self, n: usize) {
+        if self.waiting.load(Ordering::Acquire) > 0 {
+            self.notify(n);
+        }
+    }
+
     /// Wakes every waiting producer (the queue closed: they will find it so).
     pub(crate) fn notify_all(&self) {
         fence(Ordering::SeqCst);

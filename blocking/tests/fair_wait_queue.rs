@@ -162,3 +162,36 @@ fn a_waiting_push_on_a_full_fair_queue_waits_for_a_pop_or_a_removal() {
         other => panic!("expected Closed, got {other:?}"),
     }
 }
+
+/// An unbounded fair queue refuses a push at `FairQueue`'s length limit (2^30 - 2 items), so
+/// a waiting push waits for room there as in a bounded queue, and a pop must wake it.
+/// (`a_pop_from_an_unbounded_fair_queue_wakes_a_waiting_producer` in `src/fair_items.rs`
+/// checks the same without filling the queue.)
+#[test]
+#[ignore = "fills a fair queue to its length limit: about 30 s in a debug build"]
+fn a_pop_wakes_a_push_waiting_at_the_length_limit_of_an_unbounded_fair_queue() {
+    let mut fair = fairq_core::fair::FairQueue::unbounded();
+    while fair.push(0u8, ()).is_ok() {}
+    let q = FairWaitQueue::from_queue(fair);
+    assert_eq!(q.capacity(), None);
+    let waker = CountingWaker::new();
+    let mut push = q.push_async(1, (), None);
+    assert!(poll_once(&mut push, &waker).is_pending());
+    assert_eq!(q.producer_count(), 1);
+    assert_eq!(q.try_pop_with_key(), Some((0, ())));
+    assert_eq!(waker.count(), 1, "the waiting push was woken");
+    assert!(matches!(poll_once(&mut push, &waker), Poll::Ready(Ok(()))));
+    drop(push);
+    // A blocking push is woken the same way: it gets the room of a pop on another thread.
+    let q = Arc::new(q);
+    let producer = {
+        let q = Arc::clone(&q);
+        thread::spawn(move || q.push_timeout(2, (), common::STUCK))
+    };
+    wait_until(|| q.producer_count() == 1);
+    assert_eq!(q.try_pop_with_key(), Some((0, ())));
+    assert!(
+        producer.join().unwrap().is_ok(),
+        "still full at the deadline"
+    );
+}
