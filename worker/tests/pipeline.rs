@@ -1446,6 +1446,77 @@ async fn an_expired_job_whose_hand_back_failed_is_handed_back_at_shutdown() {
     assert_eq!((info.status(), info.attempts), (JobStatus::Scheduled, 0));
 }
 
+/// A worker whose buffered job waited too long: the beat's hand-back of it is in flight (held
+/// at the probe's release gate, and failing as a whole when it answers) while the worker
+/// shuts down. The gate opens once every task waits, if `open` (the shutdown's own
+/// hand-back passes it too); returns the shutdown's report and the buffered job.
+async fn stop_during_a_hand_back(open: bool) -> (fairq_worker::ShutdownReport, JobId, Probe) {
+    let gate = Arc::new(Semaphore::new(0));
+    let store = Probe {
+        release_gate: Some(Arc::clone(&gate)),
+        ..Probe::new(MemoryBackend::new())
+    };
+    store.fail_releases.store(1, Ordering::SeqCst);
+    let dropped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (worker, _rx) = start(
+        &store,
+        QueueConfig::default()
+            .concurrency(1)
+            .prefetch(1)
+            .prefetch_ttl(Duration::from_secs(1))
+            .heartbeat_interval(Duration::from_secs(1))
+            .lease(LEASE),
+        stoppable(OnStop::Finish, &dropped),
+    );
+    let ids = enqueue(&store, "long", 2).await;
+    until("one runs, one is buffered", || {
+        worker.running() == 1 && store.claim_order().len() == 2
+    })
+    .await;
+    // The beat at 1 s hands the buffered job back; the store has not answered.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    until("the hand-back is in flight", || {
+        !store.calls().releases.is_empty()
+    })
+    .await;
+    let buffered = store.calls().releases[0][0].id;
+    assert!(ids.contains(&buffered));
+    let shutdown = tokio::spawn(worker.shutdown(Duration::from_secs(10)));
+    // Paused time moves once every task waits: the running job finished and was settled,
+    // and the shutdown has done all it can without the hand-back's answer.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(
+        !shutdown.is_finished(),
+        "the shutdown waits for the hand-back"
+    );
+    if open {
+        gate.add_permits(10);
+    }
+    (shutdown.await.unwrap(), buffered, store)
+}
+
+/// A hand-back by the heartbeater that is in flight when the worker shuts down, and fails
+/// after the shutdown's own hand-back began, is not lost: the shutdown waits for its answer
+/// and hands the job back itself.
+#[tokio::test(start_paused = true)]
+async fn a_hand_back_in_flight_at_shutdown_that_fails_is_sent_again_by_the_shutdown() {
+    let (report, buffered, store) = stop_during_a_hand_back(true).await;
+    assert!(report.is_clean(), "{report:?}");
+    assert_eq!(report.released, [buffered]);
+    let info = store.get(buffered).await.unwrap().unwrap();
+    assert_eq!((info.status(), info.attempts), (JobStatus::Scheduled, 0));
+}
+
+/// A hand-back by the heartbeater that never answers before the shutdown ends leaves its job
+/// to lease expiry, and the report says so.
+#[tokio::test(start_paused = true)]
+async fn a_hand_back_in_flight_at_shutdown_that_never_answers_is_reported() {
+    let (report, buffered, store) = stop_during_a_hand_back(false).await;
+    assert_eq!(report.left_claimed, [buffered], "{report:?}");
+    assert!(!report.is_clean());
+    assert_eq!(status(&store, buffered).await, JobStatus::Running);
+}
+
 #[tokio::test(start_paused = true)]
 async fn without_release_a_stopped_job_waits_for_its_lease() {
     let clock = ManualClock::new(START);

@@ -1,7 +1,10 @@
 //! The heartbeater: renews the leases of every job a queue holds (running, buffered,
 //! finished but not yet recorded by the store, and stopped by shutdown but not yet handed
 //! back) with one [`Backend::heartbeat_many`] call per heartbeat interval, and hands
-//! buffered jobs that waited too long for a slot back to the store.
+//! buffered jobs that waited too long for a slot back to the store. A hand-back stays
+//! visible in the queue's state while it is in flight, so that a shutdown that begins
+//! meanwhile waits for its answer and reports its jobs; once shutdown began, the
+//! heartbeater starts no hand-back (the shutdown hands back what is left).
 //!
 //! A refused renewal means the lease is lost (the job was rescued and may run elsewhere): a
 //! running job's renewals stop and its completion will be refused; a buffered job is
@@ -21,7 +24,7 @@ use super::config::ErrorBackoff;
 use super::guard;
 use super::hooks::Operation;
 use super::later::later;
-use super::queue::{Buffered, QueueRuntime};
+use super::queue::{Buffered, Pipeline, QueueRuntime};
 use super::shared::{Shared, raised};
 use crate::backend::Backend;
 use crate::error::BackendError;
@@ -48,11 +51,9 @@ pub(crate) async fn heartbeater<B: Backend>(
         super::health::check(&shared, &queue);
         // Jobs whose hand-back failed as a whole are sent again with the newly expired; what
         // fails again waits in the queue's state, where a shutdown finds it.
-        let mut unreleased = std::mem::take(&mut queue.lock().unreleased);
-        unreleased.extend(expired(&queue, beat));
-        if !unreleased.is_empty() {
-            let again = release_expired(&shared, &queue, unreleased).await;
-            queue.lock().unreleased.extend(again);
+        let releases = to_release(&queue, beat);
+        if !releases.is_empty() {
+            release_expired(&shared, &queue, releases).await;
         }
         let claims = queue.lock().held_claims();
         if claims.is_empty() {
@@ -87,61 +88,96 @@ pub(crate) async fn heartbeater<B: Backend>(
     }
 }
 
-/// Takes buffered jobs that have waited the prefetch time-to-live out of the buffer (oldest
-/// first), unless the store cannot take jobs back or shutdown began.
-fn expired(queue: &QueueRuntime, now: Instant) -> Vec<Buffered> {
+/// Takes out the jobs to hand back at this beat, marked in flight: those whose hand-back
+/// failed as a whole, then buffered jobs that have waited the prefetch time-to-live (oldest
+/// first, unless the store cannot take jobs back). None once shutdown began: the shutdown
+/// hands back what is left.
+fn to_release(queue: &QueueRuntime, now: Instant) -> Vec<Buffered> {
     let ttl = queue.config.get_prefetch_ttl();
     let mut st = queue.lock();
-    if st.release_unsupported || st.stopping {
+    if st.stopping {
         return Vec::new();
     }
-    let mut out = Vec::new();
-    while st
-        .buffer
-        .front()
-        .is_some_and(|b| now.saturating_duration_since(b.since) >= ttl)
+    let mut out = std::mem::take(&mut st.unreleased);
+    let expired_from = out.len();
+    while !st.release_unsupported
+        && st
+            .buffer
+            .front()
+            .is_some_and(|b| now.saturating_duration_since(b.since) >= ttl)
     {
         out.extend(st.buffer.pop_front());
     }
-    if !out.is_empty() {
+    if out.len() > expired_from {
         // Slots are busy for longer than the buffer may wait: claim only for free slots
         // until one frees, or the same jobs would come straight back.
         st.prefetch_paused = true;
     }
+    st.releasing.extend(out.iter().map(|b| b.job.claim));
     out
 }
 
-/// Hands expired buffered jobs back; returns those to send again (the call failed as a
-/// whole, so whether the store took them is unknown: they are not started here).
+/// The heartbeater's hand-back of `claims` was answered: they are no longer in flight.
+/// Returns whether shutdown began, and which of them a shutdown has not taken over (only
+/// those are its to report).
+fn answered(st: &mut Pipeline, claims: &[Claim]) -> (bool, Vec<bool>) {
+    let ours = claims
+        .iter()
+        .map(|claim| {
+            let at = st.releasing.iter().position(|c| c == claim);
+            at.map(|at| st.releasing.swap_remove(at)).is_some()
+        })
+        .collect();
+    (st.stopping, ours)
+}
+
+/// Hands expired buffered jobs back (they are marked in flight, see [`to_release`]). Those
+/// of a call that fails as a whole wait to be sent again (whether the store took them is
+/// unknown: they are not started here), at the next beat or by a shutdown. When shutdown
+/// began meanwhile, the answers are left for its report.
 async fn release_expired<B: Backend>(
     shared: &Shared<B>,
     queue: &QueueRuntime,
     expired: Vec<Buffered>,
-) -> Vec<Buffered> {
+) {
     let claims: Vec<Claim> = expired.iter().map(|b| b.job.claim).collect();
-    match guard::call("release", shared.backend.release(claims.clone())).await {
+    let answer = guard::call("release", shared.backend.release(claims.clone())).await;
+    match answer {
         Ok(answers) => {
-            let mut released = 0;
-            for (claim, answer) in claims.into_iter().zip(answers) {
-                match answer {
-                    Ok(()) => released += 1,
-                    Err(source) => {
-                        shared.report(&queue.name, Operation::Release, Some(claim.id), source)
-                    }
+            let mut answers = answers.into_iter();
+            let mut taken = Vec::with_capacity(claims.len());
+            for claim in &claims {
+                let answer = answers.next().unwrap_or_else(|| {
+                    Err(BackendError::Store(
+                        "the store answered fewer entries than it was sent".into(),
+                    ))
+                });
+                taken.push(answer.is_ok());
+                if let Err(source) = answer {
+                    shared.report(&queue.name, Operation::Release, Some(claim.id), source);
                 }
             }
             tracing::info!(
                 queue = %queue.name,
-                released,
+                released = taken.iter().filter(|t| **t).count(),
                 "handed back prefetched jobs that waited too long for a slot"
             );
-            Vec::new()
+            let mut st = queue.lock();
+            let (stopping, ours) = answered(&mut st, &claims);
+            if stopping {
+                for ((claim, taken), ours) in claims.iter().zip(taken).zip(ours) {
+                    if ours {
+                        st.released_in_shutdown.push((claim.id, taken));
+                    }
+                }
+            }
         }
         Err(BackendError::Unsupported(_)) => {
             // They are still ours: back to the head of the buffer, in order, and buffered
             // jobs never expire again.
             tracing::debug!(queue = %queue.name, "the store cannot take jobs back; buffered jobs wait for a slot");
             let mut st = queue.lock();
+            answered(&mut st, &claims);
             st.release_unsupported = true;
             st.prefetch_paused = false;
             for b in expired.into_iter().rev() {
@@ -150,13 +186,15 @@ async fn release_expired<B: Backend>(
             if !st.stopping {
                 queue.job_ready.notify_one();
             }
-            Vec::new()
         }
         Err(source) => {
             shared.report(&queue.name, Operation::Release, None, source);
-            expired
+            let mut st = queue.lock();
+            answered(&mut st, &claims);
+            st.unreleased.extend(expired);
         }
     }
+    queue.release_answered.notify_one();
 }
 
 /// A refused renewal: the lease is lost.

@@ -44,6 +44,8 @@ pub(crate) struct QueueRuntime {
     pub(crate) job_ready: Notify,
     /// Wakes the claimer when there may be room to claim (or shutdown began).
     pub(crate) room: Notify,
+    /// Wakes a shutdown waiting for the heartbeater's hand-back in flight.
+    pub(crate) release_answered: Notify,
 }
 
 /// A job claimed ahead of a free slot.
@@ -108,6 +110,13 @@ pub(crate) struct Pipeline {
     /// store took them is unknown): the heartbeater sends them again at its next beat, and
     /// a shutdown hands back what is still here.
     pub(crate) unreleased: Vec<Buffered>,
+    /// Buffered jobs that waited too long and whose hand-back by the heartbeater is in
+    /// flight. The heartbeater starts none once shutdown began; a shutdown waits for the
+    /// answer to those in flight (see [`QueueRuntime::hand_back_answered`]).
+    pub(crate) releasing: Vec<Claim>,
+    /// Of those, the ones whose hand-back was answered after shutdown began: taken back by
+    /// the store (`true`) or refused (`false`), for the shutdown's report.
+    pub(crate) released_in_shutdown: Vec<(JobId, bool)>,
     /// The acker's inbox, cloned into each new slot; `None` once shutdown began.
     pub(crate) acker: Option<UnboundedSender<Done>>,
     /// Handler failures since the last success, for health.
@@ -148,6 +157,8 @@ impl QueueRuntime {
                 release_unsupported: false,
                 stopped: Vec::new(),
                 unreleased: Vec::new(),
+                releasing: Vec::new(),
+                released_in_shutdown: Vec::new(),
                 acker: Some(acker),
                 errors: ErrorClock::default(),
                 timings: Histogram::new(),
@@ -157,6 +168,7 @@ impl QueueRuntime {
             }),
             job_ready: Notify::new(),
             room: Notify::new(),
+            release_answered: Notify::new(),
             config,
         }
     }
@@ -260,6 +272,29 @@ impl QueueRuntime {
         claims.extend(unreleased.into_iter().map(|b| b.job.claim));
         claims.append(&mut st.stopped);
         claims
+    }
+
+    /// Resolves once no hand-back by the heartbeater is in flight.
+    pub(crate) async fn hand_back_answered(&self) {
+        loop {
+            let answered = self.release_answered.notified();
+            tokio::pin!(answered);
+            answered.as_mut().enable();
+            if self.lock().releasing.is_empty() {
+                return;
+            }
+            answered.await;
+        }
+    }
+
+    /// For the shutdown's report: the jobs whose hand-back by the heartbeater was answered
+    /// after shutdown began (`true`: the store took them back), and those whose hand-back is
+    /// still in flight, which the shutdown takes over (their answer will not be reported).
+    pub(crate) fn take_hand_backs_in_flight(&self) -> (Vec<(JobId, bool)>, Vec<JobId>) {
+        let mut st = self.lock();
+        let answered = std::mem::take(&mut st.released_in_shutdown);
+        let unanswered = st.releasing.drain(..).map(|c| c.id).collect();
+        (answered, unanswered)
     }
 
     /// After the slots were stopped at the deadline: the jobs they were running, which are

@@ -181,6 +181,9 @@ pub(crate) async fn shutdown<B: Backend>(
             }
         }
     }
+    // A hand-back of expired buffered jobs the heartbeater had in flight: its answer, or
+    // (failed as a whole) its jobs for the hand-back below.
+    hand_backs_in_flight(&shared, &mut report, grace()).await;
     // Jobs stopped by shutdown, and any a last combined settle-and-claim brought in.
     hand_back(&shared, &mut report, grace()).await;
 
@@ -225,6 +228,32 @@ async fn abort_all<T>(tasks: &mut [Option<JoinHandle<T>>]) {
         task.abort();
     }
     join_all(tasks).await;
+}
+
+/// Waits, until `until` at the latest, for the hand-backs the heartbeaters had in flight
+/// when shutdown began, and reports what the store did with them; one still unanswered then
+/// is left to lease expiry (whether the store took it is unknown). Those that failed as a
+/// whole are back among the jobs to hand back.
+async fn hand_backs_in_flight<B: Backend>(
+    shared: &Shared<B>,
+    report: &mut ShutdownReport,
+    until: Instant,
+) {
+    for queue in &shared.queues {
+        let _ = tokio::time::timeout_at(until, queue.hand_back_answered()).await;
+        let (answered, unanswered) = queue.take_hand_backs_in_flight();
+        for (id, taken) in answered {
+            if taken {
+                report.released.push(id);
+            } else {
+                report.left_claimed.push(id);
+            }
+        }
+        if !unanswered.is_empty() {
+            tracing::warn!(queue = %queue.name, jobs = unanswered.len(), "a hand-back of expired buffered jobs did not answer by the end of the shutdown; left to lease expiry");
+            report.left_claimed.extend(unanswered);
+        }
+    }
 }
 
 /// Hands every buffered job and every job stopped by shutdown back to the store, by `until`

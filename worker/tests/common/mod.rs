@@ -85,6 +85,9 @@ pub struct Probe {
     pub heartbeat_gate: Option<Arc<Semaphore>>,
     /// Fail this many of the next `release` calls that carry jobs, as a whole (transient).
     pub fail_releases: Arc<AtomicUsize>,
+    /// When set, every `release` call that carries jobs takes a permit after it was recorded
+    /// (so a test holds a hand-back in flight).
+    pub release_gate: Option<Arc<Semaphore>>,
     /// This many of the next settlement calls are applied to the store and then fail as a
     /// whole (transient): the store recorded them, and the answer is lost. (A combined
     /// settle-and-claim so affected settles only: its claim is not made.)
@@ -121,6 +124,7 @@ impl Probe {
             rescue_gate: None,
             heartbeat_gate: None,
             fail_releases: Arc::default(),
+            release_gate: None,
             lose_settle_answers: Arc::default(),
         }
     }
@@ -286,6 +290,9 @@ impl Backend for Probe {
             }
             if this.no_release {
                 return Err(BackendError::Unsupported("handing back claimed jobs"));
+            }
+            if !claims.is_empty() {
+                pass(&this.release_gate).await;
             }
             if !claims.is_empty() && take_one(&this.fail_releases) {
                 return Err(down());
