@@ -27,7 +27,9 @@ use crate::url::StoreUrl;
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ConnectOptions {
-    /// PostgreSQL: connections in the pool (default 16).
+    /// PostgreSQL: connections in the pool (default 16), at least 1 and at most
+    /// [`MAX_POOL_SIZE`](Self::MAX_POOL_SIZE) (a size out of that range is taken as the
+    /// nearest bound).
     pub pool_size: usize,
     /// PostgreSQL and Redis: how long to wait for the server to accept a connection
     /// (default 5 s).
@@ -59,13 +61,24 @@ impl Default for ConnectOptions {
 }
 
 impl ConnectOptions {
-    /// Sets [`pool_size`](Self::pool_size) (at least 1).
+    /// The largest [`pool_size`](Self::pool_size): far more connections than a PostgreSQL
+    /// server accepts by default (100), and a pool whose bookkeeping stays small (the pool
+    /// reserves room for every connection up front, so `usize::MAX` could not be built).
+    pub const MAX_POOL_SIZE: usize = 1024;
+
+    /// Sets [`pool_size`](Self::pool_size): at least 1 and at most
+    /// [`MAX_POOL_SIZE`](Self::MAX_POOL_SIZE).
     ///
     /// ```
-    /// assert_eq!(fairq::ConnectOptions::default().pool_size(0).pool_size, 1);
+    /// use fairq::ConnectOptions;
+    /// assert_eq!(ConnectOptions::default().pool_size(0).pool_size, 1);
+    /// assert_eq!(
+    ///     ConnectOptions::default().pool_size(usize::MAX).pool_size,
+    ///     ConnectOptions::MAX_POOL_SIZE
+    /// );
     /// ```
     pub fn pool_size(mut self, size: usize) -> Self {
-        self.pool_size = size.max(1);
+        self.pool_size = size.clamp(1, Self::MAX_POOL_SIZE);
         self
     }
 
@@ -254,7 +267,8 @@ impl Store {
                 {
                     let mut pg = fairq_postgres::PgOptions::default()
                         .migrate(options.migrate)
-                        .pool_size(options.pool_size.max(1))
+                        // The field is public: clamp it here too.
+                        .pool_size(options.pool_size.clamp(1, ConnectOptions::MAX_POOL_SIZE))
                         .connect_timeout(options.connect_timeout);
                     if let Some(schema) = schema {
                         pg = pg.schema(schema.clone());

@@ -297,3 +297,21 @@ async fn a_scheme_in_capitals_is_understood_and_its_error_shows_no_password() {
     let shown = everything_shown(&err);
     assert!(err.is_transient() && !shown.contains("hunter2"), "{shown}");
 }
+
+/// A pool size of any value is taken within bounds: the connect returns (here, the closed
+/// port's error) instead of panicking while the pool is built.
+#[tokio::test]
+async fn a_huge_pool_size_is_bounded_instead_of_panicking() {
+    let by_setter = fairq::ConnectOptions::default()
+        .connect_timeout(Duration::from_secs(2))
+        .pool_size(usize::MAX);
+    assert_eq!(by_setter.pool_size, fairq::ConnectOptions::MAX_POOL_SIZE);
+    let mut by_field = by_setter.clone();
+    by_field.pool_size = usize::MAX;
+    for options in [by_setter, by_field] {
+        let err = fairq::connect_with("postgres://bob@127.0.0.1:1/app", &options)
+            .await
+            .unwrap_err();
+        assert!(err.is_transient(), "{err}");
+    }
+}
