@@ -322,6 +322,9 @@ impl RoomWaiters {
 pub(crate) struct PushState<I> {
     item: Option<I>,
     registered: Option<u64>,
+    /// The deadline signal completed: it must not be polled again (a future may panic when
+    /// polled after it returned `Ready`, as `future::ready` does).
+    signalled: bool,
 }
 
 impl<I> PushState<I> {
@@ -329,17 +332,26 @@ impl<I> PushState<I> {
         PushState {
             item: Some(item),
             registered: None,
+            signalled: false,
         }
     }
 
-    /// Polls the push: `attempt` pushes, `expired` polls the deadline signal.
+    /// Polls the push: `attempt` pushes, `poll_signal` polls the deadline signal (never
+    /// again once it said it completed).
     pub(crate) fn poll(
         &mut self,
         room: &RoomWaiters,
         waker: &Waker,
-        mut expired: impl FnMut() -> bool,
+        mut poll_signal: impl FnMut() -> bool,
         mut attempt: impl FnMut(I) -> Attempt<I>,
     ) -> Option<Result<(), Refusal<I>>> {
+        let signalled = &mut self.signalled;
+        // A notification may arrive between the signal's completion and leaving the list;
+        // the push then tries once more and asks again.
+        let mut expired = || {
+            *signalled = *signalled || poll_signal();
+            *signalled
+        };
         let mut item = self.item.take()?;
         if let Some(id) = self.registered {
             if room.still_waiting(id, Some(waker)) {

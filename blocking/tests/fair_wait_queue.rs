@@ -195,3 +195,46 @@ fn a_pop_wakes_a_push_waiting_at_the_length_limit_of_an_unbounded_fair_queue() {
         "still full at the deadline"
     );
 }
+
+/// Like `a_waiting_push_never_polls_its_signal_again_once_it_completed` in
+/// `tests/wait_queue.rs`: a waiting fair push whose signal completed, and which is notified
+/// before it leaves the list (the signal's second poll makes room and fills it again), gives
+/// up without polling the signal a third time.
+#[test]
+fn a_waiting_fair_push_never_polls_its_signal_again_once_it_completed() {
+    struct RefillingSignal<'a> {
+        q: &'a FairWaitQueue<&'static str, i32>,
+        polls: u32,
+    }
+    impl std::future::Future for RefillingSignal<'_> {
+        type Output = ();
+        fn poll(mut self: std::pin::Pin<&mut Self>, _: &mut std::task::Context<'_>) -> Poll<()> {
+            self.polls += 1;
+            match self.polls {
+                1 => Poll::Pending,
+                2 => {
+                    assert_eq!(self.q.try_pop(), Some(0));
+                    self.q.push("a", 9).unwrap();
+                    Poll::Ready(())
+                }
+                _ => panic!("the signal was polled after it completed"),
+            }
+        }
+    }
+
+    let q = FairWaitQueue::with_capacity(1);
+    q.push("a", 0).unwrap();
+    let waker = CountingWaker::new();
+    let mut push = q.push_until("b", 1, RefillingSignal { q: &q, polls: 0 });
+    assert!(poll_once(&mut push, &waker).is_pending());
+    assert_eq!(q.producer_count(), 1);
+    match poll_once(&mut push, &waker) {
+        Poll::Ready(Err(err @ FairPushError::Full { .. })) => {
+            assert_eq!(err.into_inner(), ("b", 1))
+        }
+        other => panic!("expected Full, got {other:?}"),
+    }
+    drop(push);
+    assert_eq!(q.producer_count(), 0);
+    assert_eq!(q.try_pop(), Some(9));
+}

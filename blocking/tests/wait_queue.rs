@@ -510,3 +510,47 @@ fn zero_timeouts_return_at_once_without_registering() {
     assert_eq!((q.producer_count(), q.waiter_count()), (0, 0));
     assert_eq!(q.try_pop(), Some(0));
 }
+
+/// The signal of a waiting push for [`a_waiting_push_never_polls_its_signal_again_once_it_completed`]:
+/// pending at its first poll; at its second it makes room (the pop notifies the waiting
+/// push) and fills it again, then completes; a later poll panics, as `future::ready`'s does.
+struct RefillingSignal<'a> {
+    q: &'a WaitQueue<i32>,
+    polls: u32,
+}
+
+impl std::future::Future for RefillingSignal<'_> {
+    type Output = ();
+
+    fn poll(mut self: std::pin::Pin<&mut Self>, _: &mut std::task::Context<'_>) -> Poll<()> {
+        self.polls += 1;
+        match self.polls {
+            1 => Poll::Pending,
+            2 => {
+                assert_eq!(self.q.try_pop(), Some(0));
+                self.q.push(9).unwrap();
+                Poll::Ready(())
+            }
+            _ => panic!("the signal was polled after it completed"),
+        }
+    }
+}
+
+/// A waiting push whose signal completed, and which is notified before it leaves the list,
+/// tries once more; still full, it gives up without polling the signal again.
+#[test]
+fn a_waiting_push_never_polls_its_signal_again_once_it_completed() {
+    let q = WaitQueue::bounded(1, FullPolicy::Refuse);
+    q.push(0).unwrap();
+    let waker = CountingWaker::new();
+    let mut push = q.push_until(1, RefillingSignal { q: &q, polls: 0 });
+    assert!(poll_once(&mut push, &waker).is_pending());
+    assert_eq!(q.producer_count(), 1);
+    assert_eq!(
+        poll_once(&mut push, &waker),
+        Poll::Ready(Err(fairq_blocking::PushError::Full(1)))
+    );
+    drop(push);
+    assert_eq!(q.producer_count(), 0);
+    assert_eq!(q.try_pop(), Some(9));
+}
