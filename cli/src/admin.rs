@@ -697,11 +697,22 @@ pub(crate) async fn queue<B: Inspect>(
             }
             Err(e) => Err(e.into()),
         },
+        // Either way a queue that is already as asked is an error, not a change counted.
         QueueAction::Pause { name } => {
+            if store.paused().await?.contains(name) {
+                return Err(CliError::AlreadyPaused(name.clone()));
+            }
             store.set_paused(name, true).await?;
             report(out, "paused", 1, format!("paused queue {name:?}"))
         }
         QueueAction::Resume { name } => {
+            let paused = store.paused().await?;
+            if !paused.contains(name) {
+                return Err(CliError::NotPaused {
+                    queue: name.clone(),
+                    paused,
+                });
+            }
             store.set_paused(name, false).await?;
             report(out, "resumed", 1, format!("resumed queue {name:?}"))
         }
@@ -1248,6 +1259,41 @@ mod tests {
             .await
             .unwrap()
             .is_empty());
+    }
+
+    #[tokio::test]
+    async fn pausing_a_paused_queue_or_resuming_one_that_is_not_fails() {
+        let store = MemoryBackend::new();
+        let mut out = Output::buffer(Format::Json);
+        let run = |argv: &'static [&'static str]| {
+            let Command::Queue(args) = parse(argv) else {
+                unreachable!()
+            };
+            args
+        };
+        let err = queue(&store, &run(&["queue", "resume", "tasks"]), &mut out)
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "queue \"tasks\" is not paused (no queue is paused)"
+        );
+        for name in ["mail", "web"] {
+            store.set_paused(name, true).await.unwrap();
+        }
+        let err = queue(&store, &run(&["queue", "resume", "tasks"]), &mut out)
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "queue \"tasks\" is not paused (paused queues: mail, web)"
+        );
+        let err = queue(&store, &run(&["queue", "pause", "mail"]), &mut out)
+            .await
+            .unwrap_err();
+        assert_eq!(err.to_string(), "queue \"mail\" is already paused");
+        assert_eq!(out.contents(), "", "nothing reported as done");
+        assert_eq!(store.paused().await.unwrap(), ["mail", "web"]);
     }
 
     #[tokio::test]

@@ -32,6 +32,17 @@ pub enum CliError {
         /// The queues that have jobs.
         known: Vec<String>,
     },
+    /// `fairq queue resume` of a queue that is not paused.
+    #[error("queue {queue:?} is not paused ({})", paused_queues(.paused))]
+    NotPaused {
+        /// The queue asked for.
+        queue: String,
+        /// The queues that are paused.
+        paused: Vec<String>,
+    },
+    /// `fairq queue pause` of a queue that is paused already.
+    #[error("queue {0:?} is already paused")]
+    AlreadyPaused(String),
     /// A job id that the store does not hold.
     #[error("no job with id {0}")]
     UnknownJob(u64),
@@ -67,6 +78,14 @@ fn known_queues(known: &[String]) -> String {
         "the store has no jobs".to_string()
     } else {
         format!("queues with jobs: {}", known.join(", "))
+    }
+}
+
+fn paused_queues(paused: &[String]) -> String {
+    if paused.is_empty() {
+        "no queue is paused".to_string()
+    } else {
+        format!("paused queues: {}", paused.join(", "))
     }
 }
 
