@@ -247,6 +247,7 @@ async fn report<B: Backend>(
     mut give_up: watch::Receiver<bool>,
 ) {
     let claims: Vec<Claim> = answered.batch.iter().map(|d| d.job.claim).collect();
+    queue.answered(&claims);
     let mut answers = answered.answers.into_iter();
     let mut reports = Vec::with_capacity(claims.len());
     for done in answered.batch {
@@ -459,7 +460,7 @@ mod tests {
     use crate::backend::Backend;
     use crate::clock::ManualClock;
     use crate::handler::Handlers;
-    use crate::job::NewJob;
+    use crate::job::{Job, NewJob};
     use crate::memory::MemoryBackend;
     use crate::worker::config::QueueConfig;
     use std::time::Duration;
@@ -516,5 +517,81 @@ mod tests {
         assert_eq!(left, [id]);
         let info = store.get(id).await.unwrap().unwrap();
         assert_eq!(info.status(), crate::JobStatus::Running, "never settled");
+    }
+
+    /// What a shutdown that had to stop the acker reports as unsettled: every finished
+    /// attempt whose batch the store has not answered, whether or not its lease is still
+    /// renewed, and none whose batch was answered (even while its hooks run).
+    #[tokio::test(start_paused = true)]
+    async fn unsettled_attempts_are_those_the_store_has_not_answered() {
+        use crate::worker::queue::{Running, Slot};
+        use crate::worker::slot::record;
+        let store = MemoryBackend::new();
+        for _ in 0..4 {
+            store.enqueue(NewJob::new("q", "k", vec![])).await.unwrap();
+        }
+        let jobs = store.claim("q", 4, Duration::from_secs(30)).await.unwrap();
+        let ids: Vec<JobId> = jobs.iter().map(|j| j.claim.id).collect();
+        let (tx, mut inbox) = tokio::sync::mpsc::unbounded_channel();
+        let queue = Arc::new(QueueRuntime::new(
+            "q".into(),
+            QueueConfig::default(),
+            tx.clone(),
+        ));
+        let mut shared = shared(store, &queue);
+        // What the shutdown would report, read while the answered attempt's hook runs.
+        let seen: Arc<std::sync::Mutex<Vec<Vec<JobId>>>> = Arc::default();
+        let (q, s) = (Arc::clone(&queue), Arc::clone(&seen));
+        Arc::get_mut(&mut shared).unwrap().hooks.finished = Some(Arc::new(move |_| {
+            s.lock().unwrap().push(q.unsettled_ids());
+        }));
+        let done = |job: Job| Done {
+            job,
+            result: Ok(()),
+            elapsed: Duration::ZERO,
+            span: tracing::Span::none(),
+            returned: true,
+        };
+        {
+            let mut st = queue.lock();
+            // The second job's lease was lost while it ran (a renewal was refused).
+            st.slots.push(Slot {
+                running: Some(Running {
+                    claim: jobs[1].claim,
+                    lost: true,
+                }),
+                task: None,
+            });
+            st.slots.push(Slot {
+                running: None,
+                task: None,
+            });
+            for (i, job) in jobs.iter().enumerate() {
+                let slot = if i == 1 { 0 } else { 1 };
+                record(&shared, &mut st, slot, done(job.clone()), &tx);
+            }
+        }
+        // The third's batch has been failing for longer than a lease (or a renewal was
+        // refused): its lease is no longer renewed, its outcome is still unknown.
+        assert!(queue.lose_settling(jobs[2].claim));
+        // The fourth's batch is answered.
+        let mut sent = Vec::new();
+        while let Ok(d) = inbox.try_recv() {
+            sent.push(d);
+        }
+        let fourth = sent.pop().unwrap();
+        assert_eq!(fourth.job.claim.id, ids[3]);
+        let answered = Answered {
+            flight: 0,
+            batch: vec![fourth],
+            answers: vec![Ok(Settled::Succeeded)],
+            resent: false,
+        };
+        let (_give_up, raised) = watch::channel(false);
+        report(&shared, &queue, answered, raised).await;
+        assert_eq!(seen.lock().unwrap().clone(), [ids[..3].to_vec()]);
+        assert_eq!(queue.unsettled_ids(), ids[..3]);
+        // Leases are renewed apart from that: only the first's.
+        assert_eq!(queue.lock().held_claims(), [jobs[0].claim]);
     }
 }

@@ -88,6 +88,10 @@ pub(crate) struct Pipeline {
     /// until its outcome is recorded, so its lease must outlive a slow settlement, or
     /// another worker would rescue and run it again.
     pub(crate) settling: HashSet<Claim>,
+    /// Every finished attempt handed to the acker whose batch the store has not answered,
+    /// renewed or not (a lost lease, a refused renewal, a settlement failing for longer than
+    /// a lease): what a shutdown that had to stop the acker reports as unsettled.
+    pub(crate) unanswered: HashSet<Claim>,
     /// Shutdown began: claim nothing, start nothing.
     pub(crate) stopping: bool,
     /// The prefetch depth: the configured one, 0 by default on a store that cannot take
@@ -152,6 +156,7 @@ impl QueueRuntime {
                 claiming: false,
                 unsettled: 0,
                 settling: HashSet::new(),
+                unanswered: HashSet::new(),
                 stopping: false,
                 prefetch_paused: false,
                 release_unsupported: false,
@@ -233,6 +238,15 @@ impl QueueRuntime {
         self.wake_claimer_if_room(&st);
     }
 
+    /// The store answered the batch of these finished attempts (its outcomes are known, its
+    /// hooks not yet called): they are no longer unsettled for a shutdown's report.
+    pub(crate) fn answered(&self, claims: &[Claim]) {
+        let mut st = self.lock();
+        for claim in claims {
+            st.unanswered.remove(claim);
+        }
+    }
+
     /// The store answered for these finished attempts: their leases are no longer renewed.
     pub(crate) fn settled(&self, claims: impl ExactSizeIterator<Item = Claim>) {
         let mut st = self.lock();
@@ -312,10 +326,14 @@ impl QueueRuntime {
         running
     }
 
-    /// The jobs of finished attempts whose outcomes the store has not confirmed and whose
-    /// leases are still held (for a shutdown that could not wait for the acker).
-    pub(crate) fn settling_ids(&self) -> Vec<JobId> {
-        self.lock().settling.iter().map(|c| c.id).collect()
+    /// The jobs of finished attempts handed to the acker whose batch the store has not
+    /// answered, in id order (for a shutdown that could not wait for the acker): whether or
+    /// not their leases are still renewed, and without those whose answer came (their hooks
+    /// may still be running).
+    pub(crate) fn unsettled_ids(&self) -> Vec<JobId> {
+        let mut ids: Vec<JobId> = self.lock().unanswered.iter().map(|c| c.id).collect();
+        ids.sort_unstable();
+        ids
     }
 
     /// Takes the slot tasks out (to wait for or stop them).

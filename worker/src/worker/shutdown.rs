@@ -173,7 +173,7 @@ pub(crate) async fn shutdown<B: Backend>(
                     Err(_) => {
                         task.abort();
                         let _ = task.await;
-                        let left = queue.settling_ids();
+                        let left = queue.unsettled_ids();
                         tracing::warn!(queue = %queue.name, jobs = left.len(), "the acker did not stop in time; its jobs are left to lease expiry");
                         report.unsettled.extend(left);
                     }

@@ -178,7 +178,7 @@ async fn next_job<B: Backend>(
 
 /// Frees the slot of a finished attempt, counts it for health and timings, and hands it to
 /// the acker.
-fn record<B: Backend>(
+pub(crate) fn record<B: Backend>(
     shared: &Shared<B>,
     st: &mut Pipeline,
     index: usize,
@@ -213,6 +213,7 @@ fn record<B: Backend>(
     }
     st.unsettled += 1;
     let claim = done.job.claim;
+    st.unanswered.insert(claim);
     // A lost lease stays lost: its settlement will be refused anyway.
     if !lost {
         st.settling.insert(claim);
@@ -225,6 +226,7 @@ fn record<B: Backend>(
         // The acker gave up at the shutdown deadline: the job is left to lease expiry.
         st.unsettled -= 1;
         st.settling.remove(&claim);
+        st.unanswered.remove(&claim);
         if judge {
             st.sweep.judging -= 1;
         }
