@@ -8,13 +8,14 @@ use std::sync::Arc;
 use std::collections::BTreeSet;
 
 use crate::config::{JournalConfig, PutOptions, ReaderConfig};
-use crate::files::{lock_path, queue_of, registry_path, tail_path};
+use crate::files::{belongs_to, lock_path, queue_of, registry_path, tail_path};
 use crate::reader::Reader;
 use crate::recovery::Access;
 use crate::report::RecoveryReport;
 use crate::retire::write_checkpoint;
 use crate::sink::{Destination, Sink, Target};
 use crate::state::Inner;
+use crate::storage::EntryKind;
 use crate::sync::{lock, read_lock};
 use crate::{ItemId, JournalError};
 
@@ -47,6 +48,19 @@ impl Inner {
         }
         if let Some(path) = ahead {
             remove(&path)?;
+        }
+        // Whatever else of the queue's is in the folder: a segment whose retirement failed
+        // and was not tried again, the temporary file of a checkpoint that failed. Left
+        // behind, it would still list the queue, and a segment would bring its items back.
+        let lock_file = lock_path(&self.dir, &self.name);
+        for e in storage
+            .list_dir(&self.dir)
+            .map_err(|e| JournalError::io(&self.dir, e))?
+        {
+            let path = self.dir.join(&e.name);
+            if e.kind != EntryKind::Dir && belongs_to(&self.name, &e.name) && path != lock_file {
+                remove(&path)?;
+            }
         }
         storage
             .sync_dir(&self.dir)

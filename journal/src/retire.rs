@@ -7,7 +7,7 @@ use crate::checkpoint::{encode_checkpoint, Checkpoint};
 use crate::files::segment_name;
 use crate::next::duration_ms;
 use crate::reader_state::ReaderShared;
-use crate::state::Inner;
+use crate::state::{Inner, Sealed};
 use crate::storage::replace_atomically;
 use crate::sync::{lock, read_lock};
 use crate::JournalError;
@@ -15,6 +15,10 @@ use crate::JournalError;
 impl Inner {
     /// Deletes (or archives) the sealed segments older than every reader's durable head
     /// segment. Segments go oldest first, so what is left is always a contiguous run.
+    ///
+    /// The victims leave the index while they are retired, so that two collections never
+    /// retire the same segment; one that could not be retired goes back into it with those
+    /// after it, and the next collection tries again.
     pub(crate) fn collect_segments(&self) -> Result<(), JournalError> {
         if self.read_only {
             return Ok(());
@@ -24,40 +28,61 @@ impl Inner {
             .map(|r| r.durable_segment.load(Ordering::SeqCst))
             .min()
             .unwrap_or(0);
-        let victims: Vec<u64> = {
+        let victims: Vec<(u64, Sealed)> = {
             let mut idx = lock(&self.index);
-            let ids: Vec<u64> = idx
+            let victims: Vec<(u64, Sealed)> = idx
                 .segs
                 .iter()
-                .filter(|(id, s)| s.is_some() && **id < keep_from)
-                .map(|(k, _)| *k)
+                .filter(|(id, _)| **id < keep_from)
+                .filter_map(|(id, s)| s.map(|s| (*id, s)))
                 .collect();
-            for id in &ids {
+            for (id, _) in &victims {
                 idx.segs.remove(id);
             }
-            ids
+            victims
         };
         if victims.is_empty() {
             return Ok(());
         }
         self.chunks.forget_before(keep_from);
-        let storage = self.storage();
-        for seg in victims {
-            let path = self.segment_path(seg);
-            let result = match &self.config.archive_dir {
-                Some(archive) => storage
-                    .create_dir_all(archive, self.config.dir_mode)
-                    .and_then(|()| self.archive_name(archive, seg))
-                    .and_then(|to| storage.rename(&path, &to))
-                    .and_then(|()| storage.sync_dir(archive)),
-                None => storage.remove_file(&path),
-            };
-            result.map_err(|e| JournalError::io(&path, e))?;
+        for (i, &(seg, _)) in victims.iter().enumerate() {
+            if let Err(e) = self.retire(seg) {
+                let mut idx = lock(&self.index);
+                for &(id, sealed) in &victims[i..] {
+                    idx.segs.insert(id, Some(sealed));
+                }
+                return Err(JournalError::io(self.segment_path(seg), e));
+            }
             tracing::debug!(queue = %self.name, segment = seg, "segment retired");
         }
-        storage
+        self.storage()
             .sync_dir(&self.dir)
             .map_err(|e| JournalError::io(&self.dir, e))
+    }
+
+    /// Deletes or archives one sealed segment. A segment already gone (an earlier try
+    /// removed or moved it, then failed) counts as retired.
+    fn retire(&self, seg: u64) -> std::io::Result<()> {
+        let storage = self.storage();
+        let path = self.segment_path(seg);
+        let gone = |e: &std::io::Error| e.kind() == std::io::ErrorKind::NotFound;
+        let Some(archive) = &self.config.archive_dir else {
+            return match storage.remove_file(&path) {
+                Err(e) if !gone(&e) => Err(e),
+                _ => Ok(()),
+            };
+        };
+        storage.create_dir_all(archive, self.config.dir_mode)?;
+        let to = self.archive_name(archive, seg)?;
+        if let Err(e) = storage.rename(&path, &to) {
+            // The name taken for it is given back.
+            let _ = storage.remove_file(&to);
+            if !gone(&e) {
+                return Err(e);
+            }
+        }
+        // Also after a rename of an earlier try whose sync failed.
+        storage.sync_dir(archive)
     }
 }
 

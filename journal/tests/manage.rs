@@ -11,6 +11,12 @@ use fairq_journal::{
     ReaderConfig, Sink, SyncPolicy,
 };
 
+mod faulty;
+
+use fairq_journal::sim::SimDisk;
+use fairq_journal::storage::Storage;
+use faulty::{Faulty, Op};
+
 const START: u64 = 1_700_000_000_000;
 
 fn at(ms: u64) -> SystemTime {
@@ -475,4 +481,107 @@ fn the_readme_management_example_runs() -> Result<(), JournalError> {
         vec!["jobs", "jobs-dead", "jobs-late"]
     );
     Ok(())
+}
+
+/// The names of the files of queue `q` in `dir` on `disk`.
+fn files_of_q(disk: &SimDisk, dir: &str) -> Vec<String> {
+    let mut v: Vec<String> = disk
+        .list_dir(Path::new(dir))
+        .unwrap()
+        .into_iter()
+        .map(|e| e.name)
+        .filter(|n| n.starts_with("q."))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn a_segment_whose_retirement_failed_is_retired_later_and_deleting_leaves_nothing() {
+    let disk = SimDisk::new(11);
+    let storage = Faulty::new(&disk);
+    let config = JournalConfig {
+        sync: SyncPolicy::Always,
+        segment_size: 60,
+        checkpoint_interval: Duration::ZERO,
+        storage: Arc::new(storage.clone()),
+        ..JournalConfig::default()
+    };
+    let seg = |id: u64| format!("q.{id:020}.seg");
+    let q = JournaledQueue::open("/j", "q", config.clone()).unwrap();
+    let r = q.reader("r").unwrap();
+    for i in 0..6u8 {
+        q.put(&[i; 30]).unwrap();
+    }
+    let first = Path::new("/j").join(seg(1));
+    storage.refuse(move |op| matches!(op, Op::Remove(p) if *p == first));
+    assert_eq!(drain(&r).len(), 6);
+    assert!(files_of_q(&disk, "/j").contains(&seg(1)));
+    storage.refuse_nothing();
+    // The next collection tries again.
+    r.checkpoint().unwrap();
+    let left = files_of_q(&disk, "/j");
+    assert!(
+        !left.contains(&seg(1)) && !left.contains(&seg(5)),
+        "{left:?}"
+    );
+
+    // A segment that could not be retired, and the temporary file of a checkpoint that
+    // failed, are deleted with the queue.
+    for i in 0..4u8 {
+        q.put(&[i; 30]).unwrap();
+    }
+    let oldest = left.iter().find(|n| n.ends_with(".seg")).unwrap().clone();
+    let stuck = Path::new("/j").join(&oldest);
+    storage.refuse(move |op| matches!(op, Op::Remove(p) if *p == stuck));
+    assert_eq!(drain(&r).len(), 4);
+    storage.refuse(|op| matches!(op, Op::Rename { .. }));
+    assert!(r.checkpoint().is_err());
+    let left = files_of_q(&disk, "/j");
+    assert!(left.contains(&oldest), "{left:?}");
+    assert!(left.contains(&"q.cp.r.tmp".to_string()), "{left:?}");
+    storage.refuse_nothing();
+    q.delete().unwrap();
+    assert_eq!(files_of_q(&disk, "/j"), Vec::<String>::new());
+    assert!(JournaledQueue::list_queues("/j", &config)
+        .unwrap()
+        .is_empty());
+}
+
+#[test]
+fn a_segment_whose_archiving_failed_is_archived_later_under_its_own_name() {
+    let disk = SimDisk::new(12);
+    let storage = Faulty::new(&disk);
+    let config = JournalConfig {
+        sync: SyncPolicy::Always,
+        segment_size: 60,
+        checkpoint_interval: Duration::ZERO,
+        archive_dir: Some("/archive".into()),
+        storage: Arc::new(storage.clone()),
+        ..JournalConfig::default()
+    };
+    let seg = |id: u64| format!("q.{id:020}.seg");
+    let archived = || files_of_q(&disk, "/archive");
+    let q = JournaledQueue::open("/j", "q", config).unwrap();
+    let r = q.reader("r").unwrap();
+    for i in 0..3u8 {
+        q.put(&[i; 30]).unwrap();
+    }
+    // The move of segment 1 fails: it stays, and the name taken for it in the archive is
+    // given back.
+    let first = Path::new("/j").join(seg(1));
+    storage.refuse(move |op| matches!(op, Op::Rename { from, .. } if *from == first));
+    assert_eq!(drain(&r).len(), 3);
+    assert!(files_of_q(&disk, "/j").contains(&seg(1)));
+    assert_eq!(archived(), Vec::<String>::new());
+    // Then the move goes through but the archive's sync fails: the next try finds the
+    // segment moved already.
+    storage.refuse(|op| matches!(op, Op::SyncDir(d) if *d == Path::new("/archive")));
+    assert!(r.checkpoint().is_err());
+    assert_eq!(archived(), vec![seg(1)]);
+    storage.refuse_nothing();
+    r.checkpoint().unwrap();
+    assert_eq!(archived(), vec![seg(1), seg(2), seg(3)]);
+    let left = files_of_q(&disk, "/j");
+    assert!(left.iter().all(|n| n > &seg(3)), "{left:?}");
 }
