@@ -64,7 +64,7 @@ impl<K, T> FairItems<K, T> {
             held: AtomicUsize::new(held),
             capacity,
             back_off_ns: crate::spin::back_off_ns(capacity),
-            room: RoomWaiters::new(),
+            room: RoomWaiters::new(capacity),
         }
     }
 

@@ -74,7 +74,9 @@ impl<K: Eq + Hash + Clone, T> FairWaitQueue<K, T> {
         Self::from_queue(FairQueue::new())
     }
 
-    /// A queue holding at most `capacity` items.
+    /// A queue holding at most `capacity` items. With a capacity of 0 every push is refused,
+    /// and a waiting push ([`push_timeout`](Self::push_timeout),
+    /// [`push_async`](Self::push_async)) fails at once with [`FairPushError::Full`].
     ///
     /// ```
     /// let q = fairq_blocking::FairWaitQueue::<&str, u32>::with_capacity(4);

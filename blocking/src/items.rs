@@ -71,7 +71,7 @@ impl<T> Items<T> {
             main,
             capacity: bound.map(|(capacity, _)| capacity),
             dropped: AtomicU64::new(0),
-            room: RoomWaiters::new(),
+            room: RoomWaiters::new(bound.map(|(capacity, _)| capacity)),
         }
     }
 

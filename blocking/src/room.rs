@@ -22,6 +22,9 @@
 //! A parked producer looks at its entry before every park, so it never sleeps on a
 //! notification that came while it was busy trying.
 //!
+//! A store of capacity 0 never has room: there a waiting push fails at once, as when its
+//! deadline has passed, instead of waiting for room that cannot come.
+//!
 //! Producers only ever wait here when the queue is full, so the list lock is off the fast
 //! path; a consumer's fast path is one load (after the ring's `SeqCst` pop, which stands in
 //! for the fence: see [`RoomWaiters::room_made_seqcst`]) or one fence and one load.
@@ -80,6 +83,9 @@ pub(crate) struct RoomWaiters {
     list: Mutex<List>,
     /// Whether a producer about to wait spins and yields first (see `spin`).
     polling: Polling,
+    /// The store's capacity is 0: a full store never has room, and a waiting push fails at
+    /// once instead of waiting for it.
+    never_room: bool,
 }
 
 /// Whether a store holding `len` of `capacity` items has a batch of room for a spinning
@@ -90,7 +96,8 @@ pub(crate) fn has_room_for_batch(len: usize, capacity: usize) -> bool {
 }
 
 impl RoomWaiters {
-    pub(crate) fn new() -> Self {
+    /// The producers of a store bounded at `capacity` (`None`: unbounded).
+    pub(crate) fn new(capacity: Option<usize>) -> Self {
         RoomWaiters {
             waiting: CachePadded::new(AtomicUsize::new(0)),
             list: Mutex::new(List {
@@ -98,6 +105,7 @@ impl RoomWaiters {
                 entries: VecDeque::new(),
             }),
             polling: Polling::new(),
+            never_room: capacity == Some(0),
         }
     }
 
@@ -261,6 +269,9 @@ impl RoomWaiters {
         room_for_batch: impl Fn() -> bool,
         mut attempt: impl FnMut(I) -> Attempt<I>,
     ) -> Result<(), Refusal<I>> {
+        if self.never_room {
+            return Err(Refusal::Full(item));
+        }
         let deadline = deadline();
         // Before registering, spin for a batch of room and yield the core a few times, as
         // far as each has paid lately (see `spin`): the consumer this producer waits for may
@@ -371,7 +382,7 @@ impl<I> PushState<I> {
             Attempt::Closed(item) => return Some(Err(Refusal::Closed(item))),
             Attempt::Full(item) => item,
         };
-        if expired() {
+        if room.never_room || expired() {
             return Some(Err(Refusal::Full(item)));
         }
         let id = room.register(Wake::Task(waker.clone()));

@@ -87,7 +87,9 @@ impl<T> WaitQueue<T> {
     /// replaces its oldest item) exactly when full. Items given back with
     /// [`put_head`](Self::put_head) are held apart, never refused, and not counted
     /// against the bound. With a capacity of 0 nothing is ever held: `Refuse` refuses
-    /// every push and `DropOldest` drops every item.
+    /// every push (a waiting push, [`push_timeout`](Self::push_timeout) or
+    /// [`push_async`](Self::push_async), fails at once with [`PushError::Full`]: room never
+    /// comes) and `DropOldest` drops every item.
     ///
     /// ```
     /// use fairq_blocking::{FullPolicy, WaitQueue};

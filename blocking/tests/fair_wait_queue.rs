@@ -238,3 +238,21 @@ fn a_waiting_fair_push_never_polls_its_signal_again_once_it_completed() {
     assert_eq!(q.producer_count(), 0);
     assert_eq!(q.try_pop(), Some(9));
 }
+
+/// A fair queue of capacity 0 never has room: a waiting push fails at once.
+#[test]
+fn a_waiting_push_on_a_fair_queue_of_capacity_zero_fails_at_once() {
+    let q = FairWaitQueue::with_capacity(0);
+    let waker = CountingWaker::new();
+    let mut push = q.push_async("a", 1, None);
+    match poll_once(&mut push, &waker) {
+        Poll::Ready(Err(err @ FairPushError::Full { len: 0, .. })) => {
+            assert_eq!(err.into_inner(), ("a", 1))
+        }
+        other => panic!("expected Full, got {other:?}"),
+    }
+    drop(push);
+    let err = q.push_timeout("b", 2, common::STUCK).unwrap_err();
+    assert!(matches!(err, FairPushError::Full { len: 0, .. }));
+    assert_eq!(q.producer_count(), 0);
+}

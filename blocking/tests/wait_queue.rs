@@ -299,6 +299,37 @@ fn zero_capacity_holds_nothing() {
     assert!(drop_oldest.is_empty());
 }
 
+/// A queue of capacity 0 never has room: a waiting push fails at once instead of waiting
+/// for it, whatever its timeout.
+#[test]
+fn a_waiting_push_on_a_queue_of_capacity_zero_fails_at_once() {
+    let q = WaitQueue::bounded(0, FullPolicy::Refuse);
+    let waker = CountingWaker::new();
+    let mut push = q.push_async(1, None);
+    assert_eq!(
+        poll_once(&mut push, &waker),
+        Poll::Ready(Err(fairq_blocking::PushError::Full(1)))
+    );
+    drop(push);
+    assert_eq!(
+        q.push_timeout(2, common::STUCK),
+        Err(fairq_blocking::PushError::Full(2))
+    );
+    assert_eq!(q.producer_count(), 0);
+    // A consumer waiting meanwhile changes nothing: nothing is ever held or handed over.
+    let mut pop = q.pop_async(None);
+    assert!(poll_once(&mut pop, &waker).is_pending());
+    let mut push = q.push_until(3, futures::future::pending());
+    assert_eq!(
+        poll_once(&mut push, &waker),
+        Poll::Ready(Err(fairq_blocking::PushError::Full(3)))
+    );
+    // `DropOldest` never makes anyone wait.
+    let drop_oldest = WaitQueue::bounded(0, FullPolicy::DropOldest);
+    drop_oldest.push_timeout(4, common::STUCK).unwrap();
+    assert_eq!(drop_oldest.dropped(), 1);
+}
+
 #[test]
 fn refuse_bound_is_exact_with_concurrent_pushers() {
     for _ in 0..20 {
