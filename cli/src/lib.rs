@@ -147,10 +147,16 @@ fn failure(err: &CliError) -> ExitCode {
 
 /// Writes one line to stderr, credentials hidden, ignoring a closed stream.
 pub(crate) fn output_error_line(line: &str) {
+    write_error_text(&scrub::clean(line));
+}
+
+/// Writes `text` and a line break to stderr as given, ignoring a closed or full stream: for
+/// text already scrubbed, or with nothing in it to hide that scrubbing could spoil (a
+/// generated token).
+pub(crate) fn write_error_text(text: &str) {
     use std::io::Write;
-    let line = scrub::clean(line);
     let mut stderr = std::io::stderr().lock();
-    let _ = writeln!(stderr, "{line}");
+    let _ = writeln!(stderr, "{text}");
 }
 
 /// Runs a parsed command line, printing results to `out`.

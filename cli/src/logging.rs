@@ -26,7 +26,9 @@ pub fn filter(value: Option<&str>) -> Option<EnvFilter> {
     match EnvFilter::try_new(value) {
         Ok(filter) => Some(filter),
         Err(e) => {
-            eprintln!("warning: ignoring {VARIABLE}: {e}");
+            // Through the CLI's own stderr path: credentials hidden, and a closed or full
+            // stderr ignored rather than a panic.
+            crate::output_error_line(&format!("warning: ignoring {VARIABLE}: {e}"));
             None
         }
     }

@@ -89,17 +89,22 @@ pub(crate) async fn start<B: Inspect>(
         config = config.token(token.clone());
     }
     let server = Server::bind(store, config).await.map_err(web_error)?;
-    let mut note = format!(
+    let mut note = crate::scrub::clean(&format!(
         "fairq dashboard on {} for {}",
         server.url(),
         fairq_web::store_label(url)
-    );
+    ));
+    // The token is fresh and random, with nothing to hide from the operator it is for: it
+    // is kept out of the scrubbing, which could spoil it (a short store password that
+    // happens to be part of it).
     if let Some(token) = server.generated_token() {
         note.push_str(&format!(
             "\n  reading is open to this machine; actions need this token (sign in on the page): {token}"
         ));
     }
-    eprintln!("{note}");
+    // One write, so the token line follows at once; a closed or full stderr is no reason
+    // to stop.
+    crate::write_error_text(&note);
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(server.run(async move {
         let _ = stopped.await;

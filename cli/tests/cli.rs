@@ -466,6 +466,49 @@ fn rust_log_prints_the_library_events_on_stderr() {
         .stderr(predicate::str::contains("ignoring RUST_LOG"));
 }
 
+/// Lines about the run that cannot be written (stderr on a full device) stop nothing: the
+/// dashboard's address from `work --serve` and the warning about a `RUST_LOG` that does not
+/// parse are dropped, and the command runs to its end (they used to panic, exit status 101).
+#[cfg(target_os = "linux")]
+#[test]
+fn an_unwritable_stderr_stops_neither_the_dashboard_nor_a_bad_rust_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = format!("file:{}", dir.path().join("store").display());
+    let run = |rust_log: Option<&str>, args: &[&str]| {
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap();
+        let mut command = std::process::Command::new(assert_cmd::cargo::cargo_bin("fairq"));
+        command
+            .current_dir(dir.path())
+            .env_remove("FAIRQ_STORE")
+            .env_remove("FAIRQ_TOKEN")
+            .env_remove("RUST_LOG")
+            .args(["--store", &store])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(full);
+        if let Some(filter) = rust_log {
+            command.env("RUST_LOG", filter);
+        }
+        command.status().unwrap()
+    };
+    let work = [
+        "work",
+        "-q",
+        "q",
+        "--until-idle",
+        "--serve",
+        "127.0.0.1:0",
+        "--exec",
+        "true",
+    ];
+    assert_eq!(run(None, &work).code(), Some(0), "work --serve");
+    assert_eq!(run(Some("[broken"), &["stats"]).code(), Some(0), "stats");
+}
+
 /// enqueue, work (one success, one failure), stats, list --state dead, retry, purge, prune.
 fn operator_round_trip(store: &str) {
     let dir = tempfile::tempdir().unwrap();
