@@ -107,4 +107,17 @@ impl BackendError {
             }
         )
     }
+
+    /// True when the store refused a change because the job is no longer held under the
+    /// caller's lease: it is not running, or runs under another lease. (The caller's own
+    /// earlier call may have been what moved it on.)
+    pub(crate) fn is_not_held(&self) -> bool {
+        matches!(
+            self,
+            BackendError::Transition {
+                source: TransitionError::NotRunning { .. } | TransitionError::StaleLease { .. },
+                ..
+            }
+        )
+    }
 }

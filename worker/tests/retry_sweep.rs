@@ -111,6 +111,67 @@ async fn buffered_retries_are_handed_back_and_held() {
     assert!(worker.shutdown(Duration::from_secs(1)).await.is_clean());
 }
 
+/// Buffered retries the sweep handed back, whose answer had not come when the shutdown
+/// deadline passed, are handed back again by the shutdown; the store refuses them because
+/// the first hand-back did land, and the report says they were handed back (not left
+/// claimed), without an error.
+#[tokio::test(start_paused = true)]
+async fn retries_whose_hand_back_lost_its_answer_are_reported_released_at_shutdown() {
+    let clock = ManualClock::new(START);
+    let store = Arc::new(Probe::new(MemoryBackend::with_clock(clock.clone())));
+    store
+        .lose_release_answers
+        .store(1, std::sync::atomic::Ordering::SeqCst);
+    let ids = retrying(&*store, "q", &["bad", "r2", "r3"]).await;
+    clock.advance(Duration::from_secs(1));
+    let failing = Arc::new(Mutex::new(vec!["bad".to_string()]));
+    let errors: Arc<Mutex<Vec<String>>> = Arc::default();
+    let seen = Arc::clone(&errors);
+    let worker = Worker::builder(Arc::clone(&store))
+        .queue(
+            "q",
+            QueueConfig::default()
+                .concurrency(1)
+                .prefetch(2)
+                .retry_sweep(SWEEP),
+        )
+        .handlers(handlers(&failing))
+        .clock(clock.clone())
+        .on_error(move |e: &WorkerError| seen.lock().unwrap().push(e.to_string()))
+        .build()
+        .unwrap()
+        .start()
+        .unwrap();
+    // The failed retry stopped the sweep, and the hand-back of the two buffered retries
+    // landed in the store; its answer never comes.
+    common::until("handed back", || !store.calls().releases.is_empty()).await;
+    assert_eq!(
+        store.calls().releases[0]
+            .iter()
+            .map(|c| c.id)
+            .collect::<Vec<_>>(),
+        ids[1..]
+    );
+    assert_eq!(
+        state(&*store, ids[1]).await,
+        State::Retrying {
+            run_at: clock.now()
+        }
+    );
+    let report = worker.shutdown(Duration::from_secs(1)).await;
+    assert_eq!(report.released, ids[1..], "{report:?}");
+    assert!(report.is_clean(), "{report:?}");
+    assert!(
+        errors.lock().unwrap().is_empty(),
+        "{:?}",
+        errors.lock().unwrap()
+    );
+    for id in &ids[1..] {
+        let info = store.get(*id).await.unwrap().unwrap();
+        assert_eq!(info.attempts, 1, "handed back, the attempt not counted");
+    }
+}
+
 /// With `sweep_holds_new_jobs`, a stopped sweep holds every job of the queue back until the
 /// next sweep, new ones included.
 #[tokio::test(start_paused = true)]

@@ -46,7 +46,7 @@ use crate::backend::Backend;
 use crate::error::BackendError;
 use crate::job::{Claim, JobId};
 use crate::settle::{Each, Finished, Settled};
-use fairq_core::job::{Millis, Outcome, State, TransitionError};
+use fairq_core::job::{Millis, Outcome, State};
 
 /// A batch the store answered.
 struct Answered {
@@ -331,13 +331,7 @@ async fn refused<B: Backend>(
     resent: bool,
     give_up: &mut watch::Receiver<bool>,
 ) -> JobOutcome {
-    let no_longer_held = matches!(
-        &source,
-        BackendError::Transition {
-            source: TransitionError::NotRunning { .. } | TransitionError::StaleLease { .. },
-            ..
-        }
-    );
+    let no_longer_held = source.is_not_held();
     let recorded = if resent && no_longer_held {
         recorded_before(shared, done, give_up).await
     } else {

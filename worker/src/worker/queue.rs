@@ -6,7 +6,7 @@
 //! records its finished job and takes the next one in a single lock, so the buffer's order
 //! (the order the store handed the jobs out, which is fair by key) is the order jobs start.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -110,6 +110,10 @@ pub(crate) struct Pipeline {
     /// Jobs stopped by shutdown (their handlers gave up when asked to stop, or were
     /// dropped at the deadline), to hand back to the store.
     pub(crate) stopped: Vec<Claim>,
+    /// Buffered retries the retry sweep handed back whose answer the shutdown deadline cut
+    /// off, with their attempts: whether the store took them is unknown, so the shutdown
+    /// hands them back again, and reads the job when the store refuses.
+    pub(crate) release_unknown: Vec<(Claim, u32)>,
     /// Buffered jobs that waited too long and whose hand-back failed as a whole (whether the
     /// store took them is unknown): the heartbeater sends them again at its next beat, and
     /// a shutdown hands back what is still here.
@@ -161,6 +165,7 @@ impl QueueRuntime {
                 prefetch_paused: false,
                 release_unsupported: false,
                 stopped: Vec::new(),
+                release_unknown: Vec::new(),
                 unreleased: Vec::new(),
                 releasing: Vec::new(),
                 released_in_shutdown: Vec::new(),
@@ -278,14 +283,17 @@ impl QueueRuntime {
     }
 
     /// Takes out every job to hand back at shutdown: buffered ones (in claim order), then
-    /// expired ones whose hand-back failed, then ones stopped by shutdown.
-    pub(crate) fn take_hand_backs(&self) -> Vec<Claim> {
+    /// expired ones whose hand-back failed, then ones stopped by shutdown, then retries whose
+    /// hand-back by the sweep may have landed (also returned apart, with their attempts).
+    pub(crate) fn take_hand_backs(&self) -> (Vec<Claim>, HashMap<Claim, u32>) {
         let mut st = self.lock();
         let mut claims: Vec<Claim> = st.buffer.drain(..).map(|b| b.job.claim).collect();
         let unreleased = std::mem::take(&mut st.unreleased);
         claims.extend(unreleased.into_iter().map(|b| b.job.claim));
         claims.append(&mut st.stopped);
-        claims
+        let unknown: HashMap<Claim, u32> = st.release_unknown.drain(..).collect();
+        claims.extend(unknown.keys());
+        (claims, unknown)
     }
 
     /// Resolves once no hand-back by the heartbeater is in flight.

@@ -17,6 +17,7 @@ use super::task_failure::TaskFailure;
 use crate::backend::Backend;
 use crate::error::BackendError;
 use crate::job::{Claim, JobId};
+use fairq_core::job::State;
 
 /// How long a shutdown may run past its deadline: the last hand-back, the ackers' and the
 /// other tasks' ends must all be done by then, whatever the store does. A task still
@@ -256,11 +257,34 @@ async fn hand_backs_in_flight<B: Backend>(
     }
 }
 
+/// Whether the job of `claim`, at `attempt` when it was handed back by a call whose answer
+/// never came, was taken back by that call, as its record shows (read by `until`): its
+/// attempt refunded and not claimed since, or claimed again once (a rescue would have counted
+/// the attempt instead, and a claim after it would be one further). False when the record
+/// cannot tell.
+async fn handed_back_before<B: Backend>(
+    shared: &Shared<B>,
+    claim: Claim,
+    attempt: u32,
+    until: Instant,
+) -> bool {
+    let read = guard::call("get", shared.backend.get(claim.id));
+    let Ok(Ok(Some(info))) = tokio::time::timeout_at(until, read).await else {
+        return false;
+    };
+    match info.state {
+        State::Scheduled { .. } | State::Retrying { .. } => info.attempts + 1 == attempt,
+        State::Running { lease } => lease.token != claim.token && info.attempts == attempt,
+        State::Succeeded { .. } => info.attempts == attempt,
+        _ => false,
+    }
+}
+
 /// Hands every buffered job and every job stopped by shutdown back to the store, by `until`
 /// at the latest.
 async fn hand_back<B: Backend>(shared: &Shared<B>, report: &mut ShutdownReport, until: Instant) {
     for queue in &shared.queues {
-        let claims = queue.take_hand_backs();
+        let (claims, handed_back_maybe) = queue.take_hand_backs();
         if claims.is_empty() {
             continue;
         }
@@ -273,6 +297,14 @@ async fn hand_back<B: Backend>(shared: &Shared<B>, report: &mut ShutdownReport, 
                     match answers.next() {
                         Some(Ok(())) => report.released.push(claim.id),
                         Some(Err(source)) => {
+                            let earlier = handed_back_maybe.get(claim).copied();
+                            if let Some(attempt) = earlier.filter(|_| source.is_not_held()) {
+                                if handed_back_before(shared, *claim, attempt, until).await {
+                                    tracing::debug!(job.id = %claim.id, "handed back by the retry sweep's call, whose answer was cut off");
+                                    report.released.push(claim.id);
+                                    continue;
+                                }
+                            }
                             shared.report(&queue.name, Operation::Release, Some(claim.id), source);
                             report.left_claimed.push(claim.id);
                         }

@@ -89,8 +89,8 @@ pub(crate) fn signal(job: &Job, result: &Result<(), Failure>) -> Option<bool> {
 /// (where the store can take jobs back) and the store moves every due retry to `until`.
 ///
 /// Raising `give_up` (the shutdown deadline) ends the wait for the store: retries whose
-/// hand-back had not been answered then go to the shutdown's own hand-back, and the hold is
-/// left undone.
+/// hand-back had not been answered then go to the shutdown's own hand-back (which tells a
+/// refusal because this one landed from a lost lease), and the hold is left undone.
 pub(crate) async fn hold<B: Backend>(
     shared: &Shared<B>,
     queue: &QueueRuntime,
@@ -125,7 +125,8 @@ pub(crate) async fn hold<B: Backend>(
         let release = guard::call("release", shared.backend.release(claims.clone()));
         let Some(released) = unless_given_up(release, give_up).await else {
             // Whether the store took them is unknown: the shutdown hands them back again.
-            queue.lock().stopped.extend(claims);
+            let attempts = buffered.iter().map(|b| (b.job.claim, b.job.attempt));
+            queue.lock().release_unknown.extend(attempts);
             return;
         };
         match released {

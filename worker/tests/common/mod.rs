@@ -88,6 +88,9 @@ pub struct Probe {
     /// When set, every `release` call that carries jobs takes a permit after it was recorded
     /// (so a test holds a hand-back in flight).
     pub release_gate: Option<Arc<Semaphore>>,
+    /// This many of the next `release` calls that carry jobs are applied to the store and
+    /// then never answer (the answer is lost on the way).
+    pub lose_release_answers: Arc<AtomicUsize>,
     /// This many of the next settlement calls are applied to the store and then fail as a
     /// whole (transient): the store recorded them, and the answer is lost. (A combined
     /// settle-and-claim so affected settles only: its claim is not made.)
@@ -125,6 +128,7 @@ impl Probe {
             heartbeat_gate: None,
             fail_releases: Arc::default(),
             release_gate: None,
+            lose_release_answers: Arc::default(),
             lose_settle_answers: Arc::default(),
         }
     }
@@ -296,6 +300,10 @@ impl Backend for Probe {
             }
             if !claims.is_empty() && take_one(&this.fail_releases) {
                 return Err(down());
+            }
+            if !claims.is_empty() && take_one(&this.lose_release_answers) {
+                this.inner.release(claims.clone()).await?;
+                std::future::pending::<()>().await;
             }
             this.inner.release(claims).await
         }
