@@ -5,8 +5,8 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use fairq_worker::{JobStatus, Retention};
 
-use crate::values::parse_meta;
 pub use crate::values::{parse_delay, parse_duration, parse_limit, parse_size, MAX_DELAY};
+use crate::values::{parse_meta, parse_time_limit};
 
 /// fairq: fair-by-key job queues on a file, PostgreSQL or Redis store.
 ///
@@ -199,8 +199,8 @@ pub struct WorkArgs {
     /// Look for due jobs at least this often when the store sends no wake-up.
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     pub poll: Duration,
-    /// Kill a command that runs longer than this (a failed attempt).
-    #[arg(long, value_parser = parse_duration)]
+    /// Kill a command that runs longer than this (a failed attempt); more than zero.
+    #[arg(long, value_parser = parse_time_limit)]
     pub job_timeout: Option<Duration>,
     /// After SIGTERM or Ctrl-C, how long running jobs may take to finish.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
@@ -532,6 +532,35 @@ mod tests {
             "1d"
         ])
         .is_err());
+    }
+
+    #[test]
+    fn a_job_timeout_of_zero_is_refused() {
+        let work = |timeout: &str| {
+            Cli::try_parse_from([
+                "fairq",
+                "work",
+                "-q",
+                "q",
+                "--job-timeout",
+                timeout,
+                "--exec",
+                "true",
+            ])
+        };
+        for zero in ["0s", "0ms", " 0 s "] {
+            let err = work(zero).unwrap_err();
+            assert_eq!(
+                err.kind(),
+                clap::error::ErrorKind::ValueValidation,
+                "{zero}"
+            );
+            assert!(err.to_string().contains("longer than zero"), "{err}");
+        }
+        let Command::Work(args) = work("1ms").unwrap().command else {
+            panic!("not work")
+        };
+        assert_eq!(args.job_timeout, Some(Duration::from_millis(1)));
     }
 
     #[test]

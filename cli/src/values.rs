@@ -16,6 +16,27 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         .map_err(|e| format!("{e} (write a number and a unit, for example 500ms, 30s, 5m, 2h, 7d)"))
 }
 
+/// Parses a time limit: a duration longer than zero (a limit of nothing would end every
+/// attempt as it starts).
+///
+/// ```
+/// use std::time::Duration;
+/// assert_eq!(fairq_cli::values::parse_time_limit("2m"), Ok(Duration::from_secs(120)));
+/// assert!(fairq_cli::values::parse_time_limit("1ns").is_ok());
+/// assert!(fairq_cli::values::parse_time_limit("0s").unwrap_err().contains("longer than zero"));
+/// ```
+pub fn parse_time_limit(s: &str) -> Result<Duration, String> {
+    let limit = parse_duration(s)?;
+    if limit.is_zero() {
+        Err(format!(
+            "{} is no time: the limit must be longer than zero (leave the option out for none)",
+            s.trim()
+        ))
+    } else {
+        Ok(limit)
+    }
+}
+
 /// The longest `--delay` or `--backoff` accepted: 100 years (of 365.25 days). Any job time
 /// a store records then stays far inside what every store, JSON number and RFC 3339 date
 /// can represent.
