@@ -1,14 +1,16 @@
 //! The public queue handle.
 
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use std::collections::BTreeSet;
 
 use crate::config::{JournalConfig, PutOptions, ReaderConfig};
-use crate::files::{belongs_to, lock_path, queue_of, registry_path, tail_path};
+use crate::files::{
+    belongs_to, lock_path, parse_checkpoint_name, queue_of, registry_path, tail_path,
+};
 use crate::reader::Reader;
 use crate::recovery::Access;
 use crate::report::RecoveryReport;
@@ -21,6 +23,15 @@ use crate::{ItemId, JournalError};
 
 impl Inner {
     /// Closes the queue and removes its files; see [`JournaledQueue::delete`].
+    ///
+    /// The order makes every state a crash can leave one that opens: the tail marker and
+    /// the checkpoints go first (a reader without its checkpoint restarts from the oldest
+    /// item: replayed, never lost; the registry still names every reader), then the
+    /// segments, oldest first (without checkpoints nothing asks for a segment that is gone,
+    /// and without the marker nothing for one at the end), and the registry last (before
+    /// that, no reader can be forgotten: without the registry the readers would be taken
+    /// from the checkpoint files left). The folder is synced after each step, so that no
+    /// removal of a step outlives a crash that a removal of an earlier step did not.
     pub(crate) fn delete(&self) -> Result<(), JournalError> {
         if self.closed.swap(true, Ordering::AcqRel) {
             return Err(JournalError::Closed);
@@ -33,15 +44,40 @@ impl Inner {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(JournalError::io(p, e)),
             _ => Ok(()),
         };
-        // Without registry and checkpoints, leftover segments after a crash read as a queue
-        // whose readers start from the oldest item: replayed, never lost. The tail marker goes
-        // first, so that a queue whose newest segments were already removed is not refused.
+        let sync = || {
+            storage
+                .sync_dir(&self.dir)
+                .map_err(|e| JournalError::io(&self.dir, e))
+        };
+        // The queue's files in the folder that `pick` picks by name, whoever left them: a
+        // segment whose retirement failed, the temporary file of a checkpoint that failed.
+        let found = |pick: &dyn Fn(&str) -> bool| -> Result<Vec<PathBuf>, JournalError> {
+            let entries = storage
+                .list_dir(&self.dir)
+                .map_err(|e| JournalError::io(&self.dir, e))?;
+            Ok(entries
+                .into_iter()
+                .filter(|e| e.kind != EntryKind::Dir && belongs_to(&self.name, &e.name))
+                .filter(|e| pick(&e.name))
+                .map(|e| self.dir.join(&e.name))
+                .collect())
+        };
+
         remove(&tail_path(&self.dir, &self.name))?;
-        remove(&registry_path(&self.dir, &self.name))?;
-        for r in read_lock(&self.readers).iter() {
-            let path = lock(&r.cp).path.clone();
+        let readers = read_lock(&self.readers).clone();
+        for r in &readers {
+            // Under the checkpoint's lock: a checkpoint being written meanwhile (by a commit
+            // that came just before the queue closed) finishes first, and a later one sees
+            // the reader removed and writes nothing (`write_checkpoint`).
+            let cp = lock(&r.cp);
+            r.removed.store(true, Ordering::Release);
+            remove(&cp.path)?;
+        }
+        for path in found(&|f| parse_checkpoint_name(&self.name, f).is_some())? {
             remove(&path)?;
         }
+        sync()?;
+
         let segments: Vec<u64> = lock(&self.index).segs.keys().copied().collect();
         for seg in segments {
             remove(&self.segment_path(seg))?;
@@ -49,23 +85,21 @@ impl Inner {
         if let Some(path) = ahead {
             remove(&path)?;
         }
-        // Whatever else of the queue's is in the folder: a segment whose retirement failed
-        // and was not tried again, the temporary file of a checkpoint that failed. Left
-        // behind, it would still list the queue, and a segment would bring its items back.
-        let lock_file = lock_path(&self.dir, &self.name);
-        for e in storage
-            .list_dir(&self.dir)
-            .map_err(|e| JournalError::io(&self.dir, e))?
-        {
-            let path = self.dir.join(&e.name);
-            if e.kind != EntryKind::Dir && belongs_to(&self.name, &e.name) && path != lock_file {
-                remove(&path)?;
-            }
+        let (registry, lock_file) = (
+            registry_path(&self.dir, &self.name),
+            lock_path(&self.dir, &self.name),
+        );
+        for path in found(&|f| {
+            let p = self.dir.join(f);
+            p != registry && p != lock_file
+        })? {
+            remove(&path)?;
         }
-        storage
-            .sync_dir(&self.dir)
-            .map_err(|e| JournalError::io(&self.dir, e))?;
-        remove(&lock_path(&self.dir, &self.name))?;
+        sync()?;
+
+        remove(&registry)?;
+        sync()?;
+        remove(&lock_file)?;
         drop(lock(&self.dir_lock).take());
         Ok(())
     }
@@ -509,9 +543,13 @@ impl JournaledQueue {
             })
     }
 
-    /// Closes the queue and deletes all its files (registry and checkpoints first, then the
-    /// segments oldest first, then the lock file). Other queues in the folder are untouched.
-    /// Handles to it fail with [`JournalError::Closed`] afterwards.
+    /// Closes the queue and deletes all its files (the tail marker and the checkpoints
+    /// first, then the segments oldest first and any other file of the queue's, then the
+    /// reader registry, syncing the folder after each step, then the lock file). A crash
+    /// part way leaves a queue that opens with every reader it had, each either at its
+    /// checkpoint or, once its checkpoint is gone, at the oldest item left. Other queues in
+    /// the folder are untouched. Handles to it fail with [`JournalError::Closed`]
+    /// afterwards.
     ///
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();

@@ -176,15 +176,19 @@ impl Inner {
         // The registry decides which readers exist; a crash after it leaves a stale
         // checkpoint that the next open removes.
         self.write_registry(&names)?;
-        victim.removed.store(true, Ordering::Release);
         write_lock(&self.readers).retain(|r| !Arc::ptr_eq(r, &victim));
         self.chunks.untrack(&victim.at);
-        let path = lock(&victim.cp).path.clone();
-        match self.storage().remove_file(&path) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                return Err(JournalError::io(&path, e));
+        {
+            // Under the checkpoint's lock: a checkpoint being written meanwhile finishes
+            // first, and a later one sees the reader removed and writes nothing.
+            let cp = lock(&victim.cp);
+            victim.removed.store(true, Ordering::Release);
+            match self.storage().remove_file(&cp.path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(JournalError::io(&cp.path, e));
+                }
+                _ => {}
             }
-            _ => {}
         }
         self.bell.ring_always();
         self.collect_segments()

@@ -127,6 +127,15 @@ pub(crate) fn write_checkpoint(
         return Ok(());
     }
     let cp = lock(&shared.cp);
+    if shared.removed.load(Ordering::Acquire) {
+        // Its checkpoint was removed (`remove_reader`, `delete`) under this lock, and must
+        // not come back.
+        return Err(if inner.closed.load(Ordering::Acquire) {
+            JournalError::Closed
+        } else {
+            JournalError::ReaderRemoved(shared.name())
+        });
+    }
     let now = inner.config.clock.coarse_now_ms();
     let data = {
         let mut st = lock(&shared.state);

@@ -585,3 +585,162 @@ fn a_segment_whose_archiving_failed_is_archived_later_under_its_own_name() {
     let left = files_of_q(&disk, "/j");
     assert!(left.iter().all(|n| n > &seg(3)), "{left:?}");
 }
+
+#[test]
+fn a_crash_while_a_queue_is_deleted_forgets_no_reader() {
+    // A power loss after each storage operation of `delete`, on a file system that keeps
+    // removals in order (the folder is synced after each): the queue opens again, with
+    // both readers until every item is gone, and while every segment is left each reader
+    // gets at least what it had not finished.
+    let seg_files = |disk: &SimDisk| {
+        files_of_q(disk, "/j")
+            .into_iter()
+            .filter(|n| n.ends_with(".seg"))
+            .count()
+    };
+    for k in 0.. {
+        let disk = SimDisk::new(20 + k);
+        let storage = Faulty::new(&disk);
+        let config = JournalConfig {
+            sync: SyncPolicy::Always,
+            segment_size: 60,
+            checkpoint_interval: Duration::ZERO,
+            storage: Arc::new(storage.clone()),
+            ..JournalConfig::default()
+        };
+        let q = JournaledQueue::open("/j", "q", config.clone()).unwrap();
+        let a = q.reader("a").unwrap();
+        let b = q.reader("b").unwrap();
+        for i in 0..6u8 {
+            q.put(&[i; 30]).unwrap();
+        }
+        for (r, n) in [(&a, 2), (&b, 4)] {
+            for _ in 0..n {
+                let item = r.get().unwrap().unwrap();
+                r.commit(item.id).unwrap();
+            }
+            r.checkpoint().unwrap();
+        }
+        let segs = seg_files(&disk);
+        storage.sync_after_remove(true);
+        disk.schedule_crash(k);
+        let deleted = q.delete();
+        drop((a, b, q));
+        let crashed = disk.is_dead();
+        disk.restart();
+        storage.sync_after_remove(false);
+        if !crashed {
+            deleted.unwrap();
+            assert_eq!(files_of_q(&disk, "/j"), Vec::<String>::new());
+            assert!(k > 6, "delete took {k} storage operations");
+            break;
+        }
+        let all_there = seg_files(&disk) == segs;
+        let q = JournaledQueue::open("/j", "q", config)
+            .unwrap_or_else(|e| panic!("crash after {k} operations: {e}"));
+        let names = q.reader_names();
+        if names == vec![String::new()] {
+            assert!(
+                !all_there,
+                "crash after {k} operations: the readers are forgotten"
+            );
+            assert!(
+                q.reader("").unwrap().is_empty(),
+                "crash after {k} operations"
+            );
+            continue;
+        }
+        assert_eq!(
+            names,
+            vec!["a".to_string(), "b".to_string()],
+            "crash after {k}"
+        );
+        if all_there {
+            for (name, from) in [("a", 2u8), ("b", 4)] {
+                let got: Vec<u8> = drain(&q.reader(name).unwrap())
+                    .iter()
+                    .map(|d| d[0])
+                    .collect();
+                for i in from..6 {
+                    assert!(
+                        got.contains(&i),
+                        "crash after {k}: {name} lost {i}: {got:?}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// A clock that holds the next call made on the thread that armed it, until released.
+#[derive(Debug)]
+struct HeldClock {
+    time: ManualClock,
+    /// The armed thread, whether it is held now, whether it was released.
+    state: Mutex<(Option<std::thread::ThreadId>, bool, bool)>,
+    cv: std::sync::Condvar,
+}
+
+impl HeldClock {
+    fn hold_here(&self) {
+        let mut s = self.state.lock().unwrap();
+        if s.0 != Some(std::thread::current().id()) {
+            return;
+        }
+        s.0 = None;
+        s.1 = true;
+        self.cv.notify_all();
+        let mut s = self.cv.wait_while(s, |s| !s.2).unwrap();
+        s.1 = false;
+    }
+}
+
+impl fairq_journal::Clock for HeldClock {
+    fn now(&self) -> SystemTime {
+        self.hold_here();
+        self.time.now()
+    }
+}
+
+#[test]
+fn a_commit_that_raced_the_deletion_does_not_bring_its_checkpoint_back() {
+    let disk = SimDisk::new(13);
+    let clock = Arc::new(HeldClock {
+        time: ManualClock::new(at(START)),
+        state: Mutex::new((None, false, false)),
+        cv: std::sync::Condvar::new(),
+    });
+    let config = JournalConfig {
+        checkpoint_interval: Duration::ZERO,
+        clock: clock.clone(),
+        ..JournalConfig::on_sim(&disk)
+    };
+    let q = JournaledQueue::open("/j", "q", config.clone()).unwrap();
+    let r = q.reader("r").unwrap();
+    q.put(b"x").unwrap();
+    let item = r.get().unwrap().unwrap();
+    // The commit passes its check that the queue is open, then is held at its first
+    // reading of the clock while the queue is deleted.
+    let committer = {
+        let clock = clock.clone();
+        std::thread::spawn(move || {
+            clock.state.lock().unwrap().0 = Some(std::thread::current().id());
+            r.commit(item.id)
+        })
+    };
+    drop(
+        clock
+            .cv
+            .wait_while(clock.state.lock().unwrap(), |s| !s.1)
+            .unwrap(),
+    );
+    q.delete().unwrap();
+    clock.state.lock().unwrap().2 = true;
+    clock.cv.notify_all();
+    // The commit itself was made; its checkpoint is not written.
+    committer.join().unwrap().unwrap();
+    assert_eq!(files_of_q(&disk, "/j"), Vec::<String>::new());
+    assert!(JournaledQueue::list_queues("/j", &config)
+        .unwrap()
+        .is_empty());
+}
