@@ -14,10 +14,26 @@
 //! A pass (1) delivers: it takes the oldest waiter, *claims* it (so it can no longer time
 //! out under our feet), then pops an item for it; with no item it releases the waiter and
 //! keeps it aside as the oldest; (2) evicts: on `close` or `evict_waiters` it resolves
-//! every waiter empty. Because a claimed waiter cannot vanish, an item leaves the store
-//! only when it is certain to be delivered. The single exception is a future dropped while
-//! claimed: its item stays with the drainer, goes to the next live waiter, or else back
-//! to the head of the store.
+//! every waiter empty; (3) prunes, when asked (see below). Because a claimed waiter cannot
+//! vanish, an item leaves the store only when it is certain to be delivered. The single
+//! exception is a future dropped while claimed: its item stays with the drainer, goes to
+//! the next live waiter, or else back to the head of the store.
+//!
+//! # Pruning
+//!
+//! A waiter whose owner gives up (its deadline passed, its future was dropped) resolves
+//! itself and stays in the waiter queue, holding its thread handle or waker, until a pass
+//! pops it; and a pass that finds no item stops at the oldest live waiter. Behind one
+//! waiter that waits for long, waiters that give up would thus pile up without bound (a
+//! loop of short timeouts), and none of them could be reused. So an owner that gives up
+//! counts itself, and once the waiters that gave up since the last prune reach the live
+//! ones plus `PRUNE_SLACK`, it asks for a pass that prunes: it pops every waiter
+//! queued, drops the resolved ones (keeping them for reuse) and moves the live ones, in
+//! order, to a list kept aside behind the oldest waiter (the queue has no "push front"),
+//! which passes serve before the queue and from which later prunes drop resolved waiters
+//! too. A prune's work is about the live waiters plus the resolved ones, and it follows at
+//! least as many give-ups as there are live waiters: constant work per give-up, amortised,
+//! and never on the path of a push or of a pop that gets an item.
 //!
 //! # Who triggers a pass
 //!
@@ -49,6 +65,7 @@
 use core::future::Future;
 use core::pin::Pin;
 use core::task::{Context, Poll, Waker};
+use std::collections::VecDeque;
 
 use crossbeam_utils::CachePadded;
 
@@ -73,6 +90,9 @@ pub(crate) trait Store {
 struct DrainState<I> {
     /// The oldest waiter, kept aside because the waiter queue has no "push front".
     front: Option<Arc<Waiter<I>>>,
+    /// Live waiters a prune moved off the waiter queue, oldest first: younger than `front`,
+    /// older than every waiter still queued.
+    behind: VecDeque<Arc<Waiter<I>>>,
     /// The eviction generation already acted on.
     evictions_seen: usize,
 }
@@ -89,6 +109,10 @@ pub(crate) struct Handoff<S: Store> {
     drain: Mutex<DrainState<S::Item>>,
     closed: AtomicBool,
     evictions: AtomicUsize,
+    /// Owners that gave up on their own since the last prune (see "Pruning").
+    gave_up: AtomicUsize,
+    /// A prune is due: the next pass runs one.
+    prune_due: AtomicBool,
     /// Resolved waiters nobody else references, kept so a wait does not allocate one.
     spare: ArrayQueue<Arc<Waiter<S::Item>>>,
     spin: Spin,
@@ -101,6 +125,11 @@ const SPARE_WAITERS: usize = 16;
 #[cfg(loom)]
 const SPARE_WAITERS: usize = 2;
 
+/// How many more waiters may give up than are live before a prune is due (see "Pruning"
+/// in the module docs). Under loom every give-up prunes, so that the models see pruning.
+#[cfg(not(loom))]
+const PRUNE_SLACK: usize = 16;
+
 impl<S: Store> Handoff<S> {
     pub(crate) fn new(store: S) -> Self {
         Handoff {
@@ -110,10 +139,13 @@ impl<S: Store> Handoff<S> {
             pending: CachePadded::new(AtomicUsize::new(0)),
             drain: Mutex::new(DrainState {
                 front: None,
+                behind: VecDeque::new(),
                 evictions_seen: 0,
             }),
             closed: AtomicBool::new(false),
             evictions: AtomicUsize::new(0),
+            gave_up: AtomicUsize::new(0),
+            prune_due: AtomicBool::new(false),
             spare: ArrayQueue::new(SPARE_WAITERS),
             spin: Spin::new(),
         }
@@ -202,6 +234,23 @@ impl<S: Store> Handoff<S> {
         self.live.fetch_sub(1, Ordering::AcqRel);
     }
 
+    /// The owner resolved its waiter empty on its own (deadline, drop) while the waiter was
+    /// queued or kept aside: it leaves, and asks for a prune when one is due (see "Pruning"
+    /// in the module docs).
+    fn give_up(&self) {
+        self.leave();
+        let gave_up = self.gave_up.fetch_add(1, Ordering::Relaxed) + 1;
+        #[cfg(not(loom))]
+        let due = gave_up >= self.live.load(Ordering::Relaxed) + PRUNE_SLACK;
+        #[cfg(loom)]
+        let due = gave_up > 0;
+        if due {
+            // Seen by the pass that covers this request (`drain` orders the two).
+            self.prune_due.store(true, Ordering::Release);
+            self.drain();
+        }
+    }
+
     /// Requests a drain pass; runs it (and any requested meanwhile) if no one else is.
     #[inline(never)]
     fn drain(&self) {
@@ -225,14 +274,22 @@ impl<S: Store> Handoff<S> {
     }
 
     fn next_waiter(&self, state: &mut DrainState<S::Item>) -> Option<Arc<Waiter<S::Item>>> {
-        state.front.take().or_else(|| self.waiters.pop())
+        if let Some(waiter) = state.front.take() {
+            return Some(waiter);
+        }
+        if !state.behind.is_empty() {
+            return state.behind.pop_front();
+        }
+        self.waiters.pop()
     }
 
     fn pass(&self, state: &mut DrainState<S::Item>) {
         let mut carried: Option<S::Item> = None;
         while let Some(waiter) = self.next_waiter(state) {
             if !waiter.claim() {
-                continue; // resolved already (timed out, dropped, evicted)
+                // Resolved already (timed out, dropped, evicted).
+                self.recycle(waiter);
+                continue;
             }
             let item = match carried.take().or_else(|| self.store.pop()) {
                 Some(item) => item,
@@ -262,6 +319,11 @@ impl<S: Store> Handoff<S> {
                     self.leave();
                 }
             }
+            for waiter in core::mem::take(&mut state.behind) {
+                if waiter.cancel() {
+                    self.leave();
+                }
+            }
             // Bounded by the waiters present now, so a consumer that keeps re-registering
             // cannot hold the drainer here.
             for _ in 0..self.waiters.len() {
@@ -275,6 +337,34 @@ impl<S: Store> Handoff<S> {
                 }
             }
         }
+
+        if self.prune_due.load(Ordering::Acquire) {
+            self.prune_due.store(false, Ordering::Relaxed);
+            self.gave_up.store(0, Ordering::Relaxed);
+            self.prune(state);
+        }
+    }
+
+    /// Drops the resolved waiters kept aside or queued, and moves the live queued ones
+    /// behind those kept aside, in order (see "Pruning" in the module docs). Bounded by the
+    /// waiters present now.
+    fn prune(&self, state: &mut DrainState<S::Item>) {
+        let mut kept = VecDeque::with_capacity(state.behind.len());
+        for waiter in core::mem::take(&mut state.behind) {
+            if waiter.is_resolved() {
+                self.recycle(waiter);
+            } else {
+                kept.push_back(waiter);
+            }
+        }
+        for _ in 0..self.waiters.len() {
+            match self.waiters.pop() {
+                Some(waiter) if waiter.is_resolved() => self.recycle(waiter),
+                Some(waiter) => kept.push_back(waiter),
+                None => break,
+            }
+        }
+        state.behind = kept;
     }
 
     /// Blocks the calling thread until an item is handed over, the deadline passes, or the
@@ -345,7 +435,7 @@ impl<S: Store> Handoff<S> {
             } else if deadline.expired() {
                 match waiter.expire() {
                     Expire::Expired => {
-                        self.leave();
+                        self.give_up();
                         return None;
                     }
                     Expire::Deferred => expiring = true,
@@ -414,7 +504,7 @@ impl<S: Store> Handoff<S> {
             if !pop.expiring && Pin::new(&mut *signal).poll(cx).is_ready() {
                 match waiter.expire() {
                     Expire::Expired => {
-                        self.leave();
+                        self.give_up();
                         pop.finished = true;
                         self.recycle(waiter);
                         return Poll::Ready(None);
@@ -443,7 +533,7 @@ impl<S: Store> Handoff<S> {
     fn drop_pending_pop(&self, pop: &mut PopState<S::Item>) {
         if let Some(waiter) = pop.waiter.take() {
             match waiter.abandon() {
-                Abandon::Expired => self.leave(),
+                Abandon::Expired => self.give_up(),
                 Abandon::Item(item) => self.put_back(item),
                 Abandon::Deferred | Abandon::Done => {}
             }

@@ -208,6 +208,12 @@ impl<I> Waiter<I> {
 
     // ----- drainer side -----------------------------------------------------------------
 
+    /// Whether the waiter is resolved (its owner gave up, or it was served or cancelled).
+    /// Outside the drain pass a waiter is never claimed, so `false` means waiting.
+    pub(crate) fn is_resolved(&self) -> bool {
+        is_done(self.state.load(Ordering::Acquire))
+    }
+
     /// Reserves a waiting waiter for delivery. `false` if it is resolved (dead).
     pub(crate) fn claim(&self) -> bool {
         let mut state = self.state.load(Ordering::Acquire);

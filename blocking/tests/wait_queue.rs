@@ -135,6 +135,68 @@ fn dropped_pending_future_leaves_the_line_without_taking_anything() {
     assert_eq!(w1.count(), 0);
 }
 
+/// Waiters that give up (here at once: their signal is ready) behind a waiter that keeps
+/// waiting are released soon, with their wakers: they must not pile up in the queue of
+/// waiters until an item reaches them.
+#[test]
+fn waiters_that_give_up_behind_a_waiting_one_are_released() {
+    let q = WaitQueue::unbounded();
+    let patient = CountingWaker::new();
+    let mut first = q.pop_async(None);
+    assert_eq!(poll_once(&mut first, &patient), Poll::Pending);
+    let quitting = CountingWaker::new();
+    for _ in 0..1_000 {
+        let mut pop = q.pop_until(futures::future::ready(()));
+        assert_eq!(poll_once(&mut pop, &quitting), Poll::Ready(None));
+    }
+    // The test's own reference, plus the clones held by the few waiters not yet released
+    // and by the resolved waiters kept for reuse.
+    let clones = Arc::strong_count(&quitting);
+    assert!(clones < 50, "{clones} clones of the waker are still held");
+    assert_eq!(q.waiter_count(), 1);
+    q.push(1).unwrap();
+    assert_eq!(patient.count(), 1);
+    assert_eq!(poll_once(&mut first, &patient), Poll::Ready(Some(1)));
+}
+
+/// The same with a second waiter that keeps waiting behind the first and dropped futures
+/// among those that give up: both patient waiters are served in order, once each.
+#[test]
+fn waiters_released_behind_two_waiting_ones_keep_the_order() {
+    let q = WaitQueue::unbounded();
+    let (w1, w2) = (CountingWaker::new(), CountingWaker::new());
+    let mut first = q.pop_async(None);
+    assert_eq!(poll_once(&mut first, &w1), Poll::Pending);
+    let quitting = CountingWaker::new();
+    let mut second = None;
+    for i in 0..1_000 {
+        if i == 500 {
+            let mut pop = q.pop_async(None);
+            assert_eq!(poll_once(&mut pop, &w2), Poll::Pending);
+            second = Some(pop);
+        }
+        if i % 2 == 0 {
+            let mut pop = q.pop_until(futures::future::ready(()));
+            assert_eq!(poll_once(&mut pop, &quitting), Poll::Ready(None));
+        } else {
+            let mut pop = q.pop_async(None);
+            assert_eq!(poll_once(&mut pop, &quitting), Poll::Pending);
+            drop(pop);
+        }
+    }
+    let clones = Arc::strong_count(&quitting);
+    assert!(clones < 50, "{clones} clones of the waker are still held");
+    assert_eq!(q.waiter_count(), 2);
+    let mut second = second.unwrap();
+    q.push(1).unwrap();
+    q.push(2).unwrap();
+    assert_eq!((w1.count(), w2.count()), (1, 1));
+    assert_eq!(poll_once(&mut second, &w2), Poll::Ready(Some(2)));
+    assert_eq!(poll_once(&mut first, &w1), Poll::Ready(Some(1)));
+    assert_eq!(q.waiter_count(), 0);
+    assert!(q.is_empty());
+}
+
 #[test]
 fn blocking_timeout_returns_none_and_consumes_nothing() {
     let q = WaitQueue::unbounded();

@@ -193,6 +193,47 @@ fn item_of_a_dropped_future_reaches_the_next_waiter() {
     });
 }
 
+/// A waiter that gives up (its signal is ready at once) makes a pass prune the waiter queue
+/// (under loom every give-up does): the live waiters that the prune moves aside, behind the
+/// oldest, keep their turn while pushes and another waiter's registration race it. The
+/// item the third waiter or the one that gives up (both younger) may get is delivered once.
+#[test]
+fn a_prune_racing_pushes_keeps_the_waiters_in_order() {
+    model(|| {
+        let q = Arc::new(WaitQueue::unbounded());
+        let mut a = q.pop_async(None);
+        assert_eq!(poll_once(&mut a), Poll::Pending);
+        let mut b = q.pop_async(None);
+        assert_eq!(poll_once(&mut b), Poll::Pending);
+        let pusher = {
+            let q = Arc::clone(&q);
+            thread::spawn(move || {
+                for item in 1..=3 {
+                    q.push(item).unwrap();
+                }
+            })
+        };
+        let c = {
+            let q = Arc::clone(&q);
+            thread::spawn(move || q.pop_timeout(FOREVER))
+        };
+        // Pending only while a pass holds its waiter (claimed), which settles it.
+        let quitter_got = loom::future::block_on(q.pop_until(std::future::ready(())));
+        pusher.join().unwrap();
+        assert_eq!(loom::future::block_on(&mut a), Some(1), "not the oldest");
+        assert_eq!(loom::future::block_on(&mut b), Some(2), "out of order");
+        drop((a, b));
+        q.close();
+        let got = [quitter_got, c.join().unwrap(), q.try_pop()];
+        assert_eq!(
+            got.iter().flatten().collect::<Vec<_>>(),
+            vec![&3],
+            "lost or duplicated: {got:?}"
+        );
+        assert_eq!(q.waiter_count(), 0);
+    });
+}
+
 /// `close` races a blocking waiter and an async waiter: both resolve to `None`, and a
 /// push after close is refused.
 #[test]
