@@ -600,6 +600,15 @@ pub(crate) async fn purge<B: Backend>(
                 .to_string(),
         ));
     }
+    if args.state == Some(crate::args::State::Running) {
+        // The store would delete none, and the command would say so as if done.
+        return Err(CliError::Usage(
+            "--state running: running jobs are never purged, since a worker holds them; \
+             they end as succeeded or failed (or are rescued once their lease expires), and \
+             can be purged then"
+                .to_string(),
+        ));
+    }
     if let Some(queue) = &args.queue {
         check_queue(store, queue).await?;
     }
@@ -1178,6 +1187,38 @@ mod tests {
         let left = store.list(ListFilter::default()).await.unwrap();
         assert_eq!(left.len(), 1);
         assert_eq!(left[0].queue, "web");
+    }
+
+    #[tokio::test]
+    async fn purging_running_jobs_is_refused_as_it_would_delete_none() {
+        let (store, _, _) = fixture().await;
+        store
+            .enqueue(NewJob::new("web", "hook", b"4".to_vec()))
+            .await
+            .unwrap();
+        let running = store
+            .claim("web", 1, Duration::from_secs(30))
+            .await
+            .unwrap();
+        assert_eq!(running.len(), 1);
+        let mut out = Output::buffer(Format::Table);
+        for argv in [
+            &["purge", "--state", "running"][..],
+            &["purge", "-q", "web", "--state", "running"],
+        ] {
+            let Command::Purge(args) = parse(argv) else {
+                unreachable!()
+            };
+            let err = purge(&store, &args, &mut out).await.unwrap_err();
+            assert!(matches!(err, CliError::Usage(_)), "{err}");
+            assert!(
+                err.to_string().contains("running jobs are never purged"),
+                "{err}"
+            );
+        }
+        assert_eq!(out.contents(), "", "nothing reported as deleted");
+        let job = store.get(running[0].claim.id).await.unwrap().unwrap();
+        assert_eq!(job.status(), JobStatus::Running);
     }
 
     #[tokio::test]
