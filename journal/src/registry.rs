@@ -32,6 +32,21 @@ impl Inner {
         .map_err(|e| JournalError::io(&path, e))
     }
 
+    /// Removes the checkpoint of a reader whose creation failed, and makes that durable
+    /// (a failure is logged: the file then stays for the next open to judge).
+    fn undo_checkpoint(&self, path: &std::path::Path) {
+        if self.read_only {
+            return;
+        }
+        let undone = match self.storage().remove_file(path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+            _ => self.storage().sync_dir(&self.dir),
+        };
+        if let Err(e) = undone {
+            tracing::error!(path = %path.display(), error = %e, "could not remove the checkpoint of a reader whose creation failed; the next open may take the reader from it");
+        }
+    }
+
     pub(crate) fn reader(
         self: &Arc<Self>,
         name: &str,
@@ -91,11 +106,20 @@ impl Inner {
                         self.config.file_mode,
                     )
                     .map_err(|e| JournalError::io(&new_path, e))?;
+                }
+                if let Err(e) = self.write_registry(&[name.to_string()]) {
+                    // The default reader goes on, and its checkpoint moves on from the one
+                    // just written: left behind without a registry, that older one would
+                    // be taken for the named reader at the next open (as after a crash
+                    // here), and the default reader's newer checkpoint removed.
+                    self.undo_checkpoint(&new_path);
+                    return Err(e);
+                }
+                if !self.read_only {
                     default
                         .durable_segment
                         .fetch_max(data.head_segment, Ordering::SeqCst);
                 }
-                self.write_registry(&[name.to_string()])?;
                 *lock(&default.name) = name.to_string();
                 std::mem::replace(&mut cp.path, new_path)
             };

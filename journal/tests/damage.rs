@@ -3,6 +3,7 @@
 //! Every outcome is either every acknowledged item or an error naming the file.
 
 mod common;
+mod faulty;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -760,6 +761,41 @@ fn a_power_loss_at_any_step_of_the_first_named_readers_creation_loses_no_item() 
         rebuilt > 0,
         "no crash point left a checkpoint without a registry"
     );
+}
+
+#[test]
+fn a_failed_registry_write_undoes_the_first_named_readers_checkpoint() {
+    // The first named reader's checkpoint is written, then the registry write fails: the
+    // call fails and the default reader goes on (and saves its place further on). The new
+    // reader's checkpoint must not stay behind: without a registry, the next open would
+    // take reader `a` from it, at its older place, and remove the default reader's newer
+    // checkpoint as stale.
+    use faulty::{Faulty, Op};
+    let disk = fairq_journal::sim::SimDisk::new(5);
+    let storage = Faulty::new(&disk);
+    let config = JournalConfig {
+        sync: SyncPolicy::Always,
+        checkpoint_interval: Duration::ZERO,
+        storage: std::sync::Arc::new(storage.clone()),
+        ..JournalConfig::default()
+    };
+    let q = JournaledQueue::open("/j", "q", config.clone()).unwrap();
+    let default = default_reader_past_the_first_of(&q, 4);
+    let registry_tmp = Path::new("/j/q.readers.tmp");
+    storage.refuse(move |op| matches!(op, Op::Create(p) if *p == registry_tmp));
+    assert!(q.reader("a").is_err());
+    storage.refuse_nothing();
+    assert_eq!(q.reader_names(), [""]);
+    for _ in 0..2 {
+        let item = default.get().unwrap().unwrap();
+        default.commit(item.id).unwrap();
+    }
+    default.checkpoint().unwrap();
+    drop((default, q));
+
+    let q = JournaledQueue::open("/j", "q", config).unwrap();
+    assert_eq!(q.reader_names(), [""]);
+    assert_eq!(drain(&q, ""), [4]);
 }
 
 #[test]
