@@ -540,6 +540,11 @@ fn start_writer(
         if !l.has_records {
             // A folder from before tail markers, or a segment created ahead of the writer.
             if tail != Some(l.id) {
+                // Its creation may have been cut short before the folder was synced (the
+                // marker is only written after that sync): puts are about to be
+                // acknowledged in it, so its directory entry is made durable here, not left
+                // to the marker's write, whose failure is only logged.
+                storage.sync_dir(dir).map_err(io_err(dir))?;
                 record_tail(storage, dir, name, l.id, config.file_mode);
             }
             return Ok((l.id, f, l.len));

@@ -799,6 +799,52 @@ fn a_failed_registry_write_undoes_the_first_named_readers_checkpoint() {
 }
 
 #[test]
+fn an_empty_last_segment_is_reused_only_once_its_directory_entry_is_durable() {
+    // A process killed while it created a segment, after the header's sync and before the
+    // folder's, leaves an empty segment whose directory entry a power loss may still take
+    // away. Opening reuses it for the writer: it must make the entry durable itself, not
+    // leave that to the tail marker's write (which here fails, and is only logged).
+    use fairq_journal::format::{encode_segment_header, SegmentHeader};
+    use fairq_journal::storage::Storage;
+    use faulty::{Faulty, Op};
+    let disk = fairq_journal::sim::SimDisk::new(6);
+    let storage = Faulty::new(&disk);
+    let config = JournalConfig {
+        sync: SyncPolicy::Always,
+        checkpoint_interval: Duration::ZERO,
+        storage: std::sync::Arc::new(storage.clone()),
+        ..JournalConfig::default()
+    };
+    let q = JournaledQueue::open("/j", "q", config.clone()).unwrap();
+    q.put(&[1; 8]).unwrap();
+    q.close().unwrap();
+    let mut header = Vec::new();
+    encode_segment_header(
+        &SegmentHeader {
+            segment_id: 2,
+            prev_unsynced: false,
+        },
+        &mut header,
+    );
+    let f = disk
+        .create(Path::new("/j/q.00000000000000000002.seg"), 0o600)
+        .unwrap();
+    f.write(&header).unwrap();
+    f.sync_data().unwrap();
+    drop(f);
+
+    let tail_tmp = Path::new("/j/q.tail.tmp");
+    storage.refuse(move |op| matches!(op, Op::Create(p) if *p == tail_tmp));
+    let q = JournaledQueue::open("/j", "q", config.clone()).unwrap();
+    q.put(&[2; 8]).unwrap();
+    drop(q);
+    storage.refuse_nothing();
+    disk.crash();
+    let q = JournaledQueue::open("/j", "q", config).unwrap();
+    assert_eq!(drain(&q, ""), [1, 2]);
+}
+
+#[test]
 fn a_record_with_the_last_possible_id_is_corruption() {
     // The journal never gives out `u64::MAX` (no id would follow it): a record claiming it,
     // however well checksummed, is damage, not an id to continue from.
