@@ -311,8 +311,12 @@ impl RedisBackend {
         self.pipe_query::<()>("loading scripts", &pipe).await
     }
 
-    /// Deletes every key of this deployment's prefix (all queues, jobs and counters).
-    /// Returns how many keys were deleted. Meant for tests and for tearing a deployment down.
+    /// Deletes every key of this deployment (all queues, jobs and counters, the registry):
+    /// the keys of its queues, found by [`KeySpace::pattern`] (on a cluster, on every
+    /// master), and its deployment-wide keys by name ([`KeySpace::deployment_keys`]). The
+    /// keys of a deployment whose prefix starts with this one's (`app:staging` next to
+    /// `app`) are left alone. Returns how many keys were deleted. Meant for tests and for
+    /// tearing a deployment down.
     ///
     /// ```no_run
     /// # async fn demo(store: fairq_redis::RedisBackend) -> Result<(), fairq_worker::BackendError> {
@@ -326,6 +330,14 @@ impl RedisBackend {
             .delete_matching(&self.inner.keys.pattern())
             .await
             .map_err(|e| error::command("deleting keys", e))?;
+        // One command per key: on a cluster they live in different slots.
+        let mut deleted = deleted;
+        for key in self.inner.keys.deployment_keys() {
+            let n: u64 = self
+                .cmd_query("deleting keys", redis::cmd("UNLINK").arg(key))
+                .await?;
+            deleted += n;
+        }
         self.inner.registry.clear();
         self.inner.timing.clear();
         Ok(deleted)

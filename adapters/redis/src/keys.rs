@@ -150,13 +150,34 @@ impl KeySpace {
         format!("{}:paused", self.prefix)
     }
 
-    /// A `SCAN` pattern matching every key of the deployment.
+    /// A `SCAN` pattern matching every key of the deployment's queues, and no key of
+    /// another deployment: `<prefix>:{*`. A prefix holds no `{`, so no other prefix's keys
+    /// start with this one's followed by `:{`, while `<prefix>:*` would also match those of a
+    /// deployment whose prefix is this one's plus `:` and more (`app` and `app:staging`). The
+    /// deployment-wide keys are named by [`deployment_keys`](Self::deployment_keys).
     ///
     /// ```
-    /// assert_eq!(fairq_redis::KeySpace::new("p").unwrap().pattern(), "p:*");
+    /// assert_eq!(fairq_redis::KeySpace::new("p").unwrap().pattern(), "p:{*");
     /// ```
     pub fn pattern(&self) -> String {
-        format!("{}:*", self.prefix)
+        format!("{}:{{*", self.prefix)
+    }
+
+    /// The deployment's keys outside any queue, which [`pattern`](Self::pattern) does not
+    /// match: the registry, the listing of paused queues, and the two deployment-wide keys
+    /// the first versions of this crate wrote (`<prefix>:ids`, `<prefix>:index`).
+    ///
+    /// ```
+    /// let keys = fairq_redis::KeySpace::new("p").unwrap();
+    /// assert_eq!(keys.deployment_keys(), ["p:queues", "p:paused", "p:ids", "p:index"]);
+    /// ```
+    pub fn deployment_keys(&self) -> [String; 4] {
+        [
+            self.registry(),
+            self.paused(),
+            format!("{}:ids", self.prefix),
+            format!("{}:index", self.prefix),
+        ]
     }
 }
 

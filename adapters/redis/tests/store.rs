@@ -11,7 +11,8 @@ use fairq_core::retry::RetryPolicy;
 use fairq_core::stats::Histogram;
 use fairq_redis::{RedisBackend, RedisOptions};
 use fairq_worker::{
-    Backend, BackendError, Clock, Failure, JobStatus, ListFilter, ManualClock, NewJob, ReviveTarget,
+    Backend, BackendError, Clock, Failure, Inspect, JobStatus, ListFilter, ManualClock, NewJob,
+    ReviveTarget,
 };
 
 const LEASE: Duration = Duration::from_secs(30);
@@ -297,8 +298,9 @@ async fn prefixes_isolate_deployments_and_destroy_removes_every_key() {
     assert_eq!(a.claim("shared", 10, LEASE).await.unwrap().len(), 1);
 
     let mut conn = a.connection();
+    let everything = format!("{}:*", a.keys().prefix());
     let keys: Vec<String> = redis::cmd("KEYS")
-        .arg(a.keys().pattern())
+        .arg(&everything)
         .query_async(&mut conn)
         .await
         .unwrap();
@@ -313,11 +315,65 @@ async fn prefixes_isolate_deployments_and_destroy_removes_every_key() {
     }
     assert!(a.destroy().await.unwrap() >= keys.len() as u64);
     let left: Vec<String> = redis::cmd("KEYS")
-        .arg(a.keys().pattern())
+        .arg(&everything)
         .query_async(&mut conn)
         .await
         .unwrap();
     assert!(left.is_empty(), "{left:?}");
+}
+
+/// A deployment whose prefix is another's plus `:` and more (`app` and `app:staging`) keeps
+/// every key when the shorter one is destroyed: `destroy` used to delete whatever matched
+/// `<prefix>:*`, and with it the longer prefix's queues, jobs, registry and paused listing.
+#[tokio::test]
+async fn destroy_leaves_a_deployment_whose_prefix_extends_this_one_alone() {
+    require_redis!();
+    let a = common::store(clock()).await;
+    let staging = format!("{}:staging", a.keys().prefix());
+    let b = common::connect(common::options(clock()).prefix(staging.clone())).await;
+    for store in [&a, &b] {
+        store
+            .enqueue(NewJob::new("mail", "k", vec![1]))
+            .await
+            .unwrap();
+        store
+            .enqueue(NewJob::new("held", "k", vec![2]))
+            .await
+            .unwrap();
+        store.set_paused("held", true).await.unwrap();
+    }
+    let conn = a.connection();
+    let keys_of = |prefix: String| {
+        let mut conn = conn.clone();
+        async move {
+            let mut keys: Vec<String> = redis::cmd("KEYS")
+                .arg(format!("{prefix}:*"))
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            keys.sort();
+            keys
+        }
+    };
+    let b_before = keys_of(staging.clone()).await;
+    assert!(b_before.contains(&b.keys().registry()), "{b_before:?}");
+    assert!(b_before.contains(&b.keys().paused()), "{b_before:?}");
+
+    assert!(a.destroy().await.unwrap() > 0);
+    // Nothing of A is left: whatever still starts with its prefix is B's.
+    let left = keys_of(a.keys().prefix().to_string()).await;
+    assert_eq!(left, b_before);
+    // B works as before.
+    assert_eq!(b.paused().await.unwrap(), ["held"]);
+    let queues: Vec<String> = b
+        .stats()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| s.queue)
+        .collect();
+    assert_eq!(queues.len(), 2, "{queues:?}");
+    assert_eq!(b.claim("mail", 10, LEASE).await.unwrap().len(), 1);
 }
 
 #[tokio::test]
