@@ -12,24 +12,36 @@ use crate::reader::Reader;
 use crate::reader_state::{new_shared, ReaderShared, ReaderState};
 use crate::retire::write_checkpoint;
 use crate::state::Inner;
-use crate::storage::replace_atomically;
+use crate::storage::{replace, replace_atomically};
 use crate::sync::{lock, read_lock, write_lock};
 use crate::JournalError;
 
+/// A registry write that failed. `renamed`: only the folder's sync failed, after the new
+/// registry took the old one's place, so the folder names the new set of readers (until a
+/// crash may bring the old one back). The reader set in memory then follows the folder,
+/// and the error is still returned.
+struct RegistryFailed {
+    error: JournalError,
+    renamed: bool,
+}
+
 impl Inner {
     /// Replaces the registry file (nothing is written for a read-only queue).
-    fn write_registry(&self, names: &[String]) -> Result<(), JournalError> {
+    fn write_registry(&self, names: &[String]) -> Result<(), RegistryFailed> {
         if self.read_only {
             return Ok(());
         }
         let path = registry_path(&self.dir, &self.name);
-        replace_atomically(
+        replace(
             self.storage(),
             &path,
             &encode_registry(names),
             self.config.file_mode,
         )
-        .map_err(|e| JournalError::io(&path, e))
+        .map_err(|f| RegistryFailed {
+            error: JournalError::io(&path, f.error),
+            renamed: f.renamed,
+        })
     }
 
     /// Removes the checkpoint of a reader whose creation failed, and makes that durable
@@ -84,6 +96,7 @@ impl Inner {
         }
         if let Some(default) = only_default {
             // The first named reader takes over the default reader's position.
+            let mut failed = None;
             let old_path = {
                 let mut cp = lock(&default.cp);
                 let data = {
@@ -107,13 +120,26 @@ impl Inner {
                     )
                     .map_err(|e| JournalError::io(&new_path, e))?;
                 }
-                if let Err(e) = self.write_registry(&[name.to_string()]) {
-                    // The default reader goes on, and its checkpoint moves on from the one
-                    // just written: left behind without a registry, that older one would
-                    // be taken for the named reader at the next open (as after a crash
-                    // here), and the default reader's newer checkpoint removed.
-                    self.undo_checkpoint(&new_path);
-                    return Err(e);
+                match self.write_registry(&[name.to_string()]) {
+                    Ok(()) => {}
+                    Err(RegistryFailed {
+                        error,
+                        renamed: false,
+                    }) => {
+                        // The default reader goes on, and its checkpoint moves on from the
+                        // one just written: left behind without a registry, that older one
+                        // would be taken for the named reader at the next open (as after a
+                        // crash here), and the default reader's newer checkpoint removed.
+                        self.undo_checkpoint(&new_path);
+                        return Err(error);
+                    }
+                    // The folder names the new reader: it took over, only not durably (a
+                    // crash leaves its checkpoint without a registry, which the next open
+                    // completes). Its handles, old and new, go on as that reader.
+                    Err(RegistryFailed {
+                        error,
+                        renamed: true,
+                    }) => failed = Some(error),
                 }
                 if !self.read_only {
                     default
@@ -131,7 +157,11 @@ impl Inner {
             {
                 tracing::warn!(path = %old_path.display(), error = %e, "could not remove the default reader's checkpoint");
             }
-            return Ok(handle(default));
+            let reader = handle(default);
+            return match failed {
+                Some(e) => Err(e),
+                None => Ok(reader),
+            };
         }
         // A further named reader starts at the tail.
         let cfg = config.unwrap_or(self.config.reader);
@@ -163,10 +193,27 @@ impl Inner {
             shared
         };
         names.push(name.to_string());
-        if let Err(e) = self.write_registry(&names) {
-            write_lock(&self.readers).retain(|r| !Arc::ptr_eq(r, &shared));
-            self.chunks.untrack(&shared.at);
-            return Err(e);
+        match self.write_registry(&names) {
+            Ok(()) => {}
+            Err(RegistryFailed {
+                error,
+                renamed: false,
+            }) => {
+                write_lock(&self.readers).retain(|r| !Arc::ptr_eq(r, &shared));
+                self.chunks.untrack(&shared.at);
+                return Err(error);
+            }
+            Err(RegistryFailed {
+                error,
+                renamed: true,
+            }) => {
+                // The folder names it: it stays, and gets its checkpoint (without one, an
+                // open would restart it from the oldest item).
+                if let Err(e) = write_checkpoint(self, &shared, true) {
+                    tracing::warn!(queue = %self.name, reader = name, error = %e, "could not write the checkpoint of a reader whose registration was not synced");
+                }
+                return Err(error);
+            }
         }
         write_checkpoint(self, &shared, true)?;
         Ok(Reader {
@@ -199,7 +246,18 @@ impl Inner {
         }
         // The registry decides which readers exist; a crash after it leaves a stale
         // checkpoint that the next open removes.
-        self.write_registry(&names)?;
+        let failed = match self.write_registry(&names) {
+            Ok(()) => None,
+            Err(RegistryFailed {
+                error,
+                renamed: false,
+            }) => return Err(error),
+            // The folder no longer names the reader: it goes from memory too.
+            Err(RegistryFailed {
+                error,
+                renamed: true,
+            }) => Some(error),
+        };
         write_lock(&self.readers).retain(|r| !Arc::ptr_eq(r, &victim));
         self.chunks.untrack(&victim.at);
         {
@@ -215,6 +273,11 @@ impl Inner {
             }
         }
         self.bell.ring_always();
+        if let Some(e) = failed {
+            // Segments only the reader needed wait for a later collection: until the
+            // registry is durable, a crash may bring the reader back.
+            return Err(e);
+        }
         self.collect_segments()
     }
 }

@@ -355,19 +355,46 @@ pub fn replace_atomically(
     bytes: &[u8],
     mode: u32,
 ) -> io::Result<()> {
+    replace(storage, path, bytes, mode).map_err(|f| f.error)
+}
+
+/// A [`replace_atomically`] that failed, and whether it failed after the rename: then
+/// `path` holds the new content, only not durably (a crash may bring the old one back).
+#[derive(Debug)]
+pub(crate) struct ReplaceFailed {
+    pub(crate) error: io::Error,
+    pub(crate) renamed: bool,
+}
+
+/// [`replace_atomically`], telling a failure after the rename apart.
+pub(crate) fn replace(
+    storage: &dyn Storage,
+    path: &Path,
+    bytes: &[u8],
+    mode: u32,
+) -> Result<(), ReplaceFailed> {
+    let before = |error| ReplaceFailed {
+        error,
+        renamed: false,
+    };
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
     let tmp = Path::new(&tmp);
     match storage.remove_file(tmp) {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(before(e)),
         _ => {}
     }
-    let file = storage.create(tmp, mode)?;
-    write_all(file.as_ref(), bytes)?;
-    file.sync_data()?;
+    let file = storage.create(tmp, mode).map_err(before)?;
+    write_all(file.as_ref(), bytes).map_err(before)?;
+    file.sync_data().map_err(before)?;
     drop(file);
-    storage.rename(tmp, path)?;
-    storage.sync_dir(parent_dir(path))
+    storage.rename(tmp, path).map_err(before)?;
+    storage
+        .sync_dir(parent_dir(path))
+        .map_err(|error| ReplaceFailed {
+            error,
+            renamed: true,
+        })
 }
 
 /// The whole content of `path`, or `None` when there is no such file (a checkpoint, the

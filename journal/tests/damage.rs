@@ -844,6 +844,105 @@ fn an_empty_last_segment_is_reused_only_once_its_directory_entry_is_durable() {
     assert_eq!(drain(&q, ""), [1, 2]);
 }
 
+/// A queue on a simulated disk whose folder syncs can be refused, with items 1..=4 and
+/// the default reader past item 1 (see `default_reader_past_the_first_of`).
+fn registry_queue(
+    seed: u64,
+) -> (
+    faulty::Faulty,
+    JournalConfig,
+    JournaledQueue,
+    fairq_journal::Reader,
+) {
+    let disk = fairq_journal::sim::SimDisk::new(seed);
+    let storage = faulty::Faulty::new(&disk);
+    let config = JournalConfig {
+        sync: SyncPolicy::Always,
+        checkpoint_interval: Duration::ZERO,
+        storage: std::sync::Arc::new(storage.clone()),
+        ..JournalConfig::default()
+    };
+    let q = JournaledQueue::open("/j", "q", config.clone()).unwrap();
+    let default = default_reader_past_the_first_of(&q, 4);
+    (storage, config, q, default)
+}
+
+/// Refuses the folder's sync that follows the next rename onto the reader registry: the new
+/// registry is in place, only not durably.
+fn refuse_the_sync_after_the_registry_rename(storage: &faulty::Faulty) {
+    let mut renamed = false;
+    storage.refuse(move |op| match op {
+        faulty::Op::Rename { to, .. } if *to == Path::new("/j/q.readers") => {
+            renamed = true;
+            false
+        }
+        faulty::Op::SyncDir(_) if renamed => {
+            renamed = false;
+            true
+        }
+        _ => false,
+    });
+}
+
+#[test]
+fn a_first_named_reader_whose_registry_is_renamed_but_not_synced_took_over() {
+    // The registry naming `a` is in place when its sync fails: the call reports the
+    // failure, but the queue now has reader `a` (with the default reader's place), as
+    // the folder says, and its checkpoint stays for it.
+    let (storage, config, q, default) = registry_queue(7);
+    refuse_the_sync_after_the_registry_rename(&storage);
+    assert!(q.reader("a").is_err());
+    storage.refuse_nothing();
+    assert_eq!(q.reader_names(), ["a"]);
+    assert_eq!(default.name(), "a");
+    let a = q.reader("a").unwrap();
+    let item = a.get().unwrap().unwrap();
+    assert_eq!(item.data[0], 2);
+    a.commit(item.id).unwrap();
+    a.checkpoint().unwrap();
+    drop((a, default, q));
+    let q = JournaledQueue::open("/j", "q", config).unwrap();
+    assert_eq!(q.reader_names(), ["a"]);
+    assert_eq!(drain(&q, "a"), [3, 4]);
+}
+
+#[test]
+fn a_further_reader_whose_registry_is_renamed_but_not_synced_exists_with_its_checkpoint() {
+    let (storage, config, q, default) = registry_queue(8);
+    drop(default);
+    q.reader("a").unwrap();
+    refuse_the_sync_after_the_registry_rename(&storage);
+    assert!(q.reader("b").is_err());
+    storage.refuse_nothing();
+    assert_eq!(q.reader_names(), ["a", "b"]);
+    q.put(&[5; 8]).unwrap();
+    drop(q);
+    let q = JournaledQueue::open("/j", "q", config).unwrap();
+    assert_eq!(q.reader_names(), ["a", "b"]);
+    assert!(
+        q.recovery_report().restarted_readers.is_empty(),
+        "{:?}",
+        q.recovery_report()
+    );
+    assert_eq!(drain(&q, "b"), [5]);
+}
+
+#[test]
+fn a_reader_removed_from_a_registry_renamed_but_not_synced_is_gone() {
+    let (storage, config, q, default) = registry_queue(9);
+    drop(default);
+    q.reader("a").unwrap();
+    let b = q.reader("b").unwrap();
+    refuse_the_sync_after_the_registry_rename(&storage);
+    assert!(q.remove_reader("b").is_err());
+    storage.refuse_nothing();
+    assert_eq!(q.reader_names(), ["a"]);
+    assert!(matches!(b.get(), Err(JournalError::ReaderRemoved(_))));
+    drop((b, q));
+    let q = JournaledQueue::open("/j", "q", config).unwrap();
+    assert_eq!(q.reader_names(), ["a"]);
+}
+
 #[test]
 fn a_record_with_the_last_possible_id_is_corruption() {
     // The journal never gives out `u64::MAX` (no id would follow it): a record claiming it,
