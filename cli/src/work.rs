@@ -120,6 +120,32 @@ struct Summary {
     abandoned: Vec<u64>,
 }
 
+/// The last line `work` prints on stderr: what the run's attempts came to.
+fn summary_line(summary: &Summary) -> String {
+    let unrecorded = if summary.unrecorded == 0 {
+        String::new()
+    } else {
+        format!(", {} not recorded (will run again)", summary.unrecorded)
+    };
+    let abandoned = if summary.abandoned.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; still running at the deadline, left to be rescued: {}",
+            summary
+                .abandoned
+                .iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
+    format!(
+        "fairq: stopped: {} succeeded, {} failed and will retry, {} dead{unrecorded}{abandoned}",
+        summary.succeeded, summary.failed_will_retry, summary.dead
+    )
+}
+
 /// True when no job of `queues` is running in the store or due now (jobs scheduled for
 /// later, jobs blocked on a dependency, and the jobs of a paused queue, which no claim
 /// takes until it is resumed, do not count).
@@ -329,23 +355,7 @@ pub(crate) async fn work<B: Inspect>(
     if json {
         out.json(&summary)?;
     } else {
-        let abandoned = if summary.abandoned.is_empty() {
-            String::new()
-        } else {
-            format!(
-                "; still running at the deadline, left to be rescued: {}",
-                summary
-                    .abandoned
-                    .iter()
-                    .map(u64::to_string)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
-        };
-        note(&format!(
-            "fairq: stopped: {} succeeded, {} failed and will retry, {} dead{abandoned}",
-            summary.succeeded, summary.failed_will_retry, summary.dead
-        ));
+        note(&summary_line(&summary));
     }
     Ok(())
 }
@@ -376,6 +386,34 @@ mod tests {
         assert_eq!(json["outcome"], "dead");
         assert_eq!(json["kind"], "mail");
         assert_eq!(json["error"], "exit status 2: boom");
+    }
+
+    #[test]
+    fn the_summary_counts_outcomes_the_store_did_not_record() {
+        let mut summary = Summary {
+            event: "stopped",
+            succeeded: 3,
+            failed_will_retry: 1,
+            dead: 0,
+            unrecorded: 0,
+            abandoned: vec![],
+        };
+        assert_eq!(
+            summary_line(&summary),
+            "fairq: stopped: 3 succeeded, 1 failed and will retry, 0 dead"
+        );
+        summary.unrecorded = 2;
+        assert_eq!(
+            summary_line(&summary),
+            "fairq: stopped: 3 succeeded, 1 failed and will retry, 0 dead, 2 not recorded \
+             (will run again)"
+        );
+        summary.abandoned = vec![7, 9];
+        assert_eq!(
+            summary_line(&summary),
+            "fairq: stopped: 3 succeeded, 1 failed and will retry, 0 dead, 2 not recorded \
+             (will run again); still running at the deadline, left to be rescued: 7, 9"
+        );
     }
 
     /// `fairq work --queue q --concurrency 1 --until-idle --exec EXEC...`, polling often.
