@@ -222,12 +222,11 @@ impl RedisBackend {
                             vec![
                                 now,
                                 self.request_id().into_bytes(),
-                                b"0".to_vec(),
+                                self.request_keep_arg(),
                                 b"one".to_vec(),
                                 id.0.to_string().into_bytes(),
                             ],
                         )
-                        .retried_at(2)
                         .acknowledged(),
                     )
                     .await?;
@@ -262,13 +261,12 @@ impl RedisBackend {
                                     vec![
                                         now.clone(),
                                         self.request_id().into_bytes(),
-                                        b"0".to_vec(),
+                                        self.request_keep_arg(),
                                         b"all".to_vec(),
                                         batch.to_string().into_bytes(),
                                         after.clone().into_bytes(),
                                     ],
                                 )
-                                .retried_at(2)
                                 .acknowledged(),
                             )
                             .await?;

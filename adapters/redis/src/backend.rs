@@ -357,6 +357,14 @@ impl RedisBackend {
         format!("{:016x}-{n}", self.inner.nonce)
     }
 
+    /// How long a script keeps a reply under its request id, in milliseconds, as a script
+    /// argument (see [`request_keep_ms`](crate::call::request_keep_ms)).
+    pub(crate) fn request_keep_arg(&self) -> Vec<u8> {
+        crate::call::request_keep_ms(&self.inner.options)
+            .to_string()
+            .into_bytes()
+    }
+
     /// A connection for blocking commands (each waiter needs its own: a blocked connection
     /// cannot serve other requests).
     pub(crate) async fn waiter_connection(&self) -> Result<Connection, BackendError> {

@@ -205,6 +205,41 @@ fn backoff(attempt: u32) -> Duration {
     Duration::from_millis((20u64 << attempt.min(5)).min(500))
 }
 
+/// The shortest time a request id's kept reply lives (`req:<id>`): a minute, as before the
+/// time was computed.
+const MIN_REQUEST_KEEP: Duration = Duration::from_secs(60);
+
+/// The longest: a day, for settings whose window has no real end (a replica wait of
+/// `Duration::MAX`).
+const MAX_REQUEST_KEEP: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// How long a call of a client with `options` may go on trying: every try (the first and
+/// [`RedisOptions::retries`](crate::RedisOptions::retries) repeats) may wait for a connection
+/// (the connect timeout) and then for its reply (the reply timeout), and the repeats back
+/// off in between.
+pub(crate) fn retry_window(options: &crate::RedisOptions) -> Duration {
+    let per_try = options
+        .connect_timeout
+        .saturating_add(options.reply_timeout());
+    let tries = options.retries.saturating_add(1);
+    // backoff(1..=4) is 40, 80, 160, 320 ms; from the fifth repeat on, 500 ms each.
+    let early: Duration = (1..=options.retries.min(4)).map(backoff).sum();
+    let late = backoff(5).saturating_mul(options.retries.saturating_sub(4));
+    per_try
+        .saturating_mul(tries)
+        .saturating_add(early)
+        .saturating_add(late)
+}
+
+/// How long a script keeps a call's reply under its request id (`req:<id>`, in
+/// milliseconds): the client's whole [`retry_window`], at least a minute and at most a day.
+/// Every try looks for the kept reply, so a try that reaches the server late (after a repeat
+/// of it went through) answers what the repeat did instead of running again.
+pub(crate) fn request_keep_ms(options: &crate::RedisOptions) -> u64 {
+    let keep = retry_window(options).clamp(MIN_REQUEST_KEEP, MAX_REQUEST_KEEP);
+    u64::try_from(keep.as_millis()).unwrap_or(u64::MAX)
+}
+
 /// `WAIT`'s timeout argument for `timeout`, in whole milliseconds rounded up. To `WAIT`, 0
 /// means "no limit", so a timeout under a millisecond (`Duration::ZERO` too) waits 1 ms
 /// rather than for ever, and one past what Redis reads (a signed 64-bit count of
@@ -221,8 +256,36 @@ fn wait_ms(timeout: std::time::Duration) -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use super::wait_ms;
+    use super::{request_keep_ms, retry_window, wait_ms};
+    use crate::RedisOptions;
     use std::time::Duration;
+
+    #[test]
+    fn a_request_is_kept_for_the_whole_retry_window() {
+        // Defaults: 4 tries of 5 s connect + 10 s reply, backing off 40 + 80 + 160 ms.
+        let defaults = RedisOptions::new();
+        assert_eq!(retry_window(&defaults), Duration::from_millis(60_280));
+        assert_eq!(request_keep_ms(&defaults), 60_280);
+        let patient = RedisOptions {
+            retries: 10,
+            ..RedisOptions::new().response_timeout(Duration::from_secs(20))
+        }
+        .wait_for_replicas(1, Duration::from_secs(2));
+        // 11 tries of 5 + 22 s, backing off 40 + 80 + 160 + 320 + 6 * 500 ms.
+        assert_eq!(request_keep_ms(&patient), 11 * 27_000 + 3_600);
+        let quick = RedisOptions {
+            retries: 0,
+            ..RedisOptions::new()
+                .connect_timeout(Duration::from_millis(100))
+                .response_timeout(Duration::from_millis(100))
+        };
+        assert_eq!(request_keep_ms(&quick), 60_000);
+        let endless = RedisOptions {
+            retries: u32::MAX,
+            ..RedisOptions::new().wait_for_replicas(1, Duration::MAX)
+        };
+        assert_eq!(request_keep_ms(&endless), 24 * 60 * 60 * 1000);
+    }
 
     #[test]
     fn wait_timeouts_never_become_redis_no_limit_by_accident() {

@@ -83,7 +83,7 @@ impl RedisBackend {
                 args.push(ms(now).into_bytes());
                 args.push(chunk.len().to_string().into_bytes());
                 args.push(self.request_id().into_bytes());
-                args.push(b"0".to_vec());
+                args.push(self.request_keep_arg());
                 args.push(number.to_string().into_bytes());
                 for &i in chunk {
                     let job = &jobs[i];
@@ -121,7 +121,6 @@ impl RedisBackend {
                         self.inner.keys.queue_base(queue),
                         args,
                     )
-                    .retried_at(3)
                     .acknowledged(),
                 );
             }

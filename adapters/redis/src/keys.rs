@@ -30,7 +30,7 @@
 //! | `hist`, `pstat`, `rstat` | hash | run-time buckets, run-time totals, retry counters |
 //! | `signal` | list | wake-up tokens for blocked waiters |
 //! | `paused` | string | present while the queue is paused: claims take nothing |
-//! | `req:<request>` | string | an enqueue's answer, kept a minute so a repeated call is recognised |
+//! | `req:<request>` | string | an enqueue's, hand-back's or revival's answer, kept for the client's retry window (at least a minute) so a repeated or late try of the call is recognised |
 //! | `absent` | (none) | never written: declared by every script call next to the base (see [`absent`]) |
 //!
 //! A job id is `seq * 65536 + n`: `seq` counts per queue and `n` is the queue's number in the

@@ -338,16 +338,10 @@ impl RedisBackend {
     ) -> Result<Each<u64>, BackendError> {
         let now = self.now();
         let replies = self
-            .per_queue(
-                &claims,
-                &self.inner.scripts.heartbeat,
-                false,
-                None,
-                |args| {
-                    args.push(ms(now).into_bytes());
-                    args.push(lease_ms(now, lease).into_bytes());
-                },
-            )
+            .per_queue(&claims, &self.inner.scripts.heartbeat, false, |args| {
+                args.push(ms(now).into_bytes());
+                args.push(lease_ms(now, lease).into_bytes());
+            })
             .await?;
         Ok(replies
             .into_iter()
@@ -365,23 +359,18 @@ impl RedisBackend {
     }
 
     /// Hands claimed jobs back, one script call per queue. A call repeated after its reply was
-    /// lost answers what its first try did (kept under a request id, see `handback.lua`): a
-    /// hand-back leaves the token as it was, so the repeat could not tell its own hand-back
-    /// from a stale claim.
+    /// lost answers what its first try did (kept under a request id for the client's whole
+    /// retry window, see `handback.lua`), and so does a first try that reaches the server
+    /// after its repeat: a hand-back leaves the token as it was, so a repeat could not tell
+    /// its own hand-back from a stale claim.
     pub(crate) async fn hand_back(&self, claims: Vec<Claim>) -> Result<Each<()>, BackendError> {
         let now = self.now();
         let replies = self
-            .per_queue(
-                &claims,
-                &self.inner.scripts.handback,
-                true,
-                Some(2),
-                |args| {
-                    args.push(ms(now).into_bytes());
-                    args.push(self.request_id().into_bytes());
-                    args.push(b"0".to_vec());
-                },
-            )
+            .per_queue(&claims, &self.inner.scripts.handback, true, |args| {
+                args.push(ms(now).into_bytes());
+                args.push(self.request_id().into_bytes());
+                args.push(self.request_keep_arg());
+            })
             .await?;
         Ok(replies
             .into_iter()
@@ -397,14 +386,12 @@ impl RedisBackend {
     }
 
     /// Runs `named` once per queue of `claims` with the arguments `head` writes followed by
-    /// (id, token) pairs; returns each claim's answer as strings, in order. `retry_flag` is
-    /// the index of the argument set to `1` when a call is repeated after its reply was lost.
+    /// (id, token) pairs; returns each claim's answer as strings, in order.
     async fn per_queue(
         &self,
         claims: &[Claim],
         named: &crate::scripts::Named,
         acknowledged: bool,
-        retry_flag: Option<usize>,
         head: impl Fn(&mut Vec<Vec<u8>>),
     ) -> Result<Vec<Result<Vec<String>, BackendError>>, BackendError> {
         let split = self.split(claims.iter().map(|c| c.id)).await?;
@@ -423,9 +410,6 @@ impl RedisBackend {
             let mut call = Call::new(named, self.inner.keys.queue_base(queue), args);
             if acknowledged {
                 call = call.acknowledged();
-            }
-            if let Some(index) = retry_flag {
-                call = call.retried_at(index);
             }
             self.run(call)
         });

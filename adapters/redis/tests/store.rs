@@ -745,3 +745,131 @@ fn hand_backs_and_revivals_repeated_after_their_replies_were_lost_answer_as_they
         }
     });
 }
+
+/// The source of a per-queue script, as the store sends it: the prelude, then its body.
+fn queue_script(body: &str) -> String {
+    format!("{}\n{body}", include_str!("../src/lua/prelude.lua"))
+}
+
+/// Runs `source` on `queue`'s keys as the store does (the key base and its never-written
+/// second key), with `args`.
+async fn eval(store: &RedisBackend, source: &str, queue: &str, args: &[String]) -> redis::Value {
+    let [base, absent] = store.keys().script_keys(queue);
+    redis::cmd("EVAL")
+        .arg(source)
+        .arg(2)
+        .arg(base)
+        .arg(absent)
+        .arg(args)
+        .query_async(&mut store.connection())
+        .await
+        .expect("the script runs")
+}
+
+/// The time to live of `queue`'s kept reply of request `rid`, in milliseconds.
+async fn request_ttl(store: &RedisBackend, queue: &str, rid: &str) -> i64 {
+    redis::cmd("PTTL")
+        .arg(format!("{}req:{rid}", store.keys().queue_base(queue)))
+        .query_async(&mut store.connection())
+        .await
+        .unwrap()
+}
+
+/// A try of an enqueue or a hand-back that reaches the server only after its repeat went
+/// through (held up behind a long script, say, while the client timed out and repeated)
+/// answers what the repeat did. Before, only a try marked as a repeat looked for the kept
+/// reply: the late first try enqueued every job a second time, and a late hand-back was
+/// refused. Each script runs here as the store sends it, twice with one request id, the
+/// second time as the late try.
+#[tokio::test]
+async fn a_try_arriving_after_its_repeat_answers_what_the_repeat_did() {
+    require_redis!();
+    let store = common::store(clock()).await;
+    let first = store
+        .enqueue(NewJob::new("late", "k", vec![]))
+        .await
+        .unwrap();
+    let number = first.0 & 0xffff;
+    let now = clock().now();
+    let retry = serde_json::to_string(&RetryPolicy::default()).unwrap();
+    let keep_ms = 120_000;
+    let mut args = vec![
+        now.to_string(),
+        "1".to_string(),
+        "late-enqueue".to_string(),
+        keep_ms.to_string(),
+        number.to_string(),
+    ];
+    args.extend([
+        "k".to_string(),
+        "+t".to_string(),
+        "payload".to_string(),
+        now.to_string(),
+        retry,
+        String::new(),
+        "error".to_string(),
+        String::new(),
+        "{}".to_string(),
+        "0".to_string(),
+    ]);
+    let enqueue = queue_script(include_str!("../src/lua/enqueue.lua"));
+    let repeat = eval(&store, &enqueue, "late", &args).await;
+    let late = eval(&store, &enqueue, "late", &args).await;
+    assert_eq!(late, repeat);
+    let stats = store.stats().await.unwrap();
+    assert_eq!(stats[0].counts.scheduled, 2, "one job enqueued, not two");
+    let ttl = request_ttl(&store, "late", "late-enqueue").await;
+    assert!(ttl > 60_000 && ttl <= keep_ms, "kept {ttl} ms");
+
+    let claimed = store.claim("late", 1, LEASE).await.unwrap();
+    let claim = claimed[0].claim;
+    let args = [
+        now.to_string(),
+        "late-release".to_string(),
+        keep_ms.to_string(),
+        claim.id.0.to_string(),
+        claim.token.0.to_string(),
+    ];
+    let handback = queue_script(include_str!("../src/lua/handback.lua"));
+    let repeat = eval(&store, &handback, "late", &args).await;
+    let late = eval(&store, &handback, "late", &args).await;
+    assert_eq!(late, repeat);
+    let info = store.get(claim.id).await.unwrap().unwrap();
+    assert_eq!((info.status(), info.attempts), (JobStatus::Scheduled, 0));
+}
+
+/// The replies kept under request ids live for the client's whole retry window (its tries
+/// times its connect and reply timeouts, plus the backoff between them), not a fixed minute
+/// that a patient client's repeats can outlast.
+#[tokio::test]
+async fn requests_are_kept_for_the_clients_whole_retry_window() {
+    require_redis!();
+    let options = RedisOptions {
+        retries: 10,
+        ..common::options(clock()).response_timeout(Duration::from_secs(20))
+    };
+    // 11 tries of 5 s connect + 20 s reply, backing off 40 + 80 + 160 + 320 + 6 * 500 ms.
+    let window = 11 * 25_000 + 3_600;
+    let store = common::connect(options).await;
+    store
+        .enqueue(NewJob::new("kept", "k", vec![]))
+        .await
+        .unwrap();
+    let jobs = store.claim("kept", 1, LEASE).await.unwrap();
+    store.release(vec![jobs[0].claim]).await.unwrap();
+    let pattern = format!("{}req:*", store.keys().queue_base("kept"));
+    let kept: Vec<String> = redis::cmd("KEYS")
+        .arg(pattern)
+        .query_async(&mut store.connection())
+        .await
+        .unwrap();
+    assert_eq!(kept.len(), 2, "{kept:?}");
+    for key in kept {
+        let ttl: i64 = redis::cmd("PTTL")
+            .arg(&key)
+            .query_async(&mut store.connection())
+            .await
+            .unwrap();
+        assert!(ttl > window - 10_000 && ttl <= window, "{key}: {ttl} ms");
+    }
+}

@@ -1,20 +1,22 @@
 -- Enqueues a batch of jobs of one queue, all or nothing, and gives each its id:
 -- seq * 65536 + the queue's number, seq counting per queue (never below the caller's floor,
 -- which keeps one client's ids increasing across queues).
--- ARGV: now, count, request id, retried ('1' when this call repeats one whose reply was lost),
--- queue number, then 10 fields per job: kind, fkey, payload, run_at, retry, uniq ('' or '+' ..
+-- ARGV: now, count, request id, keep_ms (how long the reply is kept under the request id: the
+-- client's whole retry window, see call::request_keep_ms), queue number, then 10 fields per
+-- job: kind, fkey, payload, run_at, retry, uniq ('' or '+' ..
 -- key), on_conflict ('error' or 'ignore'), dep ('' or dep_id .. ':' .. mode, mode 'local',
 -- 'blocked' (on a job of another queue) or 'ready'), meta, floor.
 -- Returns {'ok', id1, id2, ...}, {'dup', unique_key, existing_id} or {'nodep', dep_id}. An
 -- ignored duplicate's id is the existing job's, marked with a leading '=' ('=' .. id): nothing
 -- was enqueued for it, so the caller has nothing to register (its dependency is not this
--- job's). The reply is kept for a minute under the request id, so a repeated call answers the
--- same ids instead of enqueueing twice.
-local now, n, rid, retried = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], ARGV[4] == '1'
+-- job's). The reply is kept under the request id for `keep_ms`, and every try looks for it
+-- first: a repeated call, and a first try that reaches the server only after its repeat went
+-- through, answers the same ids instead of enqueueing twice.
+local now, n, rid, keep_ms = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4])
 local qnum = tonumber(ARGV[5])
 local F = 10
 local req = k('req:' .. rid)
-if retried then
+if rid ~= '' then
   local prior = redis.call('GET', req)
   if prior then
     local reply = {'ok'}
@@ -116,7 +118,7 @@ for i = 1, n do
   if skip[i] then answered[i] = '=' .. ids[i] else answered[i] = ids[i] end
 end
 if rid ~= '' then
-  redis.call('SET', req, table.concat(answered, ','), 'PX', 60000)
+  redis.call('SET', req, table.concat(answered, ','), 'PX', keep_ms)
 end
 local reply = {'ok'}
 for i = 1, n do reply[i + 1] = answered[i] end

@@ -1,12 +1,13 @@
 -- Hands claimed jobs back before their handlers started (fairq-core's Lifecycle::release):
 -- the attempt is refunded, the token stays (so the old lease is fenced once the job is claimed
 -- again, and refused as stale before that), and the job is due at once in the fair order.
--- ARGV: now, request id, retried ('1' when this call repeats one whose reply was lost), then
--- id, token per claim. Returns one answer per claim: {'ok'} or a refusal. The reply is kept
--- for a minute under the request id: a hand-back leaves the token as it was, so a repeat could
--- not tell its first try's hand-back from a stale claim, and answers the kept reply instead.
-local now, rid, retried = tonumber(ARGV[1]), ARGV[2], ARGV[3] == '1'
-local prior = recall(rid, retried)
+-- ARGV: now, request id, keep_ms (how long the reply is kept under the request id), then id,
+-- token per claim. Returns one answer per claim: {'ok'} or a refusal. The reply is kept under
+-- the request id for the client's retry window: a hand-back leaves the token as it was, so a
+-- repeat could not tell its first try's hand-back from a stale claim, and answers the kept
+-- reply instead (so does a first try arriving after its repeat).
+local now, rid, keep_ms = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
+local prior = recall(rid)
 if prior then return prior end
 local answers = {}
 for o = 4, #ARGV, 2 do
@@ -35,4 +36,4 @@ for o = 4, #ARGV, 2 do
   end
 end
 flush()
-return remember(rid, answers)
+return remember(rid, answers, keep_ms)

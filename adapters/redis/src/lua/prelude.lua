@@ -13,21 +13,26 @@ local function k(name) return base .. name end
 local function jk(id) return base .. 'job:' .. id end
 
 -- Repeated calls --------------------------------------------------------------------------------
--- A call whose reply was lost is repeated with its retry flag set (see call.rs). A script
--- whose effect a repeat cannot recognise from the jobs alone keeps its reply for a minute
--- under the call's request id, and a repeat answers that reply instead of running again.
+-- A call whose reply was lost is repeated (see call.rs). A script whose effect a repeat cannot
+-- recognise from the jobs alone keeps its reply under the call's request id for the client's
+-- whole retry window (`keep_ms`, passed by the client: call::request_keep_ms), and every try
+-- looks for it first: a repeat, and also a first try that reaches the server only after its
+-- repeat went through, answers the kept reply instead of running again.
 
--- The reply kept for request `rid` when `retried`, else nil.
-local function recall(rid, retried)
-  if not retried or rid == '' then return nil end
+-- The reply kept for request `rid`, else nil.
+local function recall(rid)
+  if rid == '' then return nil end
   local kept = redis.call('GET', k('req:' .. rid))
   if kept then return cjson.decode(kept) end
   return nil
 end
 
--- Keeps `reply` (an array of strings, numbers and such arrays) for request `rid`; returns it.
-local function remember(rid, reply)
-  if rid ~= '' then redis.call('SET', k('req:' .. rid), cjson.encode(reply), 'PX', 60000) end
+-- Keeps `reply` (an array of strings, numbers and such arrays) for request `rid` for `keep_ms`
+-- milliseconds; returns it.
+local function remember(rid, reply, keep_ms)
+  if rid ~= '' then
+    redis.call('SET', k('req:' .. rid), cjson.encode(reply), 'PX', keep_ms)
+  end
   return reply
 end
 

@@ -1,13 +1,13 @@
 -- Operator revival: dead jobs become claimable now with a fresh retry budget. A job whose
 -- unique key is held by another job meanwhile stays dead.
--- ARGV: now, request id, retried ('1' when this call repeats one whose reply was lost), then
+-- ARGV: now, request id, keep_ms (how long the reply is kept under the request id), then
 -- 'one', id  -> {'ok', 1}, {'dup', key, holder}, {'notdead', state}, {'notfound'}
 -- 'all', limit, after -> {'ok', revived, last id looked at (or ''), looked at}
--- The reply is kept for a minute under the request id, and a repeat answers it: the first
--- try's revival left a live job, which a repeat would find not dead (or, for 'all', not in
--- the dead set, and count nothing).
-local now, rid, retried, mode = tonumber(ARGV[1]), ARGV[2], ARGV[3] == '1', ARGV[4]
-local prior = recall(rid, retried)
+-- The reply is kept under the request id for the client's retry window, and every try answers
+-- it when it is there: the first try's revival left a live job, which a repeat would find not
+-- dead (or, for 'all', not in the dead set, and count nothing).
+local now, rid, keep_ms, mode = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), ARGV[4]
+local prior = recall(rid)
 if prior then return prior end
 
 -- Returns nil when revived, or the id holding the job's unique key.
@@ -41,7 +41,7 @@ if mode == 'one' then
   local holder = revive(id)
   if holder then return {'dup', string.sub(redis.call('HGET', h, 'uniq'), 2), holder} end
   flush()
-  return remember(rid, {'ok', 1})
+  return remember(rid, {'ok', 1}, keep_ms)
 end
 
 local from = '-inf'
@@ -52,4 +52,4 @@ for _, id in ipairs(ids) do
   if not revive(id) then revived = revived + 1 end
 end
 flush()
-return remember(rid, {'ok', revived, ids[#ids] or '', #ids})
+return remember(rid, {'ok', revived, ids[#ids] or '', #ids}, keep_ms)
