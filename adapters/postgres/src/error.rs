@@ -8,7 +8,8 @@ use crate::tls::TlsError;
 
 /// What can go wrong setting up or talking to the PostgreSQL store.
 ///
-/// Every variant converts into a [`BackendError`]: connection trouble becomes
+/// Every variant converts into a [`BackendError`]: connection trouble and statements the
+/// server gave up on that may succeed when sent again ([`PgError::Transient`]) become
 /// [`BackendError::Unavailable`] (transient, a worker retries), everything else
 /// [`BackendError::Store`].
 ///
@@ -33,6 +34,13 @@ pub enum PgError {
     /// The server cannot be reached, refused the connection, or dropped it.
     #[error("PostgreSQL is unavailable: {0}")]
     Unavailable(#[source] BoxError),
+    /// The server gave up on a statement that may succeed when sent again: it was chosen as
+    /// a deadlock's victim (SQLSTATE `40P01`), failed to serialise (`40001`), could not get
+    /// a lock in time or at once (`55P03`: `lock_timeout`, `NOWAIT`), or was cancelled
+    /// (`57014`: `statement_timeout`, `pg_cancel_backend`). The transaction was rolled back,
+    /// so nothing of it was written. The message is the server's.
+    #[error("PostgreSQL gave up on the statement, which may succeed when sent again: {0}")]
+    Transient(#[source] BoxError),
     /// The schema or its tables do not exist.
     #[error(
         "the fairq schema {schema:?} does not exist or is incomplete: run migrate() \
@@ -132,16 +140,11 @@ impl PgError {
             if code.starts_with("28") {
                 return PgError::Auth(err);
             }
-            // Connection exceptions, shutdowns, "cannot connect now", too many connections.
-            if code.starts_with("08")
-                || code == "57P01"
-                || code == "57P02"
-                || code == "57P03"
-                || code == "53300"
-            {
-                return PgError::Unavailable(Box::new(Described(err)));
-            }
-            return PgError::Db(err);
+            return match classify(code) {
+                Class::Unavailable => PgError::Unavailable(Box::new(Described(err))),
+                Class::Transient => PgError::Transient(Box::new(Described(err))),
+                Class::Other => PgError::Db(err),
+            };
         }
         if is_connection_error(&err) {
             PgError::Unavailable(Box::new(Described(err)))
@@ -161,6 +164,30 @@ impl PgError {
             PoolError::Closed => PgError::Unavailable("the connection pool is closed".into()),
             other => PgError::Pool(other.to_string()),
         }
+    }
+}
+
+/// What a SQLSTATE says about sending the statement again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Class {
+    /// The connection or the server is unavailable: connection exceptions (class `08`),
+    /// shutdowns (`57P01`, `57P02`), "cannot connect now" (`57P03`), too many connections
+    /// (`53300`).
+    Unavailable,
+    /// The server rolled the statement back for a reason of the moment: a deadlock
+    /// (`40P01`), a serialisation failure (`40001`), a lock not available (`55P03`), a
+    /// cancelled statement (`57014`, a `statement_timeout` among others).
+    Transient,
+    /// Anything else: repeating the statement would fail the same way.
+    Other,
+}
+
+fn classify(code: &str) -> Class {
+    match code {
+        "57P01" | "57P02" | "57P03" | "53300" => Class::Unavailable,
+        _ if code.starts_with("08") => Class::Unavailable,
+        "40P01" | "40001" | "55P03" | "57014" => Class::Transient,
+        _ => Class::Other,
     }
 }
 
@@ -256,7 +283,9 @@ fn is_connection_error(err: &tokio_postgres::Error) -> bool {
 impl From<PgError> for BackendError {
     fn from(err: PgError) -> Self {
         match err {
-            PgError::Unavailable(_) => BackendError::Unavailable(Box::new(err)),
+            PgError::Unavailable(_) | PgError::Transient(_) => {
+                BackendError::Unavailable(Box::new(err))
+            }
             other => BackendError::Store(Box::new(other)),
         }
     }
@@ -299,5 +328,26 @@ mod tests {
         let missing: BackendError = PgError::SchemaMissing { schema: "s".into() }.into();
         assert!(!missing.is_transient());
         assert!(missing.to_string().contains("migrate"));
+    }
+
+    #[test]
+    fn statements_the_server_gave_up_on_for_the_moment_are_transient() {
+        for code in ["40P01", "40001", "55P03", "57014"] {
+            assert_eq!(classify(code), Class::Transient, "{code}");
+        }
+        for code in ["08006", "08001", "57P01", "57P02", "57P03", "53300"] {
+            assert_eq!(classify(code), Class::Unavailable, "{code}");
+        }
+        // A unique violation, a syntax error, a check violation, out of memory, a
+        // program limit (a jsonb too large) fail again when repeated.
+        for code in ["23505", "42601", "23514", "53200", "54000"] {
+            assert_eq!(classify(code), Class::Other, "{code}");
+        }
+        let deadlock: BackendError = PgError::Transient("deadlock detected".into()).into();
+        assert!(deadlock.is_transient());
+        assert!(
+            deadlock.to_string().contains("deadlock detected"),
+            "{deadlock}"
+        );
     }
 }

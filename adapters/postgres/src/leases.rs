@@ -40,8 +40,15 @@ impl Core {
                 break;
             }
             let now = self.now();
-            let ids: Vec<i64> = open.iter().map(|&i| to_db(claims[i].id.0)).collect();
-            let tokens: Vec<i64> = open.iter().map(|&i| to_db(claims[i].token.0)).collect();
+            // In id order, the order every statement that waits for a running job's row
+            // lock takes them in (see `HEARTBEAT`): a worker's heartbeat and its own
+            // settlement of some of the same jobs then never wait for each other in a circle.
+            let mut entries: Vec<(i64, i64)> = open
+                .iter()
+                .map(|&i| (to_db(claims[i].id.0), to_db(claims[i].token.0)))
+                .collect();
+            entries.sort_unstable();
+            let (ids, tokens): (Vec<i64>, Vec<i64>) = entries.into_iter().unzip();
             let rows = conn
                 .rows(&self.sql.heartbeat, &[&ids, &tokens, &deadline(now, lease)])
                 .await

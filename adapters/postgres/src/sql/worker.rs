@@ -160,11 +160,21 @@ SELECT JOB_COLUMNS FROM claimed ORDER BY was_round, was_seq
 /// Refused entries are looked up by id (`LATERAL`), never through a join the planner could run
 /// as a scan of both tables: such a scan, which stops at the first live row, cost most of a
 /// settlement's time while the head of the table was full of settled (dead) rows.
+///
+/// The entries are taken in id order (each keeps its position, `ord`, for the order of the
+/// jobs it makes due): the plan looks each up by primary key in the order of `input`, so the
+/// archived and deleted jobs' row locks are taken in id order, then the retried jobs' (as
+/// [`HEARTBEAT`] and [`RELEASE`] take theirs), and a worker's settlement and its heartbeat of
+/// the same jobs, each waiting for a row the other holds, do not deadlock. (A batch that
+/// mixes retries with other verdicts locks them in two runs; should that ever meet a
+/// heartbeat in a circle, the server's deadlock error is transient and the settlement is sent
+/// again.)
 pub(super) const SETTLE: &str = r#"
 WITH input AS (
     SELECT t.id, t.token, t.verdict, t.run_at, t.reason, t.message, t.ord + $10::int8 AS ord
     FROM unnest($1::int8[], $2::int8[], $3::text[], $4::int8[], $5::text[], $6::text[])
          WITH ORDINALITY AS t(id, token, verdict, run_at, reason, message, ord)
+    ORDER BY t.id
 ),
 gone AS (
     DELETE FROM fairq.jobs j USING input i
@@ -262,10 +272,11 @@ SELECT 0, count(*), NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL F
 /// now (after the jobs already waiting, in the order given) with its attempt refunded; its
 /// token stays, so the lease it was handed out under is fenced. Parameters: id[], token[]
 /// (no pair twice), now, due channel. Rows: the jobs handed back, with their tokens, states
-/// and attempts.
+/// and attempts. The rows are locked in id order (see [`SETTLE`]).
 pub(super) const RELEASE: &str = r#"
 WITH input AS (
     SELECT * FROM unnest($1::int8[], $2::int8[]) WITH ORDINALITY AS t(id, token, ord)
+    ORDER BY t.id
 ),
 released AS (
     UPDATE fairq.jobs j
@@ -286,7 +297,8 @@ FROM released r
 
 /// Extends leases: each job still running under the given token gets
 /// `max(its deadline, the new one)`. The other rows are the refused entries. A lease
-/// deadline is in no index, so this is a HOT update. Parameters: id[], token[], deadline.
+/// deadline is in no index, so this is a HOT update. Parameters: id[], token[] (in id order,
+/// so the rows are locked in id order, as [`SETTLE`] locks them), deadline.
 pub(super) const HEARTBEAT: &str = r#"
 UPDATE fairq.jobs j SET lease_deadline = GREATEST(j.lease_deadline, $3)
 FROM unnest($1::int8[], $2::int8[]) AS i(id, token)

@@ -1,0 +1,171 @@
+//! Row locks held by other sessions: the store's statements wait for them without
+//! deadlocking each other, report the server's giving up as transient, and hold as few and as
+//! weak locks as their guarantees need. Every wait is set up with locks held by the test's own
+//! transactions and observed through `pg_blocking_pids`, never by sleeping.
+
+mod common;
+
+use std::time::Duration;
+
+use fairq_worker::{Backend, Finished, NewJob, Settled};
+
+const LEASE: Duration = Duration::from_secs(30);
+
+/// Far longer than any step of these tests takes: reached only by a hang.
+const HANG: Duration = Duration::from_secs(60);
+
+async fn own_connection() -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(&common::url(), tokio_postgres::NoTls)
+        .await
+        .expect("connect");
+    tokio::spawn(connection);
+    client
+}
+
+async fn pid(client: &tokio_postgres::Client) -> i32 {
+    client
+        .query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .unwrap()
+        .get(0)
+}
+
+/// Waits until at least `n` sessions running a statement on `schema` wait for a lock.
+async fn sessions_wait(observer: &tokio_postgres::Client, schema: &str, n: i64) {
+    let pattern = format!("%\"{schema}\".%");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let row = observer
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity \
+                 WHERE cardinality(pg_blocking_pids(pid)) > 0 AND query LIKE $1",
+                &[&pattern],
+            )
+            .await
+            .expect("read the lock waits");
+        if row.get::<_, i64>(0) >= n {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "fewer than {n} sessions waited for a lock"
+        );
+        tokio::task::yield_now().await;
+    }
+}
+
+/// A worker extends the leases of its jobs while it settles some of them: both wait for a
+/// row another session holds, and neither may then wait for the other in a circle (the
+/// server would abort one as a deadlock's victim: the heartbeat here, which began to wait
+/// first, and whose failure fails the whole call).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_heartbeat_and_a_settlement_of_the_same_jobs_do_not_deadlock() {
+    let t = store_or_skip!("hbsettle");
+    t.store
+        .enqueue_many((0..3).map(|i| NewJob::new("q", "k", vec![i])).collect())
+        .await
+        .unwrap();
+    // Enough other jobs, and statistics that know of them, for the plans a real table gets:
+    // each entry looked up by primary key, in the order the statement was given them (on a
+    // table of a few rows the planner reads the whole table instead, in its own order).
+    t.store
+        .enqueue_many(
+            (0..2_000)
+                .map(|_| NewJob::new("other", "k", vec![]))
+                .collect(),
+        )
+        .await
+        .unwrap();
+    t.admin
+        .batch_execute(&format!("ANALYZE \"{}\".jobs", t.schema))
+        .await
+        .unwrap();
+    let jobs = t.store.claim("q", 3, LEASE).await.unwrap();
+    assert_eq!(jobs.len(), 3);
+    let [j1, j2, j3] = [jobs[0].claim, jobs[1].claim, jobs[2].claim];
+    assert!(j1.id < j2.id && j2.id < j3.id);
+
+    // Another session holds the row of j3.
+    let holder = own_connection().await;
+    let holder_pid = pid(&holder).await;
+    holder
+        .batch_execute(&format!(
+            "BEGIN; SELECT id FROM \"{}\".jobs WHERE id = {} FOR UPDATE",
+            t.schema, j3.id.0
+        ))
+        .await
+        .unwrap();
+
+    // The settlement and the heartbeat name their jobs in the worker's order, not the ids'.
+    let settler = t.store.clone();
+    let settle = tokio::spawn(async move {
+        settler
+            .settle(vec![
+                Finished::succeeded(j2),
+                Finished::succeeded(j3),
+                Finished::succeeded(j1),
+            ])
+            .await
+    });
+    common::someone_waits_for(&t.admin, holder_pid).await;
+    let beater = t.store.clone();
+    let beat = tokio::spawn(async move { beater.heartbeat_many(vec![j1, j2], LEASE).await });
+    // The heartbeat waits for a row the settlement holds.
+    sessions_wait(&t.admin, &t.schema, 2).await;
+    holder.batch_execute("COMMIT").await.unwrap();
+
+    let settled = tokio::time::timeout(HANG, settle)
+        .await
+        .expect("the settlement ended")
+        .unwrap()
+        .expect("the settlement did not fail");
+    let beats = tokio::time::timeout(HANG, beat)
+        .await
+        .expect("the heartbeat ended")
+        .unwrap()
+        .expect("the heartbeat did not fail");
+    assert!(
+        settled.iter().all(|a| matches!(a, Ok(Settled::Succeeded))),
+        "{settled:?}"
+    );
+    // The settlement went first: the heartbeat found the jobs finished.
+    assert_eq!(beats.len(), 2);
+    assert!(beats.iter().all(Result::is_err), "{beats:?}");
+    t.cleanup().await;
+}
+
+/// A lock the server gave up waiting for (`lock_timeout`, SQLSTATE 55P03) is transient: the
+/// same call may succeed once the lock is free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_timeout_is_transient() {
+    let t = store_or_skip!("locktimeout");
+    let dependency = t
+        .store
+        .enqueue(NewJob::new("q", "k", vec![]))
+        .await
+        .unwrap();
+    let holder = own_connection().await;
+    holder
+        .batch_execute(&format!(
+            "BEGIN; SELECT id FROM \"{}\".jobs WHERE id = {} FOR UPDATE",
+            t.schema, dependency.0
+        ))
+        .await
+        .unwrap();
+    let mut client = own_connection().await;
+    let tx = client.transaction().await.unwrap();
+    // The lock is held until this test lets it go, so the timeout always passes.
+    tx.batch_execute("SET LOCAL lock_timeout = '50ms'")
+        .await
+        .unwrap();
+    let err = t
+        .store
+        .enqueue_in(&tx, NewJob::new("q", "k", vec![]).after(dependency))
+        .await
+        .expect_err("the dependency's row is locked");
+    assert!(err.is_transient(), "{err}");
+    assert!(err.to_string().contains("55P03"), "{err}");
+    drop(tx);
+    holder.batch_execute("COMMIT").await.unwrap();
+    t.cleanup().await;
+}
