@@ -354,6 +354,14 @@ pub(crate) fn open(
         .filter_map(|f| parse_segment_name(name, f))
         .collect();
     seg_ids.sort_unstable();
+    if let Some(&last) = seg_ids.last().filter(|&&s| s == u64::MAX) {
+        // No segment id follows it, so the journal never creates it (see `start_writer`).
+        return Err(JournalError::corrupt(
+            &dir.join(segment_name(name, last)),
+            0,
+            format!("segment id {last} is out of range: no segment could follow it"),
+        ));
+    }
     check_contiguous(dir, name, &seg_ids)?;
     // Before the scan, which may cut a torn end off what it takes for the last segment.
     let tail = read_tail(storage.as_ref(), dir, name)?;
@@ -563,7 +571,27 @@ fn start_writer(
         let f = storage.open_append(&path).map_err(io_err(&path))?;
         f.sync_data().map_err(io_err(&path))?;
     }
-    let new = torn_last.unwrap_or_else(|| last.map_or(1, |l| l.id + 1));
+    let new = match (torn_last, &last) {
+        (Some(torn), _) => torn,
+        (None, None) => 1,
+        (None, Some(l)) => next_segment_id(l.id)
+            .ok_or_else(|| no_segment_after(&dir.join(segment_name(name, l.id)), l.id))?,
+    };
     let f = create_segment(storage, dir, name, new, false, config.file_mode)?;
     Ok((new, f, SEGMENT_HEADER_LEN as u64))
+}
+
+/// The id of the segment after `seg`, unless that would be `u64::MAX`: no id would follow
+/// that one, so the journal never creates it (and opening refuses it).
+pub(crate) fn next_segment_id(seg: u64) -> Option<u64> {
+    seg.checked_add(1).filter(|&next| next < u64::MAX)
+}
+
+/// The error for a segment at `path` that no segment can follow.
+pub(crate) fn no_segment_after(path: &Path, seg: u64) -> JournalError {
+    JournalError::corrupt(
+        path,
+        0,
+        format!("no segment can follow segment {seg}: the next segment id is out of range"),
+    )
 }

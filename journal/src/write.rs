@@ -29,6 +29,9 @@ impl Inner {
     pub(crate) fn rotate(&self, w: &mut Writer) -> Result<(), JournalError> {
         let old = w.seg_id;
         let old_path = self.segment_path(old);
+        let Some(new) = crate::recovery::next_segment_id(old) else {
+            return Err(crate::recovery::no_segment_after(&old_path, old));
+        };
         // Under Always and Group the sealed segment must be complete on disk before the next
         // one exists. Under Never and Periodic it is synced later, and the next segment's
         // header says so, which lets recovery treat a torn end of it as a torn tail.
@@ -40,7 +43,6 @@ impl Inner {
                 .sync_data()
                 .map_err(|e| JournalError::io(&old_path, e))?;
         }
-        let new = old + 1;
         let (file, map) = match self.take_next(w, new) {
             Some(created) => created,
             None => match create_segment(
@@ -124,7 +126,10 @@ impl Inner {
 
     #[cold]
     fn spawn_next(&self, w: &mut Writer) {
-        let seg = w.seg_id + 1;
+        let Some(seg) = crate::recovery::next_segment_id(w.seg_id) else {
+            // Rotation reports it.
+            return;
+        };
         let path = self.segment_path(seg);
         let (storage, dir, name, mode) = (
             self.config.storage.clone(),

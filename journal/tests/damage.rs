@@ -973,6 +973,103 @@ fn a_record_with_the_last_possible_id_is_corruption() {
     }
 }
 
+/// A folder holding only segment `seg` of queue `q`, with a valid header and, if
+/// `with_record`, one item (id 1).
+fn forged_segment(seg: u64, with_record: bool) -> (tempfile::TempDir, PathBuf) {
+    use fairq_journal::format::{
+        encode_record, encode_segment_header, Record, RecordKind, SegmentHeader,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut bytes = Vec::new();
+    encode_segment_header(
+        &SegmentHeader {
+            segment_id: seg,
+            prev_unsynced: false,
+        },
+        &mut bytes,
+    );
+    if with_record {
+        encode_record(
+            &Record {
+                kind: RecordKind::Item,
+                id: 1,
+                added_at_ms: 1,
+                expires_at_ms: None,
+                payload: &[1; 8],
+            },
+            &mut bytes,
+        );
+    }
+    let path = dir.path().join(format!("q.{seg:020}.seg"));
+    std::fs::write(&path, bytes).unwrap();
+    (dir, path)
+}
+
+#[test]
+fn a_segment_with_the_last_possible_id_is_corruption() {
+    // No segment id follows `u64::MAX`: the journal never creates that segment, and one
+    // found is damage (opening used to overflow computing the next segment's id).
+    for with_record in [true, false] {
+        let (dir, path) = forged_segment(u64::MAX, with_record);
+        for read_only in [false, true] {
+            let opened = if read_only {
+                JournaledQueue::open_read_only(dir.path(), "q", cfg(4096))
+            } else {
+                JournaledQueue::open(dir.path(), "q", cfg(4096))
+            };
+            match opened {
+                Err(JournalError::Corrupt {
+                    path: p, reason, ..
+                }) => {
+                    assert_eq!(p, path);
+                    assert!(reason.contains("out of range"), "{reason}");
+                }
+                other => panic!("expected Corrupt, got {other:?}"),
+            }
+        }
+    }
+}
+
+#[test]
+fn the_writer_never_creates_the_segment_with_the_last_possible_id() {
+    // The segment before the last possible one, holding an item: opening would start the
+    // writer on a new segment with the last id, which no later open accepts.
+    let (dir, path) = forged_segment(u64::MAX - 1, true);
+    match JournaledQueue::open(dir.path(), "q", cfg(4096)) {
+        Err(JournalError::Corrupt {
+            path: p, reason, ..
+        }) => {
+            assert_eq!(p, path);
+            assert!(reason.contains("no segment can follow"), "{reason}");
+        }
+        other => panic!("expected Corrupt, got {other:?}"),
+    }
+    // Two ids before it: the writer starts on the one before the last, and a rotation
+    // that would need the last one fails rather than create it (or overflow after it).
+    let (dir, _) = forged_segment(u64::MAX - 2, true);
+    let q = JournaledQueue::open(dir.path(), "q", cfg(80)).unwrap();
+    let put = (0..4u8).map(|i| q.put(&[i; 30])).collect::<Vec<_>>();
+    assert!(put.iter().any(|p| p.is_err()), "{put:?}");
+    assert!(!dir.path().join(format!("q.{:020}.seg", u64::MAX)).exists());
+    drop(q);
+    assert!(matches!(
+        JournaledQueue::open(dir.path(), "q", cfg(80)),
+        Err(JournalError::Corrupt { .. })
+    ));
+    // Every acknowledged item can still be read (the put whose rotation failed may be
+    // there too, as after any failed rotation).
+    let q = JournaledQueue::open_read_only(dir.path(), "q", cfg(80)).unwrap();
+    let r = q.reader("").unwrap();
+    let mut got = Vec::new();
+    while let Some(item) = r.get().unwrap() {
+        got.push(item.id);
+    }
+    for id in put.iter().filter_map(|p| p.as_ref().ok()) {
+        assert!(got.contains(id), "{id:?} lost: {got:?}");
+    }
+    assert!(got.len() <= 1 + put.len(), "{got:?}");
+}
+
 #[test]
 fn a_checkpoint_naming_the_last_possible_id_is_set_aside() {
     use fairq_journal::checkpoint::{encode_checkpoint, Checkpoint};
