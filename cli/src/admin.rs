@@ -16,6 +16,7 @@ use crate::args::{
 };
 use crate::error::CliError;
 use crate::output::{self, Output};
+use crate::printable::printable;
 
 /// Reads at most `max` bytes of `source` (named `what` in messages); a source with more is
 /// refused as soon as the byte past the limit arrives, without reading the rest.
@@ -159,17 +160,17 @@ pub(crate) async fn enqueue<B: Backend>(
     } else if !enqueued {
         out.line(format!(
             "nothing enqueued: job {id} of queue {} already has unique key {}",
-            args.queue,
-            args.unique.as_deref().unwrap_or_default()
+            printable(&args.queue),
+            printable(args.unique.as_deref().unwrap_or_default())
         ))
     } else {
         out.line(format!(
             "enqueued job {id} on queue {} (kind {}{})",
-            args.queue,
-            args.kind,
+            printable(&args.queue),
+            printable(&args.kind),
             args.key
                 .as_deref()
-                .map(|k| format!(", key {k}"))
+                .map(|k| format!(", key {}", printable(k)))
                 .unwrap_or_default()
         ))
     }
@@ -732,7 +733,8 @@ pub(crate) async fn queue<B: Inspect>(
             } else if paused.is_empty() {
                 out.line("no queue is paused")
             } else {
-                out.line(paused.join("\n"))
+                let names: Vec<_> = paused.iter().map(|name| printable(name)).collect();
+                out.line(names.join("\n"))
             }
         }
     }

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::args::BenchArgs;
 use crate::error::CliError;
 use crate::output::{self, Output};
+use crate::printable::printable;
 use crate::progress;
 use crate::stop;
 use crate::tally::{lock, Tally};
@@ -387,7 +388,7 @@ pub(crate) fn print(report: &BenchReport, out: &mut Output) -> Result<(), CliErr
         return out.json(report);
     }
     let c = &report.config;
-    out.line(format!("fairq bench on {}", report.store))?;
+    out.line(format!("fairq bench on {}", printable(&report.store)))?;
     out.line(format!(
         "{} jobs of {} bytes over {} keys, {} at a time, {} of work each (queue {})",
         c.jobs,
@@ -395,7 +396,7 @@ pub(crate) fn print(report: &BenchReport, out: &mut Output) -> Result<(), CliErr
         c.keys,
         c.concurrency,
         output::short_duration(c.work),
-        report.queue
+        printable(&report.queue)
     ))?;
     out.line("")?;
     let mut rates = output::Grid::new(["phase", "jobs", "time", "rate"])

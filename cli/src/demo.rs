@@ -22,6 +22,7 @@ use tokio::sync::watch;
 use crate::args::DemoArgs;
 use crate::error::CliError;
 use crate::output::{self, Output};
+use crate::printable::printable;
 use crate::progress;
 use crate::stop;
 use crate::tally::{lock, Tally};
@@ -571,7 +572,7 @@ pub(crate) fn print(report: &DemoReport, out: &mut Output) -> Result<(), CliErro
         return out.json(report);
     }
     let c = &report.config;
-    out.line(format!("fairq demo on {}", report.store))?;
+    out.line(format!("fairq demo on {}", printable(&report.store)))?;
     out.line(format!(
         "1 heavy tenant with a backlog of {} jobs; {} light tenants with {} jobs each, \
          arriving while the backlog drains; {} workers x {} jobs at a time, {} of work per job",

@@ -24,6 +24,7 @@ mod error;
 mod exec;
 pub mod logging;
 mod output;
+mod printable;
 mod progress;
 mod prometheus;
 pub mod qtest;
@@ -145,9 +146,10 @@ fn failure(err: &CliError) -> ExitCode {
     ExitCode::FAILURE
 }
 
-/// Writes one line to stderr, credentials hidden, ignoring a closed stream.
+/// Writes one line to stderr, credentials hidden and control characters escaped (it may
+/// quote queue names or a store's message), ignoring a closed stream.
 pub(crate) fn output_error_line(line: &str) {
-    write_error_text(&scrub::clean(line));
+    write_error_text(&printable::printable(&scrub::clean(line)));
 }
 
 /// Writes `text` and a line break to stderr as given, ignoring a closed or full stream: for

@@ -1,5 +1,6 @@
 //! Where results go: tables for people, JSON for scripts, always on stdout.
 
+use std::borrow::Cow;
 use std::io::{self, Write};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -9,6 +10,7 @@ use fairq_core::job::Millis;
 use serde::Serialize;
 
 use crate::error::CliError;
+use crate::printable::printable;
 
 /// How results are printed.
 ///
@@ -178,8 +180,16 @@ impl Grid {
         }
     }
 
-    /// Adds a row.
+    /// Adds a row; control characters in its cells (of a queue name, a kind, a key, an
+    /// error) are shown escaped.
     pub(crate) fn row(&mut self, cells: Vec<String>) {
+        let cells = cells
+            .into_iter()
+            .map(|cell| match printable(&cell) {
+                Cow::Borrowed(_) => cell,
+                Cow::Owned(escaped) => escaped,
+            })
+            .collect();
         self.rows.push(cells);
     }
 

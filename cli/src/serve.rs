@@ -89,11 +89,12 @@ pub(crate) async fn start<B: Inspect>(
         config = config.token(token.clone());
     }
     let server = Server::bind(store, config).await.map_err(web_error)?;
-    let mut note = crate::scrub::clean(&format!(
+    let mut note = crate::printable::printable(&crate::scrub::clean(&format!(
         "fairq dashboard on {} for {}",
         server.url(),
         fairq_web::store_label(url)
-    ));
+    )))
+    .into_owned();
     // The token is fresh and random, with nothing to hide from the operator it is for: it
     // is kept out of the scrubbing, which could spoil it (a short store password that
     // happens to be part of it).

@@ -17,6 +17,7 @@ use crate::args::WorkArgs;
 use crate::error::CliError;
 use crate::exec::ExecCommand;
 use crate::output::{self, Output};
+use crate::printable::printable;
 use crate::signals::Signals;
 
 /// One finished attempt, as `--json` prints it.
@@ -75,7 +76,8 @@ fn finished_line(report: &JobReport, json: bool) -> String {
         }
         (_, None) => outcome_name(&report.outcome).to_string(),
     };
-    format!(
+    // One line per attempt, whatever the names and the command's stderr hold.
+    let line = format!(
         "job {} {}/{}{} attempt {}: {what} ({})",
         job.claim.id,
         job.queue,
@@ -86,7 +88,8 @@ fn finished_line(report: &JobReport, json: bool) -> String {
             .unwrap_or_default(),
         job.attempt,
         output::short_duration(report.elapsed),
-    )
+    );
+    printable(&line).into_owned()
 }
 
 /// Counts of finished attempts.

@@ -509,6 +509,73 @@ fn an_unwritable_stderr_stops_neither_the_dashboard_nor_a_bad_rust_log() {
     assert_eq!(run(Some("[broken"), &["stats"]).code(), Some(0), "stats");
 }
 
+/// Names and a command's stderr holding terminal escapes are shown escaped in tables and
+/// sentences (`\u{1b}[2J`), never raw; JSON keeps them as they are (escaped by JSON itself).
+#[cfg(unix)]
+#[test]
+fn terminal_escapes_in_names_and_errors_are_shown_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = format!("file:{}", dir.path().join("store").display());
+    let (queue, kind, key) = ("q\u{1b}]0;owned\u{7}", "\u{1b}[2J", "k\u{9b}31m\n");
+    let raw = |text: &str| text.contains(['\u{1b}', '\u{7}', '\u{9b}']);
+    let run = |args: &[&str]| {
+        let out = fairq(dir.path())
+            // Whole lines, with the error column.
+            .env_remove("COLUMNS")
+            .args(["--store", &store])
+            .args(args)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8(out.stdout).unwrap();
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert!(
+            !raw(&stdout) && !raw(&stderr),
+            "{args:?}: {stdout:?} {stderr:?}"
+        );
+        (out.status.code(), stdout, stderr)
+    };
+    let (code, stdout, _) = run(&["enqueue", "-q", queue, "-k", kind, "--key", key]);
+    assert_eq!(code, Some(0));
+    assert!(
+        stdout.contains("(kind \\u{1b}[2J, key k\\u{9b}31m\\n)"),
+        "{stdout}"
+    );
+    let (code, stdout, _) = run(&["list"]);
+    assert_eq!(code, Some(0));
+    assert!(stdout.contains("\\u{1b}[2J") && stdout.contains("q\\u{1b}]0;owned\\u{7}"));
+    let (code, stdout, _) = run(&["stats"]);
+    assert_eq!(code, Some(0));
+    assert!(stdout.contains("q\\u{1b}]0;owned\\u{7}"), "{stdout}");
+    // The job fails for good with the escape on the command's stderr.
+    let (code, _, stderr) = run(&[
+        "work",
+        "-q",
+        queue,
+        "--until-idle",
+        "--exec",
+        "sh",
+        "-c",
+        "printf '\\033[31mred\\n' >&2; exit 3",
+    ]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let (code, stdout, _) = run(&["list", "--state", "retrying"]);
+    assert_eq!(code, Some(0));
+    assert!(stdout.contains("\\u{1b}[31mred"), "{stdout}");
+    let (code, _, stderr) = run(&["list", "-q", "q\u{1b}[1m"]);
+    assert_eq!(code, Some(1));
+    assert!(stderr.contains("unknown queue"), "{stderr}");
+    for argv in [&["queue", "pause", queue][..], &["queue", "paused"]] {
+        let (code, _, _) = run(argv);
+        assert_eq!(code, Some(0), "{argv:?}");
+    }
+    let (_, stdout, _) = run(&["queue", "paused"]);
+    assert_eq!(stdout, "q\\u{1b}]0;owned\\u{7}\n");
+    // JSON carries the names as they are.
+    let jobs = json(dir.path(), &store, &["list"]);
+    assert_eq!(jobs[0]["kind"], kind);
+    assert_eq!(jobs[0]["key"], key);
+}
+
 /// enqueue, work (one success, one failure), stats, list --state dead, retry, purge, prune.
 fn operator_round_trip(store: &str) {
     let dir = tempfile::tempdir().unwrap();
