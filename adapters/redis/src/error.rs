@@ -74,9 +74,34 @@ pub enum RedisStoreError {
         source: RedisError,
     },
     /// A write was applied on the primary but too few replicas confirmed it in time (see
-    /// [`RedisOptions::replicas`](crate::RedisOptions::replicas)).
+    /// [`RedisOptions::replicas`](crate::RedisOptions::replicas)). The change is made: every
+    /// client sees it, and it stays unless the primary fails before a replica has it.
+    ///
+    /// For an enqueue that means its jobs are stored and will run. The caller does not learn
+    /// their ids, and an enqueue it repeats is a new one, which stores the jobs a second
+    /// time (unless a unique key recognises them: under
+    /// [`OnConflict::Ignore`](fairq_worker::OnConflict::Ignore) the repeat answers the stored
+    /// job). The message says so. A repeated settlement, hand-back or revival does not apply
+    /// its change twice: it is refused (the job no longer runs, or is no longer dead).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use fairq_redis::RedisStoreError;
+    /// let err = RedisStoreError::Unconfirmed {
+    ///     op: "enqueue",
+    ///     confirmed: 0,
+    ///     wanted: 1,
+    ///     timeout: Duration::from_secs(1),
+    /// };
+    /// assert_eq!(
+    ///     err.to_string(),
+    ///     "Redis applied enqueue but only 0 of 1 replicas confirmed it within 1s: the jobs \
+    ///      are stored, and repeating the enqueue stores them again",
+    /// );
+    /// ```
     #[error(
-        "Redis applied {op} but only {confirmed} of {wanted} replicas confirmed it within {timeout:?}"
+        "Redis applied {op} but only {confirmed} of {wanted} replicas confirmed it within {timeout:?}{}",
+        unconfirmed_consequence(op)
     )]
     Unconfirmed {
         /// The operation.
@@ -96,6 +121,15 @@ pub enum RedisStoreError {
         /// What was wrong.
         detail: String,
     },
+}
+
+/// What an unconfirmed `op` leaves behind, when the caller could not guess it: an enqueue's
+/// jobs are stored, and a repeat of the enqueue is a new one.
+fn unconfirmed_consequence(op: &str) -> &'static str {
+    match op {
+        "enqueue" => ": the jobs are stored, and repeating the enqueue stores them again",
+        _ => "",
+    }
 }
 
 /// True for errors that a retry on a fresh connection may cure.

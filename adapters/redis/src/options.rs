@@ -80,8 +80,10 @@ pub struct RedisOptions {
 /// Replication before acknowledgement: after an enqueue, settlement, hand-back, revival or
 /// dependency registration, the store sends `WAIT` and answers only when `replicas` replicas
 /// have the change, or fails with [`BackendError::Unavailable`](fairq_worker::BackendError)
-/// after `timeout` (the change may then exist on the primary only; the caller may repeat
-/// the call, which every script recognises). The timeout counts in whole milliseconds,
+/// after `timeout` ([`RedisStoreError::Unconfirmed`](crate::RedisStoreError::Unconfirmed):
+/// the change is made on the primary, and may be lost only if it fails before a replica has
+/// it; a repeated settlement, hand-back or revival is refused, but a repeated enqueue stores
+/// its jobs again). The timeout counts in whole milliseconds,
 /// rounded up; `Duration::MAX` waits without a limit (as `WAIT`'s own 0 does, so a zero or
 /// sub-millisecond timeout waits 1 ms instead).
 ///

@@ -41,6 +41,51 @@ async fn without_replicas_a_waiting_enqueue_is_applied_but_unconfirmed() {
     }
 }
 
+/// An unconfirmed enqueue stored its job: the error says so (and that a repeat stores it
+/// again), and the job is there to claim. Before, the error said only that the write was
+/// unconfirmed, and the README that repeating the call was safe: a repeat enqueued a second
+/// copy.
+#[tokio::test]
+async fn an_unconfirmed_enqueue_says_its_jobs_are_stored() {
+    if !common::available() {
+        return;
+    }
+    let plain = common::options(clock());
+    let waiting = plain
+        .clone()
+        .response_timeout(Duration::from_secs(30))
+        .wait_for_replicas(1, Duration::ZERO);
+    // The queue is registered without waiting (a registration waits too, and one unconfirmed
+    // fails the enqueue before it stores anything), and the waiting client learns its number
+    // from the registry.
+    let setup = common::connect(plain).await;
+    setup
+        .enqueue(NewJob::new("stored", "k", b"setup".to_vec()))
+        .await
+        .unwrap();
+    let store = fairq_redis::RedisBackend::connect(&common::url(), waiting)
+        .await
+        .unwrap();
+    assert_eq!(store.stats().await.unwrap().len(), 1);
+    let err = store
+        .enqueue(NewJob::new("stored", "k", b"once".to_vec()))
+        .await
+        .expect_err("no replica can confirm");
+    assert!(matches!(err, BackendError::Unavailable(_)), "{err:?}");
+    let text = err.to_string();
+    assert!(
+        text.contains("the jobs are stored, and repeating the enqueue stores them again"),
+        "{text}"
+    );
+    // The claim waits for no replica.
+    let jobs = store
+        .claim("stored", 10, Duration::from_secs(30))
+        .await
+        .unwrap();
+    let payloads: Vec<&[u8]> = jobs.iter().map(|j| j.payload.as_slice()).collect();
+    assert_eq!(payloads, [&b"setup"[..], &b"once"[..]]);
+}
+
 /// Waiting for no replica confirms at once.
 #[tokio::test]
 async fn waiting_for_zero_replicas_confirms() {
