@@ -169,3 +169,112 @@ async fn a_lock_timeout_is_transient() {
     holder.batch_execute("COMMIT").await.unwrap();
     t.cleanup().await;
 }
+
+/// A dependent's enqueue in an open transaction keeps its dependency from finishing, but not
+/// from having its lease extended: the worker's heartbeat of the dependency (and of the
+/// other jobs in the same call) goes through while the caller's transaction stays open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_open_enqueue_of_a_dependent_does_not_hold_up_heartbeats() {
+    let t = store_or_skip!("depbeat");
+    t.store
+        .enqueue_many((0..2).map(|i| NewJob::new("q", "k", vec![i])).collect())
+        .await
+        .unwrap();
+    let jobs = t.store.claim("q", 2, LEASE).await.unwrap();
+    let (j1, j2) = (jobs[0].claim, jobs[1].claim);
+    // j1 already has a dependent.
+    t.store
+        .enqueue(NewJob::new("later", "k", vec![]).after(j1.id))
+        .await
+        .unwrap();
+
+    let mut client = own_connection().await;
+    let tx = client.transaction().await.unwrap();
+    t.store
+        .enqueue_in(&tx, NewJob::new("later", "k", vec![]).after(j1.id))
+        .await
+        .unwrap();
+    // A job with a unique key looks its dependency up and marks it in two statements.
+    t.store
+        .enqueue_in(
+            &tx,
+            NewJob::new("later", "k", vec![])
+                .after(j1.id)
+                .unique("u", fairq_worker::OnConflict::Error),
+        )
+        .await
+        .unwrap();
+    t.clock.advance(Duration::from_secs(1));
+    let beats = tokio::time::timeout(HANG, t.store.heartbeat_many(vec![j2, j1], LEASE))
+        .await
+        .expect("the heartbeat does not wait for the enqueue's transaction")
+        .unwrap();
+    assert!(beats.iter().all(Result::is_ok), "{beats:?}");
+    tx.commit().await.unwrap();
+    t.cleanup().await;
+}
+
+/// The lock an open enqueue of a dependent holds on its dependency still keeps the dependency
+/// from finishing before the dependent commits: the settlement waits, and then (even in a store
+/// that does not keep succeeded jobs) archives the dependency, so the dependent is released.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dependency_does_not_finish_under_an_open_enqueue_of_its_dependent() {
+    let t = store_or_skip!(
+        "depfinish",
+        fairq_postgres::PgOptions::default()
+            .pool_size(8)
+            .keep_succeeded(false)
+    );
+    t.store
+        .enqueue(NewJob::new("q", "k", vec![]))
+        .await
+        .unwrap();
+    let parent = t.store.claim("q", 1, LEASE).await.unwrap().remove(0);
+    let first = t
+        .store
+        .enqueue(NewJob::new("later", "k", vec![]).after(parent.claim.id))
+        .await
+        .unwrap();
+
+    let mut client = own_connection().await;
+    let tx_pid = pid(&client).await;
+    let tx = client.transaction().await.unwrap();
+    let second = t
+        .store
+        .enqueue_in(
+            &tx,
+            NewJob::new("later", "k", vec![]).after(parent.claim.id),
+        )
+        .await
+        .unwrap();
+    let settler = t.store.clone();
+    let claim = parent.claim;
+    let settle =
+        tokio::spawn(async move { settler.settle(vec![Finished::succeeded(claim)]).await });
+    common::someone_waits_for(&t.admin, tx_pid).await;
+    tx.commit().await.unwrap();
+    let settled = tokio::time::timeout(HANG, settle)
+        .await
+        .expect("the settlement ended")
+        .unwrap()
+        .unwrap();
+    assert!(matches!(settled[0], Ok(Settled::Succeeded)), "{settled:?}");
+    let info = t.store.get(parent.claim.id).await.unwrap();
+    assert_eq!(
+        info.expect("archived").status(),
+        fairq_worker::JobStatus::Succeeded,
+        "a dependency with dependents is archived"
+    );
+    // The rescue pass releases a dependent the settlement's snapshot did not see.
+    t.store.rescue("later").await.unwrap();
+    let ready: Vec<_> = t
+        .store
+        .claim("later", 10, LEASE)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|j| j.claim.id)
+        .collect();
+    assert_eq!(ready, vec![first, second]);
+    t.cleanup().await;
+}

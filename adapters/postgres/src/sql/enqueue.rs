@@ -123,9 +123,25 @@ WHERE i.unique_key IS NOT NULL
 pub(super) const ON_CONFLICT: &str =
     "ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL DO NOTHING";
 
-/// Marks live dependencies as having dependents (locking them against a concurrent finish).
+/// Marks live dependencies as having dependents, locking them against a concurrent finish;
+/// returns the ids it found.
+///
+/// The lock is `FOR KEY SHARE`, held to the end of the enqueue's transaction: it keeps the
+/// dependency's row from being deleted (a success or death moves it to the archive with a
+/// `DELETE`, and a purge deletes it), so its finish waits for the dependent's commit, but
+/// not from being updated otherwise, so a heartbeat, a retry or a hand-back of the
+/// dependency does not wait for the caller's transaction. Only a dependency not yet marked is
+/// written (an update, whose lock heartbeats do wait for): its settlement reads the mark on
+/// its row, the one thing of this transaction it can see once it waited for the lock.
 pub(super) const DEPS_LIVE: &str = r#"
-UPDATE fairq.jobs SET has_dependents = true WHERE id = ANY($1::int8[]) RETURNING id
+WITH found AS (
+    SELECT id, has_dependents FROM fairq.jobs WHERE id = ANY($1::int8[]) FOR KEY SHARE
+),
+marked AS (
+    UPDATE fairq.jobs j SET has_dependents = true
+    FROM found f WHERE j.id = f.id AND NOT f.has_dependents
+)
+SELECT f.id FROM found f
 "#;
 
 /// Looks up finished dependencies, marking them too (a dead one may be revived).
@@ -134,10 +150,11 @@ UPDATE fairq.archive SET has_dependents = true WHERE id = ANY($1::int8[]) RETURN
 "#;
 
 /// [`DEPS_LIVE`] without the mark, for a batch with unique keys, whose rows may not all go
-/// in: locks live dependencies as the mark would (the same row lock, held to the end of the
-/// transaction), so none can finish before [`DEPS_MARK`] marks those the inserted rows name.
+/// in: locks live dependencies as [`DEPS_LIVE`] does (`FOR KEY SHARE`, held to the end of
+/// the transaction), so none can finish before [`DEPS_MARK`] marks those the inserted rows
+/// name.
 pub(super) const DEPS_LIVE_LOCK: &str = r#"
-SELECT id FROM fairq.jobs WHERE id = ANY($1::int8[]) FOR NO KEY UPDATE
+SELECT id FROM fairq.jobs WHERE id = ANY($1::int8[]) FOR KEY SHARE
 "#;
 
 /// [`DEPS_ARCHIVED`] without the mark (see [`DEPS_LIVE_LOCK`]).
@@ -148,10 +165,15 @@ SELECT id, state FROM fairq.archive WHERE id = ANY($1::int8[]) FOR NO KEY UPDATE
 /// Marks the dependencies of the rows a batch with unique keys inserted, live or finished,
 /// once the batch is known to stand (a row left out for a taken key names none of them);
 /// returns the ids it found. Inside a transaction each was locked by the look-up and is
-/// found; on a bare client one may have been deleted meanwhile.
+/// found; on a bare client one may have been deleted meanwhile. A live dependency already
+/// marked is only locked, as in [`DEPS_LIVE`].
 pub(super) const DEPS_MARK: &str = r#"
 WITH live AS (
-    UPDATE fairq.jobs SET has_dependents = true WHERE id = ANY($1::int8[]) RETURNING id
+    SELECT id, has_dependents FROM fairq.jobs WHERE id = ANY($1::int8[]) FOR KEY SHARE
+),
+marked AS (
+    UPDATE fairq.jobs j SET has_dependents = true
+    FROM live l WHERE j.id = l.id AND NOT l.has_dependents
 ),
 finished AS (
     UPDATE fairq.archive SET has_dependents = true
