@@ -25,8 +25,8 @@ use crate::report::RecoveryReport;
 use crate::scan::{check_contiguous, scan, Restored, Scan};
 use crate::state::{DueSync, Inner, Sealed, SegIndex, SyncState, Visible, Writer};
 use crate::storage::{
-    read_if_present, replace_atomically, DirEntry, EntryKind, LockGuard, ReadOnlyFile, Storage,
-    WriteFile,
+    create_dir_durably, read_if_present, replace_atomically, DirEntry, EntryKind, LockGuard,
+    ReadOnlyFile, Storage, WriteFile,
 };
 use crate::sync::proto;
 use crate::tail::{check_tail, read_tail, record_tail};
@@ -305,9 +305,7 @@ pub(crate) fn open(
     let read_only = access == Access::ReadOnly;
     let storage = config.storage.clone();
     if !read_only {
-        storage
-            .create_dir_all(dir, config.dir_mode)
-            .map_err(io_err(dir))?;
+        create_dir_durably(storage.as_ref(), dir, config.dir_mode).map_err(io_err(dir))?;
     }
     // Check the folder before touching the lock file, then list it again under the lock.
     list(storage.as_ref(), dir, name)?;

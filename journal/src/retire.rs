@@ -8,7 +8,7 @@ use crate::files::segment_name;
 use crate::next::duration_ms;
 use crate::reader_state::ReaderShared;
 use crate::state::{Inner, Sealed};
-use crate::storage::replace_atomically;
+use crate::storage::{create_dir_durably, replace_atomically};
 use crate::sync::{lock, read_lock};
 use crate::JournalError;
 
@@ -72,8 +72,14 @@ impl Inner {
                 _ => Ok(()),
             };
         };
-        storage.create_dir_all(archive, self.config.dir_mode)?;
-        let to = self.archive_name(archive, seg)?;
+        let to = match self.archive_name(archive, seg) {
+            // The archive is made when first needed, its entry synced into its parent.
+            Err(e) if gone(&e) => {
+                create_dir_durably(storage, archive, self.config.dir_mode)?;
+                self.archive_name(archive, seg)?
+            }
+            taken => taken?,
+        };
         if let Err(e) = storage.rename(&path, &to) {
             // The name taken for it is given back.
             let _ = storage.remove_file(&to);

@@ -397,6 +397,30 @@ pub(crate) fn replace(
         })
 }
 
+/// Creates `dir` and any missing folder above it (with permission bits `mode`), and makes
+/// each new folder's entry durable by syncing the folder holding it, top down: without
+/// that, a power loss could take a new folder away with every file synced into it.
+pub(crate) fn create_dir_durably(storage: &dyn Storage, dir: &Path, mode: u32) -> io::Result<()> {
+    let missing =
+        |d: &Path| matches!(storage.list_dir(d), Err(e) if e.kind() == io::ErrorKind::NotFound);
+    if !missing(dir) {
+        // There (or not a folder at all, which the creation reports as before).
+        return storage.create_dir_all(dir, mode);
+    }
+    let mut created = vec![dir];
+    while let Some(up) = created[created.len() - 1]
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty() && missing(p))
+    {
+        created.push(up);
+    }
+    storage.create_dir_all(dir, mode)?;
+    created
+        .iter()
+        .rev()
+        .try_for_each(|d| storage.sync_dir(parent_dir(d)))
+}
+
 /// The whole content of `path`, or `None` when there is no such file (a checkpoint, the
 /// registry or the tail marker, each of which may not have been written yet).
 pub(crate) fn read_if_present(storage: &dyn Storage, path: &Path) -> io::Result<Option<Vec<u8>>> {

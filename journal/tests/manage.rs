@@ -744,3 +744,52 @@ fn a_commit_that_raced_the_deletion_does_not_bring_its_checkpoint_back() {
         .unwrap()
         .is_empty());
 }
+
+#[test]
+fn a_folder_the_queue_creates_is_synced_into_its_parent() {
+    // The queue's folder and the archive are created when missing; a new folder's entry
+    // is only durable once the folder holding it is synced (top down), or a power loss
+    // could take it away with every file synced into it.
+    let disk = SimDisk::new(14);
+    let storage = Faulty::new(&disk);
+    let synced = Arc::new(Mutex::new(Vec::<std::path::PathBuf>::new()));
+    let log = synced.clone();
+    storage.refuse(move |op| {
+        if let Op::SyncDir(d) = op {
+            log.lock().unwrap().push(d.to_path_buf());
+        }
+        false
+    });
+    let taken = || std::mem::take(&mut *synced.lock().unwrap());
+    let config = JournalConfig {
+        sync: SyncPolicy::Always,
+        segment_size: 60,
+        checkpoint_interval: Duration::ZERO,
+        archive_dir: Some("/archive/q".into()),
+        storage: Arc::new(storage.clone()),
+        ..JournalConfig::default()
+    };
+    let q = JournaledQueue::open("/data/queues", "q", config.clone()).unwrap();
+    let s = taken();
+    assert_eq!(s[..2], [Path::new("/"), Path::new("/data")], "{s:?}");
+    let r = q.reader("r").unwrap();
+    for i in 0..3u8 {
+        q.put(&[i; 30]).unwrap();
+    }
+    taken();
+    assert_eq!(drain(&r).len(), 3);
+    let s = taken();
+    let at = |d: &str| s.iter().position(|p| p == Path::new(d));
+    assert!(at("/").unwrap() < at("/archive").unwrap(), "{s:?}");
+    assert!(at("/archive").unwrap() < at("/archive/q").unwrap(), "{s:?}");
+    // Folders that exist are not synced again.
+    q.close().unwrap();
+    let q = JournaledQueue::open("/data/queues", "q", config).unwrap();
+    q.put(b"x").unwrap();
+    let s = taken();
+    assert!(
+        s.iter()
+            .all(|d| d == Path::new("/data/queues") || d == Path::new("/archive/q")),
+        "{s:?}"
+    );
+}

@@ -5,6 +5,7 @@ use std::io;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::Path;
 
+use fairq_journal::storage::{FsStorage, Storage};
 use fs4::TryLockError;
 
 use crate::error::FileError;
@@ -117,8 +118,19 @@ pub(crate) fn existing_folder(dir: &Path) -> Result<(), FileError> {
 }
 
 /// Creates `dir` if needed (the folders it creates get permission bits `mode`) and checks
-/// that it is a folder.
+/// that it is a folder. Each folder it creates is synced into the folder holding it, top
+/// down: without that, a power loss could take a new folder away with every file synced
+/// into it (the store's journal among them).
 pub(crate) fn prepare_folder(dir: &Path, mode: u32) -> Result<(), FileError> {
+    create_folder(dir, mode, &|d| FsStorage.sync_dir(d))
+}
+
+/// [`prepare_folder`], syncing folders with `sync_dir`.
+fn create_folder(
+    dir: &Path,
+    mode: u32,
+    sync_dir: &dyn Fn(&Path) -> io::Result<()>,
+) -> Result<(), FileError> {
     match std::fs::metadata(dir) {
         Ok(meta) if meta.is_dir() => return Ok(()),
         Ok(_) => {
@@ -129,9 +141,59 @@ pub(crate) fn prepare_folder(dir: &Path, mode: u32) -> Result<(), FileError> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
         Err(e) => return Err(FileError::io(dir, e)),
     }
+    let missing =
+        |d: &Path| matches!(std::fs::metadata(d), Err(e) if e.kind() == io::ErrorKind::NotFound);
+    // The folders to create, deepest first.
+    let mut created = vec![dir];
+    while let Some(up) = created[created.len() - 1]
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty() && missing(p))
+    {
+        created.push(up);
+    }
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(mode)
         .create(dir)
-        .map_err(|e| FileError::io(dir, e))
+        .map_err(|e| FileError::io(dir, e))?;
+    for new in created.iter().rev() {
+        let parent = new
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        sync_dir(parent).map_err(|e| FileError::io(parent, e))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+    use std::sync::Mutex;
+
+    #[test]
+    fn each_new_folder_is_synced_into_its_parent_top_down() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("a").join("b").join("c");
+        let synced = Mutex::new(Vec::<PathBuf>::new());
+        let record = |d: &Path| {
+            synced.lock().unwrap().push(d.to_path_buf());
+            FsStorage.sync_dir(d)
+        };
+        create_folder(&dir, 0o700, &record).unwrap();
+        assert!(dir.is_dir());
+        assert_eq!(
+            *synced.lock().unwrap(),
+            [
+                tmp.path().to_path_buf(),
+                tmp.path().join("a"),
+                tmp.path().join("a").join("b"),
+            ]
+        );
+        // A folder that exists is left alone.
+        synced.lock().unwrap().clear();
+        create_folder(&dir, 0o700, &record).unwrap();
+        assert!(synced.lock().unwrap().is_empty());
+    }
 }
