@@ -143,16 +143,25 @@ impl<K: Eq + Hash + Clone, T> Store for FairItems<K, T> {
         }
         let entry = state.fair.pop_with_key()?;
         drop(state);
-        if self.capacity.is_some() {
-            self.room.room_made(1);
+        let someone_waits = if self.capacity.is_some() {
+            self.room.someone_waits()
         } else {
             // An unbounded fair queue is bounded too, by `FairQueue`'s length limit (2^30 - 2
             // items), where producers wait for room as in a bounded one. It only ever gets
             // there by accident, so its pops pay one load of a line that only waiting
             // producers write, and no fence.
-            self.room.room_made_after_unlock(1);
+            self.room.someone_waits_after_unlock()
+        };
+        if someone_waits {
+            return self
+                .room
+                .notify_after_pop(entry, |entry| self.put_back(entry));
         }
         Some(entry)
+    }
+
+    fn waker_panicked(&self) -> bool {
+        self.room.waker_panicked()
     }
 
     fn put_back(&self, entry: (K, T)) {

@@ -172,8 +172,11 @@ impl<K: Eq + Hash + Clone, T> FairWaitQueue<K, T> {
     /// assert_eq!(q.try_pop(), Some(1));
     /// ```
     pub fn close(&self) {
-        self.inner.close();
+        // A waker that panics (its executor's bug) still lets every waiter be woken; the
+        // panic is raised afterwards.
+        let closed = self.inner.close();
         self.inner.store.room.notify_all();
+        crate::sync::raise_any(closed);
     }
 
     /// Whether [`close`](Self::close) was called.
@@ -460,7 +463,10 @@ impl<K: Eq + Hash + Clone, T> FairWaitQueue<K, T> {
     }
 
     /// Removes `key`'s whole backlog, including its items given back, and returns it in
-    /// delivery order (given-back items first).
+    /// delivery order (given-back items first). Producers waiting for room are woken; if
+    /// one's waker panics, the panic is raised once they all are, and the removed items are
+    /// given back to the head of the queue (as with [`put_head`](Self::put_head)) rather
+    /// than dropped.
     ///
     /// ```
     /// let q = fairq_blocking::FairWaitQueue::new();
@@ -486,7 +492,14 @@ impl<K: Eq + Hash + Clone, T> FairWaitQueue<K, T> {
         let freed = removed.len() - before;
         drop(state);
         if freed > 0 {
-            self.inner.store.room.room_made(freed);
+            if let Err(panic) = self.inner.store.room.room_made_catching(freed) {
+                for item in removed {
+                    self.inner.store.put_back((key.clone(), item));
+                }
+                self.inner.item_added();
+                crate::sync::raise(panic);
+                return Vec::new();
+            }
         }
         removed
     }

@@ -35,6 +35,20 @@
 //! least as many give-ups as there are live waiters: constant work per give-up, amortised,
 //! and never on the path of a push or of a pop that gets an item.
 //!
+//! # A panicking waker
+//!
+//! A pass wakes consumers' wakers and, through the store's pops that make room, waiting
+//! producers' wakers: user code, which may panic (a bug of its executor). A panic must not
+//! leave the drain taken (`pending` set: no pass would ever run again), a claimed waiter
+//! unsettled, or a popped item dropped. So every wake-up comes last in the step that runs
+//! it, after the waiter or producer is resolved and accounted for; the pop gives its item
+//! back to the store before the producer's panic goes on; a pass cut short by a panic
+//! releases the waiter it claimed, keeps the waiters it had not reached where they were,
+//! and is followed by another pass, and the drainer raises the first panic once `pending`
+//! is reset. A consumer whose registration ran that pass gives its wait up (handing back
+//! an item it may have been given) before the panic reaches it, and a producer that was
+//! registered leaves the list. Under loom nothing is caught.
+//!
 //! # Who triggers a pass
 //!
 //! A consumer that starts waiting always triggers one. A producer triggers one only if
@@ -72,8 +86,8 @@ use crossbeam_utils::CachePadded;
 use crate::deadline::Deadline;
 use crate::spin::Spin;
 use crate::sync::{
-    current, fence, lock_uncontended, park, Arc, ArrayQueue, AtomicBool, AtomicUsize, Mutex,
-    Ordering, SegQueue,
+    catch, current, fence, lock_uncontended, park, raise, raise_any, Arc, ArrayQueue, AtomicBool,
+    AtomicUsize, Mutex, Ordering, Panic, SegQueue,
 };
 use crate::waiter::{Abandon, Expire, Release, Waiter};
 
@@ -81,10 +95,23 @@ use crate::waiter::{Abandon, Expire, Release, Waiter};
 pub(crate) trait Store {
     /// What a consumer receives.
     type Item;
-    /// Takes the next item in delivery order.
+    /// Takes the next item in delivery order. A pop that makes room in a bounded store
+    /// wakes a producer waiting for it; if that producer's waker panics, the item goes back
+    /// to the store (served first) and the panic is raised.
     fn pop(&self) -> Option<Self::Item>;
+    /// Whether a panic that a [`pop`](Self::pop) raised came from a producer's waker (which
+    /// then left the list of waiting producers) rather than from the store itself; asked
+    /// once per panic caught (a panic raised elsewhere meanwhile may answer for it).
+    fn waker_panicked(&self) -> bool;
     /// Puts an item back so it is served before every item that was never handed out.
     fn put_back(&self, item: Self::Item);
+}
+
+/// Why a pass ended early: a panic out of a producer's waker, woken by a pop that made room,
+/// or out of the store's pop itself.
+enum Cut {
+    Waker(Panic),
+    Store(Panic),
 }
 
 struct DrainState<I> {
@@ -203,9 +230,12 @@ impl<S: Store> Handoff<S> {
         self.item_added();
     }
 
-    pub(crate) fn close(&self) {
+    /// Closes the queue and resolves its waiters. `Err`: a waker panicked; every waiter was
+    /// resolved all the same, and the caller raises the panic once it has woken the
+    /// waiting producers too.
+    pub(crate) fn close(&self) -> Result<(), Panic> {
         self.closed.store(true, Ordering::Release);
-        self.drain();
+        self.drain_catching()
     }
 
     pub(crate) fn evict_waiters(&self) {
@@ -223,11 +253,14 @@ impl<S: Store> Handoff<S> {
         }
     }
 
-    fn register(&self, waiter: &Arc<Waiter<S::Item>>) {
+    /// Registers a waiter and runs (or requests) a pass for it. `Err`: a waker woken in the
+    /// pass panicked; the caller abandons its waiter ([`abandon`](Self::abandon)), then
+    /// raises the panic.
+    fn register(&self, waiter: &Arc<Waiter<S::Item>>) -> Result<(), Panic> {
         self.live.fetch_add(1, Ordering::AcqRel);
         self.waiters.push(Arc::clone(waiter));
         fence(Ordering::SeqCst);
-        self.drain();
+        self.drain_catching()
     }
 
     fn leave(&self) {
@@ -251,23 +284,45 @@ impl<S: Store> Handoff<S> {
         }
     }
 
-    /// Requests a drain pass; runs it (and any requested meanwhile) if no one else is.
+    /// Requests a drain pass; runs it (and any requested meanwhile) if no one else is. A
+    /// panic of a waker it wakes is raised once the drain is done.
     #[inline(never)]
     fn drain(&self) {
+        raise_any(self.drain_catching());
+    }
+
+    /// [`drain`](Self::drain), returning the first panic of a waker instead of raising it,
+    /// for callers that must first tidy up.
+    #[inline]
+    fn drain_catching(&self) -> Result<(), Panic> {
         if self.pending.fetch_add(1, Ordering::AcqRel) != 0 {
-            return;
+            return Ok(());
         }
         let mut covered = 1;
+        let mut panicked = None;
         loop {
-            {
+            let passed = {
                 let mut state = lock_uncontended(&self.drain);
-                self.pass(&mut state);
+                catch(|| self.pass(&mut state))
+            };
+            // A pass cut short by a waker left everything in order, and the waiter or
+            // producer that waker served resolved: another pass does what it left. One cut
+            // short by the store itself is not run again (it could fail the same way).
+            match passed {
+                Ok(Ok(())) => {}
+                Err(panic) | Ok(Err(Cut::Waker(panic))) => {
+                    panicked.get_or_insert(panic);
+                    continue;
+                }
+                Ok(Err(Cut::Store(panic))) => {
+                    panicked.get_or_insert(panic);
+                }
             }
             match self
                 .pending
                 .compare_exchange(covered, 0, Ordering::AcqRel, Ordering::Acquire)
             {
-                Ok(_) => return,
+                Ok(_) => return panicked.map_or(Ok(()), Err),
                 Err(now) => covered = now,
             }
         }
@@ -283,7 +338,14 @@ impl<S: Store> Handoff<S> {
         self.waiters.pop()
     }
 
-    fn pass(&self, state: &mut DrainState<S::Item>) {
+    /// One pass. A waker that panics in it (a bug of its executor) ends it early, with every
+    /// waiter and item where it belongs (see "A panicking waker" in the module docs): out
+    /// of a consumer's wake-up the panic unwinds, after the waiter was resolved and
+    /// accounted for; out of a producer's, which a pop that made room runs, it is returned,
+    /// after the claimed waiter was released (the popped item is back in the store). A
+    /// store whose pop panics otherwise (a key's `Hash` in a `FairWaitQueue`) ends it the
+    /// same way.
+    fn pass(&self, state: &mut DrainState<S::Item>) -> Result<(), Cut> {
         let mut carried: Option<S::Item> = None;
         while let Some(waiter) = self.next_waiter(state) {
             if !waiter.claim() {
@@ -291,15 +353,23 @@ impl<S: Store> Handoff<S> {
                 self.recycle(waiter);
                 continue;
             }
-            let item = match carried.take().or_else(|| self.store.pop()) {
+            let item = match carried.take() {
                 Some(item) => item,
-                None => {
-                    match waiter.release() {
-                        Release::Waiting => state.front = Some(waiter),
-                        Release::Resolved => self.leave(),
+                None => match catch(|| self.store.pop()) {
+                    Ok(Some(item)) => item,
+                    Ok(None) => {
+                        self.release(state, waiter);
+                        break;
                     }
-                    break;
-                }
+                    Err(panic) => {
+                        self.release(state, waiter);
+                        return Err(if self.store.waker_panicked() {
+                            Cut::Waker(panic)
+                        } else {
+                            Cut::Store(panic)
+                        });
+                    }
+                },
             };
             self.leave();
             if let Err(item) = waiter.fulfil(item) {
@@ -313,29 +383,25 @@ impl<S: Store> Handoff<S> {
 
         let evictions = self.evictions.load(Ordering::Acquire);
         if self.is_closed() || evictions != state.evictions_seen {
-            state.evictions_seen = evictions;
+            // One waiter at a time out of the state, so that a wake-up that panics leaves
+            // the rest where the next pass finds them.
             if let Some(waiter) = state.front.take() {
-                if waiter.cancel() {
-                    self.leave();
-                }
+                waiter.cancel(|| self.leave());
             }
-            for waiter in core::mem::take(&mut state.behind) {
-                if waiter.cancel() {
-                    self.leave();
-                }
+            while let Some(waiter) = state.behind.pop_front() {
+                waiter.cancel(|| self.leave());
             }
             // Bounded by the waiters present now, so a consumer that keeps re-registering
             // cannot hold the drainer here.
             for _ in 0..self.waiters.len() {
                 match self.waiters.pop() {
-                    Some(waiter) => {
-                        if waiter.cancel() {
-                            self.leave();
-                        }
-                    }
+                    Some(waiter) => waiter.cancel(|| self.leave()),
                     None => break,
                 }
             }
+            // Only now: a pass cut short by a panicking wake-up leaves the eviction to the
+            // next one.
+            state.evictions_seen = evictions;
         }
 
         if self.prune_due.load(Ordering::Acquire) {
@@ -343,28 +409,40 @@ impl<S: Store> Handoff<S> {
             self.gave_up.store(0, Ordering::Relaxed);
             self.prune(state);
         }
+        Ok(())
+    }
+
+    /// Gives back a claimed waiter that no item was found for: it is the oldest waiter
+    /// again, or it is resolved (its owner gave up meanwhile) and leaves.
+    #[inline]
+    fn release(&self, state: &mut DrainState<S::Item>, waiter: Arc<Waiter<S::Item>>) {
+        if let Release::Waiting = waiter.release(|| self.leave()) {
+            state.front = Some(waiter);
+        }
     }
 
     /// Drops the resolved waiters kept aside or queued, and moves the live queued ones
     /// behind those kept aside, in order (see "Pruning" in the module docs). Bounded by the
     /// waiters present now.
     fn prune(&self, state: &mut DrainState<S::Item>) {
-        let mut kept = VecDeque::with_capacity(state.behind.len());
-        for waiter in core::mem::take(&mut state.behind) {
-            if waiter.is_resolved() {
-                self.recycle(waiter);
-            } else {
-                kept.push_back(waiter);
+        // In place, one waiter at a time: dropping a waiter drops its waker (user code).
+        for _ in 0..state.behind.len() {
+            match state.behind.pop_front() {
+                Some(waiter) if waiter.is_resolved() => self.recycle(waiter),
+                Some(waiter) => state.behind.push_back(waiter),
+                None => break,
             }
         }
         for _ in 0..self.waiters.len() {
             match self.waiters.pop() {
                 Some(waiter) if waiter.is_resolved() => self.recycle(waiter),
-                Some(waiter) => kept.push_back(waiter),
+                Some(waiter) => state.behind.push_back(waiter),
                 None => break,
             }
         }
-        state.behind = kept;
+        if state.behind.capacity() > 4 * state.behind.len().max(16) {
+            state.behind.shrink_to_fit();
+        }
     }
 
     /// Blocks the calling thread until an item is handed over, the deadline passes, or the
@@ -409,7 +487,11 @@ impl<S: Store> Handoff<S> {
             return outcome;
         }
         let waiter = self.new_waiter(|| Waiter::for_thread(current()));
-        self.register(&waiter);
+        if let Err(panic) = self.register(&waiter) {
+            self.abandon(waiter);
+            raise(panic);
+            return None;
+        }
         let outcome = self.wait_blocking(&waiter, &deadline);
         #[cfg(not(loom))]
         if let Some(wake) = waiter.since_woken() {
@@ -490,7 +572,12 @@ impl<S: Store> Handoff<S> {
                     return Poll::Ready(None);
                 }
                 let waiter = self.new_waiter(|| Waiter::for_task(cx.waker()));
-                self.register(&waiter);
+                if let Err(panic) = self.register(&waiter) {
+                    pop.finished = true;
+                    self.abandon(waiter);
+                    raise(panic);
+                    return Poll::Ready(None);
+                }
                 pop.fresh = true;
                 waiter
             }
@@ -504,8 +591,8 @@ impl<S: Store> Handoff<S> {
             if !pop.expiring && Pin::new(&mut *signal).poll(cx).is_ready() {
                 match waiter.expire() {
                     Expire::Expired => {
-                        self.give_up();
                         pop.finished = true;
+                        self.give_up();
                         self.recycle(waiter);
                         return Poll::Ready(None);
                     }
@@ -532,13 +619,19 @@ impl<S: Store> Handoff<S> {
     #[inline(never)]
     fn drop_pending_pop(&self, pop: &mut PopState<S::Item>) {
         if let Some(waiter) = pop.waiter.take() {
-            match waiter.abandon() {
-                Abandon::Expired => self.give_up(),
-                Abandon::Item(item) => self.put_back(item),
-                Abandon::Deferred | Abandon::Done => {}
-            }
-            self.recycle(waiter);
+            self.abandon(waiter);
         }
+    }
+
+    /// The owner stops waiting for good: the waiter resolves empty, or the drainer that holds
+    /// it settles it, and an item already handed to it goes back to the head.
+    fn abandon(&self, waiter: Arc<Waiter<S::Item>>) {
+        match waiter.abandon() {
+            Abandon::Expired => self.give_up(),
+            Abandon::Item(item) => self.put_back(item),
+            Abandon::Deferred | Abandon::Done => {}
+        }
+        self.recycle(waiter);
     }
 }
 fn register<I>(waiter: &Waiter<I>, waker: &Waker) -> bool {

@@ -149,12 +149,18 @@ impl<T> Store for Items<T> {
             Main::Unbounded(queue) => queue.pop(),
             Main::Ring(ring, FullPolicy::Refuse) => {
                 let item = ring.pop()?;
-                self.room.room_made_seqcst(1);
+                if self.room.someone_waits_seqcst() {
+                    return self.room.notify_after_pop(item, |item| self.put_back(item));
+                }
                 Some(item)
             }
             Main::Ring(ring, FullPolicy::DropOldest) => ring.pop(),
             Main::Nothing(_) => None,
         }
+    }
+
+    fn waker_panicked(&self) -> bool {
+        self.room.waker_panicked()
     }
 
     fn put_back(&self, item: T) {

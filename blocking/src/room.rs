@@ -27,7 +27,7 @@
 //!
 //! Producers only ever wait here when the queue is full, so the list lock is off the fast
 //! path; a consumer's fast path is one load (after the ring's `SeqCst` pop, which stands in
-//! for the fence: see [`RoomWaiters::room_made_seqcst`]) or one fence and one load.
+//! for the fence: see [`RoomWaiters::someone_waits_seqcst`]) or one fence and one load.
 
 use std::collections::VecDeque;
 use std::task::Waker;
@@ -36,7 +36,10 @@ use crossbeam_utils::CachePadded;
 
 use crate::deadline::Deadline;
 use crate::spin::Spin as Polling;
-use crate::sync::{current, fence, lock, AtomicUsize, Mutex, Ordering, Thread};
+use crate::sync::{
+    catch, current, fence, lock, raise, raise_any, AtomicBool, AtomicUsize, Mutex, Ordering, Panic,
+    Thread,
+};
 
 /// How a registered producer is woken.
 pub(crate) enum Wake {
@@ -86,6 +89,8 @@ pub(crate) struct RoomWaiters {
     /// The store's capacity is 0: a full store never has room, and a waiting push fails at
     /// once instead of waiting for it.
     never_room: bool,
+    /// A pop's wake-up of a producer panicked (see [`RoomWaiters::notify_after_pop`]).
+    waker_panicked: AtomicBool,
 }
 
 /// Whether a store holding `len` of `capacity` items has a batch of room for a spinning
@@ -106,6 +111,7 @@ impl RoomWaiters {
             }),
             polling: Polling::new(),
             never_room: capacity == Some(0),
+            waker_panicked: AtomicBool::new(false),
         }
     }
 
@@ -171,13 +177,30 @@ impl RoomWaiters {
     /// Call after room was made for `n` more items: wakes up to `n` waiting producers.
     #[inline]
     pub(crate) fn room_made(&self, n: usize) {
-        fence(Ordering::SeqCst);
-        self.room_made_seqcst(n);
+        raise_any(self.room_made_catching(n));
     }
 
-    /// Like [`room_made`](Self::room_made), without the fence, after room made by a `SeqCst`
-    /// read-modify-write that a producer's full check reads after a `SeqCst` fence: the pop
-    /// of `Items`' ring (`ArrayQueue::pop` moves the head index with a `SeqCst`
+    /// [`room_made`](Self::room_made), returning the first panic of a producer's waker (once
+    /// all `n` are woken) instead of raising it.
+    #[inline]
+    pub(crate) fn room_made_catching(&self, n: usize) -> Result<(), Panic> {
+        if self.someone_waits() {
+            return self.notify(n);
+        }
+        Ok(())
+    }
+
+    /// Whether a producer waits for room, read after room was made (a fence, then the
+    /// count: the producer registers, fences, then tries).
+    #[inline]
+    pub(crate) fn someone_waits(&self) -> bool {
+        fence(Ordering::SeqCst);
+        self.someone_waits_seqcst()
+    }
+
+    /// Like [`someone_waits`](Self::someone_waits), without the fence, after room made by a
+    /// `SeqCst` read-modify-write that a producer's full check reads after a `SeqCst` fence:
+    /// the pop of `Items`' ring (`ArrayQueue::pop` moves the head index with a `SeqCst`
     /// compare-and-swap; `push` reads it after a `SeqCst` fence before it reports "full").
     /// The producer registers (`R`), fences (`F`), then its push reads the head (`B`); the
     /// consumer moves the head (`H`), then loads the count (`L`). If both miss, `F` precedes
@@ -187,36 +210,60 @@ impl RoomWaiters {
     /// would wait for the pop's last plain store (the slot's stamp) to reach its cache line,
     /// a round trip to the other core when both touch the ring.
     #[inline]
-    pub(crate) fn room_made_seqcst(&self, n: usize) {
-        if self.waiting.load(Ordering::SeqCst) > 0 {
-            self.notify(n);
-        }
+    pub(crate) fn someone_waits_seqcst(&self) -> bool {
+        self.waiting.load(Ordering::SeqCst) > 0
     }
 
-    /// Like [`room_made`](Self::room_made), without the fence, after room made in a critical
-    /// section of a mutex that every try to push also locks (the unbounded
+    /// Like [`someone_waits`](Self::someone_waits), without the fence, after room made in a
+    /// critical section of a mutex that every try to push also locks (the unbounded
     /// `FairWaitQueue`'s store). The producer registers, then its try locks the mutex; the
     /// consumer makes room with the mutex held, then loads the count after unlocking. If
     /// the producer's critical section comes first, its registration happens before the
     /// consumer's lock, so the load sees it; otherwise the producer's try finds the room.
     #[inline]
-    pub(crate) fn room_made_after_unlock(&self, n: usize) {
-        if self.waiting.load(Ordering::Acquire) > 0 {
-            self.notify(n);
+    pub(crate) fn someone_waits_after_unlock(&self) -> bool {
+        self.waiting.load(Ordering::Acquire) > 0
+    }
+
+    /// Wakes the oldest waiting producer after a pop that made room took `item` (call it
+    /// when [`someone_waits`](Self::someone_waits) or a variant said so), and returns the
+    /// item. If the producer's waker panics, the item goes back to the store with
+    /// `give_back` (served first), not dropped, and the panic is raised (`None` if this
+    /// thread is already unwinding), noted for [`waker_panicked`](Self::waker_panicked).
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn notify_after_pop<I>(&self, item: I, give_back: impl FnOnce(I)) -> Option<I> {
+        match self.notify(1) {
+            Ok(()) => Some(item),
+            Err(panic) => {
+                give_back(item);
+                self.waker_panicked.store(true, Ordering::Relaxed);
+                raise(panic);
+                None
+            }
         }
+    }
+
+    /// Whether a panic raised by [`notify_after_pop`](Self::notify_after_pop) since the last
+    /// call came from a producer's waker (see `Store::waker_panicked`).
+    pub(crate) fn waker_panicked(&self) -> bool {
+        self.waker_panicked.swap(false, Ordering::Relaxed)
     }
 
     /// Wakes every waiting producer (the queue closed: they will find it so).
     pub(crate) fn notify_all(&self) {
         fence(Ordering::SeqCst);
         if self.waiting.load(Ordering::Acquire) > 0 {
-            self.notify(usize::MAX);
+            raise_any(self.notify(usize::MAX));
         }
     }
 
-    /// Takes up to `n` entries off the list, one at a time, waking each outside the lock.
+    /// Takes up to `n` entries off the list, one at a time, waking each outside the lock. A
+    /// waker that panics (a bug of its executor) does not keep the others from being woken:
+    /// the first panic is returned once all `n` are.
     #[cold]
-    fn notify(&self, n: usize) {
+    fn notify(&self, n: usize) -> Result<(), Panic> {
+        let mut panicked = None;
         for _ in 0..n {
             let entry = {
                 let mut list = lock(&self.list);
@@ -227,10 +274,15 @@ impl RoomWaiters {
                 entry
             };
             match entry {
-                Some(entry) => entry.wake.wake(),
-                None => return,
+                Some(entry) => {
+                    if let Err(panic) = catch(|| entry.wake.wake()) {
+                        panicked.get_or_insert(panic);
+                    }
+                }
+                None => break,
             }
         }
+        panicked.map_or(Ok(()), Err)
     }
 
     /// Pushes with `attempt`, waiting for room until `deadline` (computed only if the push
@@ -296,7 +348,12 @@ impl RoomWaiters {
                 return Err(Refusal::Full(item));
             }
             let id = self.register(Wake::Thread(current()));
-            item = match attempt(item) {
+            // The try may raise a consumer's panicking waker (a pass run by the push): the
+            // producer then leaves the list as it unwinds.
+            let registered = Registered { room: self, id };
+            let tried = attempt(item);
+            core::mem::forget(registered);
+            item = match tried {
                 Attempt::Pushed => {
                     self.leave_after_push(id);
                     return Ok(());
@@ -326,6 +383,19 @@ impl RoomWaiters {
                 Attempt::Full(item) => item,
             };
         }
+    }
+}
+
+/// A blocking producer's registration while it tries: if the try unwinds, the producer
+/// leaves the list, passing on a notification that arrived meanwhile (as after a push).
+struct Registered<'a> {
+    room: &'a RoomWaiters,
+    id: u64,
+}
+
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
+        self.room.leave_after_push(self.id);
     }
 }
 
@@ -386,18 +456,22 @@ impl<I> PushState<I> {
             return Some(Err(Refusal::Full(item)));
         }
         let id = room.register(Wake::Task(waker.clone()));
+        // Noted before the try, which may raise a consumer's panicking waker (a pass run by
+        // the push): the dropped future then leaves the list (`cancel`).
+        self.registered = Some(id);
         match attempt(item) {
             Attempt::Pushed => {
+                self.registered = None;
                 room.leave_after_push(id);
                 Some(Ok(()))
             }
             Attempt::Closed(item) => {
+                self.registered = None;
                 room.deregister(id);
                 Some(Err(Refusal::Closed(item)))
             }
             Attempt::Full(item) => {
                 self.item = Some(item);
-                self.registered = Some(id);
                 None
             }
         }

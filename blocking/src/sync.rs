@@ -192,3 +192,35 @@ mod imp {
 }
 
 pub(crate) use imp::*;
+
+/// A panic caught while running user code (a `Waker`), to be raised again once the queue is
+/// consistent.
+pub(crate) type Panic = Box<dyn std::any::Any + Send>;
+
+/// Runs `f`, which may call user code that panics (a `Waker`), catching the panic so that
+/// the caller can first put the queue back in order and then [`raise`] it. The models
+/// catch nothing: their failures are panics that must reach loom.
+#[inline]
+pub(crate) fn catch<R>(f: impl FnOnce() -> R) -> Result<R, Panic> {
+    #[cfg(not(loom))]
+    return std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    #[cfg(loom)]
+    return Ok(f());
+}
+
+/// Raises a panic caught by [`catch`] again, unless this thread is already unwinding (a
+/// drop during a panic: a second panic would abort the process).
+#[cold]
+pub(crate) fn raise(panic: Panic) {
+    if !std::thread::panicking() {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+/// [`raise`]s the panic of `result`, if any.
+#[inline]
+pub(crate) fn raise_any(result: Result<(), Panic>) {
+    if let Err(panic) = result {
+        raise(panic);
+    }
+}

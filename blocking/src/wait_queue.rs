@@ -449,8 +449,11 @@ impl<T> WaitQueue<T> {
     /// assert!(q.is_closed());
     /// ```
     pub fn close(&self) {
-        self.inner.close();
+        // A waker that panics (its executor's bug) still lets every waiter be woken; the
+        // panic is raised afterwards.
+        let closed = self.inner.close();
         self.inner.store.room.notify_all();
+        crate::sync::raise_any(closed);
     }
 
     /// Whether [`close`](Self::close) was called.

@@ -265,8 +265,9 @@ impl<I> Waiter<I> {
         }
     }
 
-    /// Gives back a claimed waiter that no item could be found for.
-    pub(crate) fn release(&self) -> Release {
+    /// Gives back a claimed waiter that no item could be found for. `resolved` runs if the
+    /// waiter resolves (before its owner is woken, whose waker may panic).
+    pub(crate) fn release(&self, resolved: impl FnOnce()) -> Release {
         let mut state = self.state.load(Ordering::Acquire);
         loop {
             let settle = state & (EXPIRE | ABANDONED) != 0;
@@ -280,6 +281,7 @@ impl<I> Waiter<I> {
                 .compare_exchange(state, next, Ordering::AcqRel, Ordering::Acquire)
             {
                 Ok(_) if settle => {
+                    resolved();
                     if state & (ABANDONED | REGISTERING) == 0 {
                         self.wake();
                     }
@@ -291,13 +293,13 @@ impl<I> Waiter<I> {
         }
     }
 
-    /// Resolves a waiting (unclaimed) waiter empty: close or eviction. `false` if it was
-    /// already resolved.
-    pub(crate) fn cancel(&self) -> bool {
+    /// Resolves a waiting (unclaimed) waiter empty: close or eviction. `resolved` runs if it
+    /// was not resolved already (before its owner is woken, whose waker may panic).
+    pub(crate) fn cancel(&self, resolved: impl FnOnce()) {
         let mut state = self.state.load(Ordering::Acquire);
         loop {
             if state & PHASE != WAITING {
-                return false;
+                return;
             }
             match self.state.compare_exchange(
                 state,
@@ -306,10 +308,11 @@ impl<I> Waiter<I> {
                 Ordering::Acquire,
             ) {
                 Ok(_) => {
+                    resolved();
                     if state & REGISTERING == 0 {
                         self.wake();
                     }
-                    return true;
+                    return;
                 }
                 Err(now) => state = now,
             }

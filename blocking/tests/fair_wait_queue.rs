@@ -256,3 +256,68 @@ fn a_waiting_push_on_a_fair_queue_of_capacity_zero_fails_at_once() {
     assert!(matches!(err, FairPushError::Full { len: 0, .. }));
     assert_eq!(q.producer_count(), 0);
 }
+
+struct PanickingWaker;
+
+impl std::task::Wake for PanickingWaker {
+    fn wake(self: Arc<Self>) {
+        panic!("the waker panicked");
+    }
+}
+
+/// A producer's waker that panics when a pop makes room in a bounded fair queue: the
+/// popped item is not dropped, and a consumer waiting meanwhile is still served.
+#[test]
+fn a_producers_panicking_waker_loses_no_fair_item() {
+    let q = FairWaitQueue::with_capacity(1);
+    q.push("a", 0).unwrap();
+    let (good, waker) = (
+        CountingWaker::new(),
+        std::task::Waker::from(Arc::new(PanickingWaker)),
+    );
+    let mut first = q.push_async("b", 1, None);
+    assert!(poll_once(&mut first, &good).is_pending());
+    let mut bad = q.push_async("c", 2, None);
+    let mut cx = std::task::Context::from_waker(&waker);
+    assert!(std::pin::Pin::new(&mut bad).poll(&mut cx).is_pending());
+    assert_eq!(q.try_pop(), Some(0)); // wakes `first`
+    let consumer = CountingWaker::new();
+    let mut pop = q.pop_async(None);
+    assert_eq!(poll_once(&mut pop, &consumer), Poll::Pending);
+    // The push hands its item over in a pass whose pop makes room and wakes `bad`.
+    let pushed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| q.push("d", 3)));
+    assert!(
+        pushed.is_err(),
+        "the waker's panic did not reach the caller"
+    );
+    assert_eq!(consumer.count(), 1, "the consumer was not served");
+    assert_eq!(poll_once(&mut pop, &consumer), Poll::Ready(Some(3)));
+    assert_eq!(q.producer_count(), 0, "`bad` was woken");
+    assert!(matches!(poll_once(&mut first, &good), Poll::Ready(Ok(()))));
+    assert_eq!(q.try_pop(), Some(1));
+    assert!(matches!(poll_once(&mut bad, &good), Poll::Ready(Ok(()))));
+    assert_eq!(q.try_pop(), Some(2));
+    assert_eq!((q.len(), q.waiter_count()), (0, 0));
+}
+
+/// `remove_key` wakes producers waiting for the room it makes; if one's waker panics, the
+/// removed items are given back to the head of the queue, not dropped.
+#[test]
+fn remove_key_past_a_panicking_waker_drops_no_item() {
+    let q = FairWaitQueue::with_capacity(2);
+    q.push("a", 0).unwrap();
+    q.push("a", 1).unwrap();
+    let waker = std::task::Waker::from(Arc::new(PanickingWaker));
+    let mut bad = q.push_async("b", 2, None);
+    let mut cx = std::task::Context::from_waker(&waker);
+    assert!(std::pin::Pin::new(&mut bad).poll(&mut cx).is_pending());
+    let removed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| q.remove_key(&"a")));
+    assert!(
+        removed.is_err(),
+        "the waker's panic did not reach the caller"
+    );
+    assert_eq!(q.producer_count(), 0);
+    assert_eq!(q.try_pop_with_key(), Some(("a", 0)));
+    assert_eq!(q.try_pop_with_key(), Some(("a", 1)));
+    assert_eq!(q.len(), 0);
+}

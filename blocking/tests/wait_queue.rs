@@ -647,3 +647,127 @@ fn a_waiting_push_never_polls_its_signal_again_once_it_completed() {
     assert_eq!(q.producer_count(), 0);
     assert_eq!(q.try_pop(), Some(9));
 }
+
+/// A waker that panics when woken: a bug of its executor, which the queue must survive.
+struct PanickingWaker;
+
+impl std::task::Wake for PanickingWaker {
+    fn wake(self: Arc<Self>) {
+        panic!("the waker panicked");
+    }
+}
+
+fn poll_panicking<F: std::future::Future + Unpin>(fut: &mut F) -> Poll<F::Output> {
+    let waker = std::task::Waker::from(Arc::new(PanickingWaker));
+    std::pin::Pin::new(fut).poll(&mut std::task::Context::from_waker(&waker))
+}
+
+/// Runs `f`, which must panic (with the panic of a waker it wakes).
+fn panics(f: impl FnOnce()) {
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    assert!(
+        result.is_err(),
+        "the waker's panic did not reach the caller"
+    );
+}
+
+/// A consumer's waker that panics in the hand-off pass: the panic reaches the thread that
+/// ran the pass (the producer), the item stays with the consumer it was handed to, and the
+/// queue keeps handing items over.
+#[test]
+fn a_consumers_panicking_waker_does_not_wedge_the_hand_off() {
+    let q = WaitQueue::unbounded();
+    let mut bad = q.pop_async(None);
+    assert_eq!(poll_panicking(&mut bad), Poll::Pending);
+    let good = CountingWaker::new();
+    let mut next = q.pop_async(None);
+    assert_eq!(poll_once(&mut next, &good), Poll::Pending);
+    panics(|| q.push(1).unwrap());
+    q.push(2).unwrap();
+    assert_eq!(good.count(), 1, "the next waiter was not served");
+    assert_eq!(poll_once(&mut next, &good), Poll::Ready(Some(2)));
+    assert_eq!(poll_once(&mut bad, &good), Poll::Ready(Some(1)));
+    assert_eq!(q.waiter_count(), 0);
+    // Later waits work as before.
+    let mut later = q.pop_async(None);
+    assert_eq!(poll_once(&mut later, &good), Poll::Pending);
+    q.push(3).unwrap();
+    assert_eq!(poll_once(&mut later, &good), Poll::Ready(Some(3)));
+}
+
+/// A producer's waker that panics when a pop makes room: the popped item is not dropped
+/// (it stays at the head of the queue), whether the pop was the caller's own (`try_pop`)
+/// or the hand-off pass's for a waiting consumer.
+#[test]
+fn a_producers_panicking_waker_loses_no_item() {
+    let q = WaitQueue::bounded(1, FullPolicy::Refuse);
+    q.push(0).unwrap();
+    let mut bad = q.push_async(1, None);
+    assert!(poll_panicking(&mut bad).is_pending());
+    panics(|| {
+        q.try_pop();
+    });
+    assert_eq!(q.len(), 1, "the popped item was dropped");
+    assert_eq!(q.producer_count(), 0, "the producer was notified");
+    assert_eq!(q.try_pop(), Some(0));
+    let waker = CountingWaker::new();
+    assert_eq!(poll_once(&mut bad, &waker), Poll::Ready(Ok(())));
+    drop(bad);
+
+    // Full (with 1) again; two producers wait, the younger one's waker panics.
+    let (mut good, mut bad) = (q.push_async(2, None), q.push_async(3, None));
+    assert!(poll_once(&mut good, &waker).is_pending());
+    assert!(poll_panicking(&mut bad).is_pending());
+    assert_eq!(q.try_pop(), Some(1)); // room for `good`, woken (not polled yet)
+    assert_eq!(
+        q.producer_count(),
+        1,
+        "`bad` still waits, beside an empty ring"
+    );
+    // A consumer waits; the pass that hands it the next item makes room and wakes `bad`.
+    let consumer = CountingWaker::new();
+    let mut pop = q.pop_async(None);
+    assert_eq!(poll_once(&mut pop, &consumer), Poll::Pending);
+    panics(|| q.push(4).unwrap());
+    assert_eq!(consumer.count(), 1, "the consumer was not served");
+    assert_eq!(poll_once(&mut pop, &consumer), Poll::Ready(Some(4)));
+    assert_eq!((q.len(), q.waiter_count(), q.producer_count()), (0, 0, 0));
+    assert_eq!(poll_once(&mut good, &waker), Poll::Ready(Ok(())));
+    assert_eq!(q.try_pop(), Some(2));
+    assert_eq!(poll_once(&mut bad, &waker), Poll::Ready(Ok(())));
+    assert_eq!(q.try_pop(), Some(3));
+}
+
+/// `close` wakes every waiting consumer and producer even when one of their wakers panics;
+/// the panic reaches the caller of `close` afterwards.
+#[test]
+fn close_wakes_everyone_past_a_panicking_waker() {
+    let q = WaitQueue::bounded(1, FullPolicy::Refuse);
+    let good = CountingWaker::new();
+    let mut bad_pop = q.pop_async(None);
+    assert_eq!(poll_panicking(&mut bad_pop), Poll::Pending);
+    let mut pop = q.pop_async(None);
+    assert_eq!(poll_once(&mut pop, &good), Poll::Pending);
+    panics(|| q.evict_waiters());
+    assert_eq!(
+        good.count(),
+        1,
+        "evict_waiters stopped at the panicking waker"
+    );
+    assert_eq!(poll_once(&mut pop, &good), Poll::Ready(None));
+    assert_eq!(poll_once(&mut bad_pop, &good), Poll::Ready(None));
+    assert_eq!(q.waiter_count(), 0);
+
+    q.push(0).unwrap();
+    let mut bad_push = q.push_async(1, None);
+    assert!(poll_panicking(&mut bad_push).is_pending());
+    let mut push = q.push_async(2, None);
+    assert!(poll_once(&mut push, &good).is_pending());
+    panics(|| q.close());
+    assert_eq!(good.count(), 2, "close stopped at the panicking waker");
+    assert_eq!(
+        poll_once(&mut push, &good),
+        Poll::Ready(Err(fairq_blocking::PushError::Closed(2)))
+    );
+    assert_eq!(q.producer_count(), 0);
+}
