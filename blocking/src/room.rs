@@ -2,7 +2,7 @@
 //!
 //! A producer that finds the queue full may first spin until a batch of slots is free (see
 //! [`RoomWaiters::push_blocking`]) and yield its core a few times, trying after each yield
-//! (blocking pushes only, adaptively, and only while no producer is registered: see
+//! (blocking pushes only, adaptively; the yields stop once a producer is registered: see
 //! `spin`). Then it *registers* (a list entry with its thread or waker, and a count
 //! consumers read without the lock), tries once more, and parks. A consumer that makes room
 //! (a pop from the bounded store, a removal) checks the count and, if anyone waits,
@@ -21,6 +21,17 @@
 //! three preemptions), and an asynchronous push dropped right after it was notified.
 //! A parked producer looks at its entry before every park, so it never sleeps on a
 //! notification that came while it was busy trying.
+//!
+//! "Oldest first" holds among registered producers: they are notified in the order they
+//! registered. A producer that has not registered competes for room with them as a plain
+//! `push` does: one whose first try finds room, and one spinning or yielding before it
+//! registers. The spin does not look at the list, and no look could keep the room for a
+//! registered producer anyway: the pop that makes room takes the oldest entry off the list
+//! at once, so between that notification and the producer's next try the list may be empty
+//! while the room is meant for it. A notified producer whose try then fails registers again,
+//! at the back. Keeping the room for it would take a count of notified producers that have
+//! not tried yet, read by every polling producer: not done, since polling before
+//! registering is what keeps a small bounded queue fast (see `spin`).
 //!
 //! A store of capacity 0 never has room: there a waiting push fails at once, as when its
 //! deadline has passed, instead of waiting for room that cannot come.
@@ -327,8 +338,8 @@ impl RoomWaiters {
         let deadline = deadline();
         // Before registering, spin for a batch of room and yield the core a few times, as
         // far as each has paid lately (see `spin`): the consumer this producer waits for may
-        // be waiting for this very core. Only while no producer is registered, so those keep
-        // their turn.
+        // be waiting for this very core. The yields stop once a producer is registered; the
+        // spin may still take room ahead of registered producers (see the module docs).
         let tried = self.polling.poll_with(
             item,
             room_for_batch,
