@@ -137,13 +137,14 @@ struct Enqueued<'a> {
     enqueued: bool,
 }
 
-/// `fairq enqueue`.
+/// `fairq enqueue` of `job`, which [`build_job`] made from `args` (before the store was
+/// opened, so bad input never creates a store).
 pub(crate) async fn enqueue<B: Backend>(
     store: &B,
     args: &EnqueueArgs,
+    job: NewJob,
     out: &mut Output,
 ) -> Result<(), CliError> {
-    let job = build_job(args, std::io::stdin().lock())?;
     let (id, enqueued) = match store.enqueue(job).await {
         Ok(id) => (id, true),
         Err(BackendError::Duplicate { existing, .. }) if args.if_absent => (existing, false),
@@ -875,7 +876,8 @@ mod tests {
         let store = MemoryBackend::new();
         let mut out = Output::buffer(Format::Json);
         let args = enqueue_args(&["-q", "mail", "-k", "welcome", "--key", "t1", "-p", "[1]"]);
-        enqueue(&store, &args, &mut out).await.unwrap();
+        let job = build_job(&args, std::io::empty()).unwrap();
+        enqueue(&store, &args, job, &mut out).await.unwrap();
         let printed: serde_json::Value = serde_json::from_str(&out.contents()).unwrap();
         let id = JobId(printed["id"].as_u64().unwrap());
         let info = store.get(id).await.unwrap().unwrap();

@@ -249,12 +249,16 @@ pub async fn execute(cli: Cli, out: &mut Output) -> Result<(), CliError> {
             let report = stop::on_signal(run, stopper, &mut signals).await?;
             bench::print(&report, out)
         }
+        // Both check their input before they open the store, which they may create: a typo
+        // in the input never leaves a new, empty store behind.
         Command::Enqueue(args) => {
+            let job = admin::build_job(args, std::io::stdin().lock())?;
             let store = store::open(&url(DEFAULT_STORE)?, &options, Create).await?;
-            admin::enqueue(&store, args, out).await
+            admin::enqueue(&store, args, job, out).await
         }
         Command::Work(args) => {
             let mut signals = signals::Signals::listen()?;
+            let command = work::command(args)?;
             let store = Arc::new(store::open(&url(DEFAULT_STORE)?, &options, Create).await?);
             let dashboard = match args.serve {
                 Some(addr) => {
@@ -263,7 +267,7 @@ pub async fn execute(cli: Cli, out: &mut Output) -> Result<(), CliError> {
                 }
                 None => None,
             };
-            let worked = work::work(store, args, &mut signals, out).await;
+            let worked = work::work(store, args, command, &mut signals, out).await;
             if let Some(dashboard) = dashboard {
                 dashboard.stop().await;
             }

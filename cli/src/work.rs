@@ -220,13 +220,9 @@ pub(crate) fn note(text: &str) {
     crate::output_error_line(text);
 }
 
-/// `fairq work`.
-pub(crate) async fn work<B: Inspect>(
-    store: Arc<B>,
-    args: &WorkArgs,
-    signals: &mut Signals,
-    out: &mut Output,
-) -> Result<(), CliError> {
+/// The command `work` runs per job, from `args`; refused when a queue name is empty or the
+/// program cannot be found (checked before the store is opened).
+pub(crate) fn command(args: &WorkArgs) -> Result<ExecCommand, CliError> {
     if args.queue.iter().any(String::is_empty) {
         return Err(CliError::Usage("the queue must not be empty".into()));
     }
@@ -236,6 +232,17 @@ pub(crate) async fn work<B: Inspect>(
     if let Some(limit) = args.job_timeout {
         command = command.timeout(limit);
     }
+    Ok(command)
+}
+
+/// `fairq work`: serves `args`' queues with `command` (from [`command`]).
+pub(crate) async fn work<B: Inspect>(
+    store: Arc<B>,
+    args: &WorkArgs,
+    command: ExecCommand,
+    signals: &mut Signals,
+    out: &mut Output,
+) -> Result<(), CliError> {
     let children = command.children();
     let command = Arc::new(command);
     let tally = Arc::new(Tally::default());
@@ -459,6 +466,7 @@ mod tests {
             work(
                 Arc::clone(&store),
                 &until_idle(vec!["true".into()]),
+                command(&until_idle(vec!["true".into()])).unwrap(),
                 &mut signals,
                 &mut out,
             ),
@@ -502,9 +510,15 @@ mod tests {
         let args = until_idle(vec!["sh".into(), "-c".into(), script]);
         let mut out = Output::buffer(Format::Json);
         let mut signals = Signals::listen().unwrap();
-        work(Arc::clone(&store), &args, &mut signals, &mut out)
-            .await
-            .unwrap();
+        work(
+            Arc::clone(&store),
+            &args,
+            command(&args).unwrap(),
+            &mut signals,
+            &mut out,
+        )
+        .await
+        .unwrap();
         let summary: serde_json::Value = serde_json::from_str(&out.contents()).unwrap();
         assert_eq!(summary["succeeded"], 3);
         assert_eq!(summary["dead"], 1);
@@ -562,9 +576,15 @@ mod tests {
         };
         let mut out = Output::buffer(Format::Json);
         let mut signals = Signals::listen().unwrap();
-        work(Arc::clone(&store), &args, &mut signals, &mut out)
-            .await
-            .unwrap();
+        work(
+            Arc::clone(&store),
+            &args,
+            command(&args).unwrap(),
+            &mut signals,
+            &mut out,
+        )
+        .await
+        .unwrap();
         assert!(store.get(old).await.unwrap().is_none(), "pruned");
         let dead = store.get(dead).await.unwrap().expect("dead jobs kept");
         assert_eq!(dead.status(), JobStatus::Dead);

@@ -576,6 +576,44 @@ fn terminal_escapes_in_names_and_errors_are_shown_escaped() {
     assert_eq!(jobs[0]["key"], key);
 }
 
+/// `enqueue` and `work`, which create a store that does not exist, check their input first:
+/// a bad payload, an empty queue or kind, or an `--exec` program that does not exist is
+/// refused without leaving a new store behind.
+#[test]
+fn bad_input_creates_no_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let typo = dir.path().join("typo");
+    let store = format!("file:{}", typo.display());
+    let cases: &[(&[&str], &str)] = &[
+        (&["enqueue", "-k", "x", "-p", "{"], "invalid JSON payload"),
+        (&["enqueue", "-q", "", "-k", "x"], "must not be empty"),
+        (&["enqueue", "-k", ""], "must not be empty"),
+        (
+            &["enqueue", "-k", "x", "-p", "@missing.json"],
+            "opening the payload file missing.json",
+        ),
+        (
+            &["work", "-q", "q", "--exec", "no-such-program-x"],
+            "program \"no-such-program-x\" not found on PATH",
+        ),
+        (&["work", "-q", "", "--exec", "true"], "must not be empty"),
+    ];
+    for (args, error) in cases {
+        fairq(dir.path())
+            .args(["--store", &store])
+            .args(*args)
+            .assert()
+            .code(1)
+            .stderr(one_line_error(error));
+        assert!(!typo.exists(), "{args:?} created the store");
+    }
+    fairq(dir.path())
+        .args(["--store", &store, "enqueue", "-k", "x"])
+        .assert()
+        .success();
+    assert!(typo.is_dir(), "good input creates the store");
+}
+
 /// enqueue, work (one success, one failure), stats, list --state dead, retry, purge, prune.
 fn operator_round_trip(store: &str) {
     let dir = tempfile::tempdir().unwrap();
@@ -1054,28 +1092,43 @@ fn an_interrupted_bench_or_demo_leaves_no_queue_behind() {
 }
 
 /// A command that does not run until stopped keeps the default signal action: Ctrl-C ends
-/// `enqueue` while it waits for its payload on stdin (it used to swallow the signal).
+/// `enqueue` while it waits for its payload (it used to swallow the signal). The payload
+/// comes from a FIFO, so the test knows when fairq is reading it: opening the FIFO to write
+/// returns once fairq has opened it to read.
+#[cfg(unix)]
 #[test]
 fn ctrl_c_ends_an_enqueue_waiting_for_its_payload() {
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("store");
+    let fifo = dir.path().join("payload");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
     let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("fairq"))
         .current_dir(dir.path())
         .env_remove("FAIRQ_STORE")
         .args(["--store", &format!("file:{}", store.display())])
-        .args(["enqueue", "-k", "x", "-p", "-"])
-        .stdin(Stdio::piped())
+        .args(["enqueue", "-k", "x", "-p", &format!("@{}", fifo.display())])
+        .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    // The store is opened before the payload is read: once its folder exists, the command
-    // is past where it used to start listening for signals.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !store.join("fairq.lock").exists() && !store.exists() {
-        assert!(Instant::now() < deadline, "the store was never opened");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let (opened, writer) = std::sync::mpsc::channel();
+    let path = fifo.clone();
+    std::thread::spawn(move || {
+        let _ = opened.send(std::fs::OpenOptions::new().write(true).open(path));
+    });
+    // A bound on a broken build, not a synchronisation: the open returns when fairq reads.
+    let writer = match writer.recv_timeout(Duration::from_secs(60)) {
+        Ok(writer) => writer.unwrap(),
+        Err(_) => {
+            let _ = child.kill();
+            panic!("fairq never opened its payload");
+        }
+    };
     let status = std::process::Command::new("kill")
         .args(["-INT", &child.id().to_string()])
         .status()
@@ -1093,7 +1146,8 @@ fn ctrl_c_ends_an_enqueue_waiting_for_its_payload() {
         std::thread::sleep(Duration::from_millis(10));
     };
     assert!(!ended.success());
-    drop(child.stdin.take());
+    drop(writer);
+    assert!(!store.exists(), "no payload, no store");
 }
 
 /// A payload past `--max-payload` is refused while it is read: the sender of 300 MiB is cut
