@@ -253,10 +253,13 @@ impl Core {
         Ok(purged)
     }
 
+    /// Removes an idle queue (see `REMOVE_QUEUE`). The removal runs in a transaction that
+    /// counts the queue's live jobs again once it has deleted, in a snapshot that holds
+    /// every dependent whose enqueue it waited for: one found there undoes the removal.
     pub(crate) async fn remove_queue(&self, queue: &str) -> Result<u64, BackendError> {
-        let client = self.client().await?;
-        let conn: &dyn Exec = &*client;
-        let rows = conn
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(|e| self.err(e))?;
+        let rows = tx
             .rows(&self.sql.remove_queue, &[&queue])
             .await
             .map_err(|e| self.err(e))?;
@@ -281,6 +284,20 @@ impl Core {
                 live: from_db(live),
             });
         }
+        let live: i64 = tx
+            .rows(&self.sql.queue_live, &[&queue])
+            .await
+            .map_err(|e| self.err(e))?
+            .first()
+            .map_or(0, |r| r.get(0));
+        if live > 0 {
+            // Dropping the transaction rolls it back.
+            return Err(BackendError::QueueNotEmpty {
+                queue: queue.to_string(),
+                live: from_db(live),
+            });
+        }
+        tx.commit().await.map_err(|e| self.err(e))?;
         Ok(from_db(removed))
     }
 
@@ -289,22 +306,46 @@ impl Core {
     /// outcome without an age is never touched. At most `prune_batch` jobs per statement,
     /// each statement its own transaction, until one comes back short. A retention that
     /// keeps everything returns 0 without a round trip.
+    ///
+    /// When dead jobs go, each batch is a transaction of two statements: `PRUNE_DEAD` locks
+    /// the dead jobs to delete, then `PRUNE` deletes them (and the succeeded ones), checking
+    /// their dependents in a snapshot taken once the locks are held (see `PRUNE_DEAD`).
     pub(crate) async fn prune(&self, retention: Retention) -> Result<u64, BackendError> {
         if retention.keeps_everything() {
             return Ok(0);
         }
         let (succeeded, dead) = retention.cutoffs(self.now());
         let (succeeded, dead) = (succeeded.map(to_db), dead.map(to_db));
-        let client = self.client().await?;
-        let conn: &dyn Exec = &*client;
+        let mut client = self.client().await?;
         let batch = self.options.prune_batch;
         let mut pruned = 0;
         // Batch after batch, each its own transaction, until one comes back short.
         loop {
-            let rows = conn
-                .rows(&self.sql.prune, &[&succeeded, &dead, &batch])
-                .await
-                .map_err(|e| self.err(e))?;
+            let rows = match dead {
+                None => {
+                    let none: Vec<i64> = Vec::new();
+                    let conn: &dyn Exec = &*client;
+                    conn.rows(&self.sql.prune, &[&succeeded, &dead, &batch, &none])
+                        .await
+                        .map_err(|e| self.err(e))?
+                }
+                Some(cutoff) => {
+                    let tx = client.transaction().await.map_err(|e| self.err(e))?;
+                    let locked: Vec<i64> = tx
+                        .rows(&self.sql.prune_dead, &[&cutoff, &batch])
+                        .await
+                        .map_err(|e| self.err(e))?
+                        .iter()
+                        .map(|r| r.get(0))
+                        .collect();
+                    let rows = tx
+                        .rows(&self.sql.prune, &[&succeeded, &dead, &batch, &locked])
+                        .await
+                        .map_err(|e| self.err(e))?;
+                    tx.commit().await.map_err(|e| self.err(e))?;
+                    rows
+                }
+            };
             let n: i64 = rows.first().map_or(0, |r| r.get(0));
             pruned += from_db(n);
             if n < batch {

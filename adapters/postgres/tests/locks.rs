@@ -278,3 +278,111 @@ async fn a_dependency_does_not_finish_under_an_open_enqueue_of_its_dependent() {
     assert_eq!(ready, vec![first, second]);
     t.cleanup().await;
 }
+
+/// A job that died long ago, in queue `queue`: claimed and failed for good, then the clock
+/// moves on two hours.
+async fn old_dead_job(t: &common::TestStore, queue: &str) -> fairq_worker::JobId {
+    t.store
+        .enqueue(NewJob::new(queue, "k", vec![]))
+        .await
+        .unwrap();
+    let job = t.store.claim(queue, 1, LEASE).await.unwrap().remove(0);
+    t.store
+        .fail(&job, fairq_worker::Failure::permanent("no"))
+        .await
+        .unwrap();
+    t.clock.advance(Duration::from_secs(7_200));
+    job.claim.id
+}
+
+/// A prune waits for the archive row an open enqueue of a dependent of a dead job holds; once
+/// the dependent commits, the dead job has a job waiting for it and is kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prune_keeps_a_dead_job_whose_dependent_committed_while_it_waited() {
+    let t = store_or_skip!("prunewait");
+    let dead = old_dead_job(&t, "q").await;
+    let mut client = own_connection().await;
+    let tx_pid = pid(&client).await;
+    let tx = client.transaction().await.unwrap();
+    let dependent = t
+        .store
+        .enqueue_in(&tx, NewJob::new("q", "k", vec![]).after(dead))
+        .await
+        .unwrap();
+    let pruner = t.store.clone();
+    let hour = Duration::from_secs(3_600);
+    let prune = tokio::spawn(async move {
+        pruner
+            .prune(fairq_worker::Retention::finished(hour).dead_for(hour))
+            .await
+    });
+    common::someone_waits_for(&t.admin, tx_pid).await;
+    tx.commit().await.unwrap();
+    let pruned = tokio::time::timeout(HANG, prune)
+        .await
+        .expect("the prune ended")
+        .unwrap()
+        .unwrap();
+    assert_eq!(pruned, 0);
+    let kept = t.store.get(dead).await.unwrap();
+    assert_eq!(
+        kept.map(|j| j.status()),
+        Some(fairq_worker::JobStatus::Dead),
+        "the dead job a committed job waits for was pruned"
+    );
+    let waiting = t.store.get(dependent).await.unwrap().expect("committed");
+    assert_eq!(waiting.status(), fairq_worker::JobStatus::Blocked);
+    // Once nothing waits for it, it goes.
+    t.store
+        .purge(fairq_worker::Purge {
+            queue: Some("q".into()),
+            status: Some(fairq_worker::JobStatus::Blocked),
+        })
+        .await
+        .unwrap();
+    let pruned = t
+        .store
+        .prune(fairq_worker::Retention::finished(hour).dead_for(hour))
+        .await
+        .unwrap();
+    assert_eq!(pruned, 1);
+    assert!(t.store.get(dead).await.unwrap().is_none());
+    t.cleanup().await;
+}
+
+/// The removal of a queue whose only job is dead waits for the archive row an open enqueue of
+/// a dependent into the queue holds; once the dependent commits, the queue has a live job:
+/// the removal is refused and the dead job kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_is_not_removed_under_a_dependent_that_committed_while_it_waited() {
+    let t = store_or_skip!("removewait");
+    let dead = old_dead_job(&t, "q").await;
+    let mut client = own_connection().await;
+    let tx_pid = pid(&client).await;
+    let tx = client.transaction().await.unwrap();
+    let dependent = t
+        .store
+        .enqueue_in(&tx, NewJob::new("q", "k", vec![]).after(dead))
+        .await
+        .unwrap();
+    let remover = t.store.clone();
+    let removal = tokio::spawn(async move { remover.remove_queue("q").await });
+    common::someone_waits_for(&t.admin, tx_pid).await;
+    tx.commit().await.unwrap();
+    let removed = tokio::time::timeout(HANG, removal)
+        .await
+        .expect("the removal ended")
+        .unwrap();
+    match removed {
+        Err(fairq_worker::BackendError::QueueNotEmpty { live, .. }) => assert_eq!(live, 1),
+        other => panic!("the removal answered {other:?}"),
+    }
+    let kept = t.store.get(dead).await.unwrap();
+    assert_eq!(
+        kept.map(|j| j.status()),
+        Some(fairq_worker::JobStatus::Dead)
+    );
+    let waiting = t.store.get(dependent).await.unwrap().expect("committed");
+    assert_eq!(waiting.status(), fairq_worker::JobStatus::Blocked);
+    t.cleanup().await;
+}

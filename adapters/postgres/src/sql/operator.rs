@@ -98,30 +98,26 @@ SELECT count(*) FROM gone
 
 /// Deletes up to a number of finished jobs that their outcome's retention no longer keeps,
 /// folding their counters in. Parameters: succeeded cutoff, dead cutoff (each `NULL` to keep
-/// that outcome for good), limit. A job goes when its finish time is at or before its
-/// outcome's cutoff.
+/// that outcome for good), limit, and the dead jobs to delete, which [`PRUNE_DEAD`] found
+/// and locked earlier in the same transaction. A job goes when its finish time is at or
+/// before its outcome's cutoff.
 ///
 /// Each outcome is looked up on its own, so one kept much longer than the other costs the
 /// lookup of the other nothing beyond the rows in its way: succeeded jobs through the BRIN
 /// index on finish times (old dead jobs kept in its ranges are read and passed over, as the
-/// pages they sit in would be anyway), dead ones through `archive_dead_finished`, which holds
-/// only dead jobs, so finding the few to delete never reads the succeeded ones (however long
-/// they are kept) nor every dead job kept. A `NULL` cutoff turns its lookup off before it
-/// reads anything (a one-time filter). The ids go to the delete as an array, so that it
-/// reaches each row by its primary key whatever the archive's size; the delete checks each
-/// row's outcome and cutoff again. A dead job that a live job depends on (a job blocked on
-/// it) is kept while that job waits: `jobs_blocked` indexes `depends_on`.
+/// pages they sit in would be anyway), dead ones by [`PRUNE_DEAD`]. A `NULL` cutoff turns its
+/// lookup off before it reads anything (a one-time filter). The ids go to the delete as an
+/// array, so that it reaches each row by its primary key whatever the archive's size; the
+/// delete checks each row's outcome and cutoff again. A dead job that a live job depends on
+/// (a job blocked on it) is kept while that job waits: `jobs_blocked` indexes `depends_on`.
 pub(super) const PRUNE: &str = r#"
 WITH gone AS (
     DELETE FROM fairq.archive
     WHERE id = ANY (ARRAY(
-        (SELECT x.id FROM fairq.archive x
-         WHERE $1::int8 IS NOT NULL AND x.state = 'succeeded' AND x.finished_at <= $1::int8
-         LIMIT $3)
+        (SELECT d.id FROM unnest($4::int8[]) AS d(id) LIMIT $3)
         UNION ALL
         (SELECT x.id FROM fairq.archive x
-         WHERE $2::int8 IS NOT NULL AND x.state = 'dead' AND x.finished_at <= $2::int8
-           AND NOT EXISTS (SELECT 1 FROM fairq.jobs w WHERE w.depends_on = x.id)
+         WHERE $1::int8 IS NOT NULL AND x.state = 'succeeded' AND x.finished_at <= $1::int8
          LIMIT $3)
         LIMIT $3))
       AND ((state = 'succeeded' AND finished_at <= $1::int8)
@@ -133,12 +129,39 @@ FOLD
 SELECT count(*) FROM gone
 "#;
 
+/// Finds and locks up to a number of dead jobs that died at or before a cutoff and that no
+/// live job depends on, for [`PRUNE`] to delete in a later statement of the same
+/// transaction. Parameters: dead cutoff, limit.
+///
+/// Dead jobs are found through `archive_dead_finished`, which holds only dead jobs: the prune
+/// reads the entries of the dead jobs it deletes, not the succeeded jobs (however long they
+/// are kept) nor every dead job still kept.
+///
+/// Why two statements: a dependent's enqueue locks its archived dependency's row
+/// (`DEPS_ARCHIVED`) until its transaction commits. A delete that waited for that lock
+/// checks the row again but reads the dependents in its own, older snapshot, which does not
+/// hold the dependent: it would delete the dead job under a dependent that now waits for it
+/// for good. Once this statement holds the locks, any such enqueue has committed (and a
+/// later one waits for this transaction, then finds the job gone), and [`PRUNE`], a later
+/// statement of the transaction, reads the dependents in a snapshot that has them.
+pub(super) const PRUNE_DEAD: &str = r#"
+SELECT x.id FROM fairq.archive x
+WHERE x.state = 'dead' AND x.finished_at <= $1::int8
+  AND NOT EXISTS (SELECT 1 FROM fairq.jobs w WHERE w.depends_on = x.id)
+LIMIT $2
+FOR UPDATE
+"#;
+
 /// Removes a queue that has no live job: its finished jobs, its counters, its rounds, the
 /// places of its purged jobs and its pause. Changes nothing while the queue has a live job. A job enqueued
 /// meanwhile is never touched (no live row is deleted). Parameter: queue.
 ///
 /// One row: whether anything of the queue existed, how many live jobs it has, how many
 /// finished jobs went.
+///
+/// Runs in a transaction that [`QUEUE_LIVE`] ends: a dependent enqueued into the queue holds
+/// its dead dependency's archive row locked until it commits, and the delete that waited for
+/// it counted the queue's live jobs in a snapshot without the dependent.
 pub(super) const REMOVE_QUEUE: &str = r#"
 WITH live AS MATERIALIZED (
     SELECT count(*) AS n FROM fairq.jobs WHERE queue = $1
@@ -167,6 +190,11 @@ ghosts AS (DELETE FROM fairq.ghosts WHERE queue = $1 AND (SELECT g.yes FROM go g
 held AS (DELETE FROM fairq.paused WHERE queue = $1 AND (SELECT g.yes FROM go g))
 SELECT (SELECT k.yes FROM known k), (SELECT l.n FROM live l), (SELECT count(*) FROM gone)
 "#;
+
+/// How many live jobs a queue has, read after [`REMOVE_QUEUE`] in its transaction: in a
+/// snapshot that holds every job whose enqueue held a row the removal deleted. Parameter:
+/// queue.
+pub(super) const QUEUE_LIVE: &str = "SELECT count(*) FROM fairq.jobs WHERE queue = $1";
 
 /// Revives dead jobs (of a queue, or one id): back to the live table, due now (in id order,
 /// after the jobs already waiting), attempts reset. Of several dead jobs sharing a unique key
