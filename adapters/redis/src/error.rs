@@ -45,8 +45,10 @@ pub enum RedisStoreError {
     },
     /// The server turned the operation away without running any of it, for now: the queue's
     /// Redis Cluster slot is moving between masters or has moved (a redirection or
-    /// `TRYAGAIN`), the cluster is down or failing over, the server is loading its data, or
-    /// the node is a replica. Repeating later helps.
+    /// `TRYAGAIN`), the cluster is down or failing over, the server is loading its data, the
+    /// node is a replica, another client's script has run past the busy threshold (`BUSY`),
+    /// the server cannot write its snapshot (`MISCONF`) or has too few replicas for
+    /// `min-replicas-to-write` (`NOREPLICAS`). Repeating later helps.
     #[error("Redis refused {op} for now, nothing of it ran: {source}")]
     Refused {
         /// The operation.
@@ -132,13 +134,31 @@ fn unconfirmed_consequence(op: &str) -> &'static str {
     }
 }
 
+/// The codes of server refusals, for now, that the `redis` crate has no kind for (they come
+/// as [`ErrorKind::ExtensionError`]): `BUSY` (another client's script has run past the busy
+/// threshold, and the server runs nothing else until it ends), `MISCONF` (the server cannot
+/// write its snapshot and refuses writes) and `NOREPLICAS` (fewer replicas than
+/// `min-replicas-to-write`). A script is refused these before it runs, or at its first write
+/// command (a script without flags is checked there), which it then does not make: either
+/// way nothing of it is applied.
+const REFUSED_FOR_NOW: [&str; 3] = ["BUSY", "MISCONF", "NOREPLICAS"];
+
+/// True for a refusal in [`REFUSED_FOR_NOW`].
+fn refused_for_now(err: &RedisError) -> bool {
+    err.kind() == ErrorKind::ExtensionError
+        && err
+            .code()
+            .is_some_and(|code| REFUSED_FOR_NOW.contains(&code))
+}
+
 /// True for errors that a retry on a fresh connection may cure.
 pub(crate) fn is_transient(err: &RedisError) -> bool {
     // A refused certificate arrives as an I/O error, but no retry cures it.
     if crate::tls::tls_failure(err).is_some() {
         return false;
     }
-    err.is_io_error()
+    refused_for_now(err)
+        || err.is_io_error()
         || err.is_connection_refusal()
         || err.is_connection_dropped()
         || err.is_timeout()
@@ -163,10 +183,12 @@ pub(crate) fn is_transient(err: &RedisError) -> bool {
 /// as a whole: nothing of it ran. A redirection (`MOVED`, `ASK`: the slot is elsewhere or
 /// moving), `TRYAGAIN` (the slot is half-moved), `CLUSTERDOWN`, `MASTERDOWN`, `LOADING`,
 /// `READONLY` (a replica runs no write), a refused connection or a node the cluster client
-/// has no connection to. A repeat after one of these is a first try, not a repeat of a call
-/// that may have gone through.
+/// has no connection to, and the refusals of [`REFUSED_FOR_NOW`] (`BUSY`, `MISCONF`,
+/// `NOREPLICAS`). A repeat after one of these is a first try, not a repeat of a call that may
+/// have gone through.
 pub(crate) fn not_run(err: &RedisError) -> bool {
-    err.is_connection_refusal()
+    refused_for_now(err)
+        || err.is_connection_refusal()
         || matches!(
             err.kind(),
             ErrorKind::Moved
@@ -211,6 +233,18 @@ pub(crate) fn script(name: &'static str, err: RedisError) -> BackendError {
     }
 }
 
+/// The same failure again, for another entry of a batch that one failed call answered: of
+/// the same kind (a transient failure stays transient, a permanent one permanent), with the
+/// same message. The calls of a store fail as [`BackendError::Unavailable`] or
+/// [`BackendError::Store`]; anything else is copied as a store error saying what it was.
+pub(crate) fn copy_of(err: &BackendError) -> BackendError {
+    match err {
+        BackendError::Unavailable(inner) => BackendError::Unavailable(inner.to_string().into()),
+        BackendError::Store(inner) => BackendError::Store(inner.to_string().into()),
+        other => BackendError::Store(other.to_string().into()),
+    }
+}
+
 /// A record that does not parse.
 pub(crate) fn corrupt(what: impl Into<String>, detail: impl Into<String>) -> BackendError {
     BackendError::Store(Box::new(RedisStoreError::Corrupt {
@@ -245,6 +279,37 @@ mod tests {
         }
         let script = RedisError::from((ErrorKind::ResponseError, "ERR in script"));
         assert!(!not_run(&script) && !is_transient(&script));
+    }
+
+    /// `BUSY`, `MISCONF` and `NOREPLICAS` ran nothing and may pass: they were taken for
+    /// script failures (permanent store errors, never repeated) before.
+    #[test]
+    fn refusals_the_client_library_has_no_kind_for_are_transient() {
+        for code in ["BUSY", "MISCONF", "NOREPLICAS"] {
+            let err = redis::make_extension_error(code.to_string(), Some("for now".to_string()));
+            assert!(not_run(&err) && is_transient(&err), "{err}");
+            let wrapped = script("enqueue", err);
+            assert!(matches!(wrapped, BackendError::Unavailable(_)), "{wrapped}");
+            let text = wrapped.to_string();
+            assert!(text.contains("nothing of it ran"), "{text}");
+            assert!(text.contains(code), "{text}");
+        }
+        for code in ["BUSYKEY", "BUSYGROUP", "OOM", "NOPERM"] {
+            let err = redis::make_extension_error(code.to_string(), None);
+            assert!(!not_run(&err) && !is_transient(&err), "{err}");
+        }
+    }
+
+    #[test]
+    fn a_copy_of_a_failure_keeps_its_kind_and_message() {
+        let lost = BackendError::Unavailable("connection lost".into());
+        let copy = copy_of(&lost);
+        assert!(copy.is_transient());
+        assert_eq!(copy.to_string(), lost.to_string());
+        let broken = BackendError::Store("WRONGTYPE".into());
+        let copy = copy_of(&broken);
+        assert!(matches!(copy, BackendError::Store(_)));
+        assert_eq!(copy.to_string(), broken.to_string());
     }
 
     #[test]

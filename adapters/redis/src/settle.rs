@@ -233,9 +233,8 @@ impl RedisBackend {
             let reply = match reply {
                 Ok(reply) => reply,
                 Err(err) => {
-                    let text = err.to_string();
                     for &i in positions {
-                        answers[i] = Some(Err(BackendError::Unavailable(text.clone().into())));
+                        answers[i] = Some(Err(crate::error::copy_of(&err)));
                     }
                     if is_next {
                         claimed = Err(err);
@@ -435,9 +434,8 @@ impl RedisBackend {
                     }
                 }
                 Err(err) => {
-                    let text = err.to_string();
                     for &i in positions {
-                        out[i] = Some(Err(BackendError::Unavailable(text.clone().into())));
+                        out[i] = Some(Err(crate::error::copy_of(&err)));
                     }
                 }
             }

@@ -873,3 +873,53 @@ async fn requests_are_kept_for_the_clients_whole_retry_window() {
         assert!(ttl > window - 10_000 && ttl <= window, "{key}: {ttl} ms");
     }
 }
+
+/// In a batch over two queues, the entries of a queue whose script failed for good (its
+/// `leased` set made a string behind the store's back) get that failure as it is, a
+/// permanent store error, while the other queue's entries go through. Before, every failed
+/// queue's entries were relabelled as the store being unavailable, which invites a repeat
+/// that can only fail again.
+#[tokio::test]
+async fn a_queue_failing_for_good_in_a_batch_keeps_its_errors_kind() {
+    require_redis!();
+    let store = common::store(clock()).await;
+    for queue in ["good", "broken"] {
+        store
+            .enqueue(NewJob::new(queue, "k", vec![]))
+            .await
+            .unwrap();
+    }
+    let good = store.claim("good", 1, LEASE).await.unwrap().remove(0);
+    let broken = store.claim("broken", 1, LEASE).await.unwrap().remove(0);
+    let _: () = redis::cmd("SET")
+        .arg(format!("{}leased", store.keys().queue_base("broken")))
+        .arg("not a sorted set")
+        .query_async(&mut store.connection())
+        .await
+        .unwrap();
+
+    let answers = store
+        .heartbeat_many(vec![good.claim, broken.claim], LEASE)
+        .await
+        .expect("one queue answered");
+    assert!(answers[0].is_ok(), "{answers:?}");
+    let err = answers[1]
+        .as_ref()
+        .expect_err("the broken queue's script fails");
+    assert!(matches!(err, BackendError::Store(_)), "{err:?}");
+    assert!(err.to_string().contains("WRONGTYPE"), "{err}");
+
+    let settled = store
+        .settle(vec![
+            fairq_worker::Finished::new(&good, Ok(())),
+            fairq_worker::Finished::new(&broken, Ok(())),
+        ])
+        .await
+        .expect("one queue answered");
+    assert!(settled[0].is_ok(), "{settled:?}");
+    let err = settled[1]
+        .as_ref()
+        .expect_err("the broken queue's script fails");
+    assert!(matches!(err, BackendError::Store(_)), "{err:?}");
+    assert!(err.to_string().contains("WRONGTYPE"), "{err}");
+}

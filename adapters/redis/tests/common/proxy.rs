@@ -4,8 +4,10 @@
 //! freeze work normally. The proxy can also cut the connection that carries the next reply,
 //! dropping that reply: the request ran on the server, its answer never arrives. And it can
 //! play a Redis older than 6.0 to blocking pops: a `BLPOP` whose timeout has a fraction is
-//! answered with Redis 5's refusal instead of being sent on.
+//! answered with Redis 5's refusal instead of being sent on. It counts the error replies the
+//! server sends, by code, so a test knows a call was refused before it changes what refused it.
 
+use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -25,6 +27,8 @@ struct State {
     /// `BLPOP`s refused for a fractional timeout, and sent on.
     blpops_refused: AtomicU64,
     blpops_sent: AtomicU64,
+    /// Error replies from the server, by code (`BUSY`, `NOREPLICAS`, ...).
+    errors: Mutex<HashMap<String, u64>>,
     /// Set when the proxy is dropped: frozen connections close and their threads end.
     stop: Mutex<bool>,
     stopped: Condvar,
@@ -49,6 +53,7 @@ impl Proxy {
             old_blpop: AtomicBool::new(false),
             blpops_refused: AtomicU64::new(0),
             blpops_sent: AtomicU64::new(0),
+            errors: Mutex::new(HashMap::new()),
             stop: Mutex::new(false),
             stopped: Condvar::new(),
             closing: AtomicBool::new(false),
@@ -114,6 +119,14 @@ impl Proxy {
         self.state.old_blpop.store(true, Ordering::SeqCst);
     }
 
+    /// Error replies with `code` (`BUSY`, `NOREPLICAS`, ...) the server sent so far, on any
+    /// connection. (Counted where a read from the server starts with one: a connection that
+    /// sends one request at a time reads each reply on its own.)
+    pub fn errors(&self, code: &str) -> u64 {
+        let errors = self.state.errors.lock().unwrap_or_else(|e| e.into_inner());
+        errors.get(code).copied().unwrap_or(0)
+    }
+
     /// `BLPOP`s refused for their fractional timeout, and sent on, since
     /// [`refuse_fractional_timeouts`](Self::refuse_fractional_timeouts).
     pub fn blpops(&self) -> (u64, u64) {
@@ -131,6 +144,13 @@ fn blpop_timeout(request: &[u8]) -> Option<&[u8]> {
     let (_key, rest) = bulk(rest)?;
     let (timeout, rest) = bulk(rest)?;
     rest.is_empty().then_some(timeout)
+}
+
+/// The code of the error reply `reply` starts with (`-BUSY Redis is busy ...` gives `BUSY`).
+fn error_code(reply: &[u8]) -> Option<String> {
+    let line = reply.strip_prefix(b"-")?;
+    let end = line.iter().position(|b| *b == b' ' || *b == b'\r')?;
+    Some(String::from_utf8_lossy(&line[..end]).into_owned())
 }
 
 /// One RESP bulk string at the start of `bytes`, and what follows it.
@@ -162,6 +182,12 @@ fn pipe(id: u64, mut from: TcpStream, mut to: TcpStream, replies: bool, st: &Sta
         }
         if replies && st.cut_reply.swap(false, Ordering::SeqCst) {
             break;
+        }
+        if replies {
+            if let Some(code) = error_code(&buf[..n]) {
+                let mut errors = st.errors.lock().unwrap_or_else(|e| e.into_inner());
+                *errors.entry(code).or_default() += 1;
+            }
         }
         if !replies && st.old_blpop.load(Ordering::SeqCst) {
             if let Some(timeout) = blpop_timeout(&buf[..n]) {
