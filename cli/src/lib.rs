@@ -311,12 +311,28 @@ pub async fn execute(cli: Cli, out: &mut Output) -> Result<(), CliError> {
         }
         Command::Qtest(args) => {
             let mut signals = signals::Signals::listen()?;
-            // The load runs on threads of its own; a signal stops waiting for it.
+            // The load runs on threads of its own, which the runtime does not wait for: on a
+            // signal they are asked to stop, and awaited so that the run removes its scratch
+            // folder. A second signal stops waiting.
             let (test, quiet) = (args.test.clone(), cli.quiet);
-            let run = tokio::task::spawn_blocking(move || qtest::run(&test, quiet));
+            let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let asked = Arc::clone(&stop);
+            let mut run =
+                tokio::task::spawn_blocking(move || qtest::run_until(&test, quiet, &asked));
+            let joined = |joined: Result<_, tokio::task::JoinError>| {
+                joined.map_err(|e| CliError::io("running the load test", std::io::Error::other(e)))
+            };
             let report = tokio::select! {
-                report = run => report.map_err(|e| CliError::io("running the load test", std::io::Error::other(e)))??,
-                signal = signals.recv() => return Err(CliError::Stopped(signal?)),
+                report = &mut run => joined(report)??,
+                signal = signals.recv() => {
+                    let signal = signal?;
+                    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                    tokio::select! {
+                        ended = &mut run => { let _ = joined(ended)?; }
+                        second = signals.recv() => { second?; }
+                    }
+                    return Err(CliError::Stopped(signal));
+                }
             };
             qtest::print(&report, out)
         }

@@ -296,6 +296,26 @@ fn nanos(d: Duration) -> u64 {
 /// assert_eq!(report.phases[1].count, 100); // 50 items, each delivered to 2 readers
 /// ```
 pub fn run(test: &QtestTest, quiet: bool) -> Result<QtestReport, CliError> {
+    run_until(test, quiet, &AtomicBool::new(false))
+}
+
+/// As [`run`], but the test's threads stop soon after `stop` is raised: the run then returns
+/// [`CliError::Stopped`] once they have, its scratch folder removed.
+///
+/// ```
+/// use std::sync::atomic::AtomicBool;
+/// use clap::Parser;
+/// use fairq_cli::qtest::{run_until, QtestTest};
+/// let cli = fairq_cli::Cli::try_parse_from(["fairq", "qtest", "flood", "-n", "1000000"]).unwrap();
+/// let fairq_cli::Command::Qtest(args) = cli.command else { unreachable!() };
+/// let err = run_until(&args.test, true, &AtomicBool::new(true)).unwrap_err();
+/// assert!(matches!(err, fairq_cli::CliError::Stopped(_)));
+/// ```
+pub fn run_until(
+    test: &QtestTest,
+    quiet: bool,
+    stop: &AtomicBool,
+) -> Result<QtestReport, CliError> {
     match test {
         QtestTest::ManyClients(a) => journal_test(
             "many-clients",
@@ -308,6 +328,7 @@ pub fn run(test: &QtestTest, quiet: bool) -> Result<QtestReport, CliError> {
                 drain_after: false,
             },
             quiet,
+            stop,
         ),
         QtestTest::Fanout(a) => journal_test(
             "fanout",
@@ -320,6 +341,7 @@ pub fn run(test: &QtestTest, quiet: bool) -> Result<QtestReport, CliError> {
                 drain_after: false,
             },
             quiet,
+            stop,
         ),
         QtestTest::Flood(a) => journal_test(
             "flood",
@@ -332,6 +354,7 @@ pub fn run(test: &QtestTest, quiet: bool) -> Result<QtestReport, CliError> {
                 drain_after: true,
             },
             quiet,
+            stop,
         ),
         QtestTest::PutMany(a) => journal_test(
             "put-many",
@@ -344,8 +367,9 @@ pub fn run(test: &QtestTest, quiet: bool) -> Result<QtestReport, CliError> {
                 drain_after: false,
             },
             quiet,
+            stop,
         ),
-        QtestTest::Blocking(a) => blocking_test(a, quiet),
+        QtestTest::Blocking(a) => blocking_test(a, quiet, stop),
     }
 }
 
@@ -371,11 +395,24 @@ struct Shared {
     stop: AtomicBool,
 }
 
+impl Shared {
+    /// True once a thread failed or the run was asked to stop from outside (`asked`).
+    fn stopping(&self, asked: &AtomicBool) -> bool {
+        self.stop.load(Ordering::Relaxed) || asked.load(Ordering::Relaxed)
+    }
+}
+
+/// What a run stopped from outside returns.
+fn stopped() -> CliError {
+    CliError::Stopped("a request to stop")
+}
+
 fn journal_test(
     name: &'static str,
     args: &JournalArgs,
     plan: Plan,
     quiet: bool,
+    stop: &AtomicBool,
 ) -> Result<QtestReport, CliError> {
     if args.size < 8 {
         return Err(CliError::Usage(
@@ -428,7 +465,7 @@ fn journal_test(
         let mut put_latency = Histogram::new();
         let mut payloads = vec![vec![0xA5u8; args.size]; plan.batch];
         let mut left = share;
-        while left > 0 && !shared.stop.load(Ordering::Relaxed) {
+        while left > 0 && !shared.stopping(stop) {
             let n = left.min(plan.batch as u64) as usize;
             let started = t0.elapsed();
             for p in &mut payloads[..n] {
@@ -453,7 +490,7 @@ fn journal_test(
         let mut to_get = Histogram::new();
         loop {
             // Consumers of one reader share its items: stop when the reader has them all.
-            if shared.stop.load(Ordering::Relaxed) || done.load(Ordering::Relaxed) >= total {
+            if shared.stopping(stop) || done.load(Ordering::Relaxed) >= total {
                 return Ok(to_get);
             }
             let Some(item) = reader
@@ -530,7 +567,7 @@ fn journal_test(
         } else {
             Duration::ZERO
         };
-        if plan.drain_after && failure.is_none() {
+        if plan.drain_after && failure.is_none() && !stop.load(Ordering::Relaxed) {
             let bar = progress::bar(deliveries, "drained", quiet);
             let watching = AtomicBool::new(true);
             get_results = std::thread::scope(|s| {
@@ -552,6 +589,10 @@ fn journal_test(
     }
     let on_disk = journal_bytes(dir);
     q.close().map_err(journal_error)?;
+    // Returning drops the scratch folder: it is gone once the caller hears of the stop.
+    if stop.load(Ordering::Relaxed) {
+        return Err(stopped());
+    }
     if let Some(e) = failure {
         return Err(e);
     }
@@ -668,9 +709,21 @@ impl MemQueue {
             MemQueue::Fair(q) => q.pop_timeout(timeout),
         }
     }
+
+    /// Refuses every push from now on, those waiting for room included.
+    fn close(&self) {
+        match self {
+            MemQueue::Fifo(q) => q.close(),
+            MemQueue::Fair(q) => q.close(),
+        }
+    }
 }
 
-fn blocking_test(a: &BlockingArgs, quiet: bool) -> Result<QtestReport, CliError> {
+fn blocking_test(
+    a: &BlockingArgs,
+    quiet: bool,
+    stop: &AtomicBool,
+) -> Result<QtestReport, CliError> {
     if a.items == 0 || a.producers == 0 || a.consumers == 0 || a.keys == 0 {
         return Err(CliError::Usage(
             "--items, --producers, --consumers and --keys must be at least 1".into(),
@@ -700,6 +753,9 @@ fn blocking_test(a: &BlockingArgs, quiet: bool) -> Result<QtestReport, CliError>
                     let share = a.items / a.producers as u64
                         + u64::from((i as u64) < a.items % a.producers as u64);
                     for n in 0..share {
+                        if stop.load(Ordering::Relaxed) {
+                            return;
+                        }
                         let key = (i + n as usize * a.producers) % a.keys;
                         if !q.push(key, nanos(t0.elapsed())) {
                             shared.stop.store(true, Ordering::Relaxed);
@@ -716,12 +772,16 @@ fn blocking_test(a: &BlockingArgs, quiet: bool) -> Result<QtestReport, CliError>
                 s.spawn(move || {
                     let mut handoff = Histogram::new();
                     while shared.delivered.load(Ordering::Relaxed) < a.items
-                        && !shared.stop.load(Ordering::Relaxed)
+                        && !shared.stopping(stop)
                     {
                         if let Some(at) = q.pop(Duration::from_millis(20)) {
                             handoff.record(nanos(t0.elapsed()).saturating_sub(at));
                             shared.delivered.fetch_add(1, Ordering::Relaxed);
                         }
+                    }
+                    if stop.load(Ordering::Relaxed) {
+                        // A producer waiting for room in a bounded queue would wait on.
+                        q.close();
                     }
                     handoff
                 })
@@ -740,6 +800,9 @@ fn blocking_test(a: &BlockingArgs, quiet: bool) -> Result<QtestReport, CliError>
     });
     bar.finish_and_clear();
     let took = t0.elapsed();
+    if stop.load(Ordering::Relaxed) {
+        return Err(stopped());
+    }
     if shared.stop.load(Ordering::Relaxed) {
         return Err(CliError::Verdict(
             "a push was refused: the queue closed".into(),
@@ -826,4 +889,67 @@ pub(crate) fn print(report: &QtestReport, out: &mut Output) -> Result<(), CliErr
         ]);
     }
     out.table(&lat)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::args::{Cli, Command};
+
+    fn test(argv: &[&str]) -> QtestTest {
+        let cli = Cli::try_parse_from([&["fairq", "qtest"], argv].concat()).unwrap();
+        let Command::Qtest(args) = cli.command else {
+            unreachable!()
+        };
+        args.test
+    }
+
+    /// Whenever the stop comes (here while the run starts), the run returns: producers
+    /// waiting for room in a full bounded queue are let go too.
+    #[test]
+    fn a_stop_ends_every_test_even_with_producers_waiting_for_room() {
+        let dir = tempfile::tempdir().unwrap();
+        let folder = dir.path().display().to_string();
+        for argv in [
+            &["blocking", "-n", "100000000", "--capacity", "1", "-c", "1"][..],
+            &[
+                "blocking",
+                "--queue",
+                "fair",
+                "-n",
+                "100000000",
+                "--capacity",
+                "1",
+            ],
+            &[
+                "flood",
+                "-n",
+                "100000000",
+                "--sync",
+                "never",
+                "--dir",
+                &folder,
+            ],
+            &[
+                "many-clients",
+                "-n",
+                "100000000",
+                "--sync",
+                "never",
+                "--dir",
+                &folder,
+            ],
+        ] {
+            let test = test(argv);
+            let stop = AtomicBool::new(false);
+            std::thread::scope(|s| {
+                let run = s.spawn(|| run_until(&test, true, &stop));
+                stop.store(true, Ordering::Relaxed);
+                let ran = run.join().unwrap();
+                assert!(matches!(ran, Err(CliError::Stopped(_))), "{argv:?}");
+            });
+        }
+    }
 }

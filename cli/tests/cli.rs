@@ -1091,6 +1091,45 @@ fn an_interrupted_bench_or_demo_leaves_no_queue_behind() {
     }
 }
 
+/// Ctrl-C during `qtest` stops its load and removes its scratch folder before it exits.
+#[cfg(unix)]
+#[test]
+fn an_interrupted_qtest_removes_its_scratch_folder() {
+    let scratch = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("fairq"))
+        .current_dir(scratch.path())
+        .env_remove("FAIRQ_STORE")
+        .env("TMPDIR", scratch.path())
+        .env("RUST_LOG", "fairq_journal=debug")
+        .args(["--quiet", "qtest", "many-clients", "-n", "100000"])
+        .args(["--size", "65536", "--sync", "never"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let guard = KillOnDrop(child.id().to_string());
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    // A segment of the journal was read to its end and retired: the load is under way, in
+    // its scratch folder.
+    let mut seen = read_until(&mut stderr, "segment retired");
+    assert_eq!(std::fs::read_dir(scratch.path()).unwrap().count(), 1);
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    std::io::Read::read_to_string(&mut stderr, &mut seen).unwrap();
+    // Its stderr closed: it has ended, and its id is not to be signalled once reaped.
+    std::mem::forget(guard);
+    assert_eq!(child.wait().unwrap().code(), Some(1), "{seen}");
+    assert!(seen.ends_with("error: stopped by SIGINT\n"), "{seen}");
+    let left: Vec<_> = std::fs::read_dir(scratch.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
 /// A command that does not run until stopped keeps the default signal action: Ctrl-C ends
 /// `enqueue` while it waits for its payload (it used to swallow the signal). The payload
 /// comes from a FIFO, so the test knows when fairq is reading it: opening the FIFO to write
