@@ -13,13 +13,26 @@
 //! * **jsonb and bytes**, when the payload is JSON but not canonical (a struct serialized in
 //!   field order, pretty-printed, duplicate keys, `1e5`): the bytes are what workers get; the
 //!   `jsonb` copy, the same value as `serde_json` parses it, is there for queries.
-//! * **bytes only**, when the payload is not JSON (or holds a `\u0000`, which `jsonb` refuses).
+//! * **bytes only**, when the payload is not JSON (or holds a `\u0000`, which `jsonb` refuses),
+//!   or is larger than [`JSONB_MAX`].
 
 use serde_json::Value;
 
 use fairq_worker::BackendError;
 
 use crate::error::corrupt;
+
+/// The largest payload also stored as `jsonb` (1 MiB); a larger one is stored as bytes only.
+///
+/// `jsonb` takes up to six times the JSON text's size (an array of small numbers: each
+/// element costs an entry of 4 bytes and a numeric of 8, where the text spends 2), and
+/// PostgreSQL cannot build a `jsonb` value beyond 255 MiB (SQLSTATE 54000, "total size of
+/// jsonb array elements exceeds the maximum", or, on PostgreSQL 15, an allocation of 1 GiB
+/// refused while it parses an array of 20 million numbers, 40 MB of text): such a JSON
+/// payload could not be enqueued at all, though the store takes payloads of up to
+/// [`MAX_CALL_BYTES`](fairq_worker::MAX_CALL_BYTES). Payloads worth looking at in SQL are far
+/// smaller, and parsing a large one costs the enqueue for a column nobody reads.
+pub(crate) const JSONB_MAX: usize = 1 << 20;
 
 /// A payload split into the two columns: `payload_json` and `payload`.
 #[derive(Debug, PartialEq)]
@@ -33,12 +46,15 @@ pub(crate) struct Columns<'a> {
 /// How `payload` is stored (see the module documentation).
 ///
 /// Only bytes that start like a JSON value are parsed, so binary payloads cost one look at
-/// their first byte.
+/// their first byte, and payloads larger than [`JSONB_MAX`] none.
 pub(crate) fn split(payload: &[u8]) -> Columns<'_> {
     let raw = Columns {
         json: None,
         bytes: Some(payload),
     };
+    if payload.len() > JSONB_MAX {
+        return raw;
+    }
     let first = payload.iter().find(|b| !b.is_ascii_whitespace());
     if !first.is_some_and(|b| b"{[\"-0123456789tfn".contains(b)) {
         return raw;
@@ -196,6 +212,18 @@ mod tests {
         ] {
             assert_eq!(stored(payload), (false, true), "{payload:?}");
         }
+    }
+
+    #[test]
+    fn json_larger_than_the_jsonb_limit_is_stored_as_bytes() {
+        let string = |len: usize| {
+            let mut text = vec![b'a'; len];
+            text[0] = b'"';
+            text[len - 1] = b'"';
+            text
+        };
+        assert_eq!(stored(&string(JSONB_MAX)), (true, false));
+        assert_eq!(stored(&string(JSONB_MAX + 1)), (false, true));
     }
 
     #[test]

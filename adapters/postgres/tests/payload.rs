@@ -119,6 +119,56 @@ async fn json_payloads_are_queryable_with_jsonb_operators() {
 
 /// Payloads of every kind through every path that copies them: the insert (batched and in
 /// the caller's transaction), claim, get, list, the archive, revival.
+/// JSON larger than the store keeps as `jsonb` (1 MiB) is stored as its bytes only: `jsonb`
+/// takes up to six times the text's size and refuses values beyond 255 MiB, so a valid JSON
+/// payload of some tens of megabytes could not be enqueued at all. Here 3 MiB of `[1,1,...]`
+/// (18 MiB as `jsonb`) goes in as bytes and comes back byte for byte, through an enqueue of
+/// the store and through a producer's batch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_json_payloads_are_stored_as_bytes_only() {
+    let t = store_or_skip!("bigjson");
+    let mut big = b"[1".to_vec();
+    while big.len() < 3 << 20 {
+        big.extend_from_slice(b",1");
+    }
+    big.push(b']');
+    let one = t
+        .store
+        .enqueue(NewJob::new("q", "k", big.clone()))
+        .await
+        .unwrap();
+    let (client, connection) = tokio_postgres::connect(&common::url(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let batch = t
+        .store
+        .producer()
+        .enqueue_many(
+            &client,
+            vec![
+                NewJob::new("q", "k", big.clone()),
+                NewJob::new("q", "k", b"[1,2]".to_vec()),
+            ],
+        )
+        .await
+        .unwrap();
+    for id in [one, batch[0]] {
+        let (bytes, value) = columns(&t, id).await;
+        assert!(value.is_none(), "a large payload is also kept as jsonb");
+        assert!(
+            bytes.as_deref() == Some(&big[..]),
+            "the bytes are not the payload's"
+        );
+    }
+    assert_eq!(columns(&t, batch[1]).await, (None, Some(json!([1, 2]))));
+    let jobs = t.store.claim("q", 3, LEASE).await.unwrap();
+    assert_eq!(jobs.len(), 3);
+    assert!(jobs[0].payload == big && jobs[1].payload == big);
+    assert_eq!(jobs[2].payload, b"[1,2]");
+    t.cleanup().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_payload_comes_back_byte_for_byte_on_every_path() {
     let t = store_or_skip!("exact");
