@@ -111,14 +111,24 @@ impl PgOptions {
         &self.schema
     }
 
-    /// Most pooled connections (default 16; at least 1).
+    /// The largest [`pool_size`](Self::pool_size) (1,024, as `fairq::ConnectOptions`): far
+    /// more connections than a PostgreSQL server accepts by default (100). The pool reserves
+    /// room for every connection up front, so a size such as `usize::MAX` could not be built.
+    pub const MAX_POOL_SIZE: usize = 1024;
+
+    /// Most pooled connections (default 16; at least 1 and at most
+    /// [`MAX_POOL_SIZE`](Self::MAX_POOL_SIZE): a size out of that range is taken as the
+    /// nearest bound).
     ///
     /// ```
     /// let o = fairq_postgres::PgOptions::default().pool_size(4);
     /// # let _ = o;
+    /// // Taken as `PgOptions::MAX_POOL_SIZE`.
+    /// let o = fairq_postgres::PgOptions::default().pool_size(usize::MAX);
+    /// assert!(format!("{o:?}").contains("pool_size: 1024"));
     /// ```
     pub fn pool_size(mut self, size: usize) -> Self {
-        self.pool_size = size.max(1);
+        self.pool_size = size.clamp(1, Self::MAX_POOL_SIZE);
         self
     }
 
@@ -400,5 +410,22 @@ impl PgOptions {
             key: key.into(),
         });
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pool_size_out_of_range_is_taken_as_the_nearest_bound() {
+        assert_eq!(PgOptions::default().pool_size(0).pool_size, 1);
+        assert_eq!(PgOptions::default().pool_size(8).pool_size, 8);
+        for size in [PgOptions::MAX_POOL_SIZE + 1, usize::MAX] {
+            assert_eq!(
+                PgOptions::default().pool_size(size).pool_size,
+                PgOptions::MAX_POOL_SIZE
+            );
+        }
     }
 }

@@ -505,3 +505,24 @@ async fn a_nul_in_a_queue_argument_is_the_callers_mistake_not_a_store_failure() 
     }
     t.cleanup().await;
 }
+
+/// A pool size beyond `PgOptions::MAX_POOL_SIZE` is taken as that maximum: the pool reserves
+/// room for every connection when it is built, and `usize::MAX` made it panic.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_huge_pool_size_is_taken_as_the_maximum() {
+    let t = store_or_skip!(
+        "hugepool",
+        fairq_postgres::PgOptions::default().pool_size(usize::MAX)
+    );
+    assert_eq!(
+        t.store.pool().status().max_size,
+        fairq_postgres::PgOptions::MAX_POOL_SIZE
+    );
+    let id = t
+        .store
+        .enqueue(fairq_worker::NewJob::new("q", "k", vec![]))
+        .await
+        .unwrap();
+    assert!(t.store.get(id).await.unwrap().is_some());
+    t.cleanup().await;
+}
