@@ -1,14 +1,26 @@
 //! Rescue of expired leases, and the queue housekeeping that rides along with it.
 
-use fairq_core::job::{verdict, Outcome, Setback};
+use fairq_core::job::{verdict, DeadReason, Outcome, Setback};
 use fairq_worker::{BackendError, JobId};
 
 use crate::backend::RedisBackend;
 use crate::call::Call;
 use crate::record::{self, ms, number, reason_name};
 
-/// `HMGET token attempts retry` of a job whose lease expired.
-type ExpiredRow = (Option<u64>, Option<u32>, Option<Vec<u8>>);
+/// `HMGET token attempts retry` of a job whose lease expired, as stored: each field is
+/// parsed on its own, so that one unreadable record does not fail the batch.
+type ExpiredRow = (Option<Vec<u8>>, Option<Vec<u8>>, Option<Vec<u8>>);
+
+/// A count stored in a job hash (token, attempts), if it is one: decimal digits only, at most
+/// 15 of them, as the scripts' `whole` reads them (so that what this side cannot read, the
+/// script sets aside).
+fn whole(raw: Option<&[u8]>) -> Option<u64> {
+    let raw = raw?;
+    if raw.is_empty() || raw.len() > 15 || !raw.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(raw).ok()?.parse().ok()
+}
 
 /// Fairness tails looked at per housekeeping call.
 const TAIL_SWEEP: u32 = 200;
@@ -54,11 +66,24 @@ impl RedisBackend {
             }
             let rows: Vec<ExpiredRow> = self.pipe_query("reading expired jobs", &pipe).await?;
             let mut args = vec![ms(now).into_bytes()];
-            for (id, row) in expired.iter().zip(rows) {
-                let (Some(token), Some(attempts), Some(retry)) = row else {
+            for (id, (token, attempts, retry)) in expired.iter().zip(rows) {
+                let job = JobId(*id);
+                let (Some(token), Some(attempts)) =
+                    (whole(token.as_deref()), whole(attempts.as_deref()))
+                else {
+                    // Gone, or its token or attempt counter is no whole number (no claim
+                    // hands such a job out, but the record may have been written behind the
+                    // store's back): the script sets it aside, as a claim does.
+                    tracing::warn!(%job, "missing or unreadable token or attempt counter; the job is set aside");
+                    args.push(id.to_string().into_bytes());
+                    args.push(Vec::new());
+                    args.push(b"corrupt".to_vec());
+                    args.push(ms(now).into_bytes());
+                    args.push(reason_name(DeadReason::Discarded).as_bytes().to_vec());
                     continue;
                 };
-                let job = JobId(*id);
+                let attempts = u32::try_from(attempts).unwrap_or(u32::MAX);
+                let retry = retry.unwrap_or_default();
                 let outcome = match record::policy(job, &retry) {
                     Ok(policy) => {
                         verdict(&policy, attempts, Setback::LeaseExpired, now, self.random())
@@ -66,7 +91,7 @@ impl RedisBackend {
                     Err(err) => {
                         tracing::warn!(%job, error = %err, "unreadable retry policy; the job dies");
                         Outcome::Dead {
-                            reason: fairq_core::job::DeadReason::Discarded,
+                            reason: DeadReason::Discarded,
                         }
                     }
                 };

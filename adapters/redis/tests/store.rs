@@ -923,3 +923,95 @@ async fn a_queue_failing_for_good_in_a_batch_keeps_its_errors_kind() {
     assert!(matches!(err, BackendError::Store(_)), "{err:?}");
     assert!(err.to_string().contains("WRONGTYPE"), "{err}");
 }
+
+/// Attempt counters and lease tokens must be whole numbers. A fractional one (`1.5`, which
+/// Lua's `tonumber` takes) was claimed before: the claim handed out the token rounded down,
+/// which no longer matched the stored one, so the job could never be settled. Now the claim
+/// sets such jobs aside as it sets aside other unreadable records.
+#[tokio::test]
+async fn a_claim_sets_aside_jobs_whose_counts_are_not_whole_numbers() {
+    require_redis!();
+    let store = common::store(clock()).await;
+    let ids = store
+        .enqueue_many((0..4).map(|_| NewJob::new("q", "k", vec![])).collect())
+        .await
+        .unwrap();
+    corrupt(&store, "q", ids[1].0, "attempts", "1.5").await;
+    corrupt(&store, "q", ids[2].0, "token", "0.5").await;
+    corrupt(&store, "q", ids[3].0, "token", "-1").await;
+    let jobs = store.claim("q", 4, LEASE).await.unwrap();
+    let claimed: Vec<_> = jobs.iter().map(|j| j.claim.id).collect();
+    assert_eq!(claimed, [ids[0]]);
+    for bad in &ids[1..] {
+        let info = store.get(*bad).await.unwrap().unwrap();
+        assert_eq!(info.status(), JobStatus::Dead, "{bad} is set aside");
+        let error = info.last_error.unwrap_or_default();
+        assert!(error.contains("corrupt record"), "{error}");
+    }
+    let counts = &store.stats().await.unwrap()[0].counts;
+    assert_eq!((counts.running, counts.dead, counts.scheduled), (1, 3, 0));
+    store.complete(jobs[0].claim).await.unwrap();
+}
+
+/// A running job whose token or attempt counter was made unreadable behind the store's back
+/// fails neither the settlement of its batch nor the rescue of its queue. Before, a
+/// fractional attempt counter failed the whole batch's script (`HINCRBY` by a fraction),
+/// and any such field failed every rescue of the queue (the expired jobs' fields were read
+/// as integers all at once), so no lease of the queue was ever taken back again.
+#[tokio::test]
+async fn unreadable_counts_of_running_jobs_stop_neither_settling_nor_rescue() {
+    require_redis!();
+    let clock = clock();
+    let store = common::store(clock.clone()).await;
+    let ids = store
+        .enqueue_many((0..4).map(|_| NewJob::new("q", "k", vec![])).collect())
+        .await
+        .unwrap();
+    let mut jobs = store.claim("q", 4, LEASE).await.unwrap();
+    jobs.sort_by_key(|j| j.claim.id);
+    corrupt(&store, "q", ids[1].0, "token", "2.5").await;
+    corrupt(&store, "q", ids[2].0, "attempts", "1.5").await;
+    // A lease whose job is gone altogether.
+    let leased = format!("{}leased", store.keys().queue_base("q"));
+    let gone = ids[3].0 + 65_536 * 100;
+    let _: () = redis::cmd("ZADD")
+        .arg(&leased)
+        .arg(1)
+        .arg(gone)
+        .query_async(&mut store.connection())
+        .await
+        .unwrap();
+
+    // The job whose token is intact settles, and its batch with it.
+    let settled = store
+        .settle(vec![
+            fairq_worker::Finished::new(&jobs[2], Ok(())),
+            fairq_worker::Finished::new(&jobs[3], Ok(())),
+        ])
+        .await
+        .unwrap();
+    assert!(settled.iter().all(Result::is_ok), "{settled:?}");
+
+    clock.advance(LEASE + Duration::from_secs(1));
+    // The expired lease is taken back, the unreadable job set aside.
+    assert_eq!(store.rescue("q").await.unwrap(), 2);
+    assert_ne!(
+        store.get(ids[0]).await.unwrap().unwrap().status(),
+        JobStatus::Running
+    );
+    let info = store.get(ids[1]).await.unwrap().unwrap();
+    assert_eq!(info.status(), JobStatus::Dead);
+    let error = info.last_error.unwrap_or_default();
+    assert!(error.contains("corrupt record"), "{error}");
+    let left: Vec<String> = redis::cmd("ZRANGE")
+        .arg(&leased)
+        .arg(0)
+        .arg(-1)
+        .query_async(&mut store.connection())
+        .await
+        .unwrap();
+    assert!(left.is_empty(), "{left:?}");
+    assert_eq!(store.rescue("q").await.unwrap(), 0);
+    let counts = &store.stats().await.unwrap()[0].counts;
+    assert_eq!((counts.running, counts.succeeded), (0, 2));
+}

@@ -18,7 +18,7 @@ for o = 4, #ARGV, 2 do
   if refused then
     answers[#answers + 1] = refused
   else
-    attempts = tonumber(attempts) - 1
+    attempts = (whole(attempts) or 1) - 1
     if attempts < 0 then attempts = 0 end
     local to = 'scheduled'
     if attempts > 0 then

@@ -12,6 +12,17 @@ local base = KEYS[1]
 local function k(name) return base .. name end
 local function jk(id) return base .. 'job:' .. id end
 
+-- A count of a job hash (its attempts, its lease token) as a number, or nil when the stored
+-- value is not decimal digits only, at most 15 of them (exact in Lua; the scripts write counts
+-- so): missing, fractional ('1.5', which tonumber takes and which then makes a token no
+-- settlement presents), negative, or not a number. Such a record was written behind the
+-- store's back; the claim and the rescue set it aside. (rescue.rs reads counts by the same
+-- rule.)
+local function whole(v)
+  if type(v) ~= 'string' or #v > 15 or not string.find(v, '^%d+$') then return nil end
+  return tonumber(v)
+end
+
 -- Repeated calls --------------------------------------------------------------------------------
 -- A call whose reply was lost is repeated (see call.rs). A script whose effect a repeat cannot
 -- recognise from the jobs alone keeps its reply under the call's request id for the client's
@@ -207,14 +218,16 @@ end
 -- Leases ----------------------------------------------------------------------------------------
 -- fairq-core's fencing rule (Lifecycle::running_lease) on a job's stored state and token:
 -- returns nil when `token` holds the running lease, or a refusal: {'stale', current token or
--- ''}, {'notrunning', state} or {'notfound'}.
+-- ''}, {'notrunning', state} or {'notfound'}. A stored token that is not a whole number
+-- fences every token out.
 local function fence(state, current, token)
   if not state then return {'notfound'} end
-  current = tonumber(current)
+  current = whole(current)
   if state == 'running' then
-    if current ~= token then return {'stale', tostring(current)} end
+    if current ~= token then return {'stale', current and tostring(current) or ''} end
     return nil
   end
+  if not current then return {'notrunning', state} end
   local final = state == 'succeeded' or state == 'dead'
   if final and token == current then return {'notrunning', state} end
   if token ~= 0 and token <= current then return {'stale', ''} end
@@ -231,6 +244,24 @@ local XWAIT_RECHECK = 60000
 -- Gives up a unique key held by a job that finished or was deleted.
 local function release_unique(u, id)
   if u and redis.call('HGET', k('uniq'), u) == id then redis.call('HDEL', k('uniq'), u) end
+end
+
+-- Sets aside as dead a job in `state` (scheduled, retrying or running) whose record cannot
+-- run (see claim_jobs and rescue.lua), with `why` as its last error: out of its state's
+-- indexes, its unique key given up, its counts written whole.
+local function set_aside(id, h, state, now, why)
+  local attempts, token, uniq, first_error = unpack(redis.call('HMGET', h, 'attempts', 'token',
+    'uniq', 'first_error_at'))
+  count(state, -1)
+  count('dead', 1)
+  if state == 'retrying' then zrem('st:retrying', id); zrem('retry_at', id) end
+  if state == 'running' then zrem('leased', id) end
+  if first_error then zrem('errs', id) end
+  zadd('st:dead', id, id)
+  zadd('dead_at', now, id)
+  release_unique(uniq, id)
+  redis.call('HSET', h, 'state', 'dead', 'at', now, 'reason', 'discarded',
+    'attempts', whole(attempts) or 0, 'token', whole(token) or 0, 'last_error', why)
 end
 
 -- Releases the blocked dependents in this queue of a job that succeeded and returns its
@@ -295,7 +326,7 @@ local function apply_failure(id, h, f, now, verdict, run_at, reason, message)
     zadd('dead_at', now, id)
     if first_error then zrem('errs', id) end
     bump('dead', 1)
-    bump('retries', tonumber(attempts) - 1)
+    bump('retries', (whole(attempts) or 1) - 1)
     release_unique(uniq, id)
   end
   redis.call('HSET', h, unpack(sets))
@@ -362,7 +393,7 @@ local function claim_jobs(now, max, lease, limit)
       local h = jk(id)
       local f = redis.call('HMGET', h, 'state', 'attempts', 'token', 'kind', 'fkey', 'payload',
         'enq', 'due', 'retry', 'meta', 'rmember')
-      local state, attempts, token = f[1], tonumber(f[2]), tonumber(f[3])
+      local state, attempts, token = f[1], whole(f[2]), whole(f[3])
       local current_member = (not f[11]) or f[11] == member
       if current_member and (state == 'scheduled' or state == 'retrying') then
         if attempts and token and f[4] and f[5] and f[6] and f[7] and f[8] and f[9] then
@@ -376,14 +407,7 @@ local function claim_jobs(now, max, lease, limit)
           out[#out + 1] = {id, f[4], f[5], f[6], string.format('%d', attempts),
             string.format('%d', token), deadline_s, f[7], f[8], f[9], f[10] or '{}'}
         else
-          count(state, -1)
-          count('dead', 1)
-          if state == 'retrying' then zrem('st:retrying', id); zrem('retry_at', id) end
-          zadd('st:dead', id, id)
-          zadd('dead_at', now, id)
-          redis.call('HSET', h, 'state', 'dead', 'at', now, 'reason', 'discarded',
-            'attempts', attempts or 0, 'token', token or 0,
-            'last_error', 'corrupt record: attempts, token or job fields unreadable')
+          set_aside(id, h, state, now, 'corrupt record: attempts, token or job fields unreadable')
         end
       end
     end

@@ -57,7 +57,7 @@ for i = 1, n do
     -- Counted alike whether the job is kept or not (the succeeded count of `counts` holds
     -- kept jobs only, as it holds no pruned one).
     bump('ok', 1)
-    bump('retries', tonumber(f[3]) - 1)
+    bump('retries', (whole(f[3]) or 1) - 1)
     answer = {'ok', f[4] or '0'}
     if not keep and not f[6] then
       forget_success(id, h, f)
