@@ -26,6 +26,7 @@
 //! | `errs` | sorted set | unfinished jobs that failed before, by first failure time (health) |
 //! | `uniq` | hash | unique key → id of the unfinished job holding it |
 //! | `deps:<id>`, `xdeps:<id>` | set | jobs blocked on `<id>` (same queue, other queues) |
+//! | `xrel:<id>` | list | the other-queue dependents `<id>`'s success released, kept for the client's retry window so that a repeat of the settlement answers them |
 //! | `xwait` | sorted set | jobs blocked on another queue's job, by next recheck time |
 //! | `hist`, `pstat`, `rstat` | hash | run-time buckets, run-time totals, retry counters |
 //! | `signal` | list | wake-up tokens for blocked waiters |

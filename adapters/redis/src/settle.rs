@@ -128,6 +128,7 @@ impl RedisBackend {
             ms(now).into_bytes(),
             b"0".to_vec(),
             self.keep_arg(),
+            self.request_keep_arg(),
             broken.len().to_string().into_bytes(),
         ];
         for (claim, why) in broken {
@@ -180,10 +181,11 @@ impl RedisBackend {
         let next = next.filter(|_| next_after.is_none());
         let mut calls = Vec::with_capacity(groups.len());
         for (queue, positions) in &groups {
-            let mut args = Vec::with_capacity(7 + positions.len() * 6);
+            let mut args = Vec::with_capacity(8 + positions.len() * 6);
             args.push(ms(now).into_bytes());
             args.push(b"0".to_vec());
             args.push(self.keep_arg());
+            args.push(self.request_keep_arg());
             args.push(positions.len().to_string().into_bytes());
             for &i in positions {
                 let finished = &batch[i];

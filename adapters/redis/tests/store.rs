@@ -1015,3 +1015,61 @@ async fn unreadable_counts_of_running_jobs_stop_neither_settling_nor_rescue() {
     let counts = &store.stats().await.unwrap()[0].counts;
     assert_eq!((counts.running, counts.succeeded), (0, 2));
 }
+
+/// A success whose reply a proxy cuts is repeated, and the repeat answers the dependents in
+/// another queue that its first try released, so the store releases them at once. Before,
+/// the repeat answered the success alone (the first try had deleted the registrations), and
+/// the dependent stayed blocked until its queue's recheck, a minute later.
+#[test]
+fn a_success_repeated_after_its_reply_was_lost_still_releases_its_dependents_elsewhere() {
+    if !common::available() {
+        return;
+    }
+    let (proxy, url) = proxied();
+    common::runtime().block_on(async {
+        // Run times are not flushed behind the test's back: nothing but its own calls
+        // crosses the proxy, so the cut falls on the call that follows it.
+        let options = RedisOptions {
+            timing_flush: Duration::from_secs(3_600),
+            ..common::options(clock())
+        };
+        let _guard = common::Guard::new(options.prefix.clone());
+        let store = RedisBackend::connect(&url, options).await.expect("connect");
+        let warm = store.enqueue(NewJob::new("a", "k", vec![])).await.unwrap();
+        let dep = store.enqueue(NewJob::new("a", "k", vec![])).await.unwrap();
+        let dependent = store
+            .enqueue(NewJob::new("b", "k", vec![]).after(dep))
+            .await
+            .unwrap();
+        let mut jobs = store.claim("a", 2, LEASE).await.unwrap();
+        jobs.sort_by_key(|j| j.claim.id);
+        assert_eq!(
+            jobs.iter().map(|j| j.claim.id).collect::<Vec<_>>(),
+            [warm, dep]
+        );
+        // A whole settlement first, so the cut falls on the script of the next one.
+        store.complete(jobs[0].claim).await.unwrap();
+
+        let opened = proxy.accepted();
+        proxy.cut_next_reply();
+        store
+            .complete(jobs[1].claim)
+            .await
+            .expect("the repeat answers that the job succeeded");
+        assert!(!proxy.cut_pending(), "no reply was cut");
+        assert!(
+            proxy.accepted() > opened,
+            "the repeat went over a new connection"
+        );
+        assert_eq!(
+            store.get(dependent).await.unwrap().unwrap().status(),
+            JobStatus::Scheduled,
+            "the dependent is released"
+        );
+        let released = store.claim("b", 1, LEASE).await.unwrap();
+        assert_eq!(
+            released.iter().map(|j| j.claim.id).collect::<Vec<_>>(),
+            [dependent]
+        );
+    });
+}

@@ -361,7 +361,7 @@ local function delete_job(id)
   count(state, -1)
   release_unique(uniq, id)
   if dep then redis.call('SREM', k('deps:' .. dep), id) end
-  redis.call('DEL', h, k('deps:' .. id), k('xdeps:' .. id))
+  redis.call('DEL', h, k('deps:' .. id), k('xdeps:' .. id), k('xrel:' .. id))
 end
 
 -- Claims ----------------------------------------------------------------------------------------

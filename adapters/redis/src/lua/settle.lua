@@ -2,17 +2,20 @@
 -- max > 0) claims the next jobs in the same call.
 -- ARGV: now, retried ('1' when this call repeats one whose reply was lost), keep ('1' keeps
 -- succeeded jobs, '0' deletes them: RedisOptions::keep_succeeded, the calling process's
--- choice), n, then 6 fields per entry: id, token, verdict ('ok', 'retry' or 'dead'), run_at,
+-- choice), keep_ms (how long a success keeps the list of other-queue dependents it released,
+-- `xrel:<id>`, for a repeat to answer: the client's retry window), n, then 6 fields per entry: id, token, verdict ('ok', 'retry' or 'dead'), run_at,
 -- reason, message; then max, lease_ms, promote_limit.
 -- The verdict of a failure is fairq-core's, computed by the caller for the attempt the token
 -- names; this script only applies it.
 -- Returns {answers, claimed}: one answer per entry, {'ok', claimed_at, other-queue
 -- dependents...}, {'retry', claimed_at, run_at}, {'dead', claimed_at, reason} or a refusal
 -- ({'stale', current}, {'notrunning', state}, {'notfound'}); claimed as claim_jobs returns.
--- A success answered for a job the first try deleted has an empty claimed_at (unknown).
+-- A success answered for a job the first try deleted has an empty claimed_at (unknown). A
+-- success repeated after its reply was lost answers the other-queue dependents its first try
+-- released (their registrations are gone), so that the caller releases them.
 local now, retried, keep = tonumber(ARGV[1]), ARGV[2] == '1', ARGV[3] ~= '0'
-local n = tonumber(ARGV[4])
-local H = 4
+local keep_ms, n = tonumber(ARGV[4]), tonumber(ARGV[5])
+local H = 5
 
 -- Deletes a running job whose success was just counted, from everything that holds it: the
 -- job hash, its dependency sets (empty: a job with dependents is kept), the `all`, `leased`
@@ -47,6 +50,9 @@ for i = 1, n do
       local claimed_at = f[4] or '0'
       if verdict == 'ok' and f[1] == 'succeeded' then
         answer = {'ok', claimed_at}
+        for _, other in ipairs(redis.call('LRANGE', k('xrel:' .. id), 0, -1)) do
+          answer[#answer + 1] = other
+        end
       elseif verdict ~= 'ok' and f[1] == 'retrying' then
         answer = {'retry', claimed_at, redis.call('HGET', h, 'run_at')}
       elseif verdict ~= 'ok' and f[1] == 'dead' then
@@ -72,7 +78,13 @@ for i = 1, n do
       if f[5] then zrem('errs', id) end
       release_unique(f[7], id)
       if f[6] then
-        for _, other in ipairs(release_dependents(id, now)) do answer[#answer + 1] = other end
+        local others = release_dependents(id, now)
+        for _, other in ipairs(others) do answer[#answer + 1] = other end
+        -- Kept for a repeat of this call, which finds them no longer registered.
+        if #others > 0 then
+          variadic('RPUSH', k('xrel:' .. id), others)
+          redis.call('PEXPIRE', k('xrel:' .. id), keep_ms)
+        end
       end
     end
   else
