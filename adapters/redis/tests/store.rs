@@ -1073,3 +1073,38 @@ fn a_success_repeated_after_its_reply_was_lost_still_releases_its_dependents_els
         );
     });
 }
+
+/// Run times another client took before a queue was removed, flushed afterwards, are
+/// dropped: they used to bring back the removed queue's `pstat` and `hist`, and with them the
+/// queue in `stats`.
+#[tokio::test]
+async fn run_times_flushed_after_their_queue_was_removed_do_not_bring_it_back() {
+    require_redis!();
+    let options = RedisOptions {
+        timing_flush: Duration::from_secs(3_600),
+        ..common::options(clock())
+    };
+    let operator = common::connect(options.clone()).await;
+    let worker = RedisBackend::connect(&common::url(), options)
+        .await
+        .expect("connect");
+    worker
+        .enqueue(NewJob::new("gone", "k", vec![]))
+        .await
+        .unwrap();
+    let job = worker.claim("gone", 1, LEASE).await.unwrap().remove(0);
+    // The worker holds the run time; the flush is an hour off.
+    worker.complete(job.claim).await.unwrap();
+    assert_eq!(operator.remove_queue("gone").await.unwrap(), 1);
+    assert!(operator.stats().await.unwrap().is_empty());
+    // The worker's own stats call flushes its run times first.
+    let listed: Vec<String> = worker
+        .stats()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| s.queue)
+        .collect();
+    assert!(listed.is_empty(), "{listed:?}");
+    assert!(operator.stats().await.unwrap().is_empty());
+}

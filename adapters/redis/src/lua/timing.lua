@@ -1,6 +1,10 @@
 -- Adds run times aggregated by a client into the queue's histogram (buckets as fairq-core's
 -- Histogram makes them: exact below 128, then 64 per power of two) and exact totals.
--- ARGV: count, sum, min, max, then bucket low, count pairs.
+-- ARGV: count, sum, min, max, then bucket low, count pairs. Returns the queue's count of run
+-- times, or 0 when the queue was removed since the times were taken (its `counts` and `all`
+-- are gone, see remove.lua): the times are dropped rather than bringing back a `pstat` and a
+-- `hist` that would list the removed queue in `stats` again.
+if redis.call('EXISTS', k('counts'), k('all')) == 0 then return 0 end
 local count, sum, min, max = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local total = redis.call('HINCRBY', k('pstat'), 'count', count)
 redis.call('HINCRBY', k('pstat'), 'sum', sum)
