@@ -35,12 +35,16 @@ impl Backend for PgBackend {
         lease: Duration,
     ) -> Result<Vec<Job>, BackendError> {
         check_queue_name(queue)?;
-        match self.inner.core.claim(queue, max, lease).await {
+        let claimed = match self.inner.core.claim(queue, max, lease).await {
             // A pooled connection that died since its last use: one more try on a fresh one
             // (a claim whose reply was lost is recovered by lease expiry).
             Err(e) if e.is_transient() => self.inner.core.claim(queue, max, lease).await,
             other => other,
+        };
+        if let Ok(jobs) = &claimed {
+            self.claimed(queue, jobs.len(), max);
         }
+        claimed
     }
 
     async fn settle(&self, batch: Vec<Finished>) -> Result<Each<Settled>, BackendError> {
@@ -61,10 +65,15 @@ impl Backend for PgBackend {
                 claimed: Err(refused),
             });
         }
-        self.inner
+        let both = self
+            .inner
             .core
             .settle_and_claim(batch, queue, max, lease)
-            .await
+            .await?;
+        if let Ok(jobs) = &both.claimed {
+            self.claimed(queue, jobs.len(), max);
+        }
+        Ok(both)
     }
 
     async fn release(&self, claims: Vec<Claim>) -> Result<Each<()>, BackendError> {

@@ -22,6 +22,7 @@ use crate::self_settled::SelfSettled;
 use crate::settler::Settler;
 use crate::sql::Sql;
 use crate::tls::{self, Tls};
+use crate::wait::Idle;
 
 /// A job store on PostgreSQL. Clones share the pool, the listener and the batcher.
 ///
@@ -73,6 +74,8 @@ impl std::fmt::Debug for PgBackend {
 pub(crate) struct Inner {
     pub(crate) core: Arc<Core>,
     pub(crate) settler: Settler,
+    /// Whether a queue's ready jobs were claimable when last looked for (see `wait`).
+    pub(crate) idle: Idle,
     listen_config: Option<(tokio_postgres::Config, Tls)>,
     listener: Mutex<Option<JoinHandle<()>>>,
 }
@@ -233,6 +236,7 @@ impl PgBackend {
             inner: Arc::new(Inner {
                 core: Arc::new(core),
                 settler: Settler::default(),
+                idle: Idle::default(),
                 listen_config,
                 listener: Mutex::new(None),
             }),

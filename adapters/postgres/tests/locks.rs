@@ -22,6 +22,28 @@ async fn own_connection() -> tokio_postgres::Client {
     client
 }
 
+/// A connection driven by a runtime on a thread of its own: it keeps working (and a lock it
+/// holds ends when the client is dropped) while the test's own thread is blocked, as when a
+/// test on a single-threaded runtime fails and drops its schema.
+async fn connection_on_its_own_thread() -> tokio_postgres::Client {
+    let (sender, client) = tokio::sync::oneshot::channel();
+    let url = common::url();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a tokio runtime");
+        runtime.block_on(async move {
+            let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+                .await
+                .expect("connect");
+            let _ = sender.send(client);
+            let _ = connection.await;
+        });
+    });
+    client.await.expect("connected")
+}
+
 async fn pid(client: &tokio_postgres::Client) -> i32 {
     client
         .query_one("SELECT pg_backend_pid()", &[])
@@ -384,5 +406,97 @@ async fn a_queue_is_not_removed_under_a_dependent_that_committed_while_it_waited
     );
     let waiting = t.store.get(dependent).await.unwrap().expect("committed");
     assert_eq!(waiting.status(), fairq_worker::JobStatus::Blocked);
+    t.cleanup().await;
+}
+
+/// An idle worker whose queue's only ready job is locked by another session does not claim in
+/// a loop: once a claim came back empty after the job looked ready, its next wait sleeps
+/// until a notification names the queue (the polling interval here is a minute).
+///
+/// Deterministic on one thread: the wait's look at the queue is held up by a lock on the
+/// `paused` table until the test lets it go, and the look is over once the wait gives its
+/// pooled connection back; in the same poll the wait either returns or begins to sleep. The
+/// sessions holding locks run on threads of their own, so a failure ends them.
+#[tokio::test]
+async fn a_wait_does_not_return_for_a_ready_job_another_session_holds() {
+    let t = store_or_skip!(
+        "nospin",
+        fairq_postgres::PgOptions::default()
+            .pool_size(2)
+            .poll_interval(Duration::from_secs(60))
+    );
+    let locked = t
+        .store
+        .enqueue(NewJob::new("q", "k", vec![]))
+        .await
+        .unwrap();
+    let holder = connection_on_its_own_thread().await;
+    holder
+        .batch_execute(&format!(
+            "BEGIN; SELECT id FROM \"{}\".jobs WHERE id = {} FOR UPDATE",
+            t.schema, locked.0
+        ))
+        .await
+        .unwrap();
+
+    // A worker's loop: the claim passes over the locked job, the job looks ready, so the
+    // wait returns at once; the next claim takes nothing again.
+    assert!(t.store.claim("q", 1, LEASE).await.unwrap().is_empty());
+    tokio::time::timeout(HANG, t.store.wait_for_jobs("q", HANG))
+        .await
+        .expect("the first wait returns at once: the job looks ready");
+    assert!(t.store.claim("q", 1, LEASE).await.unwrap().is_empty());
+    // No wake-up of the listener's start may end the wait below.
+    let deadline = tokio::time::Instant::now() + HANG;
+    while !t.store.is_listening() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the listener never started"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+
+    // Hold the next wait's look at the queue until it is known to be under way.
+    let gate = connection_on_its_own_thread().await;
+    let gate_pid = pid(&gate).await;
+    gate.batch_execute(&format!(
+        "BEGIN; LOCK TABLE \"{}\".paused IN ACCESS EXCLUSIVE MODE",
+        t.schema
+    ))
+    .await
+    .unwrap();
+    let store = t.store.clone();
+    let wait = tokio::spawn(async move { store.wait_for_jobs("q", HANG).await });
+    common::someone_waits_for(&t.admin, gate_pid).await;
+    gate.batch_execute("COMMIT").await.unwrap();
+    // The look is over once its connection is back in the pool.
+    let pool = t.store.pool();
+    while pool.status().available < pool.status().size {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the look never ended"
+        );
+        tokio::task::yield_now().await;
+    }
+    assert!(
+        !wait.is_finished(),
+        "the wait returned at once for a job no claim can take"
+    );
+    // A notification of the queue ends it.
+    t.admin
+        .execute(
+            "SELECT pg_notify($1, 'q')",
+            &[&format!("fairq_{}", t.schema)],
+        )
+        .await
+        .unwrap();
+    tokio::time::timeout(HANG, wait)
+        .await
+        .expect("the notification ended the wait")
+        .unwrap();
+
+    holder.batch_execute("COMMIT").await.unwrap();
+    let jobs = t.store.claim("q", 1, LEASE).await.unwrap();
+    assert_eq!(jobs.len(), 1, "the job is claimed once its row is free");
     t.cleanup().await;
 }
