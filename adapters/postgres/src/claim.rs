@@ -211,18 +211,31 @@ impl Core {
                 }
                 Err(e) => return Err(e),
             };
+        // The claim committed: from here on its jobs are the caller's whatever else fails
+        // (an error would leave them to wait for their leases to expire).
+        let claimed = claimed.iter().map(|row| rows::job(row, queue)).collect();
         // A promotion that ran after the settlement already saw the jobs it made wait.
         let covered = match &promoted_rows {
             Some(rows) if !Promotion::locked_out(rows) => Some(queue),
             _ => None,
         };
-        let applied = self.absorb(&settled_rows, now, covered)?;
+        let applied = match self.absorb(&settled_rows, now, covered) {
+            Ok(applied) => applied,
+            Err(e) => {
+                let settled = plan.unread(None, &e);
+                return Ok(SettledAndClaimed { settled, claimed });
+            }
+        };
         if let (Some(promotion), Some(rows)) = (promotion, &promoted_rows) {
             promotion.finish(rows);
         }
         self.promote_after(&*client, &applied.due_now, now).await;
-        let settled: Each<Settled> = self.answer(&*client, &plan, &applied, false).await?;
-        let claimed = claimed.iter().map(|row| rows::job(row, queue)).collect();
+        // Explaining refused entries may take more statements (one that was refused
+        // because its job changed under the statement is sent again).
+        let settled: Each<Settled> = match self.answer(&*client, &plan, &applied, false).await {
+            Ok(settled) => settled,
+            Err(e) => plan.unread(Some(&applied), &e),
+        };
         Ok(SettledAndClaimed { settled, claimed })
     }
 }

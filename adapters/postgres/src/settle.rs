@@ -93,6 +93,26 @@ impl Plan {
         self
     }
 
+    /// The answers when the statement committed but what it did could not be read in full
+    /// (`applied`: what its rows said, if they could be read): the entries it names as
+    /// applied get their verdicts, every other entry an error saying so. A caller that
+    /// claimed in the same transaction still gets its jobs.
+    pub(crate) fn unread(&self, applied: Option<&Applied>, err: &BackendError) -> Each<Settled> {
+        let why = format!(
+            "the settlement committed, but whether this entry was applied could not be \
+             read: {err}"
+        );
+        self.entries
+            .iter()
+            .enumerate()
+            .map(|(i, e)| match applied {
+                Some(applied) if self.first[i] && applied.took(e.claim) => Ok(e.settled),
+                _ if err.is_transient() => Err(BackendError::Unavailable(why.clone().into())),
+                _ => Err(BackendError::Store(why.clone().into())),
+            })
+            .collect()
+    }
+
     /// Whether applying the plan may make jobs due at once: a retry without delay, or a
     /// success that may release dependents.
     pub(crate) fn may_make_due(&self) -> bool {

@@ -500,3 +500,123 @@ async fn a_wait_does_not_return_for_a_ready_job_another_session_holds() {
     assert_eq!(jobs.len(), 1, "the job is claimed once its row is free");
     t.cleanup().await;
 }
+
+/// Waits until at least `n` sessions wait for a lock the session `holder` holds; returns
+/// their backend ids.
+async fn waiters_of(observer: &tokio_postgres::Client, holder: i32, n: usize) -> Vec<i32> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let pids: Vec<i32> = observer
+            .query(
+                "SELECT pid FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))",
+                &[&holder],
+            )
+            .await
+            .expect("read the lock waits")
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        if pids.len() >= n {
+            return pids;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "fewer than {n} sessions waited for a lock of {holder}"
+        );
+        tokio::task::yield_now().await;
+    }
+}
+
+/// `settle_and_claim` commits the settlement and the claim together, then explains the
+/// entries the settlement refused, which can take another statement (an entry refused
+/// because its job changed under the statement is sent again). When that statement fails,
+/// the claimed jobs are still handed over (else they would wait for their leases to
+/// expire), and the entry whose outcome is unknown says so.
+///
+/// The statement sent again is made to wait (a trigger of the test holds every `DELETE` on
+/// the jobs table after the first until the test lets go of a lock) and is then cancelled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_claimed_with_a_settlement_are_handed_over_when_its_answer_fails() {
+    let t = store_or_skip!("claimkept");
+    t.store
+        .enqueue(NewJob::new("q", "k", vec![1]))
+        .await
+        .unwrap();
+    let x = t.store.claim("q", 1, LEASE).await.unwrap().remove(0);
+    let y = t
+        .store
+        .enqueue(NewJob::new("q", "k", vec![2]))
+        .await
+        .unwrap();
+    t.admin
+        .batch_execute(&format!(
+            r#"
+            CREATE SEQUENCE "{s}".deletes;
+            CREATE FUNCTION "{s}".later_deletes_wait() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                IF nextval('"{s}".deletes') >= 2 THEN
+                    PERFORM pg_advisory_xact_lock(hashtextextended('{s}', 7));
+                END IF;
+                RETURN NULL;
+            END $$;
+            CREATE TRIGGER later_deletes_wait BEFORE DELETE ON "{s}".jobs
+                FOR EACH STATEMENT EXECUTE FUNCTION "{s}".later_deletes_wait();
+            "#,
+            s = t.schema
+        ))
+        .await
+        .unwrap();
+    let gate = connection_on_its_own_thread().await;
+    let gate_pid = pid(&gate).await;
+    gate.execute(
+        "SELECT pg_advisory_lock(hashtextextended($1, 7))",
+        &[&t.schema],
+    )
+    .await
+    .unwrap();
+
+    // Another session changes the job (its token) under the settlement: the settlement
+    // waits for it, then finds the job changed and refuses the entry, though the
+    // statement's own look at the job (its snapshot) shows it as the entry expects, so the
+    // entry is sent again.
+    let changer = connection_on_its_own_thread().await;
+    let changer_pid = pid(&changer).await;
+    changer
+        .batch_execute(&format!(
+            "BEGIN; UPDATE \"{}\".jobs SET token = token + 1 WHERE id = {}",
+            t.schema, x.claim.id.0
+        ))
+        .await
+        .unwrap();
+    let store = t.store.clone();
+    let claim = x.claim;
+    let both = tokio::spawn(async move {
+        store
+            .settle_and_claim(vec![Finished::succeeded(claim)], "q", 1, LEASE)
+            .await
+    });
+    common::someone_waits_for(&t.admin, changer_pid).await;
+    changer.batch_execute("COMMIT").await.unwrap();
+    // The entry sent again waits for the gate: cancel it.
+    for pid in waiters_of(&t.admin, gate_pid, 1).await {
+        t.admin
+            .execute("SELECT pg_cancel_backend($1)", &[&pid])
+            .await
+            .unwrap();
+    }
+    let both = tokio::time::timeout(HANG, both)
+        .await
+        .expect("settle_and_claim ended")
+        .unwrap()
+        .expect("the claim committed: settle_and_claim answers");
+    let claimed = both.claimed.expect("the claimed jobs");
+    assert_eq!(claimed.len(), 1);
+    assert_eq!(claimed[0].claim.id, y);
+    assert_eq!(both.settled.len(), 1);
+    let unknown = both.settled[0]
+        .as_ref()
+        .expect_err("the entry's outcome is unknown");
+    assert!(unknown.is_transient(), "{unknown}");
+    drop(gate);
+    t.cleanup().await;
+}
