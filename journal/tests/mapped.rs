@@ -280,13 +280,40 @@ impl Gate {
             Some(_) => {}
         }
         self.waited.fetch_add(1, Ordering::SeqCst);
-        // No time limit: a helper waits here until the test opens the gate, however long
-        // the puts take on a loaded machine.
+        self.opened.notify_all();
+        // A helper waits here until the test opens the gate, however long the puts take on
+        // a loaded machine; the limit only turns a hang into a failure.
+        let (closed, wait) = self
+            .opened
+            .wait_timeout_while(closed, Duration::from_secs(120), |closed| closed.is_some())
+            .unwrap();
+        drop(closed);
+        if wait.timed_out() {
+            self.hung.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// Waits until `n` preparations wait at the gate (two minutes at most: then the
+    /// assertion after it fails).
+    fn wait_for_waiting(&self, n: usize) {
+        let closed = self.closed.lock().unwrap();
         drop(
             self.opened
-                .wait_while(closed, |closed| closed.is_some())
+                .wait_timeout_while(closed, Duration::from_secs(120), |_| {
+                    self.waited.load(Ordering::SeqCst) < n
+                })
                 .unwrap(),
         );
+    }
+}
+
+/// Opens the gate when dropped, so that a failed assertion does not leave the queue's
+/// drop waiting for a helper at the gate.
+struct OpenOnDrop(Arc<Gate>);
+
+impl Drop for OpenOnDrop {
+    fn drop(&mut self) {
+        self.0.set(false);
     }
 }
 
@@ -355,6 +382,7 @@ fn rotation_does_not_wait_for_the_next_segments_pages_to_be_prepared() {
     let q = JournaledQueue::open(dir.path(), "g", config.clone()).unwrap();
     q.reader("r").unwrap();
     gate.set(true);
+    let _open = OpenOnDrop(Arc::clone(&gate));
     // About six segments' worth: each rotation takes a segment whose helper still waits.
     for i in 0..150 {
         q.put(&item(i)).unwrap();
@@ -364,6 +392,9 @@ fn rotation_does_not_wait_for_the_next_segments_pages_to_be_prepared() {
         "rotated: {:?}",
         segments(dir.path())
     );
+    // The helpers of the segments rotated into reach the gate after handing their segment
+    // over, each in its own time.
+    gate.wait_for_waiting(3);
     assert!(
         gate.waited.load(Ordering::SeqCst) >= 3,
         "the helpers prepare pages after handing their segment over"
