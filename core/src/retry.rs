@@ -106,13 +106,30 @@ pub enum Backoff {
 /// let p = RetryPolicy::forever().with_exponential(Duration::from_secs(1), Duration::from_secs(60));
 /// assert_eq!(p.decide(1_000), Decision::Retry { after: Duration::from_secs(60) });
 /// ```
+///
+/// # Stored policies
+///
+/// With the `serde` feature a policy is read back as it was written, except that a
+/// `jitter_permille` above 1000 (a row edited by hand, say) is clamped to 1000, as
+/// [`with_jitter`](Self::with_jitter) does: such a row still loads, and means full jitter.
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RetryPolicy {
     max_retries: Option<u32>,
     backoff: Backoff,
     /// Jitter as a fraction of the delay, in parts per thousand (0..=1000).
+    #[cfg_attr(feature = "serde", serde(deserialize_with = "clamped_jitter"))]
     jitter_permille: u16,
+}
+
+/// The most jitter there is: anywhere from zero to the whole delay.
+const FULL_JITTER: u16 = 1000;
+
+/// Reads a stored `jitter_permille`, clamping it to [`FULL_JITTER`] like
+/// [`RetryPolicy::with_jitter`].
+#[cfg(feature = "serde")]
+fn clamped_jitter<'de, D: serde::Deserializer<'de>>(stored: D) -> Result<u16, D::Error> {
+    <u16 as serde::Deserialize>::deserialize(stored).map(|permille| permille.min(FULL_JITTER))
 }
 
 impl Default for RetryPolicy {
@@ -230,7 +247,7 @@ impl RetryPolicy {
     /// assert_eq!(p.decide_with_random(1, u64::MAX), Decision::Retry { after: Duration::from_secs(10) });
     /// ```
     pub fn with_jitter(mut self, permille: u16) -> Self {
-        self.jitter_permille = permille.min(1000);
+        self.jitter_permille = permille.min(FULL_JITTER);
         self
     }
 
@@ -340,12 +357,16 @@ impl RetryPolicy {
 }
 
 /// `delay * (1 - j) + delay * j * random / u64::MAX`, computed in nanoseconds without floats.
+/// A `permille` above 1000 counts as 1000, so the result is always within `[0, delay]`.
 fn jittered(delay: Duration, permille: u16, random: u64) -> Duration {
+    // Checked here as well as where the policy is built: a `spread` above `nanos` would
+    // underflow below, whatever path the value came in by.
+    let permille = permille.min(FULL_JITTER);
     if permille == 0 {
         return delay;
     }
     let nanos = delay.as_nanos();
-    let spread = nanos * u128::from(permille) / 1000;
+    let spread = nanos * u128::from(permille) / u128::from(FULL_JITTER);
     // spread * random / MAX in two parts, so a delay near Duration::MAX cannot overflow.
     let max = u128::from(u64::MAX);
     let random = u128::from(random);
@@ -368,5 +389,26 @@ fn grown(base: Duration, growth: Option<u128>, cap: Duration) -> Duration {
             (nanos % 1_000_000_000) as u32,
         ),
         _ => cap,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jitter_above_1000_permille_counts_as_full_jitter() {
+        let delay = Duration::from_secs(10);
+        for random in [0, 1, u64::MAX / 3, u64::MAX / 2, u64::MAX - 1, u64::MAX] {
+            for permille in [1001, 1500, u16::MAX] {
+                assert_eq!(
+                    jittered(delay, permille, random),
+                    jittered(delay, FULL_JITTER, random),
+                    "{permille} permille, random {random}"
+                );
+            }
+        }
+        assert_eq!(jittered(Duration::MAX, u16::MAX, u64::MAX), Duration::MAX);
+        assert_eq!(jittered(delay, u16::MAX, 0), Duration::ZERO);
     }
 }
