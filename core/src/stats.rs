@@ -349,7 +349,8 @@ pub struct Summary {
     pub max: u64,
 }
 
-/// How often jobs needed retries, per queue.
+/// How often jobs needed retries, per queue. Every count stops at `u64::MAX` rather than
+/// wrapping, like [`Histogram`]'s.
 ///
 /// ```
 /// use fairq_core::stats::RetryStats;
@@ -382,8 +383,10 @@ impl RetryStats {
     /// assert_eq!(s.retries, 1);
     /// ```
     pub fn succeeded(&mut self, attempt: u32) {
-        self.ok += 1;
-        self.retries += u64::from(attempt.saturating_sub(1));
+        self.ok = self.ok.saturating_add(1);
+        self.retries = self
+            .retries
+            .saturating_add(u64::from(attempt.saturating_sub(1)));
     }
 
     /// Records a failed attempt.
@@ -394,7 +397,7 @@ impl RetryStats {
     /// assert_eq!(s.failures, 1);
     /// ```
     pub fn failed(&mut self) {
-        self.failures += 1;
+        self.failures = self.failures.saturating_add(1);
     }
 
     /// Records a job that died.
@@ -405,7 +408,7 @@ impl RetryStats {
     /// assert_eq!(s.dead, 1);
     /// ```
     pub fn died(&mut self) {
-        self.dead += 1;
+        self.dead = self.dead.saturating_add(1);
     }
 
     /// Retries per successful job, in percent (0 when nothing succeeded).
@@ -431,10 +434,10 @@ impl RetryStats {
     /// assert_eq!(a.dead, 1);
     /// ```
     pub fn merge(&mut self, other: &RetryStats) {
-        self.ok += other.ok;
-        self.retries += other.retries;
-        self.dead += other.dead;
-        self.failures += other.failures;
+        self.ok = self.ok.saturating_add(other.ok);
+        self.retries = self.retries.saturating_add(other.retries);
+        self.dead = self.dead.saturating_add(other.dead);
+        self.failures = self.failures.saturating_add(other.failures);
     }
 }
 

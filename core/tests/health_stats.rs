@@ -75,6 +75,37 @@ fn retry_stats_count_retries_of_finished_jobs() {
     assert_eq!(s.retry_percentage(), 100.0);
 }
 
+#[test]
+fn retry_stats_stop_at_the_largest_count() {
+    let full = RetryStats {
+        ok: u64::MAX,
+        retries: u64::MAX,
+        dead: u64::MAX,
+        failures: u64::MAX,
+    };
+    let mut merged = full;
+    merged.merge(&RetryStats {
+        ok: 1,
+        retries: 2,
+        dead: 3,
+        failures: 4,
+    });
+    assert_eq!(merged, full);
+
+    let mut s = full;
+    s.succeeded(u32::MAX);
+    s.failed();
+    s.died();
+    assert_eq!(s, full);
+
+    let mut s = RetryStats {
+        retries: u64::MAX - 1,
+        ..RetryStats::default()
+    };
+    s.succeeded(4);
+    assert_eq!((s.ok, s.retries), (1, u64::MAX));
+}
+
 fn exact_quantile(sorted: &[u64], q: f64) -> u64 {
     let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
     sorted[rank - 1]
