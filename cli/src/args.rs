@@ -112,7 +112,7 @@ pub struct BenchArgs {
     #[arg(long, short = 'c', default_value_t = 16)]
     pub concurrency: usize,
     /// Jobs claimed ahead of free slots (default: adapts between the concurrency and 32
-    /// times it, see `QueueConfig::prefetch`).
+    /// times it, at most 1,024; see `QueueConfig::prefetch`).
     #[arg(long)]
     pub prefetch: Option<usize>,
     /// Payload bytes per job.
@@ -190,7 +190,7 @@ pub struct WorkArgs {
     #[arg(long, short, default_value_t = 4)]
     pub concurrency: usize,
     /// Jobs claimed ahead of free slots, per queue (default: adapts between the concurrency
-    /// and 32 times it, see `QueueConfig::prefetch`).
+    /// and 32 times it, at most 1,024; see `QueueConfig::prefetch`).
     #[arg(long)]
     pub prefetch: Option<usize>,
     /// Lease per claim; renewed while the command runs.
@@ -231,7 +231,8 @@ pub struct WorkArgs {
     #[arg(long, value_name = "ADDR")]
     pub metrics: Option<std::net::SocketAddr>,
     /// The command run per job, with its arguments; must come last. The payload is on its
-    /// stdin, and FAIRQ_JOB_ID, FAIRQ_QUEUE, FAIRQ_KIND, FAIRQ_KEY and FAIRQ_ATTEMPT are set.
+    /// stdin, and FAIRQ_JOB_ID, FAIRQ_QUEUE, FAIRQ_KIND, FAIRQ_KEY, FAIRQ_ATTEMPT and
+    /// FAIRQ_PAYLOAD_BYTES are set.
     /// Exit code 0 is success; anything else is a failed attempt.
     #[arg(
         long,
