@@ -56,6 +56,25 @@ fn bucket_range(index: usize) -> (u64, u64) {
     (mantissa << shift, 1 << shift)
 }
 
+/// Parts of one a quantile is resolved to before its rank is taken: 12 decimal places, well
+/// above the rounding of a decimal `q` in an `f64` (about 1e-17) and far finer than any
+/// quantile anyone asks for.
+const Q_SCALE: u64 = 1_000_000_000_000;
+
+/// The 1-based nearest rank of quantile `q` among `count > 0` values: `ceil(q * count)`, at
+/// least 1, with `q` clamped to `[0, 1]` (NaN counts as 0) and rounded to 1/[`Q_SCALE`].
+///
+/// Integer arithmetic after the rounding: in floating point `0.07 * 100.0` is
+/// `7.000000000000001`, whose ceiling would be rank 8.
+fn nearest_rank(q: f64, count: u64) -> u64 {
+    let q = if q.is_nan() { 0.0 } else { q.clamp(0.0, 1.0) };
+    // Round half up; at most Q_SCALE, as q is at most 1.
+    let parts = (q * Q_SCALE as f64 + 0.5) as u64;
+    let rank = (u128::from(parts) * u128::from(count)).div_ceil(u128::from(Q_SCALE));
+    // At most `count`, so the conversion cannot fail.
+    u64::try_from(rank).unwrap_or(count).clamp(1, count)
+}
+
 /// A log-bucketed histogram of `u64` values (for example microseconds).
 ///
 /// ```
@@ -232,24 +251,22 @@ impl Histogram {
 
     /// The value at quantile `q` (0.0 to 1.0), within [`MAX_RELATIVE_ERROR`]; 0 when empty.
     ///
+    /// The value is the nearest-rank one: the `ceil(q * count)`-th smallest (at least the
+    /// first). `q` is taken to 12 decimal places first, so a quantile written in decimal means
+    /// what it says although `0.07` is not exact in binary.
+    ///
     /// ```
     /// let mut h = fairq_core::stats::Histogram::new();
     /// (1..=100).for_each(|v| h.record(v));
     /// assert_eq!(h.quantile(0.5), 50);
+    /// assert_eq!(h.quantile(0.07), 7);
     /// assert_eq!(h.quantile(1.0), 100);
     /// ```
     pub fn quantile(&self, q: f64) -> u64 {
         if self.count == 0 {
             return 0;
         }
-        let q = if q.is_nan() { 0.0 } else { q.clamp(0.0, 1.0) };
-        // Rank of the wanted value, 1-based: ceil(q * count), at least 1.
-        let scaled = q * self.count as f64;
-        let mut rank = scaled as u64;
-        if (rank as f64) < scaled {
-            rank += 1;
-        }
-        let rank = rank.clamp(1, self.count);
+        let rank = nearest_rank(q, self.count);
         let mut seen = 0u64;
         for (index, &n) in self.counts.iter().enumerate() {
             seen = seen.saturating_add(n);

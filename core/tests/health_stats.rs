@@ -106,6 +106,27 @@ fn retry_stats_stop_at_the_largest_count() {
     assert_eq!((s.ok, s.retries), (1, u64::MAX));
 }
 
+#[test]
+fn every_percentile_of_one_to_a_hundred_is_its_own_rank() {
+    let mut h = Histogram::new();
+    (1..=100).for_each(|v| h.record(v));
+    for k in 0..=100u64 {
+        let q = k as f64 / 100.0;
+        assert_eq!(h.quantile(q), k.max(1), "q = {q}");
+    }
+    // The ones a floating-point ceiling got one rank too high.
+    for (q, want) in [(0.07, 7), (0.14, 14), (0.28, 28), (0.55, 55), (0.56, 56)] {
+        assert_eq!(h.quantile(q), want, "q = {q}");
+    }
+}
+
+/// The nearest-rank value for the quantile `numerator / 10^digits`, in integers.
+fn nearest_rank_value(sorted: &[u64], numerator: u64, digits: u32) -> u64 {
+    let len = sorted.len() as u64;
+    let rank = (numerator * len).div_ceil(10u64.pow(digits)).clamp(1, len);
+    sorted[rank as usize - 1]
+}
+
 fn exact_quantile(sorted: &[u64], q: f64) -> u64 {
     let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
     sorted[rank - 1]
@@ -132,6 +153,24 @@ proptest! {
         prop_assert_eq!(h.max(), *sorted.last().unwrap());
         prop_assert_eq!(h.min(), sorted[0]);
         prop_assert_eq!(h.count(), values.len() as u64);
+    }
+
+    /// A quantile written with up to six decimals picks exactly the nearest rank (values
+    /// below 128 are kept exactly, so the answer is the exact order statistic).
+    #[test]
+    fn a_decimal_quantile_is_the_exact_nearest_rank(
+        values in proptest::collection::vec(0u64..128, 1..2_000),
+        (digits, numerator) in (1u32..=6).prop_flat_map(|d| (Just(d), 0..=10u64.pow(d))),
+    ) {
+        let mut h = Histogram::new();
+        for v in &values {
+            h.record(*v);
+        }
+        let mut sorted = values.clone();
+        sorted.sort_unstable();
+        let q = numerator as f64 / 10f64.powi(digits as i32);
+        prop_assert_eq!(h.quantile(q), nearest_rank_value(&sorted, numerator, digits),
+            "q = {}, {} values", q, values.len());
     }
 
     /// Merging two histograms equals recording everything into one.
