@@ -29,16 +29,28 @@ pub fn millis(duration: Duration) -> Millis {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
-/// `now + after`, never past [`MAX_MILLIS`].
+/// `now + after`, never past [`MAX_MILLIS`] and never before `now`.
+///
+/// A `now` already past [`MAX_MILLIS`] (one [`check_time`] refuses) cannot be brought back
+/// into range by the clamp, and clamping would put the result before `now`: a lease expired
+/// when granted, a retry in the past. Such a `now` gets `now + after` (saturating) instead,
+/// so a lease still lasts its length. Callers that store the result should refuse such a
+/// `now` first.
 ///
 /// ```
 /// use core::time::Duration;
 /// use fairq_core::job::{clamp_after, MAX_MILLIS};
 /// assert_eq!(clamp_after(1_000, Duration::from_secs(1)), 2_000);
 /// assert_eq!(clamp_after(1_000, Duration::MAX), MAX_MILLIS);
+/// assert_eq!(clamp_after(MAX_MILLIS + 1, Duration::from_secs(1)), MAX_MILLIS + 1_001);
 /// ```
 pub fn clamp_after(now: Millis, after: Duration) -> Millis {
-    now.saturating_add(millis(after)).min(MAX_MILLIS)
+    let later = now.saturating_add(millis(after));
+    if now > MAX_MILLIS {
+        later
+    } else {
+        later.min(MAX_MILLIS)
+    }
 }
 
 /// A time beyond [`MAX_MILLIS`].
