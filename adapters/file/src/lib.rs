@@ -161,7 +161,12 @@
 //! One owning process per folder; other processes go through it (on the same machine: the
 //! socket is local). A frame (the changes queued while one sync runs) may be up to
 //! 1 GiB; one enqueue call takes at most 256 MiB of payload and metadata
-//! ([`fairq_worker::MAX_CALL_BYTES`], the limit of every store).
+//! ([`fairq_worker::MAX_CALL_BYTES`], the limit of every store). A call is written in one
+//! frame, all or nothing, and its records hold more than payload and metadata (names, keys,
+//! retry policy, times): a call whose records could take more than one frame (about 350,000
+//! jobs with 1 KiB fairness and unique keys, even without payload) is refused with
+//! [`BackendError::Invalid`](fairq_worker::BackendError::Invalid) before it changes
+//! anything, and the jobs go in smaller calls.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use fairq_core::job::Millis;
+use fairq_core::job::{Lifecycle, Millis};
 use fairq_journal::{JournalConfig, JournaledQueue, RecoveryReport, SyncPolicy};
 use fairq_worker::Retention;
 use fairq_worker::memory::store::Store;
@@ -40,6 +40,9 @@ struct Inner {
     folder_lock: Mutex<Option<FolderLock>>,
     /// What opening the journal found and repaired.
     report: RecoveryReport,
+    /// The largest journal item ([`FileOptions::max_item_size`]): one call's records must
+    /// fit in one (see [`check_fits_one_item`]).
+    max_item_size: usize,
 }
 
 impl Inner {
@@ -168,6 +171,7 @@ impl Local {
                 writer: Mutex::new(Some(handle)),
                 folder_lock: Mutex::new(Some(folder_lock)),
                 report,
+                max_item_size: options.max_item_size,
             }),
         })
     }
@@ -381,6 +385,79 @@ fn claim_in(
     Ok(jobs)
 }
 
+/// The most bytes a frame's header takes: the format version and the id counter (a u64 as
+/// a varint).
+const FRAME_HEADER_MAX: usize = 1 + 10;
+
+/// The most bytes a job's full record entry takes beyond what the job as enqueued encodes:
+/// the entry's tag (a varint, at most 5 bytes) and the job's id (10); of the record, the
+/// enqueue time, the claim time and the due time (10 each), the empty last error and error
+/// start (1 each). Its lifecycle and retry policy are counted apart (see [`record_bound`]).
+const RECORD_EXTRA: usize = 5 + 10 + 10 + 10 + 10 + 1 + 1;
+
+/// An upper bound on the bytes `job`'s full record takes in a frame once enqueued.
+///
+/// The record holds the job's queue, kind, fairness key, payload, unique key, dependency and
+/// metadata, encoded as in the [`NewJob`] (same types), so the job's own encoding counts them
+/// (and its schedule and conflict rule, which the record does not keep, on top). What the
+/// record adds: its retry policy in full (the job may leave it to the default), its
+/// lifecycle (a new job's is scheduled or blocked, at most the former at the latest time),
+/// and [`RECORD_EXTRA`].
+fn record_bound(job: &NewJob) -> usize {
+    encoded_len(job)
+        .saturating_add(encoded_len(&job.effective_retry()))
+        .saturating_add(encoded_len(&Lifecycle::scheduled(Millis::MAX)))
+        .saturating_add(RECORD_EXTRA)
+}
+
+/// Refuses an enqueue whose records could take more than one journal item of
+/// `max_item_size` bytes, as [`BackendError::Invalid`], before the call changes anything.
+///
+/// A call is one change, and a change is written as one journal item, all of it or none
+/// (splitting it would give up that promise). The journal refuses a larger item, and a
+/// failed write poisons the store: every later call would fail until it is reopened. The
+/// limits on a call ([`fairq_worker::MAX_CALL_BYTES`] of payload and metadata) do not count
+/// the rest of a record (names, keys, retry policy, times), so a call within them can still
+/// be too large: about 350,000 jobs with 1 KiB fairness and unique keys and no payload, with
+/// the 1 GiB items of a store. The bound counts each job's record generously
+/// ([`record_bound`]), the totals of the queues the change writes, and the frame's header.
+/// The message names sizes only, never a payload.
+fn check_fits_one_item(
+    st: &State,
+    jobs: &[NewJob],
+    max_item_size: usize,
+) -> Result<(), BackendError> {
+    let mut bound = FRAME_HEADER_MAX;
+    for job in jobs {
+        bound = bound.saturating_add(record_bound(job));
+    }
+    // The totals of every queue the change may write (see `encode_changes`): each a tag
+    // (at most 5 bytes), the name and the counters; tombstones of removed queues likewise.
+    let default = QueueTotals::default();
+    let mut queues: BTreeSet<&str> = jobs.iter().map(|job| job.queue.as_str()).collect();
+    queues.extend(st.pause_changed.iter().map(String::as_str));
+    queues.extend(st.hist_dirty.iter().map(String::as_str));
+    for queue in queues {
+        let totals = st.totals.get(queue).unwrap_or(&default);
+        bound = bound
+            .saturating_add(5)
+            .saturating_add(encoded_len(queue))
+            .saturating_add(encoded_len(totals));
+    }
+    for queue in &st.removed_queues {
+        bound = bound.saturating_add(5).saturating_add(encoded_len(queue));
+    }
+    if bound > max_item_size {
+        return Err(BackendError::Invalid(format!(
+            "the call's {} jobs may take up to {bound} bytes in the journal, more than one \
+             journal item holds ({max_item_size}); a call is written in one item, all or \
+             nothing: enqueue the jobs in smaller calls",
+            jobs.len()
+        )));
+    }
+    Ok(())
+}
+
 /// Settles `batch` on the state, counting each settled attempt's run time in its queue's
 /// totals.
 fn settle_in(
@@ -434,8 +511,13 @@ impl Backend for Local {
             .ok_or_else(|| BackendError::Invalid("nothing enqueued".into()))
     }
 
+    /// The whole call is one change, written in one journal item: a call whose records
+    /// could take more than an item holds is refused as [`BackendError::Invalid`] before
+    /// anything changes (see [`check_fits_one_item`]).
     async fn enqueue_many(&self, jobs: Vec<NewJob>) -> Result<Vec<JobId>, BackendError> {
+        let max_item_size = self.inner.max_item_size;
         self.change(Persist::Durable, |st, now, _| {
+            check_fits_one_item(st, &jobs, max_item_size)?;
             st.store.enqueue_many(jobs, now)
         })
         .await
@@ -616,5 +698,56 @@ impl Backend for Local {
             Ok(removed)
         })
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frame::Batch;
+    use fairq_core::job::MAX_MILLIS;
+    use fairq_core::retry::RetryPolicy;
+    use fairq_worker::{MAX_KEY_LEN, MAX_NAME_LEN, OnConflict, Schedule};
+
+    /// The bound is never below a record's real size, whatever the job carries: the check
+    /// against the journal's item size relies on it.
+    #[test]
+    fn a_records_bound_is_never_below_its_size() {
+        let delays: Vec<Duration> = (0..32)
+            .map(|i| Duration::from_secs(u64::MAX >> i))
+            .collect();
+        let jobs = vec![
+            NewJob::new("q", "k", vec![]),
+            NewJob::new(
+                "q".repeat(MAX_NAME_LEN),
+                "k".repeat(MAX_NAME_LEN),
+                vec![7; 300],
+            )
+            .key("t".repeat(MAX_KEY_LEN))
+            .unique("u".repeat(MAX_KEY_LEN), OnConflict::Error)
+            .meta("trace", "x".repeat(200))
+            .meta("user", "y")
+            .retry(RetryPolicy::forever().with_delays(delays).with_jitter(1000)),
+            NewJob {
+                schedule: Schedule::At(MAX_MILLIS),
+                ..NewJob::new("q", "k", vec![1])
+            },
+        ];
+        let mut store = Store::default();
+        let now = MAX_MILLIS - 1;
+        let first = store.enqueue_many(jobs[..1].to_vec(), now).unwrap()[0];
+        let mut jobs = jobs;
+        jobs.push(NewJob::new("q", "k", vec![]).after(first));
+        let ids = store.enqueue_many(jobs.clone(), now).unwrap();
+        for (job, id) in jobs.iter().zip(ids) {
+            let mut batch = Batch::default();
+            batch.job(id, store.record(id).unwrap()).unwrap();
+            assert!(
+                record_bound(job) >= batch.bytes.len(),
+                "bound {} below the record's {} bytes",
+                record_bound(job),
+                batch.bytes.len()
+            );
+        }
     }
 }

@@ -6,9 +6,10 @@ mod common;
 use std::time::Duration;
 
 use common::{START, open, runtime, segments};
+use fairq_file::{FileBackend, FileOptions, Role};
 use fairq_journal::{JournalConfig, JournaledQueue};
 use fairq_worker::conformance::PATIENCE;
-use fairq_worker::{Backend, Failure, ManualClock, NewJob, ReviveTarget};
+use fairq_worker::{Backend, BackendError, Failure, ManualClock, NewJob, OnConflict, ReviveTarget};
 
 /// Items the store's journal reader has not committed yet.
 fn uncommitted_items(dir: &std::path::Path) -> usize {
@@ -113,4 +114,56 @@ fn waiting_workers_wake_on_enqueue_and_on_retry() {
             .expect("the retry woke the waiter")
             .unwrap();
     });
+}
+
+/// Jobs within every limit of a call (no payload at all) whose records are larger than one
+/// journal item: scaled down, with items of 64 KiB (1 GiB for real, where about 350,000 jobs
+/// with 1 KiB keys do it).
+fn too_large_for_one_item() -> Vec<NewJob> {
+    (0..40)
+        .map(|i| {
+            NewJob::new("q", "kind", vec![])
+                .key("k".repeat(1024))
+                .unique(format!("{i:04}{}", "u".repeat(1000)), OnConflict::Error)
+        })
+        .collect()
+}
+
+/// An enqueue whose records would not fit in one journal item is refused as invalid, by
+/// the owner and through a client alike, and changes nothing; the store goes on taking
+/// calls (it was poisoned: the journal refused the item). The same jobs in two calls fit.
+#[test]
+fn an_enqueue_larger_than_one_journal_item_is_refused_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(START);
+    runtime().block_on(async {
+        let options = FileOptions::default()
+            .clock(clock.clone())
+            .max_item_size(64 << 10);
+        let owner = FileBackend::open(dir.path(), options.clone()).unwrap();
+        let client = FileBackend::open(dir.path(), options).unwrap();
+        assert_eq!((owner.role(), client.role()), (Role::Owner, Role::Client));
+        for store in [&owner, &client] {
+            match store.enqueue_many(too_large_for_one_item()).await {
+                Err(BackendError::Invalid(message)) => {
+                    assert!(message.contains("smaller calls"), "{message}");
+                    assert!(!message.contains("kkkk") && !message.contains("uuuu"));
+                }
+                other => panic!("expected Invalid, got {other:?}"),
+            }
+            assert_eq!(owner.len(), 0, "the refused call changed nothing");
+        }
+        let mut jobs = too_large_for_one_item();
+        let second = jobs.split_off(20);
+        assert_eq!(owner.enqueue_many(jobs).await.unwrap().len(), 20);
+        assert_eq!(client.enqueue_many(second).await.unwrap().len(), 20);
+        owner
+            .enqueue(NewJob::new("q", "kind", b"x".to_vec()))
+            .await
+            .unwrap();
+        client.close().unwrap();
+        owner.close().unwrap();
+    });
+    let store = open(dir.path(), &clock);
+    assert_eq!(store.len(), 41, "every accepted job survives a reopen");
 }
