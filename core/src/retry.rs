@@ -19,10 +19,21 @@
 //!
 //! [`RetryPolicy::default`] follows the defaults of River and Sidekiq, two widely deployed job
 //! systems: 24 retries (25 runs in all, River's `MaxAttempts`), waiting `attempt⁴` seconds
-//! after the n-th failure (1 s, 16 s, 81 s, … about 3.8 days after the 24th), with ±10 %
-//! jitter when a random number is supplied. Altogether a job keeps trying for about three
-//! weeks, long enough to ride out a weekend outage of a downstream service. Proletarian's
-//! default (never retry) is one call away: [`RetryPolicy::new(0)`](RetryPolicy::new).
+//! after the n-th failure (1 s, 16 s, 81 s, … about 3.8 days after the 24th). When a random
+//! number is supplied, 10 % jitter shortens each delay to somewhere between 90 % and 100 % of
+//! it (jitter never lengthens a delay). Altogether a job keeps trying for about three weeks,
+//! long enough to ride out a weekend outage of a downstream service. Proletarian's default
+//! (never retry) is one call away: [`RetryPolicy::new(0)`](RetryPolicy::new).
+//!
+//! ```
+//! use core::time::Duration;
+//! use fairq_core::retry::{Decision, RetryPolicy};
+//!
+//! let p = RetryPolicy::default();
+//! // After the second failure: 16 s, jittered into [14.4 s, 16 s].
+//! assert_eq!(p.decide_with_random(2, 0), Decision::Retry { after: Duration::from_millis(14_400) });
+//! assert_eq!(p.decide_with_random(2, u64::MAX), Decision::Retry { after: Duration::from_secs(16) });
+//! ```
 
 use core::time::Duration;
 
@@ -133,7 +144,8 @@ fn clamped_jitter<'de, D: serde::Deserializer<'de>>(stored: D) -> Result<u16, D:
 }
 
 impl Default for RetryPolicy {
-    /// 24 retries, `attempt⁴` seconds apart, ±10 % jitter (see the [module docs](self)).
+    /// 24 retries, `attempt⁴` seconds apart, with 10 % jitter that shortens each delay to
+    /// between 90 % and 100 % of it (see the [module docs](self)).
     fn default() -> Self {
         RetryPolicy {
             max_retries: Some(24),

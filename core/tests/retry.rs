@@ -100,7 +100,7 @@ fn default_policy_follows_river_and_sidekiq() {
     // Total time spent retrying: about three weeks.
     let total: u64 = (1..=24).map(|a| p.delay(a).as_secs()).sum();
     assert!((20 * 86_400..25 * 86_400).contains(&total), "total {total}");
-    // ±10% jitter.
+    // 10 % jitter, which only shortens: from 90 % to 100 % of the delay.
     assert_eq!(p.jitter_permille(), 100);
     assert_eq!(
         p.decide_with_random(2, 0),
