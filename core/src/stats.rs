@@ -383,7 +383,9 @@ pub struct Summary {
 pub struct RetryStats {
     /// Jobs that succeeded.
     pub ok: u64,
-    /// Retries run (attempts after the first) by jobs that finished, either way.
+    /// Retries run (attempts after the first) by the jobs recorded with
+    /// [`succeeded`](Self::succeeded) or [`died_after`](Self::died_after). A death recorded
+    /// with [`died`](Self::died) adds none, as that call does not know the attempt.
     pub retries: u64,
     /// Jobs that died.
     pub dead: u64,
@@ -417,15 +419,30 @@ impl RetryStats {
         self.failures = self.failures.saturating_add(1);
     }
 
-    /// Records a job that died.
+    /// Records a job that died, without its retries (see [`died_after`](Self::died_after)).
     ///
     /// ```
     /// let mut s = fairq_core::stats::RetryStats::default();
     /// s.died();
-    /// assert_eq!(s.dead, 1);
+    /// assert_eq!((s.dead, s.retries), (1, 0));
     /// ```
     pub fn died(&mut self) {
         self.dead = self.dead.saturating_add(1);
+    }
+
+    /// Records a job that died on its `attempt`-th run, counting its retries as
+    /// [`succeeded`](Self::succeeded) does.
+    ///
+    /// ```
+    /// let mut s = fairq_core::stats::RetryStats::default();
+    /// s.died_after(4); // gave up after three retries
+    /// assert_eq!((s.dead, s.retries), (1, 3));
+    /// ```
+    pub fn died_after(&mut self, attempt: u32) {
+        self.died();
+        self.retries = self
+            .retries
+            .saturating_add(u64::from(attempt.saturating_sub(1)));
     }
 
     /// Retries per successful job, in percent (0 when nothing succeeded).

@@ -76,6 +76,22 @@ fn retry_stats_count_retries_of_finished_jobs() {
 }
 
 #[test]
+fn retry_stats_count_the_retries_of_dead_jobs_given_their_attempt() {
+    let mut s = RetryStats::default();
+    s.succeeded(2);
+    s.died_after(5);
+    s.died_after(1);
+    s.died();
+    assert_eq!((s.ok, s.retries, s.dead, s.failures), (1, 5, 3, 0));
+    let mut full = RetryStats {
+        retries: u64::MAX,
+        ..RetryStats::default()
+    };
+    full.died_after(u32::MAX);
+    assert_eq!((full.dead, full.retries), (1, u64::MAX));
+}
+
+#[test]
 fn retry_stats_stop_at_the_largest_count() {
     let full = RetryStats {
         ok: u64::MAX,
