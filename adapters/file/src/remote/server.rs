@@ -174,39 +174,67 @@ async fn serve(local: Local, stream: UnixStream, limit: usize) {
                 break;
             }
         };
-        let local = local.clone();
-        let answers = answers.clone();
-        tokio::spawn(async move {
-            let id = request.id;
-            let answer = answer(&local, request.call, limit).await;
-            let bytes = match encode(&Response { id, answer }) {
-                Ok(bytes) if bytes.len() - 4 <= limit => Ok(bytes),
-                // Claims and lists are cut short to fit; anything else this large (one job
-                // of `get`) is refused on its own rather than by the client's reader.
-                Ok(bytes) => Err(format!(
-                    "the answer takes {} bytes, more than one message may carry ({limit})",
-                    bytes.len() - 4
-                )),
-                Err(e) => Err(format!("cannot encode the answer: {e}")),
-            }
-            .or_else(|reason| {
-                encode(&Response {
-                    id,
-                    answer: Err(WireError::Store(reason)),
-                })
-            });
-            if let Ok(bytes) = bytes {
-                let _ = answers.send(bytes);
-            }
-        });
+        tokio::spawn(respond(local.clone(), request, limit, answers.clone()));
     }
     drop(answers);
     let _ = writer.await;
 }
 
+/// Answers one request. The call runs as a task of its own: should it panic (a bug), its
+/// caller is answered with [`WireError::Store`] rather than left waiting for an answer that
+/// never comes (the connection stays up, so the client would wait forever).
+async fn respond(
+    local: Local,
+    request: Request,
+    limit: usize,
+    answers: mpsc::UnboundedSender<Vec<u8>>,
+) {
+    let Request { id, call } = request;
+    let task = tokio::spawn(async move { answer(&local, call, limit).await });
+    let answer = match task.await {
+        Ok(answer) => answer,
+        Err(e) if e.is_panic() => {
+            // The panic's message went to the panic hook; it is not sent on: it may quote
+            // anything the call carried.
+            tracing::error!(
+                request = id,
+                "a call to the store panicked; its caller is answered with an error"
+            );
+            Err(WireError::Store(
+                "the store's owner failed while serving this call (a panic, which its log \
+                 shows); the call may or may not have taken effect"
+                    .into(),
+            ))
+        }
+        // Cancelled: the server is stopping, and the connection with it.
+        Err(_) => return,
+    };
+    let bytes = match encode(&Response { id, answer }) {
+        Ok(bytes) if bytes.len() - 4 <= limit => Ok(bytes),
+        // Claims and lists are cut short to fit; anything else this large (one job
+        // of `get`) is refused on its own rather than by the client's reader.
+        Ok(bytes) => Err(format!(
+            "the answer takes {} bytes, more than one message may carry ({limit})",
+            bytes.len() - 4
+        )),
+        Err(e) => Err(format!("cannot encode the answer: {e}")),
+    }
+    .or_else(|reason| {
+        encode(&Response {
+            id,
+            answer: Err(WireError::Store(reason)),
+        })
+    });
+    if let Ok(bytes) = bytes {
+        let _ = answers.send(bytes);
+    }
+}
+
 /// Runs one call on the store; its answer takes at most `limit` bytes when it holds jobs a
 /// claim took (see [`Local::claim_durable`]) or a list's rows.
 async fn answer(local: &Local, call: Call, limit: usize) -> Result<Answer, WireError> {
+    #[cfg(test)]
+    hook::enter(&call);
     let room = limit.saturating_sub(ANSWER_OVERHEAD);
     Ok(match call {
         Call::Hello { .. } => Answer::Hello { protocol: PROTOCOL },
@@ -294,4 +322,65 @@ fn fitting(mut rows: Vec<JobInfo>, room: usize) -> Result<Vec<JobInfo>, WireErro
 
 fn clamp(max: u64) -> usize {
     usize::try_from(max).unwrap_or(usize::MAX)
+}
+
+/// Test-only seams of the server.
+#[cfg(test)]
+pub(crate) mod hook {
+    use super::Call;
+
+    /// A count of this queue panics at the owner: no input reaches a panic once core clamps
+    /// a decoded retry policy's jitter, yet a bug may add one.
+    pub(crate) const PANICS: &str = "fairq-test-hook-panics";
+
+    /// Called as each call starts at the owner.
+    pub(crate) fn enter(call: &Call) {
+        if matches!(call, Call::Counts(queue) if queue == PANICS) {
+            panic!("a call that panics (test hook)");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use fairq_worker::{Backend, BackendError, NewJob};
+
+    use super::hook;
+    use crate::{FileBackend, FileOptions, Role};
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("runtime")
+    }
+
+    /// A call that panics at the owner is answered with a store error, and the connection
+    /// serves the calls after it.
+    #[test]
+    fn a_call_that_panics_at_the_owner_is_answered_with_an_error() {
+        runtime().block_on(async {
+            let dir = tempfile::tempdir().unwrap();
+            let owner = FileBackend::open(dir.path(), FileOptions::default()).unwrap();
+            let client = FileBackend::open(dir.path(), FileOptions::default()).unwrap();
+            assert_eq!(client.role(), Role::Client);
+            // A bound on the test, not a synchronisation: the answer comes at once.
+            let answer =
+                tokio::time::timeout(Duration::from_secs(30), client.live_counts(hook::PANICS))
+                    .await
+                    .expect("the call that panicked got an answer");
+            match answer {
+                Err(BackendError::Store(e)) => assert!(e.to_string().contains("panic"), "{e}"),
+                other => panic!("expected a store error, got {other:?}"),
+            }
+            client
+                .enqueue(NewJob::new("q", "kind", vec![]))
+                .await
+                .unwrap();
+            assert_eq!(owner.len(), 1);
+        });
+    }
 }
