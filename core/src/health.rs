@@ -158,6 +158,11 @@ impl HealthPolicy {
 /// Tracks when a queue's current run of errors began, for stores that do not keep per-job
 /// error times. A success ends the run.
 ///
+/// Failures may be reported out of order (several settle batches in flight): the run began
+/// at the earliest failure recorded, whichever arrived first. A success carries no time, so
+/// it ends the run whenever it is reported: report it in order with the failures, as a
+/// success reported after a newer failure ends that failure's run too.
+///
 /// ```
 /// use fairq_core::health::ErrorClock;
 /// let mut clock = ErrorClock::default();
@@ -174,18 +179,21 @@ pub struct ErrorClock {
 }
 
 impl ErrorClock {
-    /// Records a failure at `now`.
+    /// Records a failure at `now`; the run began at the earliest failure recorded in it.
     ///
     /// ```
     /// let mut c = fairq_core::health::ErrorClock::default();
     /// c.failure(3);
     /// assert_eq!(c.since(), Some(3));
+    /// c.failure(2); // reported late
+    /// assert_eq!(c.since(), Some(2));
     /// ```
     pub fn failure(&mut self, now: Millis) {
-        self.since.get_or_insert(now);
+        self.since = Some(self.since.map_or(now, |since| since.min(now)));
     }
 
-    /// Records a success: the queue is out of error.
+    /// Records a success: the queue is out of error, whatever failures were recorded before
+    /// (see the [ordering note](ErrorClock)).
     ///
     /// ```
     /// let mut c = fairq_core::health::ErrorClock::default();

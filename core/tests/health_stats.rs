@@ -47,6 +47,26 @@ fn error_clock_remembers_the_start_of_the_run() {
 }
 
 #[test]
+fn error_clock_keeps_the_earliest_failure_whatever_the_order() {
+    let p = HealthPolicy::default().with_startup_grace(Duration::ZERO);
+    let mut clock = ErrorClock::default();
+    // Two settle batches in flight: the later failure is reported first.
+    clock.failure(20 * MIN);
+    clock.failure(10 * MIN);
+    clock.failure(15 * MIN);
+    assert_eq!(clock.since(), Some(10 * MIN));
+    assert_eq!(
+        p.evaluate(0, clock.since(), 25 * MIN),
+        Health::Unhealthy { since: 10 * MIN }
+    );
+    // A success carries no time: it ends the run, and the next run starts afresh.
+    clock.success();
+    assert_eq!(clock.since(), None);
+    clock.failure(30 * MIN);
+    assert_eq!(clock.since(), Some(30 * MIN));
+}
+
+#[test]
 fn breaker_stops_the_sweep_at_the_first_failure() {
     let outcomes = [true, false, true, true];
     let mut breaker = SweepBreaker::new();
