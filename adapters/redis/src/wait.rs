@@ -1,7 +1,9 @@
 //! Wake-ups without polling: a blocking pop on the queue's signal list.
 //!
 //! Every script that makes jobs claimable pushes one token per job (at most 64 pending) onto
-//! `<queue base>signal`. An idle worker blocks in `BLPOP` on that list on a connection of its
+//! `<queue base>signal`, and one more when it files a job in the delayed set ahead of every
+//! other (a delayed job, a retry, a rescue): a pending wait sleeps until the due time it saw,
+//! so it wakes to look again. An idle worker blocks in `BLPOP` on that list on a connection of its
 //! own, so it wakes within a round trip of the enqueue. The wait is cut short when a delayed
 //! job falls due before the timeout. A token is only a hint: the worker claims after waking,
 //! and a spurious wake-up costs one empty claim. A queue that already has claimable jobs is

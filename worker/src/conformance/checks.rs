@@ -1477,6 +1477,73 @@ pub async fn wait_for_jobs_returns<B: Backend>(store: &B, _clock: &ManualClock) 
     .expect("wait_for_jobs with a due job returns at once");
 }
 
+/// A pending `wait_for_jobs` ends when a job that is due soon joins the queue, a delayed job
+/// or a retry with a backoff, long before its timeout: a wait that slept until the due time
+/// it saw at its start would miss both, and a worker would pick them up a poll interval late
+/// (never, with an endless one). The store may wake the wait when the job is filed or when it
+/// is due; the failure bound is [`PATIENCE`], never a measured speed.
+pub async fn a_pending_wait_for_jobs_wakes_for_a_delayed_job_or_retry<B: Backend>(
+    store: &B,
+    clock: &ManualClock,
+) {
+    const SOON: Duration = Duration::from_millis(200);
+    async fn pending<F: std::future::Future<Output = ()>>(
+        mut waiting: std::pin::Pin<&mut F>,
+        what: &str,
+    ) {
+        for _ in 0..8 {
+            assert!(
+                futures::poll!(waiting.as_mut()).is_pending(),
+                "wait_for_jobs returned while nothing was due ({what})"
+            );
+            tokio::task::yield_now().await;
+        }
+    }
+
+    // A delayed job, enqueued while a wait is pending.
+    let waiting = store.wait_for_jobs("soon", Duration::from_secs(3600));
+    tokio::pin!(waiting);
+    pending(waiting.as_mut(), "before the delayed job").await;
+    let delayed = store
+        .enqueue(new_job("soon").delay(SOON))
+        .await
+        .expect("enqueue");
+    tokio::time::timeout(PATIENCE, waiting)
+        .await
+        .expect("a pending wait_for_jobs ends when a delayed job is due, before its timeout");
+    clock.advance(SOON);
+    let job = claim_one(store, "soon").await;
+    assert_eq!(job.claim.id, delayed);
+
+    // A retry with a backoff, recorded while a wait is pending.
+    let waiting = store.wait_for_jobs("soon", Duration::from_secs(3600));
+    tokio::pin!(waiting);
+    pending(waiting.as_mut(), "while the job runs").await;
+    let policy = RetryPolicy::new(1).with_delays([SOON]);
+    let retried = store
+        .enqueue(new_job("soon").retry(policy))
+        .await
+        .expect("enqueue");
+    // The enqueue may have woken the wait: wait again, from a queue where nothing is due.
+    tokio::time::timeout(PATIENCE, waiting)
+        .await
+        .expect("an enqueue wakes a pending wait_for_jobs");
+    let job = claim_one(store, "soon").await;
+    assert_eq!(job.claim.id, retried);
+    let waiting = store.wait_for_jobs("soon", Duration::from_secs(3600));
+    tokio::pin!(waiting);
+    pending(waiting.as_mut(), "while the job runs").await;
+    store
+        .fail(&job, Failure::retryable("later"))
+        .await
+        .expect("fail");
+    tokio::time::timeout(PATIENCE, waiting)
+        .await
+        .expect("a pending wait_for_jobs ends when a retry is due, before its timeout");
+    clock.advance(SOON);
+    assert_eq!(claim_one(store, "soon").await.claim.id, retried);
+}
+
 /// `wait_for_jobs` takes any timeout, up to `Duration::MAX` ("until there is something to
 /// claim"): such a wait is pending while nothing is due, an enqueue wakes it, and it returns
 /// at once while a job is due. (Worker durations may be `Duration::MAX`, and a worker passes

@@ -193,6 +193,7 @@ macro_rules! conformance_tests {
             prune_keeps_a_dead_job_others_wait_for_whatever_the_queue_names,
             remove_queue_only_when_it_has_no_live_jobs,
             wait_for_jobs_returns,
+            a_pending_wait_for_jobs_wakes_for_a_delayed_job_or_retry,
             settle_applies_each_entry_on_its_own,
             settle_survives_bad_entries,
             settle_and_claim_hands_out_the_next_jobs,

@@ -341,7 +341,8 @@ pub struct Store {
     unique: UniqueKeys,
     /// Blocked jobs per dependency.
     dependents: HashMap<JobId, Vec<JobId>>,
-    /// Queues that gained due jobs since the last [`Store::take_woken`] (each once: its
+    /// Queues that gained due jobs, or an earlier next due time, since the last
+    /// [`Store::take_woken`] (each once: its
     /// [`QueueState::woken`] is set while it is listed).
     woken: Vec<Arc<str>>,
     /// Jobs changed since the last [`Store::take_changed`], once tracking is on.
@@ -532,7 +533,8 @@ impl Store {
         queue_entry(&mut self.queues, queue).retries = retries;
     }
 
-    /// Queues that may have new due jobs since the last call.
+    /// Queues that may have new due jobs since the last call, or whose earliest job waiting
+    /// for time became due sooner (a waiter then works out its sleep again).
     ///
     /// ```
     /// use fairq_worker::memory::store::Store;
@@ -747,6 +749,11 @@ impl Store {
                 .ok();
             Self::wake(&mut self.woken, queue);
         } else {
+            // A pending wait sleeps until the earliest due time it saw: a job due sooner
+            // wakes it, so that it looks again (a delayed job, a retry, a rescue).
+            if queue.timed.first().is_none_or(|&(at, _)| run_at < at) {
+                Self::wake(&mut self.woken, queue);
+            }
             queue.timed.insert((run_at, id));
         }
     }

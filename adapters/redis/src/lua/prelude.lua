@@ -96,6 +96,9 @@ local function variadic(cmd, key, items)
   end
 end
 
+-- Set when a job joined the delayed set ahead of every job waiting there (see make_due).
+local sooner = false
+
 -- Wakes one blocked waiter per ready job, keeping the signal list short.
 local function signal(n)
   if n > 0 then
@@ -140,8 +143,11 @@ local function flush()
     if n ~= 0 then redis.call('HINCRBY', k('rstat'), field, n) end
   end
   rstat = {}
-  signal(ready_now)
+  -- One more token when the queue's next due time moved earlier: a waiter sleeps until the
+  -- due time it saw, so it wakes to look again (a delayed job, a retry, a rescue).
+  signal(ready_now + (sooner and 1 or 0))
   ready_now = 0
+  sooner = false
 end
 
 -- Fairness ------------------------------------------------------------------------------------
@@ -210,6 +216,10 @@ local function make_due(id, fkey, run_at, now)
   if run_at <= now then
     promote(now, PROMOTE_LIMIT)
     return fair_push(id, fkey)
+  end
+  if not sooner then
+    local first = redis.call('ZRANGE', k('delayed'), 0, 0, 'WITHSCORES')
+    sooner = #first == 0 or tonumber(first[2]) > run_at
   end
   redis.call('ZADD', k('delayed'), run_at, id)
   return nil
