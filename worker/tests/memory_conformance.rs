@@ -63,3 +63,16 @@ fn succeeded_jobs_are_deleted_and_still_counted() {
         )
     });
 }
+
+/// A success whose only dependent was purged is deleted like any other (on a store
+/// that deletes successes).
+#[test]
+fn a_success_whose_dependents_were_purged_is_deleted() {
+    fairq_worker::conformance::run(MemoryNotKeeping, |store, clock| {
+        Box::pin(
+            fairq_worker::conformance::keep::a_success_whose_dependents_were_purged_is_deleted(
+                store, clock,
+            ),
+        )
+    });
+}

@@ -95,3 +95,21 @@ async fn a_deleted_success_stays_deleted_after_a_reopen() {
     assert!(store.get(kept).await.unwrap().is_some());
     store.close().expect("close");
 }
+
+/// A success whose only dependent was purged is deleted like any other (on a store
+/// that deletes successes).
+#[test]
+fn a_success_whose_dependents_were_purged_is_deleted() {
+    fairq_worker::conformance::run(
+        FileHarness {
+            keep_succeeded: false,
+        },
+        |store, clock| {
+            Box::pin(
+                fairq_worker::conformance::keep::a_success_whose_dependents_were_purged_is_deleted(
+                    store, clock,
+                ),
+            )
+        },
+    );
+}

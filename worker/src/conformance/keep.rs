@@ -260,3 +260,47 @@ pub async fn an_ignored_duplicate_leaves_its_dependency_alone<B: Backend>(
     assert_eq!(info.status(), JobStatus::Scheduled);
     assert_eq!(info.depends_on, None, "the holder depends on nothing");
 }
+
+/// A job whose dependents were all deleted before it succeeded (purged here) has none left:
+/// its success is deleted like any other. A store that still counted the deleted dependents
+/// (an empty list of them) would keep it until a prune.
+///
+/// ```ignore
+/// #[test]
+/// fn a_success_whose_dependents_were_purged_is_deleted() {
+///     fairq_worker::conformance::run(MyHarnessNotKeeping, |store, clock| {
+///         Box::pin(fairq_worker::conformance::keep::a_success_whose_dependents_were_purged_is_deleted(store, clock))
+///     });
+/// }
+/// ```
+pub async fn a_success_whose_dependents_were_purged_is_deleted<B: Backend>(
+    store: &B,
+    _clock: &ManualClock,
+) {
+    let dep = store
+        .enqueue(NewJob::new("kp", "k", vec![]))
+        .await
+        .expect("enqueue");
+    store
+        .enqueue(NewJob::new("kp-after", "k", vec![]).after(dep))
+        .await
+        .expect("enqueue");
+    let purged = store
+        .purge(crate::backend::Purge {
+            queue: Some("kp-after".into()),
+            status: None,
+        })
+        .await
+        .expect("purge");
+    assert_eq!(purged, 1, "the blocked dependent is purged");
+    let jobs = claim(store, "kp", 1).await;
+    store
+        .complete(of(&jobs, dep).claim)
+        .await
+        .expect("complete");
+    assert_eq!(
+        store.get(dep).await.expect("get").map(|i| i.status()),
+        None,
+        "a success whose only dependent was purged is deleted when recorded"
+    );
+}

@@ -1554,6 +1554,10 @@ impl Store {
         if let (State::Blocked, Some(dep)) = (record.life.state(), record.depends_on) {
             if let Some(waiting) = dependents.get_mut(&dep) {
                 waiting.retain(|w| *w != id);
+                // An empty list would still count as "has dependents" when `dep` succeeds.
+                if waiting.is_empty() {
+                    dependents.remove(&dep);
+                }
             }
         }
         // Jobs blocked on this one keep waiting (see the module docs); the list goes.
