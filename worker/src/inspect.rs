@@ -258,7 +258,11 @@ fn started_since(info: &JobInfo, since: Millis) -> Option<Started> {
     let (finished_at, succeeded) = match info.state {
         State::Succeeded { at } => (Some(at), true),
         State::Dead { at, .. } => (Some(at), false),
-        _ => (None, false),
+        State::Running { .. } => (None, false),
+        // Waiting for a retry (or handed back, or revived): its `run_at` is its next due
+        // time and its last attempt's end is not kept, so it is left out, as the memory
+        // store leaves it out.
+        _ => return None,
     };
     Some(Started {
         id: info.id,
@@ -378,8 +382,9 @@ pub trait Inspect: Backend {
     }
 
     /// The last attempts of `queue`'s jobs that started at or after `since`, in no particular
-    /// order. A job that ran several times counts once, with its last attempt. Reads at most
-    /// `budget` jobs.
+    /// order: running, succeeded and dead jobs. A job that ran several times counts once,
+    /// with its last attempt. A job waiting for a retry is left out (its last attempt's
+    /// times are gone: its due time is the next attempt's). Reads at most `budget` jobs.
     fn started_since(
         &self,
         queue: &str,
@@ -388,12 +393,7 @@ pub trait Inspect: Backend {
     ) -> impl Future<Output = Result<Scan<Started>, BackendError>> + Send {
         async move {
             let mut items = Vec::new();
-            let statuses = [
-                JobStatus::Running,
-                JobStatus::Retrying,
-                JobStatus::Succeeded,
-                JobStatus::Dead,
-            ];
+            let statuses = [JobStatus::Running, JobStatus::Succeeded, JobStatus::Dead];
             let complete = scan_jobs(self, queue, &statuses, budget, |info| {
                 items.extend(started_since(info, since));
             })
