@@ -261,3 +261,86 @@ fn common_runtime() -> tokio::runtime::Runtime {
         .build()
         .expect("runtime")
 }
+
+/// Polls `job` at the owner until `released` holds of it, for at most
+/// [`PATIENCE`](fairq_worker::conformance::PATIENCE), between polls waiting for its queue's
+/// wake-up (a release wakes it) or a short pause.
+async fn released_at_owner(
+    owner: &FileBackend,
+    job: fairq_worker::JobId,
+    queue: &str,
+    released: impl Fn(&fairq_worker::JobInfo) -> bool,
+) -> fairq_worker::JobInfo {
+    use fairq_worker::Backend;
+    let deadline = tokio::time::Instant::now() + fairq_worker::conformance::PATIENCE;
+    loop {
+        let info = owner.get(job).await.unwrap().expect("the job");
+        if released(&info) {
+            return info;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the job was never handed back: {:?}, attempts {}",
+            info.state,
+            info.attempts
+        );
+        owner
+            .wait_for_jobs(queue, std::time::Duration::from_millis(20))
+            .await;
+    }
+}
+
+/// A client's claim, or settlement's claim, whose caller stops waiting (its future is
+/// dropped once the call is sent: a `select!`, a timeout) hands its jobs back: due again at
+/// once, the attempt not counted. They used to stay running under a lease nobody held, and
+/// their rescue counted an attempt that never ran (a job with no retries died unrun).
+#[test]
+fn an_abandoned_client_claim_hands_its_jobs_back() {
+    use fairq_core::job::State;
+    use fairq_core::retry::RetryPolicy;
+    use fairq_worker::{Backend, NewJob};
+    use std::time::Duration;
+    common_runtime().block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = ManualClock::new(1_000);
+        let options = FileOptions::default().clock(clock.clone());
+        let owner = FileBackend::open(dir.path(), options.clone()).unwrap();
+        let client = FileBackend::open(dir.path(), options).unwrap();
+        assert_eq!(client.role(), Role::Client);
+        let lease = Duration::from_secs(30);
+        let mut ids = Vec::new();
+        for queue in ["q", "r"] {
+            let job = NewJob::new(queue, "kind", vec![]).retry(RetryPolicy::new(0));
+            ids.push(owner.enqueue(job).await.unwrap());
+        }
+        // A release makes a job due at its time: 2000, not its first due time of 1000.
+        clock.advance(Duration::from_secs(1));
+        tokio::select! {
+            biased;
+            _ = client.claim("q", 1, lease) => panic!("answered at once"),
+            _ = async {} => {}
+        }
+        tokio::select! {
+            biased;
+            _ = client.settle_and_claim(Vec::new(), "r", 1, lease) => panic!("answered at once"),
+            _ = async {} => {}
+        }
+        for (id, queue) in ids.into_iter().zip(["q", "r"]) {
+            let info = released_at_owner(&owner, id, queue, |info| {
+                info.run_at == 2_000 && !matches!(info.state, State::Running { .. })
+            })
+            .await;
+            assert_eq!(info.attempts, 0, "the attempt was refunded");
+            assert_eq!(owner.counts(queue).running, 0);
+        }
+        clock.advance(lease + Duration::from_secs(1));
+        for queue in ["q", "r"] {
+            assert_eq!(owner.rescue(queue).await.unwrap(), 0, "nothing to rescue");
+            let jobs = owner.claim(queue, 1, lease).await.unwrap();
+            assert_eq!(jobs.len(), 1, "the job runs after all");
+            assert_eq!(jobs[0].attempt, 1);
+        }
+        client.close().unwrap();
+        owner.close().unwrap();
+    });
+}

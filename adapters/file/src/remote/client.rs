@@ -44,20 +44,49 @@ const BLOCKING_WAIT: Duration = Duration::from_secs(30);
 enum Reply {
     Async(oneshot::Sender<Result<Answer, WireError>>),
     Blocking(std::sync::mpsc::Sender<Result<Answer, WireError>>),
+    /// Nobody: the release of jobs whose claim's caller stopped waiting (see
+    /// [`hand_back`]). A failure is logged.
+    HandBack,
 }
 
 impl Reply {
-    fn send(self, answer: Result<Answer, WireError>) {
-        // The caller may have given up waiting; nothing to tell then.
+    /// Hands `answer` to its caller; gives it back when the caller has stopped waiting.
+    fn send(self, answer: Result<Answer, WireError>) -> Option<Result<Answer, WireError>> {
         match self {
-            Reply::Async(tx) => {
-                let _ = tx.send(answer);
-            }
-            Reply::Blocking(tx) => {
-                let _ = tx.send(answer);
+            Reply::Async(tx) => tx.send(answer).err(),
+            Reply::Blocking(tx) => tx.send(answer).err().map(|e| e.0),
+            Reply::HandBack => {
+                let refused = match answer {
+                    Ok(Answer::Units(each)) => each.iter().filter(|one| one.is_err()).count(),
+                    _ => 1,
+                };
+                if refused > 0 {
+                    tracing::warn!(
+                        refused,
+                        "could not release some jobs of a claim whose caller stopped waiting; they are rescued when their leases expire"
+                    );
+                }
+                None
             }
         }
     }
+}
+
+/// Releases the jobs `answer` hands over (a claim's) when nobody will run them: the caller
+/// stopped waiting for it (its future was dropped, by a timeout or a `select!`). Otherwise
+/// they would stay running under leases nobody holds until these expire, and their rescue
+/// would count an attempt that never ran. The release goes on the same connection; should
+/// that be gone, the owner has released them itself (it could not deliver the answer) or
+/// the caller's call failed before the answer came.
+fn hand_back(calls: &mpsc::UnboundedSender<Outgoing>, answer: &Answer) {
+    let claims = answer.claims();
+    if claims.is_empty() {
+        return;
+    }
+    let _ = calls.send(Outgoing {
+        call: Call::Release(claims),
+        reply: Reply::HandBack,
+    });
 }
 
 struct Outgoing {
@@ -108,6 +137,7 @@ impl Connection {
             .build()
             .map_err(|e| ConnectFailure::Failed(FileError::io(&path, e)))?;
         let (calls, outgoing) = mpsc::unbounded_channel();
+        let releases = calls.downgrade();
         let (stop, stopped) = oneshot::channel();
         let lost = Arc::new(AtomicBool::new(false));
         let (ready, handshake) = std::sync::mpsc::channel();
@@ -115,7 +145,7 @@ impl Connection {
         std::thread::Builder::new()
             .name("fairq-file-client".into())
             .spawn(move || {
-                runtime.block_on(run(stream, outgoing, stopped, ready, limit));
+                runtime.block_on(run(stream, outgoing, releases, stopped, ready, limit));
                 thread_lost.store(true, Ordering::Release);
             })
             .map_err(|e| ConnectFailure::Failed(FileError::io(&path, e)))?;
@@ -153,10 +183,12 @@ enum Handshake {
 
 /// The connection's thread: the handshake, then requests out and answers in until either
 /// side stops. A call whose request would be over `limit` bytes is refused here: the owner
-/// would drop the connection, and every call in flight on it.
+/// would drop the connection, and every call in flight on it. Jobs claimed for a caller that
+/// stopped waiting are released through `releases` (see [`hand_back`]).
 async fn run(
     stream: std::os::unix::net::UnixStream,
     mut outgoing: mpsc::UnboundedReceiver<Outgoing>,
+    releases: mpsc::WeakUnboundedSender<Outgoing>,
     stopped: oneshot::Receiver<()>,
     ready: std::sync::mpsc::Sender<Result<(), Handshake>>,
     limit: usize,
@@ -213,7 +245,7 @@ async fn run(
                 next += 1;
                 let bytes = match encode(&Request { id: next, call }) {
                     Ok(bytes) if bytes.len() - 4 > limit => {
-                        reply.send(Err(WireError::Invalid(format!(
+                        let _ = reply.send(Err(WireError::Invalid(format!(
                             "the call takes {} bytes, more than the store's owner accepts ({limit}); send less at a time",
                             bytes.len() - 4
                         ))));
@@ -221,7 +253,7 @@ async fn run(
                     }
                     Ok(bytes) => bytes,
                     Err(e) => {
-                        reply.send(Err(WireError::Invalid(format!(
+                        let _ = reply.send(Err(WireError::Invalid(format!(
                             "cannot encode the call: {e}"
                         ))));
                         continue;
@@ -238,8 +270,13 @@ async fn run(
         let waiting = waiting.clone();
         async move {
             while let Ok(Response { id, answer }) = read::<Response>(&mut from, limit).await {
-                if let Some(reply) = lock(&waiting).remove(&id) {
-                    reply.send(answer);
+                let Some(reply) = lock(&waiting).remove(&id) else {
+                    continue;
+                };
+                if let Some(Ok(answer)) = reply.send(answer)
+                    && let Some(calls) = releases.upgrade()
+                {
+                    hand_back(&calls, &answer);
                 }
             }
         }
@@ -335,7 +372,9 @@ impl Client {
         )
     }
 
-    /// Sends `call` and waits for its answer.
+    /// Sends `call` and waits for its answer. Dropping the future does not take the call
+    /// back (it may be sent and done still), but the jobs a claim's answer hands over are
+    /// released (see [`hand_back`]): nobody would run them.
     async fn call(&self, call: Call) -> Result<Answer, BackendError> {
         let connection = self.connection()?;
         let (tx, rx) = oneshot::channel();
@@ -347,7 +386,14 @@ impl Client {
             connection.lost.store(true, Ordering::Release);
             return Err(self.lost());
         }
-        match rx.await {
+        let mut waiting = Waiting {
+            rx,
+            calls: connection.calls.clone(),
+            answered: false,
+        };
+        let answer = (&mut waiting.rx).await;
+        waiting.answered = true;
+        match answer {
             Ok(answer) => answer.map_err(BackendError::from),
             Err(_) => {
                 connection.lost.store(true, Ordering::Release);
@@ -428,6 +474,29 @@ impl Client {
         match self.call(Call::Paused).await? {
             Answer::Names(names) => Ok(names),
             other => Err(unexpected(&other)),
+        }
+    }
+}
+
+/// A call's wait for its answer. Dropped before the answer was taken (its caller stopped
+/// waiting), it hands back the jobs of an answer that came meanwhile; one that comes later
+/// finds the wait gone, and the connection's reader hands its jobs back.
+struct Waiting {
+    rx: oneshot::Receiver<Result<Answer, WireError>>,
+    calls: mpsc::UnboundedSender<Outgoing>,
+    /// The caller took the answer.
+    answered: bool,
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        if self.answered {
+            return;
+        }
+        // From here on the reader finds the wait gone.
+        self.rx.close();
+        if let Ok(Ok(answer)) = self.rx.try_recv() {
+            hand_back(&self.calls, &answer);
         }
     }
 }

@@ -5,7 +5,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::thread::JoinHandle;
 
-use fairq_worker::{Backend, JobInfo};
+use fairq_worker::{Backend, Claim, JobInfo};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{mpsc, watch};
 
@@ -152,19 +152,36 @@ fn admit(stream: UnixStream, uid: u32) -> Option<UnixStream> {
     }
 }
 
+/// An answer on its way to the peer, with the claims of the jobs it hands over.
+struct Outbound {
+    bytes: Vec<u8>,
+    claims: Vec<Claim>,
+}
+
 /// Serves one connection: each request runs as its own task, answers go back in the order
 /// they are ready. No answer over `limit` bytes is sent: the client would refuse it and drop
-/// the connection, failing every call in flight on it.
+/// the connection, failing every call in flight on it. Jobs claimed for an answer that
+/// cannot be written (the peer went away) are handed back (see [`hand_back`]).
 async fn serve(local: Local, stream: UnixStream, limit: usize) {
     let (mut from, mut to) = stream.into_split();
-    let (answers, mut outgoing) = mpsc::unbounded_channel::<Vec<u8>>();
-    let writer = tokio::spawn(async move {
-        while let Some(bytes) = outgoing.recv().await {
-            if write(&mut to, &bytes).await.is_err() {
-                break;
+    let (answers, mut outgoing) = mpsc::unbounded_channel::<Outbound>();
+    let writer = {
+        let local = local.clone();
+        tokio::spawn(async move {
+            while let Some(answer) = outgoing.recv().await {
+                if write(&mut to, &answer.bytes).await.is_err() {
+                    hand_back(&local, answer.claims).await;
+                    break;
+                }
             }
-        }
-    });
+            // The peer is gone: nothing queued or still to come reaches it. Answers sent
+            // from now on come back to their senders, who hand their jobs back themselves.
+            outgoing.close();
+            while let Some(answer) = outgoing.recv().await {
+                hand_back(&local, answer.claims).await;
+            }
+        })
+    };
     loop {
         let request: Request = match read(&mut from, limit).await {
             Ok(request) => request,
@@ -180,6 +197,32 @@ async fn serve(local: Local, stream: UnixStream, limit: usize) {
     let _ = writer.await;
 }
 
+/// Releases jobs claimed for a peer that will never hear of them (its connection is gone),
+/// as the peer would have: due again at once, the attempt refunded. Otherwise they would stay
+/// running under leases nobody holds until these expire, and their rescue would count an
+/// attempt that never ran. A job meanwhile changed otherwise (rescued, say) is left as it is.
+async fn hand_back(local: &Local, claims: Vec<Claim>) {
+    if claims.is_empty() {
+        return;
+    }
+    let n = claims.len();
+    match local.release(claims).await {
+        Ok(each) => {
+            let refused = each.iter().filter(|one| one.is_err()).count();
+            tracing::debug!(
+                jobs = n,
+                refused,
+                "released jobs claimed for a connection that went away"
+            );
+        }
+        Err(e) => tracing::warn!(
+            jobs = n,
+            error = %e,
+            "could not release jobs claimed for a connection that went away; they are rescued when their leases expire"
+        ),
+    }
+}
+
 /// Answers one request. The call runs as a task of its own: should it panic (a bug), its
 /// caller is answered with [`WireError::Store`] rather than left waiting for an answer that
 /// never comes (the connection stays up, so the client would wait forever).
@@ -187,10 +230,13 @@ async fn respond(
     local: Local,
     request: Request,
     limit: usize,
-    answers: mpsc::UnboundedSender<Vec<u8>>,
+    answers: mpsc::UnboundedSender<Outbound>,
 ) {
     let Request { id, call } = request;
-    let task = tokio::spawn(async move { answer(&local, call, limit).await });
+    let task = {
+        let local = local.clone();
+        tokio::spawn(async move { answer(&local, call, limit).await })
+    };
     let answer = match task.await {
         Ok(answer) => answer,
         Err(e) if e.is_panic() => {
@@ -209,6 +255,10 @@ async fn respond(
         // Cancelled: the server is stopping, and the connection with it.
         Err(_) => return,
     };
+    let claims = match &answer {
+        Ok(answer) => answer.claims(),
+        Err(_) => Vec::new(),
+    };
     let bytes = match encode(&Response { id, answer }) {
         Ok(bytes) if bytes.len() - 4 <= limit => Ok(bytes),
         // Claims and lists are cut short to fit; anything else this large (one job
@@ -218,15 +268,26 @@ async fn respond(
             bytes.len() - 4
         )),
         Err(e) => Err(format!("cannot encode the answer: {e}")),
-    }
-    .or_else(|reason| {
-        encode(&Response {
-            id,
-            answer: Err(WireError::Store(reason)),
-        })
-    });
-    if let Ok(bytes) = bytes {
-        let _ = answers.send(bytes);
+    };
+    let (bytes, claims) = match bytes {
+        Ok(bytes) => (Ok(bytes), claims),
+        Err(reason) => {
+            // The jobs are not sent: they go back.
+            hand_back(&local, claims).await;
+            let refusal = encode(&Response {
+                id,
+                answer: Err(WireError::Store(reason)),
+            });
+            (refusal, Vec::new())
+        }
+    };
+    match bytes {
+        Ok(bytes) => {
+            if let Err(mpsc::error::SendError(answer)) = answers.send(Outbound { bytes, claims }) {
+                hand_back(&local, answer.claims).await;
+            }
+        }
+        Err(_) => hand_back(&local, claims).await,
     }
 }
 
@@ -343,12 +404,54 @@ pub(crate) mod hook {
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
     use std::time::Duration;
 
-    use fairq_worker::{Backend, BackendError, NewJob};
+    use fairq_core::job::State;
+    use fairq_core::retry::RetryPolicy;
+    use fairq_worker::{Backend, BackendError, JobId, JobInfo, ListFilter, ManualClock, NewJob};
+    use tokio::net::UnixStream;
 
     use super::hook;
+    use crate::remote::address::Address;
+    use crate::remote::wire::{
+        Answer, Call, MAX_MESSAGE, PROTOCOL, Request, Response, encode, read, write,
+    };
     use crate::{FileBackend, FileOptions, Role};
+
+    /// Sends one request as a client would.
+    async fn send(stream: &mut UnixStream, id: u64, call: Call) {
+        let bytes = encode(&Request { id, call }).unwrap();
+        write(stream, &bytes).await.unwrap();
+    }
+
+    /// A peer that speaks the protocol by hand, connected to the owner of `dir` and greeted.
+    async fn raw_peer(dir: &Path) -> UnixStream {
+        let stream = Address::of(dir).unwrap().connect().unwrap();
+        stream.set_nonblocking(true).unwrap();
+        let mut stream = UnixStream::from_std(stream).unwrap();
+        send(&mut stream, 0, Call::Hello { protocol: PROTOCOL }).await;
+        let hello: Response = read(&mut stream, MAX_MESSAGE).await.unwrap();
+        assert!(matches!(hello.answer, Ok(Answer::Hello { .. })));
+        stream
+    }
+
+    /// Polls job `id` at `owner` until `wanted` holds of it, for at most 30 s.
+    async fn until(owner: &FileBackend, id: JobId, wanted: impl Fn(&JobInfo) -> bool) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let info = owner.get(id).await.unwrap().unwrap();
+            if wanted(&info) {
+                return;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the job stays {:?}",
+                info.state
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
 
     fn runtime() -> tokio::runtime::Runtime {
         tokio::runtime::Builder::new_multi_thread()
@@ -381,6 +484,62 @@ mod tests {
                 .await
                 .unwrap();
             assert_eq!(owner.len(), 1);
+        });
+    }
+
+    /// Jobs claimed for a peer that is gone before their answer reaches it (here: the
+    /// answer waits behind a large one the peer never reads) are released by the owner:
+    /// due again, the attempt not counted. They used to stay running under a lease nobody
+    /// held, until a rescue counted the attempt.
+    #[test]
+    fn jobs_claimed_for_a_peer_that_went_away_are_handed_back() {
+        runtime().block_on(async {
+            let dir = tempfile::tempdir().unwrap();
+            let clock = ManualClock::new(1_000);
+            let owner =
+                FileBackend::open(dir.path(), FileOptions::default().clock(clock.clone())).unwrap();
+            // Far more than a socket buffers: the answer of their list blocks the writer.
+            let large = (0..32).map(|_| NewJob::new("large", "kind", vec![7; 64 << 10]));
+            owner.enqueue_many(large.collect()).await.unwrap();
+            let id = owner
+                .enqueue(NewJob::new("q", "kind", vec![]).retry(RetryPolicy::new(0)))
+                .await
+                .unwrap();
+            clock.advance(Duration::from_secs(1));
+
+            let mut peer = raw_peer(dir.path()).await;
+            send(
+                &mut peer,
+                1,
+                Call::List(ListFilter::default().queue("large").limit(100)),
+            )
+            .await;
+            let lease = Duration::from_secs(30);
+            send(
+                &mut peer,
+                2,
+                Call::Claim {
+                    queue: "q".into(),
+                    max: 1,
+                    lease,
+                },
+            )
+            .await;
+            until(&owner, id, |info| {
+                matches!(info.state, State::Running { .. })
+            })
+            .await;
+            drop(peer);
+            // A release makes the job due at its time, 2000 (it was first due at 1000).
+            until(&owner, id, |info| {
+                info.run_at == 2_000 && !matches!(info.state, State::Running { .. })
+            })
+            .await;
+            let info = owner.get(id).await.unwrap().unwrap();
+            assert_eq!(info.attempts, 0, "the attempt was refunded");
+            clock.advance(lease);
+            assert_eq!(owner.rescue("q").await.unwrap(), 0);
+            assert_eq!(owner.claim("q", 1, lease).await.unwrap()[0].attempt, 1);
         });
     }
 }

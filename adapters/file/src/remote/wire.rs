@@ -144,6 +144,21 @@ pub(crate) enum Answer {
     Names(Vec<String>),
 }
 
+impl Answer {
+    /// The claims of the jobs this answer hands over (a claim's, or a settlement's claim):
+    /// whoever cannot deliver it hands them back, or the jobs would stay running under
+    /// leases nobody holds until they expire, and their rescue would count an attempt.
+    pub(crate) fn claims(&self) -> Vec<Claim> {
+        match self {
+            Answer::Jobs(jobs)
+            | Answer::SettledAndClaimed {
+                claimed: Ok(jobs), ..
+            } => jobs.iter().map(|job| job.claim).collect(),
+            _ => Vec::new(),
+        }
+    }
+}
+
 /// A [`BackendError`] as it travels: everything a caller matches on (not-found, fencing,
 /// duplicates, ...) keeps its variant; a store failure keeps its message.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
