@@ -3,11 +3,12 @@
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use fairq_worker::{Backend, Claim, JobInfo};
 use tokio::net::{UnixListener, UnixStream};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
 
 use super::address::{Address, socket_path};
 use super::wire::{
@@ -19,6 +20,20 @@ use crate::local::Local;
 
 /// The longest a client's `wait_for_jobs` is held at the owner.
 pub(crate) const LONGEST_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The most calls of one connection the owner serves at once, from reading the request to
+/// writing its answer: 64. The owner reads no further request of a connection that has this
+/// many in flight until one of their answers is written, so a peer that sends and does not
+/// read stalls only itself, with at most this many answers held for it (besides its
+/// waits'). The client sends every call of a handle on one connection: more calls at once
+/// queue behind, in order.
+pub(crate) const MAX_IN_FLIGHT: usize = 64;
+
+/// The most `wait_for_jobs` calls of one connection held at once: 1024. They are counted
+/// apart from [`MAX_IN_FLIGHT`]: each is held up to [`LONGEST_WAIT`], and waits filling the
+/// bound would hold back the calls that end them (an enqueue on the same connection). Each
+/// costs a task and a wake-up registration, and its answer a few bytes.
+pub(crate) const MAX_WAITS: usize = 1024;
 
 /// A running server; [`Server::stop`] (or dropping it) ends it and removes the socket.
 pub(crate) struct Server {
@@ -156,14 +171,20 @@ fn admit(stream: UnixStream, uid: u32) -> Option<UnixStream> {
 struct Outbound {
     bytes: Vec<u8>,
     claims: Vec<Claim>,
+    /// Its request's place among the connection's calls in flight, given up once written.
+    _permit: OwnedSemaphorePermit,
 }
 
 /// Serves one connection: each request runs as its own task, answers go back in the order
 /// they are ready. No answer over `limit` bytes is sent: the client would refuse it and drop
 /// the connection, failing every call in flight on it. Jobs claimed for an answer that
-/// cannot be written (the peer went away) are handed back (see [`hand_back`]).
+/// cannot be written (the peer went away) are handed back (see [`hand_back`]). At most
+/// [`MAX_IN_FLIGHT`] calls and [`MAX_WAITS`] waits are in flight at once.
 async fn serve(local: Local, stream: UnixStream, limit: usize) {
     let (mut from, mut to) = stream.into_split();
+    let calls = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
+    let waits = Arc::new(Semaphore::new(MAX_WAITS));
+    // Each answer holds its request's permit: the channel holds at most as many.
     let (answers, mut outgoing) = mpsc::unbounded_channel::<Outbound>();
     let writer = {
         let local = local.clone();
@@ -191,7 +212,22 @@ async fn serve(local: Local, stream: UnixStream, limit: usize) {
                 break;
             }
         };
-        tokio::spawn(respond(local.clone(), request, limit, answers.clone()));
+        let bound = match request.call {
+            Call::WaitForJobs { .. } => &waits,
+            _ => &calls,
+        };
+        // With the bound reached, the next request waits (in the socket) for an answer
+        // to be written; the semaphore is never closed.
+        let Ok(permit) = bound.clone().acquire_owned().await else {
+            break;
+        };
+        tokio::spawn(respond(
+            local.clone(),
+            request,
+            limit,
+            answers.clone(),
+            permit,
+        ));
     }
     drop(answers);
     let _ = writer.await;
@@ -231,6 +267,7 @@ async fn respond(
     request: Request,
     limit: usize,
     answers: mpsc::UnboundedSender<Outbound>,
+    permit: OwnedSemaphorePermit,
 ) {
     let Request { id, call } = request;
     let task = {
@@ -283,7 +320,12 @@ async fn respond(
     };
     match bytes {
         Ok(bytes) => {
-            if let Err(mpsc::error::SendError(answer)) = answers.send(Outbound { bytes, claims }) {
+            let answer = Outbound {
+                bytes,
+                claims,
+                _permit: permit,
+            };
+            if let Err(mpsc::error::SendError(answer)) = answers.send(answer) {
                 hand_back(&local, answer.claims).await;
             }
         }
@@ -295,7 +337,7 @@ async fn respond(
 /// claim took (see [`Local::claim_durable`]) or a list's rows.
 async fn answer(local: &Local, call: Call, limit: usize) -> Result<Answer, WireError> {
     #[cfg(test)]
-    hook::enter(&call);
+    let _held = hook::enter(&call).await;
     let room = limit.saturating_sub(ANSWER_OVERHEAD);
     Ok(match call {
         Call::Hello { .. } => Answer::Hello { protocol: PROTOCOL },
@@ -388,16 +430,46 @@ fn clamp(max: u64) -> usize {
 /// Test-only seams of the server.
 #[cfg(test)]
 pub(crate) mod hook {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use tokio::sync::Semaphore;
+
     use super::Call;
 
     /// A count of this queue panics at the owner: no input reaches a panic once core clamps
     /// a decoded retry policy's jitter, yet a bug may add one.
     pub(crate) const PANICS: &str = "fairq-test-hook-panics";
+    /// A count of this queue is counted in [`RUNNING`] and [`PEAK`] and held until [`GATE`]
+    /// has a permit.
+    pub(crate) const HELD: &str = "fairq-test-hook-held";
+    /// Counts of [`HELD`] running now.
+    pub(crate) static RUNNING: AtomicUsize = AtomicUsize::new(0);
+    /// The most counts of [`HELD`] that ever ran at once.
+    pub(crate) static PEAK: AtomicUsize = AtomicUsize::new(0);
+    /// Holds the counts of [`HELD`] until the test adds permits.
+    pub(crate) static GATE: Semaphore = Semaphore::const_new(0);
+
+    /// One count of [`HELD`] running.
+    pub(crate) struct Held;
+
+    impl Drop for Held {
+        fn drop(&mut self) {
+            RUNNING.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
 
     /// Called as each call starts at the owner.
-    pub(crate) fn enter(call: &Call) {
-        if matches!(call, Call::Counts(queue) if queue == PANICS) {
-            panic!("a call that panics (test hook)");
+    pub(crate) async fn enter(call: &Call) -> Option<Held> {
+        match call {
+            Call::Counts(queue) if queue == PANICS => panic!("a call that panics (test hook)"),
+            Call::Counts(queue) if queue == HELD => {
+                let now = RUNNING.fetch_add(1, Ordering::SeqCst) + 1;
+                PEAK.fetch_max(now, Ordering::SeqCst);
+                let held = Held;
+                drop(GATE.acquire().await);
+                Some(held)
+            }
+            _ => None,
         }
     }
 }
@@ -540,6 +612,59 @@ mod tests {
             clock.advance(lease);
             assert_eq!(owner.rescue("q").await.unwrap(), 0);
             assert_eq!(owner.claim("q", 1, lease).await.unwrap()[0].attempt, 1);
+        });
+    }
+
+    /// A peer that sends more calls than [`MAX_IN_FLIGHT`](super::MAX_IN_FLIGHT) and reads
+    /// none of their answers gets no more than that many served at once (they used to start
+    /// as they were read, their answers piling up in the owner's memory), and stalls only its
+    /// own connection: another is served meanwhile.
+    #[test]
+    fn a_connection_has_at_most_the_bound_of_calls_in_flight() {
+        use std::sync::atomic::Ordering::SeqCst;
+        const SENT: usize = super::MAX_IN_FLIGHT + 36;
+        runtime().block_on(async {
+            let dir = tempfile::tempdir().unwrap();
+            let owner = FileBackend::open(dir.path(), FileOptions::default()).unwrap();
+            let mut peer = raw_peer(dir.path()).await;
+            let mut pipelined = Vec::new();
+            for id in 1..=SENT as u64 {
+                let request = Request {
+                    id,
+                    call: Call::Counts(hook::HELD.into()),
+                };
+                pipelined.extend(encode(&request).unwrap());
+            }
+            write(&mut peer, &pipelined).await.unwrap();
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+            while hook::RUNNING.load(SeqCst) < super::MAX_IN_FLIGHT {
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "the calls never ran"
+                );
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            // Another connection is served while this one is stalled; by the time it is,
+            // the server has gone through its tasks several times over.
+            let mut other = raw_peer(dir.path()).await;
+            send(&mut other, 1, Call::Len).await;
+            let len: Response = read(&mut other, MAX_MESSAGE).await.unwrap();
+            assert!(matches!(len.answer, Ok(Answer::Count(0))));
+            assert_eq!(hook::RUNNING.load(SeqCst), super::MAX_IN_FLIGHT);
+
+            hook::GATE.add_permits(1);
+            for _ in 0..SENT {
+                let answer = tokio::time::timeout(
+                    Duration::from_secs(30),
+                    read::<Response>(&mut peer, MAX_MESSAGE),
+                )
+                .await
+                .expect("every call is answered")
+                .unwrap();
+                assert!(matches!(answer.answer, Ok(Answer::Counts(_))));
+            }
+            assert_eq!(hook::PEAK.load(SeqCst), super::MAX_IN_FLIGHT);
+            drop(owner);
         });
     }
 }
