@@ -51,8 +51,13 @@ impl Default for QueueConfig {
     /// 10 jobs at a time, 30 s leases, a 1 s poll interval for stores that cannot push
     /// wake-ups, heartbeats every third of the lease, rescue sweeps every half lease; a
     /// prefetch buffer whose depth adapts between the concurrency and 32 times it, whose jobs
-    /// are handed back after a lease of waiting; settlement batches of at most 128 attempts, 2 in flight, a 5 ms window;
-    /// no handler timeout; no retry sweep.
+    /// are handed back after a lease of waiting; settlement batches of at most 128 attempts,
+    /// 4 in flight, a 5 ms window; no handler timeout; no retry sweep.
+    ///
+    /// ```
+    /// let c = fairq_worker::QueueConfig::default();
+    /// assert_eq!((c.get_settle_batch(), c.get_settles_in_flight()), (128, 4));
+    /// ```
     fn default() -> Self {
         QueueConfig {
             concurrency: 10,
