@@ -225,9 +225,7 @@ async fn run(
             } => Err(Handshake::Refused(format!(
                 "the owner speaks protocol {protocol}, this build {PROTOCOL}; use the same fairq version for both"
             ))),
-            other => Err(Handshake::Refused(format!(
-                "unexpected handshake answer {other:?}"
-            ))),
+            other => Err(Handshake::Refused(unexpected_hello(&other))),
         }
     }
     .await;
@@ -501,8 +499,28 @@ impl Drop for Waiting {
     }
 }
 
+/// A call answered with another call's kind of answer. Only the kind is named: the
+/// answer may hold payloads.
 fn unexpected(answer: &Answer) -> BackendError {
-    BackendError::Store(format!("the store's owner answered out of turn: {answer:?}").into())
+    BackendError::Store(
+        format!(
+            "the store's owner answered out of turn (a {} answer)",
+            answer.kind()
+        )
+        .into(),
+    )
+}
+
+/// Why a handshake's answer is refused, naming only its kind (the answer may hold payloads).
+fn unexpected_hello(response: &Response) -> String {
+    let what = match &response.answer {
+        Ok(answer) => format!("a {} answer", answer.kind()),
+        Err(_) => "an error".to_string(),
+    };
+    format!(
+        "unexpected handshake answer ({what} to request {})",
+        response.id
+    )
 }
 
 fn count(max: usize) -> u64 {
@@ -689,5 +707,35 @@ impl Backend for Client {
 
     async fn remove_queue(&self, queue: &str) -> Result<u64, BackendError> {
         self.count(Call::RemoveQueue(queue.to_string())).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An answer out of turn is named by its kind, never shown: it may hold payloads.
+    #[test]
+    fn answers_out_of_turn_are_named_not_shown() {
+        let answer = Answer::Names(vec!["s3cr3t".into()]);
+        let message = unexpected(&answer).to_string();
+        assert!(
+            message.contains("Names") && !message.contains("s3cr3t"),
+            "{message}"
+        );
+        let response = Response {
+            id: 3,
+            answer: Ok(answer),
+        };
+        let message = unexpected_hello(&response);
+        assert!(
+            message.contains("Names") && !message.contains("s3cr3t"),
+            "{message}"
+        );
+        let response = Response {
+            id: 0,
+            answer: Err(WireError::Store("s3cr3t".into())),
+        };
+        assert!(!unexpected_hello(&response).contains("s3cr3t"));
     }
 }

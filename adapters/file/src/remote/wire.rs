@@ -145,6 +145,27 @@ pub(crate) enum Answer {
 }
 
 impl Answer {
+    /// The answer's kind, for error messages: never its contents, which may hold payloads,
+    /// metadata or keys.
+    pub(crate) fn kind(&self) -> &'static str {
+        match self {
+            Answer::Hello { .. } => "Hello",
+            Answer::Ids(_) => "Ids",
+            Answer::Jobs(_) => "Jobs",
+            Answer::Settled(_) => "Settled",
+            Answer::SettledAndClaimed { .. } => "SettledAndClaimed",
+            Answer::Units(_) => "Units",
+            Answer::Deadlines(_) => "Deadlines",
+            Answer::Count(_) => "Count",
+            Answer::Stats(_) => "Stats",
+            Answer::List(_) => "List",
+            Answer::Job(_) => "Job",
+            Answer::Counts(_) => "Counts",
+            Answer::Done => "Done",
+            Answer::Names(_) => "Names",
+        }
+    }
+
     /// The claims of the jobs this answer hands over (a claim's, or a settlement's claim):
     /// whoever cannot deliver it hands them back, or the jobs would stay running under
     /// leases nobody holds until they expire, and their rescue would count an attempt.
