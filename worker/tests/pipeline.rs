@@ -253,7 +253,8 @@ async fn a_stale_entry_is_reported_and_the_rest_of_its_batch_settles() {
             .concurrency(3)
             .prefetch(0)
             .lease(LEASE)
-            .heartbeat_interval(Duration::from_secs(3600))
+            // No beat before the test's end: tokio's paused clock does not move meanwhile.
+            .heartbeat_interval(LEASE - Duration::from_secs(1))
             .rescue_interval(Duration::from_secs(3600)),
         gated(&gate, &started),
         |b| b.on_error(on_error),
@@ -1740,13 +1741,13 @@ async fn warming_up_readies_the_store_once_for_all_its_calls_and_reports_a_dead_
 }
 
 /// A queue configuration with every duration at `Duration::MAX`, the natural way to write
-/// "never" or "as long as it takes".
+/// "never" or "as long as it takes"; the heartbeat interval, which must be shorter than the
+/// lease, is left at its default, a third of it (still far more than an instant holds).
 fn durations_at_max() -> QueueConfig {
     let max = Duration::MAX;
     QueueConfig::default()
         .lease(max)
         .poll_interval(max)
-        .heartbeat_interval(max)
         .rescue_interval(max)
         .prefetch_ttl(max)
         .settle_window(max)

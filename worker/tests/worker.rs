@@ -90,6 +90,39 @@ fn configuration_errors_are_typed() {
     }
 }
 
+/// A heartbeat interval at or past the lease would let a running job's lease expire between
+/// two beats (and another worker rescue and run it again): refused when the worker is built.
+#[test]
+fn a_heartbeat_interval_at_or_past_the_lease_is_refused() {
+    let lease = Duration::from_secs(30);
+    let build = |every: Option<Duration>| {
+        let mut config = QueueConfig::default().lease(lease);
+        if let Some(every) = every {
+            config = config.heartbeat_interval(every);
+        }
+        Worker::builder(MemoryBackend::new())
+            .queue("q", config)
+            .handlers(ok_handler())
+            .build()
+            .map(drop)
+    };
+    for every in [lease, lease * 2, Duration::MAX] {
+        let err = build(Some(every)).unwrap_err();
+        assert!(
+            matches!(err, WorkerConfigError::Queue { ref queue, .. } if queue == "q"),
+            "{every:?}: {err:?}"
+        );
+        assert!(err.to_string().contains("heartbeat interval"), "{err}");
+    }
+    for every in [
+        None,
+        Some(lease / 2),
+        Some(lease - Duration::from_millis(1)),
+    ] {
+        build(every).unwrap_or_else(|err| panic!("{every:?}: {err}"));
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn wakes_on_enqueue_without_polling() {
     let store = Arc::new(MemoryBackend::new());

@@ -99,7 +99,8 @@ impl QueueConfig {
     }
 
     /// Claims jobs under leases of this length; a job whose worker stops renewing its lease
-    /// is rescued once it expires.
+    /// is rescued once it expires. The [heartbeat interval](Self::heartbeat_interval) must be
+    /// shorter.
     ///
     /// ```
     /// use std::time::Duration;
@@ -123,12 +124,33 @@ impl QueueConfig {
         self
     }
 
-    /// Renews a running job's lease this often (default: a third of the lease).
+    /// Renews the leases of the jobs the queue holds this often (default: a third of the
+    /// lease).
+    ///
+    /// It must be shorter than the [lease](Self::lease): [`WorkerBuilder::build`] refuses an
+    /// interval at or past it ([`WorkerConfigError::Queue`]), since the lease of a running
+    /// job would then expire between two beats and another worker would rescue and run it
+    /// again. Keep it to half the lease or less, so that one renewal that fails or comes late
+    /// does not lose the lease.
+    ///
+    /// [`WorkerBuilder::build`]: crate::WorkerBuilder::build
+    /// [`WorkerConfigError::Queue`]: crate::WorkerConfigError::Queue
     ///
     /// ```
     /// use std::time::Duration;
-    /// let c = fairq_worker::QueueConfig::new().heartbeat_interval(Duration::from_secs(1));
+    /// use fairq_worker::{Job, MemoryBackend, QueueConfig, Worker, WorkerConfigError};
+    /// let c = QueueConfig::new().heartbeat_interval(Duration::from_secs(1));
     /// assert_eq!(c.get_heartbeat_interval(), Duration::from_secs(1));
+    ///
+    /// let too_long = QueueConfig::new()
+    ///     .lease(Duration::from_secs(30))
+    ///     .heartbeat_interval(Duration::from_secs(30));
+    /// let err = Worker::builder(MemoryBackend::new())
+    ///     .queue("q", too_long)
+    ///     .handle("k", |_job: Job| async { Ok::<_, String>(()) })
+    ///     .build()
+    ///     .unwrap_err();
+    /// assert!(matches!(err, WorkerConfigError::Queue { .. }));
     /// ```
     pub fn heartbeat_interval(mut self, every: Duration) -> Self {
         self.heartbeat_interval = Some(every);
@@ -488,6 +510,11 @@ impl QueueConfig {
             Some("the poll interval must not be zero")
         } else if self.get_heartbeat_interval().is_zero() {
             Some("the heartbeat interval must not be zero")
+        } else if self.get_heartbeat_interval() >= self.lease {
+            Some(
+                "the heartbeat interval must be shorter than the lease (or the lease expires \
+                 between beats)",
+            )
         } else if self.get_rescue_interval().is_zero() {
             Some("the rescue interval must not be zero")
         } else if self.get_prefetch() > MAX_CONCURRENCY {
@@ -583,6 +610,10 @@ mod tests {
                 .is_some()
         );
         for bad in [
+            QueueConfig::new().heartbeat_interval(QueueConfig::new().get_lease()),
+            QueueConfig::new()
+                .lease(Duration::from_secs(5))
+                .heartbeat_interval(Duration::from_secs(60)),
             QueueConfig::new().prefetch(MAX_CONCURRENCY + 1),
             QueueConfig::new().prefetch_ttl(Duration::ZERO),
             QueueConfig::new().settle_batch(0),
