@@ -123,6 +123,37 @@ fn a_heartbeat_interval_at_or_past_the_lease_is_refused() {
     }
 }
 
+/// An error backoff starting at zero never grows (0 × 2 = 0): a store that is down would be
+/// called in a hot loop. It is refused when the worker is built, as is a minimum above the
+/// maximum; equal bounds (a fixed delay) are fine.
+#[test]
+fn an_error_backoff_from_zero_or_upside_down_is_refused() {
+    let build = |min: Duration, max: Duration| {
+        Worker::builder(MemoryBackend::new())
+            .queue("q", QueueConfig::default())
+            .handlers(ok_handler())
+            .error_backoff(min, max)
+            .build()
+            .map(drop)
+    };
+    let ms = Duration::from_millis;
+    for (min, max) in [(ms(0), ms(30_000)), (ms(0), ms(0)), (ms(200), ms(100))] {
+        let err = build(min, max).unwrap_err();
+        assert!(
+            matches!(err, WorkerConfigError::ErrorBackoff { .. }),
+            "{min:?}..{max:?}: {err:?}"
+        );
+        assert!(err.to_string().contains("minimum delay"), "{err}");
+    }
+    for (min, max) in [
+        (ms(1), ms(1)),
+        (ms(100), ms(30_000)),
+        (Duration::MAX, Duration::MAX),
+    ] {
+        build(min, max).unwrap_or_else(|err| panic!("{min:?}..{max:?}: {err}"));
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn wakes_on_enqueue_without_polling() {
     let store = Arc::new(MemoryBackend::new());

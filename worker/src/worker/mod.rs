@@ -74,6 +74,25 @@ pub enum WorkerConfigError {
     /// A per-kind handler timeout is zero.
     #[error("a handler timeout must not be zero")]
     ZeroTimeout,
+    /// The [error backoff](WorkerBuilder::error_backoff) is unusable: its minimum is zero,
+    /// or above its maximum.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use fairq_worker::{Job, MemoryBackend, QueueConfig, Worker, WorkerConfigError};
+    /// let err = Worker::builder(MemoryBackend::new())
+    ///     .queue("q", QueueConfig::default())
+    ///     .handle("k", |_job: Job| async { Ok::<_, String>(()) })
+    ///     .error_backoff(Duration::ZERO, Duration::from_secs(30))
+    ///     .build()
+    ///     .unwrap_err();
+    /// assert!(matches!(err, WorkerConfigError::ErrorBackoff { .. }));
+    /// ```
+    #[error("error backoff: {problem}")]
+    ErrorBackoff {
+        /// What is wrong.
+        problem: &'static str,
+    },
     /// [`Worker::start`] was called outside a tokio runtime.
     #[error("a worker must be started inside a tokio runtime")]
     NoRuntime,
@@ -319,6 +338,11 @@ impl<B: Backend> WorkerBuilder<B> {
     /// After a failed store call, waits `min`, doubling up to `max` while failures go on
     /// (default 100 ms to 30 s), so a store that is down is not hammered.
     ///
+    /// `min` must not be zero (the delay would never grow: the claimer, the heartbeater and
+    /// the acker would retry a store that is down in a hot loop), and must not exceed `max`:
+    /// [`build`](Self::build) refuses either with [`WorkerConfigError::ErrorBackoff`]. Both
+    /// may be equal, for a fixed delay.
+    ///
     /// ```
     /// use std::time::Duration;
     /// use fairq_worker::{MemoryBackend, Worker};
@@ -415,6 +439,18 @@ impl<B: Backend> WorkerBuilder<B> {
         }
         if self.kind_timeouts.values().any(Duration::is_zero) {
             return Err(WorkerConfigError::ZeroTimeout);
+        }
+        let (min, max) = self.error_backoff;
+        if min.is_zero() {
+            return Err(WorkerConfigError::ErrorBackoff {
+                problem: "the minimum delay must not be zero (a failing store would be called \
+                          again in a hot loop)",
+            });
+        }
+        if min > max {
+            return Err(WorkerConfigError::ErrorBackoff {
+                problem: "the minimum delay must not exceed the maximum",
+            });
         }
         Ok(Worker { config: self })
     }
