@@ -1487,23 +1487,28 @@ pub async fn a_pending_wait_for_jobs_wakes_for_a_delayed_job_or_retry<B: Backend
     clock: &ManualClock,
 ) {
     const SOON: Duration = Duration::from_millis(200);
-    async fn pending<F: std::future::Future<Output = ()>>(
-        mut waiting: std::pin::Pin<&mut F>,
-        what: &str,
-    ) {
-        for _ in 0..8 {
-            assert!(
-                futures::poll!(waiting.as_mut()).is_pending(),
-                "wait_for_jobs returned while nothing was due ({what})"
-            );
-            tokio::task::yield_now().await;
+    /// A wait of an hour on `queue` that stayed pending over a few polls. A store may end a
+    /// wait early (a wake-up left by an earlier call, which costs a worker one empty claim):
+    /// such a wait is replaced, so the one handed back has worked out its sleep.
+    async fn pending<'a, B: Backend>(
+        store: &'a B,
+        queue: &'a str,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'a>> {
+        'fresh: for _ in 0..100 {
+            let mut waiting = Box::pin(store.wait_for_jobs(queue, Duration::from_secs(3600)));
+            for _ in 0..8 {
+                if futures::poll!(waiting.as_mut()).is_ready() {
+                    continue 'fresh;
+                }
+                tokio::task::yield_now().await;
+            }
+            return waiting;
         }
+        panic!("wait_for_jobs on {queue:?} keeps returning while nothing is due");
     }
 
     // A delayed job, enqueued while a wait is pending.
-    let waiting = store.wait_for_jobs("soon", Duration::from_secs(3600));
-    tokio::pin!(waiting);
-    pending(waiting.as_mut(), "before the delayed job").await;
+    let waiting = pending(store, "soon").await;
     let delayed = store
         .enqueue(new_job("soon").delay(SOON))
         .await
@@ -1516,23 +1521,14 @@ pub async fn a_pending_wait_for_jobs_wakes_for_a_delayed_job_or_retry<B: Backend
     assert_eq!(job.claim.id, delayed);
 
     // A retry with a backoff, recorded while a wait is pending.
-    let waiting = store.wait_for_jobs("soon", Duration::from_secs(3600));
-    tokio::pin!(waiting);
-    pending(waiting.as_mut(), "while the job runs").await;
     let policy = RetryPolicy::new(1).with_delays([SOON]);
     let retried = store
         .enqueue(new_job("soon").retry(policy))
         .await
         .expect("enqueue");
-    // The enqueue may have woken the wait: wait again, from a queue where nothing is due.
-    tokio::time::timeout(PATIENCE, waiting)
-        .await
-        .expect("an enqueue wakes a pending wait_for_jobs");
     let job = claim_one(store, "soon").await;
     assert_eq!(job.claim.id, retried);
-    let waiting = store.wait_for_jobs("soon", Duration::from_secs(3600));
-    tokio::pin!(waiting);
-    pending(waiting.as_mut(), "while the job runs").await;
+    let waiting = pending(store, "soon").await;
     store
         .fail(&job, Failure::retryable("later"))
         .await
