@@ -127,12 +127,26 @@ fn dependencies_block_until_released() {
         job.claim(0, LEASE),
         Err(TransitionError::NotClaimable { state: "blocked" })
     );
-    job.dependency_succeeded().unwrap();
+    job.dependency_succeeded(0, 0).unwrap();
     assert_eq!(
-        job.dependency_succeeded(),
+        job.dependency_succeeded(0, 0),
         Err(TransitionError::NotBlocked { state: "scheduled" })
     );
     assert!(job.claim(0, LEASE).is_ok());
+}
+
+#[test]
+fn a_released_job_is_due_at_the_later_of_its_own_time_and_its_release() {
+    // Delayed past its release: it keeps its delay.
+    let mut job = Lifecycle::blocked();
+    job.dependency_succeeded(3_600_000, 60_000).unwrap();
+    assert_eq!(job.state(), &State::Scheduled { run_at: 3_600_000 });
+    assert!(!job.is_claimable(60_000));
+    assert!(job.is_claimable(3_600_000));
+    // Due before its release: due from the release, never from 0.
+    let mut job = Lifecycle::blocked();
+    job.dependency_succeeded(1_000, 60_000).unwrap();
+    assert_eq!(job.state(), &State::Scheduled { run_at: 60_000 });
 }
 
 #[test]

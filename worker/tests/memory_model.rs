@@ -56,9 +56,13 @@ fn op() -> impl Strategy<Value = Op> {
 
 #[derive(Debug, Clone, PartialEq)]
 enum St {
-    Blocked(usize),
+    /// Blocked on the model's job at this index; due at its own run time once released.
+    Blocked(usize, Millis),
     Waiting(Millis),
-    Running { claim: Claim, deadline: Millis },
+    Running {
+        claim: Claim,
+        deadline: Millis,
+    },
     Succeeded,
     Dead,
 }
@@ -75,7 +79,7 @@ struct MJob {
 impl MJob {
     fn status(&self) -> JobStatus {
         match self.state {
-            St::Blocked(_) => JobStatus::Blocked,
+            St::Blocked(..) => JobStatus::Blocked,
             St::Waiting(_) if self.attempts == 0 => JobStatus::Scheduled,
             St::Waiting(_) => JobStatus::Retrying,
             St::Running { .. } => JobStatus::Running,
@@ -110,8 +114,11 @@ fn running(model: &[MJob]) -> Vec<usize> {
 
 fn release(model: &mut [MJob], done: usize, now: Millis) {
     for job in model.iter_mut() {
-        if job.state == St::Blocked(done) {
-            job.state = St::Waiting(now);
+        if let St::Blocked(dep, run_at) = job.state {
+            if dep == done {
+                // Due at the later of its own time and its release.
+                job.state = St::Waiting(run_at.max(now));
+            }
         }
     }
 }
@@ -144,7 +151,7 @@ proptest! {
                     }
                     let id = block_on(store.enqueue(job)).unwrap();
                     let state = match dep {
-                        Some(i) if model[i].state != St::Succeeded => St::Blocked(i),
+                        Some(i) if model[i].state != St::Succeeded => St::Blocked(i, now + delay),
                         _ => St::Waiting(now + delay),
                     };
                     model.push(MJob { id, state, attempts: 0, retries, retry_delay });
@@ -234,8 +241,7 @@ proptest! {
                         | fairq_core::job::State::Retrying { run_at } => run_at,
                         _ => unreachable!(),
                     };
-                    // A released dependent is due at once (stored as 0 or its release time).
-                    prop_assert!(run_at == at || (run_at == 0 && at <= clock.now()));
+                    prop_assert_eq!(run_at, at, "job {} is due at its time", m.id);
                 }
             }
             let counts = store.counts("q");

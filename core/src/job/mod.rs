@@ -340,7 +340,7 @@ impl core::error::Error for TransitionError {}
 /// use fairq_core::job::{Lifecycle, State};
 /// let mut job = Lifecycle::blocked();
 /// assert!(!job.is_claimable(0));
-/// job.dependency_succeeded().unwrap();
+/// job.dependency_succeeded(0, 0).unwrap();
 /// assert!(job.is_claimable(0));
 /// ```
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
@@ -699,20 +699,36 @@ impl Lifecycle {
         }
     }
 
-    /// Releases a blocked job once the job it depends on has succeeded.
+    /// Releases a blocked job once the job it depends on has succeeded, at `now`: it waits
+    /// for both, so it becomes due at the later of its own `run_at` (when it may first run,
+    /// as enqueued) and `now`. A delayed job keeps its delay; one whose time has passed is
+    /// due from its release, not from its enqueue.
     ///
     /// ```
-    /// let mut job = fairq_core::job::Lifecycle::blocked();
-    /// job.dependency_succeeded().unwrap();
-    /// assert!(job.dependency_succeeded().is_err());
+    /// use fairq_core::job::{Lifecycle, State};
+    /// // Enqueued to run at 5_000; its dependency succeeds at 2_000.
+    /// let mut job = Lifecycle::blocked();
+    /// job.dependency_succeeded(5_000, 2_000).unwrap();
+    /// assert_eq!(job.state(), &State::Scheduled { run_at: 5_000 });
+    /// assert!(job.dependency_succeeded(5_000, 2_000).is_err());
+    /// // Enqueued to run at once (at 1_000); released at 2_000.
+    /// let mut job = Lifecycle::blocked();
+    /// job.dependency_succeeded(1_000, 2_000).unwrap();
+    /// assert_eq!(job.state(), &State::Scheduled { run_at: 2_000 });
     /// ```
-    pub fn dependency_succeeded(&mut self) -> Result<(), TransitionError> {
+    pub fn dependency_succeeded(
+        &mut self,
+        run_at: Millis,
+        now: Millis,
+    ) -> Result<(), TransitionError> {
         if self.state != State::Blocked {
             return Err(TransitionError::NotBlocked {
                 state: self.state.name(),
             });
         }
-        self.state = State::Scheduled { run_at: 0 };
+        self.state = State::Scheduled {
+            run_at: run_at.max(now),
+        };
         Ok(())
     }
 

@@ -1540,6 +1540,72 @@ pub async fn a_pending_wait_for_jobs_wakes_for_a_delayed_job_or_retry<B: Backend
     assert_eq!(claim_one(store, "soon").await.claim.id, retried);
 }
 
+/// A released dependent is due at the later of its own run time and its release, in its own
+/// queue and in another: one due before its release shows the release time (never 0, which
+/// a dashboard reads as waiting since 1970) and runs at once; a delayed one keeps its delay.
+pub async fn a_released_dependent_is_due_at_its_own_time_or_its_release<B: Backend>(
+    store: &B,
+    clock: &ManualClock,
+) {
+    const HOUR: Duration = Duration::from_secs(3600);
+    let start = clock.now();
+    let dep = store.enqueue(new_job("rel")).await.expect("enqueue");
+    let mut now_ids = Vec::new();
+    let mut later_ids = Vec::new();
+    for queue in ["rel", "rel-other"] {
+        now_ids.push(
+            store
+                .enqueue(new_job(queue).after(dep))
+                .await
+                .expect("enqueue"),
+        );
+        later_ids.push(
+            store
+                .enqueue(new_job(queue).after(dep).delay(HOUR))
+                .await
+                .expect("enqueue"),
+        );
+    }
+    clock.advance(Duration::from_secs(60));
+    let released = clock.now();
+    let job = claim_one(store, "rel").await;
+    assert_eq!(job.claim.id, dep);
+    store.complete(job.claim).await.expect("complete");
+
+    for (queue, (soon, later)) in ["rel", "rel-other"]
+        .into_iter()
+        .zip(now_ids.into_iter().zip(later_ids))
+    {
+        assert_eq!(
+            state(store, soon).await,
+            State::Scheduled { run_at: released },
+            "a dependent due before its release is due from its release ({queue:?})"
+        );
+        assert_eq!(
+            state(store, later).await,
+            State::Scheduled {
+                run_at: start + 3_600_000
+            },
+            "a delayed dependent keeps its delay ({queue:?})"
+        );
+        assert_eq!(claim_one(store, queue).await.claim.id, soon);
+        assert_nothing_due(store, queue, "a delayed dependent waits for its delay").await;
+    }
+    clock.set(start + 3_600_000 - 1);
+    assert_nothing_due(store, "rel", "a delayed dependent waits for its delay").await;
+    assert_nothing_due(
+        store,
+        "rel-other",
+        "a delayed dependent waits for its delay",
+    )
+    .await;
+    clock.set(start + 3_600_000);
+    for queue in ["rel", "rel-other"] {
+        let job = claim_one(store, queue).await;
+        assert_eq!(job.run_at, start + 3_600_000, "{queue:?}");
+    }
+}
+
 /// `wait_for_jobs` takes any timeout, up to `Duration::MAX` ("until there is something to
 /// claim"): such a wait is pending while nothing is due, an enqueue wakes it, and it returns
 /// at once while a job is due. (Worker durations may be `Duration::MAX`, and a worker passes

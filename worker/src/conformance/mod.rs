@@ -179,6 +179,7 @@ macro_rules! conformance_tests {
             dependencies_wait_for_success,
             dependencies_wait_for_success_whatever_the_queue_names,
             dependents_are_released_in_enqueue_order,
+            a_released_dependent_is_due_at_its_own_time_or_its_release,
             dependents_of_a_dead_job_wait_for_its_revival,
             unknown_dependency_is_refused,
             unique_keys,

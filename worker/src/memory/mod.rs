@@ -17,8 +17,11 @@
 //!   blocked until its dependency *succeeds*. When the dependency dies, its dependents stay
 //!   blocked: revive the dependency with [`Backend::revive`] (they run once it succeeds) or
 //!   delete them with [`Backend::purge`]. Deleting a dependency that has not succeeded leaves
-//!   its dependents blocked for good. Once released, a dependent runs at once (its own delay
-//!   counts only when its dependency had already succeeded at enqueue).
+//!   its dependents blocked for good. Once released, a dependent is due at the later of its
+//!   own run time (its delay or [`run_at_millis`](crate::NewJob::run_at_millis)) and its
+//!   release: a delayed dependent keeps its delay, and one whose time has passed shows
+//!   `State::Scheduled { run_at }` with its release time (see
+//!   [`Lifecycle::dependency_succeeded`](fairq_core::job::Lifecycle::dependency_succeeded)).
 //! * **Unique keys** hold among a queue's unfinished jobs; a dead job that is revived takes
 //!   its key back, and stays dead if another job holds it meanwhile.
 //! * **Wake-ups.** [`Backend::wait_for_jobs`] returns as soon as a job of the queue becomes

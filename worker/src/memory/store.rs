@@ -1607,8 +1607,11 @@ impl Store {
             let Some(record) = self.jobs.get_mut(&dependent) else {
                 continue;
             };
-            if record.life.dependency_succeeded().is_ok() {
-                self.schedule(dependent, now, now);
+            // A blocked job's `due_at` is its own run time, as enqueued: it waits for that
+            // as well as for its dependency.
+            if record.life.dependency_succeeded(record.due_at, now).is_ok() {
+                let run_at = record.life.due_at().unwrap_or(now);
+                self.schedule(dependent, run_at, now);
             }
         }
     }

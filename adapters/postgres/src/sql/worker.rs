@@ -137,7 +137,10 @@ SELECT JOB_COLUMNS FROM claimed ORDER BY was_round, was_seq
 /// lease it ran under and core's verdict (`succeeded`, `retry` at `run_at`, or `dead` with a
 /// reason), and applies only while the job is still running under that token (fencing per
 /// row). Successes and deaths move to the archive; retries wait for their time; the blocked
-/// dependents of each success become due now.
+/// dependents of each success become due at the later of their own `run_at` (kept while they
+/// are blocked) and now, as `Lifecycle::dependency_succeeded` rules: one due now goes after
+/// the jobs already waiting (`EVENT` numbering), a delayed one waits by its id, as a delayed
+/// job does.
 ///
 /// Parameters: id[], token[], verdict[], run_at[], reason[], message[] (one element per
 /// entry, no (id, token) pair twice), now, rescue (the entries are expired leases: the lease must still be
@@ -147,7 +150,7 @@ SELECT JOB_COLUMNS FROM claimed ORDER BY was_round, was_seq
 /// earlier batch's.
 ///
 /// Rows: `(1, id, queue, NULL, token)` for each job archived, `(2, id, queue, due_at, token)`
-/// for each job sent to retry, `(3, id, queue, now, NULL)` for each dependent released, `(4,
+/// for each job sent to retry, `(3, id, queue, due_at, NULL)` for each dependent released, `(4,
 /// id, NULL, NULL, NULL, state...)` with the lifecycle columns of each job an entry named but
 /// did not change, as the statement found it (to explain the refusal; an unknown job has no
 /// row), and one `(0, ...)` row that carries the count of notifications.
@@ -226,20 +229,21 @@ retried AS (
 ),
 freed AS (
     UPDATE fairq.jobs d
-    SET state = 'scheduled', run_at = 0, due_at = $7, due_seq = EVENT + (f.ord << 20) + f.rank
+    SET state = 'scheduled', run_at = GREATEST(d.run_at, $7), due_at = GREATEST(d.run_at, $7),
+        due_seq = CASE WHEN d.run_at > $7 THEN d.id ELSE EVENT + (f.ord << 20) + f.rank END
     FROM (SELECT b.id, g.ord, row_number() OVER (PARTITION BY g.id ORDER BY b.id) AS rank
           FROM gone g
           JOIN fairq.jobs b ON b.depends_on = g.id AND b.state = 'blocked'
           WHERE g.verdict = 'succeeded' AND g.has_dependents) f
     -- On the row, not only in the snapshot (see `RELEASE_STRAGGLERS`).
     WHERE d.id = f.id AND d.state = 'blocked'
-    RETURNING d.id, d.queue
+    RETURNING d.id, d.queue, d.due_at
 ),
 woke AS (
     SELECT pg_notify($9, m.at::text || ' ' || m.queue)
     FROM (SELECT x.queue, min(x.at) AS at
           FROM (SELECT r.queue, r.due_at AS at FROM retried r
-                UNION ALL SELECT f.queue, $7 FROM freed f) x
+                UNION ALL SELECT f.queue, f.due_at FROM freed f) x
           GROUP BY x.queue) m
 )
 SELECT 1 AS tag, g.id, g.queue, NULL::int8 AS at, g.token, NULL::text AS state,
@@ -250,7 +254,7 @@ UNION ALL
 SELECT 2, r.id, r.queue, r.due_at, r.token, NULL, NULL, NULL, NULL, NULL, NULL, NULL
 FROM retried r
 UNION ALL
-SELECT 3, f.id, f.queue, $7, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM freed f
+SELECT 3, f.id, f.queue, f.due_at, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM freed f
 UNION ALL
 SELECT 4, s.id, NULL, NULL, NULL, s.state, s.run_at, s.attempts, s.token, s.lease_deadline,
        s.finished_at, s.dead_reason
@@ -350,7 +354,8 @@ SELECT count(*) FROM gone
 "#;
 
 /// Releases blocked jobs of a queue whose dependency has succeeded: a repair for a finish
-/// that raced with the enqueue of its dependent. Parameters: queue, now, due channel.
+/// that raced with the enqueue of its dependent. Each is due at the later of its own `run_at`
+/// and now, as in [`SETTLE`]. Parameters: queue, now, due channel.
 ///
 /// The update checks `state = 'blocked'` on the row it locks as well as in the subquery: a job
 /// that another session released and a worker claimed after this statement's snapshot would
@@ -365,8 +370,8 @@ SELECT count(*) FROM gone
 pub(super) const RELEASE_STRAGGLERS: &str = r#"
 WITH freed AS (
     UPDATE fairq.jobs j
-    SET state = 'scheduled', run_at = 0, due_at = $2,
-        due_seq = EVENT + (s.n << 20)
+    SET state = 'scheduled', run_at = GREATEST(j.run_at, $2), due_at = GREATEST(j.run_at, $2),
+        due_seq = CASE WHEN j.run_at > $2 THEN j.id ELSE EVENT + (s.n << 20) END
     FROM (SELECT b.id, row_number() OVER (ORDER BY b.id) AS n
           FROM fairq.jobs b
           JOIN fairq.archive a ON a.id = b.depends_on AND a.state = 'succeeded'
@@ -376,10 +381,11 @@ WITH freed AS (
     -- COMMITTED a row another session changed meanwhile (released and claimed) is re-checked
     -- against this condition only.
     WHERE j.id = s.id AND j.state = 'blocked'
-    RETURNING j.id
+    RETURNING j.id, j.due_at
 ),
 woke AS (
-    SELECT pg_notify($3, $2::int8::text || ' ' || $1) FROM (SELECT 1 FROM freed LIMIT 1) x
+    SELECT pg_notify($3, m.at::text || ' ' || $1)
+    FROM (SELECT min(f.due_at) AS at FROM freed f HAVING count(*) > 0) m
 )
 SELECT f.id, (SELECT count(*) FROM woke) FROM freed f
 "#;

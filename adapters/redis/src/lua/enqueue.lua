@@ -95,6 +95,8 @@ for i = 1, n do
     end
     if blocked then
       sets[#sets + 1] = 'state'; sets[#sets + 1] = 'blocked'
+      -- Its own run time, kept for its release (see release_due in prelude.lua).
+      sets[#sets + 1] = 'run_at'; sets[#sets + 1] = run_at
       zadd('st:blocked', id, id)
       count('blocked', 1)
     else

@@ -274,6 +274,15 @@ local function set_aside(id, h, state, now, why)
     'attempts', whole(attempts) or 0, 'token', whole(token) or 0, 'last_error', why)
 end
 
+-- When a blocked job released at `now` is due: the later of its own run time (kept in its
+-- `run_at` while it is blocked; a job blocked before the field was kept has none) and `now`,
+-- as fairq-core's Lifecycle::dependency_succeeded rules.
+local function release_due(run_at, now)
+  local own = tonumber(run_at)
+  if own and own > now then return own end
+  return now
+end
+
 -- Releases the blocked dependents in this queue of a job that succeeded and returns its
 -- dependents in other queues ('<queue>\n<id>' each) for the caller to release there.
 local function release_dependents(id, now)
@@ -285,13 +294,14 @@ local function release_dependents(id, now)
   table.sort(waiting, function(a, b) return #a < #b or (#a == #b and a < b) end)
   for _, d in ipairs(waiting) do
     local dh = jk(d)
-    local state, fkey = unpack(redis.call('HMGET', dh, 'state', 'fkey'))
+    local state, fkey, run_at = unpack(redis.call('HMGET', dh, 'state', 'fkey', 'run_at'))
     if state == 'blocked' then
       redis.call('ZREM', k('st:blocked'), d)
       count('blocked', -1)
       count('scheduled', 1)
-      local member = make_due(d, fkey, now, now)
-      redis.call('HSET', dh, 'state', 'scheduled', 'run_at', 0, 'due', now, 'rmember', member or '')
+      local due = release_due(run_at, now)
+      local member = make_due(d, fkey, due, now)
+      redis.call('HSET', dh, 'state', 'scheduled', 'run_at', due, 'due', due, 'rmember', member or '')
     end
   end
   redis.call('DEL', deps)
