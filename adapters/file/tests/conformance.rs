@@ -113,3 +113,23 @@ fn a_success_whose_dependents_were_purged_is_deleted() {
         },
     );
 }
+
+/// An enqueue answered with the job holding its unique key (`OnConflict::Ignore`) gives the
+/// dependency it names no dependent: its success is deleted like any other (outside
+/// `conformance_tests!`, which runs the check on a store keeping successes, where a dependent
+/// recorded by mistake does not show).
+#[test]
+fn an_ignored_duplicate_leaves_its_dependency_alone() {
+    fairq_worker::conformance::run(
+        FileHarness {
+            keep_succeeded: false,
+        },
+        |store, clock| {
+            Box::pin(
+                fairq_worker::conformance::keep::an_ignored_duplicate_leaves_its_dependency_alone(
+                    store, clock,
+                ),
+            )
+        },
+    );
+}

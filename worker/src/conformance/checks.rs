@@ -25,7 +25,7 @@ use super::PATIENCE;
 pub use super::refusals::{
     a_refused_batch_of_one_queue_enqueues_nothing, failure_messages_are_always_recorded,
     impossible_queue_names_are_refused, invalid_jobs_are_refused,
-    oversized_calls_are_refused_whole,
+    out_of_range_times_and_nul_characters_are_refused, oversized_calls_are_refused_whole,
 };
 
 use super::support::{LEASE, MS, assert_nothing_due, claim_one, new_job, state, status};

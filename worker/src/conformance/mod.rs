@@ -163,6 +163,7 @@ macro_rules! conformance_tests {
             enqueue_claim_complete_round_trip,
             enqueue_many_returns_ids_in_order,
             invalid_jobs_are_refused,
+            out_of_range_times_and_nul_characters_are_refused,
             claims_respect_max_and_queue,
             each_job_runs_exactly_once,
             retries_follow_the_policy_schedule,

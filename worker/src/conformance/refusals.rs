@@ -71,6 +71,52 @@ pub async fn invalid_jobs_are_refused<B: Backend>(store: &B, _clock: &ManualCloc
     assert_eq!(info.unique_key, job.unique_key);
 }
 
+/// A run time past [`MAX_MILLIS`] and a NUL character in the kind, the fairness key, the
+/// unique key or the metadata are refused with [`BackendError::Invalid`] on every store
+/// ([`NewJob::check`]), alone and in a batch, and nothing is stored; a run time of exactly
+/// `MAX_MILLIS` goes in.
+pub async fn out_of_range_times_and_nul_characters_are_refused<B: Backend>(
+    store: &B,
+    _clock: &ManualClock,
+) {
+    let cases = [
+        (
+            "run time past MAX_MILLIS",
+            new_job("nul").run_at_millis(MAX_MILLIS + 1),
+        ),
+        ("NUL in the kind", NewJob::new("nul", "a\0b", vec![])),
+        ("NUL in the fairness key", new_job("nul").key("a\0b")),
+        (
+            "NUL in the unique key",
+            new_job("nul").unique("a\0b", OnConflict::Error),
+        ),
+        ("NUL in a metadata key", new_job("nul").meta("a\0", "b")),
+        ("NUL in a metadata value", new_job("nul").meta("a", "b\0")),
+    ];
+    for (what, job) in cases {
+        let err = store.enqueue(job.clone()).await.unwrap_err();
+        assert!(matches!(err, BackendError::Invalid(_)), "{what}: {err}");
+        let err = store
+            .enqueue_many(vec![new_job("nul"), job])
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, BackendError::Invalid(_)),
+            "{what}, in a batch: {err}"
+        );
+    }
+    let listed = store.list(ListFilter::default()).await.expect("list");
+    assert!(
+        listed.is_empty(),
+        "refused jobs must not be stored: {listed:?}"
+    );
+    let id = store
+        .enqueue(new_job("nul").run_at_millis(MAX_MILLIS))
+        .await
+        .expect("a run time of MAX_MILLIS goes in");
+    assert_eq!(status(store, id).await, JobStatus::Scheduled);
+}
+
 /// `len` bytes of letters and digits from a small generator seeded with `seed`: text that
 /// does not compress.
 fn varied_text(len: usize, seed: u64) -> String {
