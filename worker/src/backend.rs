@@ -225,6 +225,16 @@ impl QueueStats {
 /// [`fairq_core::fair`]: a key that has one ready job waits for at most `2 (K - 1)` claims of
 /// other keys' jobs, whatever their backlogs.
 ///
+/// One exception, the same on every store: a ready job that leaves the fair order before its
+/// turn, deleted ([`purge`](Self::purge), [`Inspect::cancel`](crate::Inspect::cancel)) or a
+/// due retry held back by [`hold_retries`](Self::hold_retries), keeps its key's place there
+/// until claims pass it. The key's next job queues behind such places as behind live jobs,
+/// so until then it may wait one round (up to `K - 1` claims) longer for each place its key
+/// still holds: after 50 jobs of one key are purged, that key's next job may wait for about
+/// 50 claims of another key's backlog. (PostgreSQL keeps those places as `ghosts` on purpose,
+/// so that the stores agree; the file store drops them when it is reopened, which starts a
+/// fresh fair round.)
+///
 /// The worker's path is batched: [`claim`](Self::claim) takes many jobs,
 /// [`settle`](Self::settle) records many finished attempts (successes and failures mixed)
 /// and [`heartbeat_many`](Self::heartbeat_many) extends many leases, each in one call where

@@ -10,7 +10,8 @@
 //! A job ([`NewJob`]) goes to a **queue** (which workers take it) and has a **kind** (which
 //! handler runs it), an optional **fairness key** (the tenant it is fair between: a key with
 //! one job waits for at most `2 (K - 1)` claims of other keys' jobs, however deep their
-//! backlogs), a payload (bytes; JSON through [`NewJob::json`] or any [`Codec`]), a schedule
+//! backlogs, except behind places its own purged, cancelled or held-back jobs still hold:
+//! see [`Backend`]), a payload (bytes; JSON through [`NewJob::json`] or any [`Codec`]), a schedule
 //! (now, after a delay, at a time), a [retry policy](fairq_core::retry::RetryPolicy), an
 //! optional unique key and dependency, and metadata captured at enqueue (a trace id, say)
 //! that the handler sees.

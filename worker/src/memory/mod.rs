@@ -7,7 +7,10 @@
 //!
 //! * **Fair by key.** Each queue keeps its due jobs in a [`fairq_core::fair::FairQueue`]
 //!   keyed by the job's fairness key, so a key with one job waits for at most `2 (K - 1)`
-//!   claims of other keys' jobs. Jobs waiting for time (delayed or retrying) sit in a
+//!   claims of other keys' jobs. Except after a purge, a cancel or a
+//!   [`hold_retries`](Backend::hold_retries): a ready job taken out of the fair order keeps
+//!   its key's place until claims pass it (its stale entry is skipped then), so the key's
+//!   next job waits behind it too (see [`Backend`] for the bound then). Jobs waiting for time (delayed or retrying) sit in a
 //!   time-ordered set and join the fair queue when the store's [`Clock`] reaches their time,
 //!   earliest first.
 //! * **One state machine.** Every change goes through [`fairq_core::job::Lifecycle`]: claims
