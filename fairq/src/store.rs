@@ -169,7 +169,10 @@ pub async fn connect_with(url: &str, options: &ConnectOptions) -> Result<Store, 
 /// With the `metrics` feature, the jobs it accepts are counted in
 /// `fairq_jobs_enqueued_total{queue, kind}` (see [`metrics`](crate::metrics)), so an
 /// application that opens its store with [`connect`] needs no [`Metered`](crate::Metered)
-/// wrapper (one around a `Store` would count every job twice).
+/// wrapper (one around a `Store` would count every job twice). It counts as `Metered` does:
+/// every job of a call the store answered with `Ok`, including a unique key under
+/// `OnConflict::Ignore` answered with the existing job's id (nothing enqueued), and nothing
+/// of a call answered with an error.
 ///
 /// Match on it to reach a store's own API (a PostgreSQL producer inside your transaction,
 /// say); the variants present depend on the crate's features.

@@ -18,6 +18,15 @@ use crate::settle::{Each, Finished, Settled, SettledAndClaimed};
 /// crate's `metrics` feature; without it, a plain pass-through). Jobs count once the store
 /// accepted them.
 ///
+/// What counts is every job of a call the store answered with `Ok`, once per job handed
+/// over. That includes a job with a unique key under
+/// [`OnConflict::Ignore`](crate::OnConflict::Ignore) that the store answered with the
+/// existing job's id (nothing was enqueued), and each repeat of such a key within one
+/// `enqueue_many`: the store's answer does not say which ids are new. A call answered with an
+/// error counts nothing, even where the store kept part of it (Redis keeps the jobs of a
+/// batch's other queues when one queue's jobs are refused). With ignored duplicates the
+/// counter is therefore an upper bound of the jobs stored, not their number.
+///
 /// The `fairq` facade's `Store` (what `fairq::connect` opens) counts its own enqueues; wrap
 /// the stores an application builds itself, not that one, which would count every job twice.
 ///

@@ -5,7 +5,7 @@
 //!
 //! | name | type | labels | what |
 //! | --- | --- | --- | --- |
-//! | `fairq_jobs_enqueued_total` | counter | queue, kind | jobs enqueued through a [`Metered`](crate::Metered) store or the `fairq` facade's `Store` (what `fairq::connect` returns) |
+//! | `fairq_jobs_enqueued_total` | counter | queue, kind | jobs enqueued through a [`Metered`](crate::Metered) store or the `fairq` facade's `Store` (what `fairq::connect` returns); every job of an accepted call counts, ignored duplicates of a unique key included |
 //! | `fairq_jobs_started_total` | counter | queue, kind | attempts a worker started |
 //! | `fairq_jobs_succeeded_total` | counter | queue, kind | attempts whose success the store recorded |
 //! | `fairq_jobs_failed_total` | counter | queue, kind | attempts whose failure the store recorded (retried or dead) |
@@ -29,7 +29,8 @@
 use crate::job::Job;
 use crate::live_counts::LiveCounts;
 
-/// Jobs enqueued (counter).
+/// Jobs enqueued (counter): every job of an enqueue call the store accepted, ignored
+/// duplicates of a unique key (`OnConflict::Ignore`) included (see [`Metered`](crate::Metered)).
 pub const ENQUEUED: &str = "fairq_jobs_enqueued_total";
 /// Attempts started (counter).
 pub const STARTED: &str = "fairq_jobs_started_total";

@@ -227,3 +227,31 @@ async fn abandoned_jobs_leave_the_running_gauge() {
     assert_eq!(report.abandoned.len(), 2, "{report:?}");
     assert_eq!(recorder.gauge(&running), Some(0.0));
 }
+
+/// As documented on `Metered`: a job the store answered with the existing job's id (a unique
+/// key under `OnConflict::Ignore`, nothing enqueued) counts all the same, since the answer
+/// does not say which ids are new; a refused call counts nothing.
+#[tokio::test]
+async fn ignored_duplicates_count_and_refused_calls_do_not() {
+    let recorder = recorder();
+    let store = Metered::new(MemoryBackend::new());
+    let once = || NewJob::new("dup", "once", vec![]).unique("u", fairq_worker::OnConflict::Ignore);
+    for _ in 0..3 {
+        store.enqueue(once()).await.unwrap();
+    }
+    store.enqueue_many(vec![once(), once()]).await.unwrap();
+    assert_eq!(store.inner().len(), 1, "one job stored");
+    store
+        .enqueue_many(vec![
+            NewJob::new("dup", "once", vec![]),
+            NewJob::new("dup", "", vec![]),
+        ])
+        .await
+        .unwrap_err();
+    assert_eq!(store.inner().len(), 1, "a refused batch stores nothing");
+    assert_eq!(
+        recorder.counter(&format!("{}{{kind=once,queue=dup}}", names::ENQUEUED)),
+        5,
+        "every job of an accepted call counts"
+    );
+}
