@@ -14,7 +14,7 @@ use fairq_core::job::{Millis, State};
 use fairq_core::retry::RetryPolicy;
 use fairq_worker::{
     Backend, Clock, Failure, HealthChange, Job, JobId, JobOutcome, JobReport, ManualClock,
-    MemoryBackend, NewJob, QueueConfig, Worker, WorkerError,
+    MemoryBackend, NewJob, Operation, QueueConfig, Worker, WorkerError,
 };
 use tokio::sync::mpsc;
 
@@ -170,6 +170,112 @@ async fn retries_whose_hand_back_lost_its_answer_are_reported_released_at_shutdo
         let info = store.get(*id).await.unwrap().unwrap();
         assert_eq!(info.attempts, 1, "handed back, the attempt not counted");
     }
+}
+
+/// Store errors passed to `on_error`: the operation, and the job if one.
+type Reported = Arc<Mutex<Vec<(Operation, Option<JobId>)>>>;
+
+/// Buffered retries whose hand-back by the sweep failed as a whole, after the store had taken
+/// them back (the answer was lost), are not run here under their old leases: they wait for
+/// the next sweep in the store, the next beat sends the hand-back again (and reads the
+/// records when the store refuses it), and each runs once, under a lease of its own.
+#[tokio::test(start_paused = true)]
+async fn retries_whose_sweep_hand_back_failed_as_a_whole_are_not_run_here() {
+    let clock = ManualClock::new(START);
+    let store = Probe {
+        hold_gate: Some(Arc::new(tokio::sync::Semaphore::new(100))),
+        ..Probe::new(MemoryBackend::with_clock(clock.clone()))
+    };
+    store
+        .apply_then_fail_releases
+        .store(1, std::sync::atomic::Ordering::SeqCst);
+    let ids = retrying(&store, "q", &["bad", "r2", "r3"]).await;
+    clock.advance(Duration::from_secs(1));
+    // Each run, and whether the store held the job under that run's lease meanwhile.
+    let ran: Arc<Mutex<Vec<(JobId, bool)>>> = Arc::default();
+    // The downstream service `bad` calls is down until the next sweep.
+    let down = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let (runs, inner, is_down) = (Arc::clone(&ran), store.inner.clone(), Arc::clone(&down));
+    let handlers = fairq_worker::Handlers::new().on("call", move |job: Job| {
+        let (runs, inner) = (Arc::clone(&runs), inner.clone());
+        let fails = job.payload == b"bad" && is_down.load(std::sync::atomic::Ordering::SeqCst);
+        async move {
+            let state = inner.get(job.claim.id).await.unwrap().unwrap().state;
+            let held = matches!(state, State::Running { lease } if lease.token == job.claim.token);
+            runs.lock().unwrap().push((job.claim.id, held));
+            if fails {
+                Err("bad: down".to_string())
+            } else {
+                Ok(())
+            }
+        }
+    });
+    let errors: Reported = Arc::default();
+    let seen = Arc::clone(&errors);
+    let (hook, mut rx) = reporter();
+    let worker = Worker::builder(store.clone())
+        .queue(
+            "q",
+            QueueConfig::default()
+                .concurrency(1)
+                .prefetch(2)
+                .lease(LEASE)
+                .retry_sweep(SWEEP),
+        )
+        .handlers(handlers)
+        .clock(clock.clone())
+        .on_error(move |e: &WorkerError| seen.lock().unwrap().push((e.operation, e.job)))
+        .on_finished(hook)
+        .build()
+        .unwrap()
+        .start()
+        .unwrap();
+    let failed = rx.recv().await.unwrap();
+    assert_eq!(failed.job.claim.id, ids[0]);
+    let until = clock.now() + SWEEP.as_millis() as u64;
+    // Past the first beat (a third of the lease), which sends the hand-back again.
+    tokio::time::sleep(LEASE / 3 + Duration::from_secs(1)).await;
+    assert_eq!(
+        ran.lock().unwrap().clone(),
+        [(ids[0], true)],
+        "only the failed retry ran: the others were handed back"
+    );
+    assert_eq!(store.calls().releases.len(), 2, "the hand-back, sent again");
+    for id in &ids[1..] {
+        let info = store.get(*id).await.unwrap().unwrap();
+        assert_eq!(info.state, State::Retrying { run_at: until });
+        assert_eq!(info.attempts, 1, "handed back, the attempt not counted");
+    }
+    assert!(rx.try_recv().is_err(), "nothing else ran");
+    // The next sweep, with the service back: each retry runs once more.
+    down.store(false, std::sync::atomic::Ordering::SeqCst);
+    clock.advance(SWEEP);
+    let mut rest: Vec<(JobId, JobOutcome)> = Vec::new();
+    for _ in 0..3 {
+        let r = rx.recv().await.unwrap();
+        rest.push((r.job.claim.id, r.outcome));
+    }
+    rest.sort_by_key(|(id, _)| *id);
+    let succeeded: Vec<_> = ids.iter().map(|id| (*id, JobOutcome::Succeeded)).collect();
+    assert_eq!(rest, succeeded);
+    assert!(worker.shutdown(Duration::from_secs(1)).await.is_clean());
+    let mut ran = ran.lock().unwrap().clone();
+    ran.sort();
+    assert_eq!(
+        ran,
+        [
+            (ids[0], true),
+            (ids[0], true),
+            (ids[1], true),
+            (ids[2], true)
+        ],
+        "the failed retry twice, the others once, each under its own lease"
+    );
+    assert_eq!(
+        errors.lock().unwrap().clone(),
+        [(Operation::Release, None)],
+        "the failed hand-back alone is reported"
+    );
 }
 
 /// With `sweep_holds_new_jobs`, a stopped sweep holds every job of the queue back until the

@@ -26,6 +26,7 @@ use super::hooks::Operation;
 use super::later::later;
 use super::queue::{Buffered, Pipeline, QueueRuntime};
 use super::shared::{Shared, raised};
+use super::shutdown::handed_back_before;
 use crate::backend::Backend;
 use crate::error::BackendError;
 use crate::job::Claim;
@@ -51,9 +52,9 @@ pub(crate) async fn heartbeater<B: Backend>(
         super::health::check(&shared, &queue);
         // Jobs whose hand-back failed as a whole are sent again with the newly expired; what
         // fails again waits in the queue's state, where a shutdown finds it.
-        let releases = to_release(&queue, beat);
+        let (releases, resent) = to_release(&queue, beat);
         if !releases.is_empty() {
-            release_expired(&shared, &queue, releases).await;
+            release_expired(&shared, &queue, releases, resent, later(beat, every)).await;
         }
         let claims = queue.lock().held_claims();
         if claims.is_empty() {
@@ -89,14 +90,14 @@ pub(crate) async fn heartbeater<B: Backend>(
 }
 
 /// Takes out the jobs to hand back at this beat, marked in flight: those whose hand-back
-/// failed as a whole, then buffered jobs that have waited the prefetch time-to-live (oldest
-/// first, unless the store cannot take jobs back). None once shutdown began: the shutdown
-/// hands back what is left.
-fn to_release(queue: &QueueRuntime, now: Instant) -> Vec<Buffered> {
+/// failed as a whole (how many is returned too), then buffered jobs that have waited the
+/// prefetch time-to-live (oldest first, unless the store cannot take jobs back). None once
+/// shutdown began: the shutdown hands back what is left.
+fn to_release(queue: &QueueRuntime, now: Instant) -> (Vec<Buffered>, usize) {
     let ttl = queue.config.get_prefetch_ttl();
     let mut st = queue.lock();
     if st.stopping {
-        return Vec::new();
+        return (Vec::new(), 0);
     }
     let mut out = std::mem::take(&mut st.unreleased);
     let expired_from = out.len();
@@ -114,7 +115,7 @@ fn to_release(queue: &QueueRuntime, now: Instant) -> Vec<Buffered> {
         st.prefetch_paused = true;
     }
     st.releasing.extend(out.iter().map(|b| b.job.claim));
-    out
+    (out, expired_from)
 }
 
 /// The heartbeater's hand-back of `claims` was answered: they are no longer in flight.
@@ -131,14 +132,19 @@ fn answered(st: &mut Pipeline, claims: &[Claim]) -> (bool, Vec<bool>) {
     (st.stopping, ours)
 }
 
-/// Hands expired buffered jobs back (they are marked in flight, see [`to_release`]). Those
-/// of a call that fails as a whole wait to be sent again (whether the store took them is
-/// unknown: they are not started here), at the next beat or by a shutdown. When shutdown
-/// began meanwhile, the answers are left for its report.
+/// Hands expired buffered jobs back (they are marked in flight, see [`to_release`]); the
+/// first `resent` of them are sent again after a call that failed as a whole. Those of a
+/// call that fails as a whole wait to be sent again (whether the store took them is
+/// unknown: they are not started here), at the next beat or by a shutdown. A job sent again
+/// that the store refuses because it no longer holds it was taken by the earlier call when
+/// its record says so (read by `by`), and is not reported then. When shutdown began
+/// meanwhile, the answers are left for its report.
 async fn release_expired<B: Backend>(
     shared: &Shared<B>,
     queue: &QueueRuntime,
     expired: Vec<Buffered>,
+    resent: usize,
+    by: Instant,
 ) {
     let claims: Vec<Claim> = expired.iter().map(|b| b.job.claim).collect();
     let answer = guard::call("release", shared.backend.release(claims.clone())).await;
@@ -146,16 +152,27 @@ async fn release_expired<B: Backend>(
         Ok(answers) => {
             let mut answers = answers.into_iter();
             let mut taken = Vec::with_capacity(claims.len());
-            for claim in &claims {
+            for (i, b) in expired.iter().enumerate() {
+                let claim = b.job.claim;
                 let answer = answers.next().unwrap_or_else(|| {
                     Err(BackendError::Store(
                         "the store answered fewer entries than it was sent".into(),
                     ))
                 });
-                taken.push(answer.is_ok());
-                if let Err(source) = answer {
-                    shared.report(&queue.name, Operation::Release, Some(claim.id), source);
+                let Err(source) = answer else {
+                    taken.push(true);
+                    continue;
+                };
+                if i < resent
+                    && source.is_not_held()
+                    && handed_back_before(shared, claim, b.job.attempt, by).await
+                {
+                    tracing::debug!(job.id = %claim.id, "handed back by an earlier call, whose answer was lost");
+                    taken.push(true);
+                    continue;
                 }
+                taken.push(false);
+                shared.report(&queue.name, Operation::Release, Some(claim.id), source);
             }
             tracing::info!(
                 queue = %queue.name,

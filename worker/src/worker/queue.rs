@@ -114,9 +114,11 @@ pub(crate) struct Pipeline {
     /// off, with their attempts: whether the store took them is unknown, so the shutdown
     /// hands them back again, and reads the job when the store refuses.
     pub(crate) release_unknown: Vec<(Claim, u32)>,
-    /// Buffered jobs that waited too long and whose hand-back failed as a whole (whether the
-    /// store took them is unknown): the heartbeater sends them again at its next beat, and
-    /// a shutdown hands back what is still here.
+    /// Buffered jobs whose hand-back failed as a whole (whether the store took them is
+    /// unknown), by the heartbeater (they waited too long) or by the retry sweep: never
+    /// started here; the heartbeater sends them again at its next beat, and a shutdown hands
+    /// back what is still here. A refusal of either because the job is no longer held is
+    /// checked against the job's record (the first call may have landed).
     pub(crate) unreleased: Vec<Buffered>,
     /// Buffered jobs that waited too long and whose hand-back by the heartbeater is in
     /// flight. The heartbeater starts none once shutdown began; a shutdown waits for the
@@ -283,16 +285,22 @@ impl QueueRuntime {
     }
 
     /// Takes out every job to hand back at shutdown: buffered ones (in claim order), then
-    /// expired ones whose hand-back failed, then ones stopped by shutdown, then retries whose
-    /// hand-back by the sweep may have landed (also returned apart, with their attempts).
+    /// those whose hand-back failed as a whole, then ones stopped by shutdown, then retries
+    /// whose hand-back by the sweep was cut off. The jobs of an earlier hand-back that may
+    /// have landed are also returned apart, with their attempts.
     pub(crate) fn take_hand_backs(&self) -> (Vec<Claim>, HashMap<Claim, u32>) {
         let mut st = self.lock();
         let mut claims: Vec<Claim> = st.buffer.drain(..).map(|b| b.job.claim).collect();
-        let unreleased = std::mem::take(&mut st.unreleased);
-        claims.extend(unreleased.into_iter().map(|b| b.job.claim));
+        let mut unknown: HashMap<Claim, u32> = HashMap::new();
+        for b in std::mem::take(&mut st.unreleased) {
+            claims.push(b.job.claim);
+            unknown.insert(b.job.claim, b.job.attempt);
+        }
         claims.append(&mut st.stopped);
-        let unknown: HashMap<Claim, u32> = st.release_unknown.drain(..).collect();
-        claims.extend(unknown.keys());
+        for (claim, attempt) in std::mem::take(&mut st.release_unknown) {
+            claims.push(claim);
+            unknown.insert(claim, attempt);
+        }
         (claims, unknown)
     }
 

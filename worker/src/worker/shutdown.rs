@@ -262,7 +262,7 @@ async fn hand_backs_in_flight<B: Backend>(
 /// attempt refunded and not claimed since, or claimed again once (a rescue would have counted
 /// the attempt instead, and a claim after it would be one further). False when the record
 /// cannot tell.
-async fn handed_back_before<B: Backend>(
+pub(crate) async fn handed_back_before<B: Backend>(
     shared: &Shared<B>,
     claim: Claim,
     attempt: u32,

@@ -88,6 +88,12 @@ pub(crate) fn signal(job: &Job, result: &Result<(), Failure>) -> Option<bool> {
 /// Holds the queue's retries until `until`: retries already buffered here are handed back
 /// (where the store can take jobs back) and the store moves every due retry to `until`.
 ///
+/// A hand-back that fails as a whole may still have landed (its answer lost): its retries are
+/// not started here, since the store may have made them due again and a claim would then run
+/// them a second time. Like the heartbeater's hand-back that failed, they wait to be sent
+/// again at the next beat (or by a shutdown), where a refusal because the job is no longer
+/// held is checked against its record.
+///
 /// Raising `give_up` (the shutdown deadline) ends the wait for the store: retries whose
 /// hand-back had not been answered then go to the shutdown's own hand-back (which tells a
 /// refusal because this one landed from a lost lease), and the hold is left undone.
@@ -143,13 +149,19 @@ pub(crate) async fn hold<B: Backend>(
                     }
                 }
             }
-            Err(source) => {
-                shared.report(&queue.name, Operation::Release, None, source);
-                // Still ours: they run from the buffer after all.
+            Err(BackendError::Unsupported(_)) => {
+                // The store took nothing back: still ours, they run from the buffer after all
+                // (and buffered jobs never expire again).
                 let mut st = queue.lock();
+                st.release_unsupported = true;
                 for b in buffered.into_iter().rev() {
                     st.buffer.push_front(b);
                 }
+            }
+            Err(source) => {
+                shared.report(&queue.name, Operation::Release, None, source);
+                // Whether the store took them is unknown: never started here; sent again.
+                queue.lock().unreleased.extend(buffered);
             }
         }
     }

@@ -91,6 +91,9 @@ pub struct Probe {
     /// This many of the next `release` calls that carry jobs are applied to the store and
     /// then never answer (the answer is lost on the way).
     pub lose_release_answers: Arc<AtomicUsize>,
+    /// This many of the next `release` calls that carry jobs are applied to the store and
+    /// then fail as a whole (transient): the store took the jobs back, and the answer is lost.
+    pub apply_then_fail_releases: Arc<AtomicUsize>,
     /// This many of the next settlement calls are applied to the store and then fail as a
     /// whole (transient): the store recorded them, and the answer is lost. (A combined
     /// settle-and-claim so affected settles only: its claim is not made.)
@@ -129,6 +132,7 @@ impl Probe {
             fail_releases: Arc::default(),
             release_gate: None,
             lose_release_answers: Arc::default(),
+            apply_then_fail_releases: Arc::default(),
             lose_settle_answers: Arc::default(),
         }
     }
@@ -299,6 +303,10 @@ impl Backend for Probe {
                 pass(&this.release_gate).await;
             }
             if !claims.is_empty() && take_one(&this.fail_releases) {
+                return Err(down());
+            }
+            if !claims.is_empty() && take_one(&this.apply_then_fail_releases) {
+                this.inner.release(claims.clone()).await?;
                 return Err(down());
             }
             if !claims.is_empty() && take_one(&this.lose_release_answers) {
