@@ -1518,6 +1518,84 @@ async fn a_hand_back_in_flight_at_shutdown_that_never_answers_is_reported() {
     assert_eq!(status(&store, buffered).await, JobStatus::Running);
 }
 
+/// A hand-back of an expired buffered job whose answer never comes (the store took the job)
+/// neither stops nor delays the renewal of the job still running: each beat renews first,
+/// the hand-back gets one interval, and the job is sent again at the next beat (the store's
+/// refusal then checked against its record). The running job is never rescued.
+#[tokio::test(start_paused = true)]
+async fn a_hand_back_that_never_answers_delays_no_renewal() {
+    const EVERY: Duration = Duration::from_secs(10);
+    let clock = ManualClock::new(START);
+    let store = Probe::new(MemoryBackend::with_clock(clock.clone()));
+    store.lose_release_answers.store(1, Ordering::SeqCst);
+    let (gate, started) = (Arc::new(Semaphore::new(0)), Arc::default());
+    let (on_error, seen) = errors();
+    let (worker, mut rx) = start_with(
+        &store,
+        QueueConfig::default()
+            .concurrency(1)
+            .prefetch(1)
+            .lease(LEASE)
+            .heartbeat_interval(EVERY)
+            .prefetch_ttl(Duration::from_secs(5))
+            .rescue_interval(Duration::from_secs(3600)),
+        gated(&gate, &started),
+        |b| b.on_error(on_error),
+    );
+    let ids = enqueue(&store, "wait", 2).await;
+    until("one runs, one is buffered", || {
+        worker.running() == 1 && store.claim_order().len() == 2
+    })
+    .await;
+    let running = started.lock().unwrap()[0];
+    let buffered = ids.iter().copied().find(|id| *id != running).unwrap();
+    let begun = tokio::time::Instant::now();
+    // Five beats; the store's clock moves with them, well past the first lease.
+    for beat in 1..=5u32 {
+        tokio::time::sleep_until(begun + EVERY * beat + Duration::from_millis(1)).await;
+        clock.advance(EVERY);
+        let calls = store.calls();
+        assert_eq!(
+            calls.heartbeats.len(),
+            beat as usize,
+            "a renewal at every beat"
+        );
+        assert_eq!(
+            calls
+                .heartbeats
+                .last()
+                .unwrap()
+                .iter()
+                .map(|c| c.id)
+                .collect::<Vec<_>>(),
+            [running],
+            "beat {beat}"
+        );
+        // The hand-back at the first beat, sent again once its interval passed.
+        let releases: Vec<Vec<JobId>> = calls
+            .releases
+            .iter()
+            .map(|r| r.iter().map(|c| c.id).collect())
+            .collect();
+        assert_eq!(releases, vec![vec![buffered]; beat.min(2) as usize]);
+    }
+    assert_eq!(
+        store.rescue("q").await.unwrap(),
+        0,
+        "the running job's lease held"
+    );
+    let info = store.get(buffered).await.unwrap().unwrap();
+    assert_eq!((info.status(), info.attempts), (JobStatus::Scheduled, 0));
+    assert_eq!(
+        seen.lock().unwrap().clone(),
+        [(Operation::Release, None, false)],
+        "the hand-back that did not answer in time, and nothing else"
+    );
+    gate.add_permits(10);
+    assert_eq!(rx.recv().await.unwrap().job.claim.id, running);
+    assert!(worker.shutdown(Duration::from_secs(1)).await.is_clean());
+}
+
 #[tokio::test(start_paused = true)]
 async fn without_release_a_stopped_job_waits_for_its_lease() {
     let clock = ManualClock::new(START);

@@ -12,6 +12,7 @@ use std::future::Future;
 use std::panic::AssertUnwindSafe;
 
 use futures::FutureExt;
+use tokio::time::Instant;
 
 use crate::error::BackendError;
 
@@ -24,6 +25,22 @@ pub(crate) async fn call<T>(
     match AssertUnwindSafe(fut).catch_unwind().await {
         Ok(result) => result,
         Err(payload) => Err(panicked(operation, payload.as_ref())),
+    }
+}
+
+/// Runs the store call `fut` like [`call`], until `by` at the latest: a call the store has
+/// not answered by then is dropped and fails with [`BackendError::Unavailable`] naming
+/// `operation` (whether the store carried it out is unknown).
+pub(crate) async fn by<T>(
+    by: Instant,
+    operation: &'static str,
+    fut: impl Future<Output = Result<T, BackendError>>,
+) -> Result<T, BackendError> {
+    match tokio::time::timeout_at(by, call(operation, fut)).await {
+        Ok(result) => result,
+        Err(_) => Err(BackendError::Unavailable(
+            format!("the store did not answer {operation} in time; the call was dropped").into(),
+        )),
     }
 }
 
@@ -77,5 +94,17 @@ mod tests {
         .await;
         assert!(failed.unwrap_err().to_string().contains("non-text"));
         quietly("wait", async { panic!("ignored") }).await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_call_unanswered_in_time_is_dropped_as_unavailable() {
+        let soon = Instant::now() + std::time::Duration::from_secs(1);
+        let answered = by(soon, "release", async { Ok::<_, BackendError>(1) }).await;
+        assert_eq!(answered.unwrap(), 1);
+        let never = std::future::pending::<Result<u8, BackendError>>();
+        let err = by(soon, "release", never).await.unwrap_err();
+        assert!(matches!(err, BackendError::Unavailable(_)), "{err:?}");
+        assert!(err.to_string().contains("release in time"), "{err}");
+        assert_eq!(Instant::now(), soon);
     }
 }

@@ -1,7 +1,13 @@
 //! The heartbeater: renews the leases of every job a queue holds (running, buffered,
 //! finished but not yet recorded by the store, and stopped by shutdown but not yet handed
 //! back) with one [`Backend::heartbeat_many`] call per heartbeat interval, and hands
-//! buffered jobs that waited too long for a slot back to the store. A hand-back stays
+//! buffered jobs that waited too long for a slot back to the store.
+//!
+//! Renewals never wait for a hand-back: each beat takes the jobs to hand back out of the
+//! buffer, renews every other lease, and only then hands them back, giving the store one
+//! heartbeat interval to answer. A hand-back unanswered by then is dropped and treated like
+//! one that failed as a whole (whether the store took the jobs is unknown): its jobs are not
+//! started here, and are sent again at the next beat or by a shutdown. A hand-back stays
 //! visible in the queue's state while it is in flight, so that a shutdown that begins
 //! meanwhile waits for its answer and reports its jobs; once shutdown began, the
 //! heartbeater starts no hand-back (the shutdown hands back what is left).
@@ -38,7 +44,6 @@ pub(crate) async fn heartbeater<B: Backend>(
     mut exit: watch::Receiver<bool>,
 ) {
     let every = queue.config.get_heartbeat_interval();
-    let lease = queue.config.get_lease();
     let (min, max) = shared.error_backoff;
     let mut backoff = ErrorBackoff::new(min, max);
     let mut next = later(Instant::now(), every);
@@ -51,40 +56,56 @@ pub(crate) async fn heartbeater<B: Backend>(
         // An error that merely grew old can make the queue unhealthy: judge it every beat.
         super::health::check(&shared, &queue);
         // Jobs whose hand-back failed as a whole are sent again with the newly expired; what
-        // fails again waits in the queue's state, where a shutdown finds it.
+        // fails again waits in the queue's state, where a shutdown finds it. Taken out of the
+        // buffer before the renewal (which then leaves them out), sent after it.
         let (releases, resent) = to_release(&queue, beat);
-        if !releases.is_empty() {
-            release_expired(&shared, &queue, releases, resent, later(beat, every)).await;
-        }
+        next = later(beat, every);
         let claims = queue.lock().held_claims();
-        if claims.is_empty() {
-            next = later(beat, every);
-            continue;
+        if !claims.is_empty() {
+            next = renew(&shared, &queue, claims, &mut backoff)
+                .await
+                .unwrap_or(next);
         }
-        match guard::call(
-            "heartbeat",
-            shared.backend.heartbeat_many(claims.clone(), lease),
-        )
-        .await
-        {
-            Ok(answers) => {
-                backoff.reset();
-                let mut renewed = HashMap::new();
-                for (claim, answer) in claims.into_iter().zip(answers) {
-                    match answer {
-                        Ok(deadline) => {
-                            renewed.insert(claim, deadline);
-                        }
-                        Err(source) => lost(&shared, &queue, claim, source),
+        if !releases.is_empty() {
+            let by = later(Instant::now(), every);
+            release_expired(&shared, &queue, releases, resent, by).await;
+        }
+    }
+}
+
+/// Renews the leases of `claims`; after a call that failed as a whole, returns when to beat
+/// again (sooner than the interval, with backoff).
+async fn renew<B: Backend>(
+    shared: &Shared<B>,
+    queue: &QueueRuntime,
+    claims: Vec<Claim>,
+    backoff: &mut ErrorBackoff,
+) -> Option<Instant> {
+    let every = queue.config.get_heartbeat_interval();
+    let lease = queue.config.get_lease();
+    match guard::call(
+        "heartbeat",
+        shared.backend.heartbeat_many(claims.clone(), lease),
+    )
+    .await
+    {
+        Ok(answers) => {
+            backoff.reset();
+            let mut renewed = HashMap::new();
+            for (claim, answer) in claims.into_iter().zip(answers) {
+                match answer {
+                    Ok(deadline) => {
+                        renewed.insert(claim, deadline);
                     }
+                    Err(source) => lost(shared, queue, claim, source),
                 }
-                show_deadlines(&queue, &renewed);
-                next = later(beat, every);
             }
-            Err(source) => {
-                shared.report(&queue.name, Operation::Heartbeat, None, source);
-                next = later(Instant::now(), backoff.next_delay().min(every));
-            }
+            show_deadlines(queue, &renewed);
+            None
+        }
+        Err(source) => {
+            shared.report(&queue.name, Operation::Heartbeat, None, source);
+            Some(later(Instant::now(), backoff.next_delay().min(every)))
         }
     }
 }
@@ -134,8 +155,9 @@ fn answered(st: &mut Pipeline, claims: &[Claim]) -> (bool, Vec<bool>) {
 
 /// Hands expired buffered jobs back (they are marked in flight, see [`to_release`]); the
 /// first `resent` of them are sent again after a call that failed as a whole. Those of a
-/// call that fails as a whole wait to be sent again (whether the store took them is
-/// unknown: they are not started here), at the next beat or by a shutdown. A job sent again
+/// call that fails as a whole, or is still unanswered at `by`, wait to be sent again
+/// (whether the store took them is unknown: they are not started here), at the next beat or
+/// by a shutdown. A job sent again
 /// that the store refuses because it no longer holds it was taken by the earlier call when
 /// its record says so (read by `by`), and is not reported then. When shutdown began
 /// meanwhile, the answers are left for its report.
@@ -147,7 +169,7 @@ async fn release_expired<B: Backend>(
     by: Instant,
 ) {
     let claims: Vec<Claim> = expired.iter().map(|b| b.job.claim).collect();
-    let answer = guard::call("release", shared.backend.release(claims.clone())).await;
+    let answer = guard::by(by, "release", shared.backend.release(claims.clone())).await;
     match answer {
         Ok(answers) => {
             let mut answers = answers.into_iter();
