@@ -24,7 +24,8 @@ pub(crate) fn from_db(ms: i64) -> Millis {
 }
 
 /// `now + lease`, as stored: never past [`MAX_MILLIS`](fairq_core::job::MAX_MILLIS), like
-/// every time a store records.
+/// every time a store records, while `now` is in range; never before `now` (a clock already
+/// past `MAX_MILLIS` gets `now + lease`, saturating, as `clamp_after` rules).
 pub(crate) fn deadline(now: Millis, lease: Duration) -> i64 {
     to_db(fairq_core::job::clamp_after(now, lease))
 }
@@ -186,10 +187,15 @@ mod tests {
         assert_eq!(to_db(u64::MAX), i64::MAX);
         assert_eq!(from_db(-5), 0);
         assert_eq!(from_db(to_db(123)), 123);
-        // Deadlines stop at the latest time a store records, whatever the clock or lease.
+        // Deadlines stop at the latest time a store records, whatever the lease, and never
+        // come before the clock's time, even a clock past that latest time.
         let latest = to_db(fairq_core::job::MAX_MILLIS);
-        assert_eq!(deadline(u64::MAX - 1, Duration::from_secs(5)), latest);
         assert_eq!(deadline(1_000, Duration::MAX), latest);
+        assert_eq!(
+            deadline(fairq_core::job::MAX_MILLIS - 1_000, Duration::from_secs(5)),
+            latest
+        );
+        assert_eq!(deadline(u64::MAX - 1, Duration::from_secs(5)), i64::MAX);
         assert_eq!(deadline(1_000, Duration::from_secs(5)), 6_000);
     }
 
