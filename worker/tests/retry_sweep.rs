@@ -278,6 +278,97 @@ async fn retries_whose_sweep_hand_back_failed_as_a_whole_are_not_run_here() {
     );
 }
 
+/// A hand-back of buffered retries, or a hold of the queue's retries, that the store never
+/// answers stalls the queue (its claims wait for the sweep's verdict, and its acker for the
+/// hold) for one heartbeat interval at most: the call is dropped and reported, the failed
+/// retry's outcome is reported, and a new job runs.
+#[tokio::test(start_paused = true)]
+async fn a_sweep_call_that_never_answers_stalls_the_queue_one_beat_at_most() {
+    const EVERY: Duration = Duration::from_secs(10);
+    for lost_release in [true, false] {
+        let clock = ManualClock::new(START);
+        let store = Probe {
+            // Holds answer at once unless it is the hold that never answers.
+            hold_gate: Some(Arc::new(tokio::sync::Semaphore::new(if lost_release {
+                100
+            } else {
+                0
+            }))),
+            ..Probe::new(MemoryBackend::with_clock(clock.clone()))
+        };
+        if lost_release {
+            store
+                .lose_release_answers
+                .store(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        let ids = retrying(&store, "q", &["bad", "r2", "r3"]).await;
+        clock.advance(Duration::from_secs(1));
+        let failing = Arc::new(Mutex::new(vec!["bad".to_string()]));
+        let errors: Reported = Arc::default();
+        let seen = Arc::clone(&errors);
+        let (hook, mut rx) = reporter();
+        let worker = Worker::builder(store.clone())
+            .queue(
+                "q",
+                QueueConfig::default()
+                    .concurrency(1)
+                    .prefetch(2)
+                    .lease(LEASE)
+                    .heartbeat_interval(EVERY)
+                    .retry_sweep(SWEEP),
+            )
+            .handlers(handlers(&failing))
+            .clock(clock.clone())
+            .on_error(move |e: &WorkerError| seen.lock().unwrap().push((e.operation, e.job)))
+            .on_finished(hook)
+            .build()
+            .unwrap()
+            .start()
+            .unwrap();
+        let begun = tokio::time::Instant::now();
+        let first = tokio::time::timeout(Duration::from_secs(600), rx.recv())
+            .await
+            .unwrap_or_else(|_| panic!("lost release {lost_release}: no outcome in 10 minutes"))
+            .unwrap();
+        assert_eq!(first.job.claim.id, ids[0]);
+        assert!(
+            begun.elapsed() <= EVERY + Duration::from_secs(1),
+            "{:?}",
+            begun.elapsed()
+        );
+        let stalled = if lost_release {
+            Operation::Release
+        } else {
+            Operation::HoldRetries
+        };
+        assert_eq!(errors.lock().unwrap().clone(), [(stalled, None)]);
+        // Claims go on: a new job runs at once (after the retries, when the hold was not
+        // made and they are due).
+        let fresh = store
+            .enqueue(NewJob::new("q", "fresh", vec![]))
+            .await
+            .unwrap();
+        let outcome = tokio::time::timeout(Duration::from_secs(1), async {
+            loop {
+                let r = rx.recv().await.unwrap();
+                if r.job.claim.id == fresh {
+                    return r.outcome;
+                }
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("lost release {lost_release}: the new job did not run"));
+        assert_eq!(outcome, JobOutcome::Succeeded);
+        worker.shutdown(Duration::from_secs(1)).await;
+        if lost_release {
+            // The store took the retries back; they were not run here.
+            for id in &ids[1..] {
+                assert_eq!(store.get(*id).await.unwrap().unwrap().attempts, 1);
+            }
+        }
+    }
+}
+
 /// With `sweep_holds_new_jobs`, a stopped sweep holds every job of the queue back until the
 /// next sweep, new ones included.
 #[tokio::test(start_paused = true)]

@@ -237,8 +237,9 @@ fn stop_renewing(queue: &QueueRuntime, batch: &[Done]) {
 }
 
 /// Turns the store's answers into outcomes, lets the retry sweep judge them (holding the
-/// queue's retries if a retry failed again, unless `give_up` is raised first: a store that
-/// does not answer must not hold the shutdown past its deadline), then calls the hooks, in
+/// queue's retries if a retry failed again: each of the hold's store calls gets one
+/// heartbeat interval, and ends when `give_up` is raised, so that a store that does not
+/// answer stalls neither the queue's claims nor the shutdown), then calls the hooks, in
 /// batch order, and judges the queue's health.
 async fn report<B: Backend>(
     shared: &Shared<B>,

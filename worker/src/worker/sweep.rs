@@ -6,16 +6,20 @@
 //!
 //! Claims wait while a failed retry's outcome is on its way to the store: the sweep is
 //! judged once the store answered, and a claim made in between could take a retry the hold
-//! is about to move.
+//! is about to move. So that a store that does not answer cannot stall the queue (and its
+//! acker) for good, each of the hold's store calls gets one heartbeat interval, as the
+//! heartbeater's hand-back does; one unanswered by then is dropped and reported.
 
 use fairq_core::job::Millis;
 use std::future::Future;
 use std::time::Duration;
 
 use tokio::sync::watch;
+use tokio::time::Instant;
 
 use super::guard;
 use super::hooks::Operation;
+use super::later::later;
 use super::queue::{Buffered, QueueRuntime};
 use super::shared::{Shared, raised};
 use super::sweep_state::is_retry;
@@ -94,9 +98,12 @@ pub(crate) fn signal(job: &Job, result: &Result<(), Failure>) -> Option<bool> {
 /// again at the next beat (or by a shutdown), where a refusal because the job is no longer
 /// held is checked against its record.
 ///
-/// Raising `give_up` (the shutdown deadline) ends the wait for the store: retries whose
-/// hand-back had not been answered then go to the shutdown's own hand-back (which tells a
-/// refusal because this one landed from a lost lease), and the hold is left undone.
+/// A hand-back or hold the store has not answered within one heartbeat interval is dropped
+/// and reported: the hand-back's retries are then treated as above (unknown), and the hold
+/// is left undone. Raising `give_up` (the shutdown deadline) ends the wait for the store too:
+/// retries whose hand-back had not been answered then go to the shutdown's own hand-back
+/// (which tells a refusal because this one landed from a lost lease), and the hold is left
+/// undone.
 pub(crate) async fn hold<B: Backend>(
     shared: &Shared<B>,
     queue: &QueueRuntime,
@@ -108,6 +115,7 @@ pub(crate) async fn hold<B: Backend>(
         until,
         "a retried job failed again: the queue's other retries wait for the next sweep"
     );
+    let limit = queue.config.get_heartbeat_interval();
     let buffered: Vec<Buffered> = {
         let mut st = queue.lock();
         if queue.config.get_sweep_holds_new_jobs() {
@@ -128,7 +136,8 @@ pub(crate) async fn hold<B: Backend>(
     };
     if !buffered.is_empty() {
         let claims: Vec<Claim> = buffered.iter().map(|b| b.job.claim).collect();
-        let release = guard::call("release", shared.backend.release(claims.clone()));
+        let by = later(Instant::now(), limit);
+        let release = guard::by(by, "release", shared.backend.release(claims.clone()));
         let Some(released) = unless_given_up(release, give_up).await else {
             // Whether the store took them is unknown: the shutdown hands them back again.
             let attempts = buffered.iter().map(|b| (b.job.claim, b.job.attempt));
@@ -159,6 +168,7 @@ pub(crate) async fn hold<B: Backend>(
                 }
             }
             Err(source) => {
+                // Failed as a whole, or not answered in time.
                 shared.report(&queue.name, Operation::Release, None, source);
                 // Whether the store took them is unknown: never started here; sent again.
                 queue.lock().unreleased.extend(buffered);
@@ -168,7 +178,8 @@ pub(crate) async fn hold<B: Backend>(
     if queue.lock().sweep.store_cannot_hold {
         return;
     }
-    let held = guard::call(
+    let held = guard::by(
+        later(Instant::now(), limit),
         "hold_retries",
         shared.backend.hold_retries(&queue.name, until),
     );
