@@ -73,3 +73,58 @@ async fn a_removed_queue_is_no_longer_paused() {
         1
     );
 }
+
+/// A job that fell due while its queue was paused was never moved to the ready set (no claim
+/// ran), so counting ready jobs finds nothing to wake for: the resume must still wake a
+/// blocked waiter, which then finds the job due.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_resume_wakes_a_waiter_for_a_job_that_fell_due_during_the_pause() {
+    require_redis!();
+    let clock = ManualClock::new(1_700_000_000_000);
+    let store = common::store(clock.clone()).await;
+    store.set_paused("late", true).await.unwrap();
+    store
+        .enqueue(NewJob::new("late", "test", vec![]).delay(Duration::from_secs(1)))
+        .await
+        .unwrap();
+    // Take the enqueue's wake-up token, so that only the resume's can end the wait.
+    let mut raw = store.connection();
+    let signal = format!("{}signal", store.keys().queue_base("late"));
+    let _: i64 = redis::cmd("DEL")
+        .arg(&signal)
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let waiter: RedisBackend = (*store).clone();
+    let waiting = tokio::spawn(async move {
+        waiter
+            .wait_for_jobs("late", Duration::from_secs(3_600))
+            .await;
+    });
+    // The wait blocks for a token (the only one in this file that does).
+    let mut blocked = false;
+    for _ in 0..2_000 {
+        let clients: String = redis::cmd("CLIENT")
+            .arg("LIST")
+            .query_async(&mut raw)
+            .await
+            .unwrap();
+        if clients.contains("cmd=blpop") {
+            blocked = true;
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert!(blocked, "the waiter never blocked");
+    clock.advance(Duration::from_secs(2));
+    store.set_paused("late", false).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(60), waiting)
+        .await
+        .expect("the resume did not wake the waiter, which would sleep out its poll interval")
+        .unwrap();
+    let claimed = store
+        .claim("late", 10, Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 1, "the job that fell due is claimable");
+}
