@@ -1596,6 +1596,98 @@ async fn a_hand_back_that_never_answers_delays_no_renewal() {
     assert!(worker.shutdown(Duration::from_secs(1)).await.is_clean());
 }
 
+/// A renewal the store's answer leaves out is reported (whether it landed is unknown), and
+/// the lease is renewed again at the next beat rather than given up: the job is not rescued.
+#[tokio::test(start_paused = true)]
+async fn a_renewal_left_out_of_the_answer_is_reported_and_tried_again() {
+    const EVERY: Duration = Duration::from_secs(10);
+    let clock = ManualClock::new(START);
+    let store = Probe::new(MemoryBackend::with_clock(clock.clone()));
+    store.short_heartbeats.store(1, Ordering::SeqCst);
+    let (gate, started) = (Arc::new(Semaphore::new(0)), Arc::default());
+    let (on_error, seen) = errors();
+    let (worker, mut rx) = start_with(
+        &store,
+        QueueConfig::default()
+            .concurrency(1)
+            .prefetch(0)
+            .lease(LEASE)
+            .heartbeat_interval(EVERY)
+            .rescue_interval(Duration::from_secs(3600)),
+        gated(&gate, &started),
+        |b| b.on_error(on_error),
+    );
+    let id = enqueue(&store, "wait", 1).await[0];
+    until("running", || worker.running() == 1).await;
+    let begun = tokio::time::Instant::now();
+    // The first beat's answer leaves the job's renewal out.
+    tokio::time::sleep_until(begun + EVERY + Duration::from_millis(1)).await;
+    assert_eq!(store.calls().heartbeats.len(), 1);
+    assert_eq!(
+        seen.lock().unwrap().clone(),
+        [(Operation::Heartbeat, Some(id), false)]
+    );
+    // The next beat renews it again; the store's clock goes past the first renewal's lease.
+    clock.advance(Duration::from_secs(20));
+    tokio::time::sleep_until(begun + EVERY * 2 + Duration::from_millis(1)).await;
+    let beats = store.calls().heartbeats.clone();
+    assert_eq!(beats.len(), 2);
+    assert_eq!(beats[1].iter().map(|c| c.id).collect::<Vec<_>>(), [id]);
+    clock.advance(Duration::from_secs(15));
+    assert_eq!(store.rescue("q").await.unwrap(), 0, "the lease held");
+    assert_eq!(seen.lock().unwrap().len(), 1, "{:?}", seen.lock().unwrap());
+    gate.add_permits(1);
+    assert_eq!(rx.recv().await.unwrap().outcome, JobOutcome::Succeeded);
+    assert!(worker.shutdown(Duration::from_secs(1)).await.is_clean());
+}
+
+/// An expired buffered job the store's answer to its hand-back leaves out is not dropped as
+/// if handed back: it is reported and sent again at the next beat (the store took it, so
+/// the refusal is checked against its record and not reported again).
+#[tokio::test(start_paused = true)]
+async fn an_expired_job_left_out_of_the_hand_back_answer_is_sent_again() {
+    const EVERY: Duration = Duration::from_secs(10);
+    let store = Probe::new(MemoryBackend::new());
+    store.short_releases.store(1, Ordering::SeqCst);
+    let (gate, started) = (Arc::new(Semaphore::new(0)), Arc::default());
+    let (on_error, seen) = errors();
+    let (worker, _rx) = start_with(
+        &store,
+        QueueConfig::default()
+            .concurrency(1)
+            .prefetch(1)
+            .lease(LEASE)
+            .heartbeat_interval(EVERY)
+            .prefetch_ttl(Duration::from_secs(5)),
+        gated(&gate, &started),
+        |b| b.on_error(on_error),
+    );
+    enqueue(&store, "wait", 2).await;
+    until("one runs, one is buffered", || {
+        worker.running() == 1 && store.claim_order().len() == 2
+    })
+    .await;
+    let begun = tokio::time::Instant::now();
+    tokio::time::sleep_until(begun + EVERY + Duration::from_millis(1)).await;
+    let buffered = store.calls().releases[0][0].id;
+    assert_eq!(
+        seen.lock().unwrap().clone(),
+        [(Operation::Release, Some(buffered), false)]
+    );
+    tokio::time::sleep_until(begun + EVERY * 2 + Duration::from_millis(1)).await;
+    let releases = store.calls().releases.clone();
+    assert_eq!(releases.len(), 2, "sent again at the next beat");
+    assert_eq!(
+        releases[1].iter().map(|c| c.id).collect::<Vec<_>>(),
+        [buffered]
+    );
+    assert_eq!(seen.lock().unwrap().len(), 1, "{:?}", seen.lock().unwrap());
+    let info = store.get(buffered).await.unwrap().unwrap();
+    assert_eq!((info.status(), info.attempts), (JobStatus::Scheduled, 0));
+    gate.add_permits(10);
+    assert!(worker.shutdown(Duration::from_secs(1)).await.is_clean());
+}
+
 #[tokio::test(start_paused = true)]
 async fn without_release_a_stopped_job_waits_for_its_lease() {
     let clock = ManualClock::new(START);

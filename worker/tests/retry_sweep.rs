@@ -369,6 +369,73 @@ async fn a_sweep_call_that_never_answers_stalls_the_queue_one_beat_at_most() {
     }
 }
 
+/// A retry the store's answer to the sweep's hand-back leaves out is not taken as handed back:
+/// it is reported and sent again at the next beat (where the store's refusal, since it did
+/// take the job, is checked against its record and not reported); it never runs here.
+#[tokio::test(start_paused = true)]
+async fn a_retry_left_out_of_the_hand_back_answer_is_sent_again() {
+    let clock = ManualClock::new(START);
+    let store = Probe {
+        hold_gate: Some(Arc::new(tokio::sync::Semaphore::new(100))),
+        ..Probe::new(MemoryBackend::with_clock(clock.clone()))
+    };
+    store
+        .short_releases
+        .store(1, std::sync::atomic::Ordering::SeqCst);
+    let ids = retrying(&store, "q", &["bad", "r2", "r3"]).await;
+    clock.advance(Duration::from_secs(1));
+    let failing = Arc::new(Mutex::new(vec!["bad".to_string()]));
+    let errors: Reported = Arc::default();
+    let seen = Arc::clone(&errors);
+    let (hook, mut rx) = reporter();
+    let worker = Worker::builder(store.clone())
+        .queue(
+            "q",
+            QueueConfig::default()
+                .concurrency(1)
+                .prefetch(2)
+                .lease(LEASE)
+                .retry_sweep(SWEEP),
+        )
+        .handlers(handlers(&failing))
+        .clock(clock.clone())
+        .on_error(move |e: &WorkerError| seen.lock().unwrap().push((e.operation, e.job)))
+        .on_finished(hook)
+        .build()
+        .unwrap()
+        .start()
+        .unwrap();
+    assert_eq!(rx.recv().await.unwrap().job.claim.id, ids[0]);
+    let until = clock.now() + SWEEP.as_millis() as u64;
+    let left_out = store.calls().releases[0].last().unwrap().id;
+    assert!(ids[1..].contains(&left_out));
+    assert_eq!(
+        errors.lock().unwrap().clone(),
+        [(Operation::Release, Some(left_out))]
+    );
+    // Past the first beat (a third of the lease): the left-out retry is sent again.
+    tokio::time::sleep(LEASE / 3 + Duration::from_secs(1)).await;
+    let releases = store.calls().releases.clone();
+    assert_eq!(releases.len(), 2);
+    assert_eq!(
+        releases[1].iter().map(|c| c.id).collect::<Vec<_>>(),
+        [left_out]
+    );
+    assert_eq!(
+        errors.lock().unwrap().len(),
+        1,
+        "{:?}",
+        errors.lock().unwrap()
+    );
+    let info = store.get(left_out).await.unwrap().unwrap();
+    assert_eq!(
+        (info.state, info.attempts),
+        (State::Retrying { run_at: until }, 1)
+    );
+    assert!(rx.try_recv().is_err(), "nothing else ran");
+    assert!(worker.shutdown(Duration::from_secs(1)).await.is_clean());
+}
+
 /// With `sweep_holds_new_jobs`, a stopped sweep holds every job of the queue back until the
 /// next sweep, new ones included.
 #[tokio::test(start_paused = true)]

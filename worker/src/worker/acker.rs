@@ -252,11 +252,9 @@ async fn report<B: Backend>(
     let mut answers = answered.answers.into_iter();
     let mut reports = Vec::with_capacity(claims.len());
     for done in answered.batch {
-        let answer = answers.next().unwrap_or_else(|| {
-            Err(BackendError::Store(
-                "the store answered fewer entries than it was sent".into(),
-            ))
-        });
+        let answer = answers
+            .next()
+            .unwrap_or_else(|| Err(guard::missing_answer()));
         let outcome = match answer {
             Ok(Settled::Succeeded) => JobOutcome::Succeeded,
             Ok(Settled::Retry { run_at }) => JobOutcome::Retry { run_at },

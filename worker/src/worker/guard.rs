@@ -44,6 +44,11 @@ pub(crate) async fn by<T>(
     }
 }
 
+/// The error for an entry a store left out of its answer to a call about many jobs.
+pub(crate) fn missing_answer() -> BackendError {
+    BackendError::Store("the store answered fewer entries than it was sent".into())
+}
+
 /// Runs `fut`, which returns nothing; a panic inside it ends the call.
 pub(crate) async fn quietly(operation: &'static str, fut: impl Future<Output = ()>) {
     if let Err(payload) = AssertUnwindSafe(fut).catch_unwind().await {

@@ -12,6 +12,9 @@
 //! meanwhile waits for its answer and reports its jobs; once shutdown began, the
 //! heartbeater starts no hand-back (the shutdown hands back what is left).
 //!
+//! A renewal the store's answer leaves out is reported and tried again at the next beat
+//! (whether it landed is unknown, and the lease is not known to be lost).
+//!
 //! A refused renewal means the lease is lost (the job was rescued and may run elsewhere): a
 //! running job's renewals stop and its completion will be refused; a buffered job is
 //! dropped from the buffer and never started here; both are reported to `on_error`. A
@@ -92,12 +95,21 @@ async fn renew<B: Backend>(
         Ok(answers) => {
             backoff.reset();
             let mut renewed = HashMap::new();
-            for (claim, answer) in claims.into_iter().zip(answers) {
-                match answer {
-                    Ok(deadline) => {
+            let mut answers = answers.into_iter();
+            for claim in claims {
+                match answers.next() {
+                    Some(Ok(deadline)) => {
                         renewed.insert(claim, deadline);
                     }
-                    Err(source) => lost(shared, queue, claim, source),
+                    Some(Err(source)) => lost(shared, queue, claim, source),
+                    // Whether the lease was renewed is unknown, and it is not known lost
+                    // either: reported, and renewed again at the next beat.
+                    None => shared.report(
+                        &queue.name,
+                        Operation::Heartbeat,
+                        Some(claim.id),
+                        guard::missing_answer(),
+                    ),
                 }
             }
             show_deadlines(queue, &renewed);
@@ -157,7 +169,7 @@ fn answered(st: &mut Pipeline, claims: &[Claim]) -> (bool, Vec<bool>) {
 /// first `resent` of them are sent again after a call that failed as a whole. Those of a
 /// call that fails as a whole, or is still unanswered at `by`, wait to be sent again
 /// (whether the store took them is unknown: they are not started here), at the next beat or
-/// by a shutdown. A job sent again
+/// by a shutdown; so do those the store's answer leaves out (reported). A job sent again
 /// that the store refuses because it no longer holds it was taken by the earlier call when
 /// its record says so (read by `by`), and is not reported then. When shutdown began
 /// meanwhile, the answers are left for its report.
@@ -173,16 +185,22 @@ async fn release_expired<B: Backend>(
     match answer {
         Ok(answers) => {
             let mut answers = answers.into_iter();
-            let mut taken = Vec::with_capacity(claims.len());
+            // Per job: taken back, refused, or `None`: left out of the answer (unknown).
+            let mut taken: Vec<Option<bool>> = Vec::with_capacity(claims.len());
             for (i, b) in expired.iter().enumerate() {
                 let claim = b.job.claim;
-                let answer = answers.next().unwrap_or_else(|| {
-                    Err(BackendError::Store(
-                        "the store answered fewer entries than it was sent".into(),
-                    ))
-                });
+                let Some(answer) = answers.next() else {
+                    shared.report(
+                        &queue.name,
+                        Operation::Release,
+                        Some(claim.id),
+                        guard::missing_answer(),
+                    );
+                    taken.push(None);
+                    continue;
+                };
                 let Err(source) = answer else {
-                    taken.push(true);
+                    taken.push(Some(true));
                     continue;
                 };
                 if i < resent
@@ -190,24 +208,27 @@ async fn release_expired<B: Backend>(
                     && handed_back_before(shared, claim, b.job.attempt, by).await
                 {
                     tracing::debug!(job.id = %claim.id, "handed back by an earlier call, whose answer was lost");
-                    taken.push(true);
+                    taken.push(Some(true));
                     continue;
                 }
-                taken.push(false);
+                taken.push(Some(false));
                 shared.report(&queue.name, Operation::Release, Some(claim.id), source);
             }
             tracing::info!(
                 queue = %queue.name,
-                released = taken.iter().filter(|t| **t).count(),
+                released = taken.iter().filter(|t| **t == Some(true)).count(),
                 "handed back prefetched jobs that waited too long for a slot"
             );
             let mut st = queue.lock();
             let (stopping, ours) = answered(&mut st, &claims);
-            if stopping {
-                for ((claim, taken), ours) in claims.iter().zip(taken).zip(ours) {
-                    if ours {
-                        st.released_in_shutdown.push((claim.id, taken));
+            for ((b, taken), ours) in expired.into_iter().zip(taken).zip(ours) {
+                match taken {
+                    // Whether the store took it is unknown: sent again.
+                    None => st.unreleased.push(b),
+                    Some(taken) if stopping && ours => {
+                        st.released_in_shutdown.push((b.job.claim.id, taken));
                     }
+                    Some(_) => {}
                 }
             }
         }

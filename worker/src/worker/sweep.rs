@@ -92,8 +92,8 @@ pub(crate) fn signal(job: &Job, result: &Result<(), Failure>) -> Option<bool> {
 /// Holds the queue's retries until `until`: retries already buffered here are handed back
 /// (where the store can take jobs back) and the store moves every due retry to `until`.
 ///
-/// A hand-back that fails as a whole may still have landed (its answer lost): its retries are
-/// not started here, since the store may have made them due again and a claim would then run
+/// A hand-back that fails as a whole may still have landed (its answer lost), and so may one
+/// whose answer leaves a retry out: such retries are not started here, since the store may have made them due again and a claim would then run
 /// them a second time. Like the heartbeater's hand-back that failed, they wait to be sent
 /// again at the next beat (or by a shutdown), where a refusal because the job is no longer
 /// held is checked against its record.
@@ -146,17 +146,26 @@ pub(crate) async fn hold<B: Backend>(
         };
         match released {
             Ok(answers) => {
-                for (b, answer) in buffered.iter().zip(answers) {
-                    if let Err(source) = answer {
+                let mut answers = answers.into_iter();
+                let mut unknown = Vec::new();
+                for b in buffered {
+                    let id = b.job.claim.id;
+                    match answers.next() {
+                        Some(Ok(())) => {}
                         // The lease was lost already: someone else has the job.
-                        shared.report(
-                            &queue.name,
-                            Operation::Release,
-                            Some(b.job.claim.id),
-                            source,
-                        );
+                        Some(Err(source)) => {
+                            shared.report(&queue.name, Operation::Release, Some(id), source);
+                        }
+                        // Left out of the answer: whether the store took it is unknown, so it
+                        // is sent again, like the jobs of a call that failed as a whole.
+                        None => {
+                            let source = guard::missing_answer();
+                            shared.report(&queue.name, Operation::Release, Some(id), source);
+                            unknown.push(b);
+                        }
                     }
                 }
+                queue.lock().unreleased.extend(unknown);
             }
             Err(BackendError::Unsupported(_)) => {
                 // The store took nothing back: still ours, they run from the buffer after all

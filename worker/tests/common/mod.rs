@@ -94,6 +94,12 @@ pub struct Probe {
     /// This many of the next `release` calls that carry jobs are applied to the store and
     /// then fail as a whole (transient): the store took the jobs back, and the answer is lost.
     pub apply_then_fail_releases: Arc<AtomicUsize>,
+    /// This many of the next `heartbeat_many` calls are applied to the store and answered
+    /// with their last entry left out (a store that answers short).
+    pub short_heartbeats: Arc<AtomicUsize>,
+    /// This many of the next `release` calls that carry jobs are applied to the store and
+    /// answered with their last entry left out.
+    pub short_releases: Arc<AtomicUsize>,
     /// This many of the next settlement calls are applied to the store and then fail as a
     /// whole (transient): the store recorded them, and the answer is lost. (A combined
     /// settle-and-claim so affected settles only: its claim is not made.)
@@ -133,6 +139,8 @@ impl Probe {
             release_gate: None,
             lose_release_answers: Arc::default(),
             apply_then_fail_releases: Arc::default(),
+            short_heartbeats: Arc::default(),
+            short_releases: Arc::default(),
             lose_settle_answers: Arc::default(),
         }
     }
@@ -313,7 +321,12 @@ impl Backend for Probe {
                 this.inner.release(claims.clone()).await?;
                 std::future::pending::<()>().await;
             }
-            this.inner.release(claims).await
+            let short = !claims.is_empty() && take_one(&this.short_releases);
+            let mut answers = this.inner.release(claims).await?;
+            if short {
+                answers.pop();
+            }
+            Ok(answers)
         }
     }
     fn heartbeat(
@@ -332,7 +345,12 @@ impl Backend for Probe {
         async move {
             this.calls().heartbeats.push(claims.clone());
             pass(&this.heartbeat_gate).await;
-            this.inner.heartbeat_many(claims, lease).await
+            let short = take_one(&this.short_heartbeats);
+            let mut answers = this.inner.heartbeat_many(claims, lease).await?;
+            if short {
+                answers.pop();
+            }
+            Ok(answers)
         }
     }
     fn rescue(&self, queue: &str) -> impl Future<Output = Result<u64, BackendError>> + Send {
