@@ -7,6 +7,7 @@ mod common;
 
 use std::time::Duration;
 
+use fairq_core::job::State;
 use fairq_postgres::{PgBackend, PgOptions};
 use fairq_worker::{Backend, Failure, JobId, NewJob, QueueStats, Retention};
 
@@ -214,5 +215,67 @@ async fn kept_succeeded_jobs_stay_while_dead_ones_go() {
         .prune(Retention::forever().dead_for(MINUTE))
         .await
         .is_err());
+    t.cleanup().await;
+}
+
+/// A dependent enqueued while its dependency's success is being recorded can stay blocked
+/// (the settlement read the jobs before the dependent committed); the rescue's straggler
+/// repair releases it by finding the success in the archive. A prune in between must keep
+/// that row, or the dependent never runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_success_that_a_blocked_straggler_names_is_kept_until_the_repair() {
+    let t = store_or_skip!("prunestraggler");
+    let (s, clock) = (&t.store, &t.clock);
+    let a = s.enqueue(NewJob::new("q", "k", vec![1])).await.unwrap();
+    let job = s.claim("q", 1, LEASE).await.unwrap().remove(0);
+    let mut other = common::admin().await.expect("admin connection");
+    let holder: i32 = other
+        .query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let observer = common::admin().await.expect("observer connection");
+    let tx = other.transaction().await.unwrap();
+    let producer = fairq_postgres::Producer::new(&t.schema)
+        .unwrap()
+        .with_clock(clock.clone());
+    let b = producer
+        .enqueue(&tx, NewJob::new("q2", "k", vec![2]).after(a))
+        .await
+        .unwrap();
+    let store = s.clone();
+    let settling = tokio::spawn(async move { store.complete(job.claim).await });
+    // The settlement waits for the dependent's transaction, which holds the dependency's row.
+    common::someone_waits_for(&observer, holder).await;
+    tx.commit().await.unwrap();
+    settling.await.unwrap().unwrap();
+    assert_eq!(
+        s.get(b).await.unwrap().unwrap().state,
+        State::Blocked,
+        "the settlement left the dependent blocked (a straggler), as this test needs"
+    );
+    clock.advance(MINUTE);
+    let pruned = s
+        .prune(Retention {
+            succeeded: Some(Duration::ZERO),
+            dead: None,
+        })
+        .await
+        .unwrap();
+    assert_eq!(pruned, 0, "the success a blocked job names is kept");
+    s.rescue("q2").await.unwrap();
+    let claimed = s.claim("q2", 5, LEASE).await.unwrap();
+    assert_eq!(claimed.len(), 1, "the straggler is released and runs");
+    assert_eq!(claimed[0].claim.id, b);
+    // Once it is released, the success goes at the next prune.
+    assert_eq!(
+        s.prune(Retention {
+            succeeded: Some(Duration::ZERO),
+            dead: None,
+        })
+        .await
+        .unwrap(),
+        1
+    );
     t.cleanup().await;
 }

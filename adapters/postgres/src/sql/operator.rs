@@ -110,6 +110,11 @@ SELECT count(*) FROM gone
 /// array, so that it reaches each row by its primary key whatever the archive's size; the
 /// delete checks each row's outcome and cutoff again. A dead job that a live job depends on
 /// (a job blocked on it) is kept while that job waits: `jobs_blocked` indexes `depends_on`.
+/// So is a succeeded job that a blocked job names: a dependent enqueued while its dependency
+/// was settling can be left blocked by the settlement (it read the jobs before the dependent
+/// committed), and the rescue's straggler repair releases it by finding the dependency's
+/// success in the archive; deleting that row first would leave the dependent blocked for
+/// good. (A dependent that can still be enqueued finds the success and is not blocked.)
 pub(super) const PRUNE: &str = r#"
 WITH gone AS (
     DELETE FROM fairq.archive
@@ -120,7 +125,9 @@ WITH gone AS (
          WHERE $1::int8 IS NOT NULL AND x.state = 'succeeded' AND x.finished_at <= $1::int8
          LIMIT $3)
         LIMIT $3))
-      AND ((state = 'succeeded' AND finished_at <= $1::int8)
+      AND ((state = 'succeeded' AND finished_at <= $1::int8
+            AND NOT EXISTS (SELECT 1 FROM fairq.jobs w
+                            WHERE w.depends_on = archive.id AND w.state = 'blocked'))
            OR (state = 'dead' AND finished_at <= $2::int8
                AND NOT EXISTS (SELECT 1 FROM fairq.jobs w WHERE w.depends_on = archive.id)))
     RETURNING queue, state, attempts, failures, runs_ms
