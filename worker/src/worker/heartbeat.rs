@@ -169,10 +169,10 @@ fn answered(st: &mut Pipeline, claims: &[Claim]) -> (bool, Vec<bool>) {
 /// first `resent` of them are sent again after a call that failed as a whole. Those of a
 /// call that fails as a whole, or is still unanswered at `by`, wait to be sent again
 /// (whether the store took them is unknown: they are not started here), at the next beat or
-/// by a shutdown; so do those the store's answer leaves out (reported). A job sent again
-/// that the store refuses because it no longer holds it was taken by the earlier call when
-/// its record says so (read by `by`), and is not reported then. When shutdown began
-/// meanwhile, the answers are left for its report.
+/// by a shutdown; so do those the store's answer leaves out (reported). A job sent again that
+/// the store refuses because it no longer holds it was taken by the earlier call when its
+/// record says so (read by `by`), and is not reported then. When shutdown began meanwhile,
+/// the answers are left for its report.
 async fn release_expired<B: Backend>(
     shared: &Shared<B>,
     queue: &QueueRuntime,

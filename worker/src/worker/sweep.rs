@@ -93,10 +93,11 @@ pub(crate) fn signal(job: &Job, result: &Result<(), Failure>) -> Option<bool> {
 /// (where the store can take jobs back) and the store moves every due retry to `until`.
 ///
 /// A hand-back that fails as a whole may still have landed (its answer lost), and so may one
-/// whose answer leaves a retry out: such retries are not started here, since the store may have made them due again and a claim would then run
-/// them a second time. Like the heartbeater's hand-back that failed, they wait to be sent
-/// again at the next beat (or by a shutdown), where a refusal because the job is no longer
-/// held is checked against its record.
+/// whose answer leaves a retry out: such retries are not started here, since the store may
+/// have made them due again and a claim would then run them a second time. Like the
+/// heartbeater's hand-back that failed, they wait to be sent again at the next beat (or by
+/// a shutdown), where a refusal because the job is no longer held is checked against its
+/// record.
 ///
 /// A hand-back or hold the store has not answered within one heartbeat interval is dropped
 /// and reported: the hand-back's retries are then treated as above (unknown), and the hold
