@@ -495,9 +495,13 @@ impl Core {
             self.make_due(&*client, queue, now).await?;
         }
         let woken: Vec<String> = ready_queues.iter().map(|q| q.to_string()).collect();
-        let needs_tx = jobs.iter().any(|j| {
-            j.depends_on.is_some() || (j.unique_key.is_some() && j.on_conflict == OnConflict::Error)
-        });
+        // A batch that may have to take its rows back (a duplicate under `OnConflict::Error`,
+        // a dependency gone meanwhile, a unique key taken and released while it ran, which
+        // `OnConflict::Ignore` meets too) runs in a transaction: outside one, its rows would be
+        // visible, and claimable, before the undo deleted them.
+        let needs_tx = jobs
+            .iter()
+            .any(|j| j.depends_on.is_some() || j.unique_key.is_some());
         let ids = if needs_tx {
             let tx = client.transaction().await.map_err(|e| self.err(e))?;
             let ids = enqueue_batch(&tx, &self.sql, jobs, now).await?;
