@@ -684,6 +684,57 @@ async fn a_settlement_recorded_before_its_answer_was_lost_is_reported_as_recorde
     assert!(report.is_clean(), "{report:?}");
 }
 
+/// When the read of a job whose settlement was sent again and refused never answers, the
+/// acker waits one heartbeat interval for it, then reports the outcome as unrecorded (its
+/// record does not tell) and carries on: later attempts are settled and reported.
+#[tokio::test(start_paused = true)]
+async fn a_read_back_that_never_answers_does_not_stall_the_acker() {
+    const EVERY: Duration = Duration::from_secs(10);
+    let store = Probe::new(MemoryBackend::new());
+    store.lose_settle_answers.store(1, Ordering::SeqCst);
+    store.hang_gets.store(1, Ordering::SeqCst);
+    let (on_error, seen) = errors();
+    let (worker, mut reports) = start_with(
+        &store,
+        QueueConfig::default()
+            .concurrency(1)
+            .prefetch(0)
+            .heartbeat_interval(EVERY),
+        Handlers::new().on("ok", |_job: Job| async { Ok::<_, String>(()) }),
+        |b| b.on_error(on_error),
+    );
+    let begun = tokio::time::Instant::now();
+    let first = enqueue(&store, "ok", 1).await[0];
+    let report = tokio::time::timeout(Duration::from_secs(600), reports.recv())
+        .await
+        .expect("reported within 10 minutes")
+        .unwrap();
+    assert_eq!(
+        (report.job.claim.id, report.outcome),
+        (first, JobOutcome::Unrecorded)
+    );
+    assert!(
+        begun.elapsed() <= EVERY + Duration::from_secs(1),
+        "{:?}",
+        begun.elapsed()
+    );
+    assert_eq!(
+        seen.lock().unwrap().clone(),
+        [
+            (Operation::Settle, None, false),
+            (Operation::Complete, Some(first), false)
+        ]
+    );
+    assert_eq!(status(&store, first).await, JobStatus::Succeeded);
+    let second = enqueue(&store, "ok", 1).await[0];
+    let report = recv_n(&mut reports, 1).await.remove(0);
+    assert_eq!(
+        (report.job.claim.id, report.outcome),
+        (second, JobOutcome::Succeeded)
+    );
+    assert!(worker.shutdown(Duration::from_secs(5)).await.is_clean());
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_job_buffered_too_long_is_handed_back() {
     let store = Probe::new(MemoryBackend::new());

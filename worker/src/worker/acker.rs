@@ -332,7 +332,7 @@ async fn refused<B: Backend>(
 ) -> JobOutcome {
     let no_longer_held = source.is_not_held();
     let recorded = if resent && no_longer_held {
-        recorded_before(shared, done, give_up).await
+        recorded_before(shared, queue, done, give_up).await
     } else {
         None
     };
@@ -364,14 +364,17 @@ async fn refused<B: Backend>(
 /// What the store recorded for `done`'s attempt, read from the job: `Some` when the job's
 /// record is this attempt's outcome (no later attempt started, and the state and error are
 /// what this attempt's settlement makes of it); `None` when that cannot be told (the job was
-/// rescued, has moved on, or the store did not answer before `give_up`).
+/// rescued, has moved on, or the store did not answer within one heartbeat interval, or
+/// before `give_up`: the acker waits for nothing else meanwhile).
 async fn recorded_before<B: Backend>(
     shared: &Shared<B>,
+    queue: &QueueRuntime,
     done: &Done,
     give_up: &mut watch::Receiver<bool>,
 ) -> Option<JobOutcome> {
     let id = done.job.claim.id;
-    let read = guard::call("get", shared.backend.get(id));
+    let by = later(Instant::now(), queue.config.get_heartbeat_interval());
+    let read = guard::by(by, "get", shared.backend.get(id));
     let info = match sweep::unless_given_up(read, give_up).await? {
         Ok(Some(info)) => info,
         Ok(None) => return None,

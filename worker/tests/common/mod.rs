@@ -100,6 +100,8 @@ pub struct Probe {
     /// This many of the next `release` calls that carry jobs are applied to the store and
     /// answered with their last entry left out.
     pub short_releases: Arc<AtomicUsize>,
+    /// This many of the next `get` calls never answer.
+    pub hang_gets: Arc<AtomicUsize>,
     /// This many of the next settlement calls are applied to the store and then fail as a
     /// whole (transient): the store recorded them, and the answer is lost. (A combined
     /// settle-and-claim so affected settles only: its claim is not made.)
@@ -141,6 +143,7 @@ impl Probe {
             apply_then_fail_releases: Arc::default(),
             short_heartbeats: Arc::default(),
             short_releases: Arc::default(),
+            hang_gets: Arc::default(),
             lose_settle_answers: Arc::default(),
         }
     }
@@ -408,7 +411,14 @@ impl Backend for Probe {
         self.inner.list(filter)
     }
     fn get(&self, id: JobId) -> impl Future<Output = Result<Option<JobInfo>, BackendError>> + Send {
-        self.inner.get(id)
+        let hang = take_one(&self.hang_gets);
+        let get = self.inner.get(id);
+        async move {
+            if hang {
+                std::future::pending::<()>().await;
+            }
+            get.await
+        }
     }
     fn revive(
         &self,
