@@ -278,6 +278,55 @@ async fn retries_whose_sweep_hand_back_failed_as_a_whole_are_not_run_here() {
     );
 }
 
+/// Retries whose sweep hand-back failed as a whole, after the store had taken them back, and
+/// that a shutdown hands back before the next beat sends them again: the store refuses them,
+/// their records show the first hand-back landed, and the report says they were handed back,
+/// with no error beyond the failed call.
+#[tokio::test(start_paused = true)]
+async fn retries_whose_sweep_hand_back_failed_as_a_whole_are_reported_released_at_shutdown() {
+    let clock = ManualClock::new(START);
+    let store = Probe {
+        hold_gate: Some(Arc::new(tokio::sync::Semaphore::new(100))),
+        ..Probe::new(MemoryBackend::with_clock(clock.clone()))
+    };
+    store
+        .apply_then_fail_releases
+        .store(1, std::sync::atomic::Ordering::SeqCst);
+    let ids = retrying(&store, "q", &["bad", "r2", "r3"]).await;
+    clock.advance(Duration::from_secs(1));
+    let failing = Arc::new(Mutex::new(vec!["bad".to_string()]));
+    let errors: Reported = Arc::default();
+    let seen = Arc::clone(&errors);
+    let (hook, mut rx) = reporter();
+    let worker = Worker::builder(store.clone())
+        .queue(
+            "q",
+            QueueConfig::default()
+                .concurrency(1)
+                .prefetch(2)
+                .lease(LEASE)
+                .retry_sweep(SWEEP),
+        )
+        .handlers(handlers(&failing))
+        .clock(clock.clone())
+        .on_error(move |e: &WorkerError| seen.lock().unwrap().push((e.operation, e.job)))
+        .on_finished(hook)
+        .build()
+        .unwrap()
+        .start()
+        .unwrap();
+    assert_eq!(rx.recv().await.unwrap().job.claim.id, ids[0]);
+    let report = worker.shutdown(Duration::from_secs(1)).await;
+    assert_eq!(report.released, ids[1..], "{report:?}");
+    assert!(report.is_clean(), "{report:?}");
+    assert_eq!(errors.lock().unwrap().clone(), [(Operation::Release, None)]);
+    assert!(rx.try_recv().is_err(), "the retries did not run here");
+    for id in &ids[1..] {
+        let info = store.get(*id).await.unwrap().unwrap();
+        assert_eq!(info.attempts, 1, "handed back, the attempt not counted");
+    }
+}
+
 /// A hand-back of buffered retries, or a hold of the queue's retries, that the store never
 /// answers stalls the queue (its claims wait for the sweep's verdict, and its acker for the
 /// hold) for one heartbeat interval at most: the call is dropped and reported, the failed
