@@ -117,3 +117,44 @@ impl Scripts {
         ]
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every hash write and integer argument of a per-queue script goes through the
+    /// prelude's `hset`, `hincrby` and `int`, which pass integral numbers as digits (Redis
+    /// 7.2.0 to 7.2.4 would pass 1700000000000 as "1.7e+12"): a raw call added later fails
+    /// here.
+    #[test]
+    fn per_queue_scripts_write_numbers_as_digits() {
+        let scripts = Scripts::new();
+        let helpers_end = PRELUDE
+            .find("-- Repeated calls")
+            .expect("the prelude's helpers come first");
+        for named in scripts.all().into_iter().filter(|n| n.per_queue) {
+            let body = &named.source[helpers_end..];
+            for raw in [
+                "redis.call('HSET'",
+                "redis.call('HINCRBY'",
+                "redis.call('INCRBY'",
+            ] {
+                assert!(
+                    !body.contains(raw),
+                    "{} calls {raw}) directly: use the prelude's helper",
+                    named.name
+                );
+            }
+            for line in body
+                .lines()
+                .filter(|l| l.contains("'PX'") || l.contains("PEXPIRE"))
+            {
+                assert!(
+                    line.contains("int("),
+                    "{}: an expiry passed as a Lua number: {line}",
+                    named.name
+                );
+            }
+        }
+    }
+}

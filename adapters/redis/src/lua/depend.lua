@@ -20,6 +20,6 @@ if not state then return 'missing' end
 if state == 'succeeded' then return 'succeeded' end
 if mode == 'register' then
   redis.call('SADD', k('xdeps:' .. dep), ARGV[3])
-  redis.call('HSET', h, 'hd', 1)
+  hset(h, 'hd', 1)
 end
 return 'pending'

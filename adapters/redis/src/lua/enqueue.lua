@@ -75,7 +75,7 @@ for i = 1, n do
       'meta', meta, 'attempts', 0, 'token', 0}
     if uniq ~= '' then
       sets[#sets + 1] = 'uniq'; sets[#sets + 1] = uniq
-      redis.call('HSET', k('uniq'), uniq, id)
+      hset(k('uniq'), uniq, id)
     end
     local blocked = false
     if dep ~= '' then
@@ -86,7 +86,7 @@ for i = 1, n do
         if redis.call('HGET', dh, 'state') ~= 'succeeded' then
           blocked = true
           redis.call('SADD', k('deps:' .. dep_id), id)
-          redis.call('HSET', dh, 'hd', 1)
+          hset(dh, 'hd', 1)
         end
       elseif mode == 'blocked' then
         blocked = true
@@ -110,17 +110,17 @@ for i = 1, n do
       end
     end
     zadd('all', id, id)
-    redis.call('HSET', jk(id), unpack(sets))
+    hset(jk(id), unpack(sets))
   end
 end
-redis.call('HSET', k('meta'), 'seq', seq, 'qnum', qnum)
+hset(k('meta'), 'seq', seq, 'qnum', qnum)
 flush()
 local answered = {}
 for i = 1, n do
   if skip[i] then answered[i] = '=' .. ids[i] else answered[i] = ids[i] end
 end
 if rid ~= '' then
-  redis.call('SET', req, table.concat(answered, ','), 'PX', keep_ms)
+  redis.call('SET', req, table.concat(answered, ','), 'PX', int(keep_ms))
 end
 local reply = {'ok'}
 for i = 1, n do reply[i + 1] = answered[i] end

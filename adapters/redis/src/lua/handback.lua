@@ -30,7 +30,7 @@ for o = 4, #ARGV, 2 do
     count('running', -1)
     count(to, 1)
     local member = make_due(id, fkey, now, now)
-    redis.call('HSET', h, 'state', to, 'attempts', attempts, 'run_at', now, 'due', now,
+    hset(h, 'state', to, 'attempts', attempts, 'run_at', now, 'due', now,
       'rmember', member)
     answers[#answers + 1] = {'ok'}
   end

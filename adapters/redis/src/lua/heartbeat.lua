@@ -13,7 +13,7 @@ for o = 3, #ARGV, 2 do
   else
     local until_ = now + lease
     if tonumber(deadline) > until_ then until_ = tonumber(deadline) end
-    redis.call('HSET', h, 'deadline', until_)
+    hset(h, 'deadline', until_)
     zadd('leased', until_, id)
     answers[#answers + 1] = {'ok', string.format('%d', until_)}
   end

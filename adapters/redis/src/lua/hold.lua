@@ -23,7 +23,7 @@ for _, id in ipairs(ids) do
     else
       redis.call('ZADD', k('delayed'), hold, id)
     end
-    redis.call('HSET', h, 'run_at', hold, 'due', hold, 'rmember', new_member)
+    hset(h, 'run_at', hold, 'due', hold, 'rmember', new_member)
     moved = moved + 1
   else
     -- An index entry left behind (the job moved on): drop it.

@@ -17,7 +17,7 @@ for i = 1, #fields, 2 do
   if tonumber(fields[i + 1]) <= current then stale[#stale + 1] = fields[i] end
 end
 if #stale > 0 then variadic('HDEL', k('keys'), stale) end
-redis.call('HSET', k('meta'), 'kcursor', scan[1])
+hset(k('meta'), 'kcursor', scan[1])
 local out = {}
 local due = redis.call('ZRANGEBYSCORE', k('xwait'), '-inf', now, 'LIMIT', 0, limit)
 for _, id in ipairs(due) do

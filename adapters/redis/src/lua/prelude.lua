@@ -23,6 +23,35 @@ local function whole(v)
   return tonumber(v)
 end
 
+-- Numbers written to Redis ----------------------------------------------------------------------
+-- Redis 7.2.0 to 7.2.4 hand a Lua number argument to the command in its shortest form, and for
+-- a multiple of 10^8 that is exponent notation (1700000000000 becomes "1.7e+12"; fixed in 7.2.5,
+-- redis/redis#13113). Written into a job's hash, such a time or count would not read back as an
+-- integer (the store would set the job aside as damaged), and HINCRBY refuses it. So every hash
+-- write and every integer argument goes through these, which pass integral numbers as decimal
+-- digits; strings and fractions go as they are. (A unit test in scripts.rs checks that no
+-- script writes a hash without them.)
+local function int(v)
+  if type(v) == 'number' and v == math.floor(v) and v >= -9007199254740992
+      and v <= 9007199254740992 then
+    return string.format('%d', v)
+  end
+  return v
+end
+
+-- HSET key field value [field value ...], integral numbers as digits.
+local function hset(key, ...)
+  local n = select('#', ...)
+  local args = {...}
+  for i = 1, n do args[i] = int(args[i]) end
+  return redis.call('HSET', key, unpack(args, 1, n))
+end
+
+-- HINCRBY key field n, n as digits.
+local function hincrby(key, field, n)
+  return redis.call('HINCRBY', key, field, int(n))
+end
+
 -- Repeated calls --------------------------------------------------------------------------------
 -- A call whose reply was lost is repeated (see call.rs). A script whose effect a repeat cannot
 -- recognise from the jobs alone keeps its reply under the call's request id for the client's
@@ -42,7 +71,7 @@ end
 -- milliseconds; returns it.
 local function remember(rid, reply, keep_ms)
   if rid ~= '' then
-    redis.call('SET', k('req:' .. rid), cjson.encode(reply), 'PX', keep_ms)
+    redis.call('SET', k('req:' .. rid), cjson.encode(reply), 'PX', int(keep_ms))
   end
   return reply
 end
@@ -125,7 +154,7 @@ local function flush_sets()
   if #fields > 0 then variadic('HSET', k('keys'), fields) end
   tails_dirty = {}
   if meta_loaded and pushseq ~= pushseq0 then
-    redis.call('HSET', k('meta'), 'pushseq', pushseq)
+    hset(k('meta'), 'pushseq', pushseq)
     pushseq0 = pushseq
   end
 end
@@ -136,11 +165,11 @@ end
 local function flush()
   flush_sets()
   for status, n in pairs(counts) do
-    if n ~= 0 then redis.call('HINCRBY', k('counts'), status, n) end
+    if n ~= 0 then hincrby(k('counts'), status, n) end
   end
   counts = {}
   for field, n in pairs(rstat) do
-    if n ~= 0 then redis.call('HINCRBY', k('rstat'), field, n) end
+    if n ~= 0 then hincrby(k('rstat'), field, n) end
   end
   rstat = {}
   -- One more token when the queue's next due time moved earlier: a waiter sleeps until the
@@ -204,7 +233,7 @@ local function promote(now, limit)
     local h = jk(id)
     local fkey = redis.call('HGET', h, 'fkey')
     if fkey then
-      redis.call('HSET', h, 'rmember', fair_push(id, fkey))
+      hset(h, 'rmember', fair_push(id, fkey))
     end
   end
 end
@@ -270,7 +299,7 @@ local function set_aside(id, h, state, now, why)
   zadd('st:dead', id, id)
   zadd('dead_at', now, id)
   release_unique(uniq, id)
-  redis.call('HSET', h, 'state', 'dead', 'at', now, 'reason', 'discarded',
+  hset(h, 'state', 'dead', 'at', now, 'reason', 'discarded',
     'attempts', whole(attempts) or 0, 'token', whole(token) or 0, 'last_error', why)
 end
 
@@ -301,7 +330,7 @@ local function release_dependents(id, now)
       count('scheduled', 1)
       local due = release_due(run_at, now)
       local member = make_due(d, fkey, due, now)
-      redis.call('HSET', dh, 'state', 'scheduled', 'run_at', due, 'due', due, 'rmember', member or '')
+      hset(dh, 'state', 'scheduled', 'run_at', due, 'due', due, 'rmember', member or '')
     end
   end
   redis.call('DEL', deps)
@@ -349,7 +378,7 @@ local function apply_failure(id, h, f, now, verdict, run_at, reason, message)
     bump('retries', (whole(attempts) or 1) - 1)
     release_unique(uniq, id)
   end
-  redis.call('HSET', h, unpack(sets))
+  hset(h, unpack(sets))
 end
 
 -- The job fields settle, release and rescue read, in this order.
@@ -418,7 +447,7 @@ local function claim_jobs(now, max, lease, limit)
       if current_member and (state == 'scheduled' or state == 'retrying') then
         if attempts and token and f[4] and f[5] and f[6] and f[7] and f[8] and f[9] then
           attempts, token = attempts + 1, token + 1
-          redis.call('HSET', h, 'state', 'running', 'attempts', attempts, 'token', token,
+          hset(h, 'state', 'running', 'attempts', attempts, 'token', token,
             'deadline', deadline, 'claimed_at', now)
           count(state, -1)
           count('running', 1)
@@ -438,7 +467,7 @@ local function claim_jobs(now, max, lease, limit)
   end
   load_meta()
   current = tonumber(last_round)
-  redis.call('HSET', k('meta'), 'current', last_round)
+  hset(k('meta'), 'current', last_round)
   flush()
   return out
 end

@@ -92,7 +92,7 @@ if cd and budget > 0 then
     if #ids < budget then
       redis.call('HDEL', k('meta'), 'dwalk')
     else
-      redis.call('HSET', k('meta'), 'dwalk', ids[#ids])
+      hset(k('meta'), 'dwalk', ids[#ids])
     end
     budget = budget - #ids
   end

@@ -17,7 +17,7 @@ local function revive(id)
   if u then
     local holder = redis.call('HGET', k('uniq'), u)
     if holder and holder ~= id then return holder end
-    redis.call('HSET', k('uniq'), u, id)
+    hset(k('uniq'), u, id)
   end
   redis.call('ZREM', k('st:dead'), id)
   redis.call('ZREM', k('dead_at'), id)
@@ -26,7 +26,7 @@ local function revive(id)
   count('dead', -1)
   count('scheduled', 1)
   local member = make_due(id, fkey, now, now)
-  redis.call('HSET', h, 'state', 'scheduled', 'run_at', now, 'due', now, 'attempts', 0,
+  hset(h, 'state', 'scheduled', 'run_at', now, 'due', now, 'attempts', 0,
     'rmember', member)
   redis.call('HDEL', h, 'at', 'reason', 'first_error_at')
   return nil

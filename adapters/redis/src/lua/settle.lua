@@ -70,7 +70,7 @@ for i = 1, n do
     else
       -- Kept: by choice, or because it has dependents (released now; a later dependent
       -- still finds it succeeded).
-      redis.call('HSET', h, 'state', 'succeeded', 'at', now)
+      hset(h, 'state', 'succeeded', 'at', now)
       zrem('leased', id)
       count('running', -1)
       count('succeeded', 1)
@@ -83,7 +83,7 @@ for i = 1, n do
         -- Kept for a repeat of this call, which finds them no longer registered.
         if #others > 0 then
           variadic('RPUSH', k('xrel:' .. id), others)
-          redis.call('PEXPIRE', k('xrel:' .. id), keep_ms)
+          redis.call('PEXPIRE', k('xrel:' .. id), int(keep_ms))
         end
       end
     end

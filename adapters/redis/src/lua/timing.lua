@@ -6,12 +6,12 @@
 -- `hist` that would list the removed queue in `stats` again.
 if redis.call('EXISTS', k('counts'), k('all')) == 0 then return 0 end
 local count, sum, min, max = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local total = redis.call('HINCRBY', k('pstat'), 'count', count)
-redis.call('HINCRBY', k('pstat'), 'sum', sum)
+local total = hincrby(k('pstat'), 'count', count)
+hincrby(k('pstat'), 'sum', sum)
 local old_min, old_max = unpack(redis.call('HMGET', k('pstat'), 'min', 'max'))
-if total == count or min < tonumber(old_min) then redis.call('HSET', k('pstat'), 'min', min) end
-if total == count or max > tonumber(old_max) then redis.call('HSET', k('pstat'), 'max', max) end
+if total == count or min < tonumber(old_min) then hset(k('pstat'), 'min', min) end
+if total == count or max > tonumber(old_max) then hset(k('pstat'), 'max', max) end
 for o = 5, #ARGV, 2 do
-  redis.call('HINCRBY', k('hist'), ARGV[o], tonumber(ARGV[o + 1]))
+  hincrby(k('hist'), ARGV[o], tonumber(ARGV[o + 1]))
 end
 return total

@@ -14,7 +14,7 @@ for o = 2, #ARGV, 2 do
     count('scheduled', 1)
     local due = release_due(run_at, now)
     local member = make_due(id, fkey, due, now)
-    redis.call('HSET', h, 'state', 'scheduled', 'run_at', due, 'due', due, 'rmember', member or '')
+    hset(h, 'state', 'scheduled', 'run_at', due, 'due', due, 'rmember', member or '')
     released = released + 1
   end
 end
