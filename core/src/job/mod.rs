@@ -475,8 +475,9 @@ impl Lifecycle {
         self.due_at().is_some_and(|run_at| run_at <= now)
     }
 
-    /// Starts an attempt under a lease of `lease` length (its deadline never past
-    /// [`MAX_MILLIS`], so `Duration::MAX` is a lease that never expires).
+    /// Starts an attempt under a lease of `lease` length (its deadline is
+    /// [`clamp_after`]`(now, lease)`: never past [`MAX_MILLIS`] while `now` is in range, so
+    /// `Duration::MAX` is a lease that never expires, and never before `now`).
     ///
     /// ```
     /// let mut job = fairq_core::job::Lifecycle::ready();
@@ -509,8 +510,9 @@ impl Lifecycle {
         }
     }
 
-    /// Extends the current lease to `now + lease` (never past [`MAX_MILLIS`], never shorter
-    /// than it was); returns the new deadline.
+    /// Extends the current lease to `now + lease` (as [`clamp_after`] bounds it: never past
+    /// [`MAX_MILLIS`] while `now` is in range; never shorter than it was); returns the new
+    /// deadline.
     ///
     /// ```
     /// use core::time::Duration;
