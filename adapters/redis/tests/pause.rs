@@ -102,20 +102,10 @@ async fn the_resume_wakes_a_waiter_for_a_job_that_fell_due_during_the_pause() {
             .await;
     });
     // The wait blocks for a token (the only one in this file that does).
-    let mut blocked = false;
-    for _ in 0..2_000 {
-        let clients: String = redis::cmd("CLIENT")
-            .arg("LIST")
-            .query_async(&mut raw)
-            .await
-            .unwrap();
-        if clients.contains("cmd=blpop") {
-            blocked = true;
-            break;
-        }
-        tokio::task::yield_now().await;
-    }
-    assert!(blocked, "the waiter never blocked");
+    assert!(
+        common::someone_blocks_in_blpop(&mut raw).await,
+        "the waiter never blocked"
+    );
     clock.advance(Duration::from_secs(2));
     store.set_paused("late", false).await.unwrap();
     tokio::time::timeout(Duration::from_secs(60), waiting)

@@ -44,20 +44,10 @@ async fn wait_is_woken(store: &RedisBackend, queue: &str) -> fairq_worker::JobId
             .await;
     });
     let mut conn = store.connection();
-    let mut blocked = false;
-    for _ in 0..2_000 {
-        let clients: String = redis::cmd("CLIENT")
-            .arg("LIST")
-            .query_async(&mut conn)
-            .await
-            .unwrap();
-        if clients.contains("cmd=blpop") {
-            blocked = true;
-            break;
-        }
-        tokio::task::yield_now().await;
-    }
-    assert!(blocked, "no waiter ever blocked in BLPOP over TLS");
+    assert!(
+        common::someone_blocks_in_blpop(&mut conn).await,
+        "no waiter ever blocked in BLPOP over TLS"
+    );
     let c = store
         .enqueue(NewJob::new(queue, "work", b"c".to_vec()))
         .await

@@ -243,6 +243,24 @@ impl fairq_worker::conformance::differential::Differential for ClusterHarness {
     }
 }
 
+/// Whether a client of the server `conn` talks to is blocked in `BLPOP` (a store's wait for
+/// jobs), looked for in `CLIENT LIST` up to 2,000 times with a yield between: how a test
+/// knows a wait has started, without sleeping for a guessed time.
+pub async fn someone_blocks_in_blpop(conn: &mut impl redis::aio::ConnectionLike) -> bool {
+    for _ in 0..2_000 {
+        let clients: String = redis::cmd("CLIENT")
+            .arg("LIST")
+            .query_async(conn)
+            .await
+            .expect("CLIENT LIST");
+        if clients.contains("cmd=blpop") {
+            return true;
+        }
+        tokio::task::yield_now().await;
+    }
+    false
+}
+
 /// Enqueues two jobs of two tenants on `queue`, claims both, completes one and fails the
 /// other for good, and checks what the store then says of each: the round trip every
 /// connection setting must carry.
