@@ -114,6 +114,24 @@ fn a_success_whose_dependents_were_purged_is_deleted() {
     );
 }
 
+/// A success whose only dependent was cancelled is deleted like any other (on a store
+/// that deletes successes).
+#[test]
+fn a_success_whose_dependents_were_cancelled_is_deleted() {
+    fairq_worker::conformance::run(
+        FileHarness {
+            keep_succeeded: false,
+        },
+        |store, clock| {
+            Box::pin(
+                fairq_worker::conformance::keep::a_success_whose_dependents_were_cancelled_is_deleted(
+                    store, clock,
+                ),
+            )
+        },
+    );
+}
+
 /// An enqueue answered with the job holding its unique key (`OnConflict::Ignore`) gives the
 /// dependency it names no dependent: its success is deleted like any other (outside
 /// `conformance_tests!`, which runs the check on a store keeping successes, where a dependent

@@ -304,3 +304,75 @@ pub async fn a_success_whose_dependents_were_purged_is_deleted<B: Backend>(
         "a success whose only dependent was purged is deleted when recorded"
     );
 }
+
+/// [`a_success_whose_dependents_were_purged_is_deleted`] with the dependents cancelled one by
+/// one ([`Inspect::cancel`](crate::inspect::Inspect::cancel)) rather than purged: of two
+/// dependents, the first cancelled leaves the success with one to keep it for, the second
+/// leaves it none. A store that cleared its record of dependents at the first cancel would
+/// delete the success while a dependent still waits on it (and, where the release reads
+/// that record, leave the dependent blocked); one that never cleared it keeps the success.
+///
+/// ```ignore
+/// #[test]
+/// fn a_success_whose_dependents_were_cancelled_is_deleted() {
+///     fairq_worker::conformance::run(MyHarnessNotKeeping, |store, clock| {
+///         Box::pin(fairq_worker::conformance::keep::a_success_whose_dependents_were_cancelled_is_deleted(store, clock))
+///     });
+/// }
+/// ```
+pub async fn a_success_whose_dependents_were_cancelled_is_deleted<B: crate::inspect::Inspect>(
+    store: &B,
+    _clock: &ManualClock,
+) {
+    let status = |info: Option<JobInfo>| info.map(|i| i.status());
+    // Round one: one of two dependents cancelled; the other still waits, so the success
+    // stays and the remaining dependent is released.
+    let first = store
+        .enqueue(NewJob::new("kc", "k", vec![]))
+        .await
+        .expect("enqueue");
+    let gone = store
+        .enqueue(NewJob::new("kc-after", "k", vec![]).after(first))
+        .await
+        .expect("enqueue");
+    let waiting = store
+        .enqueue(NewJob::new("kc-after", "k", vec![]).after(first))
+        .await
+        .expect("enqueue");
+    store.cancel(gone).await.expect("cancel");
+    let jobs = claim(store, "kc", 1).await;
+    store
+        .complete(of(&jobs, first).claim)
+        .await
+        .expect("complete");
+    assert_eq!(
+        status(store.get(first).await.expect("get")),
+        Some(JobStatus::Succeeded),
+        "a success with a dependent left after a cancel is kept"
+    );
+    assert_eq!(
+        status(store.get(waiting).await.expect("get")),
+        Some(JobStatus::Scheduled),
+        "the dependent left is released"
+    );
+    // Round two: the only dependent cancelled; the success is deleted when recorded.
+    let second = store
+        .enqueue(NewJob::new("kc", "k", vec![]))
+        .await
+        .expect("enqueue");
+    let only = store
+        .enqueue(NewJob::new("kc-after", "k2", vec![]).after(second))
+        .await
+        .expect("enqueue");
+    store.cancel(only).await.expect("cancel");
+    let jobs = claim(store, "kc", 1).await;
+    store
+        .complete(of(&jobs, second).claim)
+        .await
+        .expect("complete");
+    assert_eq!(
+        status(store.get(second).await.expect("get")),
+        None,
+        "a success whose only dependent was cancelled is deleted when recorded"
+    );
+}
