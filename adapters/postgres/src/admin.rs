@@ -236,21 +236,66 @@ impl Core {
             Some(JobStatus::Running) => return Ok(0),
             Some(status) => (!status.is_final(), status.is_final()),
         };
-        let client = self.client().await?;
-        let conn: &dyn Exec = &*client;
+        let mut client = self.client().await?;
         let queue = purge.queue.as_deref();
         let state = purge.status.map(|s| s.as_str());
         let mut purged = 0;
-        for (wanted, sql) in [(live, &self.sql.purge_live), (done, &self.sql.purge_done)] {
-            if wanted {
-                let rows = conn
-                    .rows(sql, &[&queue, &state])
-                    .await
-                    .map_err(|e| self.err(e))?;
-                purged += rows.first().map_or(0, |r| from_db(r.get(0)));
-            }
+        if live {
+            // One transaction: the marks of the dependencies whose dependents went are
+            // cleared under locks taken after the delete (see `DEPENDED_LOCK`).
+            let tx = client.transaction().await.map_err(|e| self.err(e))?;
+            let rows = tx
+                .rows(&self.sql.purge_live, &[&queue, &state])
+                .await
+                .map_err(|e| self.err(e))?;
+            purged += self.unmark_depended(&tx, rows.first()).await?;
+            tx.commit().await.map_err(|e| self.err(e))?;
+        }
+        if done {
+            let conn: &dyn Exec = &*client;
+            let rows = conn
+                .rows(&self.sql.purge_done, &[&queue, &state])
+                .await
+                .map_err(|e| self.err(e))?;
+            purged += rows.first().map_or(0, |r| from_db(r.get(0)));
         }
         Ok(purged)
+    }
+
+    /// Reads the answer of a delete of live jobs (`PURGE_LIVE`, the cancel's `LIVE`): how many
+    /// went, and the dependencies of the blocked ones, whose mark that they have dependents is
+    /// cleared here where none is left (see `DEPENDED_LOCK`). `tx` is the delete's
+    /// transaction, not yet committed.
+    pub(crate) async fn unmark_depended(
+        &self,
+        tx: &dyn Exec,
+        answer: Option<&tokio_postgres::Row>,
+    ) -> Result<u64, BackendError> {
+        let Some(row) = answer else {
+            return Err(crate::error::corrupt("the delete answered no row"));
+        };
+        let gone: i64 = row
+            .try_get(0)
+            .map_err(|e| crate::error::corrupt(e.to_string()))?;
+        let dependencies: Vec<i64> = row
+            .try_get(1)
+            .map_err(|e| crate::error::corrupt(e.to_string()))?;
+        if !dependencies.is_empty() {
+            let locked = tx
+                .rows(&self.sql.depended_lock, &[&dependencies])
+                .await
+                .map_err(|e| self.err(e))?
+                .iter()
+                .map(|r| r.try_get::<_, i64>(0))
+                .collect::<Result<Vec<i64>, _>>()
+                .map_err(|e| crate::error::corrupt(e.to_string()))?;
+            if !locked.is_empty() {
+                tx.rows(&self.sql.depended_clear, &[&locked])
+                    .await
+                    .map_err(|e| self.err(e))?;
+            }
+        }
+        Ok(from_db(gone))
     }
 
     /// Removes an idle queue (see `REMOVE_QUEUE`). The removal runs in a transaction that

@@ -19,22 +19,32 @@ impl Core {
             .rows(&self.sql.cancel.state, &[&db_id])
             .await
             .map_err(|e| self.err(e))?;
-        let statement = match rows.first().map(|r| r.get::<_, String>(0)) {
+        let live = match rows.first().map(|r| r.get::<_, String>(0)) {
             Some(state) if state == "running" => {
                 // Dropping the transaction rolls it back and lets the row go.
                 return Err(BackendError::Invalid(format!(
                     "job {id} is running: it cannot be cancelled"
                 )));
             }
-            Some(_) => &self.sql.cancel.live,
+            Some(_) => true,
             // Not live: finished (archived), or unknown.
-            None => &self.sql.cancel.done,
+            None => false,
         };
-        let rows = tx
-            .rows(statement, &[&db_id])
-            .await
-            .map_err(|e| self.err(e))?;
-        if rows.first().map_or(0, |r| from_db(r.get(0))) == 0 {
+        let gone = if live {
+            let rows = tx
+                .rows(&self.sql.cancel.live, &[&db_id])
+                .await
+                .map_err(|e| self.err(e))?;
+            // A blocked job's dependency may be left with no dependent.
+            self.unmark_depended(&tx, rows.first()).await?
+        } else {
+            let rows = tx
+                .rows(&self.sql.cancel.done, &[&db_id])
+                .await
+                .map_err(|e| self.err(e))?;
+            rows.first().map_or(0, |r| from_db(r.get(0)))
+        };
+        if gone == 0 {
             return Err(BackendError::NotFound(id));
         }
         tx.commit().await.map_err(|e| self.err(e))

@@ -7,7 +7,8 @@ mod common;
 
 use std::time::Duration;
 
-use fairq_worker::{Backend, Finished, NewJob, Settled};
+use fairq_postgres::PgOptions;
+use fairq_worker::{Backend, Finished, Inspect, JobStatus, NewJob, Purge, Settled};
 
 const LEASE: Duration = Duration::from_secs(30);
 
@@ -618,5 +619,78 @@ async fn jobs_claimed_with_a_settlement_are_handed_over_when_its_answer_fails() 
         .expect_err("the entry's outcome is unknown");
     assert!(unknown.is_transient(), "{unknown}");
     drop(gate);
+    t.cleanup().await;
+}
+
+/// A purge or cancel that deletes a job's last known dependent while another dependent's
+/// enqueue is open in a caller's transaction leaves the job marked as having dependents, and
+/// does not wait for that transaction. The open enqueue read the mark already set and wrote
+/// nothing; a mark cleared under it (the new dependent not yet visible) would let the job's
+/// success be deleted when recorded, releasing no one: the dependent blocked for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_purge_or_cancel_keeps_the_mark_of_a_job_an_open_enqueue_names() {
+    let t = store_or_skip!(
+        "depmark",
+        PgOptions::default().pool_size(4).keep_succeeded(false)
+    );
+    for cancel in [false, true] {
+        let dep = t
+            .store
+            .enqueue(NewJob::new("q", "k", vec![]))
+            .await
+            .unwrap();
+        let first = t
+            .store
+            .enqueue(NewJob::new("first", "k", vec![]).after(dep))
+            .await
+            .unwrap();
+        let mut client = own_connection().await;
+        let tx = client.transaction().await.unwrap();
+        let late = t
+            .store
+            .enqueue_in(&tx, NewJob::new("late", "k", vec![]).after(dep))
+            .await
+            .unwrap();
+        let delete = async {
+            if cancel {
+                t.store.cancel(first).await.map(|()| 1)
+            } else {
+                t.store
+                    .purge(Purge {
+                        queue: Some("first".into()),
+                        status: None,
+                    })
+                    .await
+            }
+        };
+        let deleted = tokio::time::timeout(HANG, delete)
+            .await
+            .expect("the delete does not wait for the open enqueue")
+            .unwrap();
+        assert_eq!(deleted, 1, "cancel: {cancel}");
+        tx.commit().await.unwrap();
+        let jobs = t.store.claim("q", 1, LEASE).await.unwrap();
+        assert_eq!(jobs.len(), 1);
+        t.store.complete(jobs[0].claim).await.unwrap();
+        assert_eq!(
+            t.store.get(late).await.unwrap().map(|i| i.status()),
+            Some(JobStatus::Scheduled),
+            "the dependent enqueued meanwhile is released (cancel: {cancel})"
+        );
+        assert_eq!(
+            t.store.get(dep).await.unwrap().map(|i| i.status()),
+            Some(JobStatus::Succeeded),
+            "the success is kept for it (cancel: {cancel})"
+        );
+        let gone = t
+            .store
+            .purge(Purge {
+                queue: Some("late".into()),
+                status: None,
+            })
+            .await
+            .unwrap();
+        assert_eq!(gone, 1);
+    }
     t.cleanup().await;
 }

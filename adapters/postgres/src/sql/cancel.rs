@@ -5,16 +5,17 @@
 /// Locks a live job and reads its state. Parameter: id.
 const STATE: &str = "SELECT state FROM fairq.jobs WHERE id = $1 FOR UPDATE";
 
-/// Deletes one live job that is not running, as `PURGE_LIVE` does. Parameter: id.
+/// Deletes one live job that is not running, as `PURGE_LIVE` does, and answers as it does.
+/// Parameter: id.
 const LIVE: &str = r#"
 WITH gone AS (
     DELETE FROM fairq.jobs
     WHERE id = $1 AND state <> 'running'
-    RETURNING queue, key, round, state, attempts, failures, runs_ms
+    RETURNING queue, key, round, state, attempts, failures, runs_ms, depends_on
 ),
 FOLD,
 GHOSTS
-SELECT count(*) FROM gone
+SELECT count(*), GONE_DEPENDENCIES FROM gone
 "#;
 
 /// Deletes one finished job, as `PURGE_DONE` does. Parameter: id.

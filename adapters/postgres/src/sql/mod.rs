@@ -160,6 +160,8 @@ pub(crate) struct Sql {
     pub(crate) list: String,
     pub(crate) purge_live: String,
     pub(crate) purge_done: String,
+    pub(crate) depended_lock: String,
+    pub(crate) depended_clear: String,
     pub(crate) prune: String,
     pub(crate) prune_dead: String,
     pub(crate) revive: String,
@@ -192,7 +194,8 @@ impl Sql {
                 )
                 .replace("FOLD", operator::FOLD.trim())
                 .replace("KEEP_RUNS", operator::KEEP_RUNS.trim())
-                .replace("GHOSTS", operator::GHOSTS.trim());
+                .replace("GHOSTS", operator::GHOSTS.trim())
+                .replace("GONE_DEPENDENCIES", operator::GONE_DEPENDENCIES);
             schema.render(&expanded)
         };
         Sql {
@@ -224,6 +227,8 @@ impl Sql {
             list: r(operator::LIST),
             purge_live: r(operator::PURGE_LIVE),
             purge_done: r(operator::PURGE_DONE),
+            depended_lock: r(operator::DEPENDED_LOCK),
+            depended_clear: r(operator::DEPENDED_CLEAR),
             prune: r(operator::PRUNE),
             prune_dead: r(operator::PRUNE_DEAD),
             revive: r(operator::REVIVE),
@@ -279,6 +284,8 @@ mod tests {
             &sql.release_stragglers,
             &sql.revive,
             &sql.purge_live,
+            &sql.depended_lock,
+            &sql.depended_clear,
             &sql.list,
             &sql.get,
             &sql.get_many,
@@ -310,6 +317,7 @@ mod tests {
                 "STILL_RUNNING",
                 "KEEP_SUCCEEDED",
                 "KEEP_RUNS",
+                "GONE_DEPENDENCIES",
             ] {
                 assert!(!text.contains(placeholder), "{placeholder} left in {text}");
             }

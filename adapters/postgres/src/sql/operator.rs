@@ -72,17 +72,50 @@ kept_runs AS (
 
 /// Deletes unfinished jobs that are not running. A ready job whose round claims have not
 /// reached keeps its place (a ghost), so its key's next job still queues behind it.
-/// Parameters: queue (or NULL), state (or NULL).
+/// Parameters: queue (or NULL), state (or NULL). Answers how many went and the
+/// dependencies of the blocked ones ([`DEPENDED_LOCK`] and [`DEPENDED_CLEAR`] take them).
 pub(super) const PURGE_LIVE: &str = r#"
 WITH gone AS (
     DELETE FROM fairq.jobs
     WHERE state <> 'running' AND ($1::text IS NULL OR queue = $1)
       AND ($2::text IS NULL OR state = $2)
-    RETURNING queue, key, round, state, attempts, failures, runs_ms
+    RETURNING queue, key, round, state, attempts, failures, runs_ms, depends_on
 ),
 FOLD,
 GHOSTS
-SELECT count(*) FROM gone
+SELECT count(*), GONE_DEPENDENCIES FROM gone
+"#;
+
+/// The dependencies of the blocked jobs in the `gone` CTE, as an array (empty for none).
+pub(super) const GONE_DEPENDENCIES: &str = "COALESCE(array_agg(DISTINCT depends_on) \
+    FILTER (WHERE state = 'blocked' AND depends_on IS NOT NULL), '{}')";
+
+/// Locks live jobs marked as having dependents, in id order, against any other lock: the
+/// first of two statements that clear the mark of jobs whose blocked dependents a purge or
+/// cancel deleted. Parameter: the dependencies (`GONE_DEPENDENCIES`).
+///
+/// The mark must not be cleared while an enqueue naming the job is under way: the enqueue
+/// holds the job `FOR KEY SHARE` to its commit and writes the mark only when it reads it
+/// unset, so a mark cleared under it would stay unset with a new dependent waiting, and the
+/// job's success, deleted when recorded, would release no one (a dependent committed after
+/// the settlement's snapshot is released by the rescue's repair, which looks for the
+/// success in the archive). `FOR UPDATE` conflicts with that lock; `SKIP LOCKED` passes over
+/// a job an enqueue holds (or a settlement, a heartbeat) rather than wait for it, and such a
+/// job keeps its mark: kept until a prune, as before. A job locked here cannot gain a
+/// dependent until this transaction ends, and [`DEPENDED_CLEAR`], a later statement, reads a
+/// snapshot holding every dependent committed before the lock.
+pub(super) const DEPENDED_LOCK: &str = r#"
+SELECT id FROM fairq.jobs WHERE id = ANY($1::int8[]) AND has_dependents
+ORDER BY id FOR UPDATE SKIP LOCKED
+"#;
+
+/// Clears the mark of the jobs [`DEPENDED_LOCK`] locked that have no blocked dependent left.
+/// (A live job's dependents are all blocked: they are released only by its success.)
+/// Parameter: the ids locked.
+pub(super) const DEPENDED_CLEAR: &str = r#"
+UPDATE fairq.jobs j SET has_dependents = false
+WHERE j.id = ANY($1::int8[]) AND j.has_dependents
+  AND NOT EXISTS (SELECT 1 FROM fairq.jobs d WHERE d.depends_on = j.id AND d.state = 'blocked')
 "#;
 
 /// Deletes finished jobs. Parameters: queue (or NULL), state (or NULL).
