@@ -16,7 +16,9 @@ use crate::sink::SinkError;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum JournalError {
-    /// A queue or reader name contains characters other than letters, digits, `_`, `-`, `:`.
+    /// A queue or reader name contains characters other than letters, digits, `_`, `-`, `:`,
+    /// is empty or longer than 200 bytes, or would make a file name longer than 255 bytes
+    /// (a new reader whose name and the queue's are longer than 247 bytes together).
     #[error("invalid name {name:?}: {reason}")]
     InvalidName {
         /// The rejected name.

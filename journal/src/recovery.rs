@@ -17,7 +17,7 @@ use crate::files::{
     registry_path, segment_name,
 };
 use crate::format::SEGMENT_HEADER_LEN;
-use crate::name::validate_name;
+use crate::name::{check_file_names, validate_name};
 use crate::periodic::spawn_flusher;
 use crate::pos::Pos;
 use crate::reader_state::{new_shared, ReaderShared, ReaderState};
@@ -130,7 +130,15 @@ fn read_checkpoint(
     reader: &str,
 ) -> Result<Restored, JournalError> {
     let path = checkpoint_path(dir, queue, reader);
-    let checkpoint = match read_if_present(storage, &path).map_err(io_err(&path))? {
+    // A checkpoint that cannot be read (any I/O error, such as a name the file system
+    // refuses as too long) counts as unreadable, as one that fails its checks does: the
+    // reader restarts from the oldest item (items may be delivered again, none is lost),
+    // rather than the whole queue failing to open.
+    let read = read_if_present(storage, &path).unwrap_or_else(|e| {
+        tracing::error!(path = %path.display(), error = %e, "could not read the checkpoint; the reader restarts from the oldest item");
+        None
+    });
+    let checkpoint = match read {
         Some(bytes) => match decode_checkpoint(&bytes) {
             Ok(cp) => Some(cp),
             Err(e) => {
@@ -271,6 +279,7 @@ pub(crate) fn open(
     access: Access,
 ) -> Result<Arc<Inner>, JournalError> {
     validate_name(name)?;
+    check_file_names(name, None)?;
     if config.segment_size <= SEGMENT_HEADER_LEN as u64 {
         // A new segment would be full with its header alone: the writer would rotate for
         // ever, creating empty segments without writing a record.

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use crate::checkpoint::{encode_checkpoint, encode_registry};
 use crate::config::ReaderConfig;
 use crate::files::{checkpoint_path, registry_path};
-use crate::name::validate_name;
+use crate::name::{check_file_names, validate_name};
 use crate::next::duration_ms;
 use crate::reader::Reader;
 use crate::reader_state::{new_shared, ReaderShared, ReaderState};
@@ -94,6 +94,10 @@ impl Inner {
         if name.is_empty() {
             return Err(JournalError::NoDefaultReader);
         }
+        // A new reader, checked before anything is written: a checkpoint file the file
+        // system cannot name would leave it without one. (A reader an earlier version
+        // registered under such a name is still handed out above.)
+        check_file_names(&self.name, Some(name))?;
         if let Some(default) = only_default {
             // The first named reader takes over the default reader's position.
             let mut failed = None;
@@ -192,6 +196,18 @@ impl Inner {
             self.chunks.track(shared.at.clone());
             shared
         };
+        // Its checkpoint first, as for the first named reader: a failure here leaves the
+        // reader unregistered (a checkpoint file without a registry entry is stale, and
+        // the next open removes it).
+        let forget = || {
+            write_lock(&self.readers).retain(|r| !Arc::ptr_eq(r, &shared));
+            self.chunks.untrack(&shared.at);
+        };
+        if let Err(e) = write_checkpoint(self, &shared, true) {
+            forget();
+            self.undo_checkpoint(&checkpoint_path(&self.dir, &self.name, name));
+            return Err(e);
+        }
         names.push(name.to_string());
         match self.write_registry(&names) {
             Ok(()) => {}
@@ -199,23 +215,16 @@ impl Inner {
                 error,
                 renamed: false,
             }) => {
-                write_lock(&self.readers).retain(|r| !Arc::ptr_eq(r, &shared));
-                self.chunks.untrack(&shared.at);
+                forget();
+                self.undo_checkpoint(&checkpoint_path(&self.dir, &self.name, name));
                 return Err(error);
             }
+            // The folder names it: it stays, with the checkpoint just written.
             Err(RegistryFailed {
                 error,
                 renamed: true,
-            }) => {
-                // The folder names it: it stays, and gets its checkpoint (without one, an
-                // open would restart it from the oldest item).
-                if let Err(e) = write_checkpoint(self, &shared, true) {
-                    tracing::warn!(queue = %self.name, reader = name, error = %e, "could not write the checkpoint of a reader whose registration was not synced");
-                }
-                return Err(error);
-            }
+            }) => return Err(error),
         }
-        write_checkpoint(self, &shared, true)?;
         Ok(Reader {
             inner: self.clone(),
             shared,
@@ -265,8 +274,15 @@ impl Inner {
             // first, and a later one sees the reader removed and writes nothing.
             let cp = lock(&victim.cp);
             victim.removed.store(true, Ordering::Release);
+            // A name the file system refuses as too long names no file (a reader an
+            // earlier version registered without ever writing its checkpoint).
             match self.storage().remove_file(&cp.path) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(e)
+                    if !matches!(
+                        e.kind(),
+                        std::io::ErrorKind::NotFound | std::io::ErrorKind::InvalidFilename
+                    ) =>
+                {
                     return Err(JournalError::io(&cp.path, e));
                 }
                 _ => {}
