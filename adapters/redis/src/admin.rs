@@ -294,22 +294,42 @@ impl RedisBackend {
             [only] if own_set(*only) => format!("st:{only}"),
             _ => "all".to_string(),
         };
-        let mut extra = vec![WALK_BUDGET.to_string().into_bytes()];
-        extra.extend(statuses.iter().map(|s| s.as_str().as_bytes().to_vec()));
         let mut deleted = 0;
         for queue in self.queues_for(&purge.queue).await? {
-            self.walk(
-                &queue,
-                &self.inner.scripts.purge,
-                &index,
-                None,
-                &extra,
-                |ids| {
-                    deleted += ids.len() as u64;
-                    false
-                },
-            )
-            .await?;
+            let mut cursor = String::new();
+            loop {
+                let mut args = vec![
+                    index.as_bytes().to_vec(),
+                    cursor.into_bytes(),
+                    WALK_BUDGET.to_string().into_bytes(),
+                ];
+                args.extend(statuses.iter().map(|s| s.as_str().as_bytes().to_vec()));
+                let reply = self
+                    .run(Call::new(
+                        &self.inner.scripts.purge,
+                        self.inner.keys.queue_base(&queue),
+                        args,
+                    ))
+                    .await?;
+                let fields = record::array(&reply);
+                cursor = fields.first().and_then(text).unwrap_or_default();
+                deleted += fields.get(1).map_or(0, |ids| record::array(ids).len()) as u64;
+                // Deleted jobs that were blocked on jobs of other queues: their
+                // registrations there go too (see `forget_deleted_dependents`).
+                let others: Vec<(JobId, JobId)> = fields
+                    .get(2)
+                    .map(record::array)
+                    .unwrap_or_default()
+                    .chunks_exact(2)
+                    .filter_map(|pair| Some((JobId(number(&pair[0])?), JobId(number(&pair[1])?))))
+                    .collect();
+                if !others.is_empty() {
+                    self.forget_deleted_dependents(&queue, others).await;
+                }
+                if cursor.is_empty() {
+                    break;
+                }
+            }
         }
         Ok(deleted)
     }
@@ -455,20 +475,7 @@ impl RedisBackend {
             if self.still_waits(their_queue, id, dep).await? {
                 continue;
             }
-            let forget = vec![
-                b"forget".to_vec(),
-                dep.0.to_string().into_bytes(),
-                entry.clone().into_bytes(),
-            ];
-            self.run(
-                Call::new(
-                    &self.inner.scripts.depend,
-                    self.inner.keys.queue_base(queue),
-                    forget,
-                )
-                .acknowledged(),
-            )
-            .await?;
+            self.forget_registrations(queue, &[(dep, entry)]).await?;
             dropped = true;
         }
         Ok(dropped)

@@ -22,8 +22,16 @@ impl RedisBackend {
                 .acknowledged(),
             )
             .await?;
-        match status("cancel", &reply)?[0].as_str() {
-            "ok" => Ok(()),
+        let reply = status("cancel", &reply)?;
+        match reply[0].as_str() {
+            "ok" => {
+                // Blocked on a job of another queue: its registration there goes too.
+                if let Some(dep) = reply.get(1).and_then(|d| d.parse().ok()) {
+                    self.forget_deleted_dependents(&queue, vec![(id, JobId(dep))])
+                        .await;
+                }
+                Ok(())
+            }
             "running" => Err(BackendError::Invalid(format!(
                 "job {id} is running: it cannot be cancelled"
             ))),

@@ -93,6 +93,71 @@ impl RedisBackend {
         Ok(released)
     }
 
+    /// Drops registrations `(dependency, '<queue>\n<id>')` from `dep_queue`, the dependencies'
+    /// queue, whose jobs no longer wait (depend.lua's `forget`), in one script call: a
+    /// dependency left with no dependent loses its mark, so that a store not keeping
+    /// successes deletes its success. Returns how many were dropped.
+    pub(crate) async fn forget_registrations(
+        &self,
+        dep_queue: &str,
+        registrations: &[(JobId, String)],
+    ) -> Result<u64, BackendError> {
+        if registrations.is_empty() {
+            return Ok(0);
+        }
+        let mut args = vec![b"forget".to_vec()];
+        for (dep, entry) in registrations {
+            args.push(dep.0.to_string().into_bytes());
+            args.push(entry.clone().into_bytes());
+        }
+        let reply = self
+            .run(
+                Call::new(
+                    &self.inner.scripts.depend,
+                    self.inner.keys.queue_base(dep_queue),
+                    args,
+                )
+                .acknowledged(),
+            )
+            .await?;
+        Ok(crate::record::number(&reply).unwrap_or(0))
+    }
+
+    /// After jobs `(id, dependency)` of `queue` that were blocked on jobs of other queues were
+    /// deleted (purged or cancelled), drops their registrations there, one call per
+    /// dependencies' queue. The deletion and this cannot be one script (the two queues may
+    /// live on different Cluster nodes); a registration this does not drop (a failure here,
+    /// logged, or a crash in between) only keeps its dependency marked, so that its success
+    /// is kept until a prune, as before registrations were dropped, and a dead one until a
+    /// prune finds the registration stale.
+    pub(crate) async fn forget_deleted_dependents(
+        &self,
+        queue: &str,
+        deleted: Vec<(JobId, JobId)>,
+    ) {
+        let mut by_queue: BTreeMap<std::sync::Arc<str>, Vec<(JobId, String)>> = BTreeMap::new();
+        for (id, dep) in deleted {
+            match self.queue_of(dep).await {
+                Ok(Some(dep_queue)) => by_queue
+                    .entry(dep_queue)
+                    .or_default()
+                    .push((dep, registration_of(queue, id))),
+                // A queue number the registry does not know holds no registration.
+                Ok(None) => {}
+                Err(err) => {
+                    tracing::warn!(job = %id, dependency = %dep, error = %err,
+                        "registration of a deleted dependent not dropped");
+                }
+            }
+        }
+        for (dep_queue, registrations) in by_queue {
+            if let Err(err) = self.forget_registrations(&dep_queue, &registrations).await {
+                tracing::warn!(queue = %dep_queue, error = %err,
+                    "registrations of deleted dependents not dropped");
+            }
+        }
+    }
+
     /// Releases the other-queue dependents a success returned (`'<queue>\n<id>'` each).
     pub(crate) async fn release_dependents(&self, dep: JobId, dependents: &[String]) {
         let jobs: Vec<(String, JobId, JobId)> = dependents

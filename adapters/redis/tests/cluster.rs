@@ -193,7 +193,8 @@ fn a_dependency_on_another_masters_queue_is_released_on_success() {
 
 /// A store that does not keep succeeded jobs, on the cluster: a success is deleted inside its
 /// queue's slot (unique key released), a dependency on another master is kept and releases its
-/// dependent there, and a dependent of a deleted job is refused from either master.
+/// dependent there, and a dependent of a deleted job is refused from either master; a
+/// dependency whose dependents on another master were cancelled and purged is deleted.
 #[test]
 fn successes_not_kept_are_deleted_within_their_slot() {
     let Some(cluster) = cluster::shared() else {
@@ -250,6 +251,39 @@ fn successes_not_kept_are_deleted_within_their_slot() {
         let stats = store.stats().await.expect("stats");
         let a = stats.iter().find(|q| q.queue == first).expect("queue a");
         assert_eq!((a.retries.ok, a.counts.succeeded), (2, 1));
+        // Dependents on the other master cancelled and purged before the dependency succeeds:
+        // their registrations go, and its success is deleted.
+        let dep = store
+            .enqueue(NewJob::new(first, "k", vec![]))
+            .await
+            .expect("enqueue the dependency");
+        let mut dependents = Vec::new();
+        for _ in 0..2 {
+            let job = NewJob::new(second.as_str(), "k", vec![]).after(dep);
+            dependents.push(store.enqueue(job).await.expect("enqueue a dependent"));
+        }
+        fairq_worker::Inspect::cancel(&store, dependents[0])
+            .await
+            .expect("cancel");
+        let purged = store
+            .purge(Purge {
+                queue: Some(second.clone()),
+                status: Some(JobStatus::Blocked),
+            })
+            .await
+            .expect("purge");
+        assert_eq!(purged, 1);
+        // The job of the unique key enqueued above goes first.
+        let jobs = store
+            .claim(first, 10, Duration::from_secs(30))
+            .await
+            .expect("claim");
+        assert_eq!(jobs.len(), 2);
+        assert_eq!(jobs[1].claim.id, dep);
+        for job in &jobs {
+            store.complete(job.claim).await.expect("complete");
+        }
+        assert!(store.get(dep).await.expect("get").is_none());
         store.destroy().await.expect("destroy");
     });
 }

@@ -65,10 +65,8 @@ fn an_ignored_duplicate_leaves_its_dependency_alone() {
 }
 
 /// A success whose only dependent was purged is deleted like any other (on a store
-/// that deletes successes). Not yet on this store: its flag that a job has dependents is
-/// set at enqueue and never cleared, so such a success is kept until a prune.
+/// that deletes successes).
 #[test]
-#[ignore = "known defect: the store keeps a job's `hd` flag after its dependents are purged"]
 fn a_success_whose_dependents_were_purged_is_deleted() {
     if !common::available() {
         return;
@@ -83,10 +81,8 @@ fn a_success_whose_dependents_were_purged_is_deleted() {
 }
 
 /// A success whose only dependent was cancelled is deleted like any other (on a store
-/// that deletes successes). Not yet on this store: its flag that a job has dependents is
-/// set at enqueue and never cleared, so such a success is kept until a prune.
+/// that deletes successes).
 #[test]
-#[ignore = "known defect: the store keeps a job's `hd` flag after its dependents are cancelled"]
 fn a_success_whose_dependents_were_cancelled_is_deleted() {
     if !common::available() {
         return;

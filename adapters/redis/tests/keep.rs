@@ -14,8 +14,8 @@ use common::proxy::Proxy;
 use fairq_core::retry::RetryPolicy;
 use fairq_redis::{RedisBackend, RedisOptions};
 use fairq_worker::{
-    Backend, BackendError, Failure, Finished, Job, JobId, JobOutcome, JobStatus, ManualClock,
-    NewJob, OnConflict, QueueConfig, QueueStats, Settled, Worker,
+    Backend, BackendError, Failure, Finished, Inspect, Job, JobId, JobOutcome, JobStatus,
+    ManualClock, NewJob, OnConflict, Purge, QueueConfig, QueueStats, Settled, Worker,
 };
 use redis::ConnectionAddr;
 
@@ -299,6 +299,95 @@ async fn a_job_with_dependents_is_kept_and_a_deleted_dependency_is_unknown() {
     let stats = s.stats().await.unwrap();
     assert_eq!(queue_stats(&stats, "d").retries.ok, 3);
     assert_eq!(queue_stats(&stats, "d").counts.succeeded, 2);
+}
+
+/// Whether job `id` of `queue` carries the mark that jobs wait for it (`hd`).
+async fn marked(store: &RedisBackend, queue: &str, id: JobId) -> bool {
+    let hd: Option<String> = redis::cmd("HGET")
+        .arg(store.keys().job(queue, id.0))
+        .arg("hd")
+        .query_async(&mut store.connection())
+        .await
+        .unwrap();
+    hd.is_some()
+}
+
+/// Dependents deleted before their dependency succeeds (cancelled, purged; in its queue and,
+/// registered, in another) leave it marked while one of them still waits, and unmarked once
+/// none does: its success is then deleted like any other, leaving nothing behind (no
+/// dependents' sets, no registrations).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dependency_whose_dependents_were_all_deleted_is_unmarked() {
+    require_redis!();
+    let clock = clock();
+    let s = store(&clock, false).await;
+    // One dependent in its queue, one in another: cancelled, then purged.
+    let parent = s.enqueue(NewJob::new("d", "k", vec![])).await.unwrap();
+    let near = s
+        .enqueue(NewJob::new("d", "k", vec![]).after(parent))
+        .await
+        .unwrap();
+    let far = s
+        .enqueue(NewJob::new("e", "k", vec![]).after(parent))
+        .await
+        .unwrap();
+    assert!(marked(&s, "d", parent).await);
+    s.cancel(near).await.unwrap();
+    assert!(
+        marked(&s, "d", parent).await,
+        "a dependent in another queue still waits"
+    );
+    let purged = s
+        .purge(Purge {
+            queue: Some("e".into()),
+            status: Some(JobStatus::Blocked),
+        })
+        .await
+        .unwrap();
+    assert_eq!(purged, 1);
+    assert!(s.get(far).await.unwrap().is_none());
+    assert!(!marked(&s, "d", parent).await, "no dependent is left");
+    // The other way round, and two dependents in the queue purged at once.
+    let second = s.enqueue(NewJob::new("d", "k2", vec![])).await.unwrap();
+    let far = s
+        .enqueue(NewJob::new("e", "k", vec![]).after(second))
+        .await
+        .unwrap();
+    let mut near = Vec::new();
+    for _ in 0..2 {
+        near.push(
+            s.enqueue(NewJob::new("d", "k", vec![]).after(second))
+                .await
+                .unwrap(),
+        );
+    }
+    s.cancel(far).await.unwrap();
+    assert!(
+        marked(&s, "d", second).await,
+        "dependents in its queue still wait"
+    );
+    let purged = s
+        .purge(Purge {
+            queue: Some("d".into()),
+            status: Some(JobStatus::Blocked),
+        })
+        .await
+        .unwrap();
+    assert_eq!(purged, 2);
+    assert!(!marked(&s, "d", second).await, "no dependent is left");
+    let jobs = s.claim("d", 10, LEASE).await.unwrap();
+    let claimed: Vec<_> = jobs.iter().map(|j| j.claim.id).collect();
+    assert_eq!(claimed, vec![parent, second]);
+    for job in &jobs {
+        s.complete(job.claim).await.unwrap();
+    }
+    for id in [parent, second] {
+        assert!(s.get(id).await.unwrap().is_none(), "job {id} deleted");
+        assert_eq!(traces(&s, id).await, Vec::<String>::new(), "job {id}");
+    }
+    for id in near {
+        assert!(s.get(id).await.unwrap().is_none());
+    }
 }
 
 /// A dependent in another queue enqueued while its dependency's success is recorded: whichever

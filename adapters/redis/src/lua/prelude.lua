@@ -384,8 +384,27 @@ end
 -- The job fields settle, release and rescue read, in this order.
 local SETTLE_FIELDS = {'state', 'token', 'attempts', 'claimed_at', 'first_error_at', 'hd', 'uniq', 'fkey'}
 
+-- Clears job `id`'s mark that it has dependents (`hd`: its success is kept, and looks them
+-- up) once no job is left waiting for it: its `deps:<id>` and `xdeps:<id>` sets are gone (Redis
+-- deletes a set emptied by its last SREM). Called where a dependent leaves one of those sets
+-- without `id` succeeding (the dependent purged or cancelled, a stale registration dropped),
+-- so that a store not keeping successes deletes `id`'s success as if it never had dependents,
+-- as the reference store does. Every dependent is in one of the sets from the script that
+-- marks `id` on (enqueue.lua, depend.lua's 'register') until `id` succeeds, so an empty pair
+-- means none waits.
+local function unmark_dependents(id)
+  if redis.call('EXISTS', k('deps:' .. id), k('xdeps:' .. id)) == 0 then
+    redis.call('HDEL', jk(id), 'hd')
+  end
+end
+
 -- Deletes a job that is not running from every structure (its dependents stay blocked). For
 -- an id whose job is gone, drops what the walks by id and the prune's indexes still hold.
+-- A blocked job leaves its dependency's `deps:<id>` set, and the dependency's mark is cleared
+-- when it was the last (unmark_dependents). A blocked job whose dependency is in another queue
+-- is registered there, where no script of this queue can reach (another Cluster slot): its
+-- dependency's id is returned, for the caller to drop the registration in that queue
+-- (deps.rs, `forget_registrations`); else nil.
 local function delete_job(id)
   local h = jk(id)
   local state, dep, uniq = unpack(redis.call('HMGET', h, 'state', 'dep', 'uniq'))
@@ -394,7 +413,7 @@ local function delete_job(id)
     redis.call('ZREM', k('finished'), id)
     redis.call('ZREM', k('dead_at'), id)
     redis.call('ZREM', k('st:dead'), id)
-    return
+    return nil
   end
   redis.call('ZREM', k('delayed'), id)
   redis.call('ZREM', k('errs'), id)
@@ -409,8 +428,19 @@ local function delete_job(id)
   if state == 'retrying' then redis.call('ZREM', k('retry_at'), id) end
   count(state, -1)
   release_unique(uniq, id)
-  if dep then redis.call('SREM', k('deps:' .. dep), id) end
+  local other = nil
+  if dep then
+    if redis.call('SREM', k('deps:' .. dep), id) == 1 then
+      unmark_dependents(dep)
+    elseif state == 'blocked' then
+      -- A job id is seq * 65536 + its queue's number (keys.rs): is the dependency another
+      -- queue's?
+      local dn, idn = tonumber(dep), tonumber(id)
+      if dn and idn and dn % 65536 ~= idn % 65536 then other = dep end
+    end
+  end
   redis.call('DEL', h, k('deps:' .. id), k('xdeps:' .. id), k('xrel:' .. id))
+  return other
 end
 
 -- Claims ----------------------------------------------------------------------------------------
