@@ -175,6 +175,54 @@ async fn retries_whose_hand_back_lost_its_answer_are_reported_released_at_shutdo
 /// Store errors passed to `on_error`: the operation, and the job if one.
 type Reported = Arc<Mutex<Vec<(Operation, Option<JobId>)>>>;
 
+/// A store whose calls the tests watch and steer, over a memory store on `clock`, with holds
+/// of retries that answer at once (the gate has room for them all).
+fn gated_probe(clock: &ManualClock) -> Probe {
+    Probe {
+        hold_gate: Some(Arc::new(tokio::sync::Semaphore::new(100))),
+        ..Probe::new(MemoryBackend::with_clock(clock.clone()))
+    }
+}
+
+/// Starts the worker of the tests of a sweep's hand-back: queue `q` with one slot, two jobs
+/// prefetched, lease `LEASE` and sweep `SWEEP` (then changed by `config`), on `clock`. The
+/// errors it reports (operation and job) go to the list returned, finished jobs to the
+/// receiver.
+fn start_sweeping(
+    store: &Probe,
+    clock: &ManualClock,
+    handlers: fairq_worker::Handlers,
+    config: impl FnOnce(QueueConfig) -> QueueConfig,
+) -> (
+    fairq_worker::WorkerHandle<Probe>,
+    Reported,
+    mpsc::UnboundedReceiver<JobReport>,
+) {
+    let errors: Reported = Arc::default();
+    let seen = Arc::clone(&errors);
+    let (hook, rx) = reporter();
+    let worker = Worker::builder(store.clone())
+        .queue(
+            "q",
+            config(
+                QueueConfig::default()
+                    .concurrency(1)
+                    .prefetch(2)
+                    .lease(LEASE)
+                    .retry_sweep(SWEEP),
+            ),
+        )
+        .handlers(handlers)
+        .clock(clock.clone())
+        .on_error(move |e: &WorkerError| seen.lock().unwrap().push((e.operation, e.job)))
+        .on_finished(hook)
+        .build()
+        .unwrap()
+        .start()
+        .unwrap();
+    (worker, errors, rx)
+}
+
 /// Buffered retries whose hand-back by the sweep failed as a whole, after the store had taken
 /// them back (the answer was lost), are not run here under their old leases: they wait for
 /// the next sweep in the store, the next beat sends the hand-back again (and reads the
@@ -182,10 +230,7 @@ type Reported = Arc<Mutex<Vec<(Operation, Option<JobId>)>>>;
 #[tokio::test(start_paused = true)]
 async fn retries_whose_sweep_hand_back_failed_as_a_whole_are_not_run_here() {
     let clock = ManualClock::new(START);
-    let store = Probe {
-        hold_gate: Some(Arc::new(tokio::sync::Semaphore::new(100))),
-        ..Probe::new(MemoryBackend::with_clock(clock.clone()))
-    };
+    let store = gated_probe(&clock);
     store
         .apply_then_fail_releases
         .store(1, std::sync::atomic::Ordering::SeqCst);
@@ -210,26 +255,7 @@ async fn retries_whose_sweep_hand_back_failed_as_a_whole_are_not_run_here() {
             }
         }
     });
-    let errors: Reported = Arc::default();
-    let seen = Arc::clone(&errors);
-    let (hook, mut rx) = reporter();
-    let worker = Worker::builder(store.clone())
-        .queue(
-            "q",
-            QueueConfig::default()
-                .concurrency(1)
-                .prefetch(2)
-                .lease(LEASE)
-                .retry_sweep(SWEEP),
-        )
-        .handlers(handlers)
-        .clock(clock.clone())
-        .on_error(move |e: &WorkerError| seen.lock().unwrap().push((e.operation, e.job)))
-        .on_finished(hook)
-        .build()
-        .unwrap()
-        .start()
-        .unwrap();
+    let (worker, errors, mut rx) = start_sweeping(&store, &clock, handlers, |c| c);
     let failed = rx.recv().await.unwrap();
     assert_eq!(failed.job.claim.id, ids[0]);
     let until = clock.now() + SWEEP.as_millis() as u64;
@@ -285,36 +311,14 @@ async fn retries_whose_sweep_hand_back_failed_as_a_whole_are_not_run_here() {
 #[tokio::test(start_paused = true)]
 async fn retries_whose_sweep_hand_back_failed_as_a_whole_are_reported_released_at_shutdown() {
     let clock = ManualClock::new(START);
-    let store = Probe {
-        hold_gate: Some(Arc::new(tokio::sync::Semaphore::new(100))),
-        ..Probe::new(MemoryBackend::with_clock(clock.clone()))
-    };
+    let store = gated_probe(&clock);
     store
         .apply_then_fail_releases
         .store(1, std::sync::atomic::Ordering::SeqCst);
     let ids = retrying(&store, "q", &["bad", "r2", "r3"]).await;
     clock.advance(Duration::from_secs(1));
     let failing = Arc::new(Mutex::new(vec!["bad".to_string()]));
-    let errors: Reported = Arc::default();
-    let seen = Arc::clone(&errors);
-    let (hook, mut rx) = reporter();
-    let worker = Worker::builder(store.clone())
-        .queue(
-            "q",
-            QueueConfig::default()
-                .concurrency(1)
-                .prefetch(2)
-                .lease(LEASE)
-                .retry_sweep(SWEEP),
-        )
-        .handlers(handlers(&failing))
-        .clock(clock.clone())
-        .on_error(move |e: &WorkerError| seen.lock().unwrap().push((e.operation, e.job)))
-        .on_finished(hook)
-        .build()
-        .unwrap()
-        .start()
-        .unwrap();
+    let (worker, errors, mut rx) = start_sweeping(&store, &clock, handlers(&failing), |c| c);
     assert_eq!(rx.recv().await.unwrap().job.claim.id, ids[0]);
     let report = worker.shutdown(Duration::from_secs(1)).await;
     assert_eq!(report.released, ids[1..], "{report:?}");
@@ -353,27 +357,9 @@ async fn a_sweep_call_that_never_answers_stalls_the_queue_one_beat_at_most() {
         let ids = retrying(&store, "q", &["bad", "r2", "r3"]).await;
         clock.advance(Duration::from_secs(1));
         let failing = Arc::new(Mutex::new(vec!["bad".to_string()]));
-        let errors: Reported = Arc::default();
-        let seen = Arc::clone(&errors);
-        let (hook, mut rx) = reporter();
-        let worker = Worker::builder(store.clone())
-            .queue(
-                "q",
-                QueueConfig::default()
-                    .concurrency(1)
-                    .prefetch(2)
-                    .lease(LEASE)
-                    .heartbeat_interval(EVERY)
-                    .retry_sweep(SWEEP),
-            )
-            .handlers(handlers(&failing))
-            .clock(clock.clone())
-            .on_error(move |e: &WorkerError| seen.lock().unwrap().push((e.operation, e.job)))
-            .on_finished(hook)
-            .build()
-            .unwrap()
-            .start()
-            .unwrap();
+        let (worker, errors, mut rx) = start_sweeping(&store, &clock, handlers(&failing), |c| {
+            c.heartbeat_interval(EVERY)
+        });
         let begun = tokio::time::Instant::now();
         let first = tokio::time::timeout(Duration::from_secs(600), rx.recv())
             .await
@@ -424,36 +410,14 @@ async fn a_sweep_call_that_never_answers_stalls_the_queue_one_beat_at_most() {
 #[tokio::test(start_paused = true)]
 async fn a_retry_left_out_of_the_hand_back_answer_is_sent_again() {
     let clock = ManualClock::new(START);
-    let store = Probe {
-        hold_gate: Some(Arc::new(tokio::sync::Semaphore::new(100))),
-        ..Probe::new(MemoryBackend::with_clock(clock.clone()))
-    };
+    let store = gated_probe(&clock);
     store
         .short_releases
         .store(1, std::sync::atomic::Ordering::SeqCst);
     let ids = retrying(&store, "q", &["bad", "r2", "r3"]).await;
     clock.advance(Duration::from_secs(1));
     let failing = Arc::new(Mutex::new(vec!["bad".to_string()]));
-    let errors: Reported = Arc::default();
-    let seen = Arc::clone(&errors);
-    let (hook, mut rx) = reporter();
-    let worker = Worker::builder(store.clone())
-        .queue(
-            "q",
-            QueueConfig::default()
-                .concurrency(1)
-                .prefetch(2)
-                .lease(LEASE)
-                .retry_sweep(SWEEP),
-        )
-        .handlers(handlers(&failing))
-        .clock(clock.clone())
-        .on_error(move |e: &WorkerError| seen.lock().unwrap().push((e.operation, e.job)))
-        .on_finished(hook)
-        .build()
-        .unwrap()
-        .start()
-        .unwrap();
+    let (worker, errors, mut rx) = start_sweeping(&store, &clock, handlers(&failing), |c| c);
     assert_eq!(rx.recv().await.unwrap().job.claim.id, ids[0]);
     let until = clock.now() + SWEEP.as_millis() as u64;
     let left_out = store.calls().releases[0].last().unwrap().id;
