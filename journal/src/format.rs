@@ -343,6 +343,61 @@ pub(crate) fn decode_record_checked(
     ))
 }
 
+/// Why no record that may follow a given id starts at a byte offset. Kept as data while a
+/// damaged stretch is walked byte by byte (salvage, and opening's search past a bad
+/// record); turned into text once per stretch.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Rejected {
+    /// The fixed fields of a record header do not hold.
+    #[error("not a record")]
+    NotRecord,
+    /// The bytes do not decode as a record (checksum, length, ...).
+    #[error("record: {0}")]
+    Decode(DecodeError),
+    /// A record whose id is not past the last one taken.
+    #[error("record {id} out of order (after {last})")]
+    OutOfOrder {
+        /// The record's id.
+        id: u64,
+        /// The last id taken before it.
+        last: u64,
+    },
+}
+
+/// The record at the start of `buf`, if it is intact and its id is past `last_id`, with its
+/// encoded length. The cheap tests (kind, flag and reserved bytes, the expiry field, the
+/// id, the length against what `buf` holds) come before the checksum, so that looking for a
+/// record at every byte of a long damaged or torn stretch checksums only where a record
+/// header could start, not `len` bytes at every offset; a rejection allocates nothing.
+pub(crate) fn record_after(
+    buf: &[u8],
+    last_id: Option<u64>,
+) -> Result<(Record<'_>, usize), Rejected> {
+    if buf.len() >= RECORD_HEADER_LEN {
+        let flags = buf[9];
+        if buf[8] != 1
+            || flags & !FLAG_HAS_EXPIRY != 0
+            || buf[10] != 0
+            || buf[11] != 0
+            || (flags & FLAG_HAS_EXPIRY == 0 && u64_at(buf, 28) != 0)
+        {
+            return Err(Rejected::NotRecord);
+        }
+        let id = u64_at(buf, 12);
+        if let Some(last) = last_id.filter(|&last| id <= last) {
+            return Err(Rejected::OutOfOrder { id, last });
+        }
+    }
+    let (record, len) = decode_record(buf).map_err(Rejected::Decode)?;
+    if let Some(last) = last_id.filter(|&last| record.id <= last) {
+        return Err(Rejected::OutOfOrder {
+            id: record.id,
+            last,
+        });
+    }
+    Ok((record, len))
+}
+
 pub(crate) fn u32_at(buf: &[u8], at: usize) -> u32 {
     let mut b = [0u8; 4];
     b.copy_from_slice(&buf[at..at + 4]);

@@ -21,9 +21,7 @@ mod positions;
 use std::path::{Path, PathBuf};
 
 use crate::files::{parse_segment_name, segment_name};
-use crate::format::{
-    decode_record, decode_segment_header, DecodeError, RECORD_HEADER_LEN, SEGMENT_HEADER_LEN,
-};
+use crate::format::{decode_segment_header, record_after, Rejected, SEGMENT_HEADER_LEN};
 use crate::storage::{EntryKind, Storage};
 use crate::{ItemId, JournalError};
 
@@ -201,8 +199,9 @@ impl SegmentReader<'_> {
         let mut bad_since: Option<(usize, Rejected)> = None;
         let bytes = self.bytes;
         while at < bytes.len() {
-            match record_at(&bytes[at..], *last_id) {
-                Ok((id, payload, len)) => {
+            match record_after(&bytes[at..], *last_id) {
+                Ok((record, len)) => {
+                    let (id, payload) = (record.id, record.payload);
                     if let Some((start, reason)) = bad_since.take() {
                         self.damage(start, at - start, reason.to_string());
                     }
@@ -239,45 +238,6 @@ impl SegmentReader<'_> {
             torn_tail: false,
         });
     }
-}
-
-/// Why no record starts at a byte offset. Kept as data while a damaged stretch is walked
-/// byte by byte; turned into the report's text once per stretch.
-#[derive(Debug, thiserror::Error)]
-enum Rejected {
-    /// The fixed fields of a record header do not hold.
-    #[error("not a record")]
-    NotRecord,
-    /// The bytes do not decode as a record (checksum, length, ...).
-    #[error("record: {0}")]
-    Decode(DecodeError),
-    /// An intact record whose id is not past the last one taken.
-    #[error("record {id} out of order (after {last})")]
-    OutOfOrder {
-        /// The record's id.
-        id: u64,
-        /// The last id taken before it.
-        last: u64,
-    },
-}
-
-/// The record at the start of `buf`, if it is intact and comes after `last_id`: its id, payload and
-/// encoded length. Cheap tests of the fixed fields come before the checksum, so that
-/// looking through a long damaged stretch does not checksum at every byte, and a rejection
-/// allocates nothing.
-fn record_at(buf: &[u8], last_id: Option<u64>) -> Result<(u64, &[u8], usize), Rejected> {
-    if buf.len() >= RECORD_HEADER_LEN && (buf[8] != 1 || buf[9] > 1 || buf[10] != 0 || buf[11] != 0)
-    {
-        return Err(Rejected::NotRecord);
-    }
-    let (record, len) = decode_record(buf).map_err(Rejected::Decode)?;
-    if let Some(last) = last_id.filter(|&last| record.id <= last) {
-        return Err(Rejected::OutOfOrder {
-            id: record.id,
-            last,
-        });
-    }
-    Ok((record.id, record.payload, len))
 }
 
 #[cfg(test)]
