@@ -1,7 +1,7 @@
 //! Reading every segment of a queue when it is opened: checking each record, finding where
 //! each reader resumes, and cutting off (or, read-only, ignoring) a torn tail.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::io;
 use std::path::Path;
 
@@ -64,20 +64,45 @@ fn corrupt(path: &Path, offset: usize, reason: impl Into<String>) -> JournalErro
 /// the rest of one file system block of garbage or zeros.
 pub(crate) const TORN_NEW_SEGMENT_MAX: usize = 4096;
 
-/// Whether a valid record with an id above `prev` starts anywhere at or after `from`.
+/// Whether a chain of valid records starts anywhere at or after `from` and runs to the end
+/// of `data`, or to a stretch of nothing but zeros: each record intact, its id above the one
+/// before it (the first's above `prev`), each starting where the one before ends. That is
+/// what the records written after a damaged one look like. A record found inside a torn
+/// item (an item may carry the bytes of another journal's records) is followed by the rest
+/// of that item's payload, not by such a chain, so it does not count.
 fn valid_record_after(data: &[u8], from: usize, prev: Option<u64>) -> bool {
     // A record starts with its nonzero length: none starts in zeros, such as the unused
     // end of a segment allocated for mapped writes (`mapped.rs`), megabytes long.
-    if data
-        .get(from..)
-        .is_none_or(|rest| rest.iter().all(|&b| b == 0))
-    {
+    let zeros_from = |at: usize| {
+        data.get(at..)
+            .is_none_or(|rest| rest.iter().all(|&b| b == 0))
+    };
+    if zeros_from(from) {
         return false;
     }
-    // The fixed fields and the id are tested before the checksum: inside a torn large
-    // item, most offsets' first four bytes (user payload) announce a length that fits,
-    // and checksumming it at every offset would take time quadratic in the torn bytes.
-    (from..data.len()).any(|p| record_after(&data[p..], prev).is_ok())
+    // Starts of records on a chain already followed that does not run to the end. A chain
+    // followed from any of them is that same chain (each id is compared with the one
+    // before it only), so no record is checksummed twice.
+    let mut dead = HashSet::new();
+    for start in from..data.len() {
+        if dead.contains(&start) {
+            continue;
+        }
+        let (mut at, mut last) = (start, prev);
+        // The fixed fields and the id are tested before the checksum (`record_after`):
+        // inside a torn large item, most offsets' first four bytes (user payload) announce
+        // a length that fits, and checksumming it at every offset would take time
+        // quadratic in the torn bytes.
+        while let Ok((rec, n)) = record_after(&data[at..], last) {
+            dead.insert(at);
+            at += n;
+            last = Some(rec.id);
+            if zeros_from(at) {
+                return true;
+            }
+        }
+    }
+    false
 }
 
 /// A segment missing between two that exist is always damage: segments are retired oldest
@@ -352,6 +377,41 @@ mod tests {
             bytes, 0,
             "checksummed {bytes} bytes looking past a torn item"
         );
+    }
+
+    /// A torn item whose payload holds an encoded record with a higher id: the record is
+    /// followed by the rest of the payload, not by records running to the end. A broken
+    /// search takes it for a valid record after damage (and opening refuses the queue as
+    /// corrupt); records that do run to the end, or to zeros, still count.
+    #[test]
+    fn only_records_running_to_the_end_count_as_found_after_a_bad_one() {
+        let mut payload = vec![0xAB; 64];
+        payload.extend_from_slice(&record(1000, b"forwarded"));
+        payload.extend_from_slice(&[0xCD; 64]);
+        let mut data = record(1, b"before");
+        let bad_at = data.len();
+        data.extend_from_slice(&record(2, &payload));
+        data.truncate(data.len() - 32);
+        assert!(!valid_record_after(&data, bad_at + 1, Some(1)));
+        // Damage (a flipped payload byte), then intact records to the end: found.
+        let mut damaged = record(1, b"before");
+        let mut second = record(2, b"second");
+        *second.last_mut().unwrap() ^= 1;
+        damaged.extend_from_slice(&second);
+        damaged.extend_from_slice(&record(3, b"third"));
+        damaged.extend_from_slice(&record(4, b"fourth"));
+        assert!(valid_record_after(&damaged, bad_at + 1, Some(1)));
+        // ... or to zeros, as in a mapped segment.
+        damaged.extend_from_slice(&[0; 100]);
+        assert!(valid_record_after(&damaged, bad_at + 1, Some(1)));
+        // ... but not when the ids stop increasing (a stale copy of the first record), or
+        // garbage follows them.
+        let mut stale = damaged[..damaged.len() - 100].to_vec();
+        stale.extend_from_slice(&record(1, b"before"));
+        assert!(!valid_record_after(&stale, bad_at + 1, Some(1)));
+        let mut garbage = damaged[..damaged.len() - 100].to_vec();
+        garbage.push(7);
+        assert!(!valid_record_after(&garbage, bad_at + 1, Some(1)));
     }
 
     /// What each cheap test rejects, before any checksum: a broken check reports a

@@ -320,3 +320,68 @@ fn cutting_a_tail_logs_the_file_offset_and_bytes_dropped() {
         );
     }
 }
+
+/// An item whose payload carries an encoded journal record with a higher id (a queue
+/// forwarding another journal's records, say) is torn by a crash after that inner record.
+/// The inner record is followed by the rest of the payload, not by records running to the
+/// end of the file, so the bad record is a torn tail and is cut off. A broken open takes
+/// the inner record for an intact record after damage and refuses the queue as corrupt.
+#[test]
+fn a_torn_item_carrying_an_encoded_record_is_cut_off_as_a_torn_tail() {
+    use fairq_journal::format::{encode_record, Record, RecordKind};
+    let dir = tempfile::tempdir().unwrap();
+    let q = JournaledQueue::open(dir.path(), "q", cfg(1 << 20)).unwrap();
+    q.put(b"before").unwrap();
+    let mut inner = Vec::new();
+    encode_record(
+        &Record {
+            kind: RecordKind::Item,
+            id: 1000,
+            added_at_ms: 1,
+            expires_at_ms: None,
+            payload: b"forwarded",
+        },
+        &mut inner,
+    );
+    let mut payload = vec![0xAB; 64];
+    payload.extend_from_slice(&inner);
+    payload.extend_from_slice(&[0xCD; 64]);
+    q.put(&payload).unwrap();
+    drop(q);
+    let seg = dir.path().join("q.00000000000000000001.seg");
+    let len = std::fs::metadata(&seg).unwrap().len();
+    // The last 32 bytes of the put never reached the disk.
+    let f = std::fs::OpenOptions::new().write(true).open(&seg).unwrap();
+    f.set_len(len - 32).unwrap();
+    drop(f);
+    let (items, report) = read_all_reporting(dir.path()).unwrap();
+    assert_eq!(items, [b"before".to_vec()]);
+    assert_eq!(report.tails.len(), 1, "{report:?}");
+    assert_eq!(report.tails[0].cause, TailCause::Incomplete);
+    assert_eq!(
+        report.tails[0].offset as usize,
+        SEGMENT_HEADER_LEN + RECORD_HEADER_LEN + b"before".len()
+    );
+}
+
+/// Damage inside the last segment followed by intact records that do not run to its end
+/// (a later write was torn by a crash): no chain of records reaches the end, so by the
+/// recovery rules this is a tail, cut off from the damaged record on. The cut is reported
+/// as the loss of a complete record (`TailCause::Damaged`), never in silence. A broken
+/// open would report nothing, or cut only the torn write and keep reading past damage.
+#[test]
+fn damage_followed_by_records_and_a_torn_write_is_cut_and_reported_as_damage() {
+    let (dir, segs) = build(1 << 20);
+    let ends = record_ends();
+    let mut b = std::fs::read(&segs[0]).unwrap();
+    // A payload byte of the fourth record flipped; the fifth intact; the sixth torn.
+    let fourth = ends[2];
+    b[fourth + RECORD_HEADER_LEN] ^= 0x10;
+    b.truncate(b.len() - 10);
+    std::fs::write(&segs[0], &b).unwrap();
+    let (items, report) = read_all_reporting(dir.path()).unwrap();
+    assert_eq!(items.len(), 3);
+    assert_eq!(report.tails.len(), 1, "{report:?}");
+    assert_eq!(report.tails[0].offset as usize, fourth);
+    assert!(report.dropped_a_complete_record(), "{report:?}");
+}
