@@ -178,3 +178,79 @@ fn reused_waiter_receives_the_second_item() {
         assert!(q.is_empty());
     });
 }
+
+/// The asynchronous version of `blocked_producer_deadline_races_a_pop`: a registered
+/// `push_until` is polled again (a new waker) while its deadline signal fires and a
+/// consumer makes room (one thread: the timer fires, then the consumer pops), and a
+/// blocked producer waits behind it. The pop notifies the oldest registered producer, the
+/// async push. `PushState::poll` may see the signal and then fail to leave the list,
+/// because the notification came in between: it must then try once more rather than give
+/// up and waste the notification, or the producer behind it sleeps beside free room (parks
+/// forever: a deadlock for loom). Whatever the interleaving, both producers finish, every
+/// accepted item is queued once, and a refused push got its item back. (Checked by
+/// returning `Full` where the failed `deregister` leads to the extra try: a deadlock.)
+#[test]
+fn async_push_deadline_races_a_pop() {
+    model(|| {
+        let q = Arc::new(WaitQueue::bounded(1, FullPolicy::Refuse));
+        q.push(1).unwrap();
+        let timer = Arc::new(ModelTimer::new());
+        let mut push = q.push_until(2, ModelTimer::signal(&timer));
+        assert_eq!(poll_once(&mut push), Poll::Pending);
+        let blocked = {
+            let q = Arc::clone(&q);
+            thread::spawn(move || q.push_timeout(3, FOREVER))
+        };
+        let consumer = {
+            let (q, timer) = (Arc::clone(&q), Arc::clone(&timer));
+            thread::spawn(move || {
+                timer.fire();
+                q.try_pop()
+            })
+        };
+        let pushed = loom::future::block_on(&mut push);
+        drop(push);
+        assert_eq!(consumer.join().unwrap(), Some(1));
+        let accepted = pushed.is_ok();
+        let mut got = Vec::new();
+        match pushed {
+            // The async push took the room; the blocked producer needs another.
+            Ok(()) => got.push(q.pop_timeout(FOREVER).unwrap()),
+            Err(err) => assert_eq!(err, PushError::Full(2)),
+        }
+        blocked.join().unwrap().unwrap();
+        got.extend(std::iter::from_fn(|| q.try_pop()));
+        let expected = if accepted { vec![2, 3] } else { vec![3] };
+        assert_eq!(got, expected, "lost or duplicated");
+        assert_eq!(q.producer_count(), 0);
+    });
+}
+
+/// `FairWaitQueue::remove_key` makes room for as many items as it removes: two producers
+/// blocked on a full fair queue of two are both woken when the key holding both items is
+/// removed (`room_made_catching(freed)`), and their items are queued once each. A producer
+/// left asleep parks forever (a deadlock for loom; checked by waking one producer instead
+/// of `freed`, and none).
+#[test]
+fn remove_key_wakes_the_blocked_producers() {
+    model(|| {
+        let q = Arc::new(FairWaitQueue::with_capacity(2));
+        q.push('a', 1).unwrap();
+        q.push('a', 2).unwrap();
+        let producers: Vec<_> = [('b', 3), ('c', 4)]
+            .into_iter()
+            .map(|(key, item)| {
+                let q = Arc::clone(&q);
+                thread::spawn(move || q.push_timeout(key, item, FOREVER))
+            })
+            .collect();
+        assert_eq!(q.remove_key(&'a'), vec![1, 2]);
+        for p in producers {
+            p.join().unwrap().unwrap();
+        }
+        let mut left: Vec<_> = std::iter::from_fn(|| q.try_pop_with_key()).collect();
+        left.sort_unstable();
+        assert_eq!(left, [('b', 3), ('c', 4)], "lost or duplicated");
+        assert_eq!(q.producer_count(), 0);
+    });
+}

@@ -234,6 +234,29 @@ fn a_prune_racing_pushes_keeps_the_waiters_in_order() {
     });
 }
 
+/// A blocking pop that finds the queue empty and registers, racing `put_head`: the item
+/// given back must reach it. A given-back item sits in its own queue, which a pop only
+/// looks at when the hint counter `returned_hint` (`blocking/src/items.rs`) is not 0, so
+/// this is the race in which the consumer's pass reads a stale 0 while the giver misses the
+/// registered waiter. The giver increments the hint, queues the item and fences
+/// (`Handoff::item_added`); the consumer registers, fences, then reads the hint. Without the
+/// giver's fence, loom finds the interleaving in which the pop parks forever (checked by
+/// replacing `item_added` with `item_added_seqcst` in `Handoff::put_back`).
+#[test]
+fn put_head_reaches_a_pop_that_found_the_hint_at_zero() {
+    model(|| {
+        let q = Arc::new(WaitQueue::unbounded());
+        let consumer = {
+            let q = Arc::clone(&q);
+            thread::spawn(move || q.pop_timeout(FOREVER))
+        };
+        q.put_head(1);
+        assert_eq!(consumer.join().unwrap(), Some(1));
+        assert!(q.is_empty(), "duplicate");
+        assert_eq!(q.waiter_count(), 0);
+    });
+}
+
 /// `close` races a blocking waiter and an async waiter: both resolve to `None`, and a
 /// push after close is refused.
 #[test]
