@@ -30,8 +30,13 @@ pub const TAIL_MAGIC: [u8; 8] = *b"FAIRQTAL";
 const VERSION: u32 = 1;
 /// The checkpoint version this crate writes.
 pub const CHECKPOINT_VERSION: u32 = 3;
-/// Upper bound on how many out-of-order ids a checkpoint may list (guards allocations).
-pub const MAX_DONE_IDS: usize = 1 << 24;
+/// The most out-of-order ids a checkpoint can list, and apart from them the most error
+/// counts: the number of each is a 32-bit field. Reading needs no lower bound: a file
+/// must hold 8 (or 12) bytes for each entry it counts, which limits what reading it
+/// allocates to about its own size. A reader reaches this many only with as many ids held
+/// in memory; its checkpoint then fails (`checkpoint_too_large`) instead of being written
+/// with a count that wrapped.
+pub const MAX_DONE_IDS: usize = u32::MAX as usize;
 /// Upper bound on registry entries and on a reader name's length.
 const MAX_READERS: usize = 1 << 16;
 const MAX_NAME_LEN: usize = 255;
@@ -57,13 +62,37 @@ pub struct Checkpoint {
     pub errors: Vec<(u64, u32)>,
 }
 
+/// Why `cp` cannot be written: more out-of-order ids or error counts than a checkpoint's
+/// count fields hold ([`MAX_DONE_IDS`]). `None` when it can.
+pub(crate) fn checkpoint_too_large(cp: &Checkpoint) -> Option<String> {
+    too_many(cp.done.len(), cp.errors.len())
+}
+
+fn too_many(done: usize, errors: usize) -> Option<String> {
+    (done > MAX_DONE_IDS || errors > MAX_DONE_IDS).then(|| {
+        format!(
+            "the checkpoint would list {done} ids finished out of order and {errors} error \
+             counts; it holds at most {MAX_DONE_IDS} of each"
+        )
+    })
+}
+
 /// Encodes a checkpoint file (version 3).
 ///
 /// ```
 /// use fairq_journal::checkpoint::{encode_checkpoint, Checkpoint};
 /// assert_eq!(encode_checkpoint(&Checkpoint { head: 1, ..Default::default() }).len(), 48);
 /// ```
+///
+/// # Panics
+///
+/// If `cp` lists more than [`MAX_DONE_IDS`] out-of-order ids or error counts: their number
+/// would not fit its field, and the file would not read back. (The journal checks first,
+/// and fails the checkpoint instead.)
 pub fn encode_checkpoint(cp: &Checkpoint) -> Vec<u8> {
+    if let Some(reason) = checkpoint_too_large(cp) {
+        panic!("{reason}");
+    }
     let mut out = Vec::with_capacity(48 + 8 * cp.done.len() + 12 * cp.errors.len());
     out.extend_from_slice(&CHECKPOINT_MAGIC);
     out.extend_from_slice(&CHECKPOINT_VERSION.to_le_bytes());
@@ -123,7 +152,8 @@ pub fn decode_checkpoint(buf: &[u8]) -> Result<Checkpoint, DecodeError> {
     let end = buf.len() - 4;
     let count = u32_at(buf, at) as usize;
     at += 4;
-    if count > MAX_DONE_IDS || end < at + 8 * count {
+    // Checked before anything is allocated: at most about the file's own size.
+    if end < at + 8 * count {
         return Err(DecodeError::BadLength(count as u64));
     }
     let mut done = Vec::with_capacity(count);
@@ -142,7 +172,7 @@ pub fn decode_checkpoint(buf: &[u8]) -> Result<Checkpoint, DecodeError> {
         }
         let count = u32_at(buf, at) as usize;
         at += 4;
-        if count > MAX_DONE_IDS || end < at + 12 * count {
+        if end < at + 12 * count {
             return Err(DecodeError::BadLength(count as u64));
         }
         errors.reserve(count);
@@ -346,6 +376,15 @@ mod tests {
                 "{bad:?}"
             );
         }
+    }
+
+    /// Only counts that fit the 32-bit fields are written; a broken writer wraps them
+    /// (`as u32`) into a file that reads back as damage.
+    #[test]
+    fn only_counts_that_fit_their_fields_are_written() {
+        assert_eq!(too_many(MAX_DONE_IDS, MAX_DONE_IDS), None);
+        assert!(too_many(MAX_DONE_IDS + 1, 0).is_some());
+        assert!(too_many(0, MAX_DONE_IDS + 1).is_some());
     }
 
     #[test]

@@ -3,7 +3,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use crate::checkpoint::{encode_checkpoint, encode_registry};
+use crate::checkpoint::{checkpoint_too_large, encode_checkpoint, encode_registry};
 use crate::config::ReaderConfig;
 use crate::files::{checkpoint_path, registry_path};
 use crate::name::{check_file_names, validate_name};
@@ -116,6 +116,10 @@ impl Inner {
                 };
                 let new_path = checkpoint_path(&self.dir, &self.name, name);
                 if !self.read_only {
+                    if let Some(reason) = checkpoint_too_large(&data) {
+                        let e = std::io::Error::new(std::io::ErrorKind::FileTooLarge, reason);
+                        return Err(JournalError::io(&new_path, e));
+                    }
                     replace_atomically(
                         self.storage(),
                         &new_path,

@@ -3,7 +3,7 @@
 
 use std::sync::atomic::Ordering;
 
-use crate::checkpoint::{encode_checkpoint, Checkpoint};
+use crate::checkpoint::{checkpoint_too_large, encode_checkpoint, Checkpoint};
 use crate::files::segment_name;
 use crate::next::duration_ms;
 use crate::reader_state::ReaderShared;
@@ -156,8 +156,19 @@ pub(crate) fn write_checkpoint(
         tail_segment: inner.tail_segment(),
         ..data
     };
-    let bytes = encode_checkpoint(&data);
-    if let Err(e) = replace_atomically(inner.storage(), &cp.path, &bytes, inner.config.file_mode) {
+    let written = match checkpoint_too_large(&data) {
+        Some(reason) => Err(std::io::Error::new(
+            std::io::ErrorKind::FileTooLarge,
+            reason,
+        )),
+        None => replace_atomically(
+            inner.storage(),
+            &cp.path,
+            &encode_checkpoint(&data),
+            inner.config.file_mode,
+        ),
+    };
+    if let Err(e) = written {
         let mut st = lock(&shared.state);
         st.dirty = true;
         st.checkpoint_due_ms = 0;
