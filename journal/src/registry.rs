@@ -206,6 +206,11 @@ impl Inner {
         let forget = || {
             write_lock(&self.readers).retain(|r| !Arc::ptr_eq(r, &shared));
             self.chunks.untrack(&shared.at);
+            // Under the checkpoint's lock, as `remove_reader` does: a checkpoint of it that
+            // another thread is writing finishes first (and is undone next), and none is
+            // written after.
+            let _cp = lock(&shared.cp);
+            shared.removed.store(true, Ordering::Release);
         };
         if let Err(e) = write_checkpoint(self, &shared, true) {
             forget();
