@@ -7,7 +7,7 @@ use std::path::Path;
 
 use crate::files::segment_name;
 use crate::format::{
-    decode_record, decode_segment_header, record_after, DecodeError, SEGMENT_HEADER_LEN,
+    decode_record, decode_segment_header, record_after, DecodeError, Rejected, SEGMENT_HEADER_LEN,
 };
 use crate::pos::Pos;
 use crate::report::{RecoveryReport, TailCause, TailRepair};
@@ -64,13 +64,28 @@ fn corrupt(path: &Path, offset: usize, reason: impl Into<String>) -> JournalErro
 /// the rest of one file system block of garbage or zeros.
 pub(crate) const TORN_NEW_SEGMENT_MAX: usize = 4096;
 
-/// Whether a chain of valid records starts anywhere at or after `from` and runs to the end
-/// of `data`, or to a stretch of nothing but zeros: each record intact, its id above the one
-/// before it (the first's above `prev`), each starting where the one before ends. That is
-/// what the records written after a damaged one look like. A record found inside a torn
-/// item (an item may carry the bytes of another journal's records) is followed by the rest
-/// of that item's payload, not by such a chain, so it does not count.
-fn valid_record_after(data: &[u8], from: usize, prev: Option<u64>) -> bool {
+/// What a later record must be to count as evidence of damage after a bad one
+/// ([`valid_record_after`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Evidence {
+    /// Any intact record with a higher id. The rule wherever the bytes after the bad spot are
+    /// not all inside one record: a record there is one the journal wrote after it, which may
+    /// have been acknowledged, so the bad spot is damage, never a tail to cut off.
+    Any,
+    /// A chain of intact records running to the end. The rule after a record whose intact
+    /// header announces more bytes than the file holds (the shape of a torn write): every
+    /// byte after it lies inside its announced length, so a record found there may be part
+    /// of its payload (an item may carry another journal's records); only records that run on
+    /// to the end, as those written after a damaged length field would, count.
+    RunningToTheEnd,
+}
+
+/// Whether a record that counts as evidence of damage (`evidence`) starts anywhere at or
+/// after `from`, its id above `prev`. For [`Evidence::RunningToTheEnd`], it must start a
+/// chain of valid records that runs to the end of `data`, or to a stretch of nothing but
+/// zeros: each record intact, its id above the one before it, each starting where the one
+/// before ends.
+fn valid_record_after(data: &[u8], from: usize, prev: Option<u64>, evidence: Evidence) -> bool {
     // A record starts with its nonzero length: none starts in zeros, such as the unused
     // end of a segment allocated for mapped writes (`mapped.rs`), megabytes long.
     let zeros_from = |at: usize| {
@@ -79,6 +94,12 @@ fn valid_record_after(data: &[u8], from: usize, prev: Option<u64>) -> bool {
     };
     if zeros_from(from) {
         return false;
+    }
+    // The fixed fields and the id are tested before the checksum (`record_after`): inside a
+    // torn large item, most offsets' first four bytes (user payload) announce a length that
+    // fits, and checksumming it at every offset would take time quadratic in the torn bytes.
+    if evidence == Evidence::Any {
+        return (from..data.len()).any(|p| record_after(&data[p..], prev).is_ok());
     }
     // Starts of records on a chain already followed that does not run to the end. A chain
     // followed from any of them is that same chain (each id is compared with the one
@@ -89,10 +110,6 @@ fn valid_record_after(data: &[u8], from: usize, prev: Option<u64>) -> bool {
             continue;
         }
         let (mut at, mut last) = (start, prev);
-        // The fixed fields and the id are tested before the checksum (`record_after`):
-        // inside a torn large item, most offsets' first four bytes (user payload) announce
-        // a length that fits, and checksumming it at every offset would take time
-        // quadratic in the torn bytes.
         while let Ok((rec, n)) = record_after(&data[at..], last) {
             dead.insert(at);
             at += n;
@@ -170,7 +187,7 @@ pub(crate) fn scan(
                 // longer file with a bad header is damage, never removed.
                 if is_last
                     && data.len() <= TORN_NEW_SEGMENT_MAX
-                    && !valid_record_after(&data, 0, out.last_id)
+                    && !valid_record_after(&data, 0, out.last_id, Evidence::Any)
                 {
                     // Created just before a crash: nothing in it was ever acknowledged.
                     tracing::warn!(path = %path.display(), error = %e, read_only, "removing a segment with a torn header");
@@ -250,7 +267,17 @@ pub(crate) fn scan(
                     // Nothing but zeros from here (the unused end of a mapped segment,
                     // megabytes long) holds no record: tested once, the search skipped.
                     let zeros = data[off..].iter().all(|&b| b == 0);
-                    if !may_be_torn || (!zeros && valid_record_after(&data, off + 1, out.last_id)) {
+                    // A record whose intact header runs past the end has the shape of a torn
+                    // write; a whole record failing its checksum does not.
+                    let evidence = match record_after(&data[off..], out.last_id) {
+                        Err(Rejected::Decode(DecodeError::Incomplete { .. })) => {
+                            Evidence::RunningToTheEnd
+                        }
+                        _ => Evidence::Any,
+                    };
+                    if !may_be_torn
+                        || (!zeros && valid_record_after(&data, off + 1, out.last_id, evidence))
+                    {
                         return Err(corrupt(&path, off, e.to_string()));
                     }
                     cut_tail(
@@ -371,20 +398,26 @@ mod tests {
         let torn_at = data.len();
         data.extend_from_slice(&record(2, &payload));
         data.truncate(data.len() - payload.len() / 4);
-        let (found, bytes) = checksummed(|| valid_record_after(&data, torn_at + 1, Some(1)));
-        assert!(!found);
-        assert_eq!(
-            bytes, 0,
-            "checksummed {bytes} bytes looking past a torn item"
-        );
+        for evidence in [Evidence::Any, Evidence::RunningToTheEnd] {
+            let (found, bytes) =
+                checksummed(|| valid_record_after(&data, torn_at + 1, Some(1), evidence));
+            assert!(!found);
+            assert_eq!(
+                bytes, 0,
+                "checksummed {bytes} bytes looking past a torn item ({evidence:?})"
+            );
+        }
     }
 
-    /// A torn item whose payload holds an encoded record with a higher id: the record is
-    /// followed by the rest of the payload, not by records running to the end. A broken
-    /// search takes it for a valid record after damage (and opening refuses the queue as
-    /// corrupt); records that do run to the end, or to zeros, still count.
+    /// After a torn write (`Evidence::RunningToTheEnd`): a torn item whose payload holds an
+    /// encoded record with a higher id: the record is followed by the rest of the payload,
+    /// not by records running to the end. A broken search takes it for a valid record after
+    /// damage (and opening refuses the queue as corrupt); records that do run to the end, or
+    /// to zeros, still count. After a whole record that is bad (`Evidence::Any`), any intact
+    /// record counts, the embedded one too.
     #[test]
     fn only_records_running_to_the_end_count_as_found_after_a_bad_one() {
+        const END: Evidence = Evidence::RunningToTheEnd;
         let mut payload = vec![0xAB; 64];
         payload.extend_from_slice(&record(1000, b"forwarded"));
         payload.extend_from_slice(&[0xCD; 64]);
@@ -392,7 +425,13 @@ mod tests {
         let bad_at = data.len();
         data.extend_from_slice(&record(2, &payload));
         data.truncate(data.len() - 32);
-        assert!(!valid_record_after(&data, bad_at + 1, Some(1)));
+        assert!(!valid_record_after(&data, bad_at + 1, Some(1), END));
+        assert!(valid_record_after(
+            &data,
+            bad_at + 1,
+            Some(1),
+            Evidence::Any
+        ));
         // Damage (a flipped payload byte), then intact records to the end: found.
         let mut damaged = record(1, b"before");
         let mut second = record(2, b"second");
@@ -400,18 +439,18 @@ mod tests {
         damaged.extend_from_slice(&second);
         damaged.extend_from_slice(&record(3, b"third"));
         damaged.extend_from_slice(&record(4, b"fourth"));
-        assert!(valid_record_after(&damaged, bad_at + 1, Some(1)));
+        assert!(valid_record_after(&damaged, bad_at + 1, Some(1), END));
         // ... or to zeros, as in a mapped segment.
         damaged.extend_from_slice(&[0; 100]);
-        assert!(valid_record_after(&damaged, bad_at + 1, Some(1)));
+        assert!(valid_record_after(&damaged, bad_at + 1, Some(1), END));
         // ... but not when the ids stop increasing (a stale copy of the first record), or
         // garbage follows them.
         let mut stale = damaged[..damaged.len() - 100].to_vec();
         stale.extend_from_slice(&record(1, b"before"));
-        assert!(!valid_record_after(&stale, bad_at + 1, Some(1)));
+        assert!(!valid_record_after(&stale, bad_at + 1, Some(1), END));
         let mut garbage = damaged[..damaged.len() - 100].to_vec();
         garbage.push(7);
-        assert!(!valid_record_after(&garbage, bad_at + 1, Some(1)));
+        assert!(!valid_record_after(&garbage, bad_at + 1, Some(1), END));
     }
 
     /// What each cheap test rejects, before any checksum: a broken check reports a

@@ -364,13 +364,14 @@ fn a_torn_item_carrying_an_encoded_record_is_cut_off_as_a_torn_tail() {
     );
 }
 
-/// Damage inside the last segment followed by intact records that do not run to its end
-/// (a later write was torn by a crash): no chain of records reaches the end, so by the
-/// recovery rules this is a tail, cut off from the damaged record on. The cut is reported
-/// as the loss of a complete record (`TailCause::Damaged`), never in silence. A broken
-/// open would report nothing, or cut only the torn write and keep reading past damage.
+/// Damage to a whole record inside the last segment (a flipped payload byte), intact records
+/// after it, then a torn write: a whole record failing its checksum is not the shape of a
+/// torn write, and records the journal wrote after it follow, which may have been
+/// acknowledged. Opening refuses the segment as corrupt, with the damaged record's offset,
+/// and changes nothing on disk (salvage recovers the records on either side). A broken open
+/// cuts the segment at the damage, dropping the acknowledged records after it.
 #[test]
-fn damage_followed_by_records_and_a_torn_write_is_cut_and_reported_as_damage() {
+fn damage_followed_by_records_and_a_torn_write_is_reported_and_nothing_is_cut() {
     let (dir, segs) = build(1 << 20);
     let ends = record_ends();
     let mut b = std::fs::read(&segs[0]).unwrap();
@@ -379,9 +380,13 @@ fn damage_followed_by_records_and_a_torn_write_is_cut_and_reported_as_damage() {
     b[fourth + RECORD_HEADER_LEN] ^= 0x10;
     b.truncate(b.len() - 10);
     std::fs::write(&segs[0], &b).unwrap();
-    let (items, report) = read_all_reporting(dir.path()).unwrap();
-    assert_eq!(items.len(), 3);
-    assert_eq!(report.tails.len(), 1, "{report:?}");
-    assert_eq!(report.tails[0].offset as usize, fourth);
-    assert!(report.dropped_a_complete_record(), "{report:?}");
+    match read_all_reporting(dir.path()) {
+        Err(JournalError::Corrupt { offset, .. }) => assert_eq!(offset as usize, fourth),
+        other => panic!("expected corruption at {fourth}, got {other:?}"),
+    }
+    assert_eq!(
+        std::fs::read(&segs[0]).unwrap(),
+        b,
+        "the segment is left as it was"
+    );
 }
