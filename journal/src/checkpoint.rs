@@ -152,8 +152,9 @@ pub fn decode_checkpoint(buf: &[u8]) -> Result<Checkpoint, DecodeError> {
     let end = buf.len() - 4;
     let count = u32_at(buf, at) as usize;
     at += 4;
-    // Checked before anything is allocated: at most about the file's own size.
-    if end < at + 8 * count {
+    // Checked before anything is allocated: at most about the file's own size (saturating,
+    // so that a count near `u32::MAX` cannot wrap on a 32-bit target).
+    if end < at.saturating_add(count.saturating_mul(8)) {
         return Err(DecodeError::BadLength(count as u64));
     }
     let mut done = Vec::with_capacity(count);
@@ -172,7 +173,7 @@ pub fn decode_checkpoint(buf: &[u8]) -> Result<Checkpoint, DecodeError> {
         }
         let count = u32_at(buf, at) as usize;
         at += 4;
-        if end < at + 12 * count {
+        if end < at.saturating_add(count.saturating_mul(12)) {
             return Err(DecodeError::BadLength(count as u64));
         }
         errors.reserve(count);
