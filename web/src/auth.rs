@@ -54,8 +54,8 @@ struct Session {
     expires: Millis,
 }
 
-/// The server's access rules and live sessions.
-#[derive(Debug)]
+/// The server's access rules and live sessions (its `Debug` output shows neither the token
+/// nor any session).
 pub(crate) struct Auth {
     token: String,
     generated: bool,
@@ -63,6 +63,24 @@ pub(crate) struct Auth {
     loopback: bool,
     cookie: String,
     sessions: Mutex<HashMap<String, Session>>,
+}
+
+impl std::fmt::Debug for Auth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let sessions = self
+            .sessions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len();
+        f.debug_struct("Auth")
+            .field("token", &"***")
+            .field("generated", &self.generated)
+            .field("reads_need_token", &self.reads_need_token)
+            .field("loopback", &self.loopback)
+            .field("cookie", &self.cookie)
+            .field("sessions", &sessions)
+            .finish()
+    }
 }
 
 /// `n` random bytes as lower-case hex.
@@ -303,6 +321,23 @@ mod tests {
 
     fn loopback_auth(token: Option<&str>) -> Auth {
         Auth::new("127.0.0.1:7171".parse().unwrap(), token.map(str::to_string)).unwrap()
+    }
+
+    #[test]
+    fn debug_output_shows_neither_the_token_nor_sessions() {
+        let auth = loopback_auth(Some("0123456789abcdef-secret"));
+        let id = auth.open_session(0).unwrap();
+        let h = headers(&[
+            ("host", "127.0.0.1"),
+            ("cookie", &format!("fairq_session_7171={id}")),
+        ]);
+        let Ok(Caller::Session { csrf, .. }) = auth.caller(&h, 1) else {
+            panic!("no session")
+        };
+        let debug = format!("{auth:?} {auth:#?}");
+        for secret in ["0123456789abcdef-secret", id.as_str(), csrf.as_str()] {
+            assert!(!debug.contains(secret), "{debug}");
+        }
     }
 
     #[test]

@@ -61,10 +61,25 @@ pub fn store_label(url: &str) -> String {
 ///     "connect to postgres://***@db failed (key ***)"
 /// );
 /// ```
-#[derive(Debug, Clone, Default)]
+///
+/// Its `Debug` output counts the secrets and shows none of them:
+///
+/// ```
+/// let scrub = fairq_web::Scrubber::from_url("redis://:topsecret@host/");
+/// assert!(!format!("{scrub:?}").contains("topsecret"));
+/// ```
+#[derive(Clone, Default)]
 pub struct Scrubber {
     /// Longest first, so a secret that contains another is blanked whole.
     secrets: Vec<String>,
+}
+
+impl std::fmt::Debug for Scrubber {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Scrubber")
+            .field("secrets", &self.secrets.len())
+            .finish()
+    }
 }
 
 impl Scrubber {
@@ -211,5 +226,14 @@ mod tests {
             scrub.clean("role alice does not exist"),
             "role *** does not exist"
         );
+    }
+
+    #[test]
+    fn debug_output_shows_no_secret() {
+        let scrub = Scrubber::from_url("postgres://alice:hunter22@h/db?sslpassword=topsecret");
+        let debug = format!("{scrub:?} {scrub:#?}");
+        for secret in ["alice", "hunter22", "topsecret"] {
+            assert!(!debug.contains(secret), "{debug}");
+        }
     }
 }
