@@ -139,7 +139,13 @@ pub(crate) async fn queue<B: Inspect>(
     ApiPath(queue): ApiPath<String>,
 ) -> ApiResult {
     let overview = app.overview().await.map_err(store_error(&app))?;
-    let Some(summary) = overview.queues.iter().find(|q| q.name == queue).cloned() else {
+    let mut summary = overview.queues.iter().find(|q| q.name == queue).cloned();
+    if summary.is_none() {
+        // The last sample may predate the queue: ask the store before saying it is unknown.
+        let fresh = app.sample().await.map_err(store_error(&app))?;
+        summary = fresh.queues.iter().find(|q| q.name == queue).cloned();
+    }
+    let Some(summary) = summary else {
         return Err(ApiError::new(
             StatusCode::NOT_FOUND,
             format!("no queue named {queue:?}"),

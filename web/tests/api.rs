@@ -782,3 +782,31 @@ async fn a_non_loopback_address_needs_a_token_and_short_tokens_are_refused() {
         }
     }
 }
+
+#[tokio::test]
+async fn a_queue_made_since_the_last_sample_is_found() {
+    // `GET /api/queues/{queue}` looked the queue up in the last sample only: for up to one
+    // refresh interval a queue that exists (its tenants view answered) was "not found".
+    let store = Arc::new(MemoryBackend::new());
+    common::seed(&*store).await;
+    let config = Config::new("memory:")
+        .token(TOKEN)
+        .refresh(fairq_web::MAX_REFRESH);
+    let server = common::start(Arc::clone(&store), config).await;
+    let mut api = Api::new(&server.url);
+    let (status, overview) = api.get("/api/overview").await;
+    assert_eq!(status, StatusCode::OK, "{overview}");
+    store
+        .enqueue(NewJob::new("fresh", "send", b"{}".to_vec()).key("k"))
+        .await
+        .expect("enqueue");
+    let (status, tenants) = api.get("/api/queues/fresh/tenants").await;
+    assert_eq!(status, StatusCode::OK, "{tenants}");
+    let (status, detail) = api.get("/api/queues/fresh").await;
+    assert_eq!(status, StatusCode::OK, "{detail}");
+    assert_eq!(detail["queue"]["name"], "fresh", "{detail}");
+    assert_eq!(detail["queue"]["pending"].as_u64(), Some(1), "{detail}");
+    // An unknown queue is still not found.
+    let (status, body) = api.get("/api/queues/never").await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+}
