@@ -130,14 +130,19 @@ fn read_checkpoint(
     reader: &str,
 ) -> Result<Restored, JournalError> {
     let path = checkpoint_path(dir, queue, reader);
-    // A checkpoint that cannot be read (any I/O error, such as a name the file system
-    // refuses as too long) counts as unreadable, as one that fails its checks does: the
-    // reader restarts from the oldest item (items may be delivered again, none is lost),
-    // rather than the whole queue failing to open.
-    let read = read_if_present(storage, &path).unwrap_or_else(|e| {
-        tracing::error!(path = %path.display(), error = %e, "could not read the checkpoint; the reader restarts from the oldest item");
-        None
-    });
+    // A name the file system refuses as too long names no file: a reader an earlier version
+    // registered without ever writing its checkpoint. It restarts from the oldest item, as
+    // one without a checkpoint does. Any other error reading it (EIO, EMFILE, a folder in
+    // its place) fails the open: it may pass, and restarting the reader would deliver
+    // every item it finished again.
+    let read = match read_if_present(storage, &path) {
+        Ok(read) => read,
+        Err(e) if e.kind() == std::io::ErrorKind::InvalidFilename => {
+            tracing::error!(path = %path.display(), error = %e, "the checkpoint's name is too long for the file system; the reader restarts from the oldest item");
+            None
+        }
+        Err(e) => return Err(JournalError::io(&path, e)),
+    };
     let checkpoint = match read {
         Some(bytes) => match decode_checkpoint(&bytes) {
             Ok(cp) => Some(cp),

@@ -1,5 +1,6 @@
 //! A simulated disk whose directory operations fail when a test says so: a removal, a
-//! rename, a directory sync or a creation can be refused (`EIO`, nothing done), and every
+//! rename, a directory sync, a creation or a whole-file read can be refused (`EIO`,
+//! nothing done), and every
 //! removal can be followed by a sync of its directory, as on a file system that commits
 //! directory changes in order (so a power loss at any point keeps exactly the removals
 //! made before it).
@@ -19,9 +20,14 @@ use fairq_journal::storage::{DirEntry, LockGuard, ReadFile, Storage, WriteFile};
 #[derive(Debug, Clone, Copy)]
 pub enum Op<'a> {
     Create(&'a Path),
-    Rename { from: &'a Path, to: &'a Path },
+    Rename {
+        from: &'a Path,
+        to: &'a Path,
+    },
     Remove(&'a Path),
     SyncDir(&'a Path),
+    /// A whole-file read (`Storage::read_all`: checkpoints, the registry, segments at open).
+    Read(&'a Path),
 }
 
 type Refuse = Box<dyn FnMut(&Op<'_>) -> bool + Send>;
@@ -88,6 +94,7 @@ impl Storage for Faulty {
         self.disk.list_dir(dir)
     }
     fn read_all(&self, path: &Path) -> io::Result<Vec<u8>> {
+        self.check(Op::Read(path))?;
         self.disk.read_all(path)
     }
     fn create(&self, path: &Path, mode: u32) -> io::Result<Box<dyn WriteFile>> {
