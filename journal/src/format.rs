@@ -410,6 +410,24 @@ pub(crate) fn u64_at(buf: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(b)
 }
 
+/// An item's encoded record (added at 5 ms, no expiry), for the tests of the code that
+/// reads records back.
+#[cfg(test)]
+pub(crate) fn item_record(id: u64, payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    encode_record(
+        &Record {
+            kind: RecordKind::Item,
+            id,
+            added_at_ms: 5,
+            expires_at_ms: None,
+            payload,
+        },
+        &mut out,
+    );
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -243,24 +243,9 @@ impl SegmentReader<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::format::{encode_record, encode_segment_header, Record, RecordKind, SegmentHeader};
+    use crate::format::{encode_segment_header, item_record as record, SegmentHeader};
     use crate::sim::SimDisk;
     use crate::storage::Storage;
-
-    fn record(id: u64, payload: &[u8]) -> Vec<u8> {
-        let mut out = Vec::new();
-        encode_record(
-            &Record {
-                kind: RecordKind::Item,
-                id,
-                added_at_ms: 5,
-                expires_at_ms: None,
-                payload,
-            },
-            &mut out,
-        );
-        out
-    }
 
     /// `record` with the bits of `mask` flipped in its last byte (its payload's).
     fn flipped_last(mut record: Vec<u8>, mask: u8) -> Vec<u8> {

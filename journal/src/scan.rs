@@ -362,22 +362,7 @@ fn cut_tail(
 mod tests {
     use super::*;
     use crate::crc::PAIR_BYTES;
-    use crate::format::{encode_record, Record, RecordKind, Rejected, RECORD_HEADER_LEN};
-
-    fn record(id: u64, payload: &[u8]) -> Vec<u8> {
-        let mut out = Vec::new();
-        encode_record(
-            &Record {
-                kind: RecordKind::Item,
-                id,
-                added_at_ms: 5,
-                expires_at_ms: None,
-                payload,
-            },
-            &mut out,
-        );
-        out
-    }
+    use crate::format::{item_record as record, Rejected, RECORD_HEADER_LEN};
 
     /// Bytes of record bodies checksummed while `f` runs.
     fn checksummed<T>(f: impl FnOnce() -> T) -> (T, u64) {
