@@ -185,9 +185,11 @@ impl Auth {
     pub(crate) fn caller(&self, headers: &HeaderMap, now: Millis) -> Result<Caller, Refusal> {
         if let Some(value) = headers.get(header::AUTHORIZATION) {
             let value = value.to_str().unwrap_or("");
+            // The scheme is case-insensitive (RFC 9110 section 11.1).
             let token = value
-                .strip_prefix("Bearer ")
-                .or_else(|| value.strip_prefix("bearer "));
+                .split_once(' ')
+                .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+                .map(|(_, token)| token);
             return match token {
                 Some(t) if self.check_token(t) => Ok(Caller::Bearer),
                 _ => Err(Refusal::Unauthenticated("wrong token")),
@@ -366,6 +368,27 @@ mod tests {
         ]);
         assert_eq!(auth.caller(&bearer, 0), Ok(Caller::Bearer));
         assert_eq!(auth.allow(&Caller::Bearer, &Method::POST, &bearer), Ok(()));
+    }
+
+    #[test]
+    fn the_bearer_scheme_is_matched_without_regard_to_case() {
+        // RFC 9110: the authentication scheme is case-insensitive.
+        let auth = loopback_auth(Some("0123456789abcdef"));
+        for scheme in ["Bearer", "bearer", "BEARER", "bEaReR"] {
+            let h = headers(&[
+                ("host", "127.0.0.1"),
+                ("authorization", &format!("{scheme} 0123456789abcdef")),
+            ]);
+            assert_eq!(auth.caller(&h, 0), Ok(Caller::Bearer), "{scheme}");
+        }
+        for value in [
+            "Basic 0123456789abcdef",
+            "Bearer0123456789abcdef",
+            "0123456789abcdef",
+        ] {
+            let h = headers(&[("host", "127.0.0.1"), ("authorization", value)]);
+            assert!(auth.caller(&h, 0).is_err(), "{value}");
+        }
     }
 
     #[test]
