@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use fairq_core::job::{millis, Millis};
-use fairq_worker::{BackendError, Clock, Inspect, KeyBacklog, Started};
+use fairq_worker::{BackendError, Clock, Inspect, KeyBacklog, QueueStats, Started};
 use tokio::sync::watch;
 
 use crate::auth::Auth;
@@ -104,8 +104,19 @@ impl<B: Inspect> App<B> {
 
     async fn read_overview(&self) -> Result<Arc<Overview>, BackendError> {
         let reading = self.readings.fetch_add(1, Ordering::Relaxed) + 1;
-        let stats = self.store.stats().await?;
+        let mut stats = self.store.stats().await?;
         let paused = self.store.paused().await?;
+        // A queue paused before its first job has no counts yet: list it anyway, so the
+        // pause shows and can be undone.
+        let mut extra: Vec<QueueStats> = paused
+            .iter()
+            .filter(|name| !stats.iter().any(|s| &s.queue == *name))
+            .map(|name| QueueStats::empty(name.clone()))
+            .collect();
+        if !extra.is_empty() {
+            stats.append(&mut extra);
+            stats.sort_by(|a, b| a.queue.cmp(&b.queue));
+        }
         let now = self.now();
         let fresh;
         let overview = {

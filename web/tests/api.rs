@@ -810,3 +810,41 @@ async fn a_queue_made_since_the_last_sample_is_found() {
     let (status, body) = api.get("/api/queues/never").await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
 }
+
+#[tokio::test]
+async fn a_queue_paused_before_its_first_job_is_shown_and_can_be_resumed() {
+    // A queue can be paused before its first job (the CLI says so, and the API accepts it),
+    // but the overview listed only queues with jobs: the pause was invisible, and the page
+    // offered no way to resume it.
+    let store = Arc::new(MemoryBackend::new());
+    common::seed(&*store).await;
+    let server = common::start(Arc::clone(&store), Config::new("memory:").token(TOKEN)).await;
+    let mut api = Api::new(&server.url);
+    let (status, body) = api.post("/api/queues/reports/pause", None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, overview) = api.get("/api/overview").await;
+    assert_eq!(status, StatusCode::OK, "{overview}");
+    let reports = overview["queues"]
+        .as_array()
+        .expect("queues")
+        .iter()
+        .find(|q| q["name"] == "reports")
+        .cloned()
+        .unwrap_or_else(|| panic!("the paused queue is not listed: {overview}"));
+    assert_eq!(reports["paused"], true, "{reports}");
+    assert_eq!(reports["total"].as_u64(), Some(0), "{reports}");
+    let (status, detail) = api.get("/api/queues/reports").await;
+    assert_eq!(status, StatusCode::OK, "{detail}");
+    assert_eq!(detail["queue"]["paused"], true, "{detail}");
+    let (status, body) = api.post("/api/queues/reports/resume", None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (_, overview) = api.get("/api/overview").await;
+    assert!(
+        !overview["queues"]
+            .as_array()
+            .expect("queues")
+            .iter()
+            .any(|q| q["name"] == "reports"),
+        "a resumed queue without jobs is gone again: {overview}"
+    );
+}
