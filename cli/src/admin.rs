@@ -333,8 +333,20 @@ struct JobRow {
     last_error: Option<String>,
     unique_key: Option<String>,
     depends_on: Option<u64>,
-    payload: serde_json::Value,
+    /// The payload as stored when it is JSON (numbers, key order and escapes as written),
+    /// or else its text as a JSON string.
+    payload: Payload,
     metadata: std::collections::BTreeMap<String, String>,
+}
+
+/// A job's payload in `list --json`.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Payload {
+    /// JSON, written out byte for byte.
+    Json(Box<serde_json::value::RawValue>),
+    /// Anything else, as text.
+    Text(String),
 }
 
 /// The time that matters for a job in its state.
@@ -348,9 +360,15 @@ fn state_time(state: &LifeState) -> Option<u64> {
 }
 
 fn job_row(info: JobInfo) -> JobRow {
-    let payload = serde_json::from_slice(&info.payload).unwrap_or_else(|_| {
-        serde_json::Value::String(String::from_utf8_lossy(&info.payload).into_owned())
-    });
+    // Not read into a `serde_json::Value`: that rounds numbers past 64 bits or a float's
+    // digits, sorts keys, and refuses what it cannot hold (`1e400`, deep nesting).
+    let payload = std::str::from_utf8(&info.payload)
+        .ok()
+        .and_then(|text| serde_json::value::RawValue::from_string(text.trim().to_string()).ok())
+        .map_or_else(
+            || Payload::Text(String::from_utf8_lossy(&info.payload).into_owned()),
+            Payload::Json,
+        );
     JobRow {
         id: info.id.0,
         state: info.status(),
@@ -1109,6 +1127,36 @@ mod tests {
         stats(&store, &args, clock.now(), &mut out).await.unwrap();
         assert_eq!(out.contents().matches("queue").count(), 1);
         assert!(out.contents().lines().any(|l| l.chars().count() > 80));
+    }
+
+    /// `list --json` shows a payload exactly as it was stored: a number past 64 bits or a
+    /// float's digits, and the order of keys, as written (read into a `serde_json::Value` it
+    /// came out rounded and sorted), and JSON that `serde_json::Value` refuses (a number out
+    /// of a float's range, nesting past its recursion limit) as JSON, not as a string.
+    #[tokio::test]
+    async fn list_json_shows_payloads_as_stored() {
+        let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        for payload in [
+            r#"{"z":123456789012345678901,"a":0.1000000000000000055511151231257827}"#,
+            "1e400",
+            deep.as_str(),
+        ] {
+            let store = MemoryBackend::with_clock(ManualClock::new(0));
+            store
+                .enqueue(NewJob::new("q", "k", payload.as_bytes().to_vec()))
+                .await
+                .unwrap();
+            let mut out = Output::buffer(Format::Json);
+            let Command::List(args) = parse(&["list"]) else {
+                unreachable!()
+            };
+            list(&store, &args, 0, &mut out).await.unwrap();
+            let text = out.contents();
+            assert!(
+                text.contains(&format!(r#""payload":{payload},"#)),
+                "{payload}: {text}"
+            );
+        }
     }
 
     /// A time past the year 9999 (a foreign or damaged record; stores refuse to write one)
