@@ -225,6 +225,12 @@ pub(crate) async fn jobs<B: Inspect>(
     let limit = q.limit.unwrap_or(50).clamp(1, MAX_PAGE);
     let queue = q.queue.filter(|s| !s.is_empty());
     let key = q.key.filter(|s| !s.is_empty());
+    if key.is_some() && q.no_key {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "key and no_key=true exclude each other: a job has one key or none",
+        ));
+    }
     let keyed = key.is_some() || q.no_key;
     let mut after = q.after.map(JobId);
     let mut jobs = Vec::new();

@@ -848,3 +848,26 @@ async fn a_queue_paused_before_its_first_job_is_shown_and_can_be_resumed() {
         "a resumed queue without jobs is gone again: {overview}"
     );
 }
+
+#[tokio::test]
+async fn a_key_and_no_key_together_are_refused() {
+    // `key=heavy&no_key=true` asks for jobs with key `heavy` and without a key: no job is
+    // both. The filter used to drop `no_key` silently and answer `heavy`'s jobs.
+    let store = Arc::new(MemoryBackend::new());
+    common::seed(&*store).await;
+    let server = common::start(Arc::clone(&store), Config::new("memory:").token(TOKEN)).await;
+    let mut api = Api::new(&server.url);
+    let (status, body) = api.get("/api/jobs?key=heavy&no_key=true").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    let error = body["error"].as_str().unwrap_or_else(|| panic!("{body}"));
+    assert!(error.contains("no_key"), "{error}");
+    // Each alone still filters; an empty key is no key filter.
+    for path in [
+        "/api/jobs?key=heavy",
+        "/api/jobs?no_key=true",
+        "/api/jobs?key=&no_key=true",
+    ] {
+        let (status, body) = api.get(path).await;
+        assert_eq!(status, StatusCode::OK, "{path}: {body}");
+    }
+}
