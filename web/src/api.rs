@@ -121,10 +121,16 @@ pub(crate) async fn events<B: Inspect>(
     Sse::new(stream).keep_alive(KeepAlive::default())
 }
 
-fn known_queue<B>(app: &App<B>, stats: &[fairq_worker::QueueStats], queue: &str) -> ApiResult {
-    let _ = app;
+/// Refuses a queue the store does not know: one without jobs or counters that is not
+/// paused either (the overview lists a queue paused before its first job).
+async fn known_queue<B: Inspect>(app: &App<B>, queue: &str) -> Result<(), ApiError> {
+    let stats = app.store.stats().await.map_err(store_error(app))?;
     if stats.iter().any(|s| s.queue == queue) {
-        Ok(StatusCode::OK.into_response())
+        return Ok(());
+    }
+    let paused = app.store.paused().await.map_err(store_error(app))?;
+    if paused.iter().any(|p| p == queue) {
+        Ok(())
     } else {
         Err(ApiError::new(
             StatusCode::NOT_FOUND,
@@ -180,8 +186,7 @@ pub(crate) async fn tenants<B: Inspect>(
     ApiQuery(q): ApiQuery<TenantsQuery>,
 ) -> ApiResult {
     let window = q.window.unwrap_or(300).clamp(10, 900) * 1_000;
-    let stats = app.store.stats().await.map_err(store_error(&app))?;
-    known_queue(&app, &stats, &queue)?;
+    known_queue(&app, &queue).await?;
     let scan = app.scan(&queue).await.map_err(store_error(&app))?;
     let slack = 2 * fairq_core::job::millis(app.refresh);
     Ok(Json(Tenants::build(

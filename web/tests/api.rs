@@ -836,6 +836,14 @@ async fn a_queue_paused_before_its_first_job_is_shown_and_can_be_resumed() {
     let (status, detail) = api.get("/api/queues/reports").await;
     assert_eq!(status, StatusCode::OK, "{detail}");
     assert_eq!(detail["queue"]["paused"], true, "{detail}");
+    // The queue page reads its tenants view too.
+    let (status, tenants) = api.get("/api/queues/reports/tenants").await;
+    assert_eq!(status, StatusCode::OK, "{tenants}");
+    assert_eq!(
+        tenants["tenants"].as_array().map(Vec::len),
+        Some(0),
+        "{tenants}"
+    );
     let (status, body) = api.post("/api/queues/reports/resume", None).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let (_, overview) = api.get("/api/overview").await;
