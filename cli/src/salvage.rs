@@ -50,9 +50,53 @@ pub(crate) fn salvage(
                 .into(),
         ));
     };
+    if is_inside(&args.to, path) {
+        return Err(CliError::Usage(format!(
+            "--to {} is inside the damaged store {}, which salvage does not change: name a \
+             folder outside it",
+            args.to.display(),
+            path.display()
+        )));
+    }
     let report = FileBackend::salvage(path, &args.to, FileOptions::default())
         .map_err(|e| CliError::Store(BackendError::from(e)))?;
     print(path, &args.to, &report, out)
+}
+
+/// True when `to` names `folder` or a path inside it, once both are resolved (symbolic
+/// links, `.` and `..`); the part of `to` that does not exist yet is resolved as written.
+/// False when `folder` cannot be resolved (opening it then says why).
+fn is_inside(to: &Path, folder: &Path) -> bool {
+    use std::path::Component;
+    let Ok(folder) = folder.canonicalize() else {
+        return false;
+    };
+    let to = if to.is_absolute() {
+        to.to_path_buf()
+    } else {
+        match std::env::current_dir() {
+            Ok(dir) => dir.join(to),
+            Err(_) => return false,
+        }
+    };
+    // The longest part of `to` that exists, resolved, then the rest as written.
+    let parts: Vec<Component> = to.components().collect();
+    let Some((mut resolved, rest)) = (1..=parts.len()).rev().find_map(|n| {
+        let existing: std::path::PathBuf = parts[..n].iter().collect();
+        existing.canonicalize().ok().map(|r| (r, &parts[n..]))
+    }) else {
+        return false;
+    };
+    for part in rest {
+        match part {
+            Component::ParentDir => {
+                resolved.pop();
+            }
+            Component::Normal(name) => resolved.push(name),
+            _ => {}
+        }
+    }
+    resolved.starts_with(&folder)
 }
 
 fn print(from: &Path, to: &Path, report: &SalvageReport, out: &mut Output) -> Result<(), CliError> {
@@ -238,6 +282,43 @@ mod tests {
             "{printed}"
         );
         assert!(to.is_dir(), "the salvage was done");
+    }
+
+    /// The damaged folder is not changed: a new folder inside it (however the path names
+    /// it) is refused before anything is created.
+    #[test]
+    fn a_new_folder_inside_the_damaged_one_is_refused_and_nothing_is_created() {
+        let old = tempfile::tempdir().unwrap();
+        FileBackend::open(old.path(), FileOptions::default())
+            .unwrap()
+            .close()
+            .unwrap();
+        let before: Vec<_> = std::fs::read_dir(old.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        let url: StoreUrl = format!("file:{}", old.path().display()).parse().unwrap();
+        for to in [
+            old.path().join("rebuilt"),
+            old.path().join("a/b/rebuilt"),
+            old.path().join("missing/../rebuilt"),
+            old.path().join("./rebuilt/."),
+        ] {
+            let args = SalvageArgs { to: to.clone() };
+            let mut out = Output::buffer(Format::Table);
+            let err = salvage(&url, &args, &mut out).unwrap_err();
+            assert!(
+                matches!(err, CliError::Usage(_)),
+                "{}: {err:?}",
+                to.display()
+            );
+            assert!(err.to_string().contains("inside"), "{err}");
+            let after: Vec<_> = std::fs::read_dir(old.path())
+                .unwrap()
+                .map(|e| e.unwrap().file_name())
+                .collect();
+            assert_eq!(after, before, "{}", to.display());
+        }
     }
 
     #[test]
