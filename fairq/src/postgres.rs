@@ -5,7 +5,7 @@
 pub use fairq_postgres::*;
 
 use crate::error::ConnectError;
-use crate::redact::redact;
+use crate::redact::redact_url;
 use crate::url::lowercase_scheme;
 
 /// Connects to PostgreSQL at `url` with `options` (see [`PgBackend::connect`]). The URL's
@@ -24,5 +24,5 @@ use crate::url::lowercase_scheme;
 pub async fn connect(url: &str, options: PgOptions) -> Result<PgBackend, ConnectError> {
     PgBackend::connect(&lowercase_scheme(url), options)
         .await
-        .map_err(|e| ConnectError::open(redact(url), url, e.into()))
+        .map_err(|e| ConnectError::open(redact_url(url), url, e.into()))
 }

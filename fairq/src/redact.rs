@@ -62,13 +62,46 @@ pub fn secrets(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// `url`, a store URL as given, without credentials: as [`redact`] shows it, and when it
+/// has no `://` (a typo such as `postgres:/app:pw@db/x` or `app:pw@db/x`), everything
+/// between its first `:` and its last `@` hidden too, as the user info it may be. Hiding
+/// more than a password (the user name), never less.
+pub(crate) fn redact_url(url: &str) -> String {
+    let shown = redact(url);
+    match slashless_user_info(&shown) {
+        Some(range) => format!("{}{MASK}{}", &shown[..range.start], &shown[range.end..]),
+        None => shown,
+    }
+}
+
+/// For a URL without `://`: what lies between its first `:` and its last `@`, when both
+/// are there in that order and something lies between them.
+fn slashless_user_info(url: &str) -> Option<Range<usize>> {
+    if url.contains("://") {
+        return None;
+    }
+    let start = url.find(':')? + 1;
+    let end = url.rfind('@')?;
+    (start < end).then_some(start..end)
+}
+
 /// Every form in which another program may quote the credentials of `text`: each as
 /// written, without its quotes (`password='a b'`) with and without its `\'` escapes,
 /// percent-decoded, and each of these escaped as `{:?}` shows it; the longest first, so
 /// that replacing them in that order leaves no part of a longer one behind.
 pub(crate) fn secret_forms(text: &str) -> Vec<String> {
     let mut forms = Vec::new();
-    for secret in secrets(text) {
+    let mut found = secrets(text);
+    // A store URL without `://` may hold a password all the same (see `redact_url`).
+    if let Some(range) = slashless_user_info(text) {
+        let user_info = &text[range];
+        found.push(user_info.to_string());
+        // `user:password` or `:password`: the password alone too.
+        if let Some((_, password)) = user_info.split_once(':') {
+            found.push(password.to_string());
+        }
+    }
+    for secret in found {
         let inside = secret
             .strip_prefix('\'')
             .map(|s| s.strip_suffix('\'').unwrap_or(s).to_string());

@@ -4,7 +4,7 @@
 pub use fairq_redis::*;
 
 use crate::error::ConnectError;
-use crate::redact::redact;
+use crate::redact::redact_url;
 use crate::url::lowercase_scheme;
 
 /// Connects to Redis at `url` with `options` (see [`RedisBackend::connect`]). The URL's
@@ -22,5 +22,5 @@ use crate::url::lowercase_scheme;
 pub async fn connect(url: &str, options: RedisOptions) -> Result<RedisBackend, ConnectError> {
     RedisBackend::connect(&lowercase_scheme(url), options)
         .await
-        .map_err(|source| ConnectError::open(redact(url), url, source))
+        .map_err(|source| ConnectError::open(redact_url(url), url, source))
 }

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::str::FromStr;
 
 use crate::error::ConnectError;
-use crate::redact::{redact, MASK};
+use crate::redact::{redact_url as redact, MASK};
 
 /// A store named by URL:
 ///
@@ -36,7 +36,9 @@ use crate::redact::{redact, MASK};
 ///
 /// Every scheme parses whichever features are on, so a URL for a store that was not
 /// compiled in gets a clear error from [`connect`](crate::connect), not a parse error.
-/// `Display` hides passwords (see [`redact`](crate::redact())).
+/// `Display` hides passwords (see [`redact`](crate::redact())), and in a URL missing the
+/// `//` after its scheme (`postgres:/app:pw@db/x`) everything between its first `:` and its
+/// last `@`, as is done in every error.
 ///
 /// ```
 /// use fairq::StoreUrl;
@@ -670,6 +672,43 @@ mod tests {
             };
             proptest::prop_assert_eq!(value, expected_value);
             proptest::prop_assert_eq!(rest, expected_rest);
+        }
+    }
+
+    /// A URL missing the `//` after its scheme (or its scheme) still has user info before
+    /// its `@`: no error, `Display` or `Debug` shows the password, and an attempt to
+    /// connect with it says nothing of it either.
+    #[tokio::test]
+    async fn a_password_in_a_url_without_slashes_is_hidden_too() {
+        for url in [
+            "app:hunter2@db/jobs",
+            "postgres//app:hunter2@db/jobs",
+            "postgres:/app:hunter2@127.0.0.1:1/jobs",
+            "postgres:app:hunter2@127.0.0.1:1/jobs",
+            "redis:hunter2@127.0.0.1:1/",
+            "redis:/:hunter2@127.0.0.1:1/?prefix=p",
+        ] {
+            let mut shown = Vec::new();
+            match url.parse::<StoreUrl>() {
+                Ok(parsed) => {
+                    shown.push(parsed.to_string());
+                    shown.push(format!("{parsed:?}"));
+                    let options = crate::ConnectOptions::default()
+                        .connect_timeout(std::time::Duration::from_secs(2));
+                    if let Err(err) = crate::Store::open(&parsed, &options).await {
+                        shown.push(format!("{err} {err:?}"));
+                        let mut source = std::error::Error::source(&err);
+                        while let Some(cause) = source {
+                            shown.push(cause.to_string());
+                            source = cause.source();
+                        }
+                    }
+                }
+                Err(err) => shown.push(format!("{err} {err:?}")),
+            }
+            for text in shown {
+                assert!(!text.contains("hunter2"), "{url}: {text}");
+            }
         }
     }
 
