@@ -105,9 +105,16 @@ fn usage_error(err: clap::Error) -> ExitCode {
         ErrorKind::DisplayHelp
         | ErrorKind::DisplayVersion
         | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
-            let _ = err.print();
+            let printed = err.print();
             if err.use_stderr() {
                 ExitCode::from(2)
+            } else if let Err(e) = printed
+                && e.kind() != std::io::ErrorKind::BrokenPipe
+            {
+                // Help or a version asked for and not written (a full disk) is a failure, as
+                // any other output that cannot be written; a reader that went away is not.
+                output_error_line(&format!("error: writing to standard output: {e}"));
+                ExitCode::FAILURE
             } else {
                 ExitCode::SUCCESS
             }

@@ -1692,3 +1692,36 @@ fn postgres_store_urls_take_tls_parameters() {
         assert!(stats.to_string().contains("\"pending\":1"), "{stats}");
     }
 }
+
+/// Help and version that cannot be written (stdout on a full device) are a failure, as any
+/// other output that cannot be written is: exit status 1 and the reason on stderr, not 0.
+#[cfg(target_os = "linux")]
+#[test]
+fn help_and_version_that_cannot_be_written_fail() {
+    let dir = tempfile::tempdir().unwrap();
+    for args in [
+        &["--help"][..],
+        &["list", "--help"],
+        &["help", "stats"],
+        &["--version"],
+    ] {
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap();
+        let output = std::process::Command::new(assert_cmd::cargo::cargo_bin("fairq"))
+            .current_dir(dir.path())
+            .env_remove("FAIRQ_STORE")
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(full)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(
+            stderr.starts_with("error: writing to standard output: "),
+            "{args:?}: {stderr}"
+        );
+    }
+}
