@@ -147,7 +147,9 @@ pub(crate) async fn queue<B: Inspect>(
     let overview = app.overview().await.map_err(store_error(&app))?;
     let mut summary = overview.queues.iter().find(|q| q.name == queue).cloned();
     if summary.is_none() {
-        // The last sample may predate the queue: ask the store before saying it is unknown.
+        // The last sample may predate the queue: ask the store before saying it is unknown
+        // (and sample anew, which every open event stream sees, only for a queue it knows).
+        known_queue(&app, &queue).await?;
         let fresh = app.sample().await.map_err(store_error(&app))?;
         summary = fresh.queues.iter().find(|q| q.name == queue).cloned();
     }
