@@ -61,20 +61,46 @@ fn compact_json(json: &[u8]) -> Vec<u8> {
     out
 }
 
+/// The file `@PATH` names, whatever bytes `PATH` holds; `None` without the `@`.
+fn file_name(payload: &std::ffi::OsStr) -> Option<&std::path::Path> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        payload
+            .as_bytes()
+            .strip_prefix(b"@")
+            .map(|name| std::path::Path::new(std::ffi::OsStr::from_bytes(name)))
+    }
+    #[cfg(not(unix))]
+    {
+        payload
+            .to_str()
+            .and_then(|text| text.strip_prefix('@'))
+            .map(std::path::Path::new)
+    }
+}
+
 /// Builds the job `fairq enqueue` adds; `stdin` is read when the payload is `-`, a file
 /// when it is `@PATH`; either way at most `--max-payload` bytes are read.
 pub(crate) fn build_job(args: &EnqueueArgs, stdin: impl Read) -> Result<NewJob, CliError> {
     let max = args.max_payload;
     let bytes = if args.payload == "-" {
         read_limited(stdin, max, "stdin")?
-    } else if let Some(path) = args.payload.strip_prefix('@') {
+    } else if let Some(path) = file_name(&args.payload) {
+        let shown = path.display().to_string();
         let file = std::fs::File::open(path)
-            .map_err(|e| CliError::io(format!("opening the payload file {path}"), e))?;
-        read_limited(file, max, path)?
-    } else if args.payload.len() as u64 > max {
-        return Err(too_big(max));
+            .map_err(|e| CliError::io(format!("opening the payload file {shown}"), e))?;
+        read_limited(file, max, &shown)?
     } else {
-        args.payload.clone().into_bytes()
+        let Some(text) = args.payload.to_str() else {
+            return Err(CliError::Usage(
+                "invalid JSON payload: the text given is not UTF-8".into(),
+            ));
+        };
+        if text.len() as u64 > max {
+            return Err(too_big(max));
+        }
+        text.as_bytes().to_vec()
     };
     // Checked as JSON, then stored compact but otherwise exactly as given: a number past
     // 64 bits, or one with more digits than a float keeps, stays as written (read into a

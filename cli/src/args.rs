@@ -148,8 +148,9 @@ pub struct EnqueueArgs {
     #[arg(long)]
     pub key: Option<String>,
     /// JSON payload; `-` reads it from stdin, `@PATH` from a file.
-    #[arg(long, short, default_value = "null", allow_hyphen_values = true)]
-    pub payload: String,
+    // Not a `String`: a file's name may be any bytes (the JSON itself must be UTF-8).
+    #[arg(long, short, default_value = "null", allow_hyphen_values = true, value_parser = clap::value_parser!(std::ffi::OsString))]
+    pub payload: std::ffi::OsString,
     /// The largest payload accepted, in bytes (suffixes KiB, MiB, GiB, KB, MB, GB); reading
     /// stops there, so a larger one is refused without being read whole.
     #[arg(long, default_value = "16MiB", env = "FAIRQ_MAX_PAYLOAD", value_parser = parse_size)]

@@ -1725,3 +1725,46 @@ fn help_and_version_that_cannot_be_written_fail() {
         );
     }
 }
+
+/// `-p @PATH` reads a file whatever bytes its name holds: a name that is not UTF-8 (Linux
+/// allows any byte but `/` and NUL) is a file like any other, not a parse error.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_payload_file_whose_name_is_not_utf8_is_read() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = tempfile::tempdir().unwrap();
+    let name = std::ffi::OsStr::from_bytes(b"payload-\xff.json");
+    std::fs::write(dir.path().join(name), br#"{"to": "ada"}"#).unwrap();
+    let mut arg = std::ffi::OsString::from("@");
+    arg.push(name);
+    fairq(dir.path())
+        .args([
+            "--store",
+            "file:store",
+            "--json",
+            "enqueue",
+            "-k",
+            "welcome",
+            "-p",
+        ])
+        .arg(&arg)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(r#""enqueued":true"#));
+    fairq(dir.path())
+        .args(["--store", "file:store", "--json", "list"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(r#""payload":{"to":"ada"}"#));
+    // A missing one is named, its bytes shown as well as text allows.
+    let mut missing = std::ffi::OsString::from("@");
+    missing.push(std::ffi::OsStr::from_bytes(b"missing-\xff"));
+    fairq(dir.path())
+        .args(["--store", "file:store", "enqueue", "-k", "welcome", "-p"])
+        .arg(&missing)
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(
+            "opening the payload file missing-",
+        ));
+}
