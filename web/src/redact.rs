@@ -32,6 +32,8 @@ pub fn store_label(url: &str) -> String {
         (Some(scheme), Some(info)) => {
             format!("{}{}", &url[..scheme + 3], &parts.base[info.end + 1..])
         }
+        // No `://` (a typo): what came before the user info, and what came after its `@`.
+        (None, Some(info)) => format!("{}{}", &url[..info.start], &parts.base[info.end + 1..]),
         _ => parts.base.to_string(),
     };
     let query = parts.query;
@@ -153,17 +155,39 @@ impl<'a> Parts<'a> {
     /// last `@` before the query, since the PostgreSQL client reads the credentials up to the
     /// first `@` of the whole URL and so takes a password holding `/` as it is. An `@` in the
     /// path then hides the path's start from the label, which shows less, never a secret.
+    ///
+    /// A URL without `://` (a typo such as `postgres:/app:pw@db/x` or `app:pw@db/x`) may hold
+    /// user info all the same: everything between its first `:` and the last `@` before its
+    /// query is taken as such (not in a `file:` URL, whose path is no secret).
     fn of(url: &'a str) -> Self {
+        if !url.contains("://")
+            && !url
+                .get(..5)
+                .is_some_and(|s| s.eq_ignore_ascii_case("file:"))
+            && let (Some(colon), Some(at)) = (url.find(':'), url.rfind('@'))
+            && colon + 1 < at
+        {
+            // The password may hold a `?`: the query starts after the user info.
+            let query_at = url[at..].find('?').map(|q| at + q);
+            return Parts {
+                base: query_at.map_or(url, |q| &url[..q]),
+                user_info: Some(colon + 1..at),
+                query: query_at.map(|q| &url[q + 1..]),
+            };
+        }
         let (base, query) = fairq_worker::url_parts::split_query(url);
-        let user_info = url.find("://").and_then(|scheme| {
-            let start = scheme + 3;
-            let after = fairq_worker::url_parts::after_user_info(url).max(start);
-            match base[after..].rfind('@') {
-                Some(at) => Some(start..after + at),
-                None if after > start => Some(start..after - 1),
-                None => None,
+        let user_info = match url.find("://") {
+            Some(scheme) => {
+                let start = scheme + 3;
+                let after = fairq_worker::url_parts::after_user_info(url).max(start);
+                match base[after..].rfind('@') {
+                    Some(at) => Some(start..after + at),
+                    None if after > start => Some(start..after - 1),
+                    None => None,
+                }
             }
-        });
+            None => None,
+        };
         Parts {
             base,
             user_info,
@@ -226,6 +250,36 @@ mod tests {
             scrub.clean("role alice does not exist"),
             "role *** does not exist"
         );
+    }
+
+    #[test]
+    fn a_password_in_a_url_without_slashes_is_hidden_too() {
+        // A typo before the user info (`postgres:/app:pw@db`) left no `://` to find it by:
+        // the label showed the URL whole and the scrubber knew no secret of it.
+        for url in [
+            "app:hunter22@db/jobs",
+            "postgres//app:hunter22@db/jobs",
+            "postgres:/app:hunter22@127.0.0.1:1/jobs",
+            "postgres:app:hunter22@127.0.0.1:1/jobs?schema=s",
+            "redis:hunter22@127.0.0.1:1/",
+            "redis:/:hunter22@127.0.0.1:1/?prefix=p",
+            "postgres:/app:hun?ter22@db/x?schema=s",
+        ] {
+            let password = url.split_once("app:").map_or("hunter22", |(_, rest)| {
+                rest.split_once('@').map_or(rest, |(p, _)| p)
+            });
+            let password = password.trim_start_matches(':');
+            let label = store_label(url);
+            assert!(!label.contains("hun"), "{url}: {label}");
+            let scrub = Scrubber::from_url(url);
+            assert_eq!(
+                scrub.clean(&format!("auth {password} failed")),
+                "auth *** failed",
+                "{url}"
+            );
+        }
+        // A file store's path is no secret, `@` or not.
+        assert_eq!(store_label("file:./data@2024"), "file:./data@2024");
     }
 
     #[test]
