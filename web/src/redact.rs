@@ -116,6 +116,17 @@ impl Scrubber {
             .filter(|d| !secrets.contains(d))
             .collect();
         secrets.extend(decoded);
+        // A message may quote a secret with `{:?}`, escaping its `"`, `\` and control
+        // characters: blank that spelling too.
+        let escaped: Vec<String> = secrets
+            .iter()
+            .map(|s| {
+                let quoted = format!("{s:?}");
+                quoted[1..quoted.len() - 1].to_string()
+            })
+            .filter(|e| !secrets.contains(e))
+            .collect();
+        secrets.extend(escaped);
         secrets.retain(|s| s.len() >= MIN_SECRET);
         secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
         secrets.dedup();
@@ -280,6 +291,16 @@ mod tests {
         }
         // A file store's path is no secret, `@` or not.
         assert_eq!(store_label("file:./data@2024"), "file:./data@2024");
+    }
+
+    #[test]
+    fn secrets_quoted_with_escapes_are_scrubbed_too() {
+        // A client library that quotes a password with `{:?}` escapes its `"` and `\`.
+        let scrub = Scrubber::from_url("postgres://app:pa%22ss%5Cword@h/db");
+        let quoted = format!("{:?}", "pa\"ss\\word");
+        assert_eq!(quoted, r#""pa\"ss\\word""#);
+        let cleaned = scrub.clean(&format!("password {quoted} refused"));
+        assert_eq!(cleaned, r#"password "***" refused"#);
     }
 
     #[test]
