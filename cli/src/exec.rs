@@ -213,15 +213,32 @@ impl ExecCommand {
     pub fn check(&self) -> Result<(), String> {
         let program = std::path::Path::new(&self.program);
         if program.components().count() > 1 {
-            return if program.is_file() {
-                Ok(())
-            } else {
+            return if !program.is_file() {
                 Err(format!("--exec: program {:?} not found", self.program))
+            } else if !is_executable(program) {
+                Err(format!(
+                    "--exec: program {:?} is not executable (chmod +x it, or run it through \
+                     its interpreter: --exec sh {})",
+                    self.program, self.program
+                ))
+            } else {
+                Ok(())
             };
         }
         let path = std::env::var_os("PATH").unwrap_or_default();
-        if std::env::split_paths(&path).any(|dir| dir.join(program).is_file()) {
+        // As the shell looks: the first executable file of that name on PATH.
+        let candidates: Vec<_> = std::env::split_paths(&path)
+            .map(|dir| dir.join(program))
+            .filter(|candidate| candidate.is_file())
+            .collect();
+        if candidates.iter().any(|candidate| is_executable(candidate)) {
             Ok(())
+        } else if let Some(found) = candidates.first() {
+            Err(format!(
+                "--exec: program {:?} on PATH ({}) is not executable",
+                self.program,
+                found.display()
+            ))
         } else {
             Err(format!(
                 "--exec: program {:?} not found on PATH",
@@ -352,6 +369,19 @@ pub(crate) fn stderr_tail(stderr: &[u8]) -> String {
     text.trim_start_matches('\u{FFFD}').trim().to_string()
 }
 
+/// True when `path` may be run: a file with an execute bit (on Unix; elsewhere any file).
+fn is_executable(path: &std::path::Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    }
+    #[cfg(not(unix))]
+    {
+        path.is_file()
+    }
+}
+
 #[cfg(all(test, unix))]
 mod tests {
     use super::*;
@@ -391,6 +421,33 @@ mod tests {
         assert!(failure.message.ends_with("line-499"), "{}", failure.message);
         assert!(!failure.message.contains("line-0\n"));
         assert!(!failure.permanent);
+    }
+
+    /// A program that exists but cannot be run (a script without its execute bit) is
+    /// refused up front too: every attempt would fail with "permission denied" and each job
+    /// spend its retries on it.
+    #[cfg(unix)]
+    #[test]
+    fn a_program_that_is_not_executable_is_refused_up_front() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("handle.sh");
+        std::fs::write(&script, "#!/bin/sh\nexit 0\n").unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let shown = script.display().to_string();
+        let err = ExecCommand::new([shown.as_str()])
+            .unwrap()
+            .check()
+            .unwrap_err();
+        assert!(err.contains("is not executable"), "{err}");
+        // A folder is no program either.
+        let folder = dir.path().display().to_string();
+        assert!(ExecCommand::new([folder.as_str()])
+            .unwrap()
+            .check()
+            .is_err());
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert_eq!(ExecCommand::new([shown.as_str()]).unwrap().check(), Ok(()));
     }
 
     #[tokio::test]
