@@ -124,7 +124,8 @@ pub struct BenchArgs {
     /// Simulated work per job.
     #[arg(long, default_value = "0s", value_parser = parse_duration)]
     pub work: Duration,
-    /// Jobs per enqueue batch (at most 1,000,000).
+    /// Jobs per enqueue batch (at most 1,000,000; fewer when their payloads would pass
+    /// 16 MiB).
     #[arg(long, default_value_t = 500)]
     pub batch: usize,
     /// Queue name [default: a fresh `bench-...` name, purged afterwards].

@@ -86,10 +86,28 @@ impl From<&BenchArgs> for BenchConfig {
 const MAX_JOBS: usize = 100_000_000;
 /// The most jobs one enqueue call of the bench carries.
 const MAX_BATCH: usize = 1_000_000;
+/// The most payload bytes one enqueue call of the bench carries: larger payloads make
+/// smaller batches (at least one job each), so the jobs of a batch never take more memory
+/// than this, whatever `--batch` asks for.
+const MAX_BATCH_BYTES: usize = 16 << 20;
 /// The most handlers (and the deepest prefetch) a worker runs.
 const MAX_CONCURRENCY: usize = 1_000_000;
 
 impl BenchConfig {
+    /// Jobs per enqueue call: `batch`, or fewer when their payloads would hold more than
+    /// `MAX_BATCH_BYTES` (16 MiB).
+    ///
+    /// ```
+    /// let config = fairq_cli::bench::BenchConfig { payload_size: 4 << 20, ..Default::default() };
+    /// assert_eq!(config.enqueue_batch(), 4);
+    /// assert_eq!(fairq_cli::bench::BenchConfig::default().enqueue_batch(), 500);
+    /// ```
+    pub fn enqueue_batch(&self) -> usize {
+        self.batch
+            .min(MAX_BATCH_BYTES / self.payload_size.max(1))
+            .max(1)
+    }
+
     /// Why the settings cannot run, if they cannot.
     pub(crate) fn problem(&self) -> Option<&'static str> {
         if self.jobs == 0 {
@@ -263,6 +281,7 @@ pub async fn run_bench_until<B: Inspect>(
         tally: Tally::new(config.jobs),
     });
     let pad = "x".repeat(config.payload_size.saturating_sub(FRAME));
+    let batch = config.enqueue_batch();
 
     // Phase 1: enqueue everything.
     let bar = progress::bar(config.jobs as u64, "enqueue", quiet);
@@ -276,7 +295,7 @@ pub async fn run_bench_until<B: Inspect>(
         if stopped.is_some() {
             break;
         }
-        let n = config.batch.min(config.jobs - next);
+        let n = batch.min(config.jobs - next);
         let mut batch = Vec::with_capacity(n);
         for i in next..next + n {
             let payload = Payload {
@@ -371,7 +390,11 @@ pub async fn run_bench_until<B: Inspect>(
     let run_us = lock(&shared.run).summary();
     Ok(BenchReport {
         store: store_name.to_string(),
-        config: config.clone(),
+        // With the batch size used.
+        config: BenchConfig {
+            batch,
+            ..config.clone()
+        },
         queue,
         enqueue_seconds: enqueue_elapsed.as_secs_f64(),
         enqueue_per_sec: config.jobs as f64 / secs(enqueue_elapsed),
@@ -535,6 +558,39 @@ mod tests {
         assert!(err.to_string().contains("is paused"), "{err}");
         assert_eq!(store.live_counts("b").await.unwrap().total(), 0);
         assert_eq!(store.paused().await.unwrap(), ["b"], "still paused");
+    }
+
+    /// Large payloads make smaller enqueue batches: one batch holds at most
+    /// `MAX_BATCH_BYTES` of payload, whatever `--batch` says, so `--payload-size 64MiB` with
+    /// the default batch of 500 does not build 32 GiB of jobs in memory at once.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn large_payloads_make_smaller_batches() {
+        let store = Arc::new(MemoryBackend::new());
+        let config = BenchConfig {
+            jobs: 12,
+            concurrency: 4,
+            payload_size: 4 << 20,
+            ..BenchConfig::default()
+        };
+        let report = run_bench(Arc::clone(&store), "memory:", &config, true, true)
+            .await
+            .unwrap();
+        assert_eq!(report.run_us.count, 12);
+        assert!(
+            report.config.batch * report.config.payload_size <= MAX_BATCH_BYTES,
+            "batches of {}",
+            report.config.batch
+        );
+        let mut out = Output::buffer(Format::Table);
+        print(&report, &mut out).unwrap();
+        assert!(
+            out.contents().contains("enqueue (batches of 4)"),
+            "{}",
+            out.contents()
+        );
+        // Small payloads keep the batch asked for.
+        let small = BenchConfig::default();
+        assert_eq!(small.enqueue_batch(), 500);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
