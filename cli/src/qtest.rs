@@ -407,6 +407,13 @@ fn stopped() -> CliError {
     CliError::Stopped("a request to stop")
 }
 
+/// The largest `--size`: the journal's largest item (`JournalConfig::max_item_size`).
+const MAX_SIZE: usize = 16 << 20;
+/// The most producer or consumer threads a test starts.
+const MAX_THREADS: usize = 1_000;
+/// The most bytes of items one `put_many` batch holds.
+const MAX_BATCH_BYTES: usize = 64 << 20;
+
 fn journal_test(
     name: &'static str,
     args: &JournalArgs,
@@ -427,6 +434,29 @@ fn journal_test(
     if plan.consumers_per_reader == 0 || plan.batch == 0 {
         return Err(CliError::Usage(
             "--consumers and --batch must be at least 1".into(),
+        ));
+    }
+    // Past these, a run is an allocation failure or thousands of threads (the process
+    // aborted), not a measurement.
+    if args.size > MAX_SIZE {
+        return Err(CliError::Usage(
+            "--size must be at most 16 MiB (the journal's largest item)".into(),
+        ));
+    }
+    if plan.producers > MAX_THREADS
+        || plan.readers > MAX_THREADS
+        || plan.consumers_per_reader > MAX_THREADS
+        || plan.readers.saturating_mul(plan.consumers_per_reader) > MAX_THREADS
+    {
+        return Err(CliError::Usage(
+            "--producers, --readers and --consumers (per reader, times the readers) must be \
+             at most 1,000"
+                .into(),
+        ));
+    }
+    if plan.batch.saturating_mul(args.size) > MAX_BATCH_BYTES {
+        return Err(CliError::Usage(
+            "--batch times --size must be at most 64 MiB".into(),
         ));
     }
     let scratch;
@@ -727,6 +757,11 @@ fn blocking_test(
     if a.items == 0 || a.producers == 0 || a.consumers == 0 || a.keys == 0 {
         return Err(CliError::Usage(
             "--items, --producers, --consumers and --keys must be at least 1".into(),
+        ));
+    }
+    if a.producers > MAX_THREADS || a.consumers > MAX_THREADS {
+        return Err(CliError::Usage(
+            "--producers and --consumers must be at most 1,000".into(),
         ));
     }
     if a.capacity == Some(0) {

@@ -252,3 +252,30 @@ fn bad_settings_are_refused_in_one_line() {
         .assert()
         .code(2);
 }
+
+/// Sizes and counts that no machine could hold are refused up front with a clear error
+/// (exit status 1), instead of an allocation failure or thousands of threads (the process
+/// aborted, status 134).
+#[test]
+fn sizes_and_counts_past_any_machine_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    for args in [
+        &["many-clients", "-n", "10", "--size", "99999999999"][..],
+        &["many-clients", "-n", "10", "-p", "100000"],
+        &["many-clients", "-n", "10", "-c", "100000"],
+        &["fanout", "-n", "10", "--readers", "100000"],
+        &["put-many", "-n", "10", "--batch", "99999999999"],
+        &["blocking", "-n", "10", "-p", "100000"],
+        &["blocking", "-n", "10", "-c", "100000"],
+    ] {
+        fairq(dir.path())
+            .arg("qtest")
+            .args(args)
+            .arg("--quiet")
+            // A bound on a broken build, which starts the load instead.
+            .timeout(Duration::from_secs(60))
+            .assert()
+            .code(1)
+            .stderr(predicate::str::contains("at most"));
+    }
+}
