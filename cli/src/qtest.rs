@@ -411,6 +411,8 @@ fn stopped() -> CliError {
 const MAX_SIZE: usize = 16 << 20;
 /// The most producer or consumer threads a test starts.
 const MAX_THREADS: usize = 1_000;
+/// The largest `--capacity` of a bounded wait-queue, which reserves its slots up front.
+const MAX_CAPACITY: usize = 10_000_000;
 /// The most bytes of items one `put_many` batch holds.
 const MAX_BATCH_BYTES: usize = 64 << 20;
 
@@ -766,6 +768,12 @@ fn blocking_test(
     }
     if a.capacity == Some(0) {
         return Err(CliError::Usage("--capacity must be at least 1".into()));
+    }
+    // A bounded queue reserves its slots up front.
+    if a.capacity.is_some_and(|c| c > MAX_CAPACITY) {
+        return Err(CliError::Usage(
+            "--capacity must be at most 10,000,000".into(),
+        ));
     }
     let q = match (a.queue, a.capacity) {
         (QueueKind::Fifo, None) => MemQueue::Fifo(Box::new(WaitQueue::unbounded())),

@@ -267,6 +267,7 @@ fn sizes_and_counts_past_any_machine_are_refused() {
         &["put-many", "-n", "10", "--batch", "99999999999"],
         &["blocking", "-n", "10", "-p", "100000"],
         &["blocking", "-n", "10", "-c", "100000"],
+        &["blocking", "-n", "10", "--capacity", "99999999999"],
     ] {
         fairq(dir.path())
             .arg("qtest")
