@@ -2,12 +2,13 @@
 //! would refuse (longer than 255 bytes): refused before anything is written, and a queue
 //! left with such a reader by an earlier version still opens.
 
+mod common;
 mod faulty;
 
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::files;
 use fairq_journal::checkpoint::encode_registry;
 use fairq_journal::sim::SimDisk;
 use fairq_journal::{JournalConfig, JournalError, JournaledQueue, SyncPolicy};
@@ -18,15 +19,6 @@ fn cfg() -> JournalConfig {
         sync: SyncPolicy::Always,
         ..Default::default()
     }
-}
-
-fn files(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
-    v.sort();
-    v
 }
 
 /// Both names pass `validate_name`, but `<queue>.cp.<reader>.tmp` is longer than 255

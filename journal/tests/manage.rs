@@ -2,10 +2,13 @@
 //! queue's maximum age, removing readers, listing queues, per-reader counters and dead
 //! letters.
 
+mod common;
+
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use common::files;
 use fairq_journal::{
     FullPolicy, Item, JournalConfig, JournalError, JournaledQueue, ManualClock, PutOptions, Reader,
     ReaderConfig, Sink, SyncPolicy,
@@ -277,15 +280,6 @@ fn a_queue_is_ready_to_expire_when_old_enough_and_empty() {
     let q2 = JournaledQueue::open(dir2.path(), "q", config2).unwrap();
     clock2.advance(Duration::from_secs(1 << 30));
     assert!(!q2.is_ready_for_expiration());
-}
-
-fn files(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
-    v.sort();
-    v
 }
 
 #[test]

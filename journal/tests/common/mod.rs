@@ -1,4 +1,5 @@
-//! Helpers shared by the journal's integration tests.
+//! Helpers shared by the journal's integration tests (`mod common;`); each uses part of it.
+#![allow(dead_code)]
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -45,4 +46,14 @@ pub fn crash_copy(from: &Path, to: &Path) {
     for (name, bytes) in last {
         std::fs::write(to.join(name), bytes).unwrap();
     }
+}
+
+/// The names of the files in `dir`, sorted.
+pub fn files(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    v.sort();
+    v
 }
