@@ -31,8 +31,11 @@ pub struct ConnectOptions {
     /// [`MAX_POOL_SIZE`](Self::MAX_POOL_SIZE) (a size out of that range is taken as the
     /// nearest bound).
     pub pool_size: usize,
-    /// PostgreSQL and Redis: how long to wait for the server to accept a connection
-    /// (default 5 s).
+    /// PostgreSQL and Redis: how long each attempt to connect waits for the server
+    /// (default 5 s). A Redis store tries again after a failed first attempt (its
+    /// connection manager's reconnections, up to a second apart), so a server that accepts
+    /// connections and never answers (a `redis://` URL aimed at a TLS port) fails the
+    /// connect after several times this: about 30 s at the default.
     pub connect_timeout: Duration,
     /// PostgreSQL: create or upgrade the schema on connect (default on). Off, a missing
     /// schema is an error that says to migrate.

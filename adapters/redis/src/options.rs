@@ -30,7 +30,9 @@ pub struct RedisOptions {
     /// Where retry jitter comes from (default: [`SystemRandom`]): each failed attempt draws
     /// one number for core's verdict.
     pub random: Arc<dyn Random>,
-    /// How long to wait for a TCP connection (default 5 s).
+    /// How long each attempt to connect waits (default 5 s). A connect whose first attempt
+    /// fails transiently tries again through the connection manager
+    /// ([`reconnect_retries`](Self::reconnect_retries) more times, up to a second apart).
     pub connect_timeout: Duration,
     /// How long to wait for a reply before the connection counts as broken (default 10 s).
     /// With [`wait_for_replicas`](Self::wait_for_replicas), a reply may take the replicas'

@@ -87,6 +87,40 @@ async fn a_dead_server_is_unavailable_and_named() {
     );
 }
 
+/// A server that accepts connections and never answers (a plain `redis://` URL aimed at a
+/// TLS-only port, say) fails the connect as transient and named, as a dead one does: each
+/// attempt gives up after `connect_timeout` (here with no reconnection attempts), not after
+/// the reply timeout. The outer limit is reached only by a connect that hangs.
+#[tokio::test]
+async fn a_server_that_never_answers_fails_the_connect_within_its_timeout() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    // Accepts every connection and keeps it open, reading nothing and writing nothing.
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            open.push(socket);
+        }
+    });
+    let options = RedisOptions {
+        reconnect_retries: 0,
+        ..RedisOptions::new().connect_timeout(Duration::from_millis(300))
+    };
+    let url = format!("redis://127.0.0.1:{port}/");
+    let connect = RedisBackend::connect(&url, options);
+    let err = tokio::time::timeout(Duration::from_secs(20), connect)
+        .await
+        .expect("the connect waited out the reply timeout")
+        .unwrap_err();
+    assert!(err.is_transient(), "{err}");
+    assert!(
+        err.to_string()
+            .contains(&format!("cannot connect to Redis at 127.0.0.1:{port}")),
+        "{err}"
+    );
+    held.abort();
+}
+
 #[tokio::test]
 async fn a_script_error_surfaces_with_the_script_name() {
     require_redis!();
